@@ -1,0 +1,207 @@
+/* The client side of the wire: one nng REQ socket per peer, a fresh
+ * context per call so that many calls may be outstanding at once. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "gmt_error.h"
+#include "gmt_log.h"
+#include "gmt_wire.h"
+
+struct gmt_client {
+  nng_socket sock;
+  char *url;
+};
+
+int gmt_client_open(gmt_client_t **out, const char *url, int flags)
+{
+  gmt_client_t *c;
+  int rv;
+
+  *out = NULL;
+  c = calloc(1, sizeof(*c));
+  if (!c || !(c->url = strdup(url))) {
+    free(c);
+    return -ENOMEM;
+  }
+  rv = nng_req0_open(&c->sock);
+  if (rv) {
+    free(c->url);
+    free(c);
+    return gmt__from_nng(rv);
+  }
+  /* Reconnect quickly at first, then back off to 2 s. */
+  nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 100);
+  nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 2000);
+  rv = nng_dial(c->sock, url, NULL, (flags & GMT_CLIENT_DIAL_NOW) ? 0 : NNG_FLAG_NONBLOCK);
+  if (rv) {
+    nng_close(c->sock);
+    free(c->url);
+    free(c);
+    return gmt__from_nng(rv);
+  }
+  *out = c;
+  return 0;
+}
+
+void gmt_client_close(gmt_client_t *c)
+{
+  if (!c)
+    return;
+  nng_close(c->sock);
+  free(c->url);
+  free(c);
+}
+
+const char *gmt_client_url(const gmt_client_t *c) { return c->url; }
+
+static int envelope_to_msg(const Gmt__Envelope *env, nng_msg **msg)
+{
+  void *buf;
+  size_t len;
+  int rv = gmt_wire_pack(env, &buf, &len);
+
+  if (rv)
+    return rv;
+  rv = nng_msg_alloc(msg, 0);
+  if (rv == 0 && (rv = nng_msg_append(*msg, buf, len)) != 0)
+    nng_msg_free(*msg);
+  free(buf);
+  return gmt__from_nng(rv);
+}
+
+static int msg_to_envelope(nng_msg *msg, Gmt__Envelope **env)
+{
+  int rv = gmt_wire_unpack(nng_msg_body(msg), nng_msg_len(msg), env);
+
+  nng_msg_free(msg);
+  return rv;
+}
+
+static nng_duration remaining_ms(uint64_t deadline_ms)
+{
+  uint64_t now = gmt_now_ms();
+
+  return now >= deadline_ms ? 1 : (nng_duration)(deadline_ms - now);
+}
+
+int gmt_client_call(gmt_client_t *c, const Gmt__Envelope *req, Gmt__Envelope **rep,
+                    int timeout_ms)
+{
+  uint64_t deadline = gmt_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1);
+  nng_msg *msg;
+  nng_aio *aio;
+  nng_ctx ctx;
+  int rv;
+
+  *rep = NULL;
+  rv = envelope_to_msg(req, &msg);
+  if (rv)
+    return rv;
+  if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0) {
+    nng_msg_free(msg);
+    return gmt__from_nng(rv);
+  }
+  if ((rv = nng_ctx_open(&ctx, c->sock)) != 0) {
+    nng_msg_free(msg);
+    nng_aio_free(aio);
+    return gmt__from_nng(rv);
+  }
+  nng_aio_set_msg(aio, msg);
+  nng_aio_set_timeout(aio, remaining_ms(deadline));
+  nng_ctx_send(ctx, aio);
+  nng_aio_wait(aio);
+  rv = nng_aio_result(aio);
+  if (rv) {
+    nng_msg_free(nng_aio_get_msg(aio));
+  } else {
+    nng_aio_set_timeout(aio, remaining_ms(deadline));
+    nng_ctx_recv(ctx, aio);
+    nng_aio_wait(aio);
+    rv = nng_aio_result(aio);
+  }
+  if (rv == 0)
+    rv = msg_to_envelope(nng_aio_get_msg(aio), rep);
+  else
+    rv = gmt__from_nng(rv);
+  nng_ctx_close(ctx);
+  nng_aio_free(aio);
+  return rv;
+}
+
+/* One asynchronous call: send, then receive, then hand the reply on. */
+struct async_call {
+  nng_ctx ctx;
+  nng_aio *aio;
+  int receiving;
+  uint64_t deadline;
+  gmt_client_cb cb;
+  void *arg;
+};
+
+static void async_done(struct async_call *a, int rv, Gmt__Envelope *rep)
+{
+  a->cb(a->arg, rv, rep);
+  nng_ctx_close(a->ctx);
+  /* We are inside the aio's own callback: it cannot be freed here. */
+  nng_aio_reap(a->aio);
+  free(a);
+}
+
+static void async_cb(void *arg)
+{
+  struct async_call *a = arg;
+  Gmt__Envelope *rep = NULL;
+  int rv = nng_aio_result(a->aio);
+
+  if (rv) {
+    if (!a->receiving)
+      nng_msg_free(nng_aio_get_msg(a->aio));
+    async_done(a, gmt__from_nng(rv), NULL);
+    return;
+  }
+  if (!a->receiving) {
+    a->receiving = 1;
+    nng_aio_set_timeout(a->aio, remaining_ms(a->deadline));
+    nng_ctx_recv(a->ctx, a->aio);
+    return;
+  }
+  rv = msg_to_envelope(nng_aio_get_msg(a->aio), &rep);
+  async_done(a, rv, rep);
+}
+
+int gmt_client_call_async(gmt_client_t *c, const Gmt__Envelope *req, int timeout_ms,
+                          gmt_client_cb cb, void *arg)
+{
+  struct async_call *a;
+  nng_msg *msg;
+  int rv;
+
+  a = calloc(1, sizeof(*a));
+  if (!a)
+    return -ENOMEM;
+  a->cb = cb;
+  a->arg = arg;
+  a->deadline = gmt_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1);
+  if ((rv = envelope_to_msg(req, &msg)) != 0) {
+    free(a);
+    return rv;
+  }
+  if ((rv = nng_aio_alloc(&a->aio, async_cb, a)) != 0) {
+    nng_msg_free(msg);
+    free(a);
+    return gmt__from_nng(rv);
+  }
+  if ((rv = nng_ctx_open(&a->ctx, c->sock)) != 0) {
+    nng_msg_free(msg);
+    nng_aio_free(a->aio);
+    free(a);
+    return gmt__from_nng(rv);
+  }
+  nng_aio_set_msg(a->aio, msg);
+  nng_aio_set_timeout(a->aio, remaining_ms(a->deadline));
+  nng_ctx_send(a->ctx, a->aio);
+  return 0;
+}

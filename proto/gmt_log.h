@@ -1,0 +1,24 @@
+/* Logging for the daemons and the CLI: one line per message on stderr,
+ * prefixed with the program name; debug lines only with -v. */
+#ifndef GMT_LOG_H
+#define GMT_LOG_H
+
+#include <stdint.h>
+
+enum { GMT_LOG_ERROR = 0, GMT_LOG_WARN = 1, GMT_LOG_INFO = 2, GMT_LOG_DEBUG = 3 };
+
+void gmt_log_init(const char *prog, int level);
+int gmt_log_level(void);
+void gmt_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define gmt_error(...) gmt_log(GMT_LOG_ERROR, __VA_ARGS__)
+#define gmt_warn(...) gmt_log(GMT_LOG_WARN, __VA_ARGS__)
+#define gmt_info(...) gmt_log(GMT_LOG_INFO, __VA_ARGS__)
+#define gmt_debug(...) \
+  do { if (gmt_log_level() >= GMT_LOG_DEBUG) gmt_log(GMT_LOG_DEBUG, __VA_ARGS__); } while (0)
+
+/* Monotonic clock in nanoseconds and milliseconds. */
+uint64_t gmt_now_ns(void);
+static inline uint64_t gmt_now_ms(void) { return gmt_now_ns() / 1000000u; }
+
+#endif

@@ -1,0 +1,90 @@
+/* The wire: envelopes (proto/gmt.proto) over nng REQ/REP.
+ *
+ * Client side: a call with a timeout, blocking or with a callback.
+ * Server side: many outstanding requests at once (one nng context each),
+ * each answered when its handler is ready, from any thread.
+ *
+ * Every function that can fail returns 0 or a negative code (gmt_error.h). */
+#ifndef GMT_WIRE_H
+#define GMT_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmt.pb-c.h"
+
+#define GMT_PROTOCOL_VERSION 1u
+
+#define GMT_DEFAULT_SCHD_IPC "ipc:///run/gmt/schd.sock"
+#define GMT_DEFAULT_SCHD_TCP "tcp://127.0.0.1:50051"
+#define GMT_DEFAULT_PMGR_PORT 50052
+
+/* ---- envelopes ---- */
+
+/* Packs env (its version is set to ours) into a new buffer owned by the
+ * caller (free()). */
+int gmt_wire_pack(const Gmt__Envelope *env, void **buf, size_t *len);
+
+/* Unpacks a frame. GMT_EDECODE when it does not decode, GMT_EVERSION when
+ * it comes from a newer protocol. *env is freed with gmt_wire_free(). */
+int gmt_wire_unpack(const void *buf, size_t len, Gmt__Envelope **env);
+void gmt_wire_free(Gmt__Envelope *env);
+
+/* Checks that rep is of the expected case. An Error reply returns its code
+ * and copies its text into errbuf (may be NULL); a wrong case returns
+ * GMT_EUNEXPECTED. */
+int gmt_wire_expect(const Gmt__Envelope *rep, Gmt__Envelope__BodyCase expect,
+                    char *errbuf, size_t errlen);
+
+/* ---- client ---- */
+
+typedef struct gmt_client gmt_client_t;
+
+enum {
+  /* Dial now and fail at once if nobody listens (the hook wants this:
+   * it must not wait for a pod manager that is not there). Without it the
+   * dial goes on in the background and reconnects with backoff. */
+  GMT_CLIENT_DIAL_NOW = 1,
+};
+
+int gmt_client_open(gmt_client_t **c, const char *url, int flags);
+void gmt_client_close(gmt_client_t *c);
+const char *gmt_client_url(const gmt_client_t *c);
+
+/* Sends req and waits at most timeout_ms for the reply (-ETIMEDOUT).
+ * On success *rep is the reply, freed with gmt_wire_free(). An Error reply
+ * is returned as a reply, not as a failure: use gmt_wire_expect(). */
+int gmt_client_call(gmt_client_t *c, const Gmt__Envelope *req, Gmt__Envelope **rep,
+                    int timeout_ms);
+
+/* As above but returns at once; cb runs later on an nng thread with rc and
+ * the reply (NULL on failure), which cb then owns. */
+typedef void (*gmt_client_cb)(void *arg, int rc, Gmt__Envelope *rep);
+int gmt_client_call_async(gmt_client_t *c, const Gmt__Envelope *req, int timeout_ms,
+                          gmt_client_cb cb, void *arg);
+
+/* ---- server ---- */
+
+typedef struct gmt_server gmt_server_t;
+typedef struct gmt_call gmt_call_t; /* one request waiting for its reply */
+
+/* Runs on an nng thread for each request that decoded. The call owns req
+ * until it is answered; the handler (or whoever it hands the call to)
+ * must answer every call exactly once with gmt_call_reply*(). */
+typedef void (*gmt_server_cb)(void *arg, gmt_call_t *call, const Gmt__Envelope *req);
+
+int gmt_server_new(gmt_server_t **s, int ncontexts, gmt_server_cb cb, void *arg);
+/* Listens on url; ipc:// paths get their folder made and a stale socket
+ * removed. May be called for several urls before gmt_server_start(). */
+int gmt_server_listen(gmt_server_t *s, const char *url);
+int gmt_server_start(gmt_server_t *s);
+/* Stops receiving, waits for callbacks in flight, removes ipc socket files.
+ * Calls not yet answered are dropped. */
+void gmt_server_free(gmt_server_t *s);
+
+const Gmt__Envelope *gmt_call_request(const gmt_call_t *call);
+int gmt_call_reply(gmt_call_t *call, const Gmt__Envelope *rep);
+int gmt_call_reply_error(gmt_call_t *call, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

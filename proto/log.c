@@ -1,0 +1,44 @@
+/* One-line log messages on stderr, and the monotonic clock. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "gmt_log.h"
+
+static const char *log_prog = "gmt";
+static int log_level = GMT_LOG_INFO;
+
+void gmt_log_init(const char *prog, int level)
+{
+  log_prog = prog;
+  log_level = level;
+}
+
+int gmt_log_level(void) { return log_level; }
+
+void gmt_log(int level, const char *fmt, ...)
+{
+  static const char *const names[] = {"error", "warning", "info", "debug"};
+  char line[1024];
+  va_list ap;
+  int n;
+
+  if (level > log_level)
+    return;
+  n = snprintf(line, sizeof(line), "%s: %s%s", log_prog,
+               level <= GMT_LOG_WARN ? names[level] : "", level <= GMT_LOG_WARN ? ": " : "");
+  va_start(ap, fmt);
+  if (n > 0 && (size_t)n < sizeof(line))
+    vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+  va_end(ap);
+  /* One write per line, so lines of several threads do not interleave. */
+  fprintf(stderr, "%s\n", line);
+}
+
+uint64_t gmt_now_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

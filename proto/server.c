@@ -1,0 +1,279 @@
+/* The server side of the wire: an nng REP socket with many contexts, so
+ * that a request that must wait (a token, say) does not hold up others.
+ * Each context receives, hands the decoded request to the handler, and
+ * sends the reply whenever and from whichever thread it comes. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+
+#include "gmt_error.h"
+#include "gmt_log.h"
+#include "gmt_wire.h"
+
+enum call_state { CALL_RECV, CALL_HANDLER, CALL_SEND };
+
+struct gmt_call {
+  gmt_server_t *server;
+  nng_ctx ctx;
+  nng_aio *aio;
+  enum call_state state;
+  Gmt__Envelope *req;
+};
+
+#define GMT_SERVER_MAX_IPC 8
+
+struct gmt_server {
+  nng_socket sock;
+  gmt_server_cb cb;
+  void *arg;
+  int ncalls;
+  struct gmt_call *calls;
+  char *ipc_paths[GMT_SERVER_MAX_IPC];
+  int nipc;
+  volatile int closing;
+};
+
+static void call_receive(struct gmt_call *call)
+{
+  call->state = CALL_RECV;
+  nng_ctx_recv(call->ctx, call->aio);
+}
+
+static int call_send(struct gmt_call *call, const Gmt__Envelope *rep)
+{
+  nng_msg *msg;
+  void *buf;
+  size_t len;
+  int rv;
+
+  gmt_wire_free(call->req);
+  call->req = NULL;
+  rv = gmt_wire_pack(rep, &buf, &len);
+  if (rv == 0) {
+    rv = gmt__from_nng(nng_msg_alloc(&msg, 0));
+    if (rv == 0 && (rv = gmt__from_nng(nng_msg_append(msg, buf, len))) != 0)
+      nng_msg_free(msg);
+    free(buf);
+  }
+  if (rv) {
+    /* Nothing can go back; drop the request so the context serves on. */
+    gmt_warn("cannot send a reply: %s", gmt_strerror(rv));
+    call_receive(call);
+    return rv;
+  }
+  call->state = CALL_SEND;
+  nng_aio_set_msg(call->aio, msg);
+  nng_ctx_send(call->ctx, call->aio);
+  return 0;
+}
+
+static void reply_error(struct gmt_call *call, int code, const char *text)
+{
+  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
+  Gmt__Error err = GMT__ERROR__INIT;
+
+  err.code = code;
+  err.message = (char *)text;
+  rep.body_case = GMT__ENVELOPE__BODY_ERROR;
+  rep.error = &err;
+  call_send(call, &rep);
+}
+
+static void call_cb(void *arg)
+{
+  struct gmt_call *call = arg;
+  gmt_server_t *s = call->server;
+  nng_msg *msg;
+  int rv = nng_aio_result(call->aio);
+
+  if (call->state == CALL_SEND) {
+    if (rv)
+      nng_msg_free(nng_aio_get_msg(call->aio));
+    if (rv == NNG_ECLOSED || s->closing)
+      return;
+    call_receive(call);
+    return;
+  }
+  if (rv) {
+    if (rv == NNG_ECLOSED || s->closing)
+      return;
+    call_receive(call);
+    return;
+  }
+  msg = nng_aio_get_msg(call->aio);
+  rv = gmt_wire_unpack(nng_msg_body(msg), nng_msg_len(msg), &call->req);
+  nng_msg_free(msg);
+  if (rv == GMT_EVERSION) {
+    char text[96];
+
+    snprintf(text, sizeof(text), "protocol version newer than %u; upgrade this peer",
+             GMT_PROTOCOL_VERSION);
+    reply_error(call, rv, text);
+    return;
+  }
+  if (rv) {
+    reply_error(call, rv, "message does not decode as a gmt envelope");
+    return;
+  }
+  call->state = CALL_HANDLER;
+  s->cb(s->arg, call, call->req);
+}
+
+int gmt_server_new(gmt_server_t **out, int ncontexts, gmt_server_cb cb, void *arg)
+{
+  gmt_server_t *s;
+  int rv, i;
+
+  *out = NULL;
+  if (ncontexts < 1 || !cb)
+    return -EINVAL;
+  s = calloc(1, sizeof(*s));
+  if (!s)
+    return -ENOMEM;
+  s->cb = cb;
+  s->arg = arg;
+  s->calls = calloc((size_t)ncontexts, sizeof(*s->calls));
+  if (!s->calls) {
+    free(s);
+    return -ENOMEM;
+  }
+  rv = nng_rep0_open(&s->sock);
+  if (rv) {
+    free(s->calls);
+    free(s);
+    return gmt__from_nng(rv);
+  }
+  for (i = 0; i < ncontexts; i++) {
+    struct gmt_call *call = &s->calls[i];
+
+    call->server = s;
+    if ((rv = nng_aio_alloc(&call->aio, call_cb, call)) != 0 ||
+        (rv = nng_ctx_open(&call->ctx, s->sock)) != 0) {
+      s->ncalls = i + (call->aio != NULL);
+      gmt_server_free(s);
+      return gmt__from_nng(rv);
+    }
+    s->ncalls = i + 1;
+  }
+  *out = s;
+  return 0;
+}
+
+static int make_parent_dirs(const char *path)
+{
+  char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+  char *p;
+
+  if (strlen(path) >= sizeof(dir))
+    return -ENAMETOOLONG;
+  strcpy(dir, path);
+  for (p = dir + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(dir, 0755) && errno != EEXIST)
+      return -errno;
+    *p = '/';
+  }
+  return 0;
+}
+
+/* An ipc socket file left by a process that died: nobody accepts on it. */
+static int ipc_is_stale(const char *path)
+{
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int fd, rv;
+
+  if (strlen(path) >= sizeof(sa.sun_path))
+    return 0;
+  strcpy(sa.sun_path, path);
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return 0;
+  rv = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+  close(fd);
+  return rv != 0 && errno == ECONNREFUSED;
+}
+
+int gmt_server_listen(gmt_server_t *s, const char *url)
+{
+  const char *path = strncmp(url, "ipc://", 6) == 0 ? url + 6 : NULL;
+  int rv;
+
+  if (path) {
+    if (s->nipc >= GMT_SERVER_MAX_IPC)
+      return -E2BIG;
+    if ((rv = make_parent_dirs(path)) != 0)
+      return rv;
+    if (ipc_is_stale(path))
+      unlink(path);
+  }
+  rv = nng_listen(s->sock, url, NULL, 0);
+  if (rv)
+    return gmt__from_nng(rv);
+  if (path)
+    s->ipc_paths[s->nipc++] = strdup(path);
+  return 0;
+}
+
+int gmt_server_start(gmt_server_t *s)
+{
+  for (int i = 0; i < s->ncalls; i++)
+    call_receive(&s->calls[i]);
+  return 0;
+}
+
+void gmt_server_free(gmt_server_t *s)
+{
+  if (!s)
+    return;
+  s->closing = 1;
+  nng_close(s->sock);
+  for (int i = 0; i < s->ncalls; i++) {
+    struct gmt_call *call = &s->calls[i];
+
+    if (call->aio) {
+      nng_aio_stop(call->aio);
+      nng_aio_free(call->aio);
+    }
+    gmt_wire_free(call->req);
+  }
+  for (int i = 0; i < s->nipc; i++) {
+    if (s->ipc_paths[i])
+      unlink(s->ipc_paths[i]);
+    free(s->ipc_paths[i]);
+  }
+  free(s->calls);
+  free(s);
+}
+
+const Gmt__Envelope *gmt_call_request(const gmt_call_t *call) { return call->req; }
+
+int gmt_call_reply(gmt_call_t *call, const Gmt__Envelope *rep)
+{
+  if (call->state != CALL_HANDLER)
+    return -EINVAL;
+  return call_send(call, rep);
+}
+
+int gmt_call_reply_error(gmt_call_t *call, int code, const char *fmt, ...)
+{
+  char text[512];
+  va_list ap;
+
+  if (call->state != CALL_HANDLER)
+    return -EINVAL;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  reply_error(call, code, text);
+  return 0;
+}

@@ -1,0 +1,74 @@
+/* Envelopes: packing, unpacking with version and sanity checks, and the
+ * check a caller makes on a reply. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmt_error.h"
+#include "gmt_wire.h"
+
+int gmt_wire_pack(const Gmt__Envelope *env, void **buf, size_t *len)
+{
+  Gmt__Envelope copy = *env;
+  size_t n;
+  void *p;
+
+  copy.version = GMT_PROTOCOL_VERSION;
+  n = gmt__envelope__get_packed_size(&copy);
+  p = malloc(n ? n : 1);
+  if (!p)
+    return -ENOMEM;
+  gmt__envelope__pack(&copy, p);
+  *buf = p;
+  *len = n;
+  return 0;
+}
+
+int gmt_wire_unpack(const void *buf, size_t len, Gmt__Envelope **env)
+{
+  Gmt__Envelope *e;
+
+  *env = NULL;
+  e = gmt__envelope__unpack(NULL, len, buf);
+  if (!e)
+    return GMT_EDECODE;
+  if (e->version > GMT_PROTOCOL_VERSION) {
+    gmt__envelope__free_unpacked(e, NULL);
+    return GMT_EVERSION;
+  }
+  /* Version 0 is an empty or foreign frame, not an old gmt. */
+  if (e->version == 0) {
+    gmt__envelope__free_unpacked(e, NULL);
+    return GMT_EDECODE;
+  }
+  *env = e;
+  return 0;
+}
+
+void gmt_wire_free(Gmt__Envelope *env)
+{
+  if (env)
+    gmt__envelope__free_unpacked(env, NULL);
+}
+
+int gmt_wire_expect(const Gmt__Envelope *rep, Gmt__Envelope__BodyCase expect, char *errbuf,
+                    size_t errlen)
+{
+  if (errbuf && errlen)
+    errbuf[0] = '\0';
+  if (rep->body_case == expect)
+    return 0;
+  if (rep->body_case == GMT__ENVELOPE__BODY_ERROR && rep->error) {
+    int code = rep->error->code < 0 ? rep->error->code : -EIO;
+
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen, "%s",
+               rep->error->message && rep->error->message[0] ? rep->error->message
+                                                              : gmt_strerror(code));
+    return code;
+  }
+  if (errbuf && errlen)
+    snprintf(errbuf, errlen, "unexpected reply (body %d, wanted %d)", (int)rep->body_case,
+             (int)expect);
+  return GMT_EUNEXPECTED;
+}
