@@ -1,0 +1,82 @@
+/* Hook overhead, one side of a side-by-side run (hook_overhead.py runs it
+ * with and without LD_PRELOAD and prints the ratios):
+ *   hook_overhead launch N   N empty-kernel launches, then one sync
+ *   hook_overhead alloc N    N times cuMemAlloc(2 MiB) + cuMemFree
+ * Prints one line: `launch rate=<per s>` or `alloc rate=<pairs per s>`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda.h>
+
+static const char empty_ptx[] = ".version 7.0\n.target sm_75\n.address_size 64\n"
+                                ".visible .entry empty()\n{\n  ret;\n}\n";
+
+#define CHECK(call)                                                                 \
+  do {                                                                              \
+    CUresult rc_ = (call);                                                          \
+    if (rc_ != CUDA_SUCCESS) {                                                      \
+      fprintf(stderr, "hook_overhead: %s failed: %d\n", #call, (int)rc_);           \
+      exit(1);                                                                      \
+    }                                                                               \
+  } while (0)
+
+static double now_s(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+  CUcontext ctx;
+  CUdevice dev;
+  CUmodule mod;
+  CUfunction fn;
+  long n;
+  double t0, t1;
+
+  if (argc != 3 || (strcmp(argv[1], "launch") && strcmp(argv[1], "alloc")) ||
+      (n = atol(argv[2])) <= 0) {
+    fprintf(stderr, "usage: hook_overhead launch|alloc N\n");
+    return 2;
+  }
+  CHECK(cuInit(0));
+  CHECK(cuDeviceGet(&dev, 0));
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CHECK(cuCtxSetCurrent(ctx));
+
+  if (!strcmp(argv[1], "launch")) {
+    CHECK(cuModuleLoadData(&mod, empty_ptx));
+    CHECK(cuModuleGetFunction(&fn, mod, "empty"));
+    for (int i = 0; i < 1000; i++) /* warm up */
+      CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+    CHECK(cuCtxSynchronize());
+    t0 = now_s();
+    for (long i = 0; i < n; i++)
+      CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+    CHECK(cuCtxSynchronize());
+    t1 = now_s();
+    printf("launch rate=%.1f\n", (double)n / (t1 - t0));
+    CHECK(cuModuleUnload(mod));
+  } else {
+    CUdeviceptr p;
+
+    for (int i = 0; i < 100; i++) { /* warm up */
+      CHECK(cuMemAlloc(&p, 2u << 20));
+      CHECK(cuMemFree(p));
+    }
+    t0 = now_s();
+    for (long i = 0; i < n; i++) {
+      CHECK(cuMemAlloc(&p, 2u << 20));
+      CHECK(cuMemFree(p));
+    }
+    t1 = now_s();
+    printf("alloc rate=%.1f\n", (double)n / (t1 - t0));
+  }
+  CHECK(cuDevicePrimaryCtxRelease(dev));
+  return 0;
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Hook overhead, side by side in one run: the same binary with and without
+libgmthook.so (registered with a live pod manager), alternating, several
+rounds; prints medians and ratios.
+
+usage: bench/hook_overhead.py [--rounds R] [--launches N] [--allocs N] [--fake]
+GMT_BUILD_DIR names the build (default build/); --fake runs on the fake
+driver (a dry run on a machine without a GPU: its numbers mean nothing)."""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "test", "e2e"))
+import gmt_e2e  # noqa: E402
+
+
+def run_once(binary, mode, n, env):
+    r = subprocess.run([binary, mode, str(n)], env=env, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise SystemExit("%s %s failed: %s" % (binary, mode, r.stderr))
+    if "unhooked" in r.stderr:
+        raise SystemExit("the hook did not register: " + r.stderr)
+    return float(r.stdout.split("rate=")[1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--launches", type=int, default=200000)
+    ap.add_argument("--allocs", type=int, default=5000)
+    ap.add_argument("--fake", action="store_true")
+    args = ap.parse_args()
+
+    binary = os.path.join(gmt_e2e.BUILD, "bench", "hook_overhead")
+    node = gmt_e2e.Node("1\nbench 1.0 1.0 64Gi\n", fake=args.fake)
+    try:
+        node.start_schd()
+        node.start_pmgr("bench")
+        plain = node.env()
+        hooked = node.hook_env("bench")
+        rows = []
+        for mode, n in (("launch", args.launches), ("alloc", args.allocs)):
+            without, with_ = [], []
+            for _ in range(args.rounds):
+                without.append(run_once(binary, mode, n, plain))
+                with_.append(run_once(binary, mode, n, hooked))
+            rows.append((mode, statistics.median(without), statistics.median(with_)))
+    finally:
+        node.stop()
+
+    print("hook overhead (%s), median of %d alternating rounds" %
+          ("FAKE DRIVER: numbers mean nothing" if args.fake else "real GPU", args.rounds))
+    print("%-34s %14s %14s %8s" % ("workload", "without hook", "with hook", "ratio"))
+    names = {"launch": "empty kernel launches /s", "alloc": "cuMemAlloc+cuMemFree 2 MiB /s"}
+    for mode, a, b in rows:
+        print("%-34s %14.0f %14.0f %8.3f" % (names[mode], a, b, b / a))
+    print("(ratio = with/without rate; for alloc, cost ratio = %.2fx)" % (rows[1][1] / rows[1][2]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds what the GPU machine needs into one folder that git ignores
+# (default .carry/): a Release build, the CUDA-runtime check program built
+# with nvcc, and the Debian shared libraries the programs need that a bare
+# machine lacks. Then, there:
+#   LD_LIBRARY_PATH=$PWD/.carry/lib GMT_BUILD_DIR=.carry python3 test/gpu/check_gpu.py
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$root/.carry}
+"$root/scripts/setup.sh" "$out" -DCMAKE_BUILD_TYPE=Release
+mkdir -p "$out/gpu" "$out/lib"
+/usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \
+  -gencode arch=compute_90,code=compute_90 -o "$out/gpu/rt_job" "$root/test/gpu/rt_job.cu"
+
+# Every library our programs load, less glibc's own and the driver.
+for bin in "$out/server/gmt-schd" "$out/client/gmt-pmgr" "$out/client/gmt" "$out/hook/libgmthook.so"; do
+  ldd "$bin" | awk '/=> \//{print $3}'
+done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda)\.so' |
+  while read -r lib; do cp -L "$lib" "$out/lib/"; done
+# Keep only what the GPU machine runs: the build tree's objects are large.
+find "$out" -name '*.o' -delete
+du -sh "$out"
+ls "$out/lib"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what gmt needs on Debian 12 (as root, or with sudo) and builds
+# it. Usage: scripts/setup.sh BUILD_DIR [cmake options...]
+# Skips apt when every package is already there, so it is cheap to re-run.
+set -euo pipefail
+
+build=${1:?usage: scripts/setup.sh BUILD_DIR [cmake options]}
+shift
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+packages=(build-essential cmake pkg-config python3 clang llvm bpftool
+  libnng-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev libsqlite3-dev
+  libcmocka-dev libbpf-dev libelf-dev zlib1g-dev libjson-c-dev libzstd-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  echo "gmt setup: installing ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+cuda_include=${GMT_CUDA_INCLUDE:-/usr/local/cuda/include}
+if [ ! -f "$cuda_include/cuda.h" ]; then
+  echo "gmt setup: cuda.h not found in $cuda_include." >&2
+  echo "  Install the CUDA toolkit headers (NVIDIA's cuda-toolkit, or Debian non-free's nvidia-cuda-dev)" >&2
+  echo "  and set GMT_CUDA_INCLUDE to their folder." >&2
+  exit 1
+fi
+
+cmake -S "$root" -B "$build" -DGMT_CUDA_INCLUDE="$cuda_include" "$@" >/dev/null
+cmake --build "$build" -j "$(nproc)"

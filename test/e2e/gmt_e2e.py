@@ -1,0 +1,277 @@
+"""End-to-end harness: starts the real gmt-schd and gmt-pmgr on loopback
+with a temporary state folder, runs driver-API programs under the hook
+against the fake libcuda.so.1, and reads `gmt status --json`.
+
+Every wait is bounded; every daemon started is stopped in tearDown."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+BUILD = os.environ.get("GMT_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+ASAN_PRELOAD = os.environ.get("GMT_ASAN_PRELOAD", "")
+
+
+def build_path(*parts):
+    return os.path.join(BUILD, *parts)
+
+
+SCHD = build_path("server", "gmt-schd")
+PMGR = build_path("client", "gmt-pmgr")
+GMT = build_path("client", "gmt")
+HOOK = build_path("hook", "libgmthook.so")
+FAKECUDA_DIR = build_path("test", "fakecuda")
+PROGS = build_path("test", "e2e", "progs")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout=10.0, interval=0.05, what="condition"):
+    """Polls pred() until it returns a true value or timeout passes."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
+
+
+class Daemon:
+    def __init__(self, name, argv, env, logdir):
+        self.name = name
+        self.argv = argv
+        self.log_path = os.path.join(logdir, "%s.log" % name)
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+
+    def output(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=10.0):
+        """Stops the daemon; returns its exit code (killed after timeout)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+                self.log.close()
+                raise AssertionError("%s did not stop within %.0fs of %s" % (self.name, timeout, sig))
+        self.log.close()
+        return self.proc.returncode
+
+
+class Prog:
+    """A test program under the hook, talking line by line on stdin/stdout."""
+
+    def __init__(self, argv, env):
+        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+
+    def expect(self, prefix, timeout=20.0):
+        """Reads stdout lines until one starts with prefix; returns its key=value fields."""
+        import selectors
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        seen = []
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                continue
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line.rstrip())
+            if line.startswith(prefix):
+                return dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+        self.proc.kill()
+        raise AssertionError("no %r line from %s; stdout: %s; stderr: %s"
+                             % (prefix, self.proc.args, seen, self.proc.stderr.read()))
+
+    def send(self, line="go"):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def finish(self, timeout=20.0):
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError("%s did not exit within %.0fs" % (self.proc.args, timeout))
+        err = self.proc.stderr.read()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return rc, err
+
+
+class Node:
+    """One node's gmt: a scheduler on a fresh port, pod managers, hooked
+    programs, all under one temp folder. stop() ends everything it started.
+    Used by the end-to-end tests and by the benchmarks."""
+
+    def __init__(self, config, env=None, fake=True):
+        self.tmp = tempfile.mkdtemp(prefix="gmt-e2e-")
+        self.base_env = dict(os.environ if env is None else env)
+        self.fake = fake
+        self.daemons = []
+        self.progs = []
+        self.config_path = os.path.join(self.tmp, "resource-config.txt")
+        with open(self.config_path, "w") as f:
+            f.write(config)
+        self.schd_port = free_port()
+        self.schd_url = "tcp://127.0.0.1:%d" % self.schd_port
+        self.schd_ipc = os.path.join(self.tmp, "run", "schd.sock")
+        self.pmgr_urls = {}
+
+    def stop(self):
+        for p in self.progs:
+            if p.proc.poll() is None:
+                p.proc.kill()
+                p.proc.wait(timeout=5)
+            for f in (p.proc.stdin, p.proc.stdout, p.proc.stderr):
+                try:
+                    f.close()
+                except Exception:
+                    pass
+        for d in reversed(self.daemons):
+            try:
+                d.stop(timeout=5)
+            except AssertionError:
+                pass
+        if os.environ.get("GMT_E2E_KEEP"):
+            print("kept", self.tmp, file=sys.stderr)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def env(self, **extra):
+        env = dict(self.base_env)
+        if self.fake:
+            env.update({"GMT_FAKE_DIR": self.tmp, "GMT_FAKE_MEM": "8Gi",
+                        "LD_LIBRARY_PATH": FAKECUDA_DIR,
+                        "GMT_REAL_LIBCUDA": os.path.join(FAKECUDA_DIR, "libcuda.so.1")})
+        if ASAN_PRELOAD:
+            # Leaks in programs killed by tests are not what we test here.
+            env["ASAN_OPTIONS"] = "detect_leaks=0"
+        env.update(extra)
+        return env
+
+    def start_schd(self, *extra, wait=True):
+        argv = [SCHD, "-c", self.config_path, "--listen", self.schd_url,
+                "--listen", "ipc://" + self.schd_ipc, "--state-dir", os.path.join(self.tmp, "state"),
+                "-v"] + list(extra)
+        d = Daemon("schd", argv, self.env(), self.tmp)
+        self.daemons.append(d)
+        if wait:
+            wait_for(lambda: not d.alive() or self.try_status() is not None, what="gmt-schd to answer")
+            if not d.alive():
+                raise AssertionError("gmt-schd exited: " + d.output())
+        return d
+
+    def start_pmgr(self, name, *extra, wait=True):
+        port = self.pmgr_urls.get(name, (None, free_port()))[1]
+        argv = [PMGR, "--port", str(port), "--name", name, "--schd", self.schd_url,
+                "--ipc", os.path.join(self.tmp, "run", "pmgr-%s.sock" % name), "-v"] + list(extra)
+        d = Daemon("pmgr-" + name, argv, self.env(), self.tmp)
+        self.daemons.append(d)
+        self.pmgr_urls[name] = ("tcp://127.0.0.1:%d" % port, port)
+        if wait:
+            wait_for(lambda: not d.alive() or self.pod(name).get("connected"),
+                     what="pod %s to connect" % name)
+            if not d.alive():
+                raise AssertionError("gmt-pmgr exited: " + d.output())
+        return d
+
+    @staticmethod
+    def preload():
+        return HOOK if not ASAN_PRELOAD else ASAN_PRELOAD + ":" + HOOK
+
+    def hook_env(self, pod, **extra):
+        env = self.env(LD_PRELOAD=self.preload(), GMT_PMGR=self.pmgr_urls[pod][0])
+        env.update(extra)
+        return env
+
+    def run_prog(self, pod, name, *args, env=None):
+        path = name if os.path.isabs(name) else os.path.join(PROGS, name)
+        p = Prog([path] + list(args), env or self.hook_env(pod))
+        self.progs.append(p)
+        return p
+
+    def gmt(self, *args, timeout=10):
+        return subprocess.run([GMT, "--schd", self.schd_url] + list(args), capture_output=True,
+                              text=True, timeout=timeout, env=self.env())
+
+    def try_status(self):
+        r = self.gmt("status", "--json")
+        if r.returncode != 0:
+            return None
+        return json.loads(r.stdout)
+
+    def status(self):
+        r = self.gmt("status", "--json")
+        if r.returncode != 0:
+            raise AssertionError("gmt status failed: " + r.stderr)
+        return json.loads(r.stdout)
+
+    def pod(self, name):
+        st = self.try_status() or {"pods": []}
+        for p in st["pods"]:
+            if p["name"] == name:
+                return p
+        return {}
+
+    def process(self, pod, pid):
+        for p in self.pod(pod).get("processes", []):
+            if p["pid"] == pid:
+                return p
+        return None
+
+    def wait_process(self, pod, pid, timeout=10.0, **want):
+        """Waits until the pod shows process pid with every field in want."""
+        def match():
+            p = self.process(pod, pid)
+            return p if p and all(p.get(k) == v for k, v in want.items()) else None
+        try:
+            return wait_for(match, timeout=timeout, what="pid %d in pod %s with %s" % (pid, pod, want))
+        except AssertionError:
+            raise AssertionError("pod %s never showed pid %d with %s; last status: %s"
+                                 % (pod, pid, want, json.dumps(self.pod(pod))))
+
+
+class GmtTestCase(unittest.TestCase):
+    """Each test gets its own Node; its methods are the test's."""
+
+    CONFIG = "2\na 0.3 1.0 1Gi\nb 0.7 1.0 2Gi\n"
+
+    def setUp(self):
+        self.node = Node(self.CONFIG)
+
+    def tearDown(self):
+        self.node.stop()
+
+    def __getattr__(self, name):
+        # Only called for names the test case lacks: the node's.
+        if name == "node":
+            raise AttributeError(name)
+        return getattr(self.node, name)

@@ -1,0 +1,180 @@
+"""End-to-end: the three programs talking, and the hook seeing every
+allocation and launch on every route into the driver."""
+import os
+import signal
+import subprocess
+import time
+import unittest
+
+from gmt_e2e import GmtTestCase, wait_for
+
+
+class HookRoutes(GmtTestCase):
+    def check_route(self, route):
+        self.start_schd()
+        self.start_pmgr("a")
+        p = self.run_prog("a", "alloc_paths", "--route", route)
+        ready = p.expect("READY")
+        held, launches = int(ready["bytes"]), int(ready["launches"])
+        self.assertGreater(held, 0)
+        self.assertGreater(launches, 0)
+        proc = self.wait_process("a", p.proc.pid, memory_used=held, launches=launches)
+        self.assertTrue(proc["exe"].endswith("alloc_paths"), proc)
+        self.assertEqual(self.pod("a")["memory_used"], held)
+        p.send()
+        freed = p.expect("FREED")
+        self.wait_process("a", p.proc.pid, memory_used=int(freed["bytes"]), launches=launches)
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        # An exited process is forgotten at once (well within a second or two).
+        wait_for(lambda: self.process("a", p.proc.pid) is None, timeout=3, what="exited process to go")
+        self.assertEqual(self.pod("a")["memory_used"], 0)
+
+    def test_direct_symbols_are_counted_exactly(self):
+        self.check_route("direct")
+
+    def test_dlsym_route_is_counted_exactly(self):
+        self.check_route("dlsym")
+
+    def test_cugetprocaddress_route_is_counted_exactly(self):
+        self.check_route("procaddr")
+
+
+class PodsAndProcesses(GmtTestCase):
+    def test_two_pods_see_only_their_own_processes(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.run_prog("a", "alloc_paths", "--route", "direct")
+        pb = self.run_prog("b", "alloc_paths", "--route", "procaddr")
+        ra, rb = pa.expect("READY"), pb.expect("READY")
+        self.wait_process("a", pa.proc.pid, memory_used=int(ra["bytes"]))
+        self.wait_process("b", pb.proc.pid, memory_used=int(rb["bytes"]))
+        self.assertIsNone(self.process("a", pb.proc.pid))
+        self.assertIsNone(self.process("b", pa.proc.pid))
+        st = self.status()
+        self.assertEqual([p["name"] for p in st["pods"]], ["a", "b"])
+        self.assertEqual(st["pods"][0]["memory_limit"], 1 << 30)
+        self.assertEqual(st["pods"][1]["memory_limit"], 2 << 30)
+
+    def test_killed_process_is_forgotten(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        p = self.run_prog("a", "alloc_paths", "--route", "direct")
+        ready = p.expect("READY")
+        self.wait_process("a", p.proc.pid, memory_used=int(ready["bytes"]))
+        p.proc.kill()
+        p.proc.wait(timeout=5)
+        t0 = time.monotonic()
+        wait_for(lambda: self.process("a", p.proc.pid) is None, timeout=3, what="killed process to go")
+        self.assertLess(time.monotonic() - t0, 1.5)
+        self.assertEqual(self.pod("a")["memory_used"], 0)
+
+    def test_forked_child_registers_itself(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        p = self.run_prog("a", "fork_child")
+        info = p.expect("READY")
+        parent, child = int(info["parent"]), int(info["child"])
+        self.wait_process("a", parent, memory_used=int(info["parent_bytes"]))
+        self.wait_process("a", child, memory_used=int(info["child_bytes"]))
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+
+    def test_program_without_pod_manager_runs_unhooked_and_says_so_once(self):
+        port = 1  # nothing listens on port 1 of loopback
+        env = self.env(LD_PRELOAD=self.preload(), GMT_PMGR="tcp://127.0.0.1:%d" % port)
+        p = self.run_prog(None, "alloc_paths", "--route", "direct", env=env)
+        p.expect("READY")
+        p.send()
+        p.expect("FREED")
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        lines = [l for l in err.splitlines() if "unhooked" in l]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("127.0.0.1:%d" % port, lines[0])
+
+    def test_program_that_never_touches_cuda_says_nothing(self):
+        env = self.env(LD_PRELOAD=self.preload(), GMT_PMGR="tcp://127.0.0.1:1")
+        r = subprocess.run(["/bin/sh", "-c", "echo hi"], env=env, capture_output=True, text=True, timeout=10)
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.stdout, "hi\n")
+        self.assertEqual(r.stderr, "")
+
+
+class DaemonLifecycle(GmtTestCase):
+    def test_unknown_pod_name_exits_2_with_clear_error(self):
+        self.start_schd()
+        t0 = time.monotonic()
+        d = self.start_pmgr("nosuchpod", wait=False)
+        d.proc.wait(timeout=10)
+        self.assertEqual(d.proc.returncode, 2)
+        self.assertLess(time.monotonic() - t0, 5)
+        out = d.output()
+        self.assertIn("nosuchpod", out)
+        self.assertIn("listed", out)
+
+    def test_pmgr_gives_up_when_scheduler_never_comes(self):
+        d = self.start_pmgr("a", "--wait", "1", wait=False)
+        d.proc.wait(timeout=15)
+        self.assertEqual(d.proc.returncode, 1)
+        self.assertIn("not reachable", d.output())
+
+    def test_scheduler_restart_rebuilds_pods_from_heartbeats(self):
+        schd = self.start_schd()
+        self.start_pmgr("a")
+        p = self.run_prog("a", "alloc_paths", "--route", "direct")
+        ready = p.expect("READY")
+        self.wait_process("a", p.proc.pid, memory_used=int(ready["bytes"]))
+        self.assertEqual(schd.stop(), 0)
+        self.daemons.remove(schd)
+        # The scheduler is away: the program goes on.
+        p.send()
+        freed = p.expect("FREED")
+        self.start_schd()
+        self.wait_process("a", p.proc.pid, memory_used=int(freed["bytes"]))
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+
+    def test_sigterm_stops_cleanly_and_removes_socket(self):
+        schd = self.start_schd()
+        self.assertTrue(os.path.exists(self.schd_ipc))
+        self.assertEqual(schd.stop(), 0)
+        self.assertFalse(os.path.exists(self.schd_ipc))
+
+    def test_bad_config_refuses_to_start_naming_every_line(self):
+        with open(self.config_path, "w") as f:
+            f.write("3\na 0.5 0.4 1G\nb 0.1 1.0 12Q\na 0.1 0.2 1G\n")
+        d = self.start_schd(wait=False)
+        d.proc.wait(timeout=10)
+        self.assertEqual(d.proc.returncode, 2)
+        out = d.output()
+        for line in (2, 3, 4):
+            self.assertIn("%s:%d:" % (self.config_path, line), out)
+
+    def test_bad_config_on_reload_keeps_the_old_one(self):
+        schd = self.start_schd()
+        with open(self.config_path, "w") as f:
+            f.write("1\nc 2.0 1.0 1G\n")
+        schd.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "%s:2:" % self.config_path in schd.output(), timeout=5, what="reload error")
+        self.assertEqual([p["name"] for p in self.status()["pods"]], ["a", "b"])
+        with open(self.config_path, "w") as f:
+            f.write("1\nc 0.5 1.0 3G\n")
+        schd.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: [p["name"] for p in self.status()["pods"]] == ["c"], timeout=5,
+                 what="good reload")
+        self.assertEqual(self.pod("c")["memory_limit"], 3 << 30)
+
+    def test_status_without_scheduler_is_a_clear_error(self):
+        r = self.gmt("status")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(self.schd_url, r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
