@@ -54,9 +54,10 @@ static int call_send(struct gmt_call *call, const Gmt__Envelope *rep)
   size_t len;
   int rv;
 
+  /* rep may point into the request: pack before freeing it. */
+  rv = gmt_wire_pack(rep, &buf, &len);
   gmt_wire_free(call->req);
   call->req = NULL;
-  rv = gmt_wire_pack(rep, &buf, &len);
   if (rv == 0) {
     rv = gmt__from_nng(nng_msg_alloc(&msg, 0));
     if (rv == 0 && (rv = gmt__from_nng(nng_msg_append(msg, buf, len))) != 0)
