@@ -1,0 +1,532 @@
+/* resource-config.txt: reading and checking it.
+ *
+ * The file is read whole and every line is checked, so that an operator
+ * fixing a file sees all of its problems at once rather than one per
+ * attempt. Nothing here touches the daemon's state: a reload builds a new
+ * gmt_config_t and the caller decides whether to swap it in. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gmt_error.h"
+
+/* Enough to show every problem of any sane file without letting a binary
+ * file passed by mistake produce megabytes of messages. */
+#define MAX_ERRORS 100
+#define MAX_PODS 100000
+#define MAX_FILE_BYTES (16u << 20)
+#define MAX_FIELDS 4
+
+typedef struct {
+  const char *path;
+  char *buf;
+  size_t len, cap;
+  int count;
+  int dropped;
+  bool oom;
+} errlist_t;
+
+static void err_add(errlist_t *e, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void err_append(errlist_t *e, const char *fmt, va_list ap)
+{
+  if (e->oom)
+    return;
+  for (;;) {
+    va_list cp;
+    va_copy(cp, ap);
+    size_t room = e->cap - e->len;
+    int n = vsnprintf(e->buf ? e->buf + e->len : NULL, room, fmt, cp);
+    va_end(cp);
+    if (n < 0)
+      return;
+    if ((size_t)n < room) {
+      e->len += (size_t)n;
+      return;
+    }
+    size_t cap = e->cap ? e->cap * 2 : 512;
+    while (cap - e->len <= (size_t)n)
+      cap *= 2;
+    char *nb = realloc(e->buf, cap);
+    if (!nb) {
+      e->oom = true;
+      return;
+    }
+    e->buf = nb;
+    e->cap = cap;
+  }
+}
+
+static void err_raw(errlist_t *e, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  err_append(e, fmt, ap);
+  va_end(ap);
+}
+
+static void err_add(errlist_t *e, int line, const char *fmt, ...)
+{
+  if (e->count >= MAX_ERRORS) {
+    e->dropped++;
+    return;
+  }
+  e->count++;
+  if (line > 0)
+    err_raw(e, "%s:%d: ", e->path, line);
+  else
+    err_raw(e, "%s: ", e->path);
+  va_list ap;
+  va_start(ap, fmt);
+  err_append(e, fmt, ap);
+  va_end(ap);
+  err_raw(e, "\n");
+}
+
+/* A field as it may be shown in a message: printable, and not so long that
+ * it buries the message. */
+static const char *shown(const char *s, char *buf, size_t size)
+{
+  size_t max = size - 4, i;
+  for (i = 0; i < max && s[i]; i++)
+    buf[i] = isprint((unsigned char)s[i]) ? s[i] : '?';
+  if (s[i]) {
+    memcpy(buf + i, "...", 3);
+    i += 3;
+  }
+  buf[i] = '\0';
+  return buf;
+}
+
+static bool name_char_ok(char c)
+{
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+/* Decimal numbers only: no exponent, hex, inf or nan, which strtod would
+ * take but which no one means in a share. */
+static bool parse_decimal(const char *s, double *out)
+{
+  const char *p = s;
+  int digits = 0;
+  if (*p == '+' || *p == '-')
+    p++;
+  while (isdigit((unsigned char)*p))
+    p++, digits++;
+  if (*p == '.') {
+    p++;
+    while (isdigit((unsigned char)*p))
+      p++, digits++;
+  }
+  if (*p || digits == 0)
+    return false;
+  *out = strtod(s, NULL);
+  return true;
+}
+
+int gmt_config_parse_bytes(const char *s, uint64_t *out)
+{
+  const char *p = s;
+  uint64_t v = 0;
+  bool overflow = false;
+  if (!isdigit((unsigned char)*p))
+    return -EINVAL;
+  for (; isdigit((unsigned char)*p); p++) {
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (UINT64_MAX - d) / 10)
+      overflow = true;
+    else
+      v = v * 10 + d;
+  }
+  unsigned shift = 0;
+  if (*p) {
+    switch (tolower((unsigned char)*p)) {
+    case 'k': shift = 10; break;
+    case 'm': shift = 20; break;
+    case 'g': shift = 30; break;
+    case 't': shift = 40; break;
+    default: return -EINVAL;
+    }
+    p++;
+    if (*p == 'i' || *p == 'I')
+      p++;
+    if (*p)
+      return -EINVAL;
+  }
+  if (overflow || (shift && v > (UINT64_MAX >> shift)))
+    return -ERANGE;
+  *out = v << shift;
+  return 0;
+}
+
+/* Splits line (modified in place) on blanks; returns how many fields there
+ * were, storing at most max of them. */
+static int split(char *line, char **fields, int max)
+{
+  int n = 0;
+  char *p = line;
+  for (;;) {
+    while (*p && isspace((unsigned char)*p))
+      p++;
+    if (!*p)
+      break;
+    if (n < max)
+      fields[n] = p;
+    n++;
+    while (*p && !isspace((unsigned char)*p))
+      p++;
+    if (*p)
+      *p++ = '\0';
+  }
+  return n;
+}
+
+static bool parse_count(errlist_t *e, int lineno, char *line, long *count)
+{
+  char *f[2];
+  char sb[96];
+  int n = split(line, f, 2);
+  if (n != 1) {
+    err_add(e, lineno, "the first line must be the number of pods alone, got %d fields", n);
+    return false;
+  }
+  const char *p = f[0];
+  long v = 0;
+  for (; isdigit((unsigned char)*p); p++) {
+    v = v * 10 + (*p - '0');
+    if (v > MAX_PODS)
+      break;
+  }
+  if (p == f[0] || *p) {
+    err_add(e, lineno, "the first line must be the number of pods, got '%s'",
+            shown(f[0], sb, sizeof sb));
+    return false;
+  }
+  if (v > MAX_PODS) {
+    err_add(e, lineno, "%s pods is too many (at most %d)", shown(f[0], sb, sizeof sb), MAX_PODS);
+    return false;
+  }
+  *count = v;
+  return true;
+}
+
+/* Checks a share field; reports and returns false when it is bad. */
+static bool parse_share(errlist_t *e, int lineno, const char *what, const char *s, double *out)
+{
+  char sb[96];
+  if (!parse_decimal(s, out)) {
+    err_add(e, lineno, "%s '%s' is not a decimal number", what, shown(s, sb, sizeof sb));
+    return false;
+  }
+  if (*out < 0) {
+    err_add(e, lineno, "%s %s is below 0", what, shown(s, sb, sizeof sb));
+    return false;
+  }
+  if (*out > 1) {
+    err_add(e, lineno, "%s %s is above 1", what, shown(s, sb, sizeof sb));
+    return false;
+  }
+  return true;
+}
+
+typedef struct {
+  gmt_pod_config_t *pods;
+  size_t n, cap;
+} podvec_t;
+
+static const gmt_pod_config_t *podvec_find(const podvec_t *v, const char *name)
+{
+  for (size_t i = 0; i < v->n; i++)
+    if (strcmp(v->pods[i].name, name) == 0)
+      return &v->pods[i];
+  return NULL;
+}
+
+/* Checks one pod line; a good one is appended to v (also when an earlier
+ * line was bad, so that duplicates are still found). */
+static void parse_pod(errlist_t *e, int lineno, char *line, podvec_t *v)
+{
+  char *f[MAX_FIELDS];
+  char sb[96], sb2[96];
+  int n = split(line, f, MAX_FIELDS);
+  if (n != MAX_FIELDS) {
+    err_add(e, lineno, "want 4 fields (ID REQUEST LIMIT GPU_MEM), got %d", n);
+    return;
+  }
+  gmt_pod_config_t pod = {.line = lineno};
+  bool name_ok = true;
+
+  size_t len = strlen(f[0]);
+  if (len > GMT_POD_NAME_MAX) {
+    err_add(e, lineno, "pod name '%s' is %zu characters long (at most %d)",
+            shown(f[0], sb, sizeof sb), len, GMT_POD_NAME_MAX);
+    name_ok = false;
+  } else {
+    for (const char *p = f[0]; *p; p++) {
+      if (name_char_ok(*p))
+        continue;
+      if (isprint((unsigned char)*p))
+        err_add(e, lineno, "pod name '%s' has a bad character '%c' (allowed: A-Z a-z 0-9 . _ -)",
+                shown(f[0], sb, sizeof sb), *p);
+      else
+        err_add(e, lineno, "pod name '%s' has a bad byte 0x%02x (allowed: A-Z a-z 0-9 . _ -)",
+                shown(f[0], sb, sizeof sb), (unsigned char)*p);
+      name_ok = false;
+      break;
+    }
+  }
+  if (name_ok) {
+    const gmt_pod_config_t *dup = podvec_find(v, f[0]);
+    if (dup)
+      err_add(e, lineno, "pod '%s' is already listed on line %d", f[0], dup->line);
+    else
+      memcpy(pod.name, f[0], len + 1);
+  }
+
+  bool req_ok = parse_share(e, lineno, "request", f[1], &pod.request);
+  bool lim_ok = parse_share(e, lineno, "limit", f[2], &pod.limit);
+  if (req_ok && lim_ok && pod.request > pod.limit)
+    err_add(e, lineno, "request %s is above limit %s", shown(f[1], sb, sizeof sb),
+            shown(f[2], sb2, sizeof sb2));
+
+  int rc = gmt_config_parse_bytes(f[3], &pod.memory_limit);
+  if (rc == -ERANGE)
+    err_add(e, lineno, "memory '%s' does not fit in 64 bits", shown(f[3], sb, sizeof sb));
+  else if (rc < 0)
+    err_add(e, lineno,
+            "memory '%s' is not a byte count (want digits and an optional suffix K, M, G, T, "
+            "Ki, Mi, Gi or Ti)",
+            shown(f[3], sb, sizeof sb));
+
+  /* A line with a good name but a bad share still claims the name, so that
+   * a second line with it is reported as a duplicate too. Any error refuses
+   * the whole config, so such an entry is never used. */
+  if (pod.name[0] == '\0')
+    return;
+  if (v->n == v->cap) {
+    size_t cap = v->cap ? v->cap * 2 : 16;
+    gmt_pod_config_t *np = realloc(v->pods, cap * sizeof *np);
+    if (!np) {
+      e->oom = true;
+      return;
+    }
+    v->pods = np;
+    v->cap = cap;
+  }
+  v->pods[v->n++] = pod;
+}
+
+static int cmp_pod(const void *a, const void *b)
+{
+  return strcmp(((const gmt_pod_config_t *)a)->name, ((const gmt_pod_config_t *)b)->name);
+}
+
+int gmt_config_parse(const char *path, const char *text, size_t len, gmt_config_t **out,
+                     char **errors)
+{
+  errlist_t e = {.path = path};
+  podvec_t v = {0};
+  long count = -1;
+  int count_line = 0;
+  bool count_seen = false;
+  size_t listed = 0;
+  char *line = NULL;
+  int rc;
+
+  *out = NULL;
+  if (errors)
+    *errors = NULL;
+
+  int lineno = 0;
+  for (size_t pos = 0; pos < len;) {
+    const char *start = text + pos;
+    const char *nl = memchr(start, '\n', len - pos);
+    size_t llen = nl ? (size_t)(nl - start) : len - pos;
+    pos += llen + (nl ? 1 : 0);
+    lineno++;
+
+    if (memchr(start, '\0', llen)) {
+      err_add(&e, lineno, "has a NUL byte (is this a text file?)");
+      if (!count_seen)
+        count_seen = true;
+      else
+        listed++;
+      continue;
+    }
+    char *nline = realloc(line, llen + 1);
+    if (!nline) {
+      e.oom = true;
+      break;
+    }
+    line = nline;
+    memcpy(line, start, llen);
+    line[llen] = '\0';
+
+    const char *p = line;
+    while (*p && isspace((unsigned char)*p))
+      p++;
+    if (*p == '\0' || *p == '#')
+      continue;
+
+    if (!count_seen) {
+      count_seen = true;
+      count_line = lineno;
+      if (!parse_count(&e, lineno, line, &count))
+        count = -1;
+      continue;
+    }
+    listed++;
+    parse_pod(&e, lineno, line, &v);
+  }
+  free(line);
+
+  if (!count_seen)
+    err_add(&e, 0,
+            "no pod count: the first line that is not blank or a comment must be the "
+            "number of pods");
+  else if (count >= 0 && (size_t)count != listed)
+    err_add(&e, count_line, "the first line says %ld pod%s but %zu %s listed", count,
+            count == 1 ? "" : "s", listed, listed == 1 ? "is" : "are");
+
+  if (e.dropped) {
+    e.count = 0; /* let the summary through */
+    err_add(&e, 0, "... and %d more error%s", e.dropped, e.dropped == 1 ? "" : "s");
+  }
+  if (e.oom) {
+    rc = -ENOMEM;
+    goto fail;
+  }
+  if (e.len > 0) {
+    rc = GMT_ECONFIG;
+    goto fail;
+  }
+
+  gmt_config_t *cfg = calloc(1, sizeof *cfg);
+  if (!cfg || !(cfg->path = strdup(path))) {
+    free(cfg);
+    rc = -ENOMEM;
+    goto fail;
+  }
+  cfg->npods = v.n;
+  cfg->pods = v.pods;
+  if (cfg->npods)
+    qsort(cfg->pods, cfg->npods, sizeof *cfg->pods, cmp_pod);
+  *out = cfg;
+  return 0;
+
+fail:
+  free(v.pods);
+  if (rc == -ENOMEM) {
+    free(e.buf);
+    e.buf = NULL;
+    if (errors && asprintf(&e.buf, "%s: out of memory while reading\n", path) < 0)
+      e.buf = NULL;
+  }
+  if (errors)
+    *errors = e.buf;
+  else
+    free(e.buf);
+  return rc;
+}
+
+static int fail_io(const char *path, const char *what, int err, char **errors)
+{
+  if (errors && asprintf(errors, "%s: %s: %s\n", path, what, strerror(err)) < 0)
+    *errors = NULL;
+  return -err;
+}
+
+int gmt_config_load(const char *path, gmt_config_t **out, char **errors)
+{
+  *out = NULL;
+  if (errors)
+    *errors = NULL;
+
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return fail_io(path, "cannot open", errno, errors);
+
+  struct stat st;
+  if (fstat(fd, &st) < 0) {
+    int err = errno;
+    close(fd);
+    return fail_io(path, "cannot read", err, errors);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    close(fd);
+    return fail_io(path, "cannot read", EISDIR, errors);
+  }
+
+  size_t len = 0, cap = 4096;
+  char *buf = malloc(cap);
+  if (!buf) {
+    close(fd);
+    return fail_io(path, "cannot read", ENOMEM, errors);
+  }
+  for (;;) {
+    if (len == cap) {
+      if (cap >= MAX_FILE_BYTES) {
+        free(buf);
+        close(fd);
+        return fail_io(path, "cannot read", EFBIG, errors);
+      }
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        free(buf);
+        close(fd);
+        return fail_io(path, "cannot read", ENOMEM, errors);
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    ssize_t n = read(fd, buf + len, cap - len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int err = errno;
+      free(buf);
+      close(fd);
+      return fail_io(path, "cannot read", err, errors);
+    }
+    if (n == 0)
+      break;
+    len += (size_t)n;
+  }
+  close(fd);
+
+  int rc = gmt_config_parse(path, buf, len, out, errors);
+  free(buf);
+  return rc;
+}
+
+void gmt_config_free(gmt_config_t *cfg)
+{
+  if (!cfg)
+    return;
+  free(cfg->pods);
+  free(cfg->path);
+  free(cfg);
+}
+
+static int cmp_name(const void *key, const void *elem)
+{
+  return strcmp(key, ((const gmt_pod_config_t *)elem)->name);
+}
+
+const gmt_pod_config_t *gmt_config_find(const gmt_config_t *cfg, const char *name)
+{
+  if (!cfg || !name || cfg->npods == 0)
+    return NULL;
+  return bsearch(name, cfg->pods, cfg->npods, sizeof *cfg->pods, cmp_name);
+}

@@ -1,0 +1,53 @@
+/* resource-config.txt (Gemini's format): which pods may use this node and
+ * with what shares.
+ *
+ *   N                          number of pods
+ *   ID REQUEST LIMIT GPU_MEM   one line per pod
+ *
+ * ID is 1..62 characters of [A-Za-z0-9._-], unique. 0 <= REQUEST <= LIMIT
+ * <= 1 are decimal numbers. GPU_MEM is a byte count, optionally with a
+ * suffix K, M, G, T or Ki, Mi, Gi, Ti (any case; all powers of 1024).
+ * Blank lines and lines starting with '#' are skipped. */
+#ifndef GMT_SERVER_CONFIG_H
+#define GMT_SERVER_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GMT_POD_NAME_MAX 62
+
+typedef struct gmt_pod_config {
+  char name[GMT_POD_NAME_MAX + 1];
+  double request;        /* guaranteed share of GPU time */
+  double limit;          /* most GPU time it may take */
+  uint64_t memory_limit; /* bytes of device memory */
+  int line;              /* where it was read, for messages */
+} gmt_pod_config_t;
+
+typedef struct gmt_config {
+  char *path;
+  size_t npods;
+  gmt_pod_config_t *pods; /* sorted by name */
+} gmt_config_t;
+
+/* Reads path. On success returns 0, *out is the config (gmt_config_free())
+ * and *errors is NULL. On failure *out is NULL and *errors (when errors is
+ * not NULL) is a malloc'd text with one "file:line: what is wrong" per line,
+ * every line ending in '\n'; the return is GMT_ECONFIG for a bad file, or a
+ * negative errno when it cannot be read. */
+int gmt_config_load(const char *path, gmt_config_t **out, char **errors);
+
+/* As gmt_config_load, from text in memory; path only names it in messages. */
+int gmt_config_parse(const char *path, const char *text, size_t len, gmt_config_t **out,
+                     char **errors);
+
+void gmt_config_free(gmt_config_t *cfg);
+
+/* The pod named name, or NULL. */
+const gmt_pod_config_t *gmt_config_find(const gmt_config_t *cfg, const char *name);
+
+/* Parses a GPU_MEM field ("1073741824", "1G", "512Mi"); 0 or -EINVAL
+ * (not a byte count) or -ERANGE (does not fit in 64 bits). */
+int gmt_config_parse_bytes(const char *s, uint64_t *out);
+
+#endif

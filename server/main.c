@@ -1,0 +1,332 @@
+/* gmt-schd: the node daemon. Flags, signals, and the libuv loop that owns
+ * every piece of mutable state.
+ *
+ * nng calls on_request() on its own threads; the call is queued and the
+ * loop thread answers it, so the scheduler's tables need no locks. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmt_error.h"
+#include "gmt_log.h"
+#include "schd.h"
+
+#define SERVER_CONTEXTS 64
+#define EXPIRY_PERIOD_MS 250
+#define DEFAULT_POD_TIMEOUT_MS 3000
+#define MAX_LISTEN 16
+
+enum { EXIT_USAGE = 2 };
+
+static void usage(FILE *f)
+{
+  fprintf(f,
+          "usage: gmt-schd -c resource-config.txt [--listen URL]... [--state-dir DIR]\n"
+          "                [--pod-timeout MS] [-v]\n"
+          "\n"
+          "The gmt node daemon: shares this node's GPUs between the pods listed in\n"
+          "resource-config.txt.\n"
+          "\n"
+          "  -c, --config FILE     pods and their shares (required); SIGHUP re-reads it\n"
+          "      --listen URL      where to answer (repeatable; any --listen replaces\n"
+          "                        the defaults " GMT_DEFAULT_SCHD_IPC "\n"
+          "                        and " GMT_DEFAULT_SCHD_TCP ")\n"
+          "      --state-dir DIR   where gmt.db is kept (default " GMT_DEFAULT_STATE_DIR ")\n"
+          "      --pod-timeout MS  a pod without a heartbeat for this long is\n"
+          "                        disconnected (default %d)\n"
+          "  -v, --verbose         log every request\n"
+          "  -h, --help            this text\n",
+          DEFAULT_POD_TIMEOUT_MS);
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+  va_list ap;
+  fprintf(stderr, "gmt-schd: ");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nTry 'gmt-schd --help'.\n");
+  return EXIT_USAGE;
+}
+
+/* ---- the request queue: nng threads in, loop thread out ---- */
+
+static void on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
+{
+  gmt_schd_t *s = arg;
+  (void)req;
+  gmt__queued_t *q = malloc(sizeof *q);
+  if (!q) {
+    gmt_call_reply_error(call, -ENOMEM, "scheduler out of memory");
+    return;
+  }
+  q->next = NULL;
+  q->call = call;
+  uv_mutex_lock(&s->qlock);
+  *s->qtail = q;
+  s->qtail = &q->next;
+  uv_mutex_unlock(&s->qlock);
+  uv_async_send(&s->wake);
+}
+
+static gmt__queued_t *queue_take(gmt_schd_t *s)
+{
+  uv_mutex_lock(&s->qlock);
+  gmt__queued_t *q = s->qhead;
+  s->qhead = NULL;
+  s->qtail = &s->qhead;
+  uv_mutex_unlock(&s->qlock);
+  return q;
+}
+
+static void on_wake(uv_async_t *h)
+{
+  gmt_schd_t *s = h->data;
+  gmt__queued_t *q = queue_take(s);
+  while (q) {
+    gmt__queued_t *next = q->next;
+    gmt__rpc_handle(s, q->call, gmt_call_request(q->call));
+    free(q);
+    q = next;
+  }
+}
+
+/* ---- timers and signals ---- */
+
+static void on_expiry(uv_timer_t *h)
+{
+  gmt_schd_t *s = h->data;
+  gmt_pods_expire(s->pods, uv_now(s->loop), s->pod_timeout_ms);
+}
+
+static void stop(gmt_schd_t *s, const char *why)
+{
+  if (s->stopping)
+    return;
+  s->stopping = true;
+  gmt_info("stopping (%s)", why);
+  /* First the server: once it is freed no nng thread touches the queue or
+   * the async handle, so both can go. Calls still queued were dropped by
+   * it and must not be answered. */
+  gmt_server_free(s->server);
+  s->server = NULL;
+  gmt__queued_t *q = queue_take(s);
+  while (q) {
+    gmt__queued_t *next = q->next;
+    free(q);
+    q = next;
+  }
+  uv_close((uv_handle_t *)&s->wake, NULL);
+  uv_close((uv_handle_t *)&s->expiry, NULL);
+  uv_close((uv_handle_t *)&s->sigterm, NULL);
+  uv_close((uv_handle_t *)&s->sigint, NULL);
+  uv_close((uv_handle_t *)&s->sighup, NULL);
+}
+
+static void reload(gmt_schd_t *s)
+{
+  gmt_config_t *cfg;
+  char *errors = NULL;
+  gmt_info("SIGHUP: re-reading %s", s->config_path);
+  int rc = gmt_config_load(s->config_path, &cfg, &errors);
+  if (rc < 0) {
+    gmt_error("config %s not reloaded (%s); keeping the one in use:", s->config_path,
+              gmt_strerror(rc));
+    for (char *line = errors, *nl; line && *line; line = nl + 1) {
+      nl = strchr(line, '\n');
+      if (!nl) {
+        gmt_error("  %s", line);
+        break;
+      }
+      gmt_error("  %.*s", (int)(nl - line), line);
+    }
+    free(errors);
+    return;
+  }
+  if ((rc = gmt_pods_reload(s->pods, cfg)) < 0) {
+    gmt_error("config %s not reloaded: %s; keeping the one in use", s->config_path,
+              gmt_strerror(rc));
+    gmt_config_free(cfg);
+    return;
+  }
+  gmt_config_free(s->cfg);
+  s->cfg = cfg;
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+  gmt_schd_t *s = h->data;
+  if (signum == SIGHUP)
+    reload(s);
+  else
+    stop(s, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/* ---- flags ---- */
+
+typedef struct {
+  const char *config;
+  const char *listen[MAX_LISTEN];
+  int nlisten;
+  const char *state_dir;
+  uint64_t pod_timeout_ms;
+  bool verbose;
+} flags_t;
+
+/* Returns -1 to go on, or the exit code. */
+static int parse_flags(int argc, char **argv, flags_t *f)
+{
+  enum { OPT_LISTEN = 256, OPT_STATE_DIR, OPT_POD_TIMEOUT };
+  static const struct option longopts[] = {
+      {"config", required_argument, NULL, 'c'},
+      {"listen", required_argument, NULL, OPT_LISTEN},
+      {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+      {"pod-timeout", required_argument, NULL, OPT_POD_TIMEOUT},
+      {"verbose", no_argument, NULL, 'v'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  *f = (flags_t){.state_dir = GMT_DEFAULT_STATE_DIR, .pod_timeout_ms = DEFAULT_POD_TIMEOUT_MS};
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":c:vh", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'c': f->config = optarg; break;
+    case 'v': f->verbose = true; break;
+    case 'h': usage(stdout); return 0;
+    case OPT_LISTEN:
+      if (f->nlisten == MAX_LISTEN)
+        return usage_error("too many --listen (at most %d)", MAX_LISTEN);
+      f->listen[f->nlisten++] = optarg;
+      break;
+    case OPT_STATE_DIR: f->state_dir = optarg; break;
+    case OPT_POD_TIMEOUT: {
+      char *end;
+      errno = 0;
+      unsigned long long v = strtoull(optarg, &end, 10);
+      if (optarg[0] < '0' || optarg[0] > '9' || *end || errno || v < 1 || v > 86400000)
+        return usage_error("--pod-timeout '%s': want milliseconds, 1 to 86400000", optarg);
+      f->pod_timeout_ms = v;
+      break;
+    }
+    case ':':
+      /* For a long option optopt is its value; argv[optind - 1] names it. */
+      return usage_error("option '%s' needs a value", argv[optind - 1]);
+    default:
+      if (optopt && optopt < 256) {
+        char opt[3] = {'-', (char)optopt, '\0'};
+        return usage_error("unknown option '%s'", opt);
+      }
+      return usage_error("unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < argc)
+    return usage_error("unexpected argument '%s'", argv[optind]);
+  if (!f->config)
+    return usage_error("no config file: use -c resource-config.txt");
+  if (f->nlisten == 0) {
+    f->listen[f->nlisten++] = GMT_DEFAULT_SCHD_IPC;
+    f->listen[f->nlisten++] = GMT_DEFAULT_SCHD_TCP;
+  }
+  return -1;
+}
+
+int main(int argc, char **argv)
+{
+  flags_t f;
+  int rc = parse_flags(argc, argv, &f);
+  if (rc >= 0)
+    return rc;
+  gmt_log_init("gmt-schd", f.verbose ? GMT_LOG_DEBUG : GMT_LOG_INFO);
+  /* A peer that goes away mid-write must not kill the daemon. */
+  signal(SIGPIPE, SIG_IGN);
+
+  static gmt_schd_t schd;
+  gmt_schd_t *s = &schd;
+  s->config_path = f.config;
+  s->pod_timeout_ms = f.pod_timeout_ms;
+
+  char *errors = NULL;
+  rc = gmt_config_load(f.config, &s->cfg, &errors);
+  if (rc < 0) {
+    /* Each line already names the file (and line): nothing to add. */
+    if (errors)
+      fputs(errors, stderr);
+    else
+      fprintf(stderr, "%s: %s\n", f.config, gmt_strerror(rc));
+    free(errors);
+    return EXIT_USAGE;
+  }
+
+  char errbuf[512];
+  if ((rc = gmt_store_open(&s->store, f.state_dir, errbuf, sizeof errbuf)) < 0) {
+    gmt_error("%s", errbuf);
+    gmt_config_free(s->cfg);
+    return EXIT_FAILURE;
+  }
+  if ((rc = gmt_pods_new(&s->pods, s->cfg, s->store)) < 0 ||
+      (rc = gmt_server_new(&s->server, SERVER_CONTEXTS, on_request, s)) < 0) {
+    gmt_error("cannot start: %s", gmt_strerror(rc));
+    goto fail;
+  }
+  for (int i = 0; i < f.nlisten; i++) {
+    if ((rc = gmt_server_listen(s->server, f.listen[i])) < 0) {
+      gmt_error("listen %s: %s", f.listen[i], gmt_strerror(rc));
+      goto fail;
+    }
+  }
+
+  uv_loop_t loop;
+  s->loop = &loop;
+  if ((rc = uv_mutex_init(&s->qlock)) < 0 || (rc = uv_loop_init(&loop)) < 0) {
+    gmt_error("cannot start the event loop: %s", uv_strerror(rc));
+    goto fail;
+  }
+  s->qtail = &s->qhead;
+  uv_async_init(&loop, &s->wake, on_wake);
+  uv_timer_init(&loop, &s->expiry);
+  uv_signal_init(&loop, &s->sigterm);
+  uv_signal_init(&loop, &s->sigint);
+  uv_signal_init(&loop, &s->sighup);
+  s->wake.data = s->expiry.data = s->sigterm.data = s->sigint.data = s->sighup.data = s;
+  uv_timer_start(&s->expiry, on_expiry, EXPIRY_PERIOD_MS, EXPIRY_PERIOD_MS);
+  uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+  uv_signal_start(&s->sigint, on_signal, SIGINT);
+  uv_signal_start(&s->sighup, on_signal, SIGHUP);
+
+  int code = EXIT_SUCCESS;
+  if ((rc = gmt_server_start(s->server)) < 0) {
+    gmt_error("cannot start the server: %s", gmt_strerror(rc));
+    code = EXIT_FAILURE;
+    stop(s, "start failed");
+  } else {
+    for (int i = 0; i < f.nlisten; i++)
+      gmt_info("listening on %s", f.listen[i]);
+    gmt_info("%zu pod%s from %s, state in %s, pod timeout %llu ms", s->cfg->npods,
+             s->cfg->npods == 1 ? "" : "s", f.config, f.state_dir,
+             (unsigned long long)s->pod_timeout_ms);
+  }
+
+  uv_run(&loop, UV_RUN_DEFAULT);
+  if ((rc = uv_loop_close(&loop)) < 0)
+    gmt_warn("event loop close: %s", uv_strerror(rc));
+  uv_mutex_destroy(&s->qlock);
+  gmt_pods_free(s->pods);
+  gmt_store_close(s->store);
+  gmt_config_free(s->cfg);
+  gmt_info("stopped");
+  return code;
+
+fail:
+  gmt_server_free(s->server);
+  gmt_pods_free(s->pods);
+  gmt_store_close(s->store);
+  gmt_config_free(s->cfg);
+  return EXIT_FAILURE;
+}

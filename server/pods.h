@@ -1,0 +1,68 @@
+/* The pod and process table: for each configured pod, whether its pod
+ * manager is connected and which processes it last reported. Owned by the
+ * loop thread. */
+#ifndef GMT_SERVER_PODS_H
+#define GMT_SERVER_PODS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "gmt.pb-c.h"
+#include "store.h"
+
+typedef struct gmt_proc {
+  uint32_t pid;
+  char *exe;
+  uint64_t memory_used;
+  uint64_t launches;
+  uint64_t allocs;
+  uint64_t frees;
+} gmt_proc_t;
+
+typedef struct gmt_pod {
+  gmt_pod_config_t cfg;
+  bool connected;
+  bool have_seq;         /* epoch and seq hold a heartbeat's */
+  uint64_t epoch, seq;   /* of the last heartbeat applied */
+  uint64_t last_seen_ms; /* monotonic, last Register or Heartbeat */
+  size_t nprocs;
+  gmt_proc_t *procs; /* sorted by pid */
+} gmt_pod_t;
+
+typedef struct gmt_pods {
+  size_t npods;
+  gmt_pod_t *pods;    /* sorted by name, as the config */
+  gmt_store_t *store; /* may be NULL */
+} gmt_pods_t;
+
+/* A table with one disconnected pod per configured pod. */
+int gmt_pods_new(gmt_pods_t **out, const gmt_config_t *cfg, gmt_store_t *store);
+void gmt_pods_free(gmt_pods_t *p);
+
+gmt_pod_t *gmt_pods_find(gmt_pods_t *p, const char *name);
+
+/* A pod manager said hello (Register, or the first heartbeat). */
+void gmt_pods_register(gmt_pods_t *p, gmt_pod_t *pod, uint64_t now_ms);
+
+/* Applies a heartbeat: the pod's process table becomes req's list. Returns
+ * false, changing nothing, for a late duplicate (same epoch, seq not
+ * newer). */
+bool gmt_pods_heartbeat(gmt_pods_t *p, gmt_pod_t *pod, const Gmt__HeartbeatRequest *req,
+                        uint64_t now_ms);
+
+/* Marks disconnected every connected pod not heard from since
+ * now_ms - timeout_ms, forgetting its processes. Returns how many. */
+int gmt_pods_expire(gmt_pods_t *p, uint64_t now_ms, uint64_t timeout_ms);
+
+/* Takes a new config: pods that stay keep their state with their new
+ * shares, removed pods are dropped (their processes recorded as ended),
+ * added pods start disconnected. Logs what changed. On failure (-ENOMEM)
+ * the table is unchanged. */
+int gmt_pods_reload(gmt_pods_t *p, const gmt_config_t *cfg);
+
+/* Sum of the pod's processes' memory_used (saturating). */
+uint64_t gmt_pod_memory_used(const gmt_pod_t *pod);
+
+#endif

@@ -1,0 +1,235 @@
+/* gmt-schd's message handlers: one function per request kind, chosen by the
+ * envelope's body case. Runs on the loop thread, so handlers read and
+ * change the daemon's state freely. A handler answers its call exactly
+ * once; one that must wait (a token, later) keeps the call and answers it
+ * when it can.
+ *
+ * gmt_call_reply() frees the request before it packs the reply, so a reply
+ * must never point into the request: replies here point into our tables. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmt_error.h"
+#include "gmt_log.h"
+#include "schd.h"
+
+typedef void (*rpc_fn)(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+
+/* A name from the wire, fit to be quoted in a message or a log line. */
+static const char *shown(const char *name, char *buf, size_t size)
+{
+  size_t i = 0, max = size - 4;
+  if (!name)
+    name = "";
+  for (; i < max && name[i]; i++)
+    buf[i] = isprint((unsigned char)name[i]) ? name[i] : '?';
+  if (name[i]) {
+    memcpy(buf + i, "...", 3);
+    i += 3;
+  }
+  buf[i] = '\0';
+  return buf;
+}
+
+/* Error{GMT_ENOPOD} naming the pod and those that are listed, so that an
+ * operator sees a typo at once. */
+static void reply_nopod(gmt_schd_t *s, gmt_call_t *call, const char *name)
+{
+  char sb[96], list[320];
+  size_t len = 0, i;
+  list[0] = '\0';
+  for (i = 0; i < s->cfg->npods; i++) {
+    const char *n = s->cfg->pods[i].name;
+    /* Leave room for ", ... (N more)". */
+    if (len + strlen(n) + 2 > sizeof list - 24)
+      break;
+    len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", n);
+  }
+  if (i < s->cfg->npods)
+    snprintf(list + len, sizeof list - len, ", ... (%zu more)", s->cfg->npods - i);
+  gmt_call_reply_error(call, GMT_ENOPOD, "pod '%s' is not in %s (listed: %s)",
+                       shown(name, sb, sizeof sb), s->cfg->path, s->cfg->npods ? list : "none");
+}
+
+static void pod_config_of(const gmt_pod_t *pod, Gmt__PodConfig *pc)
+{
+  gmt__pod_config__init(pc);
+  pc->name = (char *)pod->cfg.name;
+  pc->request = pod->cfg.request;
+  pc->limit = pod->cfg.limit;
+  pc->memory_limit = pod->cfg.memory_limit;
+}
+
+static void on_register(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
+{
+  const Gmt__RegisterRequest *r = req->register_req;
+  char sb[96];
+  gmt_debug("Register pod '%s' pid %u", shown(r->pod, sb, sizeof sb), r->pid);
+  gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
+  if (!pod) {
+    gmt_warn("Register from pod '%s', which is not in %s", shown(r->pod, sb, sizeof sb),
+             s->cfg->path);
+    reply_nopod(s, call, r->pod);
+    return;
+  }
+  gmt_pods_register(s->pods, pod, uv_now(s->loop));
+
+  Gmt__PodConfig pc;
+  Gmt__RegisterReply body = GMT__REGISTER_REPLY__INIT;
+  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
+  pod_config_of(pod, &pc);
+  body.config = &pc;
+  rep.body_case = GMT__ENVELOPE__BODY_REGISTER_REP;
+  rep.register_rep = &body;
+  gmt_call_reply(call, &rep);
+}
+
+static void on_heartbeat(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
+{
+  const Gmt__HeartbeatRequest *r = req->heartbeat_req;
+  char sb[96];
+  gmt_debug("Heartbeat pod '%s' epoch %llu seq %llu, %zu process%s", shown(r->pod, sb, sizeof sb),
+            (unsigned long long)r->epoch, (unsigned long long)r->seq, r->n_processes,
+            r->n_processes == 1 ? "" : "es");
+  gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
+  if (!pod) {
+    reply_nopod(s, call, r->pod);
+    return;
+  }
+  if (!gmt_pods_heartbeat(s->pods, pod, r, uv_now(s->loop)))
+    gmt_debug("pod '%s': heartbeat seq %llu is not newer than %llu; ignored", pod->cfg.name,
+              (unsigned long long)r->seq, (unsigned long long)pod->seq);
+
+  Gmt__PodConfig pc;
+  Gmt__HeartbeatReply body = GMT__HEARTBEAT_REPLY__INIT;
+  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
+  pod_config_of(pod, &pc);
+  body.config = &pc;
+  rep.body_case = GMT__ENVELOPE__BODY_HEARTBEAT_REP;
+  rep.heartbeat_rep = &body;
+  gmt_call_reply(call, &rep);
+}
+
+static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
+{
+  (void)req;
+  gmt_debug("Status");
+  gmt_pods_t *p = s->pods;
+  size_t nprocs = 0;
+  for (size_t i = 0; i < p->npods; i++)
+    nprocs += p->pods[i].nprocs;
+
+  /* The table is sorted by name and each pod's processes by pid, as the
+   * reply must be. */
+  Gmt__PodStatus *ps = calloc(p->npods + 1, sizeof *ps);
+  Gmt__PodStatus **psp = calloc(p->npods + 1, sizeof *psp);
+  Gmt__PodConfig *pcs = calloc(p->npods + 1, sizeof *pcs);
+  Gmt__ProcessStatus *pr = calloc(nprocs + 1, sizeof *pr);
+  Gmt__ProcessStatus **prp = calloc(nprocs + 1, sizeof *prp);
+  if (!ps || !psp || !pcs || !pr || !prp) {
+    gmt_call_reply_error(call, -ENOMEM, "out of memory building the status");
+    goto out;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < p->npods; i++) {
+    const gmt_pod_t *pod = &p->pods[i];
+    gmt__pod_status__init(&ps[i]);
+    pod_config_of(pod, &pcs[i]);
+    ps[i].config = &pcs[i];
+    ps[i].connected = pod->connected;
+    ps[i].memory_used = gmt_pod_memory_used(pod);
+    ps[i].n_processes = pod->nprocs;
+    ps[i].processes = &prp[k];
+    for (size_t j = 0; j < pod->nprocs; j++, k++) {
+      const gmt_proc_t *src = &pod->procs[j];
+      gmt__process_status__init(&pr[k]);
+      pr[k].pid = src->pid;
+      pr[k].exe = src->exe;
+      pr[k].memory_used = src->memory_used;
+      pr[k].launches = src->launches;
+      pr[k].allocs = src->allocs;
+      pr[k].frees = src->frees;
+      prp[k] = &pr[k];
+    }
+    psp[i] = &ps[i];
+  }
+
+  Gmt__StatusReply body = GMT__STATUS_REPLY__INIT;
+  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
+  body.n_pods = p->npods;
+  body.pods = psp;
+  body.protocol_version = GMT_PROTOCOL_VERSION;
+  rep.body_case = GMT__ENVELOPE__BODY_STATUS_REP;
+  rep.status_rep = &body;
+  gmt_call_reply(call, &rep);
+
+out:
+  free(ps);
+  free(psp);
+  free(pcs);
+  free(pr);
+  free(prp);
+}
+
+/* The token scheduler and the memory ledger come next; until then their
+ * requests get a clear answer rather than a timeout. */
+static void on_unimplemented(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+
+/* A reply sent as a request: a confused peer. */
+static void on_reply_kind(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+
+static const struct {
+  const char *name;
+  rpc_fn fn;
+} rpcs[] = {
+    [GMT__ENVELOPE__BODY_ERROR] = {"Error", on_reply_kind},
+    [GMT__ENVELOPE__BODY_REGISTER_REQ] = {"Register", on_register},
+    [GMT__ENVELOPE__BODY_REGISTER_REP] = {"RegisterReply", on_reply_kind},
+    [GMT__ENVELOPE__BODY_HEARTBEAT_REQ] = {"Heartbeat", on_heartbeat},
+    [GMT__ENVELOPE__BODY_HEARTBEAT_REP] = {"HeartbeatReply", on_reply_kind},
+    [GMT__ENVELOPE__BODY_REPORT_REQ] = {"Report", on_unimplemented},
+    [GMT__ENVELOPE__BODY_REPORT_REP] = {"ReportReply", on_reply_kind},
+    [GMT__ENVELOPE__BODY_TOKEN_REQ] = {"Token", on_unimplemented},
+    [GMT__ENVELOPE__BODY_TOKEN_REP] = {"TokenReply", on_reply_kind},
+    [GMT__ENVELOPE__BODY_RESERVE_REQ] = {"Reserve", on_unimplemented},
+    [GMT__ENVELOPE__BODY_RESERVE_REP] = {"ReserveReply", on_reply_kind},
+    [GMT__ENVELOPE__BODY_RELEASE_REQ] = {"Release", on_unimplemented},
+    [GMT__ENVELOPE__BODY_RELEASE_REP] = {"ReleaseReply", on_reply_kind},
+    [GMT__ENVELOPE__BODY_MEMINFO_REQ] = {"MemInfo", on_unimplemented},
+    [GMT__ENVELOPE__BODY_MEMINFO_REP] = {"MemInfoReply", on_reply_kind},
+    [GMT__ENVELOPE__BODY_STATUS_REQ] = {"Status", on_status},
+    [GMT__ENVELOPE__BODY_STATUS_REP] = {"StatusReply", on_reply_kind},
+};
+
+static void on_unimplemented(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
+{
+  (void)s;
+  gmt_debug("%s: not implemented yet", rpcs[req->body_case].name);
+  gmt_call_reply_error(call, GMT_EUNIMPL, "%s is not implemented yet", rpcs[req->body_case].name);
+}
+
+static void on_reply_kind(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
+{
+  (void)s;
+  gmt_debug("%s sent as a request; refused", rpcs[req->body_case].name);
+  gmt_call_reply_error(call, -EINVAL, "%s is a reply, not a request", rpcs[req->body_case].name);
+}
+
+void gmt__rpc_handle(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
+{
+  unsigned c = (unsigned)req->body_case;
+  if (c >= sizeof rpcs / sizeof rpcs[0] || !rpcs[c].fn) {
+    gmt_debug("request with no known body (case %u); refused", c);
+    gmt_call_reply_error(call, -EINVAL, "envelope carries no request (body case %u)", c);
+    return;
+  }
+  /* Every body is a message pointer in one union; a decoded envelope
+   * always has it, but a NULL here would be our bug, not the peer's. */
+  if (!req->error) {
+    gmt_call_reply_error(call, -EINVAL, "%s without a body", rpcs[c].name);
+    return;
+  }
+  rpcs[c].fn(s, call, req);
+}

@@ -1,0 +1,481 @@
+/* resource-config.txt: what gmt-schd accepts, and what it says about what
+ * it refuses. Each test writes its file into a fresh mkdtemp folder. */
+#include <errno.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "gmt_error.h"
+
+typedef struct {
+  char dir[64];
+  char path[PATH_MAX];
+  gmt_config_t *cfg;
+  char *errors;
+} fixture_t;
+
+static int setup(void **state)
+{
+  fixture_t *f = calloc(1, sizeof *f);
+  if (!f)
+    return -1;
+  strcpy(f->dir, "/tmp/gmt-test-config-XXXXXX");
+  if (!mkdtemp(f->dir)) {
+    free(f);
+    return -1;
+  }
+  snprintf(f->path, sizeof f->path, "%s/resource-config.txt", f->dir);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state)
+{
+  fixture_t *f = *state;
+  gmt_config_free(f->cfg);
+  free(f->errors);
+  unlink(f->path);
+  rmdir(f->dir);
+  free(f);
+  return 0;
+}
+
+/* Writes text as the config file and loads it. */
+static int load(fixture_t *f, const char *text)
+{
+  FILE *fp = fopen(f->path, "w");
+  assert_non_null(fp);
+  assert_int_equal(fputs(text, fp) >= 0, 1);
+  assert_int_equal(fclose(fp), 0);
+  gmt_config_free(f->cfg);
+  free(f->errors);
+  f->cfg = NULL;
+  f->errors = NULL;
+  return gmt_config_load(f->path, &f->cfg, &f->errors);
+}
+
+static int count_lines(const char *s)
+{
+  int n = 0;
+  for (; s && *s; s++)
+    n += *s == '\n';
+  return n;
+}
+
+/* The file is refused with exactly one error, on line, that says what. */
+static void expect_one_error(fixture_t *f, const char *text, int line, const char *what)
+{
+  char want[PATH_MAX + 64];
+  int rc = load(f, text);
+  assert_int_equal(rc, GMT_ECONFIG);
+  assert_null(f->cfg);
+  assert_non_null(f->errors);
+  snprintf(want, sizeof want, "%s:%d: ", f->path, line);
+  if (strncmp(f->errors, want, strlen(want)) != 0 || !strstr(f->errors, what) ||
+      count_lines(f->errors) != 1)
+    fail_msg("want one error \"%s...%s\", got:\n%s", want, what, f->errors);
+}
+
+/* ---- good files ---- */
+
+static void test_good_file_gives_values_sorted_by_name(void **state)
+{
+  fixture_t *f = *state;
+  int rc = load(f, "# pods on this node\n"
+                   "\n"
+                   "3\n"
+                   "zeta 0.5 1 1073741824\n"
+                   "   # a comment after blanks\n"
+                   "alpha 0.25 0.75 4G\n"
+                   "\t\n"
+                   "mid-1.x_y 0 .5 512Mi\n");
+  assert_int_equal(rc, 0);
+  assert_null(f->errors);
+  assert_non_null(f->cfg);
+  assert_int_equal(f->cfg->npods, 3);
+  assert_string_equal(f->cfg->path, f->path);
+
+  const gmt_pod_config_t *p = f->cfg->pods;
+  assert_string_equal(p[0].name, "alpha");
+  assert_true(p[0].request == 0.25 && p[0].limit == 0.75);
+  assert_int_equal(p[0].memory_limit, 4294967296ull);
+  assert_int_equal(p[0].line, 6);
+  assert_string_equal(p[1].name, "mid-1.x_y");
+  assert_true(p[1].request == 0.0 && p[1].limit == 0.5);
+  assert_int_equal(p[1].memory_limit, 536870912ull);
+  assert_string_equal(p[2].name, "zeta");
+  assert_true(p[2].request == 0.5 && p[2].limit == 1.0);
+  assert_int_equal(p[2].memory_limit, 1073741824ull);
+}
+
+static void test_find_returns_pod_by_exact_name(void **state)
+{
+  fixture_t *f = *state;
+  assert_int_equal(load(f, "2\na 0.1 0.2 1K\nb 0.3 0.4 2K\n"), 0);
+  const gmt_pod_config_t *b = gmt_config_find(f->cfg, "b");
+  assert_non_null(b);
+  assert_int_equal(b->memory_limit, 2048);
+  assert_null(gmt_config_find(f->cfg, "c"));
+  assert_null(gmt_config_find(f->cfg, "B"));
+  assert_null(gmt_config_find(f->cfg, ""));
+  assert_null(gmt_config_find(f->cfg, NULL));
+  char longname[200];
+  memset(longname, 'a', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  assert_null(gmt_config_find(f->cfg, longname));
+}
+
+static void test_memory_suffixes_are_powers_of_1024_in_any_case(void **state)
+{
+  (void)state;
+  static const struct {
+    const char *s;
+    uint64_t v;
+  } cases[] = {
+      {"0", 0},
+      {"123", 123},
+      {"1K", 1024},
+      {"1k", 1024},
+      {"2Ki", 2048},
+      {"2kI", 2048},
+      {"3M", 3145728},
+      {"3mi", 3145728},
+      {"1G", 1073741824},
+      {"1Gi", 1073741824},
+      {"16g", 17179869184ull},
+      {"1T", 1099511627776ull},
+      {"5ti", 5497558138880ull},
+      {"18446744073709551615", UINT64_MAX},
+      {"16777215T", 16777215ull << 40},
+      {"007", 7},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    uint64_t v = 1;
+    if (gmt_config_parse_bytes(cases[i].s, &v) != 0 || v != cases[i].v)
+      fail_msg("'%s': want %llu, got %llu", cases[i].s, (unsigned long long)cases[i].v,
+               (unsigned long long)v);
+  }
+}
+
+static void test_memory_rejects_other_suffixes_and_forms(void **state)
+{
+  (void)state;
+  static const char *const bad[] = {"",   "K",  "1X",   "1KB", "1MB", "1Kii", "1 K", "1.5G",
+                                    "-1", "+1", "0x10", "1e3", "1P",  "1i",   "G1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    uint64_t v = 0;
+    int rc = gmt_config_parse_bytes(bad[i], &v);
+    if (rc != -EINVAL)
+      fail_msg("'%s': want -EINVAL, got %d", bad[i], rc);
+  }
+}
+
+static void test_memory_overflow_is_range_error(void **state)
+{
+  (void)state;
+  uint64_t v = 0;
+  assert_int_equal(gmt_config_parse_bytes("18446744073709551616", &v), -ERANGE);
+  assert_int_equal(gmt_config_parse_bytes("99999999999999999999999", &v), -ERANGE);
+  assert_int_equal(gmt_config_parse_bytes("16777216T", &v), -ERANGE);
+  assert_int_equal(gmt_config_parse_bytes("17179869184G", &v), -ERANGE);
+  assert_int_equal(gmt_config_parse_bytes("18014398509481984K", &v), -ERANGE);
+}
+
+static void test_shares_accept_bounds_and_equal_request_limit(void **state)
+{
+  fixture_t *f = *state;
+  assert_int_equal(load(f, "4\na 0 0 0\nb 1 1 1\nc 0.000 1.0 1\nd +0.5 0.5 1\n"), 0);
+  assert_true(gmt_config_find(f->cfg, "a")->limit == 0.0);
+  assert_true(gmt_config_find(f->cfg, "b")->request == 1.0);
+  assert_true(gmt_config_find(f->cfg, "c")->limit == 1.0);
+  assert_true(gmt_config_find(f->cfg, "d")->request == 0.5);
+}
+
+static void test_name_of_62_characters_is_accepted(void **state)
+{
+  fixture_t *f = *state;
+  char text[256], name[63];
+  memset(name, 'n', 62);
+  name[62] = '\0';
+  snprintf(text, sizeof text, "1\n%s 0.1 0.2 1M\n", name);
+  assert_int_equal(load(f, text), 0);
+  assert_non_null(gmt_config_find(f->cfg, name));
+}
+
+static void test_crlf_line_ends_are_accepted(void **state)
+{
+  fixture_t *f = *state;
+  assert_int_equal(load(f, "1\r\na 0.1 0.2 1M\r\n"), 0);
+  assert_int_equal(gmt_config_find(f->cfg, "a")->memory_limit, 1048576);
+}
+
+static void test_no_trailing_newline_is_accepted(void **state)
+{
+  fixture_t *f = *state;
+  assert_int_equal(load(f, "1\na 0.1 0.2 1M"), 0);
+  assert_int_equal(f->cfg->npods, 1);
+}
+
+static void test_zero_pods_is_an_empty_config(void **state)
+{
+  fixture_t *f = *state;
+  assert_int_equal(load(f, "0\n"), 0);
+  assert_int_equal(f->cfg->npods, 0);
+  assert_null(gmt_config_find(f->cfg, "a"));
+}
+
+/* ---- bad files: one kind of mistake each ---- */
+
+static void test_count_that_is_not_a_number_is_refused(void **state)
+{
+  fixture_t *f = *state;
+  expect_one_error(f, "two\na 0.1 0.2 1M\n", 1, "must be the number of pods, got 'two'");
+  expect_one_error(f, "# c\n-1\n", 2, "must be the number of pods, got '-1'");
+  expect_one_error(f, "1.5\na 0.1 0.2 1M\n", 1, "number of pods");
+}
+
+static void test_count_with_extra_fields_is_refused(void **state)
+{
+  fixture_t *f = *state;
+  expect_one_error(f, "1 2\na 0.1 0.2 1M\n", 1, "number of pods alone, got 2 fields");
+  /* A file that starts with a pod line has no count. */
+  expect_one_error(f, "a 0.1 0.2 1M\n", 1, "got 4 fields");
+}
+
+static void test_empty_file_has_no_count(void **state)
+{
+  fixture_t *f = *state;
+  int rc = load(f, "# only a comment\n\n");
+  assert_int_equal(rc, GMT_ECONFIG);
+  assert_non_null(strstr(f->errors, "no pod count"));
+  assert_int_equal(strncmp(f->errors, f->path, strlen(f->path)), 0);
+}
+
+static void test_wrong_field_count_is_refused(void **state)
+{
+  fixture_t *f = *state;
+  expect_one_error(f, "1\na 0.1 0.2\n", 2, "want 4 fields (ID REQUEST LIMIT GPU_MEM), got 3");
+  expect_one_error(f, "1\na 0.1 0.2 1M extra\n", 2,
+                   "want 4 fields (ID REQUEST LIMIT GPU_MEM), got 5");
+  expect_one_error(f, "1\na 0.1 0.2 1M # no trailing comments\n", 2, "got 8");
+}
+
+static void test_bad_characters_in_name_are_refused(void **state)
+{
+  fixture_t *f = *state;
+  expect_one_error(f, "1\npod/1 0.1 0.2 1M\n", 2, "pod name 'pod/1' has a bad character '/'");
+  expect_one_error(f, "1\npod:1 0.1 0.2 1M\n", 2, "bad character ':'");
+  expect_one_error(f, "1\np\xc3\xa9 0.1 0.2 1M\n", 2, "bad byte 0xc3");
+}
+
+static void test_name_longer_than_62_is_refused(void **state)
+{
+  fixture_t *f = *state;
+  char text[256], name[64];
+  memset(name, 'n', 63);
+  name[63] = '\0';
+  snprintf(text, sizeof text, "1\n%s 0.1 0.2 1M\n", name);
+  expect_one_error(f, text, 2, "is 63 characters long (at most 62)");
+}
+
+static void test_duplicate_name_is_refused_naming_first_line(void **state)
+{
+  fixture_t *f = *state;
+  expect_one_error(f, "3\na 0.1 0.2 1M\nb 0.1 0.2 1M\na 0.3 0.4 1M\n", 4,
+                   "pod 'a' is already listed on line 2");
+}
+
+static void test_request_above_limit_is_refused(void **state)
+{
+  fixture_t *f = *state;
+  expect_one_error(f, "1\na 0.8 0.5 1M\n", 2, "request 0.8 is above limit 0.5");
+}
+
+static void test_negative_shares_are_refused(void **state)
+{
+  fixture_t *f = *state;
+  expect_one_error(f, "1\na -0.1 0.5 1M\n", 2, "request -0.1 is below 0");
+  expect_one_error(f, "1\na 0 -1 1M\n", 2, "limit -1 is below 0");
+}
+
+static void test_shares_above_one_are_refused(void **state)
+{
+  fixture_t *f = *state;
+  expect_one_error(f, "1\na 0.5 1.01 1M\n", 2, "limit 1.01 is above 1");
+  /* Both are reported, and request > limit is not, being moot. */
+  int rc = load(f, "1\na 2 3 1M\n");
+  assert_int_equal(rc, GMT_ECONFIG);
+  assert_int_equal(count_lines(f->errors), 2);
+  assert_non_null(strstr(f->errors, "request 2 is above 1"));
+  assert_non_null(strstr(f->errors, "limit 3 is above 1"));
+}
+
+static void test_shares_that_are_not_decimal_numbers_are_refused(void **state)
+{
+  fixture_t *f = *state;
+  static const char *const bad[] = {"abc", "0x1", "1e-1", "nan", "inf", ".", "0.5.", "50%"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[128], what[64];
+    snprintf(text, sizeof text, "1\na %s 1 1M\n", bad[i]);
+    snprintf(what, sizeof what, "request '%s' is not a decimal number", bad[i]);
+    expect_one_error(f, text, 2, what);
+  }
+  expect_one_error(f, "1\na 0 one 1M\n", 2, "limit 'one' is not a decimal number");
+}
+
+static void test_bad_memory_suffix_is_refused(void **state)
+{
+  fixture_t *f = *state;
+  expect_one_error(f, "1\na 0.1 0.2 1X\n", 2, "memory '1X' is not a byte count");
+  expect_one_error(f, "1\na 0.1 0.2 1GB\n", 2, "memory '1GB' is not a byte count");
+  expect_one_error(f, "1\na 0.1 0.2 lots\n", 2, "memory 'lots' is not a byte count");
+}
+
+static void test_memory_overflow_is_refused(void **state)
+{
+  fixture_t *f = *state;
+  expect_one_error(f, "1\na 0.1 0.2 16777216T\n", 2, "memory '16777216T' does not fit in 64 bits");
+  expect_one_error(f, "1\na 0.1 0.2 18446744073709551616\n", 2, "does not fit in 64 bits");
+}
+
+static void test_count_mismatch_is_refused_on_count_line(void **state)
+{
+  fixture_t *f = *state;
+  expect_one_error(f, "\n# header\n3\na 0.1 0.2 1M\nb 0.1 0.2 1M\n", 3,
+                   "the first line says 3 pods but 2 are listed");
+  expect_one_error(f, "1\na 0.1 0.2 1M\nb 0.1 0.2 1M\n", 1,
+                   "the first line says 1 pod but 2 are listed");
+  expect_one_error(f, "2\n", 1, "the first line says 2 pods but 0 are listed");
+}
+
+static void test_missing_file_says_cannot_open(void **state)
+{
+  fixture_t *f = *state;
+  char path[PATH_MAX + 16], want[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/nope.txt", f->dir);
+  int rc = gmt_config_load(path, &f->cfg, &f->errors);
+  assert_int_equal(rc, -ENOENT);
+  assert_null(f->cfg);
+  snprintf(want, sizeof want, "%s: cannot open: No such file or directory\n", path);
+  assert_string_equal(f->errors, want);
+}
+
+static void test_directory_says_cannot_read(void **state)
+{
+  fixture_t *f = *state;
+  int rc = gmt_config_load(f->dir, &f->cfg, &f->errors);
+  assert_int_equal(rc, -EISDIR);
+  assert_non_null(strstr(f->errors, ": cannot read: Is a directory"));
+}
+
+/* ---- how errors are reported ---- */
+
+static void test_every_error_is_reported_with_file_and_line(void **state)
+{
+  fixture_t *f = *state;
+  int rc = load(f, "5\n"                   /* 1: count says 5, 6 listed */
+                   "good 0.1 0.2 1M\n"     /* 2 */
+                   "bad/name 0.1 0.2 1M\n" /* 3 */
+                   "# comment\n"           /* 4 */
+                   "c 0.9 0.1 1M\n"        /* 5 */
+                   "d 0.1 0.2\n"           /* 6 */
+                   "\n"                    /* 7 */
+                   "good 0.1 0.2 1M\n"     /* 8 */
+                   "e 0.1 0.2 1Q\n");      /* 9 */
+  assert_int_equal(rc, GMT_ECONFIG);
+  assert_null(f->cfg);
+  assert_int_equal(count_lines(f->errors), 6);
+
+  static const struct {
+    int line;
+    const char *what;
+  } want[] = {
+      {3, "bad character '/'"}, {5, "request 0.9 is above limit 0.1"},
+      {6, "want 4 fields"},     {8, "pod 'good' is already listed on line 2"},
+      {9, "memory '1Q'"},       {1, "says 5 pods but 6 are listed"},
+  };
+  const char *line = f->errors;
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    char prefix[PATH_MAX + 32];
+    snprintf(prefix, sizeof prefix, "%s:%d: ", f->path, want[i].line);
+    const char *nl = strchr(line, '\n');
+    assert_non_null(nl);
+    if (strncmp(line, prefix, strlen(prefix)) != 0 ||
+        !memmem(line, (size_t)(nl - line), want[i].what, strlen(want[i].what)))
+      fail_msg("error %zu: want \"%s...%s\", got \"%.*s\"", i, prefix, want[i].what,
+               (int)(nl - line), line);
+    line = nl + 1;
+  }
+}
+
+static void test_many_errors_are_capped_with_a_count(void **state)
+{
+  fixture_t *f = *state;
+  size_t cap = 150 * 32 + 16, len = 0;
+  char *text = malloc(cap);
+  assert_non_null(text);
+  len += (size_t)snprintf(text, cap, "150\n");
+  for (int i = 0; i < 150; i++)
+    len += (size_t)snprintf(text + len, cap - len, "p%d x 1 1M\n", i);
+  int rc = load(f, text);
+  free(text);
+  assert_int_equal(rc, GMT_ECONFIG);
+  assert_int_equal(count_lines(f->errors), 101);
+  assert_non_null(strstr(f->errors, "... and 50 more errors\n"));
+}
+
+static void test_parse_without_error_buffer_still_refuses(void **state)
+{
+  (void)state;
+  gmt_config_t *cfg = (gmt_config_t *)1;
+  static const char text[] = "1\na 2 1 1M\n";
+  assert_int_equal(gmt_config_parse("mem", text, sizeof text - 1, &cfg, NULL), GMT_ECONFIG);
+  assert_null(cfg);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+      T(test_good_file_gives_values_sorted_by_name),
+      T(test_find_returns_pod_by_exact_name),
+      T(test_memory_suffixes_are_powers_of_1024_in_any_case),
+      T(test_memory_rejects_other_suffixes_and_forms),
+      T(test_memory_overflow_is_range_error),
+      T(test_shares_accept_bounds_and_equal_request_limit),
+      T(test_name_of_62_characters_is_accepted),
+      T(test_crlf_line_ends_are_accepted),
+      T(test_no_trailing_newline_is_accepted),
+      T(test_zero_pods_is_an_empty_config),
+      T(test_count_that_is_not_a_number_is_refused),
+      T(test_count_with_extra_fields_is_refused),
+      T(test_empty_file_has_no_count),
+      T(test_wrong_field_count_is_refused),
+      T(test_bad_characters_in_name_are_refused),
+      T(test_name_longer_than_62_is_refused),
+      T(test_duplicate_name_is_refused_naming_first_line),
+      T(test_request_above_limit_is_refused),
+      T(test_negative_shares_are_refused),
+      T(test_shares_above_one_are_refused),
+      T(test_shares_that_are_not_decimal_numbers_are_refused),
+      T(test_bad_memory_suffix_is_refused),
+      T(test_memory_overflow_is_refused),
+      T(test_count_mismatch_is_refused_on_count_line),
+      T(test_missing_file_says_cannot_open),
+      T(test_directory_says_cannot_read),
+      T(test_every_error_is_reported_with_file_and_line),
+      T(test_many_errors_are_capped_with_a_count),
+      T(test_parse_without_error_buffer_still_refuses),
+#undef T
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
