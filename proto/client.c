@@ -1,5 +1,6 @@
 /* The client side of the wire: one nng REQ socket per peer, a fresh
  * context per call so that many calls may be outstanding at once. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,11 @@
 struct gmt_client {
   nng_socket sock;
   char *url;
+  /* Asynchronous calls whose callback has not returned yet: close waits
+   * for them, so no callback runs after gmt_client_close(). */
+  pthread_mutex_t lock;
+  pthread_cond_t idle;
+  int inflight;
 };
 
 int gmt_client_open(gmt_client_t **out, const char *url, int flags)
@@ -26,6 +32,8 @@ int gmt_client_open(gmt_client_t **out, const char *url, int flags)
     free(c);
     return -ENOMEM;
   }
+  pthread_mutex_init(&c->lock, NULL);
+  pthread_cond_init(&c->idle, NULL);
   rv = nng_req0_open(&c->sock);
   if (rv) {
     free(c->url);
@@ -50,7 +58,14 @@ void gmt_client_close(gmt_client_t *c)
 {
   if (!c)
     return;
+  /* Closing aborts calls in flight; their callbacks run with an error. */
   nng_close(c->sock);
+  pthread_mutex_lock(&c->lock);
+  while (c->inflight > 0)
+    pthread_cond_wait(&c->idle, &c->lock);
+  pthread_mutex_unlock(&c->lock);
+  pthread_mutex_destroy(&c->lock);
+  pthread_cond_destroy(&c->idle);
   free(c->url);
   free(c);
 }
@@ -133,6 +148,7 @@ int gmt_client_call(gmt_client_t *c, const Gmt__Envelope *req, Gmt__Envelope **r
 
 /* One asynchronous call: send, then receive, then hand the reply on. */
 struct async_call {
+  gmt_client_t *client;
   nng_ctx ctx;
   nng_aio *aio;
   int receiving;
@@ -143,11 +159,17 @@ struct async_call {
 
 static void async_done(struct async_call *a, int rv, Gmt__Envelope *rep)
 {
+  gmt_client_t *c = a->client;
+
   a->cb(a->arg, rv, rep);
   nng_ctx_close(a->ctx);
   /* We are inside the aio's own callback: it cannot be freed here. */
   nng_aio_reap(a->aio);
   free(a);
+  pthread_mutex_lock(&c->lock);
+  if (--c->inflight == 0)
+    pthread_cond_broadcast(&c->idle);
+  pthread_mutex_unlock(&c->lock);
 }
 
 static void async_cb(void *arg)
@@ -182,6 +204,7 @@ int gmt_client_call_async(gmt_client_t *c, const Gmt__Envelope *req, int timeout
   a = calloc(1, sizeof(*a));
   if (!a)
     return -ENOMEM;
+  a->client = c;
   a->cb = cb;
   a->arg = arg;
   a->deadline = gmt_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1);
@@ -200,6 +223,9 @@ int gmt_client_call_async(gmt_client_t *c, const Gmt__Envelope *req, int timeout
     free(a);
     return gmt__from_nng(rv);
   }
+  pthread_mutex_lock(&c->lock);
+  c->inflight++;
+  pthread_mutex_unlock(&c->lock);
   nng_aio_set_msg(a->aio, msg);
   nng_aio_set_timeout(a->aio, remaining_ms(a->deadline));
   nng_ctx_send(a->ctx, a->aio);

@@ -331,6 +331,25 @@ static void test_outstanding_calls_are_answered_out_of_order(void **state)
   gmt_client_close(c);
 }
 
+static void test_close_waits_for_callbacks_of_aborted_calls(void **state)
+{
+  struct fixture *f = *state;
+  struct async_result r = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+  Gmt__Envelope req = GMT__ENVELOPE__INIT;
+  Gmt__MemInfoRequest mr = GMT__MEM_INFO_REQUEST__INIT;
+  gmt_client_t *c;
+
+  f->hold = 1;
+  req.body_case = GMT__ENVELOPE__BODY_MEMINFO_REQ;
+  req.meminfo_req = &mr;
+  assert_int_equal(gmt_client_open(&c, f->url, GMT_CLIENT_DIAL_NOW), 0);
+  assert_int_equal(gmt_client_call_async(c, &req, 60000, async_cb, &r), 0);
+  gmt_client_close(c);
+  /* No waiting here: the callback has already run, with an error. */
+  assert_int_equal(r.done, 1);
+  assert_int_not_equal(r.order[0], 0);
+}
+
 static void test_call_times_out_when_unanswered(void **state)
 {
   struct fixture *f = *state;
@@ -373,6 +392,8 @@ int main(void)
       cmocka_unit_test_setup_teardown(test_outstanding_calls_are_answered_out_of_order, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_call_times_out_when_unanswered, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_close_waits_for_callbacks_of_aborted_calls, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_dial_now_fails_fast_when_nobody_listens, setup,
                                       teardown),
   };

@@ -1,0 +1,14 @@
+/* The commands of the gmt CLI. Each takes the arguments after its name
+ * (argv[0] is the command name) and returns the process exit code:
+ * 0 done, 1 failed (the scheduler said no or could not be reached),
+ * 2 bad usage. */
+#ifndef GMT_CMD_H
+#define GMT_CMD_H
+
+typedef struct gmt_cmd_ctx {
+  const char *schd_url; /* where the scheduler listens */
+} gmt_cmd_ctx_t;
+
+int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
+
+#endif

@@ -1,0 +1,154 @@
+/* gmt status: asks the scheduler for every pod and prints it, as a table per
+ * pod for people or as JSON (status_json.c) for programs. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "gmt_error.h"
+#include "gmt_wire.h"
+#include "status_json.h"
+
+#define STATUS_TIMEOUT_MS 3000
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: gmt [--schd URL] status [--json]\n"
+          "\n"
+          "Shows every configured pod: whether its pod manager is connected,\n"
+          "its request/limit share of GPU time, its device memory in use\n"
+          "against its limit, and its processes.\n"
+          "\n"
+          "  --json       print one line of JSON (see docs/protocol.md)\n"
+          "  -h, --help   show this help\n");
+}
+
+static void human(char *buf, size_t len, uint64_t bytes) {
+  static const char *unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) {
+    snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+    return;
+  }
+  double v = (double)bytes / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    u++;
+  }
+  snprintf(buf, len, "%.1f %s", v, unit[u]);
+}
+
+/* An exe path comes from the process itself; keep control characters out of
+ * the operator's terminal. */
+static void print_safe(const char *s) {
+  for (; s && *s; s++)
+    putchar(iscntrl((unsigned char)*s) ? '?' : *s);
+}
+
+static const char *pod_name(const Gmt__PodStatus *pod) {
+  return pod->config && pod->config->name ? pod->config->name : "";
+}
+
+static void print_text(const Gmt__StatusReply *st) {
+  if (st->n_pods == 0) {
+    printf("no pods configured\n");
+    return;
+  }
+  int w = 3;
+  for (size_t i = 0; i < st->n_pods; i++) {
+    int n = (int)strlen(pod_name(st->pods[i]));
+    if (n > w)
+      w = n;
+  }
+  for (size_t i = 0; i < st->n_pods; i++) {
+    const Gmt__PodStatus *pod = st->pods[i];
+    double req = pod->config ? pod->config->request : 0;
+    double lim = pod->config ? pod->config->limit : 0;
+    char used[32], limit[32], share[64];
+    human(used, sizeof used, pod->memory_used);
+    human(limit, sizeof limit, pod->config ? pod->config->memory_limit : 0);
+    snprintf(share, sizeof share, "%.2f/%.2f", req, lim);
+    if (i > 0)
+      putchar('\n');
+    printf("%-*s  %-9s  %-13s  %s\n", w, "POD", "CONNECTED", "REQUEST/LIMIT", "MEMORY");
+    printf("%-*s  %-9s  %-13s  %s / %s\n", w, pod_name(pod), pod->connected ? "yes" : "no",
+           share, used, limit);
+    if (pod->n_processes == 0) {
+      printf("  (no processes)\n");
+      continue;
+    }
+    printf("  %8s  %-10s  %10s  %s\n", "PID", "MEMORY", "LAUNCHES", "EXE");
+    for (size_t j = 0; j < pod->n_processes; j++) {
+      const Gmt__ProcessStatus *p = pod->processes[j];
+      char mem[32];
+      human(mem, sizeof mem, p->memory_used);
+      printf("  %8u  %-10s  %10llu  ", p->pid, mem, (unsigned long long)p->launches);
+      print_safe(p->exe);
+      putchar('\n');
+    }
+  }
+}
+
+int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv) {
+  int json = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--json")) {
+      json = 1;
+    } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "gmt status: unknown argument '%s'\n", argv[i]);
+      usage(stderr);
+      return 2;
+    }
+  }
+
+  gmt_client_t *c = NULL;
+  Gmt__Envelope *rep = NULL;
+  int rc = gmt_client_open(&c, ctx->schd_url, GMT_CLIENT_DIAL_NOW);
+  if (rc < 0) {
+    fprintf(stderr, "gmt: scheduler at %s: %s\n", ctx->schd_url, gmt_strerror(rc));
+    return 1;
+  }
+  Gmt__StatusRequest sreq = GMT__STATUS_REQUEST__INIT;
+  Gmt__Envelope req = GMT__ENVELOPE__INIT;
+  req.body_case = GMT__ENVELOPE__BODY_STATUS_REQ;
+  req.status_req = &sreq;
+  rc = gmt_client_call(c, &req, &rep, STATUS_TIMEOUT_MS);
+  if (rc < 0) {
+    fprintf(stderr, "gmt: scheduler at %s: %s\n", ctx->schd_url, gmt_strerror(rc));
+    gmt_client_close(c);
+    return 1;
+  }
+  char err[256] = "";
+  rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_STATUS_REP, err, sizeof err);
+  if (rc < 0) {
+    fprintf(stderr, "gmt: scheduler at %s: %s\n", ctx->schd_url,
+            err[0] ? err : gmt_strerror(rc));
+    gmt_wire_free(rep);
+    gmt_client_close(c);
+    return 1;
+  }
+
+  int status = 0;
+  if (json) {
+    char *out = NULL;
+    rc = gmt_status_json(rep->status_rep, &out);
+    if (rc < 0) {
+      fprintf(stderr, "gmt: rendering JSON: %s\n", gmt_strerror(rc));
+      status = 1;
+    } else {
+      printf("%s\n", out);
+      free(out);
+    }
+  } else {
+    print_text(rep->status_rep);
+  }
+  if (fflush(stdout) != 0)
+    status = 1;
+  gmt_wire_free(rep);
+  gmt_client_close(c);
+  return status;
+}

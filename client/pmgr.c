@@ -1,0 +1,308 @@
+/* gmt-pmgr: one per pod. Registers the pod with the scheduler, then serves
+ * the pod's hooked processes on tcp://127.0.0.1:PORT and an ipc socket,
+ * keeps the table of those processes, heartbeats the pod's view to the
+ * scheduler and forwards the processes' token and memory requests with the
+ * pod's name fixed. This file owns the flags, the start-up handshake and
+ * the loop's life; docs/protocol.md says what each message means. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gmt_error.h"
+#include "gmt_log.h"
+#include "pmgr.h"
+
+#define PMGR_CONTEXTS 64 /* requests in progress at once; token calls may wait */
+#define PMGR_REGISTER_TRY_MS 1000
+#define PMGR_BACKOFF_MIN_MS 100
+#define PMGR_BACKOFF_MAX_MS 2000
+
+typedef struct {
+  const char *name;
+  const char *schd_url;
+  const char *ipc;
+  long port;
+  double wait_s;
+  int verbose;
+} options_t;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: gmt-pmgr --name NAME [--port N] [--schd URL] [--ipc PATH] [--wait S] [-v]\n"
+          "\n"
+          "The pod manager of one pod: registers the pod with gmt-schd and serves\n"
+          "the pod's hooked processes.\n"
+          "\n"
+          "  --name NAME   the pod, as resource-config.txt names it (required)\n"
+          "  --port N      serve processes on tcp://127.0.0.1:N (default %d)\n"
+          "  --schd URL    the scheduler (default %s)\n"
+          "  --ipc PATH    also serve on this ipc socket (default /run/gmt/pmgr-PORT.sock)\n"
+          "  --wait S      how long to wait for the scheduler at start (default 30)\n"
+          "  -v            log every allocation and free (debug)\n"
+          "  -h, --help    show this help\n"
+          "\n"
+          "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 the scheduler could not be\n"
+          "reached or the sockets could not be opened, 2 bad flags or a pod the\n"
+          "scheduler does not list.\n",
+          GMT_DEFAULT_PMGR_PORT, GMT_DEFAULT_SCHD_IPC);
+}
+
+static int bad_flag(const char *fmt, const char *arg) {
+  fprintf(stderr, "gmt-pmgr: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\nRun 'gmt-pmgr --help' for usage.\n");
+  return 2;
+}
+
+/* Returns -1 to go on, or an exit code. */
+static int parse_flags(int argc, char **argv, options_t *o) {
+  o->schd_url = GMT_DEFAULT_SCHD_IPC;
+  o->port = GMT_DEFAULT_PMGR_PORT;
+  o->wait_s = 30;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    }
+    if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+      o->verbose = 1;
+      continue;
+    }
+    static const char *const with_value[] = {"--name", "--port", "--schd", "--ipc", "--wait"};
+    const char *flag = NULL, *val = NULL;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
+      size_t n = strlen(with_value[k]);
+      if (!strncmp(a, with_value[k], n) && (a[n] == '\0' || a[n] == '=')) {
+        flag = with_value[k];
+        if (a[n] == '=')
+          val = a + n + 1;
+        else if (i + 1 < argc)
+          val = argv[++i];
+        else
+          return bad_flag("%s needs a value", flag);
+        break;
+      }
+    }
+    if (!flag)
+      return bad_flag("unknown option '%s'", a);
+    if (!val[0])
+      return bad_flag("%s needs a value", flag);
+
+    char *end;
+    if (!strcmp(flag, "--name")) {
+      o->name = val;
+    } else if (!strcmp(flag, "--schd")) {
+      o->schd_url = val;
+    } else if (!strcmp(flag, "--ipc")) {
+      o->ipc = val;
+    } else if (!strcmp(flag, "--port")) {
+      errno = 0;
+      o->port = strtol(val, &end, 10);
+      if (errno || *end || o->port < 1 || o->port > 65535)
+        return bad_flag("--port wants a TCP port 1..65535, not '%s'", val);
+    } else if (!strcmp(flag, "--wait")) {
+      errno = 0;
+      o->wait_s = strtod(val, &end);
+      if (errno || *end || !isfinite(o->wait_s) || o->wait_s < 0 || o->wait_s > 86400)
+        return bad_flag("--wait wants seconds (0..86400), not '%s'", val);
+    }
+  }
+  if (!o->name)
+    return bad_flag("%s", "--name NAME is required (the pod, as the scheduler's config names it)");
+  return -1;
+}
+
+static void sleep_ms(uint64_t ms) {
+  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+    ;
+}
+
+/* Register {pod, pid 0}, retrying with backoff while the scheduler cannot
+ * be reached. Returns -1 on success (the config is kept), or an exit code. */
+static int register_pod(gmt_pmgr_t *pm, double wait_s) {
+  uint64_t deadline = gmt_now_ms() + (uint64_t)(wait_s * 1000);
+  uint64_t backoff = PMGR_BACKOFF_MIN_MS;
+  bool said_waiting = false;
+  char why[512] = "";
+
+  Gmt__RegisterRequest reg = GMT__REGISTER_REQUEST__INIT;
+  Gmt__Envelope req = GMT__ENVELOPE__INIT;
+  reg.pod = (char *)pm->name;
+  req.body_case = GMT__ENVELOPE__BODY_REGISTER_REQ;
+  req.register_req = &reg;
+
+  for (;;) {
+    uint64_t now = gmt_now_ms();
+    uint64_t left = deadline > now ? deadline - now : 0;
+    int try_ms = left < PMGR_REGISTER_TRY_MS ? (int)left : PMGR_REGISTER_TRY_MS;
+    if (try_ms < PMGR_BACKOFF_MIN_MS)
+      try_ms = PMGR_BACKOFF_MIN_MS; /* one real try even with --wait 0 */
+
+    Gmt__Envelope *rep = NULL;
+    int rc = gmt_client_call(pm->schd, &req, &rep, try_ms);
+    if (rc == 0) {
+      char err[512] = "";
+      rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_REGISTER_REP, err, sizeof err);
+      if (rc == 0) {
+        rc = gmt__pmgr_set_config(pm, rep->register_rep->config, false);
+        gmt_wire_free(rep);
+        if (rc < 0) {
+          fprintf(stderr, "gmt-pmgr: %s\n", gmt_strerror(rc));
+          return 1;
+        }
+        return -1;
+      }
+      gmt_wire_free(rep);
+      if (rc == GMT_ENOPOD) {
+        fprintf(stderr, "gmt-pmgr: %s\n", err[0] ? err : gmt_strerror(rc));
+        return 2;
+      }
+      fprintf(stderr, "gmt-pmgr: the scheduler at %s refused pod '%s': %s\n", pm->schd_url,
+              pm->name, err[0] ? err : gmt_strerror(rc));
+      return 1;
+    }
+
+    snprintf(why, sizeof why, "%s", gmt_strerror(rc));
+    now = gmt_now_ms();
+    if (now >= deadline)
+      break;
+    if (!said_waiting) {
+      gmt_info("waiting for the scheduler at %s (%s)", pm->schd_url, why);
+      said_waiting = true;
+    }
+    uint64_t nap = backoff < deadline - now ? backoff : deadline - now;
+    sleep_ms(nap);
+    backoff = backoff * 2 > PMGR_BACKOFF_MAX_MS ? PMGR_BACKOFF_MAX_MS : backoff * 2;
+  }
+  fprintf(stderr, "gmt-pmgr: scheduler at %s not reachable after %g s (%s)\n", pm->schd_url,
+          wait_s, why);
+  return 1;
+}
+
+static void close_walk(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h))
+    uv_close(h, NULL);
+}
+
+static void stop(gmt_pmgr_t *pm, const char *why) {
+  gmt_info("%s: stopping", why);
+  gmt__pmgr_quiesce(pm);
+  gmt__pmgr_procs_close(pm);
+  gmt__pmgr_heartbeat_close(pm);
+  uv_close((uv_handle_t *)&pm->wake, NULL);
+  uv_close((uv_handle_t *)&pm->sigterm, NULL);
+  uv_close((uv_handle_t *)&pm->sigint, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  stop(h->data, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/* Lives as long as the process: a late nng callback may still look at
+ * its mutex after main has returned from the loop. */
+static gmt_pmgr_t pmgr;
+
+int main(int argc, char **argv) {
+  options_t o = {0};
+  int code = parse_flags(argc, argv, &o);
+  if (code >= 0)
+    return code;
+
+  gmt_pmgr_t *pm = &pmgr;
+  char tcp_url[64], ipc_url[PATH_MAX + 16];
+  snprintf(tcp_url, sizeof tcp_url, "tcp://127.0.0.1:%ld", o.port);
+  if (!o.ipc)
+    snprintf(ipc_url, sizeof ipc_url, "ipc:///run/gmt/pmgr-%ld.sock", o.port);
+  else if (!strncmp(o.ipc, "ipc://", 6))
+    snprintf(ipc_url, sizeof ipc_url, "%s", o.ipc);
+  else
+    snprintf(ipc_url, sizeof ipc_url, "ipc://%s", o.ipc);
+
+  gmt_log_init("gmt-pmgr", o.verbose ? GMT_LOG_DEBUG : GMT_LOG_INFO);
+  signal(SIGPIPE, SIG_IGN);
+  pm->name = o.name;
+  pm->schd_url = o.schd_url;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  pm->epoch = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  pthread_mutex_init(&pm->mu, NULL);
+  pthread_cond_init(&pm->forwards_done, NULL);
+
+  int rc = gmt_client_open(&pm->schd, o.schd_url, 0);
+  if (rc < 0) {
+    fprintf(stderr, "gmt-pmgr: --schd %s: %s\n", o.schd_url, gmt_strerror(rc));
+    return 2;
+  }
+  code = register_pod(pm, o.wait_s);
+  if (code >= 0) {
+    gmt_client_close(pm->schd);
+    return code;
+  }
+  gmt_info("pod '%s' registered with %s: request %g, limit %g, memory limit %llu bytes", pm->name,
+           o.schd_url, pm->config.request, pm->config.limit,
+           (unsigned long long)pm->config.memory_limit);
+
+  uv_loop_t loop;
+  code = 1;
+  if ((rc = uv_loop_init(&loop)) < 0) {
+    fprintf(stderr, "gmt-pmgr: event loop: %s\n", uv_strerror(rc));
+    gmt_client_close(pm->schd);
+    return 1;
+  }
+  pm->loop = &loop;
+  uv_async_init(&loop, &pm->wake, gmt__pmgr_on_wake);
+  pm->wake.data = pm;
+  uv_signal_init(&loop, &pm->sigterm);
+  uv_signal_init(&loop, &pm->sigint);
+  pm->sigterm.data = pm->sigint.data = pm;
+  uv_signal_start(&pm->sigterm, on_signal, SIGTERM);
+  uv_signal_start(&pm->sigint, on_signal, SIGINT);
+
+  /* Processes can be served only once the loop's handles exist: the
+   * handler queues to pm->wake. */
+  const char *where = "server";
+  rc = gmt_server_new(&pm->server, PMGR_CONTEXTS, gmt__pmgr_on_request, pm);
+  if (rc == 0 && (rc = gmt_server_listen(pm->server, tcp_url)) < 0)
+    where = tcp_url;
+  if (rc == 0 && (rc = gmt_server_listen(pm->server, ipc_url)) < 0)
+    where = ipc_url;
+  if (rc == 0)
+    rc = gmt_server_start(pm->server);
+  if (rc < 0) {
+    fprintf(stderr, "gmt-pmgr: cannot listen on %s: %s\n", where, gmt_strerror(rc));
+    gmt__pmgr_quiesce(pm);
+    gmt_server_free(pm->server);
+    uv_walk(&loop, close_walk, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return 1;
+  }
+  if ((rc = gmt__pmgr_heartbeat_init(pm)) < 0) {
+    fprintf(stderr, "gmt-pmgr: heartbeat timer: %s\n", uv_strerror(rc));
+    stop(pm, "start-up failed");
+  } else {
+    code = 0;
+    gmt_info("serving pod '%s' on %s and %s", pm->name, tcp_url, ipc_url);
+  }
+
+  uv_run(&loop, UV_RUN_DEFAULT);
+
+  /* Every call is answered by now (quiesce); the server may go. */
+  gmt_server_free(pm->server);
+  pm->server = NULL;
+  uv_walk(&loop, close_walk, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  if (uv_loop_close(&loop) != 0)
+    gmt_warn("event loop closed with handles open");
+  free(pm->config.name);
+  pm->config.name = NULL;
+  return code;
+}

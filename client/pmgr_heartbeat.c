@@ -1,0 +1,173 @@
+/* gmt-pmgr: heartbeats, the pod's whole view sent to the scheduler every
+ * 500 ms and soon after any change. At most one is in flight; a change
+ * meanwhile sends another as soon as it returns. A scheduler that does not
+ * answer is logged once per outage while the pod goes on with the config
+ * it last had; the reply carries the config now in force. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmt_error.h"
+#include "gmt_log.h"
+#include "pmgr.h"
+
+static void send_heartbeat(gmt_pmgr_t *pm);
+
+/* On an nng thread. At most one heartbeat is in flight, so its outcome
+ * travels to the loop in the one item kept for it. */
+static void on_reply(void *arg, int rc, Gmt__Envelope *rep) {
+  gmt_pmgr_t *pm = arg;
+  pm->hb_item.call = NULL;
+  pm->hb_item.rc = rc;
+  pm->hb_item.rep = rep;
+  if (gmt__pmgr_push(pm, &pm->hb_item) < 0)
+    gmt_wire_free(rep);
+}
+
+static void on_tick(uv_timer_t *h) {
+  gmt_pmgr_t *pm = h->data;
+  if (!pm->hb_in_flight)
+    send_heartbeat(pm);
+}
+
+static void on_soon(uv_timer_t *h) {
+  gmt_pmgr_t *pm = h->data;
+  if (!pm->hb_in_flight && pm->hb_dirty)
+    send_heartbeat(pm);
+}
+
+void gmt__pmgr_changed(gmt_pmgr_t *pm) {
+  pm->hb_dirty = true;
+  if (!pm->hb_in_flight && !uv_is_active((uv_handle_t *)&pm->hb_soon))
+    uv_timer_start(&pm->hb_soon, on_soon, PMGR_HB_SOON_MS, 0);
+}
+
+static void outage(gmt_pmgr_t *pm, const char *why) {
+  if (pm->schd_down)
+    return;
+  pm->schd_down = true;
+  gmt_warn("scheduler unreachable: %s; keeping the pod running with its last config", why);
+}
+
+static void reachable(gmt_pmgr_t *pm) {
+  if (pm->schd_down) {
+    pm->schd_down = false;
+    gmt_info("scheduler at %s is reachable again", pm->schd_url);
+  }
+}
+
+static void send_heartbeat(gmt_pmgr_t *pm) {
+  size_t n = pm->nprocs;
+  Gmt__ProcessReport *reports = calloc(n ? n : 1, sizeof *reports);
+  Gmt__ProcessReport **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+  if (!reports || !ptrs) {
+    free(reports);
+    free(ptrs);
+    gmt_warn("heartbeat: out of memory");
+    return;
+  }
+  gmt__pmgr_proc_reports(pm, reports, ptrs);
+
+  Gmt__HeartbeatRequest hb = GMT__HEARTBEAT_REQUEST__INIT;
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  hb.pod = (char *)pm->name;
+  hb.seq = ++pm->seq;
+  hb.epoch = pm->epoch;
+  hb.n_processes = n;
+  hb.processes = ptrs;
+  env.body_case = GMT__ENVELOPE__BODY_HEARTBEAT_REQ;
+  env.heartbeat_req = &hb;
+
+  pm->hb_dirty = false;
+  uv_timer_stop(&pm->hb_soon);
+  uv_timer_again(&pm->hb_tick); /* the next periodic one counts from now */
+  int rc = gmt_client_call_async(pm->schd, &env, PMGR_HB_TIMEOUT_MS, on_reply, pm);
+  free(reports);
+  free(ptrs);
+  if (rc < 0)
+    outage(pm, gmt_strerror(rc));
+  else
+    pm->hb_in_flight = true;
+}
+
+static bool same_share(double a, double b) { return a == b; }
+
+int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_changes) {
+  if (!c)
+    return 0;
+  pmgr_config_t *cur = &pm->config;
+  if (log_changes && (!same_share(cur->request, c->request) ||
+                      !same_share(cur->limit, c->limit) ||
+                      cur->memory_limit != c->memory_limit))
+    gmt_info("pod '%s' config changed: request %g -> %g, limit %g -> %g, "
+             "memory limit %llu -> %llu bytes",
+             pm->name, cur->request, c->request, cur->limit, c->limit,
+             (unsigned long long)cur->memory_limit, (unsigned long long)c->memory_limit);
+  if (c->name && c->name[0] && (!cur->name || strcmp(cur->name, c->name))) {
+    char *name = strdup(c->name);
+    if (!name)
+      return -ENOMEM;
+    free(cur->name);
+    cur->name = name;
+  }
+  cur->request = c->request;
+  cur->limit = c->limit;
+  cur->memory_limit = c->memory_limit;
+  return 0;
+}
+
+/* On the loop: the outcome of the heartbeat in flight. */
+void gmt__pmgr_heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep) {
+  char err[512] = "";
+
+  pm->hb_in_flight = false;
+  if (rc < 0) {
+    outage(pm, gmt_strerror(rc));
+  } else if ((rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_HEARTBEAT_REP, err, sizeof err)) ==
+             GMT_ENOPOD) {
+    reachable(pm);
+    if (!pm->pod_unlisted) {
+      pm->pod_unlisted = true;
+      gmt_error("the scheduler no longer lists pod '%s' (%s); keeping the pod running "
+                "with its last config and asking again",
+                pm->name, err[0] ? err : gmt_strerror(rc));
+    }
+  } else if (rc < 0) {
+    /* The scheduler answered but refused: as bad as no answer for the
+     * pod, and said once per outage too. */
+    char why[600];
+    snprintf(why, sizeof why, "heartbeat refused: %s", err[0] ? err : gmt_strerror(rc));
+    outage(pm, why);
+  } else {
+    reachable(pm);
+    if (pm->pod_unlisted) {
+      pm->pod_unlisted = false;
+      gmt_info("the scheduler lists pod '%s' again", pm->name);
+    }
+    if (gmt__pmgr_set_config(pm, rep->heartbeat_rep->config, true) < 0)
+      gmt_warn("heartbeat: out of memory keeping the config");
+  }
+  gmt_wire_free(rep);
+  if (pm->hb_dirty)
+    send_heartbeat(pm);
+}
+
+int gmt__pmgr_heartbeat_init(gmt_pmgr_t *pm) {
+  int rc = uv_timer_init(pm->loop, &pm->hb_tick);
+  if (rc == 0)
+    rc = uv_timer_init(pm->loop, &pm->hb_soon);
+  if (rc < 0)
+    return rc;
+  pm->hb_tick.data = pm;
+  pm->hb_soon.data = pm;
+  rc = uv_timer_start(&pm->hb_tick, on_tick, PMGR_HB_PERIOD_MS, PMGR_HB_PERIOD_MS);
+  if (rc == 0)
+    send_heartbeat(pm);
+  return rc;
+}
+
+void gmt__pmgr_heartbeat_close(gmt_pmgr_t *pm) {
+  uv_close((uv_handle_t *)&pm->hb_tick, NULL);
+  uv_close((uv_handle_t *)&pm->hb_soon, NULL);
+}

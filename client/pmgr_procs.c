@@ -1,0 +1,269 @@
+/* gmt-pmgr: the table of the pod's processes. A process joins by Register
+ * (or by its first Report), its totals come with each Report, and it
+ * leaves the moment it exits: its pidfd turns readable, however it died.
+ * Where pidfd_open is missing (kernels before 5.3) a 200 ms timer asks
+ * kill(pid, 0) instead. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "gmt_error.h"
+#include "gmt_log.h"
+#include "pmgr.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+#define PMGR_PROC_POLL_MS 200
+
+struct pmgr_proc {
+  pmgr_proc_t *next;
+  gmt_pmgr_t *pm;
+  uint32_t pid;
+  char *exe;
+  uint64_t memory_used, launches, allocs, frees;
+  int pidfd; /* -1: watched by the timer */
+  union {
+    uv_handle_t handle;
+    uv_poll_t poll;
+    uv_timer_t timer;
+  } watch;
+};
+
+static const char *kind_name(int kind) {
+  switch (kind) {
+  case GMT__ALLOC_KIND__ALLOC_KIND_DEVICE: return "device";
+  case GMT__ALLOC_KIND__ALLOC_KIND_MANAGED: return "managed";
+  case GMT__ALLOC_KIND__ALLOC_KIND_ASYNC: return "async";
+  case GMT__ALLOC_KIND__ALLOC_KIND_PHYSICAL: return "physical";
+  case GMT__ALLOC_KIND__ALLOC_KIND_ARRAY: return "array";
+  default: return "unknown";
+  }
+}
+
+void gmt__pmgr_fill_config(const gmt_pmgr_t *pm, Gmt__PodConfig *out) {
+  gmt__pod_config__init(out);
+  out->name = pm->config.name ? pm->config.name : (char *)pm->name;
+  out->request = pm->config.request;
+  out->limit = pm->config.limit;
+  out->memory_limit = pm->config.memory_limit;
+}
+
+static pmgr_proc_t *find(gmt_pmgr_t *pm, uint32_t pid) {
+  for (pmgr_proc_t *p = pm->procs; p; p = p->next)
+    if (p->pid == pid)
+      return p;
+  return NULL;
+}
+
+static void on_closed(uv_handle_t *h) {
+  pmgr_proc_t *p = h->data;
+  if (p->pidfd >= 0)
+    close(p->pidfd);
+  free(p->exe);
+  free(p);
+}
+
+static void unlink_proc(gmt_pmgr_t *pm, pmgr_proc_t *gone) {
+  for (pmgr_proc_t **pp = &pm->procs; *pp; pp = &(*pp)->next) {
+    if (*pp == gone) {
+      *pp = gone->next;
+      pm->nprocs--;
+      return;
+    }
+  }
+}
+
+static void drop(pmgr_proc_t *p) {
+  gmt_pmgr_t *pm = p->pm;
+  gmt_info("pid %u (%s) exited", p->pid, p->exe ? p->exe : "?");
+  unlink_proc(pm, p);
+  uv_close(&p->watch.handle, on_closed);
+  gmt__pmgr_changed(pm);
+}
+
+static void on_pidfd(uv_poll_t *h, int status, int events) {
+  (void)status;
+  (void)events;
+  /* A pidfd is readable once the process has exited; an error on it
+   * means the same for our purpose. */
+  drop(h->data);
+}
+
+static void on_poll_timer(uv_timer_t *h) {
+  pmgr_proc_t *p = h->data;
+  if (kill((pid_t)p->pid, 0) < 0 && errno == ESRCH)
+    drop(p);
+}
+
+static int set_exe(pmgr_proc_t *p, const char *exe) {
+  if (!exe || !exe[0] || (p->exe && !strcmp(p->exe, exe)))
+    return 0;
+  char *copy = strdup(exe);
+  if (!copy)
+    return -ENOMEM;
+  free(p->exe);
+  p->exe = copy;
+  return 1;
+}
+
+/* Adds pid and starts watching it. -ESRCH: no such process is visible
+ * from here (it has exited, or lives in a pid namespace we cannot see). */
+static int add(gmt_pmgr_t *pm, uint32_t pid, const char *exe, pmgr_proc_t **out) {
+  *out = NULL;
+  if (pid == 0 || pid > INT32_MAX)
+    return -EINVAL;
+  pmgr_proc_t *p = calloc(1, sizeof *p);
+  if (!p)
+    return -ENOMEM;
+  p->pm = pm;
+  p->pid = pid;
+  if (set_exe(p, exe) < 0) {
+    free(p);
+    return -ENOMEM;
+  }
+  p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+  if (p->pidfd < 0 && (errno == ESRCH || (kill((pid_t)pid, 0) < 0 && errno == ESRCH))) {
+    free(p->exe);
+    free(p);
+    return -ESRCH;
+  }
+  bool inited = false;
+  int rc;
+  if (p->pidfd >= 0) {
+    rc = uv_poll_init(pm->loop, &p->watch.poll, p->pidfd);
+    inited = rc == 0;
+    if (rc == 0)
+      rc = uv_poll_start(&p->watch.poll, UV_READABLE, on_pidfd);
+  } else {
+    rc = uv_timer_init(pm->loop, &p->watch.timer);
+    inited = rc == 0;
+    if (rc == 0)
+      rc = uv_timer_start(&p->watch.timer, on_poll_timer, PMGR_PROC_POLL_MS, PMGR_PROC_POLL_MS);
+  }
+  p->watch.handle.data = p;
+  if (rc < 0) {
+    if (inited) {
+      uv_close(&p->watch.handle, on_closed);
+    } else {
+      if (p->pidfd >= 0)
+        close(p->pidfd);
+      free(p->exe);
+      free(p);
+    }
+    return rc;
+  }
+
+  p->next = pm->procs;
+  pm->procs = p;
+  pm->nprocs++;
+  gmt_info("pid %u (%s) joined the pod", pid, p->exe ? p->exe : "?");
+  gmt__pmgr_changed(pm);
+  *out = p;
+  return 0;
+}
+
+void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__RegisterRequest *r) {
+  if (r->pid == 0) {
+    gmt_call_reply_error(call, -EINVAL, "a process registers with its pid (pid 0 is the pod's)");
+    return;
+  }
+  pmgr_proc_t *p = find(pm, r->pid);
+  if (p) {
+    if (set_exe(p, r->exe) > 0)
+      gmt__pmgr_changed(pm);
+  } else {
+    int rc = add(pm, r->pid, r->exe, &p);
+    if (rc == -ESRCH) {
+      gmt_warn("pid %u (%s) registered but is not visible from this pod manager "
+               "(exited, or in another pid namespace); not tracking it",
+               r->pid, r->exe ? r->exe : "?");
+    } else if (rc < 0) {
+      gmt_call_reply_error(call, rc, "cannot watch pid %u: %s", r->pid, gmt_strerror(rc));
+      return;
+    }
+  }
+
+  Gmt__PodConfig config;
+  Gmt__RegisterReply reply = GMT__REGISTER_REPLY__INIT;
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  gmt__pmgr_fill_config(pm, &config);
+  reply.config = &config;
+  env.body_case = GMT__ENVELOPE__BODY_REGISTER_REP;
+  env.register_rep = &reply;
+  gmt_call_reply(call, &env);
+}
+
+static void log_events(const Gmt__ProcessReport *r) {
+  if (gmt_log_level() < GMT_LOG_DEBUG)
+    return;
+  for (size_t i = 0; i < r->n_events; i++) {
+    const Gmt__MemEvent *e = r->events[i];
+    gmt_debug("pid %u %s device %d 0x%llx %llu kind %s", r->pid, e->free ? "free" : "alloc",
+              e->device, (unsigned long long)e->address, (unsigned long long)e->size,
+              kind_name(e->kind));
+  }
+}
+
+void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__ReportRequest *r) {
+  const Gmt__ProcessReport *rep = r->process;
+  if (!rep || rep->pid == 0) {
+    gmt_call_reply_error(call, -EINVAL, "a report names its process's pid");
+    return;
+  }
+  pmgr_proc_t *p = find(pm, rep->pid);
+  if (!p) {
+    int rc = add(pm, rep->pid, rep->exe, &p);
+    if (rc < 0 && rc != -ESRCH) {
+      gmt_call_reply_error(call, rc, "cannot watch pid %u: %s", rep->pid, gmt_strerror(rc));
+      return;
+    }
+    if (rc == -ESRCH)
+      gmt_debug("report from pid %u, which is not visible from here; ignored", rep->pid);
+  }
+  log_events(rep);
+  if (p) {
+    bool changed = set_exe(p, rep->exe) > 0;
+    changed |= p->memory_used != rep->memory_used || p->launches != rep->launches ||
+               p->allocs != rep->allocs || p->frees != rep->frees;
+    p->memory_used = rep->memory_used;
+    p->launches = rep->launches;
+    p->allocs = rep->allocs;
+    p->frees = rep->frees;
+    if (changed)
+      gmt__pmgr_changed(pm);
+  }
+
+  Gmt__ReportReply reply = GMT__REPORT_REPLY__INIT;
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  env.body_case = GMT__ENVELOPE__BODY_REPORT_REP;
+  env.report_rep = &reply;
+  gmt_call_reply(call, &env);
+}
+
+void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__ProcessReport **ptrs) {
+  size_t i = 0;
+  for (pmgr_proc_t *p = pm->procs; p; p = p->next, i++) {
+    gmt__process_report__init(&out[i]);
+    out[i].pid = p->pid;
+    out[i].exe = p->exe ? p->exe : (char *)"";
+    out[i].memory_used = p->memory_used;
+    out[i].launches = p->launches;
+    out[i].allocs = p->allocs;
+    out[i].frees = p->frees;
+    ptrs[i] = &out[i];
+  }
+}
+
+void gmt__pmgr_procs_close(gmt_pmgr_t *pm) {
+  while (pm->procs) {
+    pmgr_proc_t *p = pm->procs;
+    pm->procs = p->next;
+    uv_close(&p->watch.handle, on_closed);
+  }
+  pm->nprocs = 0;
+}

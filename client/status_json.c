@@ -1,0 +1,123 @@
+/* StatusReply -> JSON with json-c. Integers stay JSON integers (memory as
+ * int64, clamped: no device has 8 EiB), shares are doubles written in the
+ * shortest form that reads back to the same value. */
+#include "status_json.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static json_object *new_u64(uint64_t v) {
+  return json_object_new_int64(v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v);
+}
+
+/* json-c writes 0.3 as 0.29999999999999999 (%.17g); an operator reading a
+ * share should see what the config said. */
+static json_object *new_share(double v) {
+  char buf[64];
+  if (!isfinite(v))
+    v = 0;
+  snprintf(buf, sizeof buf, "%.15g", v);
+  if (strtod(buf, NULL) != v)
+    snprintf(buf, sizeof buf, "%.17g", v);
+  if (!strpbrk(buf, ".eE"))
+    strncat(buf, ".0", sizeof buf - strlen(buf) - 1);
+  return json_object_new_double_s(v, buf);
+}
+
+/* A NULL value is an allocation that failed; it is reported here so that
+ * the callers can OR the results of a run of adds together. */
+static int add(json_object *obj, const char *key, json_object *val) {
+  if (!val)
+    return -ENOMEM;
+  if (json_object_object_add(obj, key, val) != 0) {
+    json_object_put(val);
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+static int push(json_object *arr, json_object *val) {
+  if (!val)
+    return -ENOMEM;
+  if (json_object_array_add(arr, val) != 0) {
+    json_object_put(val);
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+static const char *str(const char *s) { return s ? s : ""; }
+
+static json_object *process_json(const Gmt__ProcessStatus *p) {
+  json_object *o = json_object_new_object();
+  if (!o)
+    return NULL;
+  int rc = 0;
+  rc |= add(o, "pid", json_object_new_int64(p->pid));
+  rc |= add(o, "exe", json_object_new_string(str(p->exe)));
+  rc |= add(o, "memory_used", new_u64(p->memory_used));
+  rc |= add(o, "launches", new_u64(p->launches));
+  rc |= add(o, "allocs", new_u64(p->allocs));
+  rc |= add(o, "frees", new_u64(p->frees));
+  if (rc) {
+    json_object_put(o);
+    return NULL;
+  }
+  return o;
+}
+
+static json_object *pod_json(const Gmt__PodStatus *pod) {
+  static Gmt__PodConfig none = GMT__POD_CONFIG__INIT;
+  const Gmt__PodConfig *cfg = pod->config ? pod->config : &none;
+  json_object *o = json_object_new_object();
+  json_object *procs = json_object_new_array();
+  if (!o || !procs) {
+    json_object_put(o);
+    json_object_put(procs);
+    return NULL;
+  }
+  int rc = 0;
+  rc |= add(o, "name", json_object_new_string(str(cfg->name)));
+  rc |= add(o, "request", new_share(cfg->request));
+  rc |= add(o, "limit", new_share(cfg->limit));
+  rc |= add(o, "memory_used", new_u64(pod->memory_used));
+  rc |= add(o, "memory_limit", new_u64(cfg->memory_limit));
+  rc |= add(o, "connected", json_object_new_boolean(pod->connected));
+  for (size_t i = 0; i < pod->n_processes && !rc; i++)
+    rc |= push(procs, process_json(pod->processes[i]));
+  rc |= add(o, "processes", procs);
+  if (rc) {
+    json_object_put(o);
+    return NULL;
+  }
+  return o;
+}
+
+int gmt_status_json(const Gmt__StatusReply *st, char **out) {
+  *out = NULL;
+  json_object *root = json_object_new_object();
+  json_object *pods = json_object_new_array();
+  if (!root || !pods) {
+    json_object_put(root);
+    json_object_put(pods);
+    return -ENOMEM;
+  }
+  int rc = 0;
+  for (size_t i = 0; i < st->n_pods && !rc; i++)
+    rc |= push(pods, pod_json(st->pods[i]));
+  rc |= add(root, "pods", pods);
+  if (!rc) {
+    const char *s = json_object_to_json_string_ext(
+        root, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    *out = s ? strdup(s) : NULL;
+    if (!*out)
+      rc = -ENOMEM;
+  }
+  json_object_put(root);
+  return rc ? -ENOMEM : 0;
+}
