@@ -3,9 +3,7 @@
  * change the daemon's state freely. A handler answers its call exactly
  * once; one that must wait (a token, later) keeps the call and answers it
  * when it can.
- *
- * gmt_call_reply() frees the request before it packs the reply, so a reply
- * must never point into the request: replies here point into our tables. */
+ */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
