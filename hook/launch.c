@@ -1,0 +1,89 @@
+/* Kernel launches: every driver entry point that starts work on a device.
+ * This is the hot path of a training job (tens of thousands of launches a
+ * second), so a wrapper does one relaxed atomic increment and nothing else:
+ * no lock, no signal, no syscall. The reporter notices the counter move on
+ * its own. The token gate of a later change will sit in front of the real
+ * call here. */
+#include "hook.h"
+
+#define GMT_EXPORT __attribute__((visibility("default")))
+
+static inline void count(uint64_t n) {
+  atomic_fetch_add_explicit(&gmt__launches, n, memory_order_relaxed);
+}
+
+#define GMT_LAUNCH_BODY(name, ...)                                               \
+  GMT_REAL(name);                                                                \
+  CUresult rc = real(__VA_ARGS__);                                               \
+  if (rc == CUDA_SUCCESS)                                                        \
+    count(1);                                                                    \
+  return rc
+
+GMT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX,
+                                   unsigned int blockDimY, unsigned int blockDimZ,
+                                   unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams, void **extra) {
+  GMT_LAUNCH_BODY(cuLaunchKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                  blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
+}
+
+GMT_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
+                                        unsigned int gridDimY, unsigned int gridDimZ,
+                                        unsigned int blockDimX, unsigned int blockDimY,
+                                        unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                        CUstream hStream, void **kernelParams, void **extra) {
+  GMT_LAUNCH_BODY(cuLaunchKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                  blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
+}
+
+GMT_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
+                                     void **kernelParams, void **extra) {
+  GMT_LAUNCH_BODY(cuLaunchKernelEx, config, f, kernelParams, extra);
+}
+
+GMT_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                                          void **kernelParams, void **extra) {
+  GMT_LAUNCH_BODY(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra);
+}
+
+GMT_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
+                                              unsigned int gridDimY, unsigned int gridDimZ,
+                                              unsigned int blockDimX, unsigned int blockDimY,
+                                              unsigned int blockDimZ,
+                                              unsigned int sharedMemBytes, CUstream hStream,
+                                              void **kernelParams) {
+  GMT_LAUNCH_BODY(cuLaunchCooperativeKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                  blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
+}
+
+GMT_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
+                                                   unsigned int gridDimY, unsigned int gridDimZ,
+                                                   unsigned int blockDimX,
+                                                   unsigned int blockDimY,
+                                                   unsigned int blockDimZ,
+                                                   unsigned int sharedMemBytes,
+                                                   CUstream hStream, void **kernelParams) {
+  GMT_LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                  blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
+}
+
+/* One kernel on each of numDevices devices: that many launches. */
+GMT_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList,
+                                                         unsigned int numDevices,
+                                                         unsigned int flags) {
+  GMT_REAL(cuLaunchCooperativeKernelMultiDevice);
+  CUresult rc = real(launchParamsList, numDevices, flags);
+  if (rc == CUDA_SUCCESS)
+    count(numDevices);
+  return rc;
+}
+
+/* A graph launch counts once, whatever the graph holds. */
+GMT_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  GMT_LAUNCH_BODY(cuGraphLaunch, hGraphExec, hStream);
+}
+
+GMT_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  GMT_LAUNCH_BODY(cuGraphLaunch_ptsz, hGraphExec, hStream);
+}

@@ -1,0 +1,234 @@
+/* The hook's side of the pod manager protocol (docs/protocol.md, "Hooked
+ * process -> pod manager"): Register at the first cuInit, then one
+ * reporter thread that sends Report with the totals and the events since
+ * the last report, at most every 20 ms while something changed.
+ *
+ * The connection is conn.c's own SP peer, not nng: nng aborts a forked
+ * child that uses it, and the children of a hooked process must register.
+ *
+ * No pod manager means the process runs unhooked: one line on stderr and
+ * no RPC ever again. A pod manager that goes away later only delays the
+ * reports: the totals make a late one complete. The RPC is never made with
+ * a lock held that an allocation or a launch would need. */
+#include "hook.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "gmt_error.h"
+#include "gmt_log.h"
+#include "gmt_wire.h"
+
+#define GMT_REGISTER_TIMEOUT_MS 1000
+#define GMT_REPORT_TIMEOUT_MS 1000
+#define GMT_REPORT_MIN_GAP_MS 20 /* at most one report per 20 ms */
+#define GMT_REPORT_POLL_MS 100   /* how soon a launch alone is noticed */
+#define GMT_REPORT_BACKOFF_MAX_MS 2000
+
+enum { REP_NONE = 0, REP_ACTIVE = 1, REP_UNHOOKED = 2 };
+
+/* g_mu serialises registration; the reporter thread never takes it. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int g_state;
+static gmt_conn_t *g_conn;
+static char g_exe[4096];
+static const char *g_url;
+
+static void sleep_ms(uint64_t ms) {
+  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  }
+}
+
+static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, size_t n) {
+  Gmt__MemEvent *evs = n ? calloc(n, sizeof(*evs)) : NULL;
+  Gmt__MemEvent **pev = n ? calloc(n, sizeof(*pev)) : NULL;
+  if (n && (!evs || !pev)) {
+    free(evs);
+    free(pev);
+    return -ENOMEM;
+  }
+  for (size_t i = 0; i < n; i++) {
+    gmt__mem_event__init(&evs[i]);
+    evs[i].free = ev[i].free;
+    evs[i].kind = (Gmt__AllocKind)ev[i].kind;
+    evs[i].address = ev[i].address;
+    evs[i].size = ev[i].size;
+    evs[i].device = ev[i].device;
+    pev[i] = &evs[i];
+  }
+  Gmt__ProcessReport pr = GMT__PROCESS_REPORT__INIT;
+  pr.pid = (uint32_t)getpid();
+  pr.exe = g_exe;
+  pr.memory_used = t->memory_used;
+  pr.launches = t->launches;
+  pr.allocs = t->allocs;
+  pr.frees = t->frees;
+  pr.n_events = n;
+  pr.events = pev;
+  Gmt__ReportRequest rr = GMT__REPORT_REQUEST__INIT;
+  rr.process = &pr;
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  env.body_case = GMT__ENVELOPE__BODY_REPORT_REQ;
+  env.report_req = &rr;
+
+  Gmt__Envelope *rep = NULL;
+  int rc = gmt__conn_call(g_conn, &env, &rep, GMT_REPORT_TIMEOUT_MS);
+  if (rc == 0) {
+    char err[256] = "";
+    rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_REPORT_REP, err, sizeof(err));
+    if (rc < 0)
+      GMT_HOOK_DEBUG("report refused: %s (%s)", gmt_strerror(rc), err);
+    gmt_wire_free(rep);
+  }
+  free(evs);
+  free(pev);
+  return rc;
+}
+
+static void *reporter_main(void *arg) {
+  (void)arg;
+  gmt_hook_event_t *buf = malloc(GMT_HOOK_EVENT_CAP * sizeof(*buf));
+  if (!buf)
+    return NULL;
+  uint64_t sent_launches = 0, last_send = 0, backoff = 0;
+  for (;;) {
+    if (!gmt__state_wait_change(sent_launches, GMT_REPORT_POLL_MS))
+      continue;
+    uint64_t now = gmt_now_ms();
+    if (last_send && now - last_send < GMT_REPORT_MIN_GAP_MS)
+      sleep_ms(GMT_REPORT_MIN_GAP_MS - (now - last_send));
+    gmt_hook_totals_t t;
+    size_t n = gmt__state_take(&t, buf, GMT_HOOK_EVENT_CAP);
+    int rc = send_report(&t, buf, n);
+    last_send = gmt_now_ms();
+    if (rc == 0) {
+      if (backoff)
+        GMT_HOOK_DEBUG("reports go through again");
+      backoff = 0;
+      sent_launches = t.launches;
+      GMT_HOOK_DEBUG("report: memory_used=%llu launches=%llu allocs=%llu frees=%llu events=%zu",
+                     (unsigned long long)t.memory_used, (unsigned long long)t.launches,
+                     (unsigned long long)t.allocs, (unsigned long long)t.frees, n);
+      continue;
+    }
+    /* Keep what did not go out and try again later; the queue stays
+     * bounded and the totals stay right meanwhile. */
+    gmt__state_untake(buf, n);
+    backoff = backoff ? backoff * 2 : 50;
+    if (backoff > GMT_REPORT_BACKOFF_MAX_MS)
+      backoff = GMT_REPORT_BACKOFF_MAX_MS;
+    GMT_HOOK_DEBUG("report failed (%s); again in %llu ms", gmt_strerror(rc),
+                   (unsigned long long)backoff);
+    sleep_ms(backoff);
+  }
+  return NULL;
+}
+
+static int start_reporter(void) {
+  /* The thread must not take the program's signals (a SIGUSR1 handler,
+   * a SIGINT that should stop the main thread). */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  pthread_t th;
+  int rc = pthread_create(&th, &a, reporter_main, NULL);
+  pthread_attr_destroy(&a);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return -rc;
+}
+
+static int do_register(void) {
+  g_url = getenv("GMT_PMGR");
+  if (!g_url || !*g_url)
+    g_url = "tcp://127.0.0.1:50052";
+  ssize_t len = readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1);
+  g_exe[len > 0 ? len : 0] = '\0';
+
+  gmt_conn_t *c = NULL;
+  int rc = gmt__conn_open(&c, g_url, GMT_REGISTER_TIMEOUT_MS);
+  if (rc < 0) {
+    fprintf(stderr, "gmt: no pod manager at %s (%s); running unhooked\n", g_url,
+            gmt_strerror(rc));
+    return rc;
+  }
+  Gmt__RegisterRequest req = GMT__REGISTER_REQUEST__INIT;
+  req.pid = (uint32_t)getpid();
+  req.exe = g_exe;
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  env.body_case = GMT__ENVELOPE__BODY_REGISTER_REQ;
+  env.register_req = &req;
+  Gmt__Envelope *rep = NULL;
+  rc = gmt__conn_call(c, &env, &rep, GMT_REGISTER_TIMEOUT_MS);
+  if (rc < 0) {
+    fprintf(stderr, "gmt: no pod manager at %s (%s); running unhooked\n", g_url,
+            gmt_strerror(rc));
+    gmt__conn_close(c);
+    return rc;
+  }
+  char err[256] = "";
+  rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_REGISTER_REP, err, sizeof(err));
+  if (rc < 0) {
+    fprintf(stderr, "gmt: pod manager at %s refused this process (%s%s%s); running unhooked\n",
+            g_url, gmt_strerror(rc), *err ? ": " : "", err);
+    gmt_wire_free(rep);
+    gmt__conn_close(c);
+    return rc;
+  }
+  const Gmt__PodConfig *pc = rep->register_rep ? rep->register_rep->config : NULL;
+  GMT_HOOK_DEBUG("registered pid %d (%s) with %s: pod %s request %.2f limit %.2f memory %llu",
+                 (int)getpid(), g_exe, g_url, pc && pc->name ? pc->name : "?",
+                 pc ? pc->request : 0.0, pc ? pc->limit : 0.0,
+                 (unsigned long long)(pc ? pc->memory_limit : 0));
+  gmt_wire_free(rep);
+
+  g_conn = c;
+  rc = start_reporter();
+  if (rc < 0) {
+    fprintf(stderr, "gmt: cannot start the reporter thread (%s); running unhooked\n",
+            gmt_strerror(rc));
+    g_conn = NULL;
+    gmt__conn_close(c);
+    return rc;
+  }
+  return 0;
+}
+
+void gmt__report_ensure(void) {
+  if (atomic_load_explicit(&g_state, memory_order_acquire) != REP_NONE)
+    return;
+  pthread_mutex_lock(&g_mu);
+  if (atomic_load_explicit(&g_state, memory_order_relaxed) == REP_NONE)
+    atomic_store_explicit(&g_state, do_register() == 0 ? REP_ACTIVE : REP_UNHOOKED,
+                          memory_order_release);
+  pthread_mutex_unlock(&g_mu);
+}
+
+void gmt__report_atfork_prepare(void) {
+  pthread_mutex_lock(&g_mu);
+}
+
+void gmt__report_atfork_parent(void) {
+  pthread_mutex_unlock(&g_mu);
+}
+
+void gmt__report_atfork_child(void) {
+  /* The parent's connection stays the parent's: the child closes its copy
+   * of the descriptor (nothing goes out on the wire while the parent holds
+   * the socket) and registers itself, with its own pid, on its next cuInit
+   * or allocation. It has no reporter thread until then. */
+  gmt__conn_close(g_conn);
+  g_conn = NULL;
+  atomic_store_explicit(&g_state, REP_NONE, memory_order_relaxed);
+  pthread_mutex_init(&g_mu, NULL);
+}
