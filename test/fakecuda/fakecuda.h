@@ -1,0 +1,173 @@
+/* Internals shared by the files of the fake libcuda.so.1: process state, the
+ * handle registry, the device-address table and the cross-process memory
+ * ledger. Nothing here is exported except through the cu* entry points. */
+#ifndef GMT_FAKECUDA_H
+#define GMT_FAKECUDA_H
+
+/* Declare every raw symbol (cuMemAlloc and cuMemAlloc_v2, cuLaunchKernel and
+ * cuLaunchKernel_ptsz) with its own signature, as the real driver does. */
+#define __CUDA_API_VERSION_INTERNAL
+#include <cuda.h>
+
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GMT_FAKE_MAX_DEVICES 16
+#define GMT_FAKE_MAX_SLOTS 256
+#define GMT_FAKE_DRIVER_VERSION 13000
+#define GMT_FAKE_GRANULARITY ((size_t)2 << 20)
+#define GMT_FAKE_ALIGN ((size_t)512)
+
+/* Kinds of handle the registry knows; a handle of the wrong kind is refused. */
+enum gmt__kind {
+  GMT__K_CTX = 1,
+  GMT__K_STREAM,
+  GMT__K_EVENT,
+  GMT__K_MODULE,
+  GMT__K_FUNC,
+  GMT__K_LIBRARY,
+  GMT__K_POOL,
+  GMT__K_VMM,
+  GMT__K_ARRAY,
+  GMT__K_MIPMAP,
+  GMT__K_GRAPH,
+  GMT__K_NODE,
+  GMT__K_EXEC,
+};
+
+struct gmt__fake {
+  int inited;
+  int ndev;
+  uint64_t mem_bytes; /* per device */
+  char dir[PATH_MAX];
+  pthread_mutex_t lock; /* guards every per-process table */
+};
+extern struct gmt__fake gmt__fake;
+extern int gmt__fake_log_on;
+
+/* state.c */
+CUresult gmt__fake_trace(const char *fn, CUresult r);
+#define GMT_FAKE_RET(r) return gmt__fake_trace(__func__, (r))
+void gmt__fake_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+CUresult gmt__fake_init(void);
+void gmt__fake_lock(void);
+void gmt__fake_unlock(void);
+/* Charge bytes to this process's slot on dev; fails with
+ * CUDA_ERROR_OUT_OF_MEMORY when the machine-wide free memory is short. */
+CUresult gmt__fake_charge(int dev, uint64_t bytes);
+void gmt__fake_uncharge(int dev, uint64_t bytes);
+void gmt__fake_meminfo(int dev, uint64_t *free_b, uint64_t *total_b);
+int gmt__fake_dev_ok(CUdevice dev);
+/* Handle registry (caller holds the lock). */
+int gmt__handle_add(const void *h, int kind);
+int gmt__handle_ok(const void *h, int kind);
+void gmt__handle_del(const void *h);
+void gmt__handle_each(int kind, void (*fn)(void *));
+
+/* Enter an API that needs cuInit; on success returns 0. */
+#define GMT_FAKE_NEED_INIT()                                                   \
+  do {                                                                         \
+    if (!gmt__fake.inited) GMT_FAKE_RET(CUDA_ERROR_NOT_INITIALIZED);           \
+  } while (0)
+
+/* device.c */
+struct gmt__ctx {
+  int dev;
+  int primary;
+  int refs;
+  unsigned flags;
+};
+/* Device of the calling thread's current context (lock held). */
+CUresult gmt__ctx_dev_locked(int *dev);
+/* Device a stream runs on: its own, or the current context's for the
+ * legacy and per-thread default streams (lock held). */
+CUresult gmt__stream_dev_locked(CUstream s, int *dev);
+void gmt__device_reset_child(void);
+
+/* memory.c: the table of fake device-address ranges. */
+enum gmt__mem_kind {
+  GMT__MEM_ALLOC = 1, /* cuMemAlloc, cuMemAllocPitch */
+  GMT__MEM_MANAGED,
+  GMT__MEM_POOL,        /* live block of a memory pool */
+  GMT__MEM_POOL_CACHED, /* freed block the pool still holds */
+  GMT__MEM_RESERVE,     /* cuMemAddressReserve: mapped piecewise */
+};
+struct gmt__vmm {
+  int dev;
+  size_t size;
+  char *host;
+  int maps;
+  int released;
+};
+struct gmt__map {
+  CUdeviceptr base;
+  size_t size;
+  struct gmt__vmm *h;
+  size_t offset;
+};
+struct gmt__pool;
+struct gmt__range {
+  CUdeviceptr base;
+  size_t size;
+  int kind;
+  int dev;
+  char *host;
+  size_t charged;
+  struct gmt__pool *pool;
+  struct gmt__map *maps;
+  size_t nmaps, capmaps;
+};
+/* New range of `size` bytes of address space; charges `charge` bytes to dev
+ * and backs it with zeroed host memory when `backed`. low: below 4 GiB, for
+ * the v1 (32-bit CUdeviceptr) entry points. */
+CUresult gmt__mem_new(int dev, int kind, size_t size, size_t charge, int backed,
+                      int low, size_t align, struct gmt__range **out);
+struct gmt__range *gmt__mem_find_base(CUdeviceptr p);
+struct gmt__range *gmt__mem_find(CUdeviceptr p);
+void gmt__mem_delete(struct gmt__range *r);
+/* Host address behind device address p and how many bytes from p are
+ * contiguous there; NULL if p is not live device memory (lock held). */
+char *gmt__mem_resolve(CUdeviceptr p, size_t *avail);
+char *gmt__hostbuf_new(size_t n);
+void gmt__hostbuf_free(char *p, size_t n);
+void gmt__mem_detach_pool(const struct gmt__pool *p);
+void gmt__mem_reset_child(void);
+
+/* pool.c */
+void gmt__pool_free_block_locked(struct gmt__range *r);
+void gmt__pool_sync_locked(void); /* release above each threshold */
+void gmt__pool_reset_child(void);
+
+/* vmm.c */
+void gmt__vmm_reset_child(void);
+
+/* hostmem.c */
+void gmt__hostmem_reset_child(void);
+
+/* kernel.c */
+struct gmt__func {
+  struct gmt__module *mod;
+  char name[64];
+  int spin; /* first parameter is the duration in µs */
+};
+/* Duration in µs a launch of f with these parameters takes. */
+uint64_t gmt__kernel_duration(const struct gmt__func *f, void **params,
+                              void **extra);
+/* Run a kernel of `us` µs on dev: one at a time per device, machine-wide. */
+void gmt__kernel_run(int dev, uint64_t us);
+CUresult gmt__launch_check_locked(CUfunction f, CUstream s, unsigned gx,
+                                  unsigned gy, unsigned gz, unsigned bx,
+                                  unsigned by, unsigned bz, int *dev);
+void gmt__kernel_reset_child(void);
+
+/* stream.c, graph.c */
+void gmt__stream_reset_child(void);
+void gmt__graph_reset_child(void);
+
+static inline size_t gmt__round_up(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
+
+#endif

@@ -1,0 +1,135 @@
+/* Page-locked host memory of the fake driver: cuMemAllocHost/cuMemHostAlloc
+ * and cuMemHostRegister. Nothing is really pinned; the fake remembers what
+ * is "pinned" so that frees and unregisters of unknown pointers fail as on
+ * a GPU, and host memory is never charged to a device. */
+#include "fakecuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct pinned {
+  char *p;
+  size_t size;
+  int registered; /* cuMemHostRegister rather than allocated by us */
+};
+static struct pinned *pins;
+static size_t npins, cappins;
+
+static struct pinned *pin_find(const void *p, int inside) {
+  for (size_t i = 0; i < npins; i++) {
+    if (pins[i].p == p) return &pins[i];
+    if (inside && (const char *)p > pins[i].p && (const char *)p < pins[i].p + pins[i].size)
+      return &pins[i];
+  }
+  return NULL;
+}
+
+static int pin_add(char *p, size_t size, int registered) {
+  if (npins == cappins) {
+    size_t ncap = cappins ? cappins * 2 : 16;
+    struct pinned *n = realloc(pins, ncap * sizeof *n);
+    if (!n) return -1;
+    pins = n;
+    cappins = ncap;
+  }
+  pins[npins++] = (struct pinned){p, size, registered};
+  return 0;
+}
+
+static void pin_del(struct pinned *e) { *e = pins[--npins]; }
+
+static CUresult host_alloc(void **pp, size_t size) {
+  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!pp || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  gmt__fake_lock();
+  int dev = 0;
+  CUresult r = gmt__ctx_dev_locked(&dev);
+  char *p = NULL;
+  if (r == CUDA_SUCCESS) {
+    p = gmt__hostbuf_new(size);
+    if (!p || pin_add(p, size, 0) != 0) {
+      gmt__hostbuf_free(p, size);
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      *pp = p;
+    }
+  }
+  gmt__fake_unlock();
+  return r;
+}
+
+CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) { GMT_FAKE_RET(host_alloc(pp, bytesize)); }
+CUresult cuMemAllocHost(void **pp, unsigned int bytesize) { GMT_FAKE_RET(host_alloc(pp, bytesize)); }
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
+  if (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  GMT_FAKE_RET(host_alloc(pp, bytesize));
+}
+
+CUresult cuMemFreeHost(void *p) {
+  GMT_FAKE_NEED_INIT();
+  gmt__fake_lock();
+  struct pinned *e = pin_find(p, 0);
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  if (e && !e->registered) {
+    gmt__hostbuf_free(e->p, e->size);
+    pin_del(e);
+    r = CUDA_SUCCESS;
+  }
+  gmt__fake_unlock();
+  GMT_FAKE_RET(r);
+}
+
+static CUresult host_register(void *p, size_t size) {
+  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!p || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  gmt__fake_lock();
+  CUresult r = CUDA_SUCCESS;
+  for (size_t i = 0; i < npins; i++)
+    if ((char *)p < pins[i].p + pins[i].size && pins[i].p < (char *)p + size)
+      r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  if (r == CUDA_SUCCESS && pin_add(p, size, 1) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+  gmt__fake_unlock();
+  return r;
+}
+
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags) {
+  (void)Flags;
+  GMT_FAKE_RET(host_register(p, bytesize));
+}
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags) {
+  (void)Flags;
+  GMT_FAKE_RET(host_register(p, bytesize));
+}
+
+CUresult cuMemHostUnregister(void *p) {
+  GMT_FAKE_NEED_INIT();
+  gmt__fake_lock();
+  struct pinned *e = pin_find(p, 0);
+  CUresult r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  if (e && e->registered) {
+    pin_del(e);
+    r = CUDA_SUCCESS;
+  }
+  gmt__fake_unlock();
+  GMT_FAKE_RET(r);
+}
+
+CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p) {
+  GMT_FAKE_NEED_INIT();
+  if (!pFlags) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  gmt__fake_lock();
+  struct pinned *e = pin_find(p, 1);
+  gmt__fake_unlock();
+  if (!e) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  *pFlags = 0;
+  GMT_FAKE_RET(CUDA_SUCCESS);
+}
+
+void gmt__hostmem_reset_child(void) {
+  /* Pinned buffers are the child's copies; it may still read them, as a
+   * forked CUDA process may read its parent's host data. */
+  free(pins);
+  pins = NULL;
+  npins = cappins = 0;
+}

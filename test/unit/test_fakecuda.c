@@ -1,0 +1,523 @@
+/* Tests of the fake libcuda.so.1: that cuGetProcAddress routes versions and
+ * per-thread-stream flags to the right exported symbols, that device memory
+ * round-trips and is accounted truthfully across processes, that kernels
+ * take their time and contend across processes, and that pools, VMM and
+ * graphs behave as a hook will meet them on a GPU. */
+#define __CUDA_API_VERSION_INTERNAL
+#include <cuda.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fakecuda_symbols.h"
+
+#define MiB ((size_t)1 << 20)
+#define FAKE_MEM (256 * MiB)
+
+static char tmpdir[] = "/tmp/gmt-fakecuda-test-XXXXXX";
+static CUcontext ctx;
+
+static uint64_t now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+static size_t free_mem(void) {
+  size_t f = 0, t = 0;
+  assert_int_equal(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+  assert_int_equal(t, FAKE_MEM);
+  return f;
+}
+
+/* Child processes report through their exit status: 0 is success. */
+static int wait_child(pid_t pid) {
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+}
+
+static int setup(void **state) {
+  (void)state;
+  if (!mkdtemp(tmpdir)) return -1;
+  setenv("GMT_FAKE_DIR", tmpdir, 1);
+  setenv("GMT_FAKE_MEM", "256M", 1);
+  setenv("GMT_FAKE_DEVICES", "2", 1);
+  if (cuInit(0) != CUDA_SUCCESS) return -1;
+  CUdevice dev;
+  if (cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return -1;
+  if (cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) return -1;
+  return cuCtxSetCurrent(ctx) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  cuDevicePrimaryCtxRelease_v2(0);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- cuGetProcAddress ---- */
+
+static void test_procaddr_maps_mem_alloc_by_version(void **state) {
+  (void)state;
+  void *old = NULL, *cur = NULL;
+  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  assert_int_equal(cuGetProcAddress_v2("cuMemAlloc", &old, 3010, 0, &st), CUDA_SUCCESS);
+  assert_int_equal(st, CU_GET_PROC_ADDRESS_SUCCESS);
+  assert_int_equal(cuGetProcAddress_v2("cuMemAlloc", &cur, 3020, 0, &st), CUDA_SUCCESS);
+  assert_ptr_equal(old, (void *)&cuMemAlloc);
+  assert_ptr_equal(cur, (void *)&cuMemAlloc_v2);
+  assert_ptr_not_equal(old, cur);
+  const char *sym = NULL;
+  assert_int_equal(gmt_fake_lookup("cuMemGetInfo", 12000, 0, &sym, NULL), 0);
+  assert_string_equal(sym, "cuMemGetInfo_v2");
+  assert_int_equal(gmt_fake_lookup("cuStreamDestroy", 3020, 0, &sym, NULL), 0);
+  assert_string_equal(sym, "cuStreamDestroy");
+  assert_int_equal(gmt_fake_lookup("cuStreamDestroy", 4000, 0, &sym, NULL), 0);
+  assert_string_equal(sym, "cuStreamDestroy_v2");
+  assert_int_equal(gmt_fake_lookup("cuCtxCreate", 12080, 0, &sym, NULL), 0);
+  assert_string_equal(sym, "cuCtxCreate_v4");
+  assert_int_equal(gmt_fake_lookup("cuCtxCreate", 11040, 0, &sym, NULL), 0);
+  assert_string_equal(sym, "cuCtxCreate_v3");
+}
+
+static void test_procaddr_per_thread_flag_picks_ptsz_and_ptds(void **state) {
+  (void)state;
+  void *p = NULL;
+  assert_int_equal(cuGetProcAddress_v2("cuLaunchKernel", &p, 12000, 2, NULL), CUDA_SUCCESS);
+  assert_ptr_equal(p, (void *)&cuLaunchKernel_ptsz);
+  assert_int_equal(cuGetProcAddress_v2("cuLaunchKernel", &p, 12000, 0, NULL), CUDA_SUCCESS);
+  assert_ptr_equal(p, (void *)&cuLaunchKernel);
+  assert_int_equal(cuGetProcAddress_v2("cuLaunchKernel", &p, 12000, 1, NULL), CUDA_SUCCESS);
+  assert_ptr_equal(p, (void *)&cuLaunchKernel);
+  assert_int_equal(cuGetProcAddress_v2("cuMemcpyHtoD", &p, 12000, 2, NULL), CUDA_SUCCESS);
+  assert_ptr_equal(p, (void *)&cuMemcpyHtoD_v2_ptds);
+  assert_int_equal(cuGetProcAddress_v2("cuMemAllocAsync", &p, 11020, 2, NULL), CUDA_SUCCESS);
+  assert_ptr_equal(p, (void *)&cuMemAllocAsync_ptsz);
+  assert_int_equal(cuGetProcAddress_v2("cuGraphLaunch", &p, 12000, 2, NULL), CUDA_SUCCESS);
+  assert_ptr_equal(p, (void *)&cuGraphLaunch_ptsz);
+  /* Functions without a stream have no variant: the flag changes nothing. */
+  assert_int_equal(cuGetProcAddress_v2("cuMemAlloc", &p, 12000, 2, NULL), CUDA_SUCCESS);
+  assert_ptr_equal(p, (void *)&cuMemAlloc_v2);
+}
+
+static void test_procaddr_get_proc_address_has_two_signatures(void **state) {
+  (void)state;
+  void *v1 = NULL, *v2 = NULL;
+  assert_int_equal(cuGetProcAddress_v2("cuGetProcAddress", &v1, 11030, 0, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuGetProcAddress("cuGetProcAddress", &v2, 12000, 0), CUDA_SUCCESS);
+  assert_ptr_equal(v1, (void *)&cuGetProcAddress);
+  assert_ptr_equal(v2, (void *)&cuGetProcAddress_v2);
+}
+
+static void test_procaddr_unknown_name_and_low_version_fail(void **state) {
+  (void)state;
+  void *p = (void *)&p;
+  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+  assert_int_equal(cuGetProcAddress_v2("cuNoSuchThing", &p, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  assert_null(p);
+  assert_int_equal(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  p = (void *)&p;
+  assert_int_equal(cuGetProcAddress_v2("cuMemAllocAsync", &p, 11000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  assert_null(p);
+  assert_int_equal(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  /* Suffixed names are not base names, as with the real driver. */
+  assert_int_equal(cuGetProcAddress_v2("cuMemAlloc_v2", &p, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(cuGetProcAddress_v2("cuMemAlloc", NULL, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_procaddr_every_row_resolves_to_its_symbol(void **state) {
+  (void)state;
+  const char *base, *pt, *sym, *got;
+  int ver;
+  size_t n = 0;
+  for (size_t i = 0; (sym = gmt_fake_symbol_at(i, &base, &ver, &pt)); i++, n++) {
+    assert_int_equal(gmt_fake_lookup(base, ver, 0, &got, NULL), 0);
+    assert_string_equal(got, sym);
+    if (pt) {
+      assert_int_equal(gmt_fake_lookup(base, 13000, 2, &got, NULL), 0);
+      assert_non_null(strstr(got, "_pt"));
+    }
+  }
+  assert_true(n > 100);
+}
+
+/* ---- memory ---- */
+
+static void test_alloc_copy_round_trip_through_device_addresses(void **state) {
+  (void)state;
+  enum { N = 1 << 20 };
+  unsigned char *src = malloc(N), *dst = calloc(1, N);
+  assert_non_null(src);
+  assert_non_null(dst);
+  for (size_t i = 0; i < N; i++) src[i] = (unsigned char)(i * 7 + 3);
+  CUdeviceptr a = 0, b = 0;
+  assert_int_equal(cuMemAlloc_v2(&a, N), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc_v2(&b, N), CUDA_SUCCESS);
+  assert_int_equal(a % 256, 0);
+  assert_true(a != (CUdeviceptr)(uintptr_t)src && a != b);
+  assert_int_equal(cuMemcpyHtoD_v2(a, src, N), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoD_v2(b, a, N), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH_v2(dst, b, N), CUDA_SUCCESS);
+  assert_memory_equal(src, dst, N);
+  /* Interior pointers, the UVA cuMemcpy and memset. */
+  unsigned char four[4] = {0};
+  assert_int_equal(cuMemcpyDtoH_v2_ptds(four, a + 1000, 4), CUDA_SUCCESS);
+  assert_memory_equal(four, src + 1000, 4);
+  assert_int_equal(cuMemsetD8_v2(b + 10, 0xab, 5), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpy(a, b + 8, 8), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpy((CUdeviceptr)(uintptr_t)dst, a, 8), CUDA_SUCCESS);
+  assert_int_equal(dst[1], src[9]);
+  assert_int_equal(dst[2], 0xab);
+  assert_int_equal(dst[6], 0xab);
+  assert_int_equal(dst[7], src[15]);
+  /* A copy past the end of an allocation writes nothing and fails. */
+  assert_int_equal(cuMemcpyHtoD_v2(a + N - 4, src, 8), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree_v2(b), CUDA_SUCCESS);
+  free(src);
+  free(dst);
+}
+
+static void test_v1_alloc_returns_32_bit_address(void **state) {
+  (void)state;
+  CUdeviceptr_v1 p = 0;
+  unsigned int v = 0xdeadbeef, back = 0;
+  assert_int_equal(cuMemAlloc(&p, 4096), CUDA_SUCCESS);
+  assert_true(p != 0);
+  assert_int_equal(cuMemcpyHtoD(p, &v, 4), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH_v2(&back, p, 4), CUDA_SUCCESS);
+  assert_int_equal(back, v);
+  assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+}
+
+static void test_bad_arguments_get_cuda_errors(void **state) {
+  (void)state;
+  CUdeviceptr p = 0;
+  assert_int_equal(cuMemAlloc_v2(NULL, 16), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemAlloc_v2(&p, 0), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemFree_v2(0x123400), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemcpyHtoD_v2(0x123400, &p, 8), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuInit(1), CUDA_ERROR_INVALID_VALUE);
+  int n = 0;
+  assert_int_equal(cuDeviceGet(&n, 2), CUDA_ERROR_INVALID_DEVICE);
+  const char *s = NULL;
+  assert_int_equal(cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
+  assert_string_equal(s, "CUDA_ERROR_OUT_OF_MEMORY");
+  assert_int_equal(cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
+  assert_string_equal(s, "out of memory");
+}
+
+static void test_pitch_is_rounded_up_to_512(void **state) {
+  (void)state;
+  CUdeviceptr p = 0;
+  size_t pitch = 0, before = free_mem();
+  assert_int_equal(cuMemAllocPitch_v2(&p, &pitch, 1000, 10, 4), CUDA_SUCCESS);
+  assert_int_equal(pitch, 1024);
+  assert_int_equal(before - free_mem(), 1024 * 10);
+  assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+}
+
+static void test_meminfo_tells_truth_after_alloc_and_free(void **state) {
+  (void)state;
+  size_t before = free_mem();
+  CUdeviceptr p = 0;
+  assert_int_equal(cuMemAlloc_v2(&p, 64 * MiB), CUDA_SUCCESS);
+  assert_int_equal(before - free_mem(), 64 * MiB);
+  unsigned int f1 = 0, t1 = 0;
+  assert_int_equal(cuMemGetInfo(&f1, &t1), CUDA_SUCCESS);
+  assert_int_equal(f1, before - 64 * MiB);
+  assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+  assert_int_equal(free_mem(), before);
+  size_t total = 0;
+  assert_int_equal(cuDeviceTotalMem_v2(&total, 0), CUDA_SUCCESS);
+  assert_int_equal(total, FAKE_MEM);
+}
+
+static void test_oom_exactly_at_the_limit(void **state) {
+  (void)state;
+  size_t avail = free_mem();
+  CUdeviceptr p = 0, q = 0;
+  assert_int_equal(cuMemAlloc_v2(&p, avail + 1), CUDA_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(cuMemAlloc_v2(&p, avail), CUDA_SUCCESS);
+  assert_int_equal(free_mem(), 0);
+  assert_int_equal(cuMemAlloc_v2(&q, 1), CUDA_ERROR_OUT_OF_MEMORY);
+  CUstream s = NULL;
+  assert_int_equal(cuMemAllocAsync(&q, 1, s), CUDA_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+  assert_int_equal(free_mem(), avail);
+}
+
+static void test_meminfo_counts_live_processes_only(void **state) {
+  (void)state;
+  size_t before = free_mem();
+  int up[2], down[2];
+  assert_int_equal(pipe(up), 0);
+  assert_int_equal(pipe(down), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    /* The child starts with no driver state: it must cuInit afresh. */
+    CUdeviceptr p = 0;
+    CUcontext c;
+    char x = 0;
+    if (cuMemAlloc_v2(&p, 4096) != CUDA_ERROR_NOT_INITIALIZED) _exit(1);
+    if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(c) != CUDA_SUCCESS)
+      _exit(2);
+    if (cuMemAlloc_v2(&p, 32 * MiB) != CUDA_SUCCESS) _exit(3);
+    if (write(up[1], "a", 1) != 1) _exit(4);
+    if (read(down[0], &x, 1) != 1) _exit(5);
+    _exit(0); /* no free: a dead process's memory must not stay charged */
+  }
+  char x = 0;
+  assert_int_equal(read(up[0], &x, 1), 1);
+  assert_int_equal(before - free_mem(), 32 * MiB);
+  assert_int_equal(write(down[1], "b", 1), 1);
+  assert_int_equal(wait_child(pid), 0);
+  assert_int_equal(free_mem(), before);
+  close(up[0]), close(up[1]), close(down[0]), close(down[1]);
+}
+
+/* ---- kernels ---- */
+
+static CUfunction get_func(const char *name) {
+  static CUmodule mod;
+  static const char image[] = "any image";
+  if (!mod) assert_int_equal(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+  CUfunction f = NULL;
+  assert_int_equal(cuModuleGetFunction(&f, mod, name), CUDA_SUCCESS);
+  return f;
+}
+
+static void test_spin_kernel_takes_its_duration(void **state) {
+  (void)state;
+  CUfunction spin = get_func("spin"), noop = get_func("noop");
+  unsigned int us = 50000;
+  void *params[] = {&us};
+  uint64_t t0 = now_us();
+  assert_int_equal(cuLaunchKernel(spin, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  uint64_t dt = now_us() - t0;
+  assert_true(dt >= us);
+  assert_true(dt < us + 200000);
+  t0 = now_us();
+  assert_int_equal(cuLaunchKernel_ptsz(noop, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  assert_true(now_us() - t0 < 20000);
+  CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1};
+  us = 20000;
+  t0 = now_us();
+  assert_int_equal(cuLaunchKernelEx(&cfg, spin, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchCooperativeKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params), CUDA_SUCCESS);
+  dt = now_us() - t0;
+  assert_true(dt >= 2 * us);
+  assert_true(dt < 2 * us + 200000);
+  assert_int_equal(cuLaunchKernel(spin, 0, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuLaunchKernel((CUfunction)&us, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
+                   CUDA_ERROR_INVALID_HANDLE);
+}
+
+static void test_kernels_on_one_device_serialize_across_processes(void **state) {
+  (void)state;
+  unsigned int us = 100000;
+  void *params[] = {&us};
+  CUfunction spin = get_func("spin");
+  int go[2];
+  assert_int_equal(pipe(go), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    CUcontext c;
+    CUmodule m;
+    CUfunction f;
+    char x;
+    if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(c) != CUDA_SUCCESS || cuModuleLoadData(&m, "x") != CUDA_SUCCESS ||
+        cuModuleGetFunction(&f, m, "spin") != CUDA_SUCCESS)
+      _exit(1);
+    if (read(go[0], &x, 1) != 1) _exit(2);
+    _exit(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) == CUDA_SUCCESS ? 0 : 3);
+  }
+  uint64_t t0 = now_us();
+  assert_int_equal(write(go[1], "g", 1), 1);
+  assert_int_equal(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(wait_child(pid), 0);
+  uint64_t dt = now_us() - t0;
+  /* Two 100 ms kernels on one device: one after the other. */
+  assert_true(dt >= 2 * us);
+  assert_true(dt < 2 * us + 400000);
+  close(go[0]), close(go[1]);
+}
+
+static void test_graph_launch_runs_kernel_nodes_in_order(void **state) {
+  (void)state;
+  CUgraph g;
+  CUgraphNode a, b;
+  CUgraphExec e;
+  unsigned int us = 20000;
+  void *params[] = {&us};
+  CUDA_KERNEL_NODE_PARAMS p = {.func = get_func("spin"), .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
+                               .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1, .kernelParams = params};
+  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddKernelNode_v2(&a, g, NULL, 0, &p), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddKernelNode_v2(&b, g, &a, 1, &p), CUDA_SUCCESS);
+  us = 0; /* parameters were copied when the nodes were added */
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  uint64_t t0 = now_us();
+  assert_int_equal(cuGraphLaunch(e, NULL), CUDA_SUCCESS);
+  uint64_t dt = now_us() - t0;
+  assert_true(dt >= 40000);
+  assert_true(dt < 40000 + 200000);
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(e, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_event_elapsed_time_covers_a_kernel(void **state) {
+  (void)state;
+  CUevent a, b;
+  unsigned int us = 30000;
+  void *params[] = {&us};
+  float ms = 0;
+  assert_int_equal(cuEventCreate(&a, 0), CUDA_SUCCESS);
+  assert_int_equal(cuEventCreate(&b, 0), CUDA_SUCCESS);
+  assert_int_equal(cuEventRecord(a, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchKernel(get_func("spin"), 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuEventRecord(b, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuEventSynchronize(b), CUDA_SUCCESS);
+  assert_int_equal(cuEventElapsedTime_v2(&ms, a, b), CUDA_SUCCESS);
+  assert_true(ms >= 30.0f && ms < 230.0f);
+  assert_int_equal(cuEventDestroy_v2(a), CUDA_SUCCESS);
+  assert_int_equal(cuEventDestroy_v2(b), CUDA_SUCCESS);
+}
+
+/* ---- pools and VMM ---- */
+
+static uint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute a) {
+  cuuint64_t v = 0;
+  assert_int_equal(cuMemPoolGetAttribute(pool, a, &v), CUDA_SUCCESS);
+  return v;
+}
+
+static void test_pool_holds_freed_memory_until_trim(void **state) {
+  (void)state;
+  CUmemoryPool pool;
+  CUstream s;
+  assert_int_equal(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+  assert_int_equal(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  size_t before = free_mem();
+  CUdeviceptr p = 0, q = 0;
+  assert_int_equal(cuMemAllocAsync(&p, 8 * MiB, s), CUDA_SUCCESS);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 8 * MiB);
+  assert_int_equal(cuMemFreeAsync_ptsz(p, s), CUDA_SUCCESS);
+  /* Freed but reserved: still charged, as on a GPU. */
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 0);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 8 * MiB);
+  assert_int_equal(before - free_mem(), 8 * MiB);
+  /* Reuse does not reserve more. */
+  assert_int_equal(cuMemAllocAsync(&q, 6 * MiB, s), CUDA_SUCCESS);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 8 * MiB);
+  assert_int_equal(cuMemFreeAsync(q, s), CUDA_SUCCESS);
+  assert_int_equal(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+  assert_int_equal(free_mem(), before);
+  /* Above the release threshold a synchronize gives memory back. */
+  cuuint64_t keep = 4 * MiB;
+  assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+  assert_int_equal(cuMemAllocAsync(&p, 2 * MiB, s), CUDA_SUCCESS);
+  assert_int_equal(cuMemFreeAsync(p, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * MiB);
+  keep = 0;
+  assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+  assert_int_equal(free_mem(), before);
+  assert_int_equal(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+static void test_vmm_maps_handles_and_charges_until_release(void **state) {
+  (void)state;
+  CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+  size_t gran = 0, before = free_mem();
+  assert_int_equal(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  assert_int_equal(gran, 2 * MiB);
+  CUmemGenericAllocationHandle h1, h2;
+  CUdeviceptr va = 0;
+  assert_int_equal(cuMemCreate(&h1, gran, &prop, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemCreate(&h2, gran, &prop, 0), CUDA_SUCCESS);
+  assert_int_equal(before - free_mem(), 2 * gran);
+  assert_int_equal(cuMemAddressReserve(&va, 2 * gran, 0, 0, 0), CUDA_SUCCESS);
+  assert_int_equal(before - free_mem(), 2 * gran); /* address space is free */
+  assert_int_equal(cuMemMap(va, gran, 0, h1, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemMap(va + gran, gran, 0, h2, 0), CUDA_SUCCESS);
+  CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  assert_int_equal(cuMemSetAccess(va, 2 * gran, &acc, 1), CUDA_SUCCESS);
+  /* A copy across the seam of two handles. */
+  char in[16] = "across the seam", out[16] = {0};
+  assert_int_equal(cuMemcpyHtoD_v2(va + gran - 8, in, sizeof in), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH_v2(out, va + gran - 8, sizeof out), CUDA_SUCCESS);
+  assert_memory_equal(in, out, sizeof in);
+  assert_int_equal(cuMemUnmap(va, 2 * gran), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH_v2(out, va, 4), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemRelease(h1), CUDA_SUCCESS);
+  assert_int_equal(before - free_mem(), gran);
+  assert_int_equal(cuMemRelease(h2), CUDA_SUCCESS);
+  assert_int_equal(cuMemAddressFree(va, 2 * gran), CUDA_SUCCESS);
+  assert_int_equal(free_mem(), before);
+}
+
+static void test_second_device_has_its_own_memory(void **state) {
+  (void)state;
+  CUcontext c1;
+  CUdeviceptr p = 0;
+  size_t before0 = free_mem();
+  assert_int_equal(cuCtxCreate_v2(&c1, 0, 1), CUDA_SUCCESS);
+  size_t f = 0, t = 0;
+  assert_int_equal(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc_v2(&p, 16 * MiB), CUDA_SUCCESS);
+  size_t f2 = 0;
+  assert_int_equal(cuMemGetInfo_v2(&f2, &t), CUDA_SUCCESS);
+  assert_int_equal(f - f2, 16 * MiB);
+  assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+  assert_int_equal(cuCtxDestroy_v2(c1), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  assert_int_equal(free_mem(), before0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_procaddr_maps_mem_alloc_by_version),
+      cmocka_unit_test(test_procaddr_per_thread_flag_picks_ptsz_and_ptds),
+      cmocka_unit_test(test_procaddr_get_proc_address_has_two_signatures),
+      cmocka_unit_test(test_procaddr_unknown_name_and_low_version_fail),
+      cmocka_unit_test(test_procaddr_every_row_resolves_to_its_symbol),
+      cmocka_unit_test(test_alloc_copy_round_trip_through_device_addresses),
+      cmocka_unit_test(test_v1_alloc_returns_32_bit_address),
+      cmocka_unit_test(test_bad_arguments_get_cuda_errors),
+      cmocka_unit_test(test_pitch_is_rounded_up_to_512),
+      cmocka_unit_test(test_meminfo_tells_truth_after_alloc_and_free),
+      cmocka_unit_test(test_oom_exactly_at_the_limit),
+      cmocka_unit_test(test_meminfo_counts_live_processes_only),
+      cmocka_unit_test(test_spin_kernel_takes_its_duration),
+      cmocka_unit_test(test_kernels_on_one_device_serialize_across_processes),
+      cmocka_unit_test(test_graph_launch_runs_kernel_nodes_in_order),
+      cmocka_unit_test(test_event_elapsed_time_covers_a_kernel),
+      cmocka_unit_test(test_pool_holds_freed_memory_until_trim),
+      cmocka_unit_test(test_vmm_maps_handles_and_charges_until_release),
+      cmocka_unit_test(test_second_device_has_its_own_memory),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
