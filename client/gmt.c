@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include "cmd.h"
+#ifdef GMT_HAVE_TRACE
+#include "cmd_trace.h"
+#endif
 #include "gmt_log.h"
 #include "gmt_wire.h"
 
@@ -15,6 +18,9 @@ typedef struct {
 
 static const command_t commands[] = {
     {"status", gmt_cmd_status, "show every pod, its shares, memory and processes"},
+#ifdef GMT_HAVE_TRACE
+    {"trace", gmt_cmd_trace_run, "trace a process's CUDA allocations and copies (eBPF)"},
+#endif
 };
 
 static void usage(FILE *f) {

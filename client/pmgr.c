@@ -241,15 +241,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gmt-pmgr: --schd %s: %s\n", o.schd_url, gmt_strerror(rc));
     return 2;
   }
-  code = register_pod(pm, o.wait_s);
-  if (code >= 0) {
-    gmt_client_close(pm->schd);
-    return code;
-  }
-  gmt_info("pod '%s' registered with %s: request %g, limit %g, memory limit %llu bytes", pm->name,
-           o.schd_url, pm->config.request, pm->config.limit,
-           (unsigned long long)pm->config.memory_limit);
-
   uv_loop_t loop;
   code = 1;
   if ((rc = uv_loop_init(&loop)) < 0) {
@@ -266,8 +257,9 @@ int main(int argc, char **argv) {
   uv_signal_start(&pm->sigterm, on_signal, SIGTERM);
   uv_signal_start(&pm->sigint, on_signal, SIGINT);
 
-  /* Processes can be served only once the loop's handles exist: the
-   * handler queues to pm->wake. */
+  /* Listen before registering, so that a pod shown connected can be
+   * reached at once. Requests that come meanwhile wait in the queue (the
+   * handler queues to pm->wake) until the loop runs, after registration. */
   const char *where = "server";
   rc = gmt_server_new(&pm->server, PMGR_CONTEXTS, gmt__pmgr_on_request, pm);
   if (rc == 0 && (rc = gmt_server_listen(pm->server, tcp_url)) < 0)
@@ -276,14 +268,19 @@ int main(int argc, char **argv) {
     where = ipc_url;
   if (rc == 0)
     rc = gmt_server_start(pm->server);
-  if (rc < 0) {
+  if (rc < 0)
     fprintf(stderr, "gmt-pmgr: cannot listen on %s: %s\n", where, gmt_strerror(rc));
+  else if ((code = register_pod(pm, o.wait_s)) < 0)
+    gmt_info("pod '%s' registered with %s: request %g, limit %g, memory limit %llu bytes",
+             pm->name, o.schd_url, pm->config.request, pm->config.limit,
+             (unsigned long long)pm->config.memory_limit);
+  if (rc < 0 || code >= 0) {
     gmt__pmgr_quiesce(pm);
     gmt_server_free(pm->server);
     uv_walk(&loop, close_walk, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
-    return 1;
+    return rc < 0 ? 1 : code;
   }
   if ((rc = gmt__pmgr_heartbeat_init(pm)) < 0) {
     fprintf(stderr, "gmt-pmgr: heartbeat timer: %s\n", uv_strerror(rc));

@@ -5,12 +5,14 @@ against the fake libcuda.so.1, and reads `gmt status --json`.
 Every wait is bounded; every daemon started is stopped in tearDown."""
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -80,35 +82,78 @@ class Daemon:
 
 
 class Prog:
-    """A test program under the hook, talking line by line on stdin/stdout."""
+    """A test program under the hook, talking line by line on stdin/stdout.
+    A thread reads its stdout so that waits can be bounded."""
 
-    def __init__(self, argv, env):
+    def __init__(self, argv, env, preexec_fn=None):
         self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+                                     stderr=subprocess.PIPE, text=True, bufsize=1,
+                                     preexec_fn=preexec_fn)
+        self.lines = queue.Queue()
+        self.err_lines = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.err_reader = threading.Thread(target=self._read_err, daemon=True)
+        self.reader.start()
+        self.err_reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def _read_err(self):
+        for line in self.proc.stderr:
+            self.err_lines.append(line)
+
+    def stderr(self):
+        """What the program wrote on stderr so far."""
+        return "".join(self.err_lines)
 
     def expect(self, prefix, timeout=20.0):
         """Reads stdout lines until one starts with prefix; returns its key=value fields."""
-        import selectors
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        return self.expect_all([prefix], timeout)[prefix]
+
+    def expect_all(self, prefixes, timeout=20.0):
+        """Reads stdout lines until each prefix has started one, in any order;
+        returns {prefix: its key=value fields}."""
         deadline = time.monotonic() + timeout
-        seen = []
-        while time.monotonic() < deadline:
-            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                continue
-            line = self.proc.stdout.readline()
-            if not line:
+        seen, found = [], {}
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                line = self.lines.get(timeout=max(0.0, left)) if left > 0 else None
+            except queue.Empty:
+                line = None
+            if line is None:
                 break
-            seen.append(line.rstrip())
-            if line.startswith(prefix):
-                return dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+            seen.append(line)
+            for prefix in prefixes:
+                if line.startswith(prefix) and prefix not in found:
+                    found[prefix] = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+            if len(found) == len(prefixes):
+                return found
         self.proc.kill()
-        raise AssertionError("no %r line from %s; stdout: %s; stderr: %s"
-                             % (prefix, self.proc.args, seen, self.proc.stderr.read()))
+        self.proc.wait(timeout=5)
+        raise AssertionError("no %r lines from %s within %.0fs; stdout: %s; stderr: %s"
+                             % ([x for x in prefixes if x not in found], self.proc.args, timeout,
+                                seen, self.stderr()))
 
     def send(self, line="go"):
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
+
+    def stop(self):
+        """Kills the program if it still runs and closes its pipes."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        self.reader.join(timeout=5)
+        self.err_reader.join(timeout=5)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except Exception:
+                pass
 
     def finish(self, timeout=20.0):
         try:
@@ -119,11 +164,13 @@ class Prog:
             rc = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait(timeout=5)
             raise AssertionError("%s did not exit within %.0fs" % (self.proc.args, timeout))
-        err = self.proc.stderr.read()
+        self.reader.join(timeout=5)
+        self.err_reader.join(timeout=5)
         self.proc.stdout.close()
         self.proc.stderr.close()
-        return rc, err
+        return rc, self.stderr()
 
 
 class Node:
@@ -147,14 +194,7 @@ class Node:
 
     def stop(self):
         for p in self.progs:
-            if p.proc.poll() is None:
-                p.proc.kill()
-                p.proc.wait(timeout=5)
-            for f in (p.proc.stdin, p.proc.stdout, p.proc.stderr):
-                try:
-                    f.close()
-                except Exception:
-                    pass
+            p.stop()
         for d in reversed(self.daemons):
             try:
                 d.stop(timeout=5)
@@ -255,8 +295,10 @@ class Node:
         try:
             return wait_for(match, timeout=timeout, what="pid %d in pod %s with %s" % (pid, pod, want))
         except AssertionError:
-            raise AssertionError("pod %s never showed pid %d with %s; last status: %s"
-                                 % (pod, pid, want, json.dumps(self.pod(pod))))
+            progs = "".join("\n  %s stderr: %s" % (p.proc.args, p.stderr()) for p in self.progs)
+            logs = "".join("\n  %s log: %s" % (d.name, d.output()[-2000:]) for d in self.daemons)
+            raise AssertionError("pod %s never showed pid %d with %s; last status: %s%s%s"
+                                 % (pod, pid, want, json.dumps(self.pod(pod)), progs, logs))
 
 
 class GmtTestCase(unittest.TestCase):

@@ -1,0 +1,578 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The CUDA tracer's probes: uprobes on the driver's memory entry points
+ * (allocations, frees, copies, prefetches; never kernel launches, which
+ * cost ~6 us a hit) and the kernel's side of the same processes (fork,
+ * large anonymous mmaps, page faults in tracked host buffers, direct
+ * reclaim stalls, GPU Xid errors). Everything goes to user space as
+ * struct gmt_trace_event on one ring buffer (cudatrace.h).
+ *
+ * One entry and one return program serve every driver entry point: the
+ * attach cookie says which function fired, so adding a function is a line
+ * in the user side's table, not a new program. */
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "cudatrace.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* ---- configuration, set by user space before load ---- */
+
+/* The process traced from the start (0: only those in traced_tgids). */
+const volatile __u32 targ_tgid = 0;
+/* Trace the children of traced processes (they join traced_tgids). */
+const volatile bool follow_forks = true;
+/* Anonymous mmaps at least this big are host buffers worth a history. */
+const volatile __u64 min_mmap_bytes = 1 << 20;
+/* At most one FAULT event per 2 MiB chunk per this many ns; the faults in
+ * between are counted, not lost (0: one event per fault). */
+const volatile __u64 fault_sample_ns = 1000000;
+/* Frames of user stack kept for allocations (at most GMT_TRACE_STACK_DEPTH). */
+const volatile __u32 stack_depth = GMT_TRACE_STACK_DEPTH;
+
+/* ---- maps ---- */
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 16 << 20);
+} events SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, GMT_TCNT_MAX);
+  __type(key, __u32);
+  __type(value, __u64);
+} counters SEC(".maps");
+
+/* Processes traced besides targ_tgid: children followed through fork, and
+ * whatever the daemon adds. Value: the parent's tgid (0 for a root). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 8192);
+  __type(key, __u32);
+  __type(value, __u32);
+} traced_tgids SEC(".maps");
+
+/* A driver call between its entry and its return, keyed by pid_tgid.
+ * depth counts nested probed calls on the thread (the driver calling its
+ * own exported entry points): only the outermost is what the program did. */
+struct inflight {
+  __u64 ts;
+  __u64 args[5];
+  __u32 fn;
+  __u32 depth;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u64);
+  __type(value, struct inflight);
+} inflight SEC(".maps");
+
+/* An mmap/munmap syscall between enter and exit, keyed by pid_tgid. */
+struct sys_inflight {
+  __u64 addr;
+  __u64 len;
+  __u32 nr;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u64);
+  __type(value, struct sys_inflight);
+} sys_inflight SEC(".maps");
+
+/* Host buffers tracked for faults: (tgid, start) -> length, and the 2 MiB
+ * chunks they cover, so that a fault is matched with one hash lookup. */
+struct host_range {
+  __u64 len;
+  __u32 users; /* allocated once, registered again: freed when both undo */
+  __u32 pad;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, struct gmt_trace_host_key);
+  __type(value, struct host_range);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+} host_ranges SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 131072); /* 256 GiB of host buffers */
+  __type(key, struct gmt_trace_chunk_key);
+  __type(value, struct gmt_trace_chunk_val);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+} host_chunks SEC(".maps");
+
+/* Start of a direct reclaim stall, keyed by pid_tgid. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u64);
+  __type(value, __u64);
+} reclaim_start SEC(".maps");
+
+/* ---- helpers ---- */
+
+static __always_inline void count(__u32 idx)
+{
+  __u64 *v = bpf_map_lookup_elem(&counters, &idx);
+  if (v)
+    *v += 1; /* per-CPU: no atomics needed */
+}
+
+static __always_inline bool traced(__u32 tgid)
+{
+  if (targ_tgid && tgid == targ_tgid)
+    return true;
+  return bpf_map_lookup_elem(&traced_tgids, &tgid) != NULL;
+}
+
+static __always_inline struct gmt_trace_event *reserve(__u32 type, __u64 pid_tgid)
+{
+  struct gmt_trace_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  if (!e) {
+    count(GMT_TCNT_RINGBUF_FULL);
+    return NULL;
+  }
+  /* The ring buffer's memory is not zeroed; user space reads every field. */
+  __builtin_memset(e, 0, sizeof(*e));
+  e->type = type;
+  e->pid = pid_tgid >> 32;
+  e->tid = (__u32)pid_tgid;
+  e->ts_ns = bpf_ktime_get_ns();
+  return e;
+}
+
+/* ---- host buffers tracked for faults ---- */
+
+struct chunk_ctx {
+  __u32 tgid;
+  __u64 first;
+  int add; /* +1 track, -1 untrack */
+};
+
+static void flush_chunk(struct gmt_trace_chunk_key *k, struct gmt_trace_chunk_val *v)
+{
+  __u64 n = v->pending;
+  if (!n)
+    return;
+  struct gmt_trace_event *e = reserve(GMT_TEV_FAULT, (__u64)k->tgid << 32);
+  if (!e)
+    return;
+  __sync_fetch_and_sub(&v->pending, n);
+  e->addr = v->last_addr;
+  e->size = n;
+  bpf_ringbuf_submit(e, 0);
+}
+
+static long chunk_step(__u32 i, void *data)
+{
+  struct chunk_ctx *c = data;
+  struct gmt_trace_chunk_key k = {.tgid = c->tgid, .chunk = c->first + i};
+  struct gmt_trace_chunk_val *v = bpf_map_lookup_elem(&host_chunks, &k);
+
+  if (c->add > 0) {
+    if (v) {
+      __sync_fetch_and_add(&v->refs, 1);
+      return 0;
+    }
+    struct gmt_trace_chunk_val nv = {.refs = 1};
+    if (bpf_map_update_elem(&host_chunks, &k, &nv, BPF_NOEXIST) != 0) {
+      v = bpf_map_lookup_elem(&host_chunks, &k); /* raced with another thread */
+      if (v)
+        __sync_fetch_and_add(&v->refs, 1);
+      else
+        count(GMT_TCNT_CHUNKS_FULL);
+    }
+    return 0;
+  }
+  if (!v)
+    return 0;
+  if (__sync_fetch_and_sub(&v->refs, 1) <= 1) {
+    flush_chunk(&k, v); /* faults counted but not yet sent go now */
+    bpf_map_delete_elem(&host_chunks, &k);
+  }
+  return 0;
+}
+
+static void chunks_update(__u32 tgid, __u64 start, __u64 len, int add)
+{
+  if (!len)
+    return;
+  struct chunk_ctx c = {.tgid = tgid, .first = start >> GMT_TRACE_CHUNK_SHIFT, .add = add};
+  __u64 last = (start + len - 1) >> GMT_TRACE_CHUNK_SHIFT;
+  __u64 n = last - c.first + 1;
+  if (n > 131072)
+    n = 131072;
+  bpf_loop((__u32)n, chunk_step, &c, 0);
+}
+
+static void host_track(__u32 tgid, __u64 start, __u64 len)
+{
+  struct gmt_trace_host_key k = {.tgid = tgid, .start = start};
+  struct host_range *r = bpf_map_lookup_elem(&host_ranges, &k);
+  if (r) {
+    __sync_fetch_and_add(&r->users, 1);
+    return;
+  }
+  struct host_range nr = {.len = len, .users = 1};
+  if (bpf_map_update_elem(&host_ranges, &k, &nr, BPF_NOEXIST) != 0) {
+    count(GMT_TCNT_CHUNKS_FULL);
+    return;
+  }
+  chunks_update(tgid, start, len, 1);
+}
+
+/* all: munmap takes the memory away whoever else holds the range. */
+static void host_untrack(__u32 tgid, __u64 start, bool all)
+{
+  struct gmt_trace_host_key k = {.tgid = tgid, .start = start};
+  struct host_range *r = bpf_map_lookup_elem(&host_ranges, &k);
+  if (!r)
+    return;
+  if (!all && __sync_fetch_and_sub(&r->users, 1) > 1)
+    return;
+  __u64 len = r->len;
+  bpf_map_delete_elem(&host_ranges, &k);
+  chunks_update(tgid, start, len, -1);
+}
+
+/* ---- driver entry points ---- */
+
+SEC("uprobe")
+int BPF_KPROBE(cuda_enter)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!traced(id >> 32))
+    return 0;
+
+  struct inflight *cur = bpf_map_lookup_elem(&inflight, &id);
+  if (cur) {
+    cur->depth++;
+    return 0;
+  }
+  struct inflight f = {
+      .ts = bpf_ktime_get_ns(),
+      .fn = GMT_TCOOKIE_FN(bpf_get_attach_cookie(ctx)),
+  };
+  f.args[0] = PT_REGS_PARM1(ctx);
+  f.args[1] = PT_REGS_PARM2(ctx);
+  f.args[2] = PT_REGS_PARM3(ctx);
+  f.args[3] = PT_REGS_PARM4(ctx);
+  f.args[4] = PT_REGS_PARM5(ctx);
+  if (bpf_map_update_elem(&inflight, &id, &f, BPF_ANY) != 0)
+    count(GMT_TCNT_INFLIGHT_FULL);
+  return 0;
+}
+
+static __always_inline __u64 read_user_u64(__u64 uptr)
+{
+  __u64 v = 0;
+  if (uptr)
+    bpf_probe_read_user(&v, sizeof(v), (const void *)uptr);
+  return v;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(cuda_exit, long ret)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  struct inflight *f = bpf_map_lookup_elem(&inflight, &id);
+  if (!f)
+    return 0;
+  if (f->depth) {
+    f->depth--;
+    return 0;
+  }
+  __u32 cookie = bpf_get_attach_cookie(ctx);
+  __u32 fn = f->fn;
+  if (fn != GMT_TCOOKIE_FN(cookie)) {
+    /* A return without its entry (an entry lost earlier): drop both. */
+    bpf_map_delete_elem(&inflight, &id);
+    return 0;
+  }
+
+  struct gmt_trace_event *e = reserve(GMT_TEV_CALL, id);
+  if (!e) {
+    bpf_map_delete_elem(&inflight, &id);
+    return 0;
+  }
+  __u64 *a = f->args;
+  bool async = cookie & GMT_TCOOKIE_ASYNC;
+  bool alloc = false;
+  int rc = (int)ret;
+
+  e->fn = fn;
+  e->rc = rc;
+  e->dur_ns = e->ts_ns - f->ts;
+  switch (fn) {
+  case GMT_TFN_MEM_ALLOC:
+  case GMT_TFN_MEM_ALLOC_MANAGED:
+  case GMT_TFN_HOST_ALLOC:
+  case GMT_TFN_HOST_ALLOC_FLAGS:
+    e->addr = rc == 0 ? read_user_u64(a[0]) : 0;
+    e->size = a[1];
+    e->flags = (__u32)a[2];
+    alloc = true;
+    break;
+  case GMT_TFN_MEM_ALLOC_ASYNC:
+    e->addr = rc == 0 ? read_user_u64(a[0]) : 0;
+    e->size = a[1];
+    e->stream = a[2];
+    alloc = true;
+    break;
+  case GMT_TFN_MEM_ALLOC_POOL_ASYNC:
+    e->addr = rc == 0 ? read_user_u64(a[0]) : 0;
+    e->size = a[1];
+    e->addr2 = a[2]; /* the pool */
+    e->stream = a[3];
+    alloc = true;
+    break;
+  case GMT_TFN_MEM_ALLOC_PITCH:
+    e->addr = rc == 0 ? read_user_u64(a[0]) : 0;
+    e->size = rc == 0 ? read_user_u64(a[1]) * a[3] : a[2] * a[3];
+    alloc = true;
+    break;
+  case GMT_TFN_HOST_REGISTER:
+    e->addr = a[0];
+    e->size = a[1];
+    e->flags = (__u32)a[2];
+    alloc = true;
+    break;
+  case GMT_TFN_MEM_FREE:
+  case GMT_TFN_HOST_FREE:
+  case GMT_TFN_HOST_UNREGISTER: e->addr = a[0]; break;
+  case GMT_TFN_MEM_FREE_ASYNC:
+    e->addr = a[0];
+    e->stream = a[1];
+    break;
+  case GMT_TFN_MEMCPY_HTOD:
+  case GMT_TFN_MEMCPY_DTOH:
+  case GMT_TFN_MEMCPY:
+    e->addr = a[0];
+    e->addr2 = a[1];
+    e->size = a[2];
+    if (async)
+      e->stream = a[3];
+    break;
+  case GMT_TFN_PREFETCH:
+    e->addr = a[0];
+    e->size = a[1];
+    e->flags = (__u32)a[2]; /* destination device */
+    e->stream = a[3];
+    break;
+  case GMT_TFN_PREFETCH_V2:
+    e->addr = a[0];
+    e->size = a[1];
+    e->flags = (__u32)(a[2] >> 32); /* CUmemLocation.id, passed in a register */
+    e->stream = a[4];
+    break;
+  }
+  bpf_map_delete_elem(&inflight, &id);
+
+  if (alloc && rc == 0) {
+    /* At the return the stack starts at the call site in the caller. */
+    __u32 depth = stack_depth > GMT_TRACE_STACK_DEPTH ? GMT_TRACE_STACK_DEPTH : stack_depth;
+    long n = bpf_get_stack(ctx, e->stack, depth * sizeof(__u64), BPF_F_USER_STACK);
+    e->nstack = n > 0 ? n / sizeof(__u64) : 0;
+    if (fn == GMT_TFN_HOST_ALLOC || fn == GMT_TFN_HOST_ALLOC_FLAGS || fn == GMT_TFN_HOST_REGISTER)
+      host_track(id >> 32, e->addr, e->size);
+  } else if (rc == 0 && (fn == GMT_TFN_HOST_FREE || fn == GMT_TFN_HOST_UNREGISTER)) {
+    host_untrack(id >> 32, e->addr, false);
+  }
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+/* ---- processes ---- */
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_fork, struct task_struct *parent, struct task_struct *child)
+{
+  if (!follow_forks)
+    return 0;
+  __u32 ptgid = parent->tgid, ctgid = child->tgid;
+  if (ptgid == ctgid || !traced(ptgid))
+    return 0; /* a thread, or not ours */
+  bpf_map_update_elem(&traced_tgids, &ctgid, &ptgid, BPF_ANY);
+  struct gmt_trace_event *e = reserve(GMT_TEV_FORK, (__u64)ctgid << 32 | child->pid);
+  if (!e)
+    return 0;
+  e->addr = ptgid;
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_exit, struct task_struct *p, bool group_dead)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  if (!traced(tgid))
+    return 0;
+  /* A thread that dies inside a driver call never returns from it. */
+  bpf_map_delete_elem(&inflight, &id);
+  bpf_map_delete_elem(&sys_inflight, &id);
+  if (!group_dead)
+    return 0;
+  bpf_map_delete_elem(&traced_tgids, &tgid);
+  struct gmt_trace_event *e = reserve(GMT_TEV_EXIT, id);
+  if (!e)
+    return 0;
+  e->rc = BPF_CORE_READ(p, exit_code);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+/* ---- large anonymous mmaps: where big host buffers come from ---- */
+
+#define NR_MMAP 9 /* x86_64 */
+#define NR_MUNMAP 11
+#define GMT_MAP_ANONYMOUS 0x20
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long nr)
+{
+  if (nr != NR_MMAP && nr != NR_MUNMAP)
+    return 0;
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!traced(id >> 32))
+    return 0;
+  /* The driver's own mappings (inside a probed call) are its business;
+   * the call's event says what they are for. */
+  if (bpf_map_lookup_elem(&inflight, &id))
+    return 0;
+
+  struct sys_inflight s = {.nr = nr, .addr = regs->di, .len = regs->si};
+  if (nr == NR_MMAP) {
+    if (!(regs->r10 & GMT_MAP_ANONYMOUS) || s.len < min_mmap_bytes)
+      return 0;
+  } else {
+    struct gmt_trace_host_key k = {.tgid = id >> 32, .start = s.addr};
+    if (s.len < min_mmap_bytes && !bpf_map_lookup_elem(&host_ranges, &k))
+      return 0;
+  }
+  bpf_map_update_elem(&sys_inflight, &id, &s, BPF_ANY);
+  return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  struct sys_inflight *s = bpf_map_lookup_elem(&sys_inflight, &id);
+  if (!s)
+    return 0;
+  struct sys_inflight c = *s;
+  bpf_map_delete_elem(&sys_inflight, &id);
+
+  bool ok = c.nr == NR_MMAP ? ret >= 0 || ret < -4095 : ret == 0;
+  if (!ok)
+    return 0;
+  __u64 addr = c.nr == NR_MMAP ? (__u64)ret : c.addr;
+  if (c.nr == NR_MMAP)
+    host_track(id >> 32, addr, c.len);
+  else
+    host_untrack(id >> 32, addr, true);
+
+  struct gmt_trace_event *e = reserve(c.nr == NR_MMAP ? GMT_TEV_MMAP : GMT_TEV_MUNMAP, id);
+  if (!e)
+    return 0;
+  e->addr = addr;
+  e->size = c.len;
+  if (c.nr == NR_MMAP) { /* where the buffer was asked for */
+    __u32 depth = stack_depth > GMT_TRACE_STACK_DEPTH ? GMT_TRACE_STACK_DEPTH : stack_depth;
+    long n = bpf_get_stack(ctx, e->stack, depth * sizeof(__u64), BPF_F_USER_STACK);
+    e->nstack = n > 0 ? n / sizeof(__u64) : 0;
+    /* libc's mmap keeps no frame of its own, so the frame-pointer walk
+     * skips its caller; the return address is on top of the user stack. */
+    bpf_probe_read_user(&e->addr2, sizeof(e->addr2), (const void *)regs->sp);
+  }
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+/* ---- page faults in tracked host buffers ---- */
+
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(page_fault_user, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  if (!traced(tgid))
+    return 0;
+  struct gmt_trace_chunk_key k = {.tgid = tgid, .chunk = address >> GMT_TRACE_CHUNK_SHIFT};
+  struct gmt_trace_chunk_val *v = bpf_map_lookup_elem(&host_chunks, &k);
+  if (!v)
+    return 0;
+
+  __sync_fetch_and_add(&v->pending, 1);
+  v->last_addr = address;
+  __u64 now = bpf_ktime_get_ns();
+  if (fault_sample_ns && now - v->last_emit < fault_sample_ns)
+    return 0;
+  v->last_emit = now;
+
+  struct gmt_trace_event *e = reserve(GMT_TEV_FAULT, id);
+  if (!e)
+    return 0;
+  __u64 n = v->pending;
+  __sync_fetch_and_sub(&v->pending, n);
+  e->addr = address;
+  e->size = n;
+  e->flags = (__u32)error_code;
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+/* ---- direct reclaim stalls of traced processes ---- */
+
+SEC("tp_btf/mm_vmscan_direct_reclaim_begin")
+int BPF_PROG(reclaim_begin, int order)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!traced(id >> 32))
+    return 0;
+  __u64 now = bpf_ktime_get_ns();
+  bpf_map_update_elem(&reclaim_start, &id, &now, BPF_ANY);
+  return 0;
+}
+
+SEC("tp_btf/mm_vmscan_direct_reclaim_end")
+int BPF_PROG(reclaim_end, unsigned long nr_reclaimed)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  __u64 *start = bpf_map_lookup_elem(&reclaim_start, &id);
+  if (!start)
+    return 0;
+  __u64 t0 = *start;
+  bpf_map_delete_elem(&reclaim_start, &id);
+  struct gmt_trace_event *e = reserve(GMT_TEV_RECLAIM, id);
+  if (!e)
+    return 0;
+  e->dur_ns = e->ts_ns - t0;
+  e->size = nr_reclaimed;
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+/* ---- GPU errors: only where the NVIDIA driver defines the tracepoint ----
+ * raw_tp, since the module's BTF is not there to type tp_btf at build time:
+ * nvidia_dev_xid(const struct pci_dev *pdev, u32 error_code, const char *msg). */
+
+SEC("raw_tp/nvidia_dev_xid")
+int nvidia_xid(struct bpf_raw_tracepoint_args *ctx)
+{
+  struct gmt_trace_event *e = reserve(GMT_TEV_XID, bpf_get_current_pid_tgid());
+  if (!e)
+    return 0;
+  e->flags = (__u32)ctx->args[1];
+  bpf_probe_read_kernel_str(e->text, sizeof(e->text), (const void *)ctx->args[2]);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}

@@ -1,0 +1,108 @@
+/* Events of the CUDA tracer, shared by bpf/cudatrace.bpf.c (kernel side)
+ * and server/trace/ (user side). One fixed-size, tagged record per event on
+ * one ring buffer: simpler to read than variable records, and at ~150 bytes
+ * an event the ring buffer holds tens of thousands before anything drops.
+ *
+ * Times are bpf_ktime_get_ns(): CLOCK_MONOTONIC, as gmt_now_ns() reads. */
+#ifndef GMT_CUDATRACE_H
+#define GMT_CUDATRACE_H
+
+#define GMT_TRACE_STACK_DEPTH 8
+#define GMT_TRACE_TEXT_LEN 64
+/* Host buffers are tracked for page faults in chunks of this many bytes
+ * (a BPF hash of (tgid, address >> shift)). 2 MiB: one huge page. */
+#define GMT_TRACE_CHUNK_SHIFT 21
+
+/* What an event is (gmt_trace_event.type). */
+enum gmt_trace_ev_type {
+  GMT_TEV_CALL = 1, /* a probed driver call returned; fn says which */
+  GMT_TEV_MMAP = 2, /* a large anonymous mmap: addr, size; addr2 = the
+                       word on top of the user stack (mmap's return address) */
+  GMT_TEV_MUNMAP = 3,
+  GMT_TEV_FAULT = 4,   /* user page faults in a tracked host buffer: addr,
+                          size = how many since the last one (rate limited) */
+  GMT_TEV_FORK = 5,    /* pid = the new process, addr = its parent's tgid */
+  GMT_TEV_EXIT = 6,    /* a traced process exited */
+  GMT_TEV_XID = 7,     /* nvidia:nvidia_dev_xid: flags = Xid, text = message */
+  GMT_TEV_RECLAIM = 8, /* a direct reclaim stall: dur_ns, size = pages */
+};
+
+/* Which driver entry point a GMT_TEV_CALL comes from (the uprobe's
+ * bpf_cookie). Names and argument layouts are in server/trace/probes.c. */
+enum gmt_trace_fn {
+  GMT_TFN_MEM_ALLOC = 1,        /* cuMemAlloc_v2(CUdeviceptr *, size) */
+  GMT_TFN_MEM_ALLOC_PITCH,      /* cuMemAllocPitch_v2(dptr, *pitch, w, h, elem) */
+  GMT_TFN_MEM_ALLOC_MANAGED,    /* cuMemAllocManaged(dptr, size, flags) */
+  GMT_TFN_MEM_ALLOC_ASYNC,      /* cuMemAllocAsync(dptr, size, stream) */
+  GMT_TFN_MEM_ALLOC_POOL_ASYNC, /* cuMemAllocFromPoolAsync(dptr, size, pool, stream) */
+  GMT_TFN_MEM_FREE,             /* cuMemFree_v2(dptr) */
+  GMT_TFN_MEM_FREE_ASYNC,       /* cuMemFreeAsync(dptr, stream) */
+  GMT_TFN_HOST_ALLOC,           /* cuMemAllocHost_v2(void **, size) */
+  GMT_TFN_HOST_ALLOC_FLAGS,     /* cuMemHostAlloc(void **, size, flags) */
+  GMT_TFN_HOST_FREE,            /* cuMemFreeHost(p) */
+  GMT_TFN_HOST_REGISTER,        /* cuMemHostRegister_v2(p, size, flags) */
+  GMT_TFN_HOST_UNREGISTER,      /* cuMemHostUnregister(p) */
+  GMT_TFN_MEMCPY_HTOD,          /* cuMemcpyHtoD*(dst dev, src host, n[, stream]) */
+  GMT_TFN_MEMCPY_DTOH,          /* cuMemcpyDtoH*(dst host, src dev, n[, stream]) */
+  GMT_TFN_MEMCPY,               /* cuMemcpy[Async](dst, src, n[, stream]) */
+  GMT_TFN_PREFETCH,             /* cuMemPrefetchAsync(p, n, dev, stream) */
+  GMT_TFN_PREFETCH_V2,          /* cuMemPrefetchAsync_v2(p, n, loc, flags, stream) */
+  GMT_TFN_MAX
+};
+
+/* bpf_cookie of a uprobe: the fn in the low 16 bits, flags above. */
+#define GMT_TCOOKIE_ASYNC (1u << 16) /* the entry point takes a stream */
+#define GMT_TCOOKIE_FN(c) ((c)&0xffffu)
+
+/* gmt_trace_event.flags of a FAULT: the x86 page-fault error code. */
+
+/* Indexes of the per-CPU counters map "counters". */
+enum gmt_trace_counter {
+  GMT_TCNT_RINGBUF_FULL = 0, /* an event dropped: ring buffer full */
+  GMT_TCNT_INFLIGHT_FULL,    /* a call not recorded: in-flight map full */
+  GMT_TCNT_CHUNKS_FULL,      /* a host buffer not tracked for faults */
+  GMT_TCNT_MAX
+};
+
+struct gmt_trace_event {
+  unsigned int type; /* gmt_trace_ev_type */
+  unsigned int fn;   /* gmt_trace_fn for GMT_TEV_CALL */
+  unsigned int pid;  /* tgid */
+  unsigned int tid;
+  unsigned long long ts_ns;  /* at the return of a call, else when seen */
+  unsigned long long dur_ns; /* call or stall duration */
+  unsigned long long addr;   /* allocation / copy destination / fault address */
+  unsigned long long addr2;  /* copy source */
+  unsigned long long size;
+  unsigned long long stream;
+  int rc;              /* CUresult, or a syscall's return */
+  unsigned int flags;  /* alloc flags, fault error code, Xid */
+  unsigned int nstack; /* frames in stack[] (allocations only) */
+  unsigned int pad;
+  union {
+    unsigned long long stack[GMT_TRACE_STACK_DEPTH]; /* user return addresses */
+    char text[GMT_TRACE_TEXT_LEN];
+  };
+};
+
+/* Keys and values of the host_chunks map, which user space also reads
+ * (faults counted but not yet sent, at the end of a trace). */
+struct gmt_trace_chunk_key {
+  unsigned int tgid;
+  unsigned int pad;
+  unsigned long long chunk; /* address >> GMT_TRACE_CHUNK_SHIFT */
+};
+struct gmt_trace_chunk_val {
+  unsigned long long pending;   /* faults not yet sent */
+  unsigned long long last_emit; /* ns */
+  unsigned long long last_addr; /* where the last fault was */
+  unsigned int refs;            /* tracked buffers that touch this chunk */
+  unsigned int pad;
+};
+struct gmt_trace_host_key {
+  unsigned int tgid;
+  unsigned int pad;
+  unsigned long long start;
+};
+
+#endif

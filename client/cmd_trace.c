@@ -1,0 +1,429 @@
+/* `gmt trace`: traces one unmodified CUDA process with the eBPF tracer
+ * (server/trace) until it exits, a duration passes or Ctrl-C, then writes
+ * a dump by the file's extension or prints the hot and cold buffers.
+ * `--load FILE` reads a dump back (to print it, or to convert it with -o). */
+#include "cmd_trace.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "dump.h"
+#include "gmt_error.h"
+#include "gmt_log.h"
+
+#define EXIT_FAILED 1
+#define EXIT_USAGE 2
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+  (void)sig;
+  stop_requested = 1;
+}
+
+static void usage(FILE *f)
+{
+  fprintf(f, "usage: gmt trace -p PID [--duration S] [-o FILE] [options]\n"
+             "       gmt trace --load FILE [-o FILE] [--top K]\n"
+             "\n"
+             "Traces the CUDA allocations, copies and host memory of a running process\n"
+             "(and the children it forks) until it exits, S seconds pass, or Ctrl-C.\n"
+             "Needs root, or CAP_BPF and CAP_PERFMON.\n"
+             "\n"
+             "options:\n"
+             "  -p, --pid PID          the process to trace\n"
+             "  -d, --duration S       stop after S seconds\n"
+             "  -o, --output FILE      write FILE by its extension: .json, .gmtz (compressed),\n"
+             "                         .trace.json (Chrome trace events for Perfetto);\n"
+             "                         without it a summary is printed\n"
+             "      --wait-libcuda S   wait up to S seconds for PID to load libcuda.so.1\n"
+             "                         (default 10)\n"
+             "      --no-follow        do not trace the children PID forks\n"
+             "      --min-mmap BYTES   anonymous mmaps tracked as host buffers (default 1Mi)\n"
+             "      --fault-sample-us N  at most one fault event per 2 MiB per N us\n"
+             "                         (default 1000; 0: every fault; counts stay exact)\n"
+             "  -k, --top K            rows in the hottest/coldest tables (default 5)\n"
+             "      --load FILE        read a .json or .gmtz dump instead of tracing\n"
+             "  -v, --verbose          say what was probed and skipped\n"
+             "  -h, --help             show this help\n");
+}
+
+static int parse_seconds(const char *s, double *out)
+{
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end || v < 0)
+    return -EINVAL;
+  *out = v;
+  return 0;
+}
+
+/* "1048576", "64Ki", "1Mi", "2Gi". */
+static int parse_bytes(const char *s, uint64_t *out)
+{
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s)
+    return -EINVAL;
+  if (!strcmp(end, "Ki") || !strcmp(end, "K"))
+    v <<= 10;
+  else if (!strcmp(end, "Mi") || !strcmp(end, "M"))
+    v <<= 20;
+  else if (!strcmp(end, "Gi") || !strcmp(end, "G"))
+    v <<= 30;
+  else if (*end)
+    return -EINVAL;
+  *out = v;
+  return 0;
+}
+
+static double now_s(void)
+{
+  return (double)gmt_now_ns() / 1e9;
+}
+
+/* The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), 0 when gone. */
+static char proc_state(int pid)
+{
+  char fn[64], buf[512];
+  snprintf(fn, sizeof fn, "/proc/%d/stat", pid);
+  FILE *f = fopen(fn, "re");
+  if (!f)
+    return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
+  return p && p[1] == ' ' ? p[2] : 0;
+}
+
+static bool proc_gone(int pid)
+{
+  char s = proc_state(pid);
+  return s == 0 || s == 'Z' || s == 'X';
+}
+
+static void human(uint64_t b, char *buf, size_t len)
+{
+  if (b >= (1ull << 30))
+    snprintf(buf, len, "%.2f GiB", (double)b / (1ull << 30));
+  else if (b >= (1ull << 20))
+    snprintf(buf, len, "%.2f MiB", (double)b / (1ull << 20));
+  else if (b >= 1024)
+    snprintf(buf, len, "%.1f KiB", (double)b / 1024);
+  else
+    snprintf(buf, len, "%llu B", (unsigned long long)b);
+}
+
+static void print_rows(FILE *f, const gmt_alloc_info_t *rows, size_t n)
+{
+  fprintf(f, "  %5s %7s %-13s %-18s %10s %6s %6s %11s %11s %7s  %s\n", "ID", "PID", "KIND",
+          "ADDRESS", "SIZE", "H2D", "D2H", "H2D BYTES", "D2H BYTES", "FAULTS", "SITE");
+  for (size_t i = 0; i < n; i++) {
+    const gmt_alloc_info_t *a = &rows[i];
+    char size[32], hb[32], db[32], site[GMT_SITE_MODULE_LEN + GMT_SITE_FUNC_LEN + 32];
+    human(a->size, size, sizeof size);
+    human(a->h2d_bytes, hb, sizeof hb);
+    human(a->d2h_bytes, db, sizeof db);
+    gmt_alloc_site_format(&a->site, site, sizeof site);
+    fprintf(f, "  %5llu %7u %-13s 0x%-16llx %10s %6llu %6llu %11s %11s %7llu  %s #%u%s\n",
+            (unsigned long long)a->id, a->pid, gmt_alloc_kind_name(a->kind),
+            (unsigned long long)a->address, size, (unsigned long long)a->h2d_count,
+            (unsigned long long)a->d2h_count, hb, db, (unsigned long long)a->faults, site,
+            a->site_nth, a->active ? "" : " (freed)");
+  }
+}
+
+static void print_summary(FILE *f, gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, size_t k)
+{
+  gmt_memhistory_totals_t t;
+  gmt_memhistory_totals(mh, &t);
+  char hb[32], db[32];
+  human(t.h2d_bytes, hb, sizeof hb);
+  human(t.d2h_bytes, db, sizeof db);
+  double secs = meta->end_ns > meta->start_ns ? (double)(meta->end_ns - meta->start_ns) / 1e9 : 0;
+  fprintf(f, "trace of pid %u: %zu process%s, %.2f s, %llu dropped events\n", meta->root_pid,
+          t.processes, t.processes == 1 ? "" : "es", secs,
+          (unsigned long long)meta->dropped_events);
+  fprintf(f,
+          "allocations: %zu (device %zu, host_pinned %zu, host_pageable %zu, managed %zu), "
+          "%zu still active\n",
+          t.allocations, t.by_kind[GMT_ALLOC_DEVICE], t.by_kind[GMT_ALLOC_HOST_PINNED],
+          t.by_kind[GMT_ALLOC_HOST_PAGEABLE], t.by_kind[GMT_ALLOC_MANAGED], t.active);
+  fprintf(f, "copies: H2D %llu (%s), D2H %llu (%s), D2D %llu; faults in host buffers %llu\n",
+          (unsigned long long)t.h2d_count, hb, (unsigned long long)t.d2h_count, db,
+          (unsigned long long)t.d2d_count, (unsigned long long)t.faults);
+  if (meta->xid_errors)
+    fprintf(f, "GPU Xid errors: %llu\n", (unsigned long long)meta->xid_errors);
+  if (!t.allocations || !k)
+    return;
+  gmt_alloc_info_t *rows = calloc(k, sizeof *rows);
+  if (!rows)
+    return;
+  size_t n = gmt_memhistory_hotspots(mh, k, rows);
+  fprintf(f, "\nhottest (most H2D + D2H copies):\n");
+  print_rows(f, rows, n);
+  n = gmt_memhistory_coldspots(mh, k, rows);
+  fprintf(f, "\ncoldest (fewest copies; bigger first):\n");
+  print_rows(f, rows, n);
+  free(rows);
+}
+
+static int write_or_print(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, const char *out,
+                          size_t k)
+{
+  if (!out) {
+    print_summary(stdout, mh, meta, k);
+    return 0;
+  }
+  int rc = gmt_trace_dump(mh, meta, out);
+  if (rc != 0) {
+    fprintf(stderr, "gmt trace: writing %s: %s\n", out, gmt_strerror(rc));
+    return EXIT_FAILED;
+  }
+  fprintf(stderr, "gmt trace: wrote %s (%zu allocations, %llu dropped events)\n", out,
+          gmt_memhistory_size(mh), (unsigned long long)meta->dropped_events);
+  return 0;
+}
+
+static int load(const char *in, const char *out, size_t k)
+{
+  gmt_memhistory_t *mh = NULL;
+  gmt_trace_meta_t meta;
+  int rc = gmt_trace_load(in, &mh, &meta);
+  if (rc != 0) {
+    fprintf(stderr, "gmt trace: reading %s: %s\n", in,
+            rc == GMT_EDECODE ? "not a gmt trace dump (.json or .gmtz)" : gmt_strerror(rc));
+    return EXIT_FAILED;
+  }
+  rc = write_or_print(mh, &meta, out, k);
+  gmt_memhistory_free(mh);
+  return rc;
+}
+
+/* Waits for pid to map libcuda.so.1. Returns 0, or an exit code after
+ * saying why not. */
+static int wait_libcuda(int pid, double wait_s, char *path, size_t len)
+{
+  double deadline = now_s() + wait_s;
+  for (;;) {
+    int rc = gmt_probes_find_libcuda(pid, path, len);
+    if (rc == 0)
+      return 0;
+    if (rc == -ESRCH || proc_gone(pid)) {
+      fprintf(stderr, "gmt trace: pid %d exited before it loaded libcuda.so.1\n", pid);
+      return EXIT_USAGE;
+    }
+    if (rc == -EACCES || rc == -EPERM) {
+      fprintf(stderr,
+              "gmt trace: cannot read /proc/%d/maps: %s (tracing needs root, or "
+              "CAP_BPF, CAP_PERFMON and the right to ptrace pid %d)\n",
+              pid, strerror(-rc), pid);
+      return EXIT_USAGE;
+    }
+    if (now_s() >= deadline || stop_requested) {
+      fprintf(stderr,
+              "gmt trace: pid %d has not loaded libcuda.so.1 after %g s "
+              "(--wait-libcuda)\n",
+              pid, wait_s);
+      return EXIT_USAGE;
+    }
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+int gmt_cmd_trace(int argc, char **argv)
+{
+  enum { OPT_WAIT = 256, OPT_NOFOLLOW, OPT_MINMMAP, OPT_FAULTUS, OPT_LOAD };
+  static const struct option longopts[] = {
+      {"pid", required_argument, NULL, 'p'},
+      {"duration", required_argument, NULL, 'd'},
+      {"output", required_argument, NULL, 'o'},
+      {"top", required_argument, NULL, 'k'},
+      {"wait-libcuda", required_argument, NULL, OPT_WAIT},
+      {"no-follow", no_argument, NULL, OPT_NOFOLLOW},
+      {"min-mmap", required_argument, NULL, OPT_MINMMAP},
+      {"fault-sample-us", required_argument, NULL, OPT_FAULTUS},
+      {"load", required_argument, NULL, OPT_LOAD},
+      {"verbose", no_argument, NULL, 'v'},
+      {"help", no_argument, NULL, 'h'},
+      {0, 0, 0, 0},
+  };
+  int pid = 0, verbose = 0;
+  double duration = 0, wait_s = 10;
+  const char *out = NULL, *in = NULL;
+  size_t k = 5;
+  gmt_tracer_opts_t to = {.follow_forks = true, .fault_sample_ns = -1, .own_thread = true};
+
+  optind = 1;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":p:d:o:k:vh", longopts, NULL)) != -1) {
+    char *end;
+    switch (c) {
+    case 'p': {
+      errno = 0;
+      long v = strtol(optarg, &end, 10);
+      if (errno || *end || v <= 0 || v > 0x7fffffff) {
+        fprintf(stderr, "gmt trace: -p needs a process id, not '%s'\n", optarg);
+        return EXIT_USAGE;
+      }
+      pid = (int)v;
+      break;
+    }
+    case 'd':
+      if (parse_seconds(optarg, &duration) != 0) {
+        fprintf(stderr, "gmt trace: --duration needs seconds, not '%s'\n", optarg);
+        return EXIT_USAGE;
+      }
+      break;
+    case 'o': out = optarg; break;
+    case 'k': {
+      long v = strtol(optarg, &end, 10);
+      if (*end || v < 0 || v > 100000) {
+        fprintf(stderr, "gmt trace: --top needs a count, not '%s'\n", optarg);
+        return EXIT_USAGE;
+      }
+      k = (size_t)v;
+      break;
+    }
+    case OPT_WAIT:
+      if (parse_seconds(optarg, &wait_s) != 0) {
+        fprintf(stderr, "gmt trace: --wait-libcuda needs seconds, not '%s'\n", optarg);
+        return EXIT_USAGE;
+      }
+      break;
+    case OPT_NOFOLLOW: to.follow_forks = false; break;
+    case OPT_MINMMAP:
+      if (parse_bytes(optarg, &to.min_mmap_bytes) != 0 || !to.min_mmap_bytes) {
+        fprintf(stderr, "gmt trace: --min-mmap needs a size (4096, 64Ki, 1Mi), not '%s'\n", optarg);
+        return EXIT_USAGE;
+      }
+      break;
+    case OPT_FAULTUS: {
+      long v = strtol(optarg, &end, 10);
+      if (*end || v < 0) {
+        fprintf(stderr, "gmt trace: --fault-sample-us needs microseconds, not '%s'\n", optarg);
+        return EXIT_USAGE;
+      }
+      to.fault_sample_ns = (int64_t)v * 1000;
+      break;
+    }
+    case OPT_LOAD: in = optarg; break;
+    case 'v': verbose = 1; break;
+    case 'h': usage(stdout); return 0;
+    case ':': fprintf(stderr, "gmt trace: %s needs a value\n", argv[optind - 1]); return EXIT_USAGE;
+    default:
+      fprintf(stderr, "gmt trace: unknown option '%s'\n", argv[optind - 1]);
+      usage(stderr);
+      return EXIT_USAGE;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "gmt trace: unexpected argument '%s'\n", argv[optind]);
+    return EXIT_USAGE;
+  }
+  if (verbose)
+    gmt_log_init("gmt", GMT_LOG_DEBUG);
+  if (out && gmt_trace_format_of(out) < 0) {
+    fprintf(stderr, "gmt trace: -o %s: the name must end in .json, .gmtz or .trace.json\n", out);
+    return EXIT_USAGE;
+  }
+  if (in) {
+    if (pid) {
+      fprintf(stderr, "gmt trace: --load and -p do not go together\n");
+      return EXIT_USAGE;
+    }
+    return load(in, out, k);
+  }
+  if (!pid) {
+    fprintf(stderr, "gmt trace: which process? (-p PID; gmt trace --help says more)\n");
+    return EXIT_USAGE;
+  }
+  if (kill(pid, 0) != 0 && errno == ESRCH) {
+    fprintf(stderr, "gmt trace: no process with pid %d\n", pid);
+    return EXIT_USAGE;
+  }
+
+  struct sigaction sa = {.sa_handler = on_signal};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+
+  char libcuda[4096];
+  int rc = wait_libcuda(pid, wait_s, libcuda, sizeof libcuda);
+  if (rc != 0)
+    return rc;
+
+  to.pid = pid;
+  to.libcuda = libcuda;
+  gmt_tracer_t *t = NULL;
+  char err[512] = "";
+  if ((rc = gmt_tracer_new(&t, &to)) != 0) {
+    fprintf(stderr, "gmt trace: %s\n", gmt_strerror(rc));
+    return EXIT_FAILED;
+  }
+  if ((rc = gmt_tracer_start(t, err, sizeof err)) != 0) {
+    if (rc == -EPERM || rc == -EACCES)
+      fprintf(stderr,
+              "gmt trace: no rights to load BPF programs (run as root, or with CAP_BPF "
+              "and CAP_PERFMON): %s\n",
+              err);
+    else
+      fprintf(stderr, "gmt trace: %s\n", err);
+    gmt_tracer_free(t);
+    return rc == -EPERM || rc == -EACCES || rc == -ESRCH ? EXIT_USAGE : EXIT_FAILED;
+  }
+  const gmt_probes_info_t *pi = gmt_tracer_probes_info(t);
+  fprintf(stderr, "gmt trace: tracing pid %d (%s: %d entry points probed, %d absent)%s\n", pid,
+          libcuda, pi->uprobes, pi->missing, duration > 0 ? "" : ", Ctrl-C to stop");
+  if (verbose) {
+    if (pi->missing)
+      fprintf(stderr, "gmt trace: not in this driver: %s\n", pi->missing_names);
+    fprintf(stderr, "gmt trace: %d kernel tracepoints attached%s%s\n", pi->kernel_attached,
+            pi->kernel_skipped[0] ? "; left out: " : "", pi->kernel_skipped);
+  }
+
+  double deadline = duration > 0 ? now_s() + duration : 0;
+  const char *why = "interrupted";
+  while (!stop_requested) {
+    if (gmt_tracer_root_exited(t) || proc_gone(pid)) {
+      why = "process exited";
+      break;
+    }
+    if (deadline && now_s() >= deadline) {
+      why = "duration passed";
+      break;
+    }
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  gmt_tracer_stop(t);
+
+  gmt_trace_meta_t meta;
+  gmt_tracer_meta(t, &meta);
+  gmt_debug("trace: stopped: %s", why);
+  if (meta.dropped_events)
+    fprintf(stderr, "gmt trace: warning: %llu events were dropped (ring buffer full)\n",
+            (unsigned long long)meta.dropped_events);
+  rc = write_or_print(gmt_tracer_history(t), &meta, out, k);
+  gmt_tracer_free(t);
+  return rc;
+}
+
+int gmt_cmd_trace_run(const gmt_cmd_ctx_t *ctx, int argc, char **argv)
+{
+  (void)ctx;
+  return gmt_cmd_trace(argc, argv);
+}

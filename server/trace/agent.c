@@ -1,0 +1,319 @@
+/* TracerAgent: from probe events to MemHistory (see agent.h). This file
+ * owns what each event means for the history: which kind an allocation
+ * is, which site it was made at, which way a copy went. */
+#include "agent.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmt_log.h"
+#include "symbols.h"
+
+struct gmt_tracer {
+  gmt_tracer_opts_t opts;
+  char libcuda[4096];
+  gmt_probes_t *probes;
+  gmt_memhistory_t *mh;
+  gmt_symbolizer_t *sym; /* used by the event handler only */
+  pthread_t thread;
+  bool thread_running;
+  atomic_bool stop;
+  atomic_bool root_exited;
+  bool stopped;
+  uint64_t start_ns, end_ns;
+  uint64_t dropped_at_stop;
+  atomic_uint_fast64_t xid_errors;
+  uint64_t failed_calls;
+};
+
+_Static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "stack frames are u64");
+
+static int alloc_kind_of(uint32_t fn)
+{
+  switch (fn) {
+  case GMT_TFN_MEM_ALLOC_MANAGED: return GMT_ALLOC_MANAGED;
+  case GMT_TFN_HOST_ALLOC:
+  case GMT_TFN_HOST_ALLOC_FLAGS:
+  case GMT_TFN_HOST_REGISTER: return GMT_ALLOC_HOST_PINNED;
+  default: return GMT_ALLOC_DEVICE;
+  }
+}
+
+static void on_call(gmt_tracer_t *t, const struct gmt_trace_event *e)
+{
+  gmt_alloc_site_t site;
+  if (e->rc != 0) { /* a failed call changed nothing */
+    t->failed_calls++;
+    return;
+  }
+  switch (e->fn) {
+  case GMT_TFN_MEM_ALLOC:
+  case GMT_TFN_MEM_ALLOC_PITCH:
+  case GMT_TFN_MEM_ALLOC_MANAGED:
+  case GMT_TFN_MEM_ALLOC_ASYNC:
+  case GMT_TFN_MEM_ALLOC_POOL_ASYNC:
+  case GMT_TFN_HOST_ALLOC:
+  case GMT_TFN_HOST_ALLOC_FLAGS:
+    gmt_symbolizer_site(t->sym, e->pid, (const uint64_t *)e->stack, e->nstack, &site);
+    gmt_memhistory_alloc(t->mh, e->pid, alloc_kind_of(e->fn), GMT_ORIGIN_CALL, e->addr, e->size,
+                         &site, e->ts_ns, e->tid);
+    break;
+  case GMT_TFN_HOST_REGISTER:
+    gmt_symbolizer_site(t->sym, e->pid, (const uint64_t *)e->stack, e->nstack, &site);
+    gmt_memhistory_pin(t->mh, e->pid, e->addr, e->size, &site, e->ts_ns, e->tid);
+    break;
+  case GMT_TFN_MEM_FREE:
+  case GMT_TFN_MEM_FREE_ASYNC:
+  case GMT_TFN_HOST_FREE:
+    if (gmt_memhistory_free_at(t->mh, e->pid, e->addr, e->ts_ns, e->tid) != 0)
+      gmt_debug("trace: pid %u freed 0x%llx that was not traced", e->pid,
+                (unsigned long long)e->addr);
+    break;
+  case GMT_TFN_HOST_UNREGISTER:
+    gmt_memhistory_unpin(t->mh, e->pid, e->addr, e->ts_ns, e->tid);
+    break;
+  case GMT_TFN_MEMCPY_HTOD:
+  case GMT_TFN_MEMCPY_DTOH:
+  case GMT_TFN_MEMCPY: {
+    int dir = e->fn == GMT_TFN_MEMCPY_HTOD   ? GMT_COPY_H2D
+              : e->fn == GMT_TFN_MEMCPY_DTOH ? GMT_COPY_D2H
+                                             : GMT_COPY_UNKNOWN;
+    gmt_memhistory_copy(t->mh, e->pid, dir, e->addr, e->addr2, e->size, e->ts_ns, e->dur_ns, e->tid,
+                        e->stream);
+    break;
+  }
+  case GMT_TFN_PREFETCH:
+  case GMT_TFN_PREFETCH_V2:
+    gmt_memhistory_prefetch(t->mh, e->pid, e->addr, e->size, e->ts_ns, e->tid, e->stream);
+    break;
+  default: break;
+  }
+}
+
+static void on_event(void *arg, const struct gmt_trace_event *e)
+{
+  gmt_tracer_t *t = arg;
+  gmt_alloc_site_t site;
+  switch (e->type) {
+  case GMT_TEV_CALL: on_call(t, e); break;
+  case GMT_TEV_MMAP: {
+    /* Frame 0 is in libc's mmap; its caller's return address (addr2) goes
+     * next, before what the frame-pointer walk found. */
+    uint64_t st[GMT_TRACE_STACK_DEPTH + 1];
+    size_t n = 0;
+    for (size_t i = 0; i < e->nstack && i < GMT_TRACE_STACK_DEPTH; i++) {
+      st[n++] = e->stack[i];
+      if (i == 0 && e->addr2)
+        st[n++] = e->addr2;
+    }
+    gmt_symbolizer_site(t->sym, e->pid, st, n, &site);
+    gmt_memhistory_alloc(t->mh, e->pid, GMT_ALLOC_HOST_PAGEABLE, GMT_ORIGIN_MMAP, e->addr, e->size,
+                         &site, e->ts_ns, e->tid);
+    break;
+  }
+  case GMT_TEV_MUNMAP:
+    gmt_memhistory_unmap(t->mh, e->pid, e->addr, e->size, e->ts_ns, e->tid);
+    break;
+  case GMT_TEV_FAULT:
+    gmt_memhistory_fault(t->mh, e->pid, e->addr, e->size, e->ts_ns, e->tid);
+    break;
+  case GMT_TEV_FORK:
+    gmt_symbolizer_fork(t->sym, (uint32_t)e->addr, e->pid);
+    gmt_symbolizer_load(t->sym, e->pid); /* if it is still there, its own */
+    gmt_memhistory_process_start(t->mh, e->pid, (uint32_t)e->addr, e->ts_ns);
+    gmt_debug("trace: pid %u forked %u", (unsigned)e->addr, e->pid);
+    break;
+  case GMT_TEV_EXIT:
+    /* Faults the kernel counted but had not sent yet still belong to its
+     * buffers; then the kernel forgets them. */
+    if (t->probes)
+      gmt_probes_flush_faults(t->probes, e->pid, true);
+    gmt_memhistory_process_exit(t->mh, e->pid, e->rc, e->ts_ns);
+    gmt_symbolizer_forget(t->sym, e->pid);
+    gmt_debug("trace: pid %u exited (%d)", e->pid, e->rc);
+    if (t->opts.pid > 0 && e->pid == (uint32_t)t->opts.pid)
+      atomic_store(&t->root_exited, true);
+    break;
+  case GMT_TEV_XID:
+    atomic_fetch_add(&t->xid_errors, 1);
+    gmt_warn("trace: GPU error Xid %u: %.*s", e->flags, GMT_TRACE_TEXT_LEN, e->text);
+    break;
+  case GMT_TEV_RECLAIM: gmt_memhistory_process_reclaim(t->mh, e->pid, e->dur_ns); break;
+  default: break;
+  }
+}
+
+int gmt_tracer_new(gmt_tracer_t **out, const gmt_tracer_opts_t *o)
+{
+  gmt_tracer_t *t = calloc(1, sizeof *t);
+  if (!t)
+    return -ENOMEM;
+  t->opts = *o;
+  t->opts.libcuda = NULL;
+  if (o->libcuda)
+    snprintf(t->libcuda, sizeof t->libcuda, "%s", o->libcuda);
+  int rc = gmt_memhistory_new(&t->mh);
+  if (rc == 0)
+    rc = gmt_symbolizer_new(&t->sym);
+  if (rc != 0) {
+    gmt_tracer_free(t);
+    return rc;
+  }
+  *out = t;
+  return 0;
+}
+
+static void *poll_thread(void *arg)
+{
+  gmt_tracer_t *t = arg;
+  while (!atomic_load(&t->stop)) {
+    int rc = gmt_probes_poll(t->probes, 100);
+    if (rc < 0) {
+      gmt_error("trace: polling the ring buffer: %s", strerror(-rc));
+      break;
+    }
+  }
+  return NULL;
+}
+
+int gmt_tracer_start(gmt_tracer_t *t, char *err, size_t errlen)
+{
+  int rc;
+  if (t->opts.pid > 0 && !t->libcuda[0]) {
+    rc = gmt_probes_find_libcuda(t->opts.pid, t->libcuda, sizeof t->libcuda);
+    if (rc != 0) {
+      snprintf(err, errlen,
+               rc == -ESRCH ? "no process with pid %d" : "pid %d has not mapped libcuda.so.1",
+               t->opts.pid);
+      return rc;
+    }
+  }
+  gmt_probes_opts_t po = {.pid = t->opts.pid,
+                          .follow_forks = t->opts.follow_forks,
+                          .min_mmap_bytes = t->opts.min_mmap_bytes,
+                          .fault_sample_ns = t->opts.fault_sample_ns,
+                          .cb = on_event,
+                          .arg = t};
+  t->start_ns = gmt_now_ns();
+  if (t->opts.pid > 0) {
+    /* Its maps now, while it is surely there: sites still resolve if it
+     * exits before its last events are read. */
+    gmt_symbolizer_load(t->sym, (uint32_t)t->opts.pid);
+    gmt_memhistory_process_start(t->mh, (uint32_t)t->opts.pid, 0, t->start_ns);
+  }
+  if ((rc = gmt_probes_open(&t->probes, &po, err, errlen)) != 0)
+    return rc;
+  if (t->libcuda[0] && (rc = gmt_probes_attach_libcuda(t->probes, t->libcuda, err, errlen)) != 0)
+    goto fail;
+  if (t->opts.own_thread) {
+    atomic_store(&t->stop, false);
+    if ((rc = -pthread_create(&t->thread, NULL, poll_thread, t)) != 0) {
+      snprintf(err, errlen, "starting the tracer's thread: %s", strerror(-rc));
+      goto fail;
+    }
+    t->thread_running = true;
+  }
+  return 0;
+fail:
+  gmt_probes_free(t->probes);
+  t->probes = NULL;
+  return rc;
+}
+
+int gmt_tracer_poll(gmt_tracer_t *t, int timeout_ms)
+{
+  return t->probes ? gmt_probes_poll(t->probes, timeout_ms) : -EINVAL;
+}
+
+int gmt_tracer_fd(gmt_tracer_t *t)
+{
+  return t->probes ? gmt_probes_fd(t->probes) : -EINVAL;
+}
+
+void gmt_tracer_stop(gmt_tracer_t *t)
+{
+  if (!t->probes || t->stopped)
+    return;
+  if (t->thread_running) {
+    atomic_store(&t->stop, true);
+    pthread_join(t->thread, NULL);
+    t->thread_running = false;
+  }
+  /* What the kernel sent before we stopped listening, then what it only
+   * counted. */
+  while (gmt_probes_poll(t->probes, 0) > 0) {
+  }
+  gmt_probes_flush_faults(t->probes, 0, false);
+  t->dropped_at_stop = gmt_probes_dropped(t->probes);
+  t->end_ns = gmt_now_ns();
+  t->stopped = true;
+  gmt_probes_free(t->probes);
+  t->probes = NULL;
+}
+
+void gmt_tracer_free(gmt_tracer_t *t)
+{
+  if (!t)
+    return;
+  gmt_tracer_stop(t);
+  gmt_memhistory_free(t->mh);
+  gmt_symbolizer_free(t->sym);
+  free(t);
+}
+
+bool gmt_tracer_root_exited(gmt_tracer_t *t)
+{
+  return atomic_load(&t->root_exited);
+}
+
+uint64_t gmt_tracer_dropped(gmt_tracer_t *t)
+{
+  return t->probes ? gmt_probes_dropped(t->probes) : t->dropped_at_stop;
+}
+
+static const gmt_probes_info_t no_info;
+const gmt_probes_info_t *gmt_tracer_probes_info(gmt_tracer_t *t)
+{
+  return t->probes ? gmt_probes_info(t->probes) : &no_info;
+}
+
+const char *gmt_tracer_libcuda(gmt_tracer_t *t)
+{
+  return t->libcuda;
+}
+
+gmt_memhistory_t *gmt_tracer_history(gmt_tracer_t *t)
+{
+  return t->mh;
+}
+
+size_t gmt_tracer_hotspots(gmt_tracer_t *t, size_t k, gmt_alloc_info_t *out)
+{
+  return gmt_memhistory_hotspots(t->mh, k, out);
+}
+
+size_t gmt_tracer_coldspots(gmt_tracer_t *t, size_t k, gmt_alloc_info_t *out)
+{
+  return gmt_memhistory_coldspots(t->mh, k, out);
+}
+
+void gmt_tracer_meta(gmt_tracer_t *t, gmt_trace_meta_t *meta)
+{
+  memset(meta, 0, sizeof *meta);
+  meta->root_pid = t->opts.pid > 0 ? (uint32_t)t->opts.pid : 0;
+  meta->start_ns = t->start_ns;
+  meta->end_ns = t->end_ns ? t->end_ns : gmt_now_ns();
+  meta->dropped_events = gmt_tracer_dropped(t);
+  meta->xid_errors = atomic_load(&t->xid_errors);
+}
+
+int gmt_tracer_dump(gmt_tracer_t *t, const char *path)
+{
+  gmt_trace_meta_t meta;
+  gmt_tracer_meta(t, &meta);
+  return gmt_trace_dump(t->mh, &meta, path);
+}

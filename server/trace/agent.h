@@ -1,0 +1,59 @@
+/* TracerAgent: the tracer as a whole. Starts the probes, turns their
+ * events into MemHistory entries (allocations with call sites, copies,
+ * faults, forks and exits), and answers for the history: hot and cold
+ * spots, dumps. Either runs its own polling thread (the CLI) or is polled
+ * by its owner when gmt_tracer_fd() is readable (gmt-schd's loop).
+ *
+ * Readers may ask while it runs, from any thread: every accessor goes
+ * through MemHistory's lock. */
+#ifndef GMT_TRACE_AGENT_H
+#define GMT_TRACE_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dump.h"
+#include "memhistory.h"
+#include "probes.h"
+
+typedef struct gmt_tracer gmt_tracer_t;
+
+typedef struct gmt_tracer_opts {
+  int pid; /* the process to trace from the start (>0) */
+  bool follow_forks;
+  uint64_t min_mmap_bytes; /* 0: 1 MiB */
+  int64_t fault_sample_ns; /* <0: default (1 ms) */
+  bool own_thread;         /* poll on a thread of its own */
+  const char *libcuda;     /* NULL: the one pid mapped */
+} gmt_tracer_opts_t;
+
+int gmt_tracer_new(gmt_tracer_t **t, const gmt_tracer_opts_t *o);
+/* Loads and attaches. On failure err holds one line saying what failed;
+ * -EPERM/-EACCES when this user may not load BPF programs. */
+int gmt_tracer_start(gmt_tracer_t *t, char *err, size_t errlen);
+/* Without own_thread: handle what the probes sent, waiting at most
+ * timeout_ms. */
+int gmt_tracer_poll(gmt_tracer_t *t, int timeout_ms);
+int gmt_tracer_fd(gmt_tracer_t *t);
+/* Stops polling, detaches, and takes in what was still on its way (the
+ * ring buffer, faults counted but not yet sent). The history stays. */
+void gmt_tracer_stop(gmt_tracer_t *t);
+void gmt_tracer_free(gmt_tracer_t *t);
+
+/* The root process exited (a GMT_TEV_EXIT for it was handled). */
+bool gmt_tracer_root_exited(gmt_tracer_t *t);
+/* Events lost in the kernel so far. */
+uint64_t gmt_tracer_dropped(gmt_tracer_t *t);
+const gmt_probes_info_t *gmt_tracer_probes_info(gmt_tracer_t *t);
+const char *gmt_tracer_libcuda(gmt_tracer_t *t);
+
+/* The history (owned by the tracer; see memhistory.h for its locking). */
+gmt_memhistory_t *gmt_tracer_history(gmt_tracer_t *t);
+size_t gmt_tracer_hotspots(gmt_tracer_t *t, size_t k, gmt_alloc_info_t *out);
+size_t gmt_tracer_coldspots(gmt_tracer_t *t, size_t k, gmt_alloc_info_t *out);
+void gmt_tracer_meta(gmt_tracer_t *t, gmt_trace_meta_t *meta);
+/* By extension: .json, .gmtz, .trace.json. */
+int gmt_tracer_dump(gmt_tracer_t *t, const char *path);
+
+#endif

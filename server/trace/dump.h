@@ -1,0 +1,41 @@
+/* Dumps of a MemHistory: human-readable JSON (json-c), compressed binary
+ * (.gmtz: "GMTZ", a version, then zstd of the TraceDump message of
+ * proto/gmt.proto), and Chrome trace events (chrome_trace.h). The first
+ * two load back into a MemHistory. */
+#ifndef GMT_TRACE_DUMP_H
+#define GMT_TRACE_DUMP_H
+
+#include <stdint.h>
+
+#include "memhistory.h"
+
+#define GMT_TRACE_DUMP_VERSION 1u
+
+/* What a dump says besides the histories. */
+typedef struct gmt_trace_meta {
+  uint32_t root_pid;
+  uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
+  uint64_t dropped_events;   /* lost in the kernel: always reported */
+  uint64_t xid_errors;
+} gmt_trace_meta_t;
+
+typedef enum {
+  GMT_DUMP_JSON = 1,
+  GMT_DUMP_GMTZ = 2,
+  GMT_DUMP_CHROME = 3,
+} gmt_dump_format_t;
+
+/* The format a file name asks for: .trace.json, .json, .gmtz; -EINVAL
+ * for anything else. */
+int gmt_trace_format_of(const char *path);
+
+int gmt_trace_dump_json(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, const char *path);
+int gmt_trace_dump_gmtz(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, const char *path);
+/* By the file name's extension. */
+int gmt_trace_dump(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, const char *path);
+
+/* Loads a .json or .gmtz dump (told apart by content) into a new
+ * MemHistory. GMT_EDECODE for a file that is neither. */
+int gmt_trace_load(const char *path, gmt_memhistory_t **mh, gmt_trace_meta_t *meta);
+
+#endif

@@ -1,0 +1,893 @@
+/* MemHistory: the per-allocation histories and the indexes over them.
+ *
+ * Three indexes, each chosen for the query the tracer makes most:
+ * - Interior lookups (every copy and fault asks "which allocation holds
+ *   this address?"): a sorted array of the active ranges, searched by
+ *   bisection. Active ranges of one process never overlap (an overlapping
+ *   newcomer ends the old one), so the array is enough; an insert moves
+ *   memory, but allocations are rare next to copies and the array stays
+ *   small (it only holds what is alive), so this beats a tree here.
+ * - Top-k by transfers (hot and cold spots): two binary heaps over every
+ *   history, a max-heap and a min-heap keyed by H2D+D2H count, kept in
+ *   order as counters grow (O(log n) per copy, and a copy only ever moves
+ *   an entry one way in each heap). A query walks the heap top-down with a
+ *   small frontier heap: O(k log k), never a scan of all histories.
+ * - Address reuse: a hash of (pid, start address) to the newest history
+ *   that started there, each linked to the one before it.
+ */
+#include "memhistory.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  uint32_t pid;
+  uint64_t start, end;
+  gmt_alloc_history_t *h;
+} range_t;
+
+typedef struct {
+  gmt_alloc_history_t **v;
+  size_t n, cap;
+  int hot; /* max-heap by transfers when 1, min-heap when 0 */
+} heap_t;
+
+typedef struct site_count {
+  char *key;
+  uint32_t count;
+  struct site_count *next;
+} site_count_t;
+
+#define ADDR_BUCKETS 4096u
+#define SITE_BUCKETS 1024u
+
+struct gmt_memhistory {
+  pthread_rwlock_t lock;
+  gmt_alloc_history_t **all; /* by id - 1 */
+  size_t nall, capall;
+  range_t *active;
+  size_t nactive, capactive;
+  heap_t hot, cold;
+  gmt_alloc_history_t *addr_hash[ADDR_BUCKETS];
+  site_count_t *sites[SITE_BUCKETS];
+  gmt_trace_process_t *procs;
+  size_t nprocs, capprocs;
+  uint64_t unmatched_faults, unmatched_copies;
+  /* Copies counted once each (a history counts a copy between two tracked
+   * buffers at both ends). */
+  uint64_t copy_count[GMT_AEV_MAX], copy_bytes[GMT_AEV_MAX];
+};
+
+/* ---- names ---- */
+
+static const char *const kind_names[GMT_ALLOC_KIND_MAX] = {"device", "host_pinned", "host_pageable",
+                                                           "managed"};
+static const char *const aev_names[GMT_AEV_MAX] = {
+    [GMT_AEV_ALLOC] = "alloc",       [GMT_AEV_FREE] = "free",         [GMT_AEV_H2D] = "h2d",
+    [GMT_AEV_D2H] = "d2h",           [GMT_AEV_D2D] = "d2d",           [GMT_AEV_FAULT] = "fault",
+    [GMT_AEV_PREFETCH] = "prefetch", [GMT_AEV_PIN] = "pin",           [GMT_AEV_UNPIN] = "unpin",
+    [GMT_AEV_EXIT] = "exit",         [GMT_AEV_REPLACED] = "replaced",
+};
+
+const char *gmt_alloc_kind_name(int kind)
+{
+  return kind >= 0 && kind < GMT_ALLOC_KIND_MAX ? kind_names[kind] : "unknown";
+}
+
+int gmt_alloc_kind_parse(const char *name)
+{
+  for (int i = 0; i < GMT_ALLOC_KIND_MAX; i++)
+    if (name && !strcmp(name, kind_names[i]))
+      return i;
+  return -EINVAL;
+}
+
+const char *gmt_aev_name(int type)
+{
+  return type > 0 && type < GMT_AEV_MAX && aev_names[type] ? aev_names[type] : "unknown";
+}
+
+int gmt_aev_parse(const char *name)
+{
+  for (int i = 1; i < GMT_AEV_MAX; i++)
+    if (name && aev_names[i] && !strcmp(name, aev_names[i]))
+      return i;
+  return -EINVAL;
+}
+
+void gmt_alloc_site_format(const gmt_alloc_site_t *s, char *buf, size_t len)
+{
+  if (!s->module[0]) {
+    snprintf(buf, len, "0x%llx", (unsigned long long)s->pc);
+    return;
+  }
+  const char *base = strrchr(s->module, '/');
+  base = base ? base + 1 : s->module;
+  if (s->function[0])
+    snprintf(buf, len, "%s+0x%llx (%s)", base, (unsigned long long)s->offset, s->function);
+  else
+    snprintf(buf, len, "%s+0x%llx", base, (unsigned long long)s->offset);
+}
+
+/* ---- heaps ---- */
+
+static bool before(const heap_t *hp, const gmt_alloc_history_t *a, const gmt_alloc_history_t *b)
+{
+  uint64_t ta = gmt_alloc_transfers(&a->info), tb = gmt_alloc_transfers(&b->info);
+  if (hp->hot) {
+    if (ta != tb)
+      return ta > tb;
+    uint64_t ba = a->info.h2d_bytes + a->info.d2h_bytes, bb = b->info.h2d_bytes + b->info.d2h_bytes;
+    if (ba != bb)
+      return ba > bb;
+  } else {
+    if (ta != tb)
+      return ta < tb;
+    if (a->info.size != b->info.size)
+      return a->info.size > b->info.size;
+  }
+  return a->info.id < b->info.id;
+}
+
+static void heap_set(heap_t *hp, size_t i, gmt_alloc_history_t *h)
+{
+  hp->v[i] = h;
+  if (hp->hot)
+    h->hot_pos = i;
+  else
+    h->cold_pos = i;
+}
+
+static void heap_up(heap_t *hp, size_t i)
+{
+  gmt_alloc_history_t *h = hp->v[i];
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (!before(hp, h, hp->v[p]))
+      break;
+    heap_set(hp, i, hp->v[p]);
+    i = p;
+  }
+  heap_set(hp, i, h);
+}
+
+static void heap_down(heap_t *hp, size_t i)
+{
+  gmt_alloc_history_t *h = hp->v[i];
+  for (;;) {
+    size_t l = 2 * i + 1, best = l;
+    if (l >= hp->n)
+      break;
+    if (l + 1 < hp->n && before(hp, hp->v[l + 1], hp->v[l]))
+      best = l + 1;
+    if (!before(hp, hp->v[best], h))
+      break;
+    heap_set(hp, i, hp->v[best]);
+    i = best;
+  }
+  heap_set(hp, i, h);
+}
+
+static int heap_push(heap_t *hp, gmt_alloc_history_t *h)
+{
+  if (hp->n == hp->cap) {
+    size_t ncap = hp->cap ? hp->cap * 2 : 64;
+    gmt_alloc_history_t **nv = realloc(hp->v, ncap * sizeof *nv);
+    if (!nv)
+      return -ENOMEM;
+    hp->v = nv;
+    hp->cap = ncap;
+  }
+  hp->v[hp->n] = h;
+  heap_up(hp, hp->n++);
+  return 0;
+}
+
+/* h's key changed: it moves up or down, whichever it now must. */
+static void heap_fix(heap_t *hp, gmt_alloc_history_t *h)
+{
+  heap_up(hp, hp->hot ? h->hot_pos : h->cold_pos);
+  heap_down(hp, hp->hot ? h->hot_pos : h->cold_pos);
+}
+
+static void counters_changed(gmt_memhistory_t *mh, gmt_alloc_history_t *h)
+{
+  heap_fix(&mh->hot, h);
+  heap_fix(&mh->cold, h);
+}
+
+/* The k best of hp without disturbing it: a frontier of heap positions,
+ * itself a small heap, from which the best is taken and its children
+ * added. */
+static size_t heap_top(const heap_t *hp, size_t k, gmt_alloc_info_t *out)
+{
+  if (k > hp->n)
+    k = hp->n;
+  if (!k)
+    return 0;
+  size_t *fr = malloc((2 * k + 1) * sizeof *fr), nfr = 0, got = 0;
+  if (!fr)
+    return 0;
+  fr[nfr++] = 0;
+  while (got < k && nfr) {
+    size_t top = fr[0];
+    fr[0] = fr[--nfr];
+    for (size_t i = 0;;) { /* sift down in the frontier */
+      size_t l = 2 * i + 1, b = l;
+      if (l >= nfr)
+        break;
+      if (l + 1 < nfr && before(hp, hp->v[fr[l + 1]], hp->v[fr[l]]))
+        b = l + 1;
+      if (!before(hp, hp->v[fr[b]], hp->v[fr[i]]))
+        break;
+      size_t t = fr[i];
+      fr[i] = fr[b];
+      fr[b] = t;
+      i = b;
+    }
+    out[got++] = hp->v[top]->info;
+    for (size_t c = 2 * top + 1; c <= 2 * top + 2 && c < hp->n; c++) {
+      size_t i = nfr++;
+      fr[i] = c;
+      while (i > 0 && before(hp, hp->v[fr[i]], hp->v[fr[(i - 1) / 2]])) {
+        size_t p = (i - 1) / 2, t = fr[i];
+        fr[i] = fr[p];
+        fr[p] = t;
+        i = p;
+      }
+    }
+  }
+  free(fr);
+  return got;
+}
+
+/* ---- active ranges ---- */
+
+static int range_cmp(uint32_t pid, uint64_t addr, const range_t *r)
+{
+  if (pid != r->pid)
+    return pid < r->pid ? -1 : 1;
+  if (addr != r->start)
+    return addr < r->start ? -1 : 1;
+  return 0;
+}
+
+/* Index of the first range after (pid, addr). */
+static size_t range_upper(const gmt_memhistory_t *mh, uint32_t pid, uint64_t addr)
+{
+  size_t lo = 0, hi = mh->nactive;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (range_cmp(pid, addr, &mh->active[mid]) >= 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static gmt_alloc_history_t *find_active(const gmt_memhistory_t *mh, uint32_t pid, uint64_t addr)
+{
+  size_t i = range_upper(mh, pid, addr);
+  if (i == 0)
+    return NULL;
+  const range_t *r = &mh->active[i - 1];
+  return r->pid == pid && addr >= r->start && addr < r->end ? r->h : NULL;
+}
+
+static int range_insert(gmt_memhistory_t *mh, gmt_alloc_history_t *h)
+{
+  if (mh->nactive == mh->capactive) {
+    size_t ncap = mh->capactive ? mh->capactive * 2 : 64;
+    range_t *n = realloc(mh->active, ncap * sizeof *n);
+    if (!n)
+      return -ENOMEM;
+    mh->active = n;
+    mh->capactive = ncap;
+  }
+  size_t i = range_upper(mh, h->info.pid, h->info.address);
+  memmove(&mh->active[i + 1], &mh->active[i], (mh->nactive - i) * sizeof *mh->active);
+  uint64_t size = h->info.size ? h->info.size : 1;
+  mh->active[i] = (range_t){h->info.pid, h->info.address, h->info.address + size, h};
+  mh->nactive++;
+  return 0;
+}
+
+static void range_remove(gmt_memhistory_t *mh, gmt_alloc_history_t *h)
+{
+  size_t i = range_upper(mh, h->info.pid, h->info.address);
+  if (i == 0 || mh->active[i - 1].h != h)
+    return;
+  i--;
+  memmove(&mh->active[i], &mh->active[i + 1], (mh->nactive - i - 1) * sizeof *mh->active);
+  mh->nactive--;
+}
+
+/* ---- histories ---- */
+
+static void add_event(gmt_alloc_history_t *h, uint32_t type, uint64_t ts, uint64_t dur,
+                      uint64_t addr, uint64_t bytes, uint32_t tid, uint64_t stream)
+{
+  if (h->nevents >= GMT_HISTORY_MAX_EVENTS) {
+    h->info.events_dropped++;
+    return;
+  }
+  if (h->nevents == h->capevents) {
+    size_t ncap = h->capevents ? h->capevents * 2 : 8;
+    gmt_alloc_event_t *n = realloc(h->events, ncap * sizeof *n);
+    if (!n) {
+      h->info.events_dropped++;
+      return;
+    }
+    h->events = n;
+    h->capevents = ncap;
+  }
+  h->events[h->nevents++] = (gmt_alloc_event_t){.ts_ns = ts,
+                                                .dur_ns = dur,
+                                                .addr = addr,
+                                                .bytes = bytes,
+                                                .stream = stream,
+                                                .tid = tid,
+                                                .type = type};
+}
+
+static void end_history(gmt_memhistory_t *mh, gmt_alloc_history_t *h, uint32_t type, uint64_t ts,
+                        uint32_t tid)
+{
+  range_remove(mh, h);
+  h->info.active = false;
+  h->info.registered = false;
+  h->info.free_ns = ts;
+  add_event(h, type, ts, 0, h->info.address, 0, tid, 0);
+}
+
+static unsigned addr_bucket(uint32_t pid, uint64_t addr)
+{
+  uint64_t x = addr ^ ((uint64_t)pid << 47) ^ (addr >> 29);
+  x *= 0x9e3779b97f4a7c15ull;
+  return (unsigned)(x >> 52) % ADDR_BUCKETS;
+}
+
+static gmt_alloc_history_t **addr_slot(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr)
+{
+  gmt_alloc_history_t **p = &mh->addr_hash[addr_bucket(pid, addr)];
+  while (*p && ((*p)->info.pid != pid || (*p)->info.address != addr))
+    p = &(*p)->hash_next;
+  return p;
+}
+
+static uint32_t site_next(gmt_memhistory_t *mh, const gmt_alloc_site_t *s)
+{
+  char key[GMT_SITE_MODULE_LEN + 32];
+  if (s->module[0])
+    snprintf(key, sizeof key, "%s+%llx", s->module, (unsigned long long)s->offset);
+  else
+    snprintf(key, sizeof key, "0x%llx", (unsigned long long)s->pc);
+  unsigned hsh = 5381;
+  for (const char *c = key; *c; c++)
+    hsh = hsh * 33 + (unsigned char)*c;
+  site_count_t **p = &mh->sites[hsh % SITE_BUCKETS];
+  for (; *p; p = &(*p)->next)
+    if (!strcmp((*p)->key, key))
+      return ++(*p)->count;
+  site_count_t *n = calloc(1, sizeof *n);
+  if (!n || !(n->key = strdup(key))) {
+    free(n);
+    return 0;
+  }
+  n->count = 1;
+  *p = n;
+  return 1;
+}
+
+/* Adds h (info filled, id not yet) to every index. */
+static int add_history(gmt_memhistory_t *mh, gmt_alloc_history_t *h)
+{
+  if (mh->nall == mh->capall) {
+    size_t ncap = mh->capall ? mh->capall * 2 : 64;
+    gmt_alloc_history_t **n = realloc(mh->all, ncap * sizeof *n);
+    if (!n)
+      return -ENOMEM;
+    mh->all = n;
+    mh->capall = ncap;
+  }
+  if (h->info.active && range_insert(mh, h) != 0)
+    return -ENOMEM;
+  if (heap_push(&mh->hot, h) != 0 || heap_push(&mh->cold, h) != 0) {
+    /* Only on ENOMEM; a history in one heap and not the other would
+     * corrupt the heaps later, so give up on the whole history set. */
+    abort();
+  }
+  mh->all[mh->nall++] = h;
+  gmt_alloc_history_t **slot = addr_slot(mh, h->info.pid, h->info.address);
+  if (*slot) { /* replace the chain head, keep the older behind */
+    h->prev_same = *slot;
+    h->hash_next = (*slot)->hash_next;
+    (*slot)->hash_next = NULL;
+  }
+  *slot = h;
+  return 0;
+}
+
+int gmt_memhistory_new(gmt_memhistory_t **out)
+{
+  gmt_memhistory_t *mh = calloc(1, sizeof *mh);
+  if (!mh)
+    return -ENOMEM;
+  if (pthread_rwlock_init(&mh->lock, NULL) != 0) {
+    free(mh);
+    return -ENOMEM;
+  }
+  mh->hot.hot = 1;
+  *out = mh;
+  return 0;
+}
+
+void gmt_memhistory_free(gmt_memhistory_t *mh)
+{
+  if (!mh)
+    return;
+  for (size_t i = 0; i < mh->nall; i++) {
+    free(mh->all[i]->events);
+    free(mh->all[i]);
+  }
+  for (unsigned b = 0; b < SITE_BUCKETS; b++)
+    for (site_count_t *s = mh->sites[b], *n; s; s = n) {
+      n = s->next;
+      free(s->key);
+      free(s);
+    }
+  free(mh->all);
+  free(mh->active);
+  free(mh->hot.v);
+  free(mh->cold.v);
+  free(mh->procs);
+  pthread_rwlock_destroy(&mh->lock);
+  free(mh);
+}
+
+static void wr(gmt_memhistory_t *mh)
+{
+  pthread_rwlock_wrlock(&mh->lock);
+}
+static void rd(gmt_memhistory_t *mh)
+{
+  pthread_rwlock_rdlock(&mh->lock);
+}
+static void un(gmt_memhistory_t *mh)
+{
+  pthread_rwlock_unlock(&mh->lock);
+}
+
+int gmt_memhistory_alloc(gmt_memhistory_t *mh, uint32_t pid, int kind, int origin, uint64_t addr,
+                         uint64_t size, const gmt_alloc_site_t *site, uint64_t ts, uint32_t tid)
+{
+  if (kind < 0 || kind >= GMT_ALLOC_KIND_MAX)
+    return -EINVAL;
+  gmt_alloc_history_t *h = calloc(1, sizeof *h);
+  if (!h)
+    return -ENOMEM;
+  wr(mh);
+  /* Whatever of pid this overlaps is gone (freed on a path we do not see,
+   * or unmapped below the threshold). */
+  uint64_t end = addr + (size ? size : 1);
+  size_t i = range_upper(mh, pid, addr);
+  if (i > 0 && mh->active[i - 1].pid == pid && mh->active[i - 1].end > addr)
+    i--;
+  while (i < mh->nactive && mh->active[i].pid == pid && mh->active[i].start < end)
+    end_history(mh, mh->active[i].h, GMT_AEV_REPLACED, ts, tid); /* removes entry i */
+
+  h->info.id = mh->nall + 1;
+  h->info.pid = pid;
+  h->info.kind = (uint8_t)kind;
+  h->info.origin = (uint8_t)origin;
+  h->info.registered = origin == GMT_ORIGIN_REGISTER;
+  h->info.active = true;
+  h->info.address = addr;
+  h->info.size = size;
+  if (site)
+    h->info.site = *site;
+  h->info.site_nth = site_next(mh, &h->info.site);
+  h->info.alloc_ns = ts;
+  add_event(h, GMT_AEV_ALLOC, ts, 0, addr, size, tid, 0);
+  int rc = add_history(mh, h);
+  un(mh);
+  if (rc != 0) {
+    free(h->events);
+    free(h);
+  }
+  return rc;
+}
+
+int gmt_memhistory_free_at(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t ts,
+                           uint32_t tid)
+{
+  wr(mh);
+  gmt_alloc_history_t *h = find_active(mh, pid, addr);
+  int rc = -ENOENT;
+  if (h && h->info.address == addr) {
+    end_history(mh, h, GMT_AEV_FREE, ts, tid);
+    rc = 0;
+  }
+  un(mh);
+  return rc;
+}
+
+void gmt_memhistory_unmap(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t len,
+                          uint64_t ts, uint32_t tid)
+{
+  wr(mh);
+  uint64_t end = addr + (len ? len : 1);
+  size_t i = range_upper(mh, pid, addr);
+  if (i > 0 && mh->active[i - 1].pid == pid && mh->active[i - 1].end > addr)
+    i--;
+  while (i < mh->nactive && mh->active[i].pid == pid && mh->active[i].start < end) {
+    gmt_alloc_history_t *h = mh->active[i].h;
+    if (h->info.kind == GMT_ALLOC_HOST_PAGEABLE || h->info.kind == GMT_ALLOC_HOST_PINNED)
+      end_history(mh, h, GMT_AEV_FREE, ts, tid);
+    else
+      i++;
+  }
+  un(mh);
+}
+
+static void count_copy(gmt_alloc_history_t *h, int type, uint64_t bytes)
+{
+  switch (type) {
+  case GMT_AEV_H2D:
+    h->info.h2d_count++;
+    h->info.h2d_bytes += bytes;
+    break;
+  case GMT_AEV_D2H:
+    h->info.d2h_count++;
+    h->info.d2h_bytes += bytes;
+    break;
+  default:
+    h->info.d2d_count++;
+    h->info.d2d_bytes += bytes;
+    break;
+  }
+}
+
+static bool is_device(const gmt_alloc_history_t *h)
+{
+  return h && (h->info.kind == GMT_ALLOC_DEVICE || h->info.kind == GMT_ALLOC_MANAGED);
+}
+
+int gmt_memhistory_copy(gmt_memhistory_t *mh, uint32_t pid, int dir, uint64_t dst, uint64_t src,
+                        uint64_t bytes, uint64_t ts, uint64_t dur, uint32_t tid, uint64_t stream)
+{
+  wr(mh);
+  gmt_alloc_history_t *hd = find_active(mh, pid, dst), *hs = find_active(mh, pid, src);
+  int type = 0;
+  if (dir == GMT_COPY_H2D)
+    type = GMT_AEV_H2D;
+  else if (dir == GMT_COPY_D2H)
+    type = GMT_AEV_D2H;
+  else if (is_device(hd) && is_device(hs))
+    type = GMT_AEV_D2D;
+  else if (is_device(hd))
+    type = GMT_AEV_H2D;
+  else if (is_device(hs))
+    type = GMT_AEV_D2H;
+  if (!type || (!hd && !hs)) {
+    mh->unmatched_copies++;
+    un(mh);
+    return 0;
+  }
+  mh->copy_count[type]++;
+  mh->copy_bytes[type] += bytes;
+  if (hd) {
+    count_copy(hd, type, bytes);
+    add_event(hd, type, ts, dur, dst, bytes, tid, stream);
+    counters_changed(mh, hd);
+  }
+  if (hs && hs != hd) {
+    count_copy(hs, type, bytes);
+    add_event(hs, type, ts, dur, src, bytes, tid, stream);
+    counters_changed(mh, hs);
+  }
+  un(mh);
+  return type;
+}
+
+int gmt_memhistory_fault(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t n, uint64_t ts,
+                         uint32_t tid)
+{
+  wr(mh);
+  gmt_alloc_history_t *h = find_active(mh, pid, addr);
+  if (!h) {
+    mh->unmatched_faults += n;
+    un(mh);
+    return -ENOENT;
+  }
+  h->info.faults += n;
+  add_event(h, GMT_AEV_FAULT, ts, 0, addr, n, tid, 0);
+  un(mh);
+  return 0;
+}
+
+int gmt_memhistory_prefetch(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t bytes,
+                            uint64_t ts, uint32_t tid, uint64_t stream)
+{
+  wr(mh);
+  gmt_alloc_history_t *h = find_active(mh, pid, addr);
+  if (h) {
+    h->info.prefetches++;
+    add_event(h, GMT_AEV_PREFETCH, ts, 0, addr, bytes, tid, stream);
+  }
+  un(mh);
+  return h ? 0 : -ENOENT;
+}
+
+int gmt_memhistory_pin(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t size,
+                       const gmt_alloc_site_t *site, uint64_t ts, uint32_t tid)
+{
+  wr(mh);
+  gmt_alloc_history_t *h = find_active(mh, pid, addr);
+  if (h) {
+    if (h->info.kind == GMT_ALLOC_HOST_PAGEABLE)
+      h->info.kind = GMT_ALLOC_HOST_PINNED;
+    h->info.registered = true;
+    add_event(h, GMT_AEV_PIN, ts, 0, addr, size, tid, 0);
+    un(mh);
+    return 0;
+  }
+  un(mh);
+  return gmt_memhistory_alloc(mh, pid, GMT_ALLOC_HOST_PINNED, GMT_ORIGIN_REGISTER, addr, size, site,
+                              ts, tid);
+}
+
+int gmt_memhistory_unpin(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t ts,
+                         uint32_t tid)
+{
+  wr(mh);
+  gmt_alloc_history_t *h = find_active(mh, pid, addr);
+  int rc = -ENOENT;
+  if (h && h->info.registered) {
+    rc = 0;
+    if (h->info.origin == GMT_ORIGIN_REGISTER) {
+      end_history(mh, h, GMT_AEV_UNPIN, ts, tid);
+    } else {
+      if (h->info.origin == GMT_ORIGIN_MMAP)
+        h->info.kind = GMT_ALLOC_HOST_PAGEABLE;
+      h->info.registered = false;
+      add_event(h, GMT_AEV_UNPIN, ts, 0, addr, 0, tid, 0);
+    }
+  }
+  un(mh);
+  return rc;
+}
+
+/* ---- processes ---- */
+
+static gmt_trace_process_t *proc_find(gmt_memhistory_t *mh, uint32_t pid)
+{
+  for (size_t i = mh->nprocs; i-- > 0;) /* the newest with this pid */
+    if (mh->procs[i].pid == pid)
+      return &mh->procs[i];
+  return NULL;
+}
+
+static gmt_trace_process_t *proc_add(gmt_memhistory_t *mh)
+{
+  if (mh->nprocs == mh->capprocs) {
+    size_t ncap = mh->capprocs ? mh->capprocs * 2 : 8;
+    gmt_trace_process_t *n = realloc(mh->procs, ncap * sizeof *n);
+    if (!n)
+      return NULL;
+    mh->procs = n;
+    mh->capprocs = ncap;
+  }
+  gmt_trace_process_t *p = &mh->procs[mh->nprocs++];
+  memset(p, 0, sizeof *p);
+  return p;
+}
+
+int gmt_memhistory_process_start(gmt_memhistory_t *mh, uint32_t pid, uint32_t parent, uint64_t ts)
+{
+  wr(mh);
+  gmt_trace_process_t *p = proc_find(mh, pid);
+  if (!p || p->exited)
+    p = proc_add(mh);
+  if (p) {
+    p->pid = pid;
+    p->parent = parent;
+    p->start_ns = ts;
+  }
+  un(mh);
+  return p ? 0 : -ENOMEM;
+}
+
+void gmt_memhistory_process_exit(gmt_memhistory_t *mh, uint32_t pid, int code, uint64_t ts)
+{
+  wr(mh);
+  gmt_trace_process_t *p = proc_find(mh, pid);
+  if (p && !p->exited) {
+    p->exited = true;
+    p->exit_ns = ts;
+    p->exit_code = code;
+  }
+  size_t i = range_upper(mh, pid, 0);
+  while (i < mh->nactive && mh->active[i].pid == pid)
+    end_history(mh, mh->active[i].h, GMT_AEV_EXIT, ts, pid);
+  un(mh);
+}
+
+void gmt_memhistory_process_reclaim(gmt_memhistory_t *mh, uint32_t pid, uint64_t dur_ns)
+{
+  wr(mh);
+  gmt_trace_process_t *p = proc_find(mh, pid);
+  if (p) {
+    p->reclaim_stalls++;
+    p->reclaim_ns += dur_ns;
+  }
+  un(mh);
+}
+
+/* ---- restore ---- */
+
+int gmt_memhistory_restore(gmt_memhistory_t *mh, const gmt_alloc_info_t *info,
+                           const gmt_alloc_event_t *events, size_t nevents)
+{
+  if (info->kind >= GMT_ALLOC_KIND_MAX)
+    return -EINVAL;
+  gmt_alloc_history_t *h = calloc(1, sizeof *h);
+  if (!h)
+    return -ENOMEM;
+  h->info = *info;
+  if (nevents) {
+    h->events = malloc(nevents * sizeof *events);
+    if (!h->events) {
+      free(h);
+      return -ENOMEM;
+    }
+    memcpy(h->events, events, nevents * sizeof *events);
+    h->nevents = h->capevents = nevents;
+  }
+  wr(mh);
+  h->info.id = mh->nall + 1; /* ids are positions; a dump keeps them in order */
+  site_next(mh, &h->info.site);
+  /* An active history that overlaps one already restored would break the
+   * range index: the later one wins, as it would have live. */
+  if (h->info.active && find_active(mh, h->info.pid, h->info.address))
+    h->info.active = false;
+  int rc = add_history(mh, h);
+  un(mh);
+  if (rc != 0) {
+    free(h->events);
+    free(h);
+  }
+  return rc;
+}
+
+int gmt_memhistory_restore_process(gmt_memhistory_t *mh, const gmt_trace_process_t *src)
+{
+  wr(mh);
+  gmt_trace_process_t *p = proc_add(mh);
+  if (p)
+    *p = *src;
+  un(mh);
+  return p ? 0 : -ENOMEM;
+}
+
+/* ---- readers ---- */
+
+int gmt_memhistory_lookup(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, gmt_alloc_info_t *out)
+{
+  rd(mh);
+  gmt_alloc_history_t *h = find_active(mh, pid, addr);
+  if (h)
+    *out = h->info;
+  un(mh);
+  return h ? 0 : -ENOENT;
+}
+
+size_t gmt_memhistory_hotspots(gmt_memhistory_t *mh, size_t k, gmt_alloc_info_t *out)
+{
+  rd(mh);
+  size_t n = heap_top(&mh->hot, k, out);
+  un(mh);
+  return n;
+}
+
+size_t gmt_memhistory_coldspots(gmt_memhistory_t *mh, size_t k, gmt_alloc_info_t *out)
+{
+  rd(mh);
+  size_t n = heap_top(&mh->cold, k, out);
+  un(mh);
+  return n;
+}
+
+void gmt_memhistory_totals(gmt_memhistory_t *mh, gmt_memhistory_totals_t *t)
+{
+  memset(t, 0, sizeof *t);
+  rd(mh);
+  t->allocations = mh->nall;
+  t->active = mh->nactive;
+  t->processes = mh->nprocs;
+  for (size_t i = 0; i < mh->nall; i++) {
+    const gmt_alloc_info_t *in = &mh->all[i]->info;
+    t->by_kind[in->kind]++;
+    t->faults += in->faults;
+  }
+  t->h2d_count = mh->copy_count[GMT_AEV_H2D];
+  t->h2d_bytes = mh->copy_bytes[GMT_AEV_H2D];
+  t->d2h_count = mh->copy_count[GMT_AEV_D2H];
+  t->d2h_bytes = mh->copy_bytes[GMT_AEV_D2H];
+  t->d2d_count = mh->copy_count[GMT_AEV_D2D];
+  t->d2d_bytes = mh->copy_bytes[GMT_AEV_D2D];
+  t->unmatched_faults = mh->unmatched_faults;
+  t->unmatched_copies = mh->unmatched_copies;
+  un(mh);
+}
+
+void gmt_memhistory_rdlock(gmt_memhistory_t *mh)
+{
+  rd(mh);
+}
+void gmt_memhistory_unlock(gmt_memhistory_t *mh)
+{
+  un(mh);
+}
+
+size_t gmt_memhistory_size(const gmt_memhistory_t *mh)
+{
+  return mh->nall;
+}
+
+const gmt_alloc_history_t *gmt_memhistory_at(const gmt_memhistory_t *mh, size_t i)
+{
+  return i < mh->nall ? mh->all[i] : NULL;
+}
+
+size_t gmt_memhistory_at_address(const gmt_memhistory_t *mh, uint32_t pid, uint64_t addr,
+                                 const gmt_alloc_history_t **out, size_t n)
+{
+  const gmt_alloc_history_t *h = mh->addr_hash[addr_bucket(pid, addr)];
+  while (h && (h->info.pid != pid || h->info.address != addr))
+    h = h->hash_next;
+  size_t got = 0;
+  for (; h && got < n; h = h->prev_same)
+    out[got++] = h;
+  return got;
+}
+
+size_t gmt_memhistory_nprocesses(const gmt_memhistory_t *mh)
+{
+  return mh->nprocs;
+}
+
+const gmt_trace_process_t *gmt_memhistory_process(const gmt_memhistory_t *mh, size_t i)
+{
+  return i < mh->nprocs ? &mh->procs[i] : NULL;
+}
+
+void gmt_memhistory_counters(const gmt_memhistory_t *mh, gmt_memhistory_counters_t *c)
+{
+  *c = (gmt_memhistory_counters_t){.unmatched_faults = mh->unmatched_faults,
+                                   .unmatched_copies = mh->unmatched_copies,
+                                   .h2d_count = mh->copy_count[GMT_AEV_H2D],
+                                   .h2d_bytes = mh->copy_bytes[GMT_AEV_H2D],
+                                   .d2h_count = mh->copy_count[GMT_AEV_D2H],
+                                   .d2h_bytes = mh->copy_bytes[GMT_AEV_D2H],
+                                   .d2d_count = mh->copy_count[GMT_AEV_D2D],
+                                   .d2d_bytes = mh->copy_bytes[GMT_AEV_D2D]};
+}
+
+void gmt_memhistory_set_counters(gmt_memhistory_t *mh, const gmt_memhistory_counters_t *c)
+{
+  wr(mh);
+  mh->unmatched_faults = c->unmatched_faults;
+  mh->unmatched_copies = c->unmatched_copies;
+  mh->copy_count[GMT_AEV_H2D] = c->h2d_count;
+  mh->copy_bytes[GMT_AEV_H2D] = c->h2d_bytes;
+  mh->copy_count[GMT_AEV_D2H] = c->d2h_count;
+  mh->copy_bytes[GMT_AEV_D2H] = c->d2h_bytes;
+  mh->copy_count[GMT_AEV_D2D] = c->d2d_count;
+  mh->copy_bytes[GMT_AEV_D2D] = c->d2d_bytes;
+  un(mh);
+}

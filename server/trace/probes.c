@@ -1,0 +1,541 @@
+/* ProbeManager: open / configure / load / attach / poll / destroy of the
+ * cudatrace skeleton (bpf/cudatrace.bpf.c). This file owns which driver
+ * entry points are probed and how each one's arguments are read (the
+ * cookie table below); the BPF side only follows the cookie. */
+#include "probes.h"
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cudatrace.skel.h"
+#include "gmt_log.h"
+#include "symbols.h"
+
+/* The driver entry points, and the cookie that tells the BPF side how to
+ * read each one's arguments. Only the forms a current runtime calls: the
+ * _v2 names (the unversioned ones take 32-bit sizes and pointers and are
+ * only reached by binaries built before CUDA 3.2), and the per-thread
+ * default stream forms (_ptds, _ptsz) that cuGetProcAddress hands out with
+ * flag 2. */
+static const struct entry_point {
+  const char *name;
+  uint32_t cookie;
+} entry_points[] = {
+    {"cuMemAlloc_v2", GMT_TFN_MEM_ALLOC},
+    {"cuMemAllocPitch_v2", GMT_TFN_MEM_ALLOC_PITCH},
+    {"cuMemAllocManaged", GMT_TFN_MEM_ALLOC_MANAGED},
+    {"cuMemAllocAsync", GMT_TFN_MEM_ALLOC_ASYNC | GMT_TCOOKIE_ASYNC},
+    {"cuMemAllocAsync_ptsz", GMT_TFN_MEM_ALLOC_ASYNC | GMT_TCOOKIE_ASYNC},
+    {"cuMemAllocFromPoolAsync", GMT_TFN_MEM_ALLOC_POOL_ASYNC | GMT_TCOOKIE_ASYNC},
+    {"cuMemAllocFromPoolAsync_ptsz", GMT_TFN_MEM_ALLOC_POOL_ASYNC | GMT_TCOOKIE_ASYNC},
+    {"cuMemFree_v2", GMT_TFN_MEM_FREE},
+    {"cuMemFreeAsync", GMT_TFN_MEM_FREE_ASYNC | GMT_TCOOKIE_ASYNC},
+    {"cuMemFreeAsync_ptsz", GMT_TFN_MEM_FREE_ASYNC | GMT_TCOOKIE_ASYNC},
+    {"cuMemAllocHost_v2", GMT_TFN_HOST_ALLOC},
+    {"cuMemHostAlloc", GMT_TFN_HOST_ALLOC_FLAGS},
+    {"cuMemFreeHost", GMT_TFN_HOST_FREE},
+    {"cuMemHostRegister_v2", GMT_TFN_HOST_REGISTER},
+    {"cuMemHostUnregister", GMT_TFN_HOST_UNREGISTER},
+    {"cuMemcpyHtoD_v2", GMT_TFN_MEMCPY_HTOD},
+    {"cuMemcpyHtoD_v2_ptds", GMT_TFN_MEMCPY_HTOD},
+    {"cuMemcpyHtoDAsync_v2", GMT_TFN_MEMCPY_HTOD | GMT_TCOOKIE_ASYNC},
+    {"cuMemcpyHtoDAsync_v2_ptsz", GMT_TFN_MEMCPY_HTOD | GMT_TCOOKIE_ASYNC},
+    {"cuMemcpyDtoH_v2", GMT_TFN_MEMCPY_DTOH},
+    {"cuMemcpyDtoH_v2_ptds", GMT_TFN_MEMCPY_DTOH},
+    {"cuMemcpyDtoHAsync_v2", GMT_TFN_MEMCPY_DTOH | GMT_TCOOKIE_ASYNC},
+    {"cuMemcpyDtoHAsync_v2_ptsz", GMT_TFN_MEMCPY_DTOH | GMT_TCOOKIE_ASYNC},
+    {"cuMemcpy", GMT_TFN_MEMCPY},
+    {"cuMemcpy_ptds", GMT_TFN_MEMCPY},
+    {"cuMemcpyAsync", GMT_TFN_MEMCPY | GMT_TCOOKIE_ASYNC},
+    {"cuMemcpyAsync_ptsz", GMT_TFN_MEMCPY | GMT_TCOOKIE_ASYNC},
+    {"cuMemPrefetchAsync", GMT_TFN_PREFETCH | GMT_TCOOKIE_ASYNC},
+    {"cuMemPrefetchAsync_ptsz", GMT_TFN_PREFETCH | GMT_TCOOKIE_ASYNC},
+    {"cuMemPrefetchAsync_v2", GMT_TFN_PREFETCH_V2 | GMT_TCOOKIE_ASYNC},
+    {"cuMemPrefetchAsync_v2_ptsz", GMT_TFN_PREFETCH_V2 | GMT_TCOOKIE_ASYNC},
+};
+#define N_ENTRY_POINTS (sizeof entry_points / sizeof entry_points[0])
+
+struct gmt_probes {
+  struct cudatrace_bpf *skel;
+  struct ring_buffer *rb;
+  struct bpf_link **links;
+  size_t nlinks, caplinks;
+  struct stat *libcudas; /* files already probed (one file, many paths) */
+  size_t nlibcudas;
+  bool uprobe_multi; /* one link for all entry points (see attach_multi) */
+  int *multi_fds;
+  size_t nmulti;
+  gmt_probes_opts_t opts;
+  gmt_probes_info_t info;
+};
+
+size_t gmt_probes_entry_points(const char ***names)
+{
+  static const char *list[N_ENTRY_POINTS];
+  for (size_t i = 0; i < N_ENTRY_POINTS; i++)
+    list[i] = entry_points[i].name;
+  *names = list;
+  return N_ENTRY_POINTS;
+}
+
+static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+  if (level == LIBBPF_DEBUG || gmt_log_level() < GMT_LOG_DEBUG)
+    return 0;
+  char buf[1024];
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  buf[strcspn(buf, "\n")] = 0;
+  gmt_debug("%s", buf); /* libbpf says "libbpf: " itself */
+  return 0;
+}
+
+static int errf(char *err, size_t len, int rc, const char *fmt, ...)
+{
+  if (err && len) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < len)
+      snprintf(err + n, len - (size_t)n, ": %s", strerror(-rc));
+  }
+  return rc;
+}
+
+static void note(char *buf, size_t len, const char *what)
+{
+  size_t n = strlen(buf);
+  snprintf(buf + n, len - n, "%s%s", n ? ", " : "", what);
+}
+
+static int add_link(gmt_probes_t *pm, struct bpf_link *l)
+{
+  if (pm->nlinks == pm->caplinks) {
+    size_t ncap = pm->caplinks ? pm->caplinks * 2 : 32;
+    struct bpf_link **n = realloc(pm->links, ncap * sizeof *n);
+    if (!n) {
+      bpf_link__destroy(l);
+      return -ENOMEM;
+    }
+    pm->links = n;
+    pm->caplinks = ncap;
+  }
+  pm->links[pm->nlinks++] = l;
+  return 0;
+}
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+  gmt_probes_t *pm = ctx;
+  if (size < sizeof(struct gmt_trace_event))
+    return 0;
+  if (pm->opts.cb)
+    pm->opts.cb(pm->opts.arg, data);
+  return 0;
+}
+
+/* From linux/bpf.h of Linux 6.6, newer than the headers we build with. */
+#define GMT_BPF_TRACE_UPROBE_MULTI 48
+#define GMT_BPF_F_UPROBE_MULTI_RETURN 1u
+
+struct link_create_uprobe_multi { /* union bpf_attr's link_create */
+  uint32_t prog_fd, target_fd, attach_type, flags;
+  uint64_t path, offsets, ref_ctr_offsets, cookies;
+  uint32_t cnt, multi_flags, pid, pad;
+};
+
+static int attach_multi(gmt_probes_t *pm, struct bpf_program *prog, const char *path,
+                        const uint64_t *offs, const uint64_t *cookies, uint32_t n, bool ret,
+                        pid_t pid)
+{
+  struct link_create_uprobe_multi a;
+  memset(&a, 0, sizeof a);
+  a.prog_fd = (uint32_t)bpf_program__fd(prog);
+  a.attach_type = GMT_BPF_TRACE_UPROBE_MULTI;
+  a.path = (uintptr_t)path;
+  a.offsets = (uintptr_t)offs;
+  a.cookies = (uintptr_t)cookies;
+  a.cnt = n;
+  a.multi_flags = ret ? GMT_BPF_F_UPROBE_MULTI_RETURN : 0;
+  a.pid = pid > 0 ? (uint32_t)pid : 0;
+  int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof a);
+  if (fd < 0)
+    return -errno;
+  int *nf = realloc(pm->multi_fds, (pm->nmulti + 1) * sizeof *nf);
+  if (!nf) {
+    close(fd);
+    return -ENOMEM;
+  }
+  pm->multi_fds = nf;
+  pm->multi_fds[pm->nmulti++] = fd;
+  return 0;
+}
+
+/* A tp_btf program whose tracepoint this kernel lacks would fail the load
+ * of the whole object: it is switched off before, and said so. */
+static void drop_missing_tracepoints(gmt_probes_t *pm)
+{
+  struct btf *vmlinux = btf__load_vmlinux_btf();
+  struct {
+    struct bpf_program *prog;
+    const char *tp;
+  } optional[] = {
+      {pm->skel->progs.page_fault_user, "page_fault_user"},
+      {pm->skel->progs.reclaim_begin, "mm_vmscan_direct_reclaim_begin"},
+      {pm->skel->progs.reclaim_end, "mm_vmscan_direct_reclaim_end"},
+  };
+  for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++) {
+    char name[96];
+    snprintf(name, sizeof name, "btf_trace_%s", optional[i].tp);
+    if (vmlinux && btf__find_by_name_kind(vmlinux, name, BTF_KIND_TYPEDEF) >= 0)
+      continue;
+    bpf_program__set_autoload(optional[i].prog, false);
+    char what[128];
+    snprintf(what, sizeof what, "%s (not in this kernel)", optional[i].tp);
+    note(pm->info.kernel_skipped, sizeof pm->info.kernel_skipped, what);
+  }
+  /* uprobe_multi links (Linux 6.6) attach every entry point at once and,
+   * above all, detach at once: one perf-event uprobe costs a ~100 ms grace
+   * period to detach, taken one after another under a kernel mutex (60
+   * uprobes: 6 s at exit). Our libbpf (1.1) predates them, so the programs
+   * are told their attach type here and the link is made by hand. */
+  pm->uprobe_multi = vmlinux && !getenv("GMT_TRACE_NO_UPROBE_MULTI") &&
+                     btf__find_by_name_kind(vmlinux, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
+  if (pm->uprobe_multi) {
+    bpf_program__set_expected_attach_type(pm->skel->progs.cuda_enter, GMT_BPF_TRACE_UPROBE_MULTI);
+    bpf_program__set_expected_attach_type(pm->skel->progs.cuda_exit, GMT_BPF_TRACE_UPROBE_MULTI);
+  }
+  btf__free(vmlinux);
+}
+
+int gmt_probes_open(gmt_probes_t **out, const gmt_probes_opts_t *o, char *err, size_t errlen)
+{
+  int rc = 0;
+  gmt_probes_t *pm = calloc(1, sizeof *pm);
+  if (!pm)
+    return errf(err, errlen, -ENOMEM, "tracer state");
+  pm->opts = *o;
+  libbpf_set_print(libbpf_log);
+
+  pm->skel = cudatrace_bpf__open();
+  if (!pm->skel) {
+    rc = errf(err, errlen, -errno ? -errno : -EINVAL, "opening the BPF object cudatrace");
+    goto cleanup;
+  }
+  pm->skel->rodata->targ_tgid = o->pid > 0 ? (uint32_t)o->pid : 0;
+  pm->skel->rodata->follow_forks = o->follow_forks;
+  pm->skel->rodata->min_mmap_bytes = o->min_mmap_bytes ? o->min_mmap_bytes : 1u << 20;
+  pm->skel->rodata->fault_sample_ns =
+      o->fault_sample_ns < 0 ? 1000000 : (uint64_t)o->fault_sample_ns;
+  drop_missing_tracepoints(pm);
+
+  rc = cudatrace_bpf__load(pm->skel);
+  if (rc != 0) {
+    errf(err, errlen, rc,
+         rc == -EPERM || rc == -EACCES
+             ? "loading the BPF programs (cudatrace)"
+             : "loading the BPF programs (cudatrace; -v shows the verifier's log)");
+    goto cleanup;
+  }
+
+  struct {
+    struct bpf_program *prog;
+    const char *what;
+    bool required;
+  } kprogs[] = {
+      {pm->skel->progs.sched_fork, "tp_btf/sched_process_fork", true},
+      {pm->skel->progs.sched_exit, "tp_btf/sched_process_exit", true},
+      {pm->skel->progs.sys_enter, "tp_btf/sys_enter", true},
+      {pm->skel->progs.sys_exit, "tp_btf/sys_exit", true},
+      {pm->skel->progs.page_fault_user, "tp_btf/page_fault_user", false},
+      {pm->skel->progs.reclaim_begin, "tp_btf/mm_vmscan_direct_reclaim_begin", false},
+      {pm->skel->progs.reclaim_end, "tp_btf/mm_vmscan_direct_reclaim_end", false},
+  };
+  for (size_t i = 0; i < sizeof kprogs / sizeof kprogs[0]; i++) {
+    if (!bpf_program__autoload(kprogs[i].prog))
+      continue;
+    struct bpf_link *l = bpf_program__attach(kprogs[i].prog);
+    if (!l) {
+      rc = -errno;
+      if (kprogs[i].required) {
+        errf(err, errlen, rc, "attaching %s", kprogs[i].what);
+        goto cleanup;
+      }
+      note(pm->info.kernel_skipped, sizeof pm->info.kernel_skipped, kprogs[i].what);
+      rc = 0;
+      continue;
+    }
+    if ((rc = add_link(pm, l)) != 0)
+      goto cleanup;
+    pm->info.kernel_attached++;
+  }
+  /* Only the NVIDIA driver defines it; a machine without one has none. */
+  struct bpf_link *xid =
+      bpf_program__attach_raw_tracepoint(pm->skel->progs.nvidia_xid, "nvidia_dev_xid");
+  if (xid) {
+    if ((rc = add_link(pm, xid)) != 0)
+      goto cleanup;
+    pm->info.kernel_attached++;
+  } else {
+    note(pm->info.kernel_skipped, sizeof pm->info.kernel_skipped,
+         "nvidia:nvidia_dev_xid (no NVIDIA driver loaded)");
+  }
+
+  pm->rb = ring_buffer__new(bpf_map__fd(pm->skel->maps.events), on_event, pm, NULL);
+  if (!pm->rb) {
+    rc = errf(err, errlen, -errno ? -errno : -ENOMEM, "opening the ring buffer 'events'");
+    goto cleanup;
+  }
+  *out = pm;
+  return 0;
+
+cleanup:
+  gmt_probes_free(pm);
+  return rc;
+}
+
+int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, size_t errlen)
+{
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return errf(err, errlen, -errno, "attaching to %s", path);
+  for (size_t i = 0; i < pm->nlibcudas; i++)
+    if (pm->libcudas[i].st_dev == st.st_dev && pm->libcudas[i].st_ino == st.st_ino)
+      return 0;
+
+  gmt_elf_t *elf = NULL;
+  int rc = gmt_elf_open(path, &elf);
+  if (rc != 0)
+    return errf(err, errlen, rc, "reading the symbols of %s", path);
+  struct stat *nl = realloc(pm->libcudas, (pm->nlibcudas + 1) * sizeof *nl);
+  if (!nl) {
+    rc = errf(err, errlen, -ENOMEM, "attaching to %s", path);
+    goto cleanup;
+  }
+  pm->libcudas = nl;
+  pm->libcudas[pm->nlibcudas++] = st;
+
+  /* With forks followed the uprobes fire for every process that maps this
+   * file and the BPF side keeps the traced ones: a pid-bound uprobe would
+   * not fire in a child. */
+  pid_t pid = pm->opts.follow_forks || pm->opts.pid <= 0 ? -1 : pm->opts.pid;
+  uint64_t offs[N_ENTRY_POINTS], cookies[N_ENTRY_POINTS];
+  uint32_t n = 0;
+  for (size_t i = 0; i < N_ENTRY_POINTS; i++) {
+    const struct entry_point *ep = &entry_points[i];
+    if (gmt_elf_func_offset(elf, ep->name, &offs[n]) != 0) {
+      pm->info.missing++;
+      note(pm->info.missing_names, sizeof pm->info.missing_names, ep->name);
+      gmt_debug("trace: %s has no %s, not probed", path, ep->name);
+      continue;
+    }
+    cookies[n++] = ep->cookie;
+    if (pm->uprobe_multi)
+      continue;
+    for (int ret = 0; ret <= 1; ret++) {
+      LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = ep->name, .retprobe = ret,
+                  .bpf_cookie = ep->cookie);
+      struct bpf_program *prog = ret ? pm->skel->progs.cuda_exit : pm->skel->progs.cuda_enter;
+      struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, pid, path, 0, &uo);
+      if (!l) {
+        rc = errf(err, errlen, -errno, "attaching %s to %s in %s", ret ? "uretprobe" : "uprobe",
+                  ep->name, path);
+        goto cleanup;
+      }
+      if ((rc = add_link(pm, l)) != 0) {
+        errf(err, errlen, rc, "attaching to %s in %s", ep->name, path);
+        goto cleanup;
+      }
+    }
+  }
+  if (pm->uprobe_multi && n > 0) {
+    for (int ret = 0; ret <= 1; ret++) {
+      struct bpf_program *prog = ret ? pm->skel->progs.cuda_exit : pm->skel->progs.cuda_enter;
+      if ((rc = attach_multi(pm, prog, path, offs, cookies, n, ret, pid)) != 0) {
+        errf(err, errlen, rc, "attaching uprobe.multi%s (%u entry points) to %s",
+             ret ? " return probes" : "", n, path);
+        goto cleanup;
+      }
+    }
+  }
+  pm->info.uprobes += (int)n;
+cleanup:
+  gmt_elf_close(elf);
+  return rc;
+}
+
+int gmt_probes_add_pid(gmt_probes_t *pm, uint32_t pid)
+{
+  uint32_t parent = 0;
+  if (bpf_map_update_elem(bpf_map__fd(pm->skel->maps.traced_tgids), &pid, &parent, BPF_ANY) != 0)
+    return -errno;
+  return 0;
+}
+
+int gmt_probes_poll(gmt_probes_t *pm, int timeout_ms)
+{
+  int n = ring_buffer__poll(pm->rb, timeout_ms);
+  return n == -EINTR ? 0 : n;
+}
+
+int gmt_probes_fd(gmt_probes_t *pm)
+{
+  return ring_buffer__epoll_fd(pm->rb);
+}
+
+void gmt_probes_flush_faults(gmt_probes_t *pm, uint32_t pid, bool forget)
+{
+  int cfd = bpf_map__fd(pm->skel->maps.host_chunks);
+  struct gmt_trace_chunk_key key, next, *dead = NULL;
+  size_t ndead = 0, capdead = 0;
+  void *prev = NULL;
+  while (bpf_map_get_next_key(cfd, prev, &next) == 0) {
+    key = next;
+    prev = &key;
+    if (pid && key.tgid != pid)
+      continue;
+    struct gmt_trace_chunk_val v;
+    if (bpf_map_lookup_elem(cfd, &key, &v) != 0)
+      continue;
+    if (v.pending) {
+      struct gmt_trace_event ev = {.type = GMT_TEV_FAULT,
+                                   .pid = key.tgid,
+                                   .tid = key.tgid,
+                                   .ts_ns = gmt_now_ns(),
+                                   .addr = v.last_addr,
+                                   .size = v.pending};
+      uint64_t sent = v.pending;
+      v.pending = 0;
+      bpf_map_update_elem(cfd, &key, &v, BPF_EXIST);
+      if (pm->opts.cb)
+        pm->opts.cb(pm->opts.arg, &ev);
+      (void)sent;
+    }
+    if (forget && pid) {
+      if (ndead == capdead) {
+        capdead = capdead ? capdead * 2 : 64;
+        struct gmt_trace_chunk_key *nd = realloc(dead, capdead * sizeof *nd);
+        if (!nd)
+          break;
+        dead = nd;
+      }
+      dead[ndead++] = key;
+    }
+  }
+  for (size_t i = 0; i < ndead; i++)
+    bpf_map_delete_elem(cfd, &dead[i]);
+  free(dead);
+  if (!forget || !pid)
+    return;
+
+  int hfd = bpf_map__fd(pm->skel->maps.host_ranges);
+  struct gmt_trace_host_key hk, hnext, *hdead = NULL;
+  size_t nh = 0, caph = 0;
+  prev = NULL;
+  while (bpf_map_get_next_key(hfd, prev, &hnext) == 0) {
+    hk = hnext;
+    prev = &hk;
+    if (hk.tgid != pid)
+      continue;
+    if (nh == caph) {
+      caph = caph ? caph * 2 : 64;
+      struct gmt_trace_host_key *nd = realloc(hdead, caph * sizeof *nd);
+      if (!nd)
+        break;
+      hdead = nd;
+    }
+    hdead[nh++] = hk;
+  }
+  for (size_t i = 0; i < nh; i++)
+    bpf_map_delete_elem(hfd, &hdead[i]);
+  free(hdead);
+}
+
+void gmt_probes_counters(gmt_probes_t *pm, uint64_t out[GMT_TCNT_MAX])
+{
+  int ncpu = libbpf_num_possible_cpus();
+  memset(out, 0, GMT_TCNT_MAX * sizeof *out);
+  if (ncpu <= 0)
+    return;
+  uint64_t *vals = calloc((size_t)ncpu, sizeof *vals);
+  if (!vals)
+    return;
+  int fd = bpf_map__fd(pm->skel->maps.counters);
+  for (uint32_t k = 0; k < GMT_TCNT_MAX; k++) {
+    if (bpf_map_lookup_elem(fd, &k, vals) != 0)
+      continue;
+    for (int c = 0; c < ncpu; c++)
+      out[k] += vals[c];
+  }
+  free(vals);
+}
+
+uint64_t gmt_probes_dropped(gmt_probes_t *pm)
+{
+  uint64_t c[GMT_TCNT_MAX];
+  gmt_probes_counters(pm, c);
+  return c[GMT_TCNT_RINGBUF_FULL] + c[GMT_TCNT_INFLIGHT_FULL];
+}
+
+const gmt_probes_info_t *gmt_probes_info(const gmt_probes_t *pm)
+{
+  return &pm->info;
+}
+
+void gmt_probes_free(gmt_probes_t *pm)
+{
+  if (!pm)
+    return;
+  ring_buffer__free(pm->rb);
+  for (size_t i = 0; i < pm->nmulti; i++)
+    close(pm->multi_fds[i]);
+  free(pm->multi_fds);
+  for (size_t i = pm->nlinks; i-- > 0;)
+    bpf_link__destroy(pm->links[i]);
+  free(pm->links);
+  free(pm->libcudas);
+  cudatrace_bpf__destroy(pm->skel);
+  free(pm);
+}
+
+int gmt_probes_find_libcuda(int pid, char *path, size_t len)
+{
+  char fn[64];
+  snprintf(fn, sizeof fn, "/proc/%d/maps", pid);
+  FILE *f = fopen(fn, "re");
+  if (!f)
+    return errno == ENOENT ? -ESRCH : -errno;
+  char line[4096 + 128];
+  int rc = -ENOENT;
+  while (fgets(line, sizeof line, f)) {
+    char *p = strchr(line, '/');
+    if (!p)
+      continue;
+    p[strcspn(p, "\n")] = 0;
+    if (strstr(p, " (deleted)"))
+      continue;
+    const char *base = strrchr(p, '/') + 1;
+    if (strncmp(base, "libcuda.so", 10) != 0)
+      continue;
+    /* The path as the process sees it, reached through its root: the
+     * same file for a process on the host, the container's for one in a
+     * container. */
+    snprintf(path, len, "/proc/%d/root%s", pid, p);
+    struct stat st;
+    if (stat(path, &st) != 0)
+      snprintf(path, len, "%s", p);
+    rc = 0;
+    break;
+  }
+  fclose(f);
+  return rc;
+}

@@ -1,0 +1,451 @@
+/* Call sites: /proc/PID/maps and ELF symbol tables (see symbols.h). */
+#include "symbols.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gmt_log.h"
+
+typedef struct {
+  uint64_t addr, size;
+  union {
+    size_t off;       /* into names, while names may still move */
+    const char *name; /* once it no longer does */
+  };
+} elf_sym_t;
+
+typedef struct {
+  uint64_t off, filesz, vaddr;
+} elf_seg_t;
+
+struct gmt_elf {
+  elf_sym_t *syms; /* functions by address */
+  size_t nsyms;
+  char *names;
+  size_t namelen, namecap;
+  elf_seg_t segs[16];
+  size_t nsegs;
+};
+
+static int sym_cmp(const void *a, const void *b)
+{
+  const elf_sym_t *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* Copies name into the pool; its offset there, or -ENOMEM. */
+static int name_add(gmt_elf_t *e, const char *name, size_t *off)
+{
+  size_t n = strlen(name) + 1;
+  if (e->namelen + n > e->namecap) {
+    size_t ncap = e->namecap ? e->namecap * 2 : 65536;
+    while (ncap < e->namelen + n)
+      ncap *= 2;
+    char *nn = realloc(e->names, ncap);
+    if (!nn)
+      return -ENOMEM;
+    e->names = nn;
+    e->namecap = ncap;
+  }
+  memcpy(e->names + e->namelen, name, n);
+  *off = e->namelen;
+  e->namelen += n;
+  return 0;
+}
+
+static int read_symtab(gmt_elf_t *e, Elf *elf, Elf_Scn *scn, GElf_Shdr *sh)
+{
+  Elf_Data *data = elf_getdata(scn, NULL);
+  if (!data || !sh->sh_entsize)
+    return 0;
+  size_t n = sh->sh_size / sh->sh_entsize;
+  elf_sym_t *ns = realloc(e->syms, (e->nsyms + n) * sizeof *ns);
+  if (!ns)
+    return -ENOMEM;
+  e->syms = ns;
+  for (size_t i = 0; i < n; i++) {
+    GElf_Sym sym;
+    if (!gelf_getsym(data, (int)i, &sym))
+      continue;
+    if (GELF_ST_TYPE(sym.st_info) != STT_FUNC && GELF_ST_TYPE(sym.st_info) != STT_GNU_IFUNC)
+      continue;
+    if (sym.st_shndx == SHN_UNDEF || !sym.st_value)
+      continue;
+    const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
+    if (!name || !name[0])
+      continue;
+    size_t off;
+    if (name_add(e, name, &off) != 0)
+      return -ENOMEM;
+    e->syms[e->nsyms++] = (elf_sym_t){.addr = sym.st_value, .size = sym.st_size, .off = off};
+  }
+  return 0;
+}
+
+int gmt_elf_open(const char *path, gmt_elf_t **out)
+{
+  if (elf_version(EV_CURRENT) == EV_NONE)
+    return -EINVAL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  int rc = 0;
+  gmt_elf_t *e = calloc(1, sizeof *e);
+  Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+  if (!e) {
+    rc = -ENOMEM;
+    goto cleanup;
+  }
+  if (!elf || elf_kind(elf) != ELF_K_ELF) {
+    rc = -ENOEXEC;
+    goto cleanup;
+  }
+  size_t nph = 0;
+  if (elf_getphdrnum(elf, &nph) == 0) {
+    for (size_t i = 0; i < nph && e->nsegs < 16; i++) {
+      GElf_Phdr ph;
+      if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD)
+        e->segs[e->nsegs++] = (elf_seg_t){ph.p_offset, ph.p_filesz, ph.p_vaddr};
+    }
+  }
+  for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh))
+      continue;
+    if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM)
+      continue;
+    if ((rc = read_symtab(e, elf, scn, &sh)) != 0)
+      goto cleanup;
+  }
+  for (size_t i = 0; i < e->nsyms; i++)
+    e->syms[i].name = e->names + e->syms[i].off;
+  qsort(e->syms, e->nsyms, sizeof *e->syms, sym_cmp);
+  *out = e;
+  e = NULL;
+cleanup:
+  if (elf)
+    elf_end(elf);
+  close(fd);
+  gmt_elf_close(e);
+  return rc;
+}
+
+void gmt_elf_close(gmt_elf_t *e)
+{
+  if (!e)
+    return;
+  free(e->syms);
+  free(e->names);
+  free(e);
+}
+
+int gmt_elf_func_offset(const gmt_elf_t *e, const char *name, uint64_t *off)
+{
+  for (size_t i = 0; i < e->nsyms; i++) {
+    if (strcmp(e->syms[i].name, name) != 0)
+      continue;
+    uint64_t va = e->syms[i].addr;
+    for (size_t j = 0; j < e->nsegs; j++) {
+      const elf_seg_t *sg = &e->segs[j];
+      if (va >= sg->vaddr && va < sg->vaddr + sg->filesz) {
+        *off = va - sg->vaddr + sg->off;
+        return 0;
+      }
+    }
+  }
+  return -ENOENT;
+}
+
+int gmt_elf_off_to_vaddr(const gmt_elf_t *e, uint64_t off, uint64_t *vaddr)
+{
+  for (size_t i = 0; i < e->nsegs; i++) {
+    const elf_seg_t *s = &e->segs[i];
+    if (off >= s->off && off < s->off + s->filesz) {
+      *vaddr = off - s->off + s->vaddr;
+      return 0;
+    }
+  }
+  return -ENOENT;
+}
+
+bool gmt_elf_symbolize(const gmt_elf_t *e, uint64_t vaddr, char *buf, size_t len)
+{
+  size_t lo = 0, hi = e->nsyms;
+  while (lo < hi) { /* first symbol above vaddr */
+    size_t mid = lo + (hi - lo) / 2;
+    if (e->syms[mid].addr <= vaddr)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  /* Symbols of size 0 (hand-written assembly) hold up to the next one. */
+  for (size_t i = lo; i-- > 0;) {
+    const elf_sym_t *s = &e->syms[i];
+    if (s->size && vaddr >= s->addr + s->size) {
+      if (i + 1 < lo && e->syms[i + 1].addr == s->addr)
+        continue;
+      return false;
+    }
+    snprintf(buf, len, "%s+0x%llx", s->name, (unsigned long long)(vaddr - s->addr));
+    return true;
+  }
+  return false;
+}
+
+/* ---- processes ---- */
+
+typedef struct {
+  uint64_t start, end, off;
+  char *path;
+} pmap_t;
+
+typedef struct proc_maps {
+  uint32_t pid;
+  uint64_t loaded_ns;
+  pmap_t *maps;
+  size_t n;
+  struct proc_maps *next;
+} proc_maps_t;
+
+typedef struct elf_cache {
+  char *path;
+  gmt_elf_t *elf; /* NULL: could not be read, do not try again */
+  struct elf_cache *next;
+} elf_cache_t;
+
+struct gmt_symbolizer {
+  proc_maps_t *procs;
+  elf_cache_t *elfs;
+};
+
+int gmt_symbolizer_new(gmt_symbolizer_t **out)
+{
+  *out = calloc(1, sizeof **out);
+  return *out ? 0 : -ENOMEM;
+}
+
+static void maps_free(proc_maps_t *p)
+{
+  for (size_t i = 0; i < p->n; i++)
+    free(p->maps[i].path);
+  free(p->maps);
+  free(p);
+}
+
+void gmt_symbolizer_free(gmt_symbolizer_t *s)
+{
+  if (!s)
+    return;
+  for (proc_maps_t *p = s->procs, *n; p; p = n) {
+    n = p->next;
+    maps_free(p);
+  }
+  for (elf_cache_t *c = s->elfs, *n; c; c = n) {
+    n = c->next;
+    gmt_elf_close(c->elf);
+    free(c->path);
+    free(c);
+  }
+  free(s);
+}
+
+static proc_maps_t **maps_slot(gmt_symbolizer_t *s, uint32_t pid)
+{
+  proc_maps_t **p = &s->procs;
+  while (*p && (*p)->pid != pid)
+    p = &(*p)->next;
+  return p;
+}
+
+int gmt_symbolizer_load(gmt_symbolizer_t *s, uint32_t pid)
+{
+  char fn[64];
+  snprintf(fn, sizeof fn, "/proc/%u/maps", pid);
+  FILE *f = fopen(fn, "re");
+  if (!f)
+    return -errno;
+  proc_maps_t *pm = calloc(1, sizeof *pm);
+  size_t cap = 0;
+  char line[PATH_MAX + 128];
+  int rc = pm ? 0 : -ENOMEM;
+  while (rc == 0 && fgets(line, sizeof line, f)) {
+    unsigned long long start, end, off;
+    char perms[8];
+    int pathpos = 0;
+    if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &off, &pathpos) < 4)
+      continue;
+    char *path = line + pathpos;
+    path[strcspn(path, "\n")] = 0;
+    if (perms[2] != 'x' || path[0] != '/')
+      continue; /* return addresses are in code */
+    if (pm->n == cap) {
+      cap = cap ? cap * 2 : 32;
+      pmap_t *nm = realloc(pm->maps, cap * sizeof *nm);
+      if (!nm) {
+        rc = -ENOMEM;
+        break;
+      }
+      pm->maps = nm;
+    }
+    char *del = strstr(path, " (deleted)");
+    if (del)
+      *del = 0;
+    pm->maps[pm->n] = (pmap_t){start, end, off, strdup(path)};
+    if (!pm->maps[pm->n].path)
+      rc = -ENOMEM;
+    pm->n++;
+  }
+  fclose(f);
+  if (rc != 0) {
+    if (pm)
+      maps_free(pm);
+    return rc;
+  }
+  pm->pid = pid;
+  pm->loaded_ns = gmt_now_ns();
+  proc_maps_t **slot = maps_slot(s, pid);
+  if (*slot) {
+    pm->next = (*slot)->next;
+    maps_free(*slot);
+  }
+  *slot = pm;
+  return 0;
+}
+
+void gmt_symbolizer_fork(gmt_symbolizer_t *s, uint32_t parent, uint32_t child)
+{
+  proc_maps_t *p = *maps_slot(s, parent);
+  if (!p)
+    return;
+  proc_maps_t *c = calloc(1, sizeof *c);
+  if (!c || (p->n && !(c->maps = calloc(p->n, sizeof *c->maps)))) {
+    free(c);
+    return;
+  }
+  for (size_t i = 0; i < p->n; i++) {
+    c->maps[i] = p->maps[i];
+    c->maps[i].path = strdup(p->maps[i].path);
+    c->n = i + 1;
+    if (!c->maps[i].path)
+      break;
+  }
+  c->pid = child;
+  proc_maps_t **slot = maps_slot(s, child);
+  if (*slot) {
+    c->next = (*slot)->next;
+    maps_free(*slot);
+  }
+  *slot = c;
+}
+
+void gmt_symbolizer_forget(gmt_symbolizer_t *s, uint32_t pid)
+{
+  proc_maps_t **slot = maps_slot(s, pid);
+  if (!*slot)
+    return;
+  proc_maps_t *p = *slot;
+  *slot = p->next;
+  maps_free(p);
+}
+
+static const pmap_t *find_map(const proc_maps_t *p, uint64_t pc)
+{
+  for (size_t i = 0; p && i < p->n; i++)
+    if (pc >= p->maps[i].start && pc < p->maps[i].end)
+      return &p->maps[i];
+  return NULL;
+}
+
+/* Maps are read again for an address they lack (a module mapped since),
+ * but not more than every 200 ms: stacks without frame pointers hold
+ * garbage "return addresses" that no re-read would resolve. */
+static const pmap_t *map_of(gmt_symbolizer_t *s, uint32_t pid, uint64_t pc)
+{
+  proc_maps_t *p = *maps_slot(s, pid);
+  const pmap_t *m = find_map(p, pc);
+  if (!m && (!p || gmt_now_ns() - p->loaded_ns > 200000000ull) && gmt_symbolizer_load(s, pid) == 0)
+    m = find_map(*maps_slot(s, pid), pc);
+  return m;
+}
+
+static gmt_elf_t *elf_of(gmt_symbolizer_t *s, uint32_t pid, const char *path)
+{
+  for (elf_cache_t *c = s->elfs; c; c = c->next)
+    if (!strcmp(c->path, path))
+      return c->elf;
+  elf_cache_t *c = calloc(1, sizeof *c);
+  if (!c || !(c->path = strdup(path))) {
+    free(c);
+    return NULL;
+  }
+  /* Through the process's root first: the path is the one it sees, which
+   * in a container is not ours. */
+  char buf[PATH_MAX + 32];
+  snprintf(buf, sizeof buf, "/proc/%u/root%s", pid, path);
+  if (gmt_elf_open(buf, &c->elf) != 0)
+    gmt_elf_open(path, &c->elf);
+  c->next = s->elfs;
+  s->elfs = c;
+  return c->elf;
+}
+
+int gmt_symbolizer_resolve(gmt_symbolizer_t *s, uint32_t pid, uint64_t pc, gmt_alloc_site_t *site)
+{
+  memset(site, 0, sizeof *site);
+  site->pc = pc;
+  const pmap_t *m = map_of(s, pid, pc);
+  if (!m)
+    return -ENOENT;
+  snprintf(site->module, sizeof site->module, "%s", m->path);
+  uint64_t fileoff = pc - m->start + m->off, vaddr = fileoff;
+  gmt_elf_t *e = elf_of(s, pid, m->path);
+  if (e && gmt_elf_off_to_vaddr(e, fileoff, &vaddr) == 0) {
+    /* A return address points after the call: look up the call itself. */
+    if (!gmt_elf_symbolize(e, vaddr - 1, site->function, sizeof site->function))
+      site->function[0] = 0;
+    else {
+      /* keep the offset of the return address itself in the name */
+      char *plus = strrchr(site->function, '+');
+      if (plus) {
+        unsigned long long o = strtoull(plus + 1, NULL, 16) + 1;
+        snprintf(plus, sizeof site->function - (size_t)(plus - site->function), "+0x%llx", o);
+      }
+    }
+  }
+  site->offset = vaddr;
+  return 0;
+}
+
+static bool skipped_module(const char *path)
+{
+  static const char *const skip[] = {"libcuda.so", "libcudart", "libgmthook",
+                                     "libc.so",    "libc-",     "libpthread"};
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
+    if (!strncmp(base, skip[i], strlen(skip[i])))
+      return true;
+  return false;
+}
+
+void gmt_symbolizer_site(gmt_symbolizer_t *s, uint32_t pid, const uint64_t *stack, size_t n,
+                         gmt_alloc_site_t *site)
+{
+  memset(site, 0, sizeof *site);
+  for (size_t i = 0; i < n; i++) {
+    const pmap_t *m = map_of(s, pid, stack[i]);
+    if (m && !skipped_module(m->path)) {
+      gmt_symbolizer_resolve(s, pid, stack[i], site);
+      return;
+    }
+  }
+  if (n)
+    gmt_symbolizer_resolve(s, pid, stack[0], site);
+}

@@ -1,0 +1,53 @@
+/* Call sites: which module and function a return address in a traced
+ * process belongs to. Reads /proc/PID/maps (cached per process, re-read
+ * when an address falls outside what was cached) and the modules' ELF
+ * symbol tables (libelf; .symtab and .dynsym), and where a module's
+ * function is (the probe manager skips entry points a driver lacks).
+ *
+ * Not thread-safe: one symbolizer belongs to one event handler. */
+#ifndef GMT_TRACE_SYMBOLS_H
+#define GMT_TRACE_SYMBOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memhistory.h"
+
+/* ---- one ELF file ---- */
+
+typedef struct gmt_elf gmt_elf_t;
+
+int gmt_elf_open(const char *path, gmt_elf_t **out);
+void gmt_elf_close(gmt_elf_t *e);
+/* Where a function's code is in the file (what a uprobe is placed by). */
+int gmt_elf_func_offset(const gmt_elf_t *e, const char *name, uint64_t *off);
+/* A file offset to the ELF virtual address it is loaded at. */
+int gmt_elf_off_to_vaddr(const gmt_elf_t *e, uint64_t off, uint64_t *vaddr);
+/* "function+0x12" for a virtual address; false when no function holds it. */
+bool gmt_elf_symbolize(const gmt_elf_t *e, uint64_t vaddr, char *buf, size_t len);
+
+/* ---- addresses in processes ---- */
+
+typedef struct gmt_symbolizer gmt_symbolizer_t;
+
+int gmt_symbolizer_new(gmt_symbolizer_t **out);
+void gmt_symbolizer_free(gmt_symbolizer_t *s);
+
+/* Reads pid's maps now (a process about to be traced, a new child), so
+ * that addresses still resolve after it exits. */
+int gmt_symbolizer_load(gmt_symbolizer_t *s, uint32_t pid);
+/* child starts with parent's maps (fork copies the address space). */
+void gmt_symbolizer_fork(gmt_symbolizer_t *s, uint32_t parent, uint32_t child);
+void gmt_symbolizer_forget(gmt_symbolizer_t *s, uint32_t pid);
+
+/* The call site in a user stack (return addresses, innermost first): the
+ * first frame outside the driver, the CUDA runtime, the hook and libc, or
+ * frame 0 when every frame is in them. */
+void gmt_symbolizer_site(gmt_symbolizer_t *s, uint32_t pid, const uint64_t *stack, size_t n,
+                         gmt_alloc_site_t *site);
+/* One address. -ENOENT when no file-backed mapping holds it (site->pc is
+ * still set). */
+int gmt_symbolizer_resolve(gmt_symbolizer_t *s, uint32_t pid, uint64_t pc, gmt_alloc_site_t *site);
+
+#endif

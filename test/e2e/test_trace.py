@@ -1,0 +1,370 @@
+"""End-to-end: `gmt trace -p PID` (the eBPF tracer, server/trace + bpf/) on
+unmodified driver-API programs (test/e2e/traceprogs/trace_job.c) against the
+fake libcuda.so.1. Needs root (BPF); no GPU, no daemons.
+
+Each test starts trace_job, which prints "ready pid=N" and waits for a line
+on stdin; the tracer attaches ("tracing pid N" on its stderr), then the test
+sends the line and the job does its work and exits. Every wait is bounded.
+
+Until the gmt CLI links the tracer, the same command runs as the standalone
+server/trace/gmt-trace-dev (same arguments, same exit codes)."""
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from gmt_e2e import ASAN_PRELOAD, FAKECUDA_DIR, GMT, Prog, build_path
+
+TRACE_JOB = build_path("test", "e2e", "traceprogs", "trace_job")
+TRACE_DEV = build_path("server", "trace", "gmt-trace-dev")
+
+HOT_SIZE = 256 << 10
+COLD_SIZE = 64 << 10
+PIN_SIZE = 256 << 10
+PAGEABLE_SIZE = 4 << 20
+FORK_SIZE = 128 << 10
+NOBODY = 65534
+
+
+def tracer_argv():
+    """`gmt trace` when the CLI has it, else the standalone program."""
+    if os.path.exists(GMT):
+        r = subprocess.run([GMT, "trace", "--help"], capture_output=True, timeout=10)
+        if r.returncode == 0:
+            return [GMT, "trace"]
+    return [TRACE_DEV]
+
+
+class Tracer:
+    """A running `gmt trace`; stderr is read line by line until it attaches."""
+
+    def __init__(self, argv, env, preexec_fn=None):
+        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
+        self.err_lines = []
+
+    def wait_attached(self, timeout=20.0):
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stderr, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                continue
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.err_lines.append(line)
+            if "tracing pid" in line:
+                return
+        out, err = self.finish(timeout=5)[1:]
+        raise AssertionError("tracer did not attach: rc=%r stderr=%s" % (self.proc.returncode, err))
+
+    def finish(self, timeout=30.0):
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate(timeout=5)
+            raise AssertionError("tracer did not stop within %.0fs; stderr: %s"
+                                 % (timeout, "".join(self.err_lines) + err))
+        return self.proc.returncode, out, "".join(self.err_lines) + err
+
+
+@unittest.skipUnless(os.geteuid() == 0, "the tracer needs root to load BPF programs")
+@unittest.skipUnless(os.path.exists(TRACE_JOB), "trace_job not built (no fakecuda target)")
+class TraceTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="gmt-e2e-trace-")
+        os.chmod(self.tmp, 0o777)  # the no-rights test writes here as nobody
+        self.argv = tracer_argv()
+        self.jobs = []
+        self.tracers = []
+
+    def tearDown(self):
+        for t in self.tracers:
+            if t.proc.poll() is None:
+                t.proc.kill()
+                t.proc.wait(timeout=5)
+            for f in (t.proc.stdout, t.proc.stderr):
+                f.close()
+        for p in self.jobs:
+            p.stop()
+        if os.environ.get("GMT_E2E_KEEP"):
+            print("kept", self.tmp)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # ---- helpers ----
+
+    def env(self):
+        env = dict(os.environ)
+        env.update({"LD_LIBRARY_PATH": FAKECUDA_DIR, "GMT_FAKE_DIR": self.tmp,
+                    "GMT_FAKE_MEM": "8Gi"})
+        if ASAN_PRELOAD:
+            env["ASAN_OPTIONS"] = "detect_leaks=0"
+        return env
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def start_job(self, mode, preexec_fn=None):
+        p = Prog([TRACE_JOB, mode], self.env(), preexec_fn=preexec_fn)
+        self.jobs.append(p)
+        ready = p.expect("ready")
+        self.assertEqual(int(ready["pid"]), p.proc.pid)
+        return p
+
+    def start_tracer(self, *args, preexec_fn=None, env=None):
+        t = Tracer(self.argv + list(args), env or self.env(), preexec_fn=preexec_fn)
+        self.tracers.append(t)
+        return t
+
+    def trace(self, mode, *args, env=None):
+        """Traces one run of trace_job MODE; returns (done fields, stdout, stderr, pid)."""
+        job = self.start_job(mode)
+        tracer = self.start_tracer("-p", str(job.proc.pid), *args, env=env)
+        tracer.wait_attached()
+        job.send("go")
+        done = job.expect("done")
+        rc, err = job.finish()
+        self.assertEqual(rc, 0, err)
+        trc, out, terr = tracer.finish()
+        self.assertEqual(trc, 0, terr)
+        return done, out, terr, job.proc.pid
+
+    def run_tracer(self, *args, timeout=30):
+        return subprocess.run(self.argv + list(args), capture_output=True, text=True,
+                              timeout=timeout, env=self.env())
+
+    @staticmethod
+    def by_address(dump, kind=None, pid=None):
+        out = {}
+        for a in dump["allocations"]:
+            if (kind is None or a["kind"] == kind) and (pid is None or a["pid"] == pid):
+                out.setdefault(a["address"], []).append(a)
+        return out
+
+    # ---- what is traced ----
+
+    def test_hot_and_cold_buffers_have_exact_counts_and_rank(self):
+        # --min-mmap 1Gi: only the device side here (an ASan build's own
+        # allocator regions would otherwise be host buffers too).
+        x = self.path("x.json")
+        done, _, err, pid = self.trace("hotcold", "-o", x, "--min-mmap", "1Gi")
+        self.assertIn("wrote", err)
+        hot = [int(a, 16) for a in done["hot"].split(",")]
+        cold = [int(a, 16) for a in done["cold"].split(",")]
+        with open(x) as f:
+            dump = json.load(f)
+        self.assertEqual(dump["dropped_events"], 0)
+        self.assertEqual(dump["root_pid"], pid)
+        dev = self.by_address(dump, kind="device", pid=pid)
+        self.assertEqual(sorted(dev), sorted(hot + cold))
+        for addr in hot:
+            (a,) = dev[addr]
+            self.assertEqual((a["size"], a["h2d_count"], a["d2h_count"], a["h2d_bytes"], a["d2h_bytes"]),
+                             (HOT_SIZE, 50, 50, 50 * HOT_SIZE, 50 * HOT_SIZE), a)
+            self.assertIn("alloc_hot", a["site"])
+            self.assertFalse(a["active"])  # the process exited
+        for addr in cold:
+            (a,) = dev[addr]
+            self.assertEqual((a["size"], a["h2d_count"], a["d2h_count"], a["h2d_bytes"], a["d2h_bytes"]),
+                             (COLD_SIZE, 1, 1, COLD_SIZE, COLD_SIZE), a)
+            self.assertIn("alloc_cold", a["site"])
+            self.assertEqual(a["events"][-1]["type"], "free")
+        self.assertEqual(sorted(dev[a][0]["site_nth"] for a in cold), [1, 2, 3, 4, 5])
+        self.assertEqual(dump["copies"]["h2d_count"], 105)
+
+        # The summary of the dump ranks them: 2 hot first, then 5 cold.
+        r = self.run_tracer("--load", x, "-k", "7")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        hottest = self.table(r.stdout, "hottest")
+        self.assertEqual(hottest[:2], hot)
+        self.assertEqual(sorted(hottest[2:7]), sorted(cold))
+        coldest = self.table(r.stdout, "coldest")
+        self.assertEqual(coldest[:5], cold)  # equal counts and sizes: in order made
+        self.assertEqual(coldest[5:7], hot)
+        self.assertIn("H2D 105 (25.31 MiB), D2H 105 (25.31 MiB)", r.stdout)
+        self.assertIn("0 dropped events", r.stdout)
+
+    def test_one_uprobe_per_entry_point_counts_the_same(self):
+        # Kernels before 6.6 have no uprobe_multi links: the tracer falls
+        # back to a perf-event uprobe per entry point (slow to detach).
+        env = dict(self.env(), GMT_TRACE_NO_UPROBE_MULTI="1")
+        x = self.path("p.json")
+        done, _, _, pid = self.trace("hotcold", "-o", x, "--min-mmap", "1Gi", env=env)
+        with open(x) as f:
+            dev = self.by_address(json.load(f), kind="device", pid=pid)
+        for addr in (int(a, 16) for a in done["hot"].split(",")):
+            self.assertEqual((dev[addr][0]["h2d_count"], dev[addr][0]["d2h_count"]), (50, 50))
+
+    @staticmethod
+    def table(text, title):
+        """Addresses of the rows of the table under the line starting with title."""
+        lines = text.splitlines()
+        start = next(i for i, l in enumerate(lines) if l.startswith(title))
+        rows = []
+        for l in lines[start + 2:]:
+            if not l.strip():
+                break
+            rows.append(int(l.split()[3], 16))
+        return rows
+
+    def test_dumps_round_trip_through_both_formats(self):
+        x, y, z, t = (self.path(n) for n in ("x.json", "y.gmtz", "z.json", "t.trace.json"))
+        self.trace("reuse", "-o", x)
+        for src, dst in ((x, y), (y, z), (x, t)):
+            r = self.run_tracer("--load", src, "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        with open(x) as f:
+            a = json.load(f)
+        with open(z) as f:
+            b = json.load(f)
+        self.assertEqual(a, b)
+        self.assertGreater(len(a["allocations"]), 0)
+        self.assertLess(os.path.getsize(y), os.path.getsize(x))
+        with open(t) as f:
+            chrome = json.load(f)
+        copies = [e for e in chrome["traceEvents"] if e.get("cat") == "copy"]
+        self.assertEqual(len(copies), 3 + 7 + 2 + 1)  # reuse: 12 H2D + 1 D2H
+        self.assertTrue(all(e["ph"] == "X" and e["dur"] >= 0 for e in copies))
+        # a file that is no dump
+        r = self.run_tracer("--load", t)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("not a gmt trace dump", r.stderr)
+
+    def test_forked_children_are_followed(self):
+        f = self.path("f.gmtz")
+        done, _, _, pid = self.trace("fork", "-o", f)
+        child = int(done["child"])
+        r = self.run_tracer("--load", f, "-o", self.path("f.json"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.path("f.json")) as fh:
+            dump = json.load(fh)
+        procs = {p["pid"]: p for p in dump["processes"]}
+        self.assertEqual(procs[child]["parent"], pid)
+        self.assertTrue(procs[child]["exited"])
+        (c,) = [a for a in dump["allocations"] if a["pid"] == child and a["kind"] == "device"]
+        self.assertEqual((c["size"], c["h2d_count"], c["d2h_count"], c["h2d_bytes"]),
+                         (FORK_SIZE, 10, 10, 10 * FORK_SIZE))
+        (p,) = [a for a in dump["allocations"] if a["pid"] == pid and a["kind"] == "device"]
+        self.assertEqual((p["h2d_count"], p["d2h_count"]), (3, 0))
+
+    def test_no_follow_leaves_children_out(self):
+        done, out, _, pid = self.trace("fork", "--no-follow", "-o", self.path("n.json"))
+        with open(self.path("n.json")) as fh:
+            dump = json.load(fh)
+        self.assertEqual({a["pid"] for a in dump["allocations"]}, {pid})
+        self.assertEqual([p["pid"] for p in dump["processes"]], [pid])
+
+    def test_address_reuse_keeps_the_earlier_history(self):
+        x = self.path("r.json")
+        done, _, _, pid = self.trace("reuse", "-o", x)
+        with open(x) as f:
+            dump = json.load(f)
+        pin = int(done["pin"], 16)
+        pinned = self.by_address(dump, kind="host_pinned", pid=pid)[pin]
+        self.assertEqual([(a["h2d_count"], a["active"], a["origin"]) for a in pinned],
+                         [(3, False, "register"), (7, False, "register")])
+        self.assertLess(pinned[0]["id"], pinned[1]["id"])
+        self.assertEqual(pinned[0]["events"][-1]["type"], "unpin")
+        (dev,) = self.by_address(dump, kind="device", pid=pid).values()
+        self.assertEqual((dev[0]["h2d_count"], dev[0]["d2h_count"]), (12, 1))
+
+        p1, p2 = int(done["pageable1"], 16), int(done["pageable2"], 16)
+        pageable = self.by_address(dump, kind="host_pageable", pid=pid)
+        first = pageable[p1][0]
+        self.assertEqual((first["size"], first["h2d_count"], first["d2h_count"]), (PAGEABLE_SIZE, 2, 0))
+        self.assertGreaterEqual(first["faults"], 1)  # touched page by page
+        self.assertLessEqual(first["faults"], PAGEABLE_SIZE // 4096)
+        self.assertEqual(first["events"][-1]["type"], "free")  # munmap
+        if p1 == p2:  # the kernel handed the same range out again
+            self.assertEqual([a["d2h_count"] for a in pageable[p1]], [0, 1])
+            self.assertFalse(pageable[p1][0]["active"])
+        else:
+            self.assertEqual(pageable[p2][0]["d2h_count"], 1)
+
+    def test_summary_without_output_file(self):
+        job = self.start_job("fork")
+        tracer = self.start_tracer("-p", str(job.proc.pid), "-k", "2")
+        tracer.wait_attached()
+        job.send("go")
+        job.expect("done")
+        job.finish()
+        rc, out, err = tracer.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("trace of pid %d: 2 processes" % job.proc.pid, out)
+        self.assertIn("H2D 13 (1.62 MiB), D2H 10 (1.25 MiB)", out)
+        self.assertEqual(len(self.table(out, "hottest")), 2)
+
+    def test_duration_and_ctrl_c_stop_the_trace(self):
+        job = self.start_job("idle")  # never told to go: it waits
+        start = time.monotonic()
+        r = self.run_tracer("-p", str(job.proc.pid), "--duration", "1", "-o", self.path("d.json"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertLess(time.monotonic() - start, 15)
+        with open(self.path("d.json")) as f:
+            self.assertEqual(json.load(f)["allocations"], [])
+
+        tracer = self.start_tracer("-p", str(job.proc.pid))
+        tracer.wait_attached()
+        tracer.proc.send_signal(signal.SIGINT)
+        rc, out, err = tracer.finish(timeout=15)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("trace of pid %d" % job.proc.pid, out)
+        self.assertTrue(job.proc.poll() is None, "tracing must not disturb the process")
+
+    # ---- errors: one line, exit 2, bounded ----
+
+    def assert_error(self, r, text):
+        self.assertEqual(r.returncode, 2, (r.stdout, r.stderr))
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn(text, lines[0])
+
+    def test_missing_pid_is_an_error(self):
+        with open("/proc/sys/kernel/pid_max") as f:
+            pid_max = int(f.read())
+        self.assert_error(self.run_tracer("-p", str(pid_max + 1)), "no process with pid")
+
+    def test_process_without_libcuda_is_an_error_after_the_wait(self):
+        sleeper = subprocess.Popen(["sleep", "60"])
+        try:
+            start = time.monotonic()
+            r = self.run_tracer("-p", str(sleeper.pid), "--wait-libcuda", "0.5")
+            self.assert_error(r, "has not loaded libcuda.so.1 after 0.5 s")
+            self.assertLess(time.monotonic() - start, 10)
+        finally:
+            sleeper.kill()
+            sleeper.wait(timeout=5)
+
+    def test_no_rights_to_load_bpf_is_an_error(self):
+        def as_nobody():
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+        if not os.access(TRACE_JOB, os.X_OK) or not os.access(self.argv[0], os.X_OK):
+            self.skipTest("binaries not executable")
+        try:
+            job = self.start_job("idle", preexec_fn=as_nobody)
+        except AssertionError as e:
+            self.skipTest("the build folder is not usable as nobody: %s" % e)
+        r = subprocess.run(self.argv + ["-p", str(job.proc.pid), "--wait-libcuda", "2"],
+                           capture_output=True, text=True, timeout=30, env=self.env(),
+                           preexec_fn=as_nobody)
+        self.assert_error(r, "no rights to load BPF programs")
+
+    def test_bad_usage_is_an_error(self):
+        self.assert_error(self.run_tracer("-p", "1", "-o", self.path("x.txt")),
+                          "must end in .json, .gmtz or .trace.json")
+        self.assert_error(self.run_tracer("-p", "abc"), "needs a process id")
+        self.assert_error(self.run_tracer(), "which process?")
+
+
+if __name__ == "__main__":
+    unittest.main()

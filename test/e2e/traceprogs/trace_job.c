@@ -1,0 +1,195 @@
+/* The program test_trace.py traces. It says "ready pid=N" and waits for a
+ * line on stdin (so that the tracer can attach first), does the work of
+ * its mode, says "done ..." with what it did, and exits.
+ *
+ *   trace_job hotcold  2 hot device buffers of 50 H2D + 50 D2H copies each,
+ *                      then 5 cold ones of 1 + 1
+ *   trace_job fork     forks a child that copies 10 + 10 into one buffer;
+ *                      after it exits, the parent copies 3 H2D into its own
+ *   trace_job reuse    the same host memory registered twice (a new history
+ *                      at the same address), and a 4 MiB pageable buffer,
+ *                      touched page by page, unmapped and mapped again
+ *   trace_job idle     loads libcuda and waits, doing nothing (error tests)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cuda.h>
+
+#define HOT_SIZE ((size_t)256 << 10)
+#define COLD_SIZE ((size_t)64 << 10)
+#define HOT_COPIES 50
+#define FORK_SIZE ((size_t)128 << 10)
+#define PAGEABLE_SIZE ((size_t)4 << 20)
+#define PIN_SIZE ((size_t)256 << 10)
+
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    CUresult rc_ = (call);                                                                         \
+    if (rc_ != CUDA_SUCCESS) {                                                                     \
+      fprintf(stderr, "trace_job: %s failed: %d\n", #call, (int)rc_);                              \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static void init_ctx(void)
+{
+  CUdevice dev;
+  CUcontext ctx;
+  CHECK(cuInit(0));
+  CHECK(cuDeviceGet(&dev, 0));
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CHECK(cuCtxSetCurrent(ctx));
+}
+
+static void wait_go(void)
+{
+  char line[64];
+  printf("ready pid=%d\n", (int)getpid());
+  fflush(stdout);
+  if (!fgets(line, sizeof line, stdin))
+    exit(3);
+}
+
+/* Separate functions so that each kind of buffer has its own call site. */
+static __attribute__((noinline)) CUdeviceptr alloc_hot(void)
+{
+  CUdeviceptr p;
+  CHECK(cuMemAlloc(&p, HOT_SIZE));
+  return p;
+}
+
+static __attribute__((noinline)) CUdeviceptr alloc_cold(void)
+{
+  CUdeviceptr p;
+  CHECK(cuMemAlloc(&p, COLD_SIZE));
+  return p;
+}
+
+static int hotcold(void)
+{
+  char *host = calloc(1, HOT_SIZE); /* below the tracked mmap size */
+  CUdeviceptr hot[2], cold[5];
+  init_ctx();
+  wait_go();
+  for (int i = 0; i < 2; i++)
+    hot[i] = alloc_hot();
+  for (int i = 0; i < 5; i++)
+    cold[i] = alloc_cold();
+  for (int r = 0; r < HOT_COPIES; r++)
+    for (int i = 0; i < 2; i++) {
+      CHECK(cuMemcpyHtoD(hot[i], host, HOT_SIZE));
+      CHECK(cuMemcpyDtoH(host, hot[i], HOT_SIZE));
+    }
+  for (int i = 0; i < 5; i++) {
+    CHECK(cuMemcpyHtoD(cold[i], host, COLD_SIZE));
+    CHECK(cuMemcpyDtoH(host, cold[i], COLD_SIZE));
+  }
+  printf("done hot=0x%llx,0x%llx cold=", (unsigned long long)hot[0], (unsigned long long)hot[1]);
+  for (int i = 0; i < 5; i++)
+    printf("%s0x%llx", i ? "," : "", (unsigned long long)cold[i]);
+  printf("\n");
+  for (int i = 0; i < 5; i++)
+    CHECK(cuMemFree(cold[i]));
+  /* the hot ones stay allocated until exit */
+  free(host);
+  return 0;
+}
+
+static int forking(void)
+{
+  char *host = calloc(1, FORK_SIZE);
+  wait_go();
+  fflush(stdout);
+  pid_t child = fork();
+  if (child < 0)
+    return 1;
+  if (child == 0) { /* CUDA starts after fork, as it must */
+    CUdeviceptr p;
+    init_ctx();
+    CHECK(cuMemAlloc(&p, FORK_SIZE));
+    for (int i = 0; i < 10; i++) {
+      CHECK(cuMemcpyHtoD(p, host, FORK_SIZE));
+      CHECK(cuMemcpyDtoH(host, p, FORK_SIZE));
+    }
+    CHECK(cuMemFree(p));
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(child, &st, 0);
+  CUdeviceptr p;
+  init_ctx();
+  CHECK(cuMemAlloc(&p, FORK_SIZE));
+  for (int i = 0; i < 3; i++)
+    CHECK(cuMemcpyHtoD(p, host, FORK_SIZE));
+  CHECK(cuMemFree(p));
+  printf("done child=%d status=%d\n", (int)child, st);
+  free(host);
+  return 0;
+}
+
+static int reuse(void)
+{
+  static char pinbuf[PIN_SIZE] __attribute__((aligned(4096)));
+  CUdeviceptr d;
+  init_ctx();
+  wait_go();
+  CHECK(cuMemAlloc(&d, PIN_SIZE));
+  /* registered, 3 copies, unregistered; registered again, 7 copies */
+  CHECK(cuMemHostRegister(pinbuf, PIN_SIZE, 0));
+  for (int i = 0; i < 3; i++)
+    CHECK(cuMemcpyHtoD(d, pinbuf, PIN_SIZE));
+  CHECK(cuMemHostUnregister(pinbuf));
+  CHECK(cuMemHostRegister(pinbuf, PIN_SIZE, 0));
+  for (int i = 0; i < 7; i++)
+    CHECK(cuMemcpyHtoD(d, pinbuf, PIN_SIZE));
+  CHECK(cuMemHostUnregister(pinbuf));
+
+  /* pageable: touched page by page (faults), copied from twice */
+  char *a = mmap(NULL, PAGEABLE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (a == MAP_FAILED)
+    return 1;
+  for (size_t o = 0; o < PAGEABLE_SIZE; o += 4096)
+    a[o] = 1;
+  for (int i = 0; i < 2; i++)
+    CHECK(cuMemcpyHtoD(d, a, PIN_SIZE));
+  munmap(a, PAGEABLE_SIZE);
+  char *b = mmap(NULL, PAGEABLE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (b == MAP_FAILED)
+    return 1;
+  CHECK(cuMemcpyDtoH(b, d, PIN_SIZE));
+  printf("done pin=0x%llx pageable1=0x%llx pageable2=0x%llx\n",
+         (unsigned long long)(uintptr_t)pinbuf, (unsigned long long)(uintptr_t)a,
+         (unsigned long long)(uintptr_t)b);
+  munmap(b, PAGEABLE_SIZE);
+  CHECK(cuMemFree(d));
+  return 0;
+}
+
+static int idle(void)
+{
+  init_ctx();
+  wait_go();
+  printf("done\n");
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  const char *mode = argc > 1 ? argv[1] : "hotcold";
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (!strcmp(mode, "hotcold"))
+    return hotcold();
+  if (!strcmp(mode, "fork"))
+    return forking();
+  if (!strcmp(mode, "reuse"))
+    return reuse();
+  if (!strcmp(mode, "idle"))
+    return idle();
+  fprintf(stderr, "usage: trace_job hotcold|fork|reuse|idle\n");
+  return 2;
+}

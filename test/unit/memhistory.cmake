@@ -1,0 +1,7 @@
+# MemHistory and the tracer's dumps (server/trace). Built only where the
+# tracer is (kernel BTF at configure time, see bpf/btf.cmake).
+if(TARGET gmttrace)
+  gmt_unit_test(test_memhistory
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_memhistory.c
+    LIBS gmttrace)
+endif()

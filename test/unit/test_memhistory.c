@@ -1,0 +1,488 @@
+/* MemHistory (server/trace/memhistory.c) and its dumps (dump.c): interior
+ * lookups, address reuse, hot/cold ranking as counters change, and round
+ * trips through JSON and .gmtz. No BPF here: histories are fed by hand. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dump.h"
+#include "gmt_error.h"
+#include "memhistory.h"
+
+#define PID 100
+#define MiB (1ull << 20)
+
+static gmt_alloc_site_t site_at(const char *fn, uint64_t off)
+{
+  gmt_alloc_site_t s = {.pc = 0x400000 + off, .offset = off};
+  snprintf(s.module, sizeof s.module, "/opt/app/bin/train");
+  snprintf(s.function, sizeof s.function, "%s+0x%llx", fn, (unsigned long long)off);
+  return s;
+}
+
+static void alloc(gmt_memhistory_t *mh, uint64_t addr, uint64_t size, uint64_t ts)
+{
+  gmt_alloc_site_t s = site_at("alloc_buffers", 0x40);
+  assert_int_equal(
+      gmt_memhistory_alloc(mh, PID, GMT_ALLOC_DEVICE, GMT_ORIGIN_CALL, addr, size, &s, ts, PID), 0);
+}
+
+static void copies(gmt_memhistory_t *mh, uint64_t dev, uint64_t host, uint64_t bytes, int n, int m,
+                   uint64_t *ts)
+{
+  for (int i = 0; i < n; i++)
+    assert_int_equal(gmt_memhistory_copy(mh, PID, GMT_COPY_H2D, dev, host, bytes, ++*ts, 5, PID, 0),
+                     GMT_AEV_H2D);
+  for (int i = 0; i < m; i++)
+    assert_int_equal(gmt_memhistory_copy(mh, PID, GMT_COPY_D2H, host, dev, bytes, ++*ts, 5, PID, 0),
+                     GMT_AEV_D2H);
+}
+
+static void test_lookup_finds_allocation_by_any_interior_address(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  gmt_alloc_info_t in;
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  alloc(mh, 0x10000, 0x1000, 1);
+  alloc(mh, 0x20000, 0x8000, 2);
+  alloc(mh, 0x11000, 0x100, 3); /* right after the first: no gap */
+
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x10000, &in), 0);
+  assert_int_equal(in.id, 1);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x10fff, &in), 0);
+  assert_int_equal(in.id, 1);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x11000, &in), 0);
+  assert_int_equal(in.id, 3);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x27fff, &in), 0);
+  assert_int_equal(in.id, 2);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x28000, &in), -ENOENT);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0xffff, &in), -ENOENT);
+  /* the same address in another process is another allocation */
+  assert_int_equal(gmt_memhistory_lookup(mh, PID + 1, 0x10000, &in), -ENOENT);
+  /* a copy into the middle of a buffer counts for that buffer */
+  uint64_t ts = 10;
+  copies(mh, 0x24000, 0x7000000, 64, 1, 0, &ts);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x20000, &in), 0);
+  assert_int_equal(in.h2d_count, 1);
+  assert_int_equal(in.h2d_bytes, 64);
+  gmt_memhistory_free(mh);
+}
+
+static void test_address_reuse_keeps_earlier_history_inactive(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  gmt_alloc_info_t in;
+  const gmt_alloc_history_t *at[4];
+  uint64_t ts = 0;
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  alloc(mh, 0x10000, MiB, ++ts);
+  copies(mh, 0x10000, 0x7000000, 100, 3, 0, &ts);
+  assert_int_equal(gmt_memhistory_free_at(mh, PID, 0x10000, ++ts, PID), 0);
+  assert_int_equal(gmt_memhistory_free_at(mh, PID, 0x10000, ++ts, PID), -ENOENT); /* twice */
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x10000, &in), -ENOENT);
+
+  alloc(mh, 0x10000, MiB, ++ts);
+  copies(mh, 0x10000, 0x7000000, 100, 7, 1, &ts);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x10010, &in), 0);
+  assert_int_equal(in.id, 2);
+  assert_int_equal(in.h2d_count, 7);
+  assert_int_equal(in.site_nth, 2); /* second allocation at the same site */
+
+  gmt_memhistory_rdlock(mh);
+  assert_int_equal(gmt_memhistory_at_address(mh, PID, 0x10000, at, 4), 2);
+  assert_int_equal(at[0]->info.id, 2);
+  assert_true(at[0]->info.active);
+  assert_int_equal(at[1]->info.id, 1);
+  assert_false(at[1]->info.active);
+  assert_int_equal(at[1]->info.h2d_count, 3);
+  assert_int_equal(at[1]->nevents, 5); /* alloc, 3 x h2d, free */
+  assert_int_equal(at[1]->events[4].type, GMT_AEV_FREE);
+  gmt_memhistory_unlock(mh);
+  gmt_memhistory_free(mh);
+}
+
+static void test_overlapping_allocation_ends_the_stale_one(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  gmt_alloc_info_t in;
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  alloc(mh, 0x10000, 0x4000, 1);
+  alloc(mh, 0x12000, 0x4000, 2); /* its free was never seen */
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x10000, &in), -ENOENT);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x13000, &in), 0);
+  assert_int_equal(in.id, 2);
+  gmt_memhistory_rdlock(mh);
+  const gmt_alloc_history_t *h = gmt_memhistory_at(mh, 0);
+  assert_false(h->info.active);
+  assert_int_equal(h->events[h->nevents - 1].type, GMT_AEV_REPLACED);
+  gmt_memhistory_unlock(mh);
+  gmt_memhistory_free(mh);
+}
+
+static void test_hotspots_rank_two_hot_above_five_cold(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  gmt_alloc_info_t top[7];
+  uint64_t ts = 0;
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  for (int i = 0; i < 5; i++)
+    alloc(mh, 0x100000 + (uint64_t)i * MiB, 64 << 10, ++ts);
+  alloc(mh, 0x900000, 256 << 10, ++ts); /* the hot ones come last */
+  alloc(mh, 0xa00000, 256 << 10, ++ts);
+  for (int i = 0; i < 5; i++)
+    copies(mh, 0x100000 + (uint64_t)i * MiB, 0x7000000, 64 << 10, 1, 1, &ts);
+  for (int r = 0; r < 50; r++) {
+    copies(mh, 0x900000, 0x7000000, 256 << 10, 1, 1, &ts);
+    copies(mh, 0xa00000, 0x7000000, 256 << 10, 1, 1, &ts);
+  }
+  assert_int_equal(gmt_memhistory_hotspots(mh, 2, top), 2);
+  assert_int_equal(top[0].id, 6); /* equal counts and bytes: older first */
+  assert_int_equal(top[1].id, 7);
+  assert_int_equal(top[0].h2d_count, 50);
+  assert_int_equal(top[0].d2h_bytes, 50ull * (256 << 10));
+
+  assert_int_equal(gmt_memhistory_coldspots(mh, 7, top), 7);
+  for (int i = 0; i < 5; i++)
+    assert_int_equal(top[i].id, (uint64_t)i + 1);
+  assert_int_equal(top[5].id, 6);
+  /* asking for more than there is gives what there is */
+  assert_int_equal(gmt_memhistory_hotspots(mh, 100, top), 7);
+  gmt_memhistory_free(mh);
+}
+
+static int by_hot(const void *a, const void *b)
+{
+  const gmt_alloc_info_t *x = a, *y = b;
+  uint64_t tx = gmt_alloc_transfers(x), ty = gmt_alloc_transfers(y);
+  if (tx != ty)
+    return tx > ty ? -1 : 1;
+  uint64_t bx = x->h2d_bytes + x->d2h_bytes, by = y->h2d_bytes + y->d2h_bytes;
+  if (bx != by)
+    return bx > by ? -1 : 1;
+  return x->id < y->id ? -1 : 1;
+}
+
+/* The heaps stay right while counters grow in any order: the top-k agree
+ * with a full sort after every round. */
+static void test_hotspots_match_a_full_sort_as_counters_change(void **state)
+{
+  (void)state;
+  enum { N = 300, K = 17 };
+  gmt_memhistory_t *mh;
+  gmt_alloc_info_t top[K], all[N];
+  uint64_t ts = 0;
+  srand(7);
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  for (int i = 0; i < N; i++)
+    alloc(mh, 0x1000000 + (uint64_t)i * 0x10000, 0x10000, ++ts);
+  for (int round = 0; round < 20; round++) {
+    for (int c = 0; c < 200; c++) {
+      int i = rand() % N;
+      copies(mh, 0x1000000 + (uint64_t)i * 0x10000 + 8, 0x70000000, 1 + rand() % 4096, rand() % 2,
+             rand() % 2, &ts);
+    }
+    gmt_memhistory_rdlock(mh);
+    for (int i = 0; i < N; i++)
+      all[i] = gmt_memhistory_at(mh, (size_t)i)->info;
+    gmt_memhistory_unlock(mh);
+    qsort(all, N, sizeof *all, by_hot);
+    assert_int_equal(gmt_memhistory_hotspots(mh, K, top), K);
+    for (int i = 0; i < K; i++)
+      assert_int_equal(top[i].id, all[i].id);
+  }
+  gmt_memhistory_free(mh);
+}
+
+static void test_unified_copy_is_classified_by_its_pointers(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  gmt_alloc_info_t in;
+  gmt_alloc_site_t s = site_at("main", 1);
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  alloc(mh, 0x200000000000, MiB, 1);
+  alloc(mh, 0x200000100000, MiB, 2);
+  assert_int_equal(gmt_memhistory_alloc(mh, PID, GMT_ALLOC_HOST_PINNED, GMT_ORIGIN_CALL,
+                                        0x7f0000000000, MiB, &s, 3, PID),
+                   0);
+  /* host (tracked or not) to device, device to host, device to device */
+  assert_int_equal(
+      gmt_memhistory_copy(mh, PID, GMT_COPY_UNKNOWN, 0x200000000000, 0x1234, 10, 4, 0, PID, 0),
+      GMT_AEV_H2D);
+  assert_int_equal(gmt_memhistory_copy(mh, PID, GMT_COPY_UNKNOWN, 0x7f0000000010, 0x200000000000,
+                                       20, 5, 0, PID, 0),
+                   GMT_AEV_D2H);
+  assert_int_equal(gmt_memhistory_copy(mh, PID, GMT_COPY_UNKNOWN, 0x200000100000, 0x200000000000,
+                                       30, 6, 0, PID, 0),
+                   GMT_AEV_D2D);
+  /* host to host: not a transfer over the bus */
+  assert_int_equal(
+      gmt_memhistory_copy(mh, PID, GMT_COPY_UNKNOWN, 0x7f0000000010, 0x1234, 40, 7, 0, PID, 0), 0);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x7f0000000000, &in), 0);
+  assert_int_equal(in.d2h_count, 1);
+  assert_int_equal(in.d2h_bytes, 20);
+  assert_int_equal(in.h2d_count, 0);
+  gmt_memhistory_totals_t t;
+  gmt_memhistory_totals(mh, &t);
+  assert_int_equal(t.h2d_count, 1);
+  assert_int_equal(t.d2h_count, 1); /* counted once, at the device end */
+  assert_int_equal(t.d2d_count, 1);
+  assert_int_equal(t.unmatched_copies, 1);
+  gmt_memhistory_free(mh);
+}
+
+static void test_pinning_pageable_memory_changes_its_kind_and_back(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  gmt_alloc_info_t in;
+  gmt_alloc_site_t s = site_at("main", 2);
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  assert_int_equal(gmt_memhistory_alloc(mh, PID, GMT_ALLOC_HOST_PAGEABLE, GMT_ORIGIN_MMAP,
+                                        0x7f0000000000, 4 * MiB, &s, 1, PID),
+                   0);
+  assert_int_equal(gmt_memhistory_fault(mh, PID, 0x7f0000001000, 512, 2, PID), 0);
+  assert_int_equal(gmt_memhistory_fault(mh, PID, 0x100, 3, 2, PID), -ENOENT);
+  assert_int_equal(gmt_memhistory_pin(mh, PID, 0x7f0000000000, 4 * MiB, &s, 3, PID), 0);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x7f0000000000, &in), 0);
+  assert_int_equal(in.kind, GMT_ALLOC_HOST_PINNED);
+  assert_true(in.registered);
+  assert_int_equal(in.faults, 512);
+  assert_int_equal(gmt_memhistory_unpin(mh, PID, 0x7f0000000000, 4, PID), 0);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x7f0000000000, &in), 0);
+  assert_int_equal(in.kind, GMT_ALLOC_HOST_PAGEABLE);
+  assert_true(in.active);
+  /* munmap ends it; a device allocation in the range would stay */
+  gmt_memhistory_unmap(mh, PID, 0x7f0000000000, 4 * MiB, 5, PID);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x7f0000000000, &in), -ENOENT);
+  gmt_memhistory_free(mh);
+}
+
+static void test_process_exit_ends_what_it_held(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  gmt_alloc_info_t in;
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  assert_int_equal(gmt_memhistory_process_start(mh, PID, 0, 1), 0);
+  alloc(mh, 0x10000, 0x1000, 2);
+  gmt_alloc_site_t s = site_at("child", 3);
+  assert_int_equal(gmt_memhistory_alloc(mh, PID + 1, GMT_ALLOC_DEVICE, GMT_ORIGIN_CALL, 0x10000,
+                                        0x1000, &s, 3, PID + 1),
+                   0);
+  gmt_memhistory_process_exit(mh, PID, 0, 9);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x10000, &in), -ENOENT);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID + 1, 0x10000, &in), 0);
+  gmt_memhistory_rdlock(mh);
+  assert_int_equal(gmt_memhistory_at(mh, 0)->info.free_ns, 9);
+  assert_true(gmt_memhistory_process(mh, 0)->exited);
+  gmt_memhistory_unlock(mh);
+  gmt_memhistory_free(mh);
+}
+
+/* ---- dumps ---- */
+
+static gmt_memhistory_t *sample_history(gmt_trace_meta_t *meta)
+{
+  gmt_memhistory_t *mh;
+  uint64_t ts = 1000;
+  gmt_alloc_site_t s = site_at("load_batch", 0x99);
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  assert_int_equal(gmt_memhistory_process_start(mh, PID, 0, ts), 0);
+  assert_int_equal(gmt_memhistory_process_start(mh, PID + 1, PID, ts + 1), 0);
+  alloc(mh, 0x200000000000, 256 << 10, ++ts);
+  copies(mh, 0x200000000000, 0x1234, 256 << 10, 50, 50, &ts);
+  assert_int_equal(gmt_memhistory_alloc(mh, PID, GMT_ALLOC_HOST_PAGEABLE, GMT_ORIGIN_MMAP,
+                                        0x7f0000000000, 4 * MiB, &s, ++ts, PID + 7),
+                   0);
+  assert_int_equal(gmt_memhistory_fault(mh, PID, 0x7f0000002000, 77, ++ts, PID), 0);
+  assert_int_equal(gmt_memhistory_pin(mh, PID, 0x7f0000000000, 4 * MiB, &s, ++ts, PID), 0);
+  assert_int_equal(gmt_memhistory_free_at(mh, PID, 0x200000000000, ++ts, PID), 0);
+  alloc(mh, 0x200000000000, 256 << 10, ++ts); /* reuse */
+  assert_int_equal(gmt_memhistory_alloc(mh, PID + 1, GMT_ALLOC_MANAGED, GMT_ORIGIN_CALL,
+                                        0x300000000000, MiB, NULL, ++ts, PID + 1),
+                   0);
+  assert_int_equal(gmt_memhistory_prefetch(mh, PID + 1, 0x300000000000, MiB, ++ts, PID + 1, 0xabc),
+                   0);
+  gmt_memhistory_process_reclaim(mh, PID, 12345);
+  gmt_memhistory_process_exit(mh, PID + 1, 3, ++ts);
+  gmt_memhistory_copy(mh, PID, GMT_COPY_UNKNOWN, 0x5, 0x6, 1, ++ts, 0, PID, 0); /* unmatched */
+  *meta = (gmt_trace_meta_t){
+      .root_pid = PID, .start_ns = 1000, .end_ns = ts + 1, .dropped_events = 4, .xid_errors = 1};
+  return mh;
+}
+
+static void assert_same_info(const gmt_alloc_info_t *x, const gmt_alloc_info_t *y)
+{
+  assert_int_equal(x->id, y->id);
+  assert_int_equal(x->pid, y->pid);
+  assert_int_equal(x->kind, y->kind);
+  assert_int_equal(x->origin, y->origin);
+  assert_int_equal(x->registered, y->registered);
+  assert_int_equal(x->active, y->active);
+  assert_int_equal(x->address, y->address);
+  assert_int_equal(x->size, y->size);
+  assert_int_equal(x->site.pc, y->site.pc);
+  assert_int_equal(x->site.offset, y->site.offset);
+  assert_string_equal(x->site.module, y->site.module);
+  assert_string_equal(x->site.function, y->site.function);
+  assert_int_equal(x->site_nth, y->site_nth);
+  assert_int_equal(x->alloc_ns, y->alloc_ns);
+  assert_int_equal(x->free_ns, y->free_ns);
+  assert_int_equal(x->h2d_count, y->h2d_count);
+  assert_int_equal(x->h2d_bytes, y->h2d_bytes);
+  assert_int_equal(x->d2h_count, y->d2h_count);
+  assert_int_equal(x->d2h_bytes, y->d2h_bytes);
+  assert_int_equal(x->d2d_count, y->d2d_count);
+  assert_int_equal(x->d2d_bytes, y->d2d_bytes);
+  assert_int_equal(x->faults, y->faults);
+  assert_int_equal(x->prefetches, y->prefetches);
+  assert_int_equal(x->events_dropped, y->events_dropped);
+}
+
+static void assert_same_history(gmt_memhistory_t *a, const gmt_trace_meta_t *ma,
+                                gmt_memhistory_t *b, const gmt_trace_meta_t *mb)
+{
+  assert_int_equal(ma->root_pid, mb->root_pid);
+  assert_int_equal(ma->start_ns, mb->start_ns);
+  assert_int_equal(ma->end_ns, mb->end_ns);
+  assert_int_equal(ma->dropped_events, mb->dropped_events);
+  assert_int_equal(ma->xid_errors, mb->xid_errors);
+  gmt_memhistory_rdlock(a);
+  gmt_memhistory_rdlock(b);
+  assert_int_equal(gmt_memhistory_size(a), gmt_memhistory_size(b));
+  assert_int_equal(gmt_memhistory_nprocesses(a), gmt_memhistory_nprocesses(b));
+  for (size_t i = 0; i < gmt_memhistory_nprocesses(a); i++) {
+    const gmt_trace_process_t *x = gmt_memhistory_process(a, i), *y = gmt_memhistory_process(b, i);
+    assert_int_equal(x->pid, y->pid);
+    assert_int_equal(x->parent, y->parent);
+    assert_int_equal(x->start_ns, y->start_ns);
+    assert_int_equal(x->exit_ns, y->exit_ns);
+    assert_int_equal(x->exited, y->exited);
+    assert_int_equal(x->exit_code, y->exit_code);
+    assert_int_equal(x->reclaim_stalls, y->reclaim_stalls);
+    assert_int_equal(x->reclaim_ns, y->reclaim_ns);
+  }
+  for (size_t i = 0; i < gmt_memhistory_size(a); i++) {
+    const gmt_alloc_history_t *x = gmt_memhistory_at(a, i), *y = gmt_memhistory_at(b, i);
+    assert_same_info(&x->info, &y->info);
+    assert_int_equal(x->nevents, y->nevents);
+    for (size_t e = 0; e < x->nevents; e++) {
+      assert_int_equal(x->events[e].ts_ns, y->events[e].ts_ns);
+      assert_int_equal(x->events[e].dur_ns, y->events[e].dur_ns);
+      assert_int_equal(x->events[e].addr, y->events[e].addr);
+      assert_int_equal(x->events[e].bytes, y->events[e].bytes);
+      assert_int_equal(x->events[e].stream, y->events[e].stream);
+      assert_int_equal(x->events[e].tid, y->events[e].tid);
+      assert_int_equal(x->events[e].type, y->events[e].type);
+    }
+  }
+  gmt_memhistory_counters_t ca, cb;
+  gmt_memhistory_counters(a, &ca);
+  gmt_memhistory_counters(b, &cb);
+  assert_memory_equal(&ca, &cb, sizeof ca); /* all uint64_t: no padding */
+  assert_int_equal(ca.unmatched_copies, 1);
+  assert_int_equal(ca.h2d_count, 50);
+  gmt_memhistory_unlock(b);
+  gmt_memhistory_unlock(a);
+}
+
+static void round_trip(const char *ext)
+{
+  gmt_trace_meta_t meta, meta2;
+  gmt_memhistory_t *mh = sample_history(&meta), *back = NULL;
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/gmt-test-memhistory-%d%s", (int)getpid(), ext);
+  assert_int_equal(gmt_trace_dump(mh, &meta, path), 0);
+  assert_int_equal(gmt_trace_load(path, &back, &meta2), 0);
+  assert_same_history(mh, &meta, back, &meta2);
+  /* the loaded history answers as the live one did */
+  gmt_alloc_info_t in;
+  assert_int_equal(gmt_memhistory_lookup(back, PID, 0x200000000010, &in), 0);
+  assert_int_equal(in.id, 3);
+  assert_int_equal(gmt_memhistory_hotspots(back, 1, &in), 1);
+  assert_int_equal(in.id, 1);
+  assert_int_equal(in.h2d_count, 50);
+  unlink(path);
+  gmt_memhistory_free(back);
+  gmt_memhistory_free(mh);
+}
+
+static void test_json_dump_round_trips(void **state)
+{
+  (void)state;
+  round_trip(".json");
+}
+
+static void test_gmtz_dump_round_trips(void **state)
+{
+  (void)state;
+  round_trip(".gmtz");
+}
+
+static void test_chrome_trace_is_written_and_not_loaded(void **state)
+{
+  (void)state;
+  gmt_trace_meta_t meta, m2;
+  gmt_memhistory_t *mh = sample_history(&meta), *back = NULL;
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/gmt-test-memhistory-%d.trace.json", (int)getpid());
+  assert_int_equal(gmt_trace_format_of(path), GMT_DUMP_CHROME);
+  assert_int_equal(gmt_trace_dump(mh, &meta, path), 0);
+  assert_int_equal(gmt_trace_load(path, &back, &m2), GMT_EDECODE); /* no "allocations" */
+  unlink(path);
+  assert_int_equal(gmt_trace_dump(mh, &meta, "/tmp/x.txt"), -EINVAL);
+  gmt_memhistory_free(mh);
+}
+
+static void test_load_refuses_what_is_not_a_dump(void **state)
+{
+  (void)state;
+  char path[64];
+  gmt_memhistory_t *mh = NULL;
+  gmt_trace_meta_t meta;
+  snprintf(path, sizeof path, "/tmp/gmt-test-memhistory-%d.gmtz", (int)getpid());
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("GMTZ\x01\x00\x00\x00not zstd at all", f);
+  fclose(f);
+  assert_int_equal(gmt_trace_load(path, &mh, &meta), GMT_EDECODE);
+  f = fopen(path, "w");
+  fputs("{\"allocations\": [{\"kind\": \"teapot\"}]}", f);
+  fclose(f);
+  assert_int_equal(gmt_trace_load(path, &mh, &meta), GMT_EDECODE);
+  unlink(path);
+  assert_int_equal(gmt_trace_load("/nonexistent/x.json", &mh, &meta), -ENOENT);
+  assert_null(mh);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_lookup_finds_allocation_by_any_interior_address),
+      cmocka_unit_test(test_address_reuse_keeps_earlier_history_inactive),
+      cmocka_unit_test(test_overlapping_allocation_ends_the_stale_one),
+      cmocka_unit_test(test_hotspots_rank_two_hot_above_five_cold),
+      cmocka_unit_test(test_hotspots_match_a_full_sort_as_counters_change),
+      cmocka_unit_test(test_unified_copy_is_classified_by_its_pointers),
+      cmocka_unit_test(test_pinning_pageable_memory_changes_its_kind_and_back),
+      cmocka_unit_test(test_process_exit_ends_what_it_held),
+      cmocka_unit_test(test_json_dump_round_trips),
+      cmocka_unit_test(test_gmtz_dump_round_trips),
+      cmocka_unit_test(test_chrome_trace_is_written_and_not_loaded),
+      cmocka_unit_test(test_load_refuses_what_is_not_a_dump),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
