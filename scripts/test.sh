@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds with ASan+UBSan and
-# -Werror, and runs every unit and end-to-end test (fake driver, no GPU).
+# The test command: installs what is missing, then builds and tests twice:
+# with ASan+UBSan and -Werror (every unit and end-to-end test), and a plain
+# -Werror build (the end-to-end tests again, as the hook runs in production).
+# No GPU needed: the tests use the fake driver.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${GMT_TEST_BUILD:-$root/build-test}
+asan=${GMT_TEST_BUILD:-$root/build-test}
+plain=${GMT_TEST_BUILD_PLAIN:-$root/build-test-plain}
 
-"$root/scripts/setup.sh" "$build" -DCMAKE_BUILD_TYPE=Debug -DGMT_SANITIZE=ON -DGMT_WERROR=ON
-cd "$build"
-ctest --output-on-failure --timeout 600 "$@"
+"$root/scripts/setup.sh" "$asan" -DCMAKE_BUILD_TYPE=Debug -DGMT_SANITIZE=ON -DGMT_WERROR=ON
+"$root/scripts/setup.sh" "$plain" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGMT_SANITIZE=OFF -DGMT_WERROR=ON
+
+echo "== tests, ASan+UBSan build"
+(cd "$asan" && ctest --output-on-failure --timeout 600 "$@")
+echo "== end-to-end tests, plain build"
+(cd "$plain" && ctest --output-on-failure --timeout 600 -L e2e "$@")

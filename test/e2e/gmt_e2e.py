@@ -88,7 +88,7 @@ class Prog:
     def __init__(self, argv, env, preexec_fn=None):
         self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, bufsize=1,
-                                     preexec_fn=preexec_fn)
+                                     preexec_fn=preexec_fn, start_new_session=True)
         self.lines = queue.Queue()
         self.err_lines = []
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -143,12 +143,17 @@ class Prog:
         self.proc.stdin.flush()
 
     def stop(self):
-        """Kills the program if it still runs and closes its pipes."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
+        """Kills the program and whatever it forked, and closes its pipes."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=5)
+        # The readers end when the last writer (a forked child too) is gone.
         self.reader.join(timeout=5)
         self.err_reader.join(timeout=5)
+        if self.reader.is_alive() or self.err_reader.is_alive():
+            return  # closing a pipe a thread still reads would block
         for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:
                 f.close()
@@ -163,13 +168,9 @@ class Prog:
         try:
             rc = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
+            self.stop()
             raise AssertionError("%s did not exit within %.0fs" % (self.proc.args, timeout))
-        self.reader.join(timeout=5)
-        self.err_reader.join(timeout=5)
-        self.proc.stdout.close()
-        self.proc.stderr.close()
+        self.stop()  # whatever it left behind
         return rc, self.stderr()
 
 

@@ -6,7 +6,7 @@ import subprocess
 import time
 import unittest
 
-from gmt_e2e import GmtTestCase, wait_for
+from gmt_e2e import ASAN_PRELOAD, GmtTestCase, wait_for
 
 
 class HookRoutes(GmtTestCase):
@@ -71,6 +71,10 @@ class PodsAndProcesses(GmtTestCase):
         self.assertLess(time.monotonic() - t0, 1.5)
         self.assertEqual(self.pod("a")["memory_used"], 0)
 
+    # ASan's runtime does not reliably start a thread in a child forked from
+    # a threaded process (the child's reporter thread stalls); the plain
+    # build, which scripts/test.sh also runs, covers this case.
+    @unittest.skipIf(ASAN_PRELOAD, "fork of a threaded process under ASan: run in the plain build")
     def test_forked_child_registers_itself(self):
         self.start_schd()
         self.start_pmgr("a")
