@@ -39,7 +39,7 @@ def main():
     try:
         node.start_schd()
         node.start_pmgr("bench")
-        plain = node.env()
+        plain = node.prog_env()
         hooked = node.hook_env("bench")
         rows = []
         for mode, n in (("launch", args.launches), ("alloc", args.allocs)):

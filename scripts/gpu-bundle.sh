@@ -3,7 +3,8 @@
 # (default .carry/): a Release build, the CUDA-runtime check program built
 # with nvcc, and the Debian shared libraries the programs need that a bare
 # machine lacks. Then, there:
-#   LD_LIBRARY_PATH=$PWD/.carry/lib GMT_BUILD_DIR=.carry python3 test/gpu/check_gpu.py
+#   GMT_BUILD_DIR=$PWD/.carry GMT_DAEMON_LIBS=$PWD/.carry/lib GMT_HOOK_LIBS=$PWD/.carry/hooklib \
+#     python3 test/gpu/check_gpu.py
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,12 +14,18 @@ mkdir -p "$out/gpu" "$out/lib"
 /usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \
   -gencode arch=compute_90,code=compute_90 -o "$out/gpu/rt_job" "$root/test/gpu/rt_job.cu"
 
-# Every library our programs load, less glibc's own and the driver.
-for bin in "$out/server/gmt-schd" "$out/client/gmt-pmgr" "$out/client/gmt" "$out/hook/libgmthook.so"; do
-  ldd "$bin" | awk '/=> \//{print $3}'
-done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda)\.so' |
+# The libraries our programs load, less glibc's own and the driver: lib/
+# for the daemons and the CLI, hooklib/ for the hook alone (a CUDA program
+# gets only these, so that its own libraries are not shadowed).
+deps() {
+  for bin in "$@"; do ldd "$bin" | awk '/=> \//{print $3}'; done | sort -u |
+    grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda)\.so'
+}
+mkdir -p "$out/hooklib"
+deps "$out/server/gmt-schd" "$out/client/gmt-pmgr" "$out/client/gmt" |
   while read -r lib; do cp -L "$lib" "$out/lib/"; done
+deps "$out/hook/libgmthook.so" | while read -r lib; do cp -L "$lib" "$out/hooklib/"; done
 # Keep only what the GPU machine runs: the build tree's objects are large.
 find "$out" -name '*.o' -delete
 du -sh "$out"
-ls "$out/lib"
+ls "$out/lib" "$out/hooklib"

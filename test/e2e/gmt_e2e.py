@@ -207,7 +207,21 @@ class Node:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
     def env(self, **extra):
+        """The environment of gmt's own programs (GMT_DAEMON_LIBS, where set,
+        names the folder of the shared libraries they need)."""
+        env = self.prog_env()
+        if os.environ.get("GMT_DAEMON_LIBS"):
+            env["LD_LIBRARY_PATH"] = os.environ["GMT_DAEMON_LIBS"]
+        env.update(extra)
+        return env
+
+    def prog_env(self, **extra):
+        """The environment of a CUDA program (GMT_HOOK_LIBS, where set, names
+        the folder of the few libraries the hook needs, kept apart so that
+        a framework's own libraries are not shadowed)."""
         env = dict(self.base_env)
+        if os.environ.get("GMT_HOOK_LIBS"):
+            env["LD_LIBRARY_PATH"] = os.environ["GMT_HOOK_LIBS"]
         if self.fake:
             env.update({"GMT_FAKE_DIR": self.tmp, "GMT_FAKE_MEM": "8Gi",
                         "LD_LIBRARY_PATH": FAKECUDA_DIR,
@@ -249,7 +263,7 @@ class Node:
         return HOOK if not ASAN_PRELOAD else ASAN_PRELOAD + ":" + HOOK
 
     def hook_env(self, pod, **extra):
-        env = self.env(LD_PRELOAD=self.preload(), GMT_PMGR=self.pmgr_urls[pod][0])
+        env = self.prog_env(LD_PRELOAD=self.preload(), GMT_PMGR=self.pmgr_urls[pod][0])
         env.update(extra)
         return env
 

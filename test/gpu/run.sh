@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Everything the GPU machine runs in one call (see scripts/gpu-bundle.sh,
+# which builds .carry/ here first): the GPU check, then the hook overhead
+# benchmark. Logs go to $OUT when set.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+carry=${GMT_CARRY:-$root/.carry}
+out=${OUT:-/tmp}
+export GMT_BUILD_DIR=$carry GMT_DAEMON_LIBS=$carry/lib GMT_HOOK_LIBS=$carry/hooklib
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+rc=0
+echo "== GPU check: gmt status vs what the jobs hold"
+python3 "$root/test/gpu/check_gpu.py" 2>&1 | tee "$out/check_gpu.log" || rc=1
+echo "== hook overhead"
+python3 "$root/bench/hook_overhead.py" "$@" 2>&1 | tee "$out/hook_overhead.log" || rc=1
+exit $rc
