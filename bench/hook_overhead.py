@@ -47,17 +47,21 @@ def main():
             for _ in range(args.rounds):
                 without.append(run_once(binary, mode, n, plain))
                 with_.append(run_once(binary, mode, n, hooked))
-            rows.append((mode, statistics.median(without), statistics.median(with_)))
+            rows.append((mode, without, with_))
     finally:
         node.stop()
 
     print("hook overhead (%s), median of %d alternating rounds" %
           ("FAKE DRIVER: numbers mean nothing" if args.fake else "real GPU", args.rounds))
-    print("%-34s %14s %14s %8s" % ("workload", "without hook", "with hook", "ratio"))
+    print("%-32s %12s %12s %7s   %s" % ("workload (median rate)", "without hook", "with hook",
+                                         "ratio", "spread without / with (min-max)"))
     names = {"launch": "empty kernel launches /s", "alloc": "cuMemAlloc+cuMemFree 2 MiB /s"}
-    for mode, a, b in rows:
-        print("%-34s %14.0f %14.0f %8.3f" % (names[mode], a, b, b / a))
-    print("(ratio = with/without rate; for alloc, cost ratio = %.2fx)" % (rows[1][1] / rows[1][2]))
+    for mode, without, with_ in rows:
+        a, b = statistics.median(without), statistics.median(with_)
+        print("%-32s %12.0f %12.0f %7.3f   %.0f-%.0f / %.0f-%.0f" % (
+            names[mode], a, b, b / a, min(without), max(without), min(with_), max(with_)))
+    a, b = statistics.median(rows[1][1]), statistics.median(rows[1][2])
+    print("(ratio = with/without rate; alloc+free cost with the hook = %.2fx native)" % (a / b))
 
 
 if __name__ == "__main__":

@@ -78,6 +78,11 @@ gmt status --json
 echo
 rc=0
 for p in "${jobs_pids[@]}"; do wait "$p" || rc=1; done
+# The pod managers see the exits at once; give their heartbeats a moment.
+for _ in $(seq 30); do
+  [ "$(gmt status --json | python3 -c 'import json,sys; print(sum(len(p["processes"]) for p in json.load(sys.stdin)["pods"]))')" = 0 ] && break
+  sleep 0.1
+done
 echo "== gmt status (after the jobs ended)"
 gmt status
 exit $rc
