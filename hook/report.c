@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "channel.h"
 #include "conn.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
@@ -37,7 +38,6 @@ enum { REP_NONE = 0, REP_ACTIVE = 1, REP_UNHOOKED = 2 };
 /* g_mu serialises registration; the reporter thread never takes it. */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int g_state;
-static gmt_conn_t *g_conn;
 static char g_exe[4096];
 static const char *g_url;
 
@@ -80,7 +80,7 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
   env.report_req = &rr;
 
   Gmt__Envelope *rep = NULL;
-  int rc = gmt__conn_call(g_conn, &env, &rep, GMT_REPORT_TIMEOUT_MS);
+  int rc = gmt__channel_call(GMT_CH_REPORT, &env, &rep, GMT_REPORT_TIMEOUT_MS);
   if (rc == 0) {
     char err[256] = "";
     rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_REPORT_REP, err, sizeof(err));
@@ -192,15 +192,14 @@ static int do_register(void) {
                  (unsigned long long)(pc ? pc->memory_limit : 0));
   gmt_wire_free(rep);
 
-  g_conn = c;
   rc = start_reporter();
   if (rc < 0) {
     fprintf(stderr, "gmt: cannot start the reporter thread (%s); running unhooked\n",
             gmt_strerror(rc));
-    g_conn = NULL;
     gmt__conn_close(c);
     return rc;
   }
+  gmt__channels_start(g_url, c);
   return 0;
 }
 
@@ -216,9 +215,11 @@ void gmt__report_ensure(void) {
 
 void gmt__report_atfork_prepare(void) {
   pthread_mutex_lock(&g_mu);
+  gmt__channels_atfork_prepare();
 }
 
 void gmt__report_atfork_parent(void) {
+  gmt__channels_atfork_parent();
   pthread_mutex_unlock(&g_mu);
 }
 
@@ -227,8 +228,7 @@ void gmt__report_atfork_child(void) {
    * of the descriptor (nothing goes out on the wire while the parent holds
    * the socket) and registers itself, with its own pid, on its next cuInit
    * or allocation. It has no reporter thread until then. */
-  gmt__conn_close(g_conn);
-  g_conn = NULL;
+  gmt__channels_atfork_child();
   atomic_store_explicit(&g_state, REP_NONE, memory_order_relaxed);
   pthread_mutex_init(&g_mu, NULL);
 }

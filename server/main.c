@@ -102,7 +102,8 @@ static void on_wake(uv_async_t *h)
 static void on_expiry(uv_timer_t *h)
 {
   gmt_schd_t *s = h->data;
-  gmt_pods_expire(s->pods, uv_now(s->loop), s->pod_timeout_ms);
+  if (gmt_pods_expire(s->pods, uv_now(s->loop), s->pod_timeout_ms) > 0)
+    gmt__pods_changed(s, NULL);
 }
 
 static void stop(gmt_schd_t *s, const char *why)
@@ -116,6 +117,9 @@ static void stop(gmt_schd_t *s, const char *why)
    * it and must not be answered. */
   gmt_server_free(s->server);
   s->server = NULL;
+  /* Token requests waiting for the GPU were calls of that server: dropped
+   * with it, never answered. */
+  gmt__tokens_close(s);
   gmt__queued_t *q = queue_take(s);
   while (q) {
     gmt__queued_t *next = q->next;
@@ -157,6 +161,7 @@ static void reload(gmt_schd_t *s)
   }
   gmt_config_free(s->cfg);
   s->cfg = cfg;
+  gmt__pods_changed(s, NULL); /* new shares and limits apply from now */
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -301,7 +306,11 @@ int main(int argc, char **argv)
   uv_signal_start(&s->sighup, on_signal, SIGHUP);
 
   int code = EXIT_SUCCESS;
-  if ((rc = gmt_server_start(s->server)) < 0) {
+  if ((rc = gmt__tokens_init(s)) < 0 || (rc = gmt__ledger_init(s)) < 0) {
+    gmt_error("cannot start: %s", gmt_strerror(rc));
+    code = EXIT_FAILURE;
+    stop(s, "start failed");
+  } else if ((rc = gmt_server_start(s->server)) < 0) {
     gmt_error("cannot start the server: %s", gmt_strerror(rc));
     code = EXIT_FAILURE;
     stop(s, "start failed");
@@ -317,6 +326,7 @@ int main(int argc, char **argv)
   if ((rc = uv_loop_close(&loop)) < 0)
     gmt_warn("event loop close: %s", uv_strerror(rc));
   uv_mutex_destroy(&s->qlock);
+  gmt__ledger_close(s);
   gmt_pods_free(s->pods);
   gmt_store_close(s->store);
   gmt_config_free(s->cfg);

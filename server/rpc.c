@@ -99,6 +99,8 @@ static void on_heartbeat(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *r
   if (!gmt_pods_heartbeat(s->pods, pod, r, uv_now(s->loop)))
     gmt_debug("pod '%s': heartbeat seq %llu is not newer than %llu; ignored", pod->cfg.name,
               (unsigned long long)r->seq, (unsigned long long)pod->seq);
+  else
+    gmt__pods_changed(s, pod);
 
   Gmt__PodConfig pc;
   Gmt__HeartbeatReply body = GMT__HEARTBEAT_REPLY__INIT;
@@ -140,6 +142,7 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     ps[i].memory_used = gmt_pod_memory_used(pod);
     ps[i].n_processes = pod->nprocs;
     ps[i].processes = &prp[k];
+    gmt__tokens_status(s, pod, &ps[i]);
     for (size_t j = 0; j < pod->nprocs; j++, k++) {
       const gmt_proc_t *src = &pod->procs[j];
       gmt__process_status__init(&pr[k]);
@@ -151,6 +154,7 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
       pr[k].frees = src->frees;
       prp[k] = &pr[k];
     }
+    gmt__ledger_status(s, pod, &ps[i]); /* after its processes: fills theirs too */
     psp[i] = &ps[i];
   }
 
@@ -171,8 +175,7 @@ out:
   free(prp);
 }
 
-/* The token scheduler and the memory ledger come next; until then their
- * requests get a clear answer rather than a timeout. */
+/* Reports go to pod managers, not here. */
 static void on_unimplemented(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 
 /* A reply sent as a request: a confused peer. */
@@ -189,13 +192,13 @@ static const struct {
     [GMT__ENVELOPE__BODY_HEARTBEAT_REP] = {"HeartbeatReply", on_reply_kind},
     [GMT__ENVELOPE__BODY_REPORT_REQ] = {"Report", on_unimplemented},
     [GMT__ENVELOPE__BODY_REPORT_REP] = {"ReportReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_TOKEN_REQ] = {"Token", on_unimplemented},
+    [GMT__ENVELOPE__BODY_TOKEN_REQ] = {"Token", gmt__rpc_token},
     [GMT__ENVELOPE__BODY_TOKEN_REP] = {"TokenReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_RESERVE_REQ] = {"Reserve", on_unimplemented},
+    [GMT__ENVELOPE__BODY_RESERVE_REQ] = {"Reserve", gmt__rpc_reserve},
     [GMT__ENVELOPE__BODY_RESERVE_REP] = {"ReserveReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_RELEASE_REQ] = {"Release", on_unimplemented},
+    [GMT__ENVELOPE__BODY_RELEASE_REQ] = {"Release", gmt__rpc_release},
     [GMT__ENVELOPE__BODY_RELEASE_REP] = {"ReleaseReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_MEMINFO_REQ] = {"MemInfo", on_unimplemented},
+    [GMT__ENVELOPE__BODY_MEMINFO_REQ] = {"MemInfo", gmt__rpc_meminfo},
     [GMT__ENVELOPE__BODY_MEMINFO_REP] = {"MemInfoReply", on_reply_kind},
     [GMT__ENVELOPE__BODY_STATUS_REQ] = {"Status", on_status},
     [GMT__ENVELOPE__BODY_STATUS_REP] = {"StatusReply", on_reply_kind},
@@ -213,6 +216,17 @@ static void on_reply_kind(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
   (void)s;
   gmt_debug("%s sent as a request; refused", rpcs[req->body_case].name);
   gmt_call_reply_error(call, -EINVAL, "%s is a reply, not a request", rpcs[req->body_case].name);
+}
+
+void gmt__pods_changed(gmt_schd_t *s, const gmt_pod_t *pod)
+{
+  if (pod) {
+    gmt__tokens_pod_changed(s, pod);
+    gmt__ledger_pod_changed(s, pod);
+    return;
+  }
+  for (size_t i = 0; i < s->pods->npods; i++)
+    gmt__pods_changed(s, &s->pods->pods[i]);
 }
 
 void gmt__rpc_handle(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)

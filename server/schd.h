@@ -32,6 +32,9 @@ typedef struct gmt_schd {
   uv_mutex_t qlock;
   gmt__queued_t *qhead, **qtail;
 
+  struct gmt_tokens *tokens; /* rpc_token.c: GPU time tokens */
+  struct gmt_ledger *ledger; /* rpc_memory.c: memory reservations */
+
   uv_timer_t expiry; /* disconnects silent pods */
   uv_signal_t sigterm, sigint, sighup;
   bool stopping;
@@ -39,5 +42,29 @@ typedef struct gmt_schd {
 
 /* Answers one request (rpc.c); the loop thread only. */
 void gmt__rpc_handle(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+
+/* ---- rpc_token.c: GPU time tokens ---- */
+int gmt__tokens_init(gmt_schd_t *s);
+void gmt__tokens_close(gmt_schd_t *s);
+void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+/* The pod's process set or connection changed (heartbeat, expiry, reload):
+ * a token held by a process that is gone is taken back. Pods are found by
+ * name: gmt_pods_reload() may move them. */
+void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
+void gmt__tokens_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps);
+
+/* ---- rpc_memory.c: the memory ledger ---- */
+int gmt__ledger_init(gmt_schd_t *s);
+void gmt__ledger_close(gmt_schd_t *s);
+void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+void gmt__rpc_release(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+void gmt__rpc_meminfo(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+/* As gmt__tokens_pod_changed: reservations of processes that are gone are
+ * reclaimed. */
+void gmt__ledger_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
+void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps);
+
+/* Both of the above, for one pod or (pod NULL) for every pod. */
+void gmt__pods_changed(gmt_schd_t *s, const gmt_pod_t *pod);
 
 #endif

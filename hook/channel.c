@@ -1,0 +1,74 @@
+/* The hook's connections to its pod manager (see channel.h). Each channel
+ * is a conn.c connection under its own mutex, opened on first use. */
+#include "channel.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GMT_CHANNEL_OPEN_TIMEOUT_MS 1000
+
+static struct {
+  pthread_mutex_t mu;
+  gmt_conn_t *conn;
+} g_ch[GMT_CH_COUNT] = {
+    [0 ... GMT_CH_COUNT - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER},
+};
+static char *g_url;
+static _Atomic int g_started;
+
+void gmt__channels_start(const char *url, gmt_conn_t *first)
+{
+  pthread_mutex_lock(&g_ch[GMT_CH_REPORT].mu);
+  free(g_url);
+  g_url = strdup(url);
+  gmt__conn_close(g_ch[GMT_CH_REPORT].conn);
+  g_ch[GMT_CH_REPORT].conn = first;
+  atomic_store_explicit(&g_started, g_url != NULL, memory_order_release);
+  pthread_mutex_unlock(&g_ch[GMT_CH_REPORT].mu);
+}
+
+int gmt__channel_call(int ch, const Gmt__Envelope *req, Gmt__Envelope **rep, int timeout_ms)
+{
+  *rep = NULL;
+  if (ch < 0 || ch >= GMT_CH_COUNT)
+    return -EINVAL;
+  if (!atomic_load_explicit(&g_started, memory_order_acquire))
+    return -ENOTCONN;
+  pthread_mutex_lock(&g_ch[ch].mu);
+  int rc = 0;
+  if (!g_ch[ch].conn)
+    rc = gmt__conn_open(&g_ch[ch].conn, g_url,
+                        timeout_ms < GMT_CHANNEL_OPEN_TIMEOUT_MS ? timeout_ms
+                                                                 : GMT_CHANNEL_OPEN_TIMEOUT_MS);
+  if (rc == 0)
+    rc = gmt__conn_call(g_ch[ch].conn, req, rep, timeout_ms);
+  pthread_mutex_unlock(&g_ch[ch].mu);
+  return rc;
+}
+
+void gmt__channels_atfork_prepare(void)
+{
+  for (int i = 0; i < GMT_CH_COUNT; i++)
+    pthread_mutex_lock(&g_ch[i].mu);
+}
+
+void gmt__channels_atfork_parent(void)
+{
+  for (int i = GMT_CH_COUNT - 1; i >= 0; i--)
+    pthread_mutex_unlock(&g_ch[i].mu);
+}
+
+void gmt__channels_atfork_child(void)
+{
+  /* The parent's connections stay the parent's: the child closes its
+   * copies of the descriptors and registers itself on its next cuInit. */
+  atomic_store_explicit(&g_started, 0, memory_order_relaxed);
+  for (int i = 0; i < GMT_CH_COUNT; i++) {
+    gmt__conn_close(g_ch[i].conn);
+    g_ch[i].conn = NULL;
+    pthread_mutex_init(&g_ch[i].mu, NULL);
+  }
+}
