@@ -90,7 +90,7 @@ static json_object *pod_json(const Gmt__PodStatus *pod) {
   rc |= add(o, "memory_limit", new_u64(cfg->memory_limit));
   rc |= add(o, "connected", json_object_new_boolean(pod->connected));
   rc |= add(o, "memory_reserved", new_u64(pod->memory_reserved));
-  rc |= add(o, "gpu_time_share", json_object_new_double(pod->gpu_time_share));
+  rc |= add(o, "gpu_time_share", new_share(pod->gpu_time_share));
   rc |= add(o, "holds_token", json_object_new_boolean(pod->holds_token));
   for (size_t i = 0; i < pod->n_processes && !rc; i++)
     rc |= push(procs, process_json(pod->processes[i]));

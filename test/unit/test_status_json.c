@@ -62,6 +62,7 @@ static void test_status_json_renders_every_field(void **state) {
   p2.launches = 0;
   p2.allocs = 1;
   p2.frees = 0;
+  p2.memory_reserved = (6ull << 30) + (32ull << 20);
   Gmt__ProcessStatus *procs_a[] = {&p1, &p2};
 
   Gmt__PodStatus a = GMT__POD_STATUS__INIT, b = GMT__POD_STATUS__INIT;
@@ -70,6 +71,9 @@ static void test_status_json_renders_every_field(void **state) {
   a.memory_used = (512ull << 20) + (6ull << 30);
   a.n_processes = 2;
   a.processes = procs_a;
+  a.memory_reserved = (6ull << 30) + (32ull << 20);
+  a.gpu_time_share = 0.25;
+  a.holds_token = 1;
   b.config = &cfg_b;
   b.connected = 0;
   b.memory_used = 0;
@@ -90,6 +94,9 @@ static void test_status_json_renders_every_field(void **state) {
   assert_int_equal(int_field(ja, "memory_used"), (int64_t)((512ull << 20) + (6ull << 30)));
   assert_int_equal(int_field(ja, "memory_limit"), 1073741824);
   assert_true(json_object_get_boolean(field(ja, "connected", json_type_boolean)));
+  assert_int_equal(int_field(ja, "memory_reserved"), (int64_t)((6ull << 30) + (32ull << 20)));
+  assert_true(json_object_get_double(field(ja, "gpu_time_share", json_type_double)) == 0.25);
+  assert_true(json_object_get_boolean(field(ja, "holds_token", json_type_boolean)));
   json_object *jprocs = field(ja, "processes", json_type_array);
   assert_int_equal(json_object_array_length(jprocs), 2);
 
@@ -109,7 +116,8 @@ static void test_status_json_renders_every_field(void **state) {
   assert_int_equal(int_field(j2, "launches"), 0);
   assert_int_equal(int_field(j2, "allocs"), 1);
   assert_int_equal(int_field(j2, "frees"), 0);
-  assert_int_equal(json_object_object_length(j2), 6); /* nothing undocumented */
+  assert_int_equal(int_field(j2, "memory_reserved"), (int64_t)((6ull << 30) + (32ull << 20)));
+  assert_int_equal(json_object_object_length(j2), 7); /* nothing undocumented */
 
   json_object *jb = json_object_array_get_idx(jpods, 1);
   assert_string_equal(json_object_get_string(field(jb, "name", json_type_string)),
@@ -120,7 +128,8 @@ static void test_status_json_renders_every_field(void **state) {
   assert_int_equal(int_field(jb, "memory_limit"), 40ll << 30);
   assert_false(json_object_get_boolean(field(jb, "connected", json_type_boolean)));
   assert_int_equal(json_object_array_length(field(jb, "processes", json_type_array)), 0);
-  assert_int_equal(json_object_object_length(jb), 7);
+  assert_false(json_object_get_boolean(field(jb, "holds_token", json_type_boolean)));
+  assert_int_equal(json_object_object_length(jb), 10);
   assert_int_equal(json_object_object_length(root), 1);
   json_object_put(root);
 }
