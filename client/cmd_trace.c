@@ -1,7 +1,9 @@
 /* `gmt trace`: traces one unmodified CUDA process with the eBPF tracer
  * (server/trace) until it exits, a duration passes or Ctrl-C, then writes
  * a dump by the file's extension or prints the hot and cold buffers.
- * `--load FILE` reads a dump back (to print it, or to convert it with -o). */
+ * `--load FILE` reads a dump back (to print it, or to convert it with -o).
+ * `--pod NAME` asks gmt-schd, which traces every pod's processes, for the
+ * same table of one pod, live (the TraceSpots RPC). */
 #include "cmd_trace.h"
 
 #include <errno.h>
@@ -13,13 +15,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "agent.h"
 #include "dump.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_wire.h"
 
 #define EXIT_FAILED 1
 #define EXIT_USAGE 2
+#define SPOTS_TIMEOUT_MS 5000
 
 static volatile sig_atomic_t stop_requested;
 
@@ -33,13 +39,20 @@ static void usage(FILE *f)
 {
   fprintf(f, "usage: gmt trace -p PID [--duration S] [-o FILE] [options]\n"
              "       gmt trace --load FILE [-o FILE] [--top K]\n"
+             "       gmt [--schd URL] trace --pod NAME [--top K] [--json]\n"
              "\n"
              "Traces the CUDA allocations, copies and host memory of a running process\n"
              "(and the children it forks) until it exits, S seconds pass, or Ctrl-C.\n"
-             "Needs root, or CAP_BPF and CAP_PERFMON.\n"
+             "Needs root, or CAP_BPF and CAP_PERFMON. With --pod, asks gmt-schd, which\n"
+             "traces every pod's processes, for the hottest and coldest buffers of one\n"
+             "pod so far.\n"
              "\n"
              "options:\n"
              "  -p, --pid PID          the process to trace\n"
+             "      --pod NAME         the pod to show, from gmt-schd's tracer\n"
+             "      --json             with --pod: one line of JSON (\"hot\", \"cold\": the\n"
+             "                         allocations as in a .json dump, without events)\n"
+             "      --schd URL         with --pod: the scheduler (default: gmt's --schd)\n"
              "  -d, --duration S       stop after S seconds\n"
              "  -o, --output FILE      write FILE by its extension: .json, .gmtz (compressed),\n"
              "                         .trace.json (Chrome trace events for Perfetto);\n"
@@ -50,7 +63,8 @@ static void usage(FILE *f)
              "      --min-mmap BYTES   anonymous mmaps tracked as host buffers (default 1Mi)\n"
              "      --fault-sample-us N  at most one fault event per 2 MiB per N us\n"
              "                         (default 1000; 0: every fault; counts stay exact)\n"
-             "  -k, --top K            rows in the hottest/coldest tables (default 5)\n"
+             "  -k, --top K            rows in the hottest/coldest tables (default 5;\n"
+             "                         10 with --pod)\n"
              "      --load FILE        read a .json or .gmtz dump instead of tracing\n"
              "  -v, --verbose          say what was probed and skipped\n"
              "  -h, --help             show this help\n");
@@ -211,6 +225,136 @@ static int load(const char *in, const char *out, size_t k)
   return rc;
 }
 
+/* ---- --pod: the scheduler's tracer ---- */
+
+static json_object *spots_json(const char *pod, const Gmt__TraceSpotsReply *r)
+{
+  json_object *root = json_object_new_object();
+  json_object_object_add(root, "pod", json_object_new_string(pod));
+  json_object_object_add(root, "dropped_events", json_object_new_uint64(r->dropped_events));
+  json_object_object_add(root, "allocations", json_object_new_uint64(r->allocations));
+  json_object_object_add(root, "faults", json_object_new_uint64(r->faults));
+  json_object *copies = json_object_new_object();
+  const Gmt__TraceCopyTotals *c = r->copies;
+  json_object_object_add(copies, "h2d_count", json_object_new_uint64(c ? c->h2d_count : 0));
+  json_object_object_add(copies, "h2d_bytes", json_object_new_uint64(c ? c->h2d_bytes : 0));
+  json_object_object_add(copies, "d2h_count", json_object_new_uint64(c ? c->d2h_count : 0));
+  json_object_object_add(copies, "d2h_bytes", json_object_new_uint64(c ? c->d2h_bytes : 0));
+  json_object_object_add(copies, "d2d_count", json_object_new_uint64(c ? c->d2d_count : 0));
+  json_object_object_add(copies, "d2d_bytes", json_object_new_uint64(c ? c->d2d_bytes : 0));
+  json_object_object_add(root, "copies", copies);
+  json_object *procs = json_object_new_array();
+  for (size_t i = 0; i < r->n_processes; i++) {
+    const Gmt__TraceSpotsProcess *p = r->processes[i];
+    json_object *jp = json_object_new_object();
+    json_object_object_add(jp, "pid", json_object_new_uint64(p->pid));
+    json_object_object_add(jp, "parent", json_object_new_uint64(p->parent));
+    json_object_object_add(jp, "active", json_object_new_boolean(p->active));
+    json_object_object_add(jp, "probed", json_object_new_boolean(p->probed));
+    json_object_object_add(jp, "allocations", json_object_new_uint64(p->allocations));
+    json_object_array_add(procs, jp);
+  }
+  json_object_object_add(root, "processes", procs);
+  for (int cold = 0; cold <= 1; cold++) {
+    json_object *arr = json_object_new_array();
+    size_t n = cold ? r->n_cold : r->n_hot;
+    for (size_t i = 0; i < n; i++) {
+      gmt_alloc_info_t in;
+      gmt_trace_alloc_from_pb(cold ? r->cold[i] : r->hot[i], &in);
+      json_object_array_add(arr, gmt_trace_alloc_json(&in));
+    }
+    json_object_object_add(root, cold ? "cold" : "hot", arr);
+  }
+  return root;
+}
+
+static void print_spots(FILE *f, const char *pod, const Gmt__TraceSpotsReply *r)
+{
+  size_t active = 0;
+  for (size_t i = 0; i < r->n_processes; i++)
+    active += r->processes[i]->active;
+  fprintf(f, "pod %s: %zu process%s traced (%zu running), %llu dropped events\n", pod,
+          r->n_processes, r->n_processes == 1 ? "" : "es", active,
+          (unsigned long long)r->dropped_events);
+  if (r->n_processes) {
+    fprintf(f, "pids:");
+    for (size_t i = 0; i < r->n_processes; i++) {
+      const Gmt__TraceSpotsProcess *p = r->processes[i];
+      fprintf(f, " %u%s%s", p->pid, p->active ? "" : " (exited)",
+              p->active && !p->probed ? " (no libcuda yet)" : "");
+    }
+    fputc('\n', f);
+  }
+  const Gmt__TraceCopyTotals *c = r->copies;
+  Gmt__TraceCopyTotals none = GMT__TRACE_COPY_TOTALS__INIT;
+  if (!c)
+    c = &none;
+  char hb[32], db[32];
+  human(c->h2d_bytes, hb, sizeof hb);
+  human(c->d2h_bytes, db, sizeof db);
+  fprintf(f,
+          "allocations: %llu; copies: H2D %llu (%s), D2H %llu (%s), D2D %llu; "
+          "faults in host buffers %llu\n",
+          (unsigned long long)r->allocations, (unsigned long long)c->h2d_count, hb,
+          (unsigned long long)c->d2h_count, db, (unsigned long long)c->d2d_count,
+          (unsigned long long)r->faults);
+  for (int cold = 0; cold <= 1; cold++) {
+    size_t n = cold ? r->n_cold : r->n_hot;
+    gmt_alloc_info_t *rows = calloc(n ? n : 1, sizeof *rows);
+    if (!rows)
+      return;
+    for (size_t i = 0; i < n; i++)
+      gmt_trace_alloc_from_pb(cold ? r->cold[i] : r->hot[i], &rows[i]);
+    fprintf(f, "\n%s\n",
+            cold ? "coldest (fewest copies; bigger first):" : "hottest (most H2D + D2H copies):");
+    if (n)
+      print_rows(f, rows, n);
+    else
+      fprintf(f, "  (no allocations)\n");
+    free(rows);
+  }
+}
+
+/* Asks the scheduler at url; returns the exit code. */
+static int pod_spots(const char *url, const char *pod, size_t k, bool json)
+{
+  gmt_client_t *c = NULL;
+  Gmt__Envelope *rep = NULL;
+  int rc = gmt_client_open(&c, url, GMT_CLIENT_DIAL_NOW);
+  if (rc < 0) {
+    fprintf(stderr, "gmt trace: scheduler at %s: %s\n", url, gmt_strerror(rc));
+    return EXIT_FAILED;
+  }
+  Gmt__TraceSpotsRequest body = GMT__TRACE_SPOTS_REQUEST__INIT;
+  Gmt__Envelope req = GMT__ENVELOPE__INIT;
+  body.pod = (char *)pod;
+  body.k = (uint32_t)k;
+  req.body_case = GMT__ENVELOPE__BODY_TRACE_SPOTS_REQ;
+  req.trace_spots_req = &body;
+  char err[512] = "";
+  if ((rc = gmt_client_call(c, &req, &rep, SPOTS_TIMEOUT_MS)) < 0 ||
+      (rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_TRACE_SPOTS_REP, err, sizeof err)) < 0) {
+    fprintf(stderr, "gmt trace: scheduler at %s: %s\n", url, err[0] ? err : gmt_strerror(rc));
+    gmt_wire_free(rep);
+    gmt_client_close(c);
+    return EXIT_FAILED;
+  }
+  int status = 0;
+  if (json) {
+    json_object *root = spots_json(pod, rep->trace_spots_rep);
+    printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
+                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(root);
+  } else {
+    print_spots(stdout, pod, rep->trace_spots_rep);
+  }
+  if (fflush(stdout) != 0)
+    status = EXIT_FAILED;
+  gmt_wire_free(rep);
+  gmt_client_close(c);
+  return status;
+}
+
 /* Waits for pid to map libcuda.so.1. Returns 0, or an exit code after
  * saying why not. */
 static int wait_libcuda(int pid, double wait_s, char *path, size_t len)
@@ -243,9 +387,18 @@ static int wait_libcuda(int pid, double wait_s, char *path, size_t len)
   }
 }
 
-int gmt_cmd_trace(int argc, char **argv)
+static int trace_main(const char *schd_url, int argc, char **argv)
 {
-  enum { OPT_WAIT = 256, OPT_NOFOLLOW, OPT_MINMMAP, OPT_FAULTUS, OPT_LOAD };
+  enum {
+    OPT_WAIT = 256,
+    OPT_NOFOLLOW,
+    OPT_MINMMAP,
+    OPT_FAULTUS,
+    OPT_LOAD,
+    OPT_POD,
+    OPT_JSON,
+    OPT_SCHD
+  };
   static const struct option longopts[] = {
       {"pid", required_argument, NULL, 'p'},
       {"duration", required_argument, NULL, 'd'},
@@ -256,14 +409,18 @@ int gmt_cmd_trace(int argc, char **argv)
       {"min-mmap", required_argument, NULL, OPT_MINMMAP},
       {"fault-sample-us", required_argument, NULL, OPT_FAULTUS},
       {"load", required_argument, NULL, OPT_LOAD},
+      {"pod", required_argument, NULL, OPT_POD},
+      {"json", no_argument, NULL, OPT_JSON},
+      {"schd", required_argument, NULL, OPT_SCHD},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {0, 0, 0, 0},
   };
   int pid = 0, verbose = 0;
   double duration = 0, wait_s = 10;
-  const char *out = NULL, *in = NULL;
+  const char *out = NULL, *in = NULL, *pod = NULL;
   size_t k = 5;
+  bool k_set = false, json = false;
   gmt_tracer_opts_t to = {.follow_forks = true, .fault_sample_ns = -1, .own_thread = true};
 
   optind = 1;
@@ -296,6 +453,7 @@ int gmt_cmd_trace(int argc, char **argv)
         return EXIT_USAGE;
       }
       k = (size_t)v;
+      k_set = true;
       break;
     }
     case OPT_WAIT:
@@ -321,6 +479,9 @@ int gmt_cmd_trace(int argc, char **argv)
       break;
     }
     case OPT_LOAD: in = optarg; break;
+    case OPT_POD: pod = optarg; break;
+    case OPT_JSON: json = true; break;
+    case OPT_SCHD: schd_url = optarg; break;
     case 'v': verbose = 1; break;
     case 'h': usage(stdout); return 0;
     case ':': fprintf(stderr, "gmt trace: %s needs a value\n", argv[optind - 1]); return EXIT_USAGE;
@@ -340,6 +501,19 @@ int gmt_cmd_trace(int argc, char **argv)
     fprintf(stderr, "gmt trace: -o %s: the name must end in .json, .gmtz or .trace.json\n", out);
     return EXIT_USAGE;
   }
+  if (pod) {
+    if (pid || in || out || duration > 0) {
+      fprintf(stderr, "gmt trace: --pod goes with --top, --json and --schd only\n");
+      return EXIT_USAGE;
+    }
+    if (!k_set)
+      k = 10;
+    return pod_spots(schd_url, pod, k, json);
+  }
+  if (json) {
+    fprintf(stderr, "gmt trace: --json goes with --pod (-o FILE.json writes a dump)\n");
+    return EXIT_USAGE;
+  }
   if (in) {
     if (pid) {
       fprintf(stderr, "gmt trace: --load and -p do not go together\n");
@@ -348,7 +522,8 @@ int gmt_cmd_trace(int argc, char **argv)
     return load(in, out, k);
   }
   if (!pid) {
-    fprintf(stderr, "gmt trace: which process? (-p PID; gmt trace --help says more)\n");
+    fprintf(stderr, "gmt trace: which process? (-p PID, or --pod NAME; gmt trace --help says "
+                    "more)\n");
     return EXIT_USAGE;
   }
   if (kill(pid, 0) != 0 && errno == ESRCH) {
@@ -422,8 +597,12 @@ int gmt_cmd_trace(int argc, char **argv)
   return rc;
 }
 
+int gmt_cmd_trace(int argc, char **argv)
+{
+  return trace_main(GMT_DEFAULT_SCHD_IPC, argc, argv);
+}
+
 int gmt_cmd_trace_run(const gmt_cmd_ctx_t *ctx, int argc, char **argv)
 {
-  (void)ctx;
-  return gmt_cmd_trace(argc, argv);
+  return trace_main(ctx && ctx->schd_url ? ctx->schd_url : GMT_DEFAULT_SCHD_IPC, argc, argv);
 }

@@ -157,8 +157,10 @@ int gmt_tracer_new(gmt_tracer_t **out, const gmt_tracer_opts_t *o)
   if (o->libcuda)
     snprintf(t->libcuda, sizeof t->libcuda, "%s", o->libcuda);
   int rc = gmt_memhistory_new(&t->mh);
-  if (rc == 0)
+  if (rc == 0) {
+    gmt_memhistory_set_max_events(t->mh, o->max_events);
     rc = gmt_symbolizer_new(&t->sym);
+  }
   if (rc != 0) {
     gmt_tracer_free(t);
     return rc;
@@ -263,6 +265,58 @@ void gmt_tracer_free(gmt_tracer_t *t)
   gmt_memhistory_free(t->mh);
   gmt_symbolizer_free(t->sym);
   free(t);
+}
+
+int gmt_tracer_attach_libcuda(gmt_tracer_t *t, const char *path, char *err, size_t errlen)
+{
+  if (!t->probes) {
+    snprintf(err, errlen, "attaching to %s: the tracer is not running", path);
+    return -EINVAL;
+  }
+  return gmt_probes_attach_libcuda(t->probes, path, err, errlen);
+}
+
+int gmt_tracer_add_pid(gmt_tracer_t *t, uint32_t pid)
+{
+  if (!t->probes)
+    return -EINVAL;
+  /* As at start: its maps while it is surely there. */
+  gmt_symbolizer_load(t->sym, pid);
+  gmt_trace_process_t p;
+  if (gmt_memhistory_process_info(t->mh, pid, &p) != 0 || p.exited)
+    gmt_memhistory_process_start(t->mh, pid, 0, gmt_now_ns());
+  return gmt_probes_add_pid(t->probes, pid);
+}
+
+void gmt_tracer_pid_gone(gmt_tracer_t *t, uint32_t pid)
+{
+  if (t->probes) {
+    gmt_probes_remove_pid(t->probes, pid);
+    gmt_probes_flush_faults(t->probes, pid, true);
+  }
+  gmt_trace_process_t p;
+  if (gmt_memhistory_process_info(t->mh, pid, &p) == 0 && !p.exited)
+    gmt_memhistory_process_exit(t->mh, pid, 0, gmt_now_ns());
+  gmt_symbolizer_forget(t->sym, pid);
+}
+
+void gmt_tracer_sync(gmt_tracer_t *t)
+{
+  if (!t->probes || t->thread_running)
+    return; /* the thread takes events in; two readers of one ring would race */
+  while (gmt_probes_poll(t->probes, 0) > 0) {
+  }
+  gmt_probes_flush_faults(t->probes, 0, false);
+}
+
+void gmt_tracer_forget_pid(gmt_tracer_t *t, uint32_t pid)
+{
+  if (t->probes) {
+    gmt_probes_remove_pid(t->probes, pid);
+    gmt_probes_flush_faults(t->probes, pid, true);
+  }
+  gmt_symbolizer_forget(t->sym, pid);
+  gmt_memhistory_forget_process(t->mh, pid);
 }
 
 bool gmt_tracer_root_exited(gmt_tracer_t *t)

@@ -20,12 +20,14 @@
 typedef struct gmt_tracer gmt_tracer_t;
 
 typedef struct gmt_tracer_opts {
-  int pid; /* the process to trace from the start (>0) */
+  int pid; /* the process to trace from the start; 0: none, processes join
+            * with gmt_tracer_add_pid() (the node daemon) */
   bool follow_forks;
   uint64_t min_mmap_bytes; /* 0: 1 MiB */
   int64_t fault_sample_ns; /* <0: default (1 ms) */
   bool own_thread;         /* poll on a thread of its own */
   const char *libcuda;     /* NULL: the one pid mapped */
+  size_t max_events;       /* kept per allocation; 0: GMT_HISTORY_MAX_EVENTS */
 } gmt_tracer_opts_t;
 
 int gmt_tracer_new(gmt_tracer_t **t, const gmt_tracer_opts_t *o);
@@ -40,6 +42,25 @@ int gmt_tracer_fd(gmt_tracer_t *t);
  * ring buffer, faults counted but not yet sent). The history stays. */
 void gmt_tracer_stop(gmt_tracer_t *t);
 void gmt_tracer_free(gmt_tracer_t *t);
+
+/* ---- many processes (gmt-schd): after a successful start ---- */
+
+/* Probes the driver entry points in one more libcuda (a path this process
+ * can open; gmt_probes_find_libcuda() gives one). Each file is probed
+ * once, whatever path reaches it. */
+int gmt_tracer_attach_libcuda(gmt_tracer_t *t, const char *path, char *err, size_t errlen);
+/* Traces pid (and, with follow_forks, the children it forks from now on). */
+int gmt_tracer_add_pid(gmt_tracer_t *t, uint32_t pid);
+/* pid ended without its exit reaching us (it exited before it was added,
+ * or the event was lost): it is no longer traced, and what it held ends
+ * now. Its histories stay. */
+void gmt_tracer_pid_gone(gmt_tracer_t *t, uint32_t pid);
+/* Takes in what the kernel has sent so far, and the faults it only
+ * counted (rate limiting), so that a reader sees exact counters. */
+void gmt_tracer_sync(gmt_tracer_t *t);
+/* Stops tracing pid if it still runs and drops every history it left
+ * (see gmt_memhistory_forget_process()). */
+void gmt_tracer_forget_pid(gmt_tracer_t *t, uint32_t pid);
 
 /* The root process exited (a GMT_TEV_EXIT for it was handled). */
 bool gmt_tracer_root_exited(gmt_tracer_t *t);

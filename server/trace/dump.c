@@ -59,11 +59,12 @@ static void put_bool(json_object *o, const char *k, bool v)
   json_object_object_add(o, k, json_object_new_boolean(v));
 }
 
-static json_object *alloc_to_json(const gmt_alloc_history_t *h)
+json_object *gmt_trace_alloc_json(const gmt_alloc_info_t *in)
 {
-  const gmt_alloc_info_t *in = &h->info;
   json_object *o = json_object_new_object();
   char buf[GMT_SITE_MODULE_LEN + GMT_SITE_FUNC_LEN + 32];
+  if (!o)
+    return NULL;
   put_u64(o, "id", in->id);
   put_u64(o, "pid", in->pid);
   put_str(o, "kind", gmt_alloc_kind_name(in->kind));
@@ -92,6 +93,12 @@ static json_object *alloc_to_json(const gmt_alloc_history_t *h)
   put_u64(o, "faults", in->faults);
   put_u64(o, "prefetches", in->prefetches);
   put_u64(o, "events_dropped", in->events_dropped);
+  return o;
+}
+
+static json_object *alloc_to_json(const gmt_alloc_history_t *h)
+{
+  json_object *o = gmt_trace_alloc_json(&h->info);
   json_object *evs = json_object_new_array_ext((int)h->nevents);
   for (size_t i = 0; i < h->nevents; i++) {
     const gmt_alloc_event_t *e = &h->events[i];
@@ -292,10 +299,40 @@ cleanup:
 
 /* ---- .gmtz ---- */
 
-static int alloc_to_pb(const gmt_alloc_history_t *h, Gmt__TraceAllocation *a, Gmt__TraceSite *site,
-                       Gmt__TraceEvent **evp, Gmt__TraceEvent *evs)
+void gmt_trace_alloc_from_pb(const Gmt__TraceAllocation *a, gmt_alloc_info_t *in)
 {
-  const gmt_alloc_info_t *in = &h->info;
+  *in = (gmt_alloc_info_t){.id = a->id,
+                           .pid = a->pid,
+                           .kind = (uint8_t)a->kind,
+                           .origin = (uint8_t)a->origin,
+                           .registered = a->registered,
+                           .active = a->active,
+                           .address = a->address,
+                           .size = a->size,
+                           .site_nth = a->site_nth,
+                           .alloc_ns = a->alloc_ns,
+                           .free_ns = a->free_ns,
+                           .h2d_count = a->h2d_count,
+                           .h2d_bytes = a->h2d_bytes,
+                           .d2h_count = a->d2h_count,
+                           .d2h_bytes = a->d2h_bytes,
+                           .d2d_count = a->d2d_count,
+                           .d2d_bytes = a->d2d_bytes,
+                           .faults = a->faults,
+                           .prefetches = a->prefetches,
+                           .events_dropped = a->events_dropped};
+  if (a->site) {
+    in->site.pc = a->site->pc;
+    in->site.offset = a->site->offset;
+    snprintf(in->site.module, sizeof in->site.module, "%s", a->site->module ? a->site->module : "");
+    snprintf(in->site.function, sizeof in->site.function, "%s",
+             a->site->function ? a->site->function : "");
+  }
+}
+
+void gmt_trace_alloc_to_pb(const gmt_alloc_info_t *in, Gmt__TraceAllocation *a,
+                           Gmt__TraceSite *site)
+{
   gmt__trace_allocation__init(a);
   gmt__trace_site__init(site);
   site->pc = in->site.pc;
@@ -323,6 +360,12 @@ static int alloc_to_pb(const gmt_alloc_history_t *h, Gmt__TraceAllocation *a, Gm
   a->events_dropped = in->events_dropped;
   a->origin = in->origin;
   a->registered = in->registered;
+}
+
+static int alloc_to_pb(const gmt_alloc_history_t *h, Gmt__TraceAllocation *a, Gmt__TraceSite *site,
+                       Gmt__TraceEvent **evp, Gmt__TraceEvent *evs)
+{
+  gmt_trace_alloc_to_pb(&h->info, a, site);
   for (size_t i = 0; i < h->nevents; i++) {
     const gmt_alloc_event_t *e = &h->events[i];
     gmt__trace_event__init(&evs[i]);
@@ -516,33 +559,8 @@ static int load_gmtz(const uint8_t *buf, size_t len, gmt_memhistory_t *mh, gmt_t
       rc = GMT_EDECODE;
       break;
     }
-    gmt_alloc_info_t in = {.id = a->id,
-                           .pid = a->pid,
-                           .kind = (uint8_t)a->kind,
-                           .origin = (uint8_t)a->origin,
-                           .registered = a->registered,
-                           .active = a->active,
-                           .address = a->address,
-                           .size = a->size,
-                           .site_nth = a->site_nth,
-                           .alloc_ns = a->alloc_ns,
-                           .free_ns = a->free_ns,
-                           .h2d_count = a->h2d_count,
-                           .h2d_bytes = a->h2d_bytes,
-                           .d2h_count = a->d2h_count,
-                           .d2h_bytes = a->d2h_bytes,
-                           .d2d_count = a->d2d_count,
-                           .d2d_bytes = a->d2d_bytes,
-                           .faults = a->faults,
-                           .prefetches = a->prefetches,
-                           .events_dropped = a->events_dropped};
-    if (a->site) {
-      in.site.pc = a->site->pc;
-      in.site.offset = a->site->offset;
-      snprintf(in.site.module, sizeof in.site.module, "%s", a->site->module ? a->site->module : "");
-      snprintf(in.site.function, sizeof in.site.function, "%s",
-               a->site->function ? a->site->function : "");
-    }
+    gmt_alloc_info_t in;
+    gmt_trace_alloc_from_pb(a, &in);
     gmt_alloc_event_t *ev = a->n_events ? calloc(a->n_events, sizeof *ev) : NULL;
     if (a->n_events && !ev) {
       rc = -ENOMEM;

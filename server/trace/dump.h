@@ -7,7 +7,10 @@
 
 #include <stdint.h>
 
+#include "gmt.pb-c.h"
 #include "memhistory.h"
+
+struct json_object;
 
 #define GMT_TRACE_DUMP_VERSION 1u
 
@@ -37,5 +40,14 @@ int gmt_trace_dump(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, const cha
 /* Loads a .json or .gmtz dump (told apart by content) into a new
  * MemHistory. GMT_EDECODE for a file that is neither. */
 int gmt_trace_load(const char *path, gmt_memhistory_t **mh, gmt_trace_meta_t *meta);
+
+/* One allocation without its events, as the dumps and the TraceSpots RPC
+ * carry it: the wire message (pointing into in and site, which must
+ * outlive it), back, and the JSON object of the .json dump (no
+ * "events"; NULL when out of memory). */
+void gmt_trace_alloc_to_pb(const gmt_alloc_info_t *in, Gmt__TraceAllocation *a,
+                           Gmt__TraceSite *site);
+void gmt_trace_alloc_from_pb(const Gmt__TraceAllocation *a, gmt_alloc_info_t *in);
+struct json_object *gmt_trace_alloc_json(const gmt_alloc_info_t *in);
 
 #endif

@@ -46,8 +46,10 @@ typedef struct site_count {
 
 struct gmt_memhistory {
   pthread_rwlock_t lock;
-  gmt_alloc_history_t **all; /* by id - 1 */
+  gmt_alloc_history_t **all; /* in id order (ids are positions until a process is forgotten) */
   size_t nall, capall;
+  uint64_t last_id;
+  size_t max_events;
   range_t *active;
   size_t nactive, capactive;
   heap_t hot, cold;
@@ -55,6 +57,7 @@ struct gmt_memhistory {
   site_count_t *sites[SITE_BUCKETS];
   gmt_trace_process_t *procs;
   size_t nprocs, capprocs;
+  size_t last_proc; /* procs[last_proc] was the last one found: events come in runs */
   uint64_t unmatched_faults, unmatched_copies;
   /* Copies counted once each (a history counts a copy between two tracked
    * buffers at both ends). */
@@ -199,16 +202,34 @@ static void counters_changed(gmt_memhistory_t *mh, gmt_alloc_history_t *h)
   heap_fix(&mh->cold, h);
 }
 
+static bool pid_in(uint32_t pid, const uint32_t *pids, size_t npids)
+{
+  size_t lo = 0, hi = npids;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (pids[mid] == pid)
+      return true;
+    if (pids[mid] < pid)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return false;
+}
+
 /* The k best of hp without disturbing it: a frontier of heap positions,
  * itself a small heap, from which the best is taken and its children
- * added. */
-static size_t heap_top(const heap_t *hp, size_t k, gmt_alloc_info_t *out)
+ * added. With pids, entries of other processes are passed over (their
+ * children still join the frontier), so the frontier may outgrow 2k. */
+static size_t heap_top(const heap_t *hp, size_t k, const uint32_t *pids, size_t npids,
+                       gmt_alloc_info_t *out)
 {
   if (k > hp->n)
     k = hp->n;
-  if (!k)
+  if (!k || (pids && !npids))
     return 0;
-  size_t *fr = malloc((2 * k + 1) * sizeof *fr), nfr = 0, got = 0;
+  size_t cap = 2 * k + 1, nfr = 0, got = 0;
+  size_t *fr = malloc(cap * sizeof *fr);
   if (!fr)
     return 0;
   fr[nfr++] = 0;
@@ -228,7 +249,15 @@ static size_t heap_top(const heap_t *hp, size_t k, gmt_alloc_info_t *out)
       fr[b] = t;
       i = b;
     }
-    out[got++] = hp->v[top]->info;
+    if (!pids || pid_in(hp->v[top]->info.pid, pids, npids))
+      out[got++] = hp->v[top]->info;
+    if (nfr + 2 > cap) {
+      size_t *n = realloc(fr, 2 * cap * sizeof *fr);
+      if (!n)
+        break;
+      fr = n;
+      cap *= 2;
+    }
     for (size_t c = 2 * top + 1; c <= 2 * top + 2 && c < hp->n; c++) {
       size_t i = nfr++;
       fr[i] = c;
@@ -306,12 +335,42 @@ static void range_remove(gmt_memhistory_t *mh, gmt_alloc_history_t *h)
   mh->nactive--;
 }
 
+/* ---- processes (their records; the writers are below) ---- */
+
+static gmt_trace_process_t *proc_find(gmt_memhistory_t *mh, uint32_t pid)
+{
+  if (mh->last_proc < mh->nprocs && mh->procs[mh->last_proc].pid == pid)
+    return &mh->procs[mh->last_proc];
+  for (size_t i = mh->nprocs; i-- > 0;) /* the newest with this pid */
+    if (mh->procs[i].pid == pid) {
+      mh->last_proc = i;
+      return &mh->procs[i];
+    }
+  return NULL;
+}
+
+static gmt_trace_process_t *proc_add(gmt_memhistory_t *mh)
+{
+  if (mh->nprocs == mh->capprocs) {
+    size_t ncap = mh->capprocs ? mh->capprocs * 2 : 8;
+    gmt_trace_process_t *n = realloc(mh->procs, ncap * sizeof *n);
+    if (!n)
+      return NULL;
+    mh->procs = n;
+    mh->capprocs = ncap;
+  }
+  mh->last_proc = mh->nprocs;
+  gmt_trace_process_t *p = &mh->procs[mh->nprocs++];
+  memset(p, 0, sizeof *p);
+  return p;
+}
+
 /* ---- histories ---- */
 
-static void add_event(gmt_alloc_history_t *h, uint32_t type, uint64_t ts, uint64_t dur,
-                      uint64_t addr, uint64_t bytes, uint32_t tid, uint64_t stream)
+static void add_event(gmt_memhistory_t *mh, gmt_alloc_history_t *h, uint32_t type, uint64_t ts,
+                      uint64_t dur, uint64_t addr, uint64_t bytes, uint32_t tid, uint64_t stream)
 {
-  if (h->nevents >= GMT_HISTORY_MAX_EVENTS) {
+  if (h->nevents >= mh->max_events) {
     h->info.events_dropped++;
     return;
   }
@@ -341,7 +400,7 @@ static void end_history(gmt_memhistory_t *mh, gmt_alloc_history_t *h, uint32_t t
   h->info.active = false;
   h->info.registered = false;
   h->info.free_ns = ts;
-  add_event(h, type, ts, 0, h->info.address, 0, tid, 0);
+  add_event(mh, h, type, ts, 0, h->info.address, 0, tid, 0);
 }
 
 static unsigned addr_bucket(uint32_t pid, uint64_t addr)
@@ -422,6 +481,7 @@ int gmt_memhistory_new(gmt_memhistory_t **out)
     return -ENOMEM;
   }
   mh->hot.hot = 1;
+  mh->max_events = GMT_HISTORY_MAX_EVENTS;
   *out = mh;
   return 0;
 }
@@ -480,7 +540,7 @@ int gmt_memhistory_alloc(gmt_memhistory_t *mh, uint32_t pid, int kind, int origi
   while (i < mh->nactive && mh->active[i].pid == pid && mh->active[i].start < end)
     end_history(mh, mh->active[i].h, GMT_AEV_REPLACED, ts, tid); /* removes entry i */
 
-  h->info.id = mh->nall + 1;
+  h->info.id = ++mh->last_id;
   h->info.pid = pid;
   h->info.kind = (uint8_t)kind;
   h->info.origin = (uint8_t)origin;
@@ -492,8 +552,11 @@ int gmt_memhistory_alloc(gmt_memhistory_t *mh, uint32_t pid, int kind, int origi
     h->info.site = *site;
   h->info.site_nth = site_next(mh, &h->info.site);
   h->info.alloc_ns = ts;
-  add_event(h, GMT_AEV_ALLOC, ts, 0, addr, size, tid, 0);
+  add_event(mh, h, GMT_AEV_ALLOC, ts, 0, addr, size, tid, 0);
   int rc = add_history(mh, h);
+  gmt_trace_process_t *p = rc == 0 ? proc_find(mh, pid) : NULL;
+  if (p)
+    p->allocations++;
   un(mh);
   if (rc != 0) {
     free(h->events);
@@ -580,14 +643,25 @@ int gmt_memhistory_copy(gmt_memhistory_t *mh, uint32_t pid, int dir, uint64_t ds
   }
   mh->copy_count[type]++;
   mh->copy_bytes[type] += bytes;
+  gmt_trace_process_t *p = proc_find(mh, pid);
+  if (p && type == GMT_AEV_H2D) {
+    p->h2d_count++;
+    p->h2d_bytes += bytes;
+  } else if (p && type == GMT_AEV_D2H) {
+    p->d2h_count++;
+    p->d2h_bytes += bytes;
+  } else if (p) {
+    p->d2d_count++;
+    p->d2d_bytes += bytes;
+  }
   if (hd) {
     count_copy(hd, type, bytes);
-    add_event(hd, type, ts, dur, dst, bytes, tid, stream);
+    add_event(mh, hd, type, ts, dur, dst, bytes, tid, stream);
     counters_changed(mh, hd);
   }
   if (hs && hs != hd) {
     count_copy(hs, type, bytes);
-    add_event(hs, type, ts, dur, src, bytes, tid, stream);
+    add_event(mh, hs, type, ts, dur, src, bytes, tid, stream);
     counters_changed(mh, hs);
   }
   un(mh);
@@ -605,7 +679,10 @@ int gmt_memhistory_fault(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint
     return -ENOENT;
   }
   h->info.faults += n;
-  add_event(h, GMT_AEV_FAULT, ts, 0, addr, n, tid, 0);
+  gmt_trace_process_t *p = proc_find(mh, pid);
+  if (p)
+    p->faults += n;
+  add_event(mh, h, GMT_AEV_FAULT, ts, 0, addr, n, tid, 0);
   un(mh);
   return 0;
 }
@@ -617,7 +694,7 @@ int gmt_memhistory_prefetch(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, u
   gmt_alloc_history_t *h = find_active(mh, pid, addr);
   if (h) {
     h->info.prefetches++;
-    add_event(h, GMT_AEV_PREFETCH, ts, 0, addr, bytes, tid, stream);
+    add_event(mh, h, GMT_AEV_PREFETCH, ts, 0, addr, bytes, tid, stream);
   }
   un(mh);
   return h ? 0 : -ENOENT;
@@ -632,7 +709,7 @@ int gmt_memhistory_pin(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64
     if (h->info.kind == GMT_ALLOC_HOST_PAGEABLE)
       h->info.kind = GMT_ALLOC_HOST_PINNED;
     h->info.registered = true;
-    add_event(h, GMT_AEV_PIN, ts, 0, addr, size, tid, 0);
+    add_event(mh, h, GMT_AEV_PIN, ts, 0, addr, size, tid, 0);
     un(mh);
     return 0;
   }
@@ -655,7 +732,7 @@ int gmt_memhistory_unpin(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint
       if (h->info.origin == GMT_ORIGIN_MMAP)
         h->info.kind = GMT_ALLOC_HOST_PAGEABLE;
       h->info.registered = false;
-      add_event(h, GMT_AEV_UNPIN, ts, 0, addr, 0, tid, 0);
+      add_event(mh, h, GMT_AEV_UNPIN, ts, 0, addr, 0, tid, 0);
     }
   }
   un(mh);
@@ -663,29 +740,6 @@ int gmt_memhistory_unpin(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint
 }
 
 /* ---- processes ---- */
-
-static gmt_trace_process_t *proc_find(gmt_memhistory_t *mh, uint32_t pid)
-{
-  for (size_t i = mh->nprocs; i-- > 0;) /* the newest with this pid */
-    if (mh->procs[i].pid == pid)
-      return &mh->procs[i];
-  return NULL;
-}
-
-static gmt_trace_process_t *proc_add(gmt_memhistory_t *mh)
-{
-  if (mh->nprocs == mh->capprocs) {
-    size_t ncap = mh->capprocs ? mh->capprocs * 2 : 8;
-    gmt_trace_process_t *n = realloc(mh->procs, ncap * sizeof *n);
-    if (!n)
-      return NULL;
-    mh->procs = n;
-    mh->capprocs = ncap;
-  }
-  gmt_trace_process_t *p = &mh->procs[mh->nprocs++];
-  memset(p, 0, sizeof *p);
-  return p;
-}
 
 int gmt_memhistory_process_start(gmt_memhistory_t *mh, uint32_t pid, uint32_t parent, uint64_t ts)
 {
@@ -728,6 +782,68 @@ void gmt_memhistory_process_reclaim(gmt_memhistory_t *mh, uint32_t pid, uint64_t
   un(mh);
 }
 
+/* Heapify from scratch: after histories were taken out of the middle. */
+static void heap_rebuild(heap_t *hp, gmt_alloc_history_t **all, size_t n)
+{
+  hp->n = 0;
+  for (size_t i = 0; i < n; i++)
+    hp->v[hp->n++] = all[i]; /* cap >= n: the heap held these and more */
+  for (size_t i = 0; i < hp->n; i++)
+    heap_set(hp, i, hp->v[i]);
+  for (size_t i = hp->n / 2; i-- > 0;)
+    heap_down(hp, i);
+}
+
+size_t gmt_memhistory_forget_process(gmt_memhistory_t *mh, uint32_t pid)
+{
+  wr(mh);
+  /* Its active ranges are one run in the sorted index. */
+  size_t lo = range_upper(mh, pid, 0), hi = lo;
+  if (lo > 0 && mh->active[lo - 1].pid == pid && mh->active[lo - 1].start == 0)
+    lo--;
+  while (hi < mh->nactive && mh->active[hi].pid == pid)
+    hi++;
+  memmove(&mh->active[lo], &mh->active[hi], (mh->nactive - hi) * sizeof *mh->active);
+  mh->nactive -= hi - lo;
+
+  size_t kept = 0, gone = 0;
+  for (size_t i = 0; i < mh->nall; i++) {
+    gmt_alloc_history_t *h = mh->all[i];
+    if (h->info.pid != pid) {
+      mh->all[kept++] = h;
+      continue;
+    }
+    /* Every history at (pid, address) goes: unlink the whole chain once. */
+    gmt_alloc_history_t **slot = addr_slot(mh, pid, h->info.address);
+    if (*slot)
+      *slot = (*slot)->hash_next;
+    free(h->events);
+    free(h);
+    gone++;
+  }
+  mh->nall = kept;
+  if (gone) {
+    heap_rebuild(&mh->hot, mh->all, kept);
+    heap_rebuild(&mh->cold, mh->all, kept);
+  }
+
+  size_t np = 0;
+  for (size_t i = 0; i < mh->nprocs; i++)
+    if (mh->procs[i].pid != pid)
+      mh->procs[np++] = mh->procs[i];
+  mh->nprocs = np;
+  mh->last_proc = 0;
+  un(mh);
+  return gone;
+}
+
+void gmt_memhistory_set_max_events(gmt_memhistory_t *mh, size_t max)
+{
+  wr(mh);
+  mh->max_events = max ? max : GMT_HISTORY_MAX_EVENTS;
+  un(mh);
+}
+
 /* ---- restore ---- */
 
 int gmt_memhistory_restore(gmt_memhistory_t *mh, const gmt_alloc_info_t *info,
@@ -749,7 +865,7 @@ int gmt_memhistory_restore(gmt_memhistory_t *mh, const gmt_alloc_info_t *info,
     h->nevents = h->capevents = nevents;
   }
   wr(mh);
-  h->info.id = mh->nall + 1; /* ids are positions; a dump keeps them in order */
+  h->info.id = ++mh->last_id; /* ids are positions; a dump keeps them in order */
   site_next(mh, &h->info.site);
   /* An active history that overlaps one already restored would break the
    * range index: the later one wins, as it would have live. */
@@ -789,7 +905,7 @@ int gmt_memhistory_lookup(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, gmt
 size_t gmt_memhistory_hotspots(gmt_memhistory_t *mh, size_t k, gmt_alloc_info_t *out)
 {
   rd(mh);
-  size_t n = heap_top(&mh->hot, k, out);
+  size_t n = heap_top(&mh->hot, k, NULL, 0, out);
   un(mh);
   return n;
 }
@@ -797,9 +913,41 @@ size_t gmt_memhistory_hotspots(gmt_memhistory_t *mh, size_t k, gmt_alloc_info_t 
 size_t gmt_memhistory_coldspots(gmt_memhistory_t *mh, size_t k, gmt_alloc_info_t *out)
 {
   rd(mh);
-  size_t n = heap_top(&mh->cold, k, out);
+  size_t n = heap_top(&mh->cold, k, NULL, 0, out);
   un(mh);
   return n;
+}
+
+size_t gmt_memhistory_hotspots_of(gmt_memhistory_t *mh, const uint32_t *pids, size_t npids,
+                                  size_t k, gmt_alloc_info_t *out)
+{
+  rd(mh);
+  size_t n = heap_top(&mh->hot, k, pids, npids, out);
+  un(mh);
+  return n;
+}
+
+size_t gmt_memhistory_coldspots_of(gmt_memhistory_t *mh, const uint32_t *pids, size_t npids,
+                                   size_t k, gmt_alloc_info_t *out)
+{
+  rd(mh);
+  size_t n = heap_top(&mh->cold, k, pids, npids, out);
+  un(mh);
+  return n;
+}
+
+int gmt_memhistory_process_info(gmt_memhistory_t *mh, uint32_t pid, gmt_trace_process_t *out)
+{
+  rd(mh);
+  /* Not proc_find: its cache is the writer's, and readers share the lock. */
+  const gmt_trace_process_t *p = NULL;
+  for (size_t i = mh->nprocs; i-- > 0 && !p;)
+    if (mh->procs[i].pid == pid)
+      p = &mh->procs[i];
+  if (p)
+    *out = *p;
+  un(mh);
+  return p ? 0 : -ENOENT;
 }
 
 void gmt_memhistory_totals(gmt_memhistory_t *mh, gmt_memhistory_totals_t *t)

@@ -126,12 +126,21 @@ typedef struct gmt_trace_process {
   int exit_code;
   uint64_t reclaim_stalls;
   uint64_t reclaim_ns;
+  /* What this process did, each copy counted once (as the history's
+   * totals count it): what the daemon reports per pod without a scan.
+   * Not in the dumps, which sum the histories instead. */
+  uint64_t allocations;
+  uint64_t h2d_count, h2d_bytes, d2h_count, d2h_bytes, d2d_count, d2d_bytes;
+  uint64_t faults;
 } gmt_trace_process_t;
 
 typedef struct gmt_memhistory gmt_memhistory_t;
 
 int gmt_memhistory_new(gmt_memhistory_t **mh);
 void gmt_memhistory_free(gmt_memhistory_t *mh);
+/* Events kept per allocation from now on (0: GMT_HISTORY_MAX_EVENTS). An
+ * always-on tracer keeps fewer; the counters stay exact either way. */
+void gmt_memhistory_set_max_events(gmt_memhistory_t *mh, size_t max);
 
 /* ---- the writer ---- */
 
@@ -173,6 +182,10 @@ int gmt_memhistory_process_start(gmt_memhistory_t *mh, uint32_t pid, uint32_t pa
 /* Ends the process and every allocation it still held. */
 void gmt_memhistory_process_exit(gmt_memhistory_t *mh, uint32_t pid, int code, uint64_t ts);
 void gmt_memhistory_process_reclaim(gmt_memhistory_t *mh, uint32_t pid, uint64_t dur_ns);
+/* Drops every history of pid and its process records, as if it had never
+ * been traced (the daemon forgets processes gone long ago). Ids of the
+ * histories that stay do not change. Returns how many histories went. */
+size_t gmt_memhistory_forget_process(gmt_memhistory_t *mh, uint32_t pid);
 
 /* Loading a dump: a whole history as it was (events are copied). */
 int gmt_memhistory_restore(gmt_memhistory_t *mh, const gmt_alloc_info_t *info,
@@ -188,6 +201,16 @@ int gmt_memhistory_lookup(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, gmt
 size_t gmt_memhistory_hotspots(gmt_memhistory_t *mh, size_t k, gmt_alloc_info_t *out);
 /* The k with the fewest transfers, fewest first; ties: bigger, then older. */
 size_t gmt_memhistory_coldspots(gmt_memhistory_t *mh, size_t k, gmt_alloc_info_t *out);
+/* The same among the histories of some processes only (pids sorted
+ * ascending, npids of them): one pod's share of a node-wide history. The
+ * heap walk skips other processes' entries, so it costs O(m log m) for the
+ * m entries it passes, at most every history. */
+size_t gmt_memhistory_hotspots_of(gmt_memhistory_t *mh, const uint32_t *pids, size_t npids,
+                                  size_t k, gmt_alloc_info_t *out);
+size_t gmt_memhistory_coldspots_of(gmt_memhistory_t *mh, const uint32_t *pids, size_t npids,
+                                   size_t k, gmt_alloc_info_t *out);
+/* The newest record of pid (a copy); -ENOENT if none. */
+int gmt_memhistory_process_info(gmt_memhistory_t *mh, uint32_t pid, gmt_trace_process_t *out);
 
 typedef struct gmt_memhistory_totals {
   size_t allocations, active;

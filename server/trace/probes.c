@@ -381,6 +381,13 @@ int gmt_probes_add_pid(gmt_probes_t *pm, uint32_t pid)
   return 0;
 }
 
+int gmt_probes_remove_pid(gmt_probes_t *pm, uint32_t pid)
+{
+  if (bpf_map_delete_elem(bpf_map__fd(pm->skel->maps.traced_tgids), &pid) != 0)
+    return -errno;
+  return 0;
+}
+
 int gmt_probes_poll(gmt_probes_t *pm, int timeout_ms)
 {
   int n = ring_buffer__poll(pm->rb, timeout_ms);

@@ -48,6 +48,8 @@ int gmt_probes_open(gmt_probes_t **pm, const gmt_probes_opts_t *o, char *err, si
 int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, size_t errlen);
 /* Traces pid too (the daemon adds processes as they register). */
 int gmt_probes_add_pid(gmt_probes_t *pm, uint32_t pid);
+/* Stops tracing pid (0, or -ENOENT when it was not traced). */
+int gmt_probes_remove_pid(gmt_probes_t *pm, uint32_t pid);
 
 /* Hands waiting events to the callback; waits at most timeout_ms for the
  * first. Returns how many, or a negative code. */

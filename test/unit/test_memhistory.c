@@ -205,6 +205,204 @@ static void test_hotspots_match_a_full_sort_as_counters_change(void **state)
   gmt_memhistory_free(mh);
 }
 
+/* ---- one pod's share of a node-wide history (gmt-schd) ---- */
+
+static void alloc_in(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t size, uint64_t ts)
+{
+  gmt_alloc_site_t s = site_at("alloc_buffers", 0x40);
+  assert_int_equal(
+      gmt_memhistory_alloc(mh, pid, GMT_ALLOC_DEVICE, GMT_ORIGIN_CALL, addr, size, &s, ts, pid), 0);
+}
+
+static void h2d_in(gmt_memhistory_t *mh, uint32_t pid, uint64_t dev, uint64_t bytes, int n,
+                   uint64_t *ts)
+{
+  for (int i = 0; i < n; i++)
+    assert_int_equal(
+        gmt_memhistory_copy(mh, pid, GMT_COPY_H2D, dev, 0x70000000, bytes, ++*ts, 1, pid, 0),
+        GMT_AEV_H2D);
+}
+
+static int by_cold(const void *a, const void *b)
+{
+  const gmt_alloc_info_t *x = a, *y = b;
+  uint64_t tx = gmt_alloc_transfers(x), ty = gmt_alloc_transfers(y);
+  if (tx != ty)
+    return tx < ty ? -1 : 1;
+  if (x->size != y->size)
+    return x->size > y->size ? -1 : 1;
+  return x->id < y->id ? -1 : 1;
+}
+
+/* Every history of the node, those of pids only, sorted by cmp. */
+static size_t sorted_of(gmt_memhistory_t *mh, const uint32_t *pids, size_t npids,
+                        int (*cmp)(const void *, const void *), gmt_alloc_info_t *out)
+{
+  size_t n = 0;
+  gmt_memhistory_rdlock(mh);
+  for (size_t i = 0; i < gmt_memhistory_size(mh); i++) {
+    const gmt_alloc_info_t *in = &gmt_memhistory_at(mh, i)->info;
+    for (size_t j = 0; j < npids; j++)
+      if (in->pid == pids[j])
+        out[n++] = *in;
+  }
+  gmt_memhistory_unlock(mh);
+  qsort(out, n, sizeof *out, cmp);
+  return n;
+}
+
+/* Three pods' processes in one history, the other pods' buffers hotter
+ * and colder than the asking pod's: each pod gets its own top k, in the
+ * order a full sort of its own histories gives. */
+static void test_spots_of_a_pid_set_leave_other_processes_out(void **state)
+{
+  (void)state;
+  enum { N = 240, K = 9 };
+  static const uint32_t pids[] = {100, 200, 300, 400};
+  gmt_memhistory_t *mh;
+  gmt_alloc_info_t top[N], want[N];
+  uint64_t ts = 0;
+  srand(11);
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  for (int i = 0; i < N; i++)
+    alloc_in(mh, pids[i % 4], 0x1000000 + (uint64_t)i * 0x10000, 0x1000 * (1 + rand() % 8), ++ts);
+  for (int c = 0; c < 3000; c++) {
+    int i = rand() % N;
+    /* pid 300's buffers are the node's hottest: the walk must pass them */
+    int n = pids[i % 4] == 300 ? 5 : rand() % 2;
+    h2d_in(mh, pids[i % 4], 0x1000000 + (uint64_t)i * 0x10000, 1 + rand() % 4096, n, &ts);
+  }
+  const uint32_t pod[] = {100, 400}; /* sorted, as the daemon passes them */
+  size_t nwant = sorted_of(mh, pod, 2, by_hot, want);
+  assert_int_equal(nwant, N / 2);
+  assert_int_equal(gmt_memhistory_hotspots_of(mh, pod, 2, K, top), K);
+  for (int i = 0; i < K; i++) {
+    assert_int_equal(top[i].id, want[i].id);
+    assert_true(top[i].pid == 100 || top[i].pid == 400);
+  }
+  sorted_of(mh, pod, 2, by_cold, want);
+  assert_int_equal(gmt_memhistory_coldspots_of(mh, pod, 2, K, top), K);
+  for (int i = 0; i < K; i++)
+    assert_int_equal(top[i].id, want[i].id);
+  /* k past what the pod has: all of it, still in order */
+  assert_int_equal(gmt_memhistory_hotspots_of(mh, pod, 2, N, top), N / 2);
+  sorted_of(mh, pod, 2, by_hot, want);
+  for (int i = 0; i < N / 2; i++)
+    assert_int_equal(top[i].id, want[i].id);
+  /* a pod with no process, or with processes that allocated nothing */
+  const uint32_t none[] = {999};
+  assert_int_equal(gmt_memhistory_hotspots_of(mh, pids, 0, K, top), 0);
+  assert_int_equal(gmt_memhistory_coldspots_of(mh, none, 1, K, top), 0);
+  gmt_memhistory_free(mh);
+}
+
+/* A process forgotten (gone long ago) leaves nothing behind, and the rest
+ * is untouched: ids, lookups, rankings, and new ids do not reuse old. */
+static void test_forgetting_a_process_drops_only_its_histories(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  gmt_alloc_info_t in, top[8];
+  const gmt_alloc_history_t *chain[4];
+  uint64_t ts = 0;
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  assert_int_equal(gmt_memhistory_process_start(mh, 100, 0, 1), 0);
+  assert_int_equal(gmt_memhistory_process_start(mh, 200, 0, 1), 0);
+  alloc_in(mh, 100, 0x10000, 0x1000, ++ts); /* id 1 */
+  alloc_in(mh, 200, 0x10000, 0x1000, ++ts); /* id 2: same address, other pid */
+  alloc_in(mh, 200, 0x20000, 0x1000, ++ts); /* id 3 */
+  assert_int_equal(gmt_memhistory_free_at(mh, 200, 0x20000, ++ts, 200), 0);
+  alloc_in(mh, 200, 0x20000, 0x1000, ++ts); /* id 4: reuse of 3's address */
+  alloc_in(mh, 100, 0x30000, 0x1000, ++ts); /* id 5 */
+  h2d_in(mh, 200, 0x10000, 100, 9, &ts);    /* 200 holds the node's hottest */
+  h2d_in(mh, 100, 0x30000, 100, 3, &ts);
+  h2d_in(mh, 100, 0x10000, 100, 1, &ts);
+  gmt_memhistory_process_exit(mh, 200, 0, ++ts);
+
+  assert_int_equal(gmt_memhistory_forget_process(mh, 200), 3);
+  assert_int_equal(gmt_memhistory_forget_process(mh, 200), 0);
+  assert_int_equal(gmt_memhistory_size(mh), 2);
+  assert_int_equal(gmt_memhistory_lookup(mh, 200, 0x10000, &in), -ENOENT);
+  assert_int_equal(gmt_memhistory_at_address(mh, 200, 0x20000, chain, 4), 0);
+  assert_int_equal(gmt_memhistory_at_address(mh, 100, 0x10000, chain, 4), 1);
+  assert_int_equal(gmt_memhistory_lookup(mh, 100, 0x10010, &in), 0);
+  assert_int_equal(in.id, 1);
+  assert_int_equal(gmt_memhistory_process_info(mh, 200, (gmt_trace_process_t[1]){0}), -ENOENT);
+  assert_int_equal(gmt_memhistory_nprocesses(mh), 1);
+
+  assert_int_equal(gmt_memhistory_hotspots(mh, 8, top), 2);
+  assert_int_equal(top[0].id, 5);
+  assert_int_equal(top[1].id, 1);
+  assert_int_equal(gmt_memhistory_coldspots(mh, 8, top), 2);
+  assert_int_equal(top[0].id, 1);
+  /* The heaps still follow the counters, and ids go on from the last. */
+  h2d_in(mh, 100, 0x10000, 100, 5, &ts);
+  assert_int_equal(gmt_memhistory_hotspots(mh, 1, top), 1);
+  assert_int_equal(top[0].id, 1);
+  alloc_in(mh, 100, 0x40000, 0x1000, ++ts);
+  assert_int_equal(gmt_memhistory_lookup(mh, 100, 0x40000, &in), 0);
+  assert_int_equal(in.id, 6);
+  assert_int_equal(gmt_memhistory_coldspots(mh, 1, top), 1);
+  assert_int_equal(top[0].id, 6);
+  gmt_memhistory_free(mh);
+}
+
+/* What the daemon reports per pod: each copy once, even when both of its
+ * ends are tracked buffers; faults that land in a buffer. */
+static void test_process_counters_count_each_copy_once(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  gmt_trace_process_t p;
+  uint64_t ts = 0;
+  gmt_alloc_site_t s = site_at("pinned", 0x10);
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  assert_int_equal(gmt_memhistory_process_start(mh, 100, 0, 1), 0);
+  alloc_in(mh, 100, 0x10000, 0x1000, ++ts);
+  assert_int_equal(gmt_memhistory_alloc(mh, 100, GMT_ALLOC_HOST_PINNED, GMT_ORIGIN_CALL, 0x70000000,
+                                        0x1000, &s, ++ts, 100),
+                   0);
+  h2d_in(mh, 100, 0x10000, 64, 2, &ts); /* from the pinned buffer: both ends tracked */
+  assert_int_equal(
+      gmt_memhistory_copy(mh, 100, GMT_COPY_D2H, 0x70000000, 0x10000, 32, ++ts, 1, 100, 0),
+      GMT_AEV_D2H);
+  assert_int_equal(gmt_memhistory_fault(mh, 100, 0x70000010, 3, ++ts, 100), 0);
+  assert_int_equal(gmt_memhistory_fault(mh, 100, 0x90000000, 5, ++ts, 100), -ENOENT);
+  /* another process's copy is not ours */
+  alloc_in(mh, 200, 0x10000, 0x1000, ++ts);
+  h2d_in(mh, 200, 0x10000, 64, 1, &ts);
+
+  assert_int_equal(gmt_memhistory_process_info(mh, 100, &p), 0);
+  assert_int_equal(p.allocations, 2);
+  assert_int_equal(p.h2d_count, 2);
+  assert_int_equal(p.h2d_bytes, 128);
+  assert_int_equal(p.d2h_count, 1);
+  assert_int_equal(p.d2h_bytes, 32);
+  assert_int_equal(p.faults, 3);
+  gmt_memhistory_free(mh);
+}
+
+/* An always-on tracer keeps few events per buffer; counters stay exact. */
+static void test_event_cap_keeps_counters_exact(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  gmt_alloc_info_t in;
+  uint64_t ts = 0;
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  gmt_memhistory_set_max_events(mh, 10);
+  alloc_in(mh, 100, 0x10000, 0x1000, ++ts);
+  h2d_in(mh, 100, 0x10000, 8, 50, &ts);
+  assert_int_equal(gmt_memhistory_lookup(mh, 100, 0x10000, &in), 0);
+  assert_int_equal(in.h2d_count, 50);
+  assert_int_equal(in.h2d_bytes, 400);
+  assert_int_equal(in.events_dropped, 41); /* alloc + 9 copies kept */
+  gmt_memhistory_rdlock(mh);
+  assert_int_equal(gmt_memhistory_at(mh, 0)->nevents, 10);
+  gmt_memhistory_unlock(mh);
+  gmt_memhistory_free(mh);
+}
+
 static void test_unified_copy_is_classified_by_its_pointers(void **state)
 {
   (void)state;
@@ -476,6 +674,10 @@ int main(void)
       cmocka_unit_test(test_overlapping_allocation_ends_the_stale_one),
       cmocka_unit_test(test_hotspots_rank_two_hot_above_five_cold),
       cmocka_unit_test(test_hotspots_match_a_full_sort_as_counters_change),
+      cmocka_unit_test(test_spots_of_a_pid_set_leave_other_processes_out),
+      cmocka_unit_test(test_forgetting_a_process_drops_only_its_histories),
+      cmocka_unit_test(test_process_counters_count_each_copy_once),
+      cmocka_unit_test(test_event_cap_keeps_counters_exact),
       cmocka_unit_test(test_unified_copy_is_classified_by_its_pointers),
       cmocka_unit_test(test_pinning_pageable_memory_changes_its_kind_and_back),
       cmocka_unit_test(test_process_exit_ends_what_it_held),
