@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Hook overhead, side by side in one run: the same binary with and without
 libgmthook.so (registered with a live pod manager), alternating, several
-rounds; prints medians and ratios.
+rounds; prints medians and ratios. With the hook every launch passes the
+token gate: the pod is alone with LIMIT 1.0, so the token is always
+granted and the row "token held" is the gated fast path (plus one token
+request per quota). A third variant, the hook with no pod manager (never
+gated), shows what the gate itself costs.
 
 usage: bench/hook_overhead.py [--rounds R] [--launches N] [--allocs N] [--fake]
 GMT_BUILD_DIR names the build (default build/); --fake runs on the fake
@@ -17,12 +21,13 @@ sys.path.insert(0, os.path.join(HERE, "..", "test", "e2e"))
 import gmt_e2e  # noqa: E402
 
 
-def run_once(binary, mode, n, env):
+def run_once(binary, mode, n, env, want_unhooked=False):
     r = subprocess.run([binary, mode, str(n)], env=env, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise SystemExit("%s %s failed: %s" % (binary, mode, r.stderr))
-    if "unhooked" in r.stderr:
-        raise SystemExit("the hook did not register: " + r.stderr)
+    if ("unhooked" in r.stderr) != want_unhooked:
+        raise SystemExit("the hook %s register: %s" % ("did" if want_unhooked else "did not",
+                                                       r.stderr))
     return float(r.stdout.split("rate=")[1])
 
 
@@ -41,13 +46,20 @@ def main():
         node.start_pmgr("bench")
         plain = node.prog_env()
         hooked = node.hook_env("bench")
+        # A pod manager address where nobody listens: the hook runs unhooked.
+        nobody = node.hook_env("bench", GMT_PMGR="tcp://127.0.0.1:%d" % gmt_e2e.free_port())
         rows = []
+        ungated = ([], [])
         for mode, n in (("launch", args.launches), ("alloc", args.allocs)):
             without, with_ = [], []
             for _ in range(args.rounds):
                 without.append(run_once(binary, mode, n, plain))
                 with_.append(run_once(binary, mode, n, hooked))
+                if mode == "launch":
+                    ungated[0].append(without[-1])
+                    ungated[1].append(run_once(binary, mode, n, nobody, want_unhooked=True))
             rows.append((mode, without, with_))
+        rows.insert(1, ("launch_ungated",) + ungated)
     finally:
         node.stop()
 
@@ -55,12 +67,14 @@ def main():
           ("FAKE DRIVER: numbers mean nothing" if args.fake else "real GPU", args.rounds))
     print("%-32s %12s %12s %7s   %s" % ("workload (median rate)", "without hook", "with hook",
                                          "ratio", "spread without / with (min-max)"))
-    names = {"launch": "empty kernel launches /s", "alloc": "cuMemAlloc+cuMemFree 2 MiB /s"}
+    names = {"launch": "launches /s, hook, token held",
+             "launch_ungated": "launches /s, hook, no pod manager",
+             "alloc": "cuMemAlloc+cuMemFree 2 MiB /s"}
     for mode, without, with_ in rows:
         a, b = statistics.median(without), statistics.median(with_)
         print("%-32s %12.0f %12.0f %7.3f   %.0f-%.0f / %.0f-%.0f" % (
             names[mode], a, b, b / a, min(without), max(without), min(with_), max(with_)))
-    a, b = statistics.median(rows[1][1]), statistics.median(rows[1][2])
+    a, b = statistics.median(rows[2][1]), statistics.median(rows[2][2])
     print("(ratio = with/without rate; alloc+free cost with the hook = %.2fx native)" % (a / b))
 
 

@@ -26,6 +26,7 @@ typedef struct pmgr_config {
 } pmgr_config_t;
 
 typedef struct pmgr_proc pmgr_proc_t;
+struct gmt_pmgr;
 
 /* Work handed from an nng thread to the loop: a process's request, or the
  * outcome of a heartbeat (call == NULL). */
@@ -34,7 +35,12 @@ typedef struct pmgr_item {
   gmt_call_t *call;
   int rc;
   Gmt__Envelope *rep;
+  /* Set: the loop calls it instead (an upstream reply of pmgr_token.c;
+   * the item is freed after, and rep is fn's to free). */
+  void (*fn)(struct gmt_pmgr *pm, struct pmgr_item *item);
 } pmgr_item_t;
+
+typedef struct pmgr_tokens pmgr_tokens_t;
 
 typedef struct gmt_pmgr {
   /* Fixed before the loop starts. */
@@ -58,6 +64,7 @@ typedef struct gmt_pmgr {
   bool pod_unlisted;
   int exit_code;
   pmgr_item_t hb_item; /* the outcome of the heartbeat in flight */
+  pmgr_tokens_t *tokens; /* pmgr_token.c, made at the first Token */
 
   /* Shared with nng threads. */
   pthread_mutex_t mu;
@@ -83,6 +90,13 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
 void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__ProcessReport **ptrs);
 void gmt__pmgr_procs_close(gmt_pmgr_t *pm);
 void gmt__pmgr_fill_config(const gmt_pmgr_t *pm, Gmt__PodConfig *out);
+
+/* pmgr_token.c: the pod's token, shared by its processes. */
+void gmt__pmgr_handle_token(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__TokenRequest *r);
+/* A process exited: whatever share of a token it had is given back. */
+void gmt__pmgr_token_proc_gone(gmt_pmgr_t *pm, uint32_t pid);
+/* Answers every waiting Token call and closes the timers (on stop). */
+void gmt__pmgr_tokens_close(gmt_pmgr_t *pm);
 
 /* pmgr_heartbeat.c: the pod's view, sent to the scheduler. */
 int gmt__pmgr_heartbeat_init(gmt_pmgr_t *pm);

@@ -1,9 +1,10 @@
-/* gmt-pmgr: requests from the pod's processes. Register and Report change
- * the pod's state, so they are queued to the loop thread that owns it.
- * Token/Reserve/Release/MemInfo touch no state: they are stamped with the
- * pod's name (a process cannot name another pod) and forwarded to the
+/* gmt-pmgr: requests from the pod's processes. Register, Report and Token
+ * change the pod's state (Token: the pod's one grant shared by its
+ * processes, pmgr_token.c), so they are queued to the loop thread that
+ * owns it. Reserve/Release/MemInfo touch no state: they are stamped with
+ * the pod's name (a process cannot name another pod) and forwarded to the
  * scheduler straight from the nng thread, and the reply callback answers
- * the process; a token request does not wait for the loop. */
+ * the process. */
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
@@ -67,7 +68,6 @@ static void on_forwarded(void *arg, int rc, Gmt__Envelope *rep) {
 
 static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req) {
   Gmt__Envelope env = *req;
-  Gmt__TokenRequest token;
   Gmt__ReserveRequest reserve;
   Gmt__ReleaseRequest release;
   Gmt__MemInfoRequest meminfo;
@@ -76,11 +76,6 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req) 
   /* Shallow copies: only the pod differs, and the request is packed
    * before gmt_client_call_async() returns. */
   switch (req->body_case) {
-  case GMT__ENVELOPE__BODY_TOKEN_REQ:
-    token = *req->token_req;
-    token.pod = pod;
-    env.token_req = &token;
-    break;
   case GMT__ENVELOPE__BODY_RESERVE_REQ:
     reserve = *req->reserve_req;
     reserve.pod = pod;
@@ -132,12 +127,12 @@ void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
   gmt_pmgr_t *pm = arg;
 
   switch (req->body_case) {
-  case GMT__ENVELOPE__BODY_TOKEN_REQ:
   case GMT__ENVELOPE__BODY_RESERVE_REQ:
   case GMT__ENVELOPE__BODY_RELEASE_REQ:
   case GMT__ENVELOPE__BODY_MEMINFO_REQ:
     forward(pm, call, req);
     return;
+  case GMT__ENVELOPE__BODY_TOKEN_REQ:
   case GMT__ENVELOPE__BODY_REGISTER_REQ:
   case GMT__ENVELOPE__BODY_REPORT_REQ: {
     pmgr_item_t *item = calloc(1, sizeof *item);
@@ -161,6 +156,10 @@ void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
 }
 
 static void handle(gmt_pmgr_t *pm, pmgr_item_t *item) {
+  if (item->fn) {
+    item->fn(pm, item);
+    return;
+  }
   if (!item->call) {
     gmt__pmgr_heartbeat_done(pm, item->rc, item->rep);
     return;
@@ -168,6 +167,8 @@ static void handle(gmt_pmgr_t *pm, pmgr_item_t *item) {
   const Gmt__Envelope *req = gmt_call_request(item->call);
   if (req->body_case == GMT__ENVELOPE__BODY_REGISTER_REQ)
     gmt__pmgr_handle_register(pm, item->call, req->register_req);
+  else if (req->body_case == GMT__ENVELOPE__BODY_TOKEN_REQ)
+    gmt__pmgr_handle_token(pm, item->call, req->token_req);
   else
     gmt__pmgr_handle_report(pm, item->call, req->report_req);
 }
@@ -217,4 +218,5 @@ void gmt__pmgr_quiesce(gmt_pmgr_t *pm) {
   pthread_mutex_unlock(&pm->mu);
   if (left > 0)
     gmt_warn("%d forwarded calls did not come back", left);
+  gmt__pmgr_tokens_close(pm);
 }

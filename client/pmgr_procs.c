@@ -26,6 +26,7 @@ struct pmgr_proc {
   uint32_t pid;
   char *exe;
   uint64_t memory_used, launches, allocs, frees;
+  uint64_t memory_reserved; /* what it holds in the ledger, as it reports */
   int pidfd; /* -1: watched by the timer */
   union {
     uv_handle_t handle;
@@ -81,6 +82,7 @@ static void unlink_proc(gmt_pmgr_t *pm, pmgr_proc_t *gone) {
 static void drop(pmgr_proc_t *p) {
   gmt_pmgr_t *pm = p->pm;
   gmt_info("pid %u (%s) exited", p->pid, p->exe ? p->exe : "?");
+  gmt__pmgr_token_proc_gone(pm, p->pid); /* an exit gives its token back */
   unlink_proc(pm, p);
   uv_close(&p->watch.handle, on_closed);
   gmt__pmgr_changed(pm);
@@ -229,11 +231,13 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
   if (p) {
     bool changed = set_exe(p, rep->exe) > 0;
     changed |= p->memory_used != rep->memory_used || p->launches != rep->launches ||
-               p->allocs != rep->allocs || p->frees != rep->frees;
+               p->allocs != rep->allocs || p->frees != rep->frees ||
+               p->memory_reserved != rep->memory_reserved;
     p->memory_used = rep->memory_used;
     p->launches = rep->launches;
     p->allocs = rep->allocs;
     p->frees = rep->frees;
+    p->memory_reserved = rep->memory_reserved;
     if (changed)
       gmt__pmgr_changed(pm);
   }
@@ -255,6 +259,7 @@ void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__Proces
     out[i].launches = p->launches;
     out[i].allocs = p->allocs;
     out[i].frees = p->frees;
+    out[i].memory_reserved = p->memory_reserved;
     ptrs[i] = &out[i];
   }
 }

@@ -1,13 +1,32 @@
 /* Device memory: every driver call that creates or frees it, and the
- * memory query. For now each wrapper passes the call through and, when the
- * driver says CUDA_SUCCESS, records what was made or freed (state.c);
- * reservations against the pod's quota will sit in front of the real call
- * here. */
+ * memory query. Each allocation is charged to the pod's quota before the
+ * driver is called (reserve.c) and fails with CUDA_ERROR_OUT_OF_MEMORY,
+ * without reaching the driver, when the quota has no room; an allocation
+ * the driver then fails gives its charge back, and every free does. What
+ * is charged:
+ *  - cuMemAlloc*, cuMemAllocManaged, cuMemCreate (device location): the
+ *    bytes asked for;
+ *  - cuMemAllocPitch*: pitch x height (reserved first as the width rounded
+ *    up to GMT_PITCH_ALIGN, then corrected to the pitch the driver chose);
+ *  - arrays: width x height x depth x channels x element size, summed
+ *    over the mipmap levels;
+ *  - stream-ordered allocations: what each pool really holds
+ *    (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), reconciled at every async
+ *    allocation and free, trim and memory query, so freed blocks a pool
+ *    keeps stay charged and blocks it reuses are not charged twice.
+ * The device of a charge is the current context's (the quota is the pod's
+ * total across devices, so this only affects the per-device breakdown). */
 #include "hook.h"
 
+#include <pthread.h>
+
 #include "gmt.pb-c.h"
+#include "gmt_error.h"
+#include "reserve.h"
 
 #define GMT_EXPORT __attribute__((visibility("default")))
+#define GMT_PITCH_ALIGN 512u
+#define GMT_MAX_POOLS 64
 
 int gmt__current_device(void) {
   CUresult (*get)(CUdevice *) = (CUresult(*)(CUdevice *))gmt__real(GMT_SYM_cuCtxGetDevice);
@@ -29,6 +48,17 @@ int gmt__current_device(void) {
   } while (0)
 #define GMT_LEAVE() gmt__t_depth--
 
+/* Charges bytes on dev or leaves the wrapper with an out-of-memory error. */
+#define GMT_CHARGE(dev, bytes)                                                   \
+  do {                                                                           \
+    if (gmt__reserve((dev), (bytes)) != 0) {                                     \
+      GMT_HOOK_DEBUG("%s: %llu bytes over the pod's quota", __func__,            \
+                     (unsigned long long)(bytes));                               \
+      GMT_LEAVE();                                                               \
+      return CUDA_ERROR_OUT_OF_MEMORY;                                           \
+    }                                                                            \
+  } while (0)
+
 enum {
   KIND_DEVICE = GMT__ALLOC_KIND__ALLOC_KIND_DEVICE,
   KIND_MANAGED = GMT__ALLOC_KIND__ALLOC_KIND_MANAGED,
@@ -37,9 +67,17 @@ enum {
   KIND_ARRAY = GMT__ALLOC_KIND__ALLOC_KIND_ARRAY,
 };
 
-static void record_ptr(CUresult rc, const CUdeviceptr *dptr, uint64_t size, int kind) {
-  if (rc == CUDA_SUCCESS && dptr && *dptr)
-    gmt__state_alloc(GMT_NS_PTR, (uint64_t)*dptr, size, kind, gmt__current_device());
+/* After the driver answered a charged allocation: records it, or gives the
+ * charge back when it failed. A live entry it replaced (a free we did not
+ * see) gives its charge back too. */
+static void settle(CUresult rc, int ns, uint64_t handle, uint64_t size, int kind, int dev) {
+  if (rc != CUDA_SUCCESS || !handle) {
+    gmt__unreserve(dev, size);
+    return;
+  }
+  gmt_hook_event_t old;
+  if (gmt__state_alloc(ns, handle, size, kind, dev, &old) && old.kind != KIND_ASYNC)
+    gmt__unreserve(old.device, old.size);
 }
 
 /* ---- linear allocations ---- */
@@ -47,9 +85,10 @@ static void record_ptr(CUresult rc, const CUdeviceptr *dptr, uint64_t size, int 
 GMT_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
   GMT_REAL(cuMemAlloc);
   GMT_ENTER(dptr, bytesize);
+  int dev = gmt__current_device();
+  GMT_CHARGE(dev, bytesize);
   CUresult rc = real(dptr, bytesize);
-  if (rc == CUDA_SUCCESS && dptr && *dptr)
-    gmt__state_alloc(GMT_NS_PTR, *dptr, bytesize, KIND_DEVICE, gmt__current_device());
+  settle(rc, GMT_NS_PTR, dptr ? *dptr : 0, bytesize, KIND_DEVICE, dev);
   GMT_LEAVE();
   return rc;
 }
@@ -57,10 +96,47 @@ GMT_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
 GMT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   GMT_REAL(cuMemAlloc_v2);
   GMT_ENTER(dptr, bytesize);
+  int dev = gmt__current_device();
+  GMT_CHARGE(dev, bytesize);
   CUresult rc = real(dptr, bytesize);
-  record_ptr(rc, dptr, bytesize, KIND_DEVICE);
+  settle(rc, GMT_NS_PTR, dptr ? *dptr : 0, bytesize, KIND_DEVICE, dev);
   GMT_LEAVE();
   return rc;
+}
+
+/* The pitch is the driver's choice: reserve the width rounded as drivers
+ * pitch it, then settle on pitch x height, freeing the allocation again if
+ * a larger pitch does not fit. */
+static uint64_t pitch_guess(uint64_t width, uint64_t height) {
+  return (width + GMT_PITCH_ALIGN - 1) / GMT_PITCH_ALIGN * GMT_PITCH_ALIGN * height;
+}
+
+static CUresult pitch_settle(CUresult rc, uint64_t ptr, uint64_t pitch, uint64_t height,
+                             uint64_t guess, int dev, CUresult (*free_fn)(CUdeviceptr)) {
+  if (rc != CUDA_SUCCESS || !ptr) {
+    gmt__unreserve(dev, guess);
+    return rc;
+  }
+  uint64_t bytes = pitch * height;
+  if (bytes > guess && gmt__reserve(dev, bytes - guess) != 0) {
+    free_fn((CUdeviceptr)ptr);
+    gmt__unreserve(dev, guess);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (bytes < guess)
+    gmt__unreserve(dev, guess - bytes);
+  settle(rc, GMT_NS_PTR, ptr, bytes, KIND_DEVICE, dev);
+  return rc;
+}
+
+static CUresult free_v2(CUdeviceptr p) {
+  CUresult (*f)(CUdeviceptr) = (CUresult(*)(CUdeviceptr))gmt__real(GMT_SYM_cuMemFree_v2);
+  return f ? f(p) : CUDA_ERROR_NOT_FOUND;
+}
+
+static CUresult free_v1(CUdeviceptr p) {
+  CUresult (*f)(CUdeviceptr_v1) = (CUresult(*)(CUdeviceptr_v1))gmt__real(GMT_SYM_cuMemFree);
+  return f ? f((CUdeviceptr_v1)p) : CUDA_ERROR_NOT_FOUND;
 }
 
 GMT_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
@@ -68,10 +144,12 @@ GMT_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
                                     unsigned int ElementSizeBytes) {
   GMT_REAL(cuMemAllocPitch);
   GMT_ENTER(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  int dev = gmt__current_device();
+  uint64_t guess = pitch_guess(WidthInBytes, Height);
+  GMT_CHARGE(dev, guess);
   CUresult rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-  if (rc == CUDA_SUCCESS && dptr && *dptr && pPitch)
-    gmt__state_alloc(GMT_NS_PTR, *dptr, (uint64_t)*pPitch * Height, KIND_DEVICE,
-                     gmt__current_device());
+  rc = pitch_settle(rc, dptr && pPitch ? *dptr : 0, pPitch ? *pPitch : 0, Height, guess, dev,
+                    free_v1);
   GMT_LEAVE();
   return rc;
 }
@@ -80,9 +158,12 @@ GMT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
                                        size_t Height, unsigned int ElementSizeBytes) {
   GMT_REAL(cuMemAllocPitch_v2);
   GMT_ENTER(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  int dev = gmt__current_device();
+  uint64_t guess = pitch_guess(WidthInBytes, Height);
+  GMT_CHARGE(dev, guess);
   CUresult rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-  if (pPitch)
-    record_ptr(rc, dptr, (uint64_t)*pPitch * Height, KIND_DEVICE);
+  rc = pitch_settle(rc, dptr && pPitch ? *dptr : 0, pPitch ? *pPitch : 0, Height, guess, dev,
+                    free_v2);
   GMT_LEAVE();
   return rc;
 }
@@ -90,53 +171,270 @@ GMT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
 GMT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
   GMT_REAL(cuMemAllocManaged);
   GMT_ENTER(dptr, bytesize, flags);
+  int dev = gmt__current_device();
+  GMT_CHARGE(dev, bytesize);
   CUresult rc = real(dptr, bytesize, flags);
-  record_ptr(rc, dptr, bytesize, KIND_MANAGED);
+  settle(rc, GMT_NS_PTR, dptr ? *dptr : 0, bytesize, KIND_MANAGED, dev);
   GMT_LEAVE();
   return rc;
 }
 
-/* ---- stream-ordered allocations (recorded when enqueued) ---- */
+/* ---- memory pools: charged what they hold ---- */
+
+typedef struct {
+  CUmemoryPool pool;
+  int dev;
+  uint64_t charged;
+} pool_t;
+
+/* Guards the table; held across attribute reads, never across an RPC
+ * (gmt__reserve may call gmt__alloc_reconcile_pools). */
+static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
+static pool_t g_pools[GMT_MAX_POOLS];
+static int g_npools;
+
+static void pools_prepare(void) { pthread_mutex_lock(&g_pool_mu); }
+static void pools_parent(void) { pthread_mutex_unlock(&g_pool_mu); }
+static void pools_child(void) {
+  /* The child holds no pool memory (and reserve.c forgets its charges). */
+  g_npools = 0;
+  pthread_mutex_init(&g_pool_mu, NULL);
+}
+static void pools_init(void) { pthread_atfork(pools_prepare, pools_parent, pools_child); }
+
+static int pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *out) {
+  CUresult (*get)(CUmemoryPool, CUmemPool_attribute, void *) =
+      (CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))gmt__real(
+          GMT_SYM_cuMemPoolGetAttribute);
+  cuuint64_t v = 0;
+  if (!get || get(pool, attr, &v) != CUDA_SUCCESS)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+/* The pool's entry, made on first sight (lock held); NULL when full. */
+static pool_t *pool_entry(CUmemoryPool pool, int dev) {
+  for (int i = 0; i < g_npools; i++)
+    if (g_pools[i].pool == pool)
+      return &g_pools[i];
+  if (g_npools == GMT_MAX_POOLS)
+    return NULL;
+  g_pools[g_npools] = (pool_t){.pool = pool, .dev = dev};
+  return &g_pools[g_npools++];
+}
+
+/* Lowers each pool's charge to what it holds now (lock held). Raising is
+ * left to the allocation path, which may reserve. */
+static void pools_shrink_locked(void) {
+  for (int i = 0; i < g_npools; i++) {
+    pool_t *p = &g_pools[i];
+    uint64_t r;
+    if (pool_attr(p->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) < 0)
+      r = 0; /* destroyed behind our back: nothing we can still see */
+    if (r < p->charged) {
+      gmt__unreserve(p->dev, p->charged - r);
+      p->charged = r;
+    }
+  }
+}
+
+void gmt__alloc_reconcile_pools(void) {
+  pthread_mutex_lock(&g_pool_mu);
+  pools_shrink_locked();
+  pthread_mutex_unlock(&g_pool_mu);
+}
+
+/* Brings pool's charge up to what it holds; GMT_EQUOTA when the quota has
+ * no room for the growth (then nothing more is charged). */
+static int pool_grow(CUmemoryPool pool, int dev) {
+  pthread_mutex_lock(&g_pool_mu);
+  pool_t *p = pool_entry(pool, dev);
+  uint64_t r = 0, grow = 0;
+  if (p && pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) == 0 && r > p->charged)
+    grow = r - p->charged;
+  pthread_mutex_unlock(&g_pool_mu);
+  if (!grow)
+    return 0;
+  if (gmt__reserve(dev, grow) != 0)
+    return GMT_EQUOTA;
+  pthread_mutex_lock(&g_pool_mu);
+  p->charged += grow;
+  pthread_mutex_unlock(&g_pool_mu);
+  return 0;
+}
+
+static CUmemoryPool stream_pool(int dev) {
+  CUresult (*get)(CUmemoryPool *, CUdevice) =
+      (CUresult(*)(CUmemoryPool *, CUdevice))gmt__real(GMT_SYM_cuDeviceGetMemPool);
+  CUmemoryPool p = NULL;
+  if (!get || get(&p, dev) != CUDA_SUCCESS)
+    return NULL;
+  return p;
+}
+
+typedef CUresult (*async_free_fn)(CUdeviceptr, CUstream);
+
+/* One stream-ordered allocation of bytesize from pool (NULL: the device's
+ * current pool). Before the call, the part the pool's free space cannot
+ * serve is reserved, so that an allocation over the quota never reaches
+ * the driver; after it the pool's charge is set to what it holds. */
+static CUresult pool_alloc(CUresult rc_call(void *), void *call_arg, CUdeviceptr *dptr,
+                           size_t bytesize, CUmemoryPool pool, CUstream stream,
+                           async_free_fn free_fn) {
+  pthread_once(&g_pool_once, pools_init);
+  int dev = gmt__current_device();
+  CUmemoryPool p = pool ? pool : stream_pool(dev);
+  uint64_t r0 = 0, u0 = 0;
+  pthread_mutex_lock(&g_pool_mu);
+  pools_shrink_locked(); /* a synchronize may have trimmed it */
+  if (p) {
+    pool_attr(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r0);
+    pool_attr(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u0);
+  }
+  pthread_mutex_unlock(&g_pool_mu);
+  uint64_t cached = r0 > u0 ? r0 - u0 : 0;
+  uint64_t provisional = bytesize > cached ? bytesize - cached : 0;
+  if (provisional && gmt__reserve(dev, provisional) != 0) {
+    GMT_HOOK_DEBUG("async alloc: %llu bytes over the pod's quota", (unsigned long long)bytesize);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUresult rc = rc_call(call_arg);
+  /* The provisional hold becomes slack, from which the pool's real growth
+   * is charged next. */
+  gmt__unreserve(dev, provisional);
+  if (!p)
+    goto record;
+  if (pool_grow(p, dev) != 0 && rc == CUDA_SUCCESS) {
+    /* The pool grew by more than the quota allows: undo the allocation and
+     * hand what the pool took back to the device. */
+    free_fn(*dptr, stream);
+    CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))gmt__real(GMT_SYM_cuStreamSynchronize);
+    CUresult (*trim)(CUmemoryPool, size_t) =
+        (CUresult(*)(CUmemoryPool, size_t))gmt__real(GMT_SYM_cuMemPoolTrimTo);
+    if (sync)
+      sync(stream);
+    if (trim)
+      trim(p, (size_t)r0);
+    gmt__alloc_reconcile_pools();
+    pool_grow(p, dev); /* whatever it still holds stays charged if it fits */
+    *dptr = 0;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+record:
+  if (rc == CUDA_SUCCESS && *dptr)
+    gmt__state_alloc(GMT_NS_PTR, (uint64_t)*dptr, bytesize, KIND_ASYNC, dev, NULL);
+  return rc;
+}
+
+typedef struct {
+  void *real;
+  CUdeviceptr *dptr;
+  size_t bytesize;
+  CUmemoryPool pool;
+  CUstream stream;
+} async_args_t;
+
+static CUresult call_alloc_async(void *a) {
+  async_args_t *x = a;
+  return ((CUresult(*)(CUdeviceptr *, size_t, CUstream))x->real)(x->dptr, x->bytesize, x->stream);
+}
+
+static CUresult call_alloc_from_pool(void *a) {
+  async_args_t *x = a;
+  return ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))x->real)(
+      x->dptr, x->bytesize, x->pool, x->stream);
+}
+
+static CUresult real_free_async(CUdeviceptr p, CUstream s) {
+  CUresult (*f)(CUdeviceptr, CUstream) =
+      (CUresult(*)(CUdeviceptr, CUstream))gmt__real(GMT_SYM_cuMemFreeAsync);
+  return f ? f(p, s) : CUDA_ERROR_NOT_FOUND;
+}
+
+static CUresult real_free_async_ptsz(CUdeviceptr p, CUstream s) {
+  CUresult (*f)(CUdeviceptr, CUstream) =
+      (CUresult(*)(CUdeviceptr, CUstream))gmt__real(GMT_SYM_cuMemFreeAsync_ptsz);
+  return f ? f(p, s) : real_free_async(p, s);
+}
+
+#define GMT_ASYNC_BODY(name, callfn, freefn, pool_, ...)                         \
+  GMT_REAL(name);                                                                \
+  GMT_ENTER(__VA_ARGS__);                                                        \
+  async_args_t a = {(void *)real, dptr, bytesize, pool_, hStream};               \
+  CUresult rc = dptr ? pool_alloc(callfn, &a, dptr, bytesize, pool_, hStream, freefn) \
+                     : real(__VA_ARGS__);                                        \
+  GMT_LEAVE();                                                                   \
+  return rc
 
 GMT_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  GMT_REAL(cuMemAllocAsync);
-  GMT_ENTER(dptr, bytesize, hStream);
-  CUresult rc = real(dptr, bytesize, hStream);
-  record_ptr(rc, dptr, bytesize, KIND_ASYNC);
-  GMT_LEAVE();
-  return rc;
+  GMT_ASYNC_BODY(cuMemAllocAsync, call_alloc_async, real_free_async, NULL, dptr, bytesize,
+                 hStream);
 }
 
 GMT_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  GMT_REAL(cuMemAllocAsync_ptsz);
-  GMT_ENTER(dptr, bytesize, hStream);
-  CUresult rc = real(dptr, bytesize, hStream);
-  record_ptr(rc, dptr, bytesize, KIND_ASYNC);
-  GMT_LEAVE();
-  return rc;
+  GMT_ASYNC_BODY(cuMemAllocAsync_ptsz, call_alloc_async, real_free_async_ptsz, NULL, dptr,
+                 bytesize, hStream);
 }
 
 GMT_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
                                             CUmemoryPool pool, CUstream hStream) {
-  GMT_REAL(cuMemAllocFromPoolAsync);
-  GMT_ENTER(dptr, bytesize, pool, hStream);
-  CUresult rc = real(dptr, bytesize, pool, hStream);
-  record_ptr(rc, dptr, bytesize, KIND_ASYNC);
-  GMT_LEAVE();
-  return rc;
+  GMT_ASYNC_BODY(cuMemAllocFromPoolAsync, call_alloc_from_pool, real_free_async, pool, dptr,
+                 bytesize, pool, hStream);
 }
 
 GMT_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                                  CUmemoryPool pool, CUstream hStream) {
-  GMT_REAL(cuMemAllocFromPoolAsync_ptsz);
-  GMT_ENTER(dptr, bytesize, pool, hStream);
-  CUresult rc = real(dptr, bytesize, pool, hStream);
-  record_ptr(rc, dptr, bytesize, KIND_ASYNC);
+  GMT_ASYNC_BODY(cuMemAllocFromPoolAsync_ptsz, call_alloc_from_pool, real_free_async_ptsz, pool,
+                 dptr, bytesize, pool, hStream);
+}
+
+GMT_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  GMT_REAL(cuMemPoolTrimTo);
+  GMT_ENTER(pool, minBytesToKeep);
+  CUresult rc = real(pool, minBytesToKeep);
+  if (rc == CUDA_SUCCESS)
+    gmt__alloc_reconcile_pools();
+  GMT_LEAVE();
+  return rc;
+}
+
+/* Live blocks of a destroyed pool are given back by the driver when they
+ * are freed; from here on they are no longer charged (the pool cannot be
+ * asked any more). */
+GMT_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  GMT_REAL(cuMemPoolDestroy);
+  GMT_ENTER(pool);
+  CUresult rc = real(pool);
+  if (rc == CUDA_SUCCESS) {
+    pthread_mutex_lock(&g_pool_mu);
+    for (int i = 0; i < g_npools; i++) {
+      if (g_pools[i].pool != pool)
+        continue;
+      gmt__unreserve(g_pools[i].dev, g_pools[i].charged);
+      g_pools[i] = g_pools[--g_npools];
+      break;
+    }
+    pthread_mutex_unlock(&g_pool_mu);
+  }
   GMT_LEAVE();
   return rc;
 }
 
 /* ---- frees ---- */
+
+/* After a successful free: the charge goes back to the slack, or for a
+ * block of a pool the pool's charge follows what the pool still holds. */
+static void uncharge(int ns, uint64_t handle) {
+  gmt_hook_event_t e;
+  if (!gmt__state_free(ns, handle, &e))
+    return;
+  if (e.kind == KIND_ASYNC)
+    gmt__alloc_reconcile_pools();
+  else
+    gmt__unreserve(e.device, e.size);
+}
 
 /* cuMemFree may free what cuMemAllocAsync made and the other way round:
  * both look the address up in the one pointer space. */
@@ -145,7 +443,7 @@ GMT_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes
   GMT_ENTER(__VA_ARGS__);                                                        \
   CUresult rc = real(__VA_ARGS__);                                               \
   if (rc == CUDA_SUCCESS)                                                        \
-    gmt__state_free(ns, (uint64_t)(addr));                                       \
+    uncharge(ns, (uint64_t)(addr));                                              \
   GMT_LEAVE();                                                                   \
   return rc
 
@@ -173,10 +471,15 @@ GMT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
                                 const CUmemAllocationProp *prop, unsigned long long flags) {
   GMT_REAL(cuMemCreate);
   GMT_ENTER(handle, size, prop, flags);
+  if (!prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    CUresult rc = real(handle, size, prop, flags); /* host memory: not the quota's */
+    GMT_LEAVE();
+    return rc;
+  }
+  int dev = prop->location.id;
+  GMT_CHARGE(dev, size);
   CUresult rc = real(handle, size, prop, flags);
-  if (rc == CUDA_SUCCESS && handle && prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
-    gmt__state_alloc(GMT_NS_PHYSICAL, (uint64_t)*handle, size, KIND_PHYSICAL,
-                     prop->location.id);
+  settle(rc, GMT_NS_PHYSICAL, handle ? (uint64_t)*handle : 0, size, KIND_PHYSICAL, dev);
   GMT_LEAVE();
   return rc;
 }
@@ -219,58 +522,62 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f
   return (w ? w : 1) * (h ? h : 1) * (d ? d : 1) * (channels ? channels : 1) * format_bytes(f);
 }
 
-static void record_array(CUresult rc, const CUarray *ph, uint64_t bytes) {
-  if (rc == CUDA_SUCCESS && ph && *ph)
-    gmt__state_alloc(GMT_NS_ARRAY, (uint64_t)(uintptr_t)*ph, bytes, KIND_ARRAY,
-                     gmt__current_device());
-}
+#define GMT_ARRAY_BODY(name, bytes_expr, ...)                                    \
+  GMT_REAL(name);                                                                \
+  GMT_ENTER(__VA_ARGS__);                                                        \
+  if (!desc) {                                                                   \
+    CUresult rc0 = real(__VA_ARGS__);                                            \
+    GMT_LEAVE();                                                                 \
+    return rc0;                                                                  \
+  }                                                                              \
+  int dev = gmt__current_device();                                               \
+  uint64_t bytes = (bytes_expr);                                                 \
+  GMT_CHARGE(dev, bytes);                                                        \
+  CUresult rc = real(__VA_ARGS__);                                               \
+  settle(rc, GMT_NS_ARRAY, pHandle ? (uint64_t)(uintptr_t)*pHandle : 0, bytes, KIND_ARRAY, dev); \
+  GMT_LEAVE();                                                                   \
+  return rc
 
 GMT_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *desc) {
-  GMT_REAL(cuArrayCreate);
-  GMT_ENTER(pHandle, desc);
-  CUresult rc = real(pHandle, desc);
-  if (desc)
-    record_array(rc, pHandle, array_bytes(desc->Width, desc->Height, 1, desc->Format,
-                                          desc->NumChannels));
-  GMT_LEAVE();
-  return rc;
+  GMT_ARRAY_BODY(cuArrayCreate,
+                 array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels),
+                 pHandle, desc);
 }
 
 GMT_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc) {
-  GMT_REAL(cuArrayCreate_v2);
-  GMT_ENTER(pHandle, desc);
-  CUresult rc = real(pHandle, desc);
-  if (desc)
-    record_array(rc, pHandle, array_bytes(desc->Width, desc->Height, 1, desc->Format,
-                                          desc->NumChannels));
-  GMT_LEAVE();
-  return rc;
+  GMT_ARRAY_BODY(cuArrayCreate_v2,
+                 array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels),
+                 pHandle, desc);
 }
 
 GMT_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc) {
-  GMT_REAL(cuArray3DCreate);
-  GMT_ENTER(pHandle, desc);
-  CUresult rc = real(pHandle, desc);
-  if (desc)
-    record_array(rc, pHandle, array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format,
-                                          desc->NumChannels));
-  GMT_LEAVE();
-  return rc;
+  GMT_ARRAY_BODY(cuArray3DCreate,
+                 array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format,
+                             desc->NumChannels),
+                 pHandle, desc);
 }
 
 GMT_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc) {
-  GMT_REAL(cuArray3DCreate_v2);
-  GMT_ENTER(pHandle, desc);
-  CUresult rc = real(pHandle, desc);
-  if (desc)
-    record_array(rc, pHandle, array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format,
-                                          desc->NumChannels));
-  GMT_LEAVE();
-  return rc;
+  GMT_ARRAY_BODY(cuArray3DCreate_v2,
+                 array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format,
+                             desc->NumChannels),
+                 pHandle, desc);
 }
 
 GMT_EXPORT CUresult cuArrayDestroy(CUarray hArray) {
   GMT_FREE_BODY(cuArrayDestroy, GMT_NS_ARRAY, (uintptr_t)hArray, hArray);
+}
+
+/* Each level halves every dimension that is still above one. */
+static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned int levels) {
+  uint64_t bytes = 0, w = desc->Width, h = desc->Height, d = desc->Depth;
+  for (unsigned int l = 0; l < (levels ? levels : 1); l++) {
+    bytes += array_bytes(w, h, d, desc->Format, desc->NumChannels);
+    w = w > 1 ? w / 2 : w;
+    h = h > 1 ? h / 2 : h;
+    d = d > 1 ? d / 2 : d;
+  }
+  return bytes;
 }
 
 GMT_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
@@ -278,19 +585,16 @@ GMT_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
                                            unsigned int numMipmapLevels) {
   GMT_REAL(cuMipmappedArrayCreate);
   GMT_ENTER(pHandle, desc, numMipmapLevels);
-  CUresult rc = real(pHandle, desc, numMipmapLevels);
-  if (rc == CUDA_SUCCESS && pHandle && *pHandle && desc) {
-    /* Each level halves every dimension that is still above one. */
-    uint64_t bytes = 0, w = desc->Width, h = desc->Height, d = desc->Depth;
-    for (unsigned int l = 0; l < (numMipmapLevels ? numMipmapLevels : 1); l++) {
-      bytes += array_bytes(w, h, d, desc->Format, desc->NumChannels);
-      w = w > 1 ? w / 2 : w;
-      h = h > 1 ? h / 2 : h;
-      d = d > 1 ? d / 2 : d;
-    }
-    gmt__state_alloc(GMT_NS_MIPMAP, (uint64_t)(uintptr_t)*pHandle, bytes, KIND_ARRAY,
-                     gmt__current_device());
+  if (!desc) {
+    CUresult rc0 = real(pHandle, desc, numMipmapLevels);
+    GMT_LEAVE();
+    return rc0;
   }
+  int dev = gmt__current_device();
+  uint64_t bytes = mipmap_bytes(desc, numMipmapLevels);
+  GMT_CHARGE(dev, bytes);
+  CUresult rc = real(pHandle, desc, numMipmapLevels);
+  settle(rc, GMT_NS_MIPMAP, pHandle ? (uint64_t)(uintptr_t)*pHandle : 0, bytes, KIND_ARRAY, dev);
   GMT_LEAVE();
   return rc;
 }
@@ -302,15 +606,60 @@ GMT_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
 
 /* ---- memory query ---- */
 
-/* Passed through for now; the pod's view of memory replaces the answer in
- * a later change (callers size their pools from it, so it must stay
- * consistent with what allocations then get). */
+/* The pod's view: total = min(quota, physical total), free = min(total -
+ * what the pod holds, physically free), so that allocators that size
+ * themselves from it (PyTorch, cuDNN workspaces, vLLM's profiler) stay
+ * within the quota. What the pod holds leaves out this process's own
+ * slack, which it can still allocate. Unhooked: the driver's numbers. */
+static CUresult pod_meminfo(uint64_t *free_b, uint64_t *total_b) {
+  uint64_t used = 0, limit = 0;
+  gmt__report_ensure();
+  gmt__alloc_reconcile_pools();
+  if (gmt__reserve_meminfo(gmt__current_device(), &used, &limit) < 0)
+    return CUDA_SUCCESS;
+  uint64_t total = limit < *total_b ? limit : *total_b;
+  uint64_t free = total > used ? total - used : 0;
+  *total_b = total;
+  *free_b = free < *free_b ? free : *free_b;
+  return CUDA_SUCCESS;
+}
+
 GMT_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total) {
   GMT_REAL(cuMemGetInfo);
-  return real(free, total);
+  if (gmt__t_depth)
+    return real(free, total);
+  /* The v1 numbers saturate at 4 GiB: ask the v2 entry point for the real
+   * ones, then saturate ours. */
+  CUresult (*v2)(size_t *, size_t *) =
+      (CUresult(*)(size_t *, size_t *))gmt__real(GMT_SYM_cuMemGetInfo_v2);
+  if (!v2 || !free || !total)
+    return real(free, total);
+  size_t f = 0, t = 0;
+  gmt__t_depth++;
+  CUresult rc = v2(&f, &t);
+  uint64_t fb = f, tb = t;
+  if (rc == CUDA_SUCCESS)
+    pod_meminfo(&fb, &tb);
+  gmt__t_depth--;
+  if (rc == CUDA_SUCCESS) {
+    *free = fb > UINT32_MAX ? UINT32_MAX : (unsigned int)fb;
+    *total = tb > UINT32_MAX ? UINT32_MAX : (unsigned int)tb;
+  }
+  return rc;
 }
 
 GMT_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   GMT_REAL(cuMemGetInfo_v2);
-  return real(free, total);
+  if (gmt__t_depth)
+    return real(free, total);
+  gmt__t_depth++;
+  CUresult rc = real(free, total);
+  if (rc == CUDA_SUCCESS && free && total) {
+    uint64_t fb = *free, tb = *total;
+    pod_meminfo(&fb, &tb);
+    *free = (size_t)fb;
+    *total = (size_t)tb;
+  }
+  gmt__t_depth--;
+  return rc;
 }

@@ -16,6 +16,7 @@
  * touches CUDA never loads it) and owns cuInit and fork handling. */
 #include "hook.h"
 #include "hookmap.h"
+#include "token.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -136,6 +137,7 @@ static void atfork_child(void) {
    * process did and who it reported to starts over. */
   gmt__state_atfork_child();
   gmt__report_atfork_child();
+  gmt__token_atfork_child();
   atomic_store_explicit(&gmt__launches, 0, memory_order_relaxed);
 }
 

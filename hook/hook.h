@@ -48,6 +48,8 @@
   X(cuMipmappedArrayDestroy)                                                     \
   X(cuMemGetInfo)                                                                \
   X(cuMemGetInfo_v2)                                                             \
+  X(cuMemPoolTrimTo)                                                             \
+  X(cuMemPoolDestroy)                                                            \
   X(cuLaunchKernel)                                                              \
   X(cuLaunchKernel_ptsz)                                                         \
   X(cuLaunchKernelEx)                                                            \
@@ -59,7 +61,16 @@
   X(cuGraphLaunch_ptsz)
 
 /* Entry points the hook calls for itself but does not wrap. */
-#define GMT_HOOK_INTERNAL_SYMBOLS(X) X(cuCtxGetDevice)
+#define GMT_HOOK_INTERNAL_SYMBOLS(X)                                             \
+  X(cuCtxGetDevice)                                                              \
+  X(cuCtxGetCurrent)                                                             \
+  X(cuCtxSynchronize)                                                            \
+  X(cuCtxPushCurrent_v2)                                                         \
+  X(cuCtxPopCurrent_v2)                                                          \
+  X(cuStreamGetCtx)                                                              \
+  X(cuDeviceGetMemPool)                                                          \
+  X(cuMemPoolGetAttribute)                                                       \
+  X(cuStreamSynchronize)
 
 enum {
 #define GMT__SYM_ENUM(name) GMT_SYM_##name,
@@ -123,8 +134,13 @@ typedef struct {
  * only ever does a relaxed increment of this. */
 extern _Atomic uint64_t gmt__launches;
 
-void gmt__state_alloc(int ns, uint64_t address, uint64_t size, int kind, int device);
-void gmt__state_free(int ns, uint64_t address);
+/* Records an allocation; returns 1 when it replaced one we thought live
+ * (its free went unseen), described in *replaced (may be NULL). */
+int gmt__state_alloc(int ns, uint64_t address, uint64_t size, int kind, int device,
+                     gmt_hook_event_t *replaced);
+/* Forgets an allocation; returns 1 and what it was in *freed (may be
+ * NULL) when address was live, 0 when it was not ours. */
+int gmt__state_free(int ns, uint64_t address, gmt_hook_event_t *freed);
 
 /* The totals as one report carries them. */
 typedef struct {
@@ -133,6 +149,7 @@ typedef struct {
   uint64_t frees;
   uint64_t launches;
   uint64_t dropped; /* events lost to the bounded queue, ever */
+  uint64_t memory_reserved; /* held in the ledger (reserve.c; set by the reporter) */
 } gmt_hook_totals_t;
 
 void gmt__state_totals(gmt_hook_totals_t *t);

@@ -1,10 +1,12 @@
 /* Kernel launches: every driver entry point that starts work on a device.
  * This is the hot path of a training job (tens of thousands of launches a
- * second), so a wrapper does one relaxed atomic increment and nothing else:
- * no lock, no signal, no syscall. The reporter notices the counter move on
- * its own. The token gate of a later change will sit in front of the real
- * call here. */
+ * second). A wrapper first passes the token gate (token.c: on its fast
+ * path one clock read against the device's token expiry), then does one
+ * relaxed atomic increment of the launch counter: no lock, no signal, no
+ * syscall. The reporter and the token's idle thread notice the counter
+ * move on their own. Memory copies are not gated. */
 #include "hook.h"
+#include "token.h"
 
 #define GMT_EXPORT __attribute__((visibility("default")))
 
@@ -14,6 +16,7 @@ static inline void count(uint64_t n) {
 
 #define GMT_LAUNCH_BODY(name, ...)                                               \
   GMT_REAL(name);                                                                \
+  gmt__token_gate();                                                             \
   CUresult rc = real(__VA_ARGS__);                                               \
   if (rc == CUDA_SUCCESS)                                                        \
     count(1);                                                                    \
@@ -68,11 +71,14 @@ GMT_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gr
                   blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
 }
 
-/* One kernel on each of numDevices devices: that many launches. */
+/* One kernel on each of numDevices devices: that many launches, each
+ * device gated on its own. */
 GMT_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList,
                                                          unsigned int numDevices,
                                                          unsigned int flags) {
   GMT_REAL(cuLaunchCooperativeKernelMultiDevice);
+  for (unsigned int i = 0; launchParamsList && i < numDevices; i++)
+    gmt__token_gate_stream(launchParamsList[i].hStream);
   CUresult rc = real(launchParamsList, numDevices, flags);
   if (rc == CUDA_SUCCESS)
     count(numDevices);

@@ -26,6 +26,7 @@
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
+#include "reserve.h"
 
 #define GMT_REGISTER_TIMEOUT_MS 1000
 #define GMT_REPORT_TIMEOUT_MS 1000
@@ -71,6 +72,7 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
   pr.launches = t->launches;
   pr.allocs = t->allocs;
   pr.frees = t->frees;
+  pr.memory_reserved = t->memory_reserved;
   pr.n_events = n;
   pr.events = pev;
   Gmt__ReportRequest rr = GMT__REPORT_REQUEST__INIT;
@@ -98,15 +100,19 @@ static void *reporter_main(void *arg) {
   gmt_hook_event_t *buf = malloc(GMT_HOOK_EVENT_CAP * sizeof(*buf));
   if (!buf)
     return NULL;
-  uint64_t sent_launches = 0, last_send = 0, backoff = 0;
+  uint64_t sent_launches = 0, sent_reserved = 0, last_send = 0, backoff = 0;
   for (;;) {
-    if (!gmt__state_wait_change(sent_launches, GMT_REPORT_POLL_MS))
+    int changed = gmt__state_wait_change(sent_launches, GMT_REPORT_POLL_MS);
+    /* Idle slack goes back to the ledger from here, never from a free. */
+    changed |= gmt__reserve_tick(sent_reserved);
+    if (!changed)
       continue;
     uint64_t now = gmt_now_ms();
     if (last_send && now - last_send < GMT_REPORT_MIN_GAP_MS)
       sleep_ms(GMT_REPORT_MIN_GAP_MS - (now - last_send));
     gmt_hook_totals_t t;
     size_t n = gmt__state_take(&t, buf, GMT_HOOK_EVENT_CAP);
+    t.memory_reserved = gmt__reserve_held();
     int rc = send_report(&t, buf, n);
     last_send = gmt_now_ms();
     if (rc == 0) {
@@ -114,6 +120,7 @@ static void *reporter_main(void *arg) {
         GMT_HOOK_DEBUG("reports go through again");
       backoff = 0;
       sent_launches = t.launches;
+      sent_reserved = t.memory_reserved;
       GMT_HOOK_DEBUG("report: memory_used=%llu launches=%llu allocs=%llu frees=%llu events=%zu",
                      (unsigned long long)t.memory_used, (unsigned long long)t.launches,
                      (unsigned long long)t.allocs, (unsigned long long)t.frees, n);
@@ -190,6 +197,8 @@ static int do_register(void) {
                  (int)getpid(), g_exe, g_url, pc && pc->name ? pc->name : "?",
                  pc ? pc->request : 0.0, pc ? pc->limit : 0.0,
                  (unsigned long long)(pc ? pc->memory_limit : 0));
+  if (pc)
+    gmt__reserve_set_limit(pc->memory_limit); /* the fallback while unreachable */
   gmt_wire_free(rep);
 
   rc = start_reporter();

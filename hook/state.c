@@ -105,21 +105,28 @@ static void changed(void) {
   pthread_cond_signal(&g_cond);
 }
 
-void gmt__state_alloc(int ns, uint64_t address, uint64_t size, int kind, int device) {
+int gmt__state_alloc(int ns, uint64_t address, uint64_t size, int kind, int device,
+                     gmt_hook_event_t *replaced) {
   gmt_hook_event_t e = {.address = address, .size = size, .device = device,
                         .kind = (uint8_t)kind, .free = 0};
+  int was_live = 0;
   pthread_mutex_lock(&g_mu);
   if ((g_count + 1) * 2 > g_cap && grow() < 0) {
     pthread_mutex_unlock(&g_mu);
     GMT_HOOK_DEBUG("out of memory recording an allocation of %llu bytes",
                    (unsigned long long)size);
-    return;
+    return 0;
   }
   size_t i = find_slot(ns, address);
   if (g_slots[i].used) {
     /* The driver handed out an address we think is live: we missed its
      * free (a route we do not see). The new allocation replaces it. */
     g_memory_used -= g_slots[i].size;
+    if (replaced)
+      *replaced = (gmt_hook_event_t){.address = address, .size = g_slots[i].size,
+                                     .device = g_slots[i].device, .kind = g_slots[i].kind,
+                                     .free = 1};
+    was_live = 1;
   } else {
     g_count++;
   }
@@ -132,18 +139,19 @@ void gmt__state_alloc(int ns, uint64_t address, uint64_t size, int kind, int dev
   pthread_mutex_unlock(&g_mu);
   GMT_HOOK_DEBUG("alloc kind=%d device=%d address=0x%llx size=%llu", kind, device,
                  (unsigned long long)address, (unsigned long long)size);
+  return was_live;
 }
 
-void gmt__state_free(int ns, uint64_t address) {
+int gmt__state_free(int ns, uint64_t address, gmt_hook_event_t *freed) {
   pthread_mutex_lock(&g_mu);
   if (!g_cap) {
     pthread_mutex_unlock(&g_mu);
-    return;
+    return 0;
   }
   size_t i = find_slot(ns, address);
   if (!g_slots[i].used) {
     pthread_mutex_unlock(&g_mu);
-    return;
+    return 0;
   }
   gmt_hook_event_t e = {.address = address, .size = g_slots[i].size,
                         .device = g_slots[i].device, .kind = g_slots[i].kind, .free = 1};
@@ -154,8 +162,11 @@ void gmt__state_free(int ns, uint64_t address) {
   push_event(&e);
   changed();
   pthread_mutex_unlock(&g_mu);
+  if (freed)
+    *freed = e;
   GMT_HOOK_DEBUG("free kind=%d address=0x%llx size=%llu", e.kind, (unsigned long long)address,
                  (unsigned long long)e.size);
+  return 1;
 }
 
 static void totals_locked(gmt_hook_totals_t *t) {

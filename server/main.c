@@ -13,6 +13,7 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "rpc_trace.h"
 #include "schd.h"
 
 #define SERVER_CONTEXTS 64
@@ -26,7 +27,8 @@ static void usage(FILE *f)
 {
   fprintf(f,
           "usage: gmt-schd -c resource-config.txt [--listen URL]... [--state-dir DIR]\n"
-          "                [--pod-timeout MS] [-v]\n"
+          "                [--pod-timeout MS] [--window-ms MS] [--base-quota-ms MS]\n"
+          "                [--min-quota-ms MS] [--no-trace] [-v]\n"
           "\n"
           "The gmt node daemon: shares this node's GPUs between the pods listed in\n"
           "resource-config.txt.\n"
@@ -38,9 +40,20 @@ static void usage(FILE *f)
           "      --state-dir DIR   where gmt.db is kept (default " GMT_DEFAULT_STATE_DIR ")\n"
           "      --pod-timeout MS  a pod without a heartbeat for this long is\n"
           "                        disconnected (default %d)\n"
+          "      --window-ms MS    GPU time shares are measured over this sliding\n"
+          "                        window (default %d; %d to %d)\n"
+          "      --base-quota-ms MS\n"
+          "                        a token grant's length for a pod with no kernel\n"
+          "                        burst estimate yet (default %d; min quota to window)\n"
+          "      --min-quota-ms MS\n"
+          "                        the shortest grant (default %d; 1 to window); the\n"
+          "                        longest is the pod's LIMIT x window\n"
+          "      --no-trace        do not trace the pods' processes (eBPF; on by\n"
+          "                        default where this process may load BPF programs)\n"
           "  -v, --verbose         log every request\n"
           "  -h, --help            this text\n",
-          DEFAULT_POD_TIMEOUT_MS);
+          DEFAULT_POD_TIMEOUT_MS, GMT_TOKEN_WINDOW_MS, GMT_TOKEN_WINDOW_MIN_MS,
+          GMT_TOKEN_WINDOW_MAX_MS, GMT_TOKEN_BASE_QUOTA_MS, GMT_TOKEN_MIN_QUOTA_MS);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -120,6 +133,7 @@ static void stop(gmt_schd_t *s, const char *why)
   /* Token requests waiting for the GPU were calls of that server: dropped
    * with it, never answered. */
   gmt__tokens_close(s);
+  gmt__trace_close(s);
   gmt__queued_t *q = queue_take(s);
   while (q) {
     gmt__queued_t *next = q->next;
@@ -181,25 +195,53 @@ typedef struct {
   int nlisten;
   const char *state_dir;
   uint64_t pod_timeout_ms;
+  gmt_token_params_t token;
+  bool no_trace;
   bool verbose;
 } flags_t;
+
+/* A --*-ms flag of the token policy: a positive number of milliseconds
+ * (ranges are checked together, since they depend on each other). */
+static int parse_ms(const char *flag, const char *arg, double *out)
+{
+  char *end;
+  errno = 0;
+  double v = strtod(arg, &end);
+  if (end == arg || *end || errno || !(v > 0) || v > 1e12)
+    return usage_error("%s '%s': want a positive number of milliseconds", flag, arg);
+  *out = v;
+  return -1;
+}
 
 /* Returns -1 to go on, or the exit code. */
 static int parse_flags(int argc, char **argv, flags_t *f)
 {
-  enum { OPT_LISTEN = 256, OPT_STATE_DIR, OPT_POD_TIMEOUT };
+  enum {
+    OPT_LISTEN = 256,
+    OPT_STATE_DIR,
+    OPT_POD_TIMEOUT,
+    OPT_WINDOW,
+    OPT_BASE_QUOTA,
+    OPT_MIN_QUOTA,
+    OPT_NO_TRACE,
+  };
   static const struct option longopts[] = {
       {"config", required_argument, NULL, 'c'},
       {"listen", required_argument, NULL, OPT_LISTEN},
       {"state-dir", required_argument, NULL, OPT_STATE_DIR},
       {"pod-timeout", required_argument, NULL, OPT_POD_TIMEOUT},
+      {"window-ms", required_argument, NULL, OPT_WINDOW},
+      {"base-quota-ms", required_argument, NULL, OPT_BASE_QUOTA},
+      {"min-quota-ms", required_argument, NULL, OPT_MIN_QUOTA},
+      {"no-trace", no_argument, NULL, OPT_NO_TRACE},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
   *f = (flags_t){.state_dir = GMT_DEFAULT_STATE_DIR, .pod_timeout_ms = DEFAULT_POD_TIMEOUT_MS};
+  gmt_token_params_default(&f->token);
   opterr = 0;
-  int c;
+  int c, rc;
   while ((c = getopt_long(argc, argv, ":c:vh", longopts, NULL)) != -1) {
     switch (c) {
     case 'c': f->config = optarg; break;
@@ -211,6 +253,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       f->listen[f->nlisten++] = optarg;
       break;
     case OPT_STATE_DIR: f->state_dir = optarg; break;
+    case OPT_NO_TRACE: f->no_trace = true; break;
     case OPT_POD_TIMEOUT: {
       char *end;
       errno = 0;
@@ -220,6 +263,18 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       f->pod_timeout_ms = v;
       break;
     }
+    case OPT_WINDOW:
+      if ((rc = parse_ms("--window-ms", optarg, &f->token.window_ms)) >= 0)
+        return rc;
+      break;
+    case OPT_BASE_QUOTA:
+      if ((rc = parse_ms("--base-quota-ms", optarg, &f->token.base_quota_ms)) >= 0)
+        return rc;
+      break;
+    case OPT_MIN_QUOTA:
+      if ((rc = parse_ms("--min-quota-ms", optarg, &f->token.min_quota_ms)) >= 0)
+        return rc;
+      break;
     case ':':
       /* For a long option optopt is its value; argv[optind - 1] names it. */
       return usage_error("option '%s' needs a value", argv[optind - 1]);
@@ -235,6 +290,9 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     return usage_error("unexpected argument '%s'", argv[optind]);
   if (!f->config)
     return usage_error("no config file: use -c resource-config.txt");
+  char err[160];
+  if (gmt_token_params_check(&f->token, err, sizeof err) < 0)
+    return usage_error("%s", err);
   if (f->nlisten == 0) {
     f->listen[f->nlisten++] = GMT_DEFAULT_SCHD_IPC;
     f->listen[f->nlisten++] = GMT_DEFAULT_SCHD_TCP;
@@ -256,6 +314,7 @@ int main(int argc, char **argv)
   gmt_schd_t *s = &schd;
   s->config_path = f.config;
   s->pod_timeout_ms = f.pod_timeout_ms;
+  s->token_params = f.token;
 
   char *errors = NULL;
   rc = gmt_config_load(f.config, &s->cfg, &errors);
@@ -306,7 +365,8 @@ int main(int argc, char **argv)
   uv_signal_start(&s->sighup, on_signal, SIGHUP);
 
   int code = EXIT_SUCCESS;
-  if ((rc = gmt__tokens_init(s)) < 0 || (rc = gmt__ledger_init(s)) < 0) {
+  if ((rc = gmt__tokens_init(s)) < 0 || (rc = gmt__ledger_init(s)) < 0 ||
+      (rc = gmt__trace_init(s, !f.no_trace)) < 0) {
     gmt_error("cannot start: %s", gmt_strerror(rc));
     code = EXIT_FAILURE;
     stop(s, "start failed");

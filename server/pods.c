@@ -110,7 +110,8 @@ static gmt_proc_t *procs_from(const Gmt__HeartbeatRequest *req, size_t *n)
                         .memory_used = r->memory_used,
                         .launches = r->launches,
                         .allocs = r->allocs,
-                        .frees = r->frees};
+                        .frees = r->frees,
+                        .memory_reserved = r->memory_reserved};
     if (!(v[k].exe = strdup(r->exe ? r->exe : ""))) {
       procs_free(v, k);
       return NULL;

@@ -19,6 +19,7 @@ typedef struct gmt_proc {
   uint64_t launches;
   uint64_t allocs;
   uint64_t frees;
+  uint64_t memory_reserved; /* as its report says; the ledger rebuilds from it */
 } gmt_proc_t;
 
 typedef struct gmt_pod {

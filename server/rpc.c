@@ -11,6 +11,7 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "rpc_trace.h"
 #include "schd.h"
 
 typedef void (*rpc_fn)(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
@@ -33,7 +34,7 @@ static const char *shown(const char *name, char *buf, size_t size)
 
 /* Error{GMT_ENOPOD} naming the pod and those that are listed, so that an
  * operator sees a typo at once. */
-static void reply_nopod(gmt_schd_t *s, gmt_call_t *call, const char *name)
+void gmt__reply_nopod(gmt_schd_t *s, gmt_call_t *call, const char *name)
 {
   char sb[96], list[320];
   size_t len = 0, i;
@@ -69,7 +70,7 @@ static void on_register(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *re
   if (!pod) {
     gmt_warn("Register from pod '%s', which is not in %s", shown(r->pod, sb, sizeof sb),
              s->cfg->path);
-    reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(s, call, r->pod);
     return;
   }
   gmt_pods_register(s->pods, pod, uv_now(s->loop));
@@ -93,7 +94,7 @@ static void on_heartbeat(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *r
             r->n_processes == 1 ? "" : "es");
   gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
-    reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(s, call, r->pod);
     return;
   }
   if (!gmt_pods_heartbeat(s->pods, pod, r, uv_now(s->loop)))
@@ -202,6 +203,8 @@ static const struct {
     [GMT__ENVELOPE__BODY_MEMINFO_REP] = {"MemInfoReply", on_reply_kind},
     [GMT__ENVELOPE__BODY_STATUS_REQ] = {"Status", on_status},
     [GMT__ENVELOPE__BODY_STATUS_REP] = {"StatusReply", on_reply_kind},
+    [GMT__ENVELOPE__BODY_TRACE_SPOTS_REQ] = {"TraceSpots", gmt__rpc_trace_spots},
+    [GMT__ENVELOPE__BODY_TRACE_SPOTS_REP] = {"TraceSpotsReply", on_reply_kind},
 };
 
 static void on_unimplemented(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -223,6 +226,7 @@ void gmt__pods_changed(gmt_schd_t *s, const gmt_pod_t *pod)
   if (pod) {
     gmt__tokens_pod_changed(s, pod);
     gmt__ledger_pod_changed(s, pod);
+    gmt__trace_pod_changed(s, pod);
     return;
   }
   for (size_t i = 0; i < s->pods->npods; i++)

@@ -1,52 +1,169 @@
-/* The memory ledger: the glue between the wire and the ledger. Not
- * implemented yet: Reserve, Release and MemInfo get a clear error. */
+/* The memory ledger on the wire: Reserve, Release and MemInfo, reclaim when
+ * a pod's processes go away, and the ledger's part of Status. The
+ * bookkeeping itself is server/ledger.c; this file decides which limit
+ * applies (the pod's GPU_MEM in the config in force now, so a reload
+ * applies to the next reservation) and what is logged.
+ *
+ * A pod's GPU_MEM is its total across every device of the node. */
+#include <inttypes.h>
+#include <stdlib.h>
+
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "ledger.h"
 #include "schd.h"
+
+#define MIB (1024.0 * 1024.0)
 
 int gmt__ledger_init(gmt_schd_t *s)
 {
-  s->ledger = NULL;
-  return 0;
+  return gmt_ledger_new(&s->ledger);
 }
 
-void gmt__ledger_close(gmt_schd_t *s) { (void)s; }
-
-static void unimplemented(gmt_call_t *call, const char *what)
+void gmt__ledger_close(gmt_schd_t *s)
 {
-  gmt_call_reply_error(call, GMT_EUNIMPL, "%s is not implemented yet", what);
+  gmt_ledger_free(s->ledger);
+  s->ledger = NULL;
 }
 
 void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
-  (void)s;
-  (void)req;
-  unimplemented(call, "Reserve");
+  const Gmt__ReserveRequest *r = req->reserve_req;
+  const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
+  if (!pod) {
+    gmt__reply_nopod(s, call, r->pod);
+    return;
+  }
+  uint64_t limit = pod->cfg.memory_limit, total = 0;
+  int rc = gmt_ledger_reserve(s->ledger, pod->cfg.name, r->pid, r->device, r->bytes, limit,
+                              uv_now(s->loop), &total);
+  if (rc == GMT_EQUOTA) {
+    gmt_debug("pod '%s' pid %u: %" PRIu64 " bytes on device %d refused (holds %" PRIu64
+              " of %" PRIu64 ")",
+              pod->cfg.name, r->pid, r->bytes, r->device, total, limit);
+    gmt_call_reply_error(call, GMT_EQUOTA,
+                         "pod '%s' holds %" PRIu64 " bytes (%.1f MiB) of its limit %" PRIu64
+                         " bytes (%.1f MiB); %" PRIu64 " more do not fit",
+                         pod->cfg.name, total, (double)total / MIB, limit, (double)limit / MIB,
+                         r->bytes);
+    return;
+  }
+  if (rc < 0) {
+    gmt_call_reply_error(call, rc, "cannot reserve on device %d: %s", r->device, gmt_strerror(rc));
+    return;
+  }
+  gmt_debug("pod '%s' pid %u: reserved %" PRIu64 " bytes on device %d, pod holds %" PRIu64
+            " of %" PRIu64,
+            pod->cfg.name, r->pid, r->bytes, r->device, total, limit);
+  Gmt__ReserveReply body = GMT__RESERVE_REPLY__INIT;
+  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
+  body.memory_used = total;
+  body.memory_limit = limit;
+  rep.body_case = GMT__ENVELOPE__BODY_RESERVE_REP;
+  rep.reserve_rep = &body;
+  gmt_call_reply(call, &rep);
 }
 
 void gmt__rpc_release(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
-  (void)s;
-  (void)req;
-  unimplemented(call, "Release");
+  const Gmt__ReleaseRequest *r = req->release_req;
+  const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
+  if (!pod) {
+    gmt__reply_nopod(s, call, r->pod);
+    return;
+  }
+  uint64_t took = gmt_ledger_release(s->ledger, pod->cfg.name, r->pid, r->device, r->bytes);
+  uint64_t total = gmt_ledger_pod_total(s->ledger, pod->cfg.name);
+  if (took < r->bytes)
+    gmt_debug("pod '%s' pid %u: release of %" PRIu64 " bytes on device %d, held only %" PRIu64,
+              pod->cfg.name, r->pid, r->bytes, r->device, took);
+  else
+    gmt_debug("pod '%s' pid %u: released %" PRIu64 " bytes on device %d, pod holds %" PRIu64,
+              pod->cfg.name, r->pid, r->bytes, r->device, total);
+  Gmt__ReleaseReply body = GMT__RELEASE_REPLY__INIT;
+  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
+  body.memory_used = total;
+  rep.body_case = GMT__ENVELOPE__BODY_RELEASE_REP;
+  rep.release_rep = &body;
+  gmt_call_reply(call, &rep);
 }
 
 void gmt__rpc_meminfo(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
-  (void)s;
-  (void)req;
-  unimplemented(call, "MemInfo");
+  const Gmt__MemInfoRequest *r = req->meminfo_req;
+  const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
+  if (!pod) {
+    gmt__reply_nopod(s, call, r->pod);
+    return;
+  }
+  Gmt__MemInfoReply body = GMT__MEM_INFO_REPLY__INIT;
+  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
+  body.memory_used = gmt_ledger_pod_total(s->ledger, pod->cfg.name);
+  body.memory_limit = pod->cfg.memory_limit;
+  rep.body_case = GMT__ENVELOPE__BODY_MEMINFO_REP;
+  rep.meminfo_rep = &body;
+  gmt_call_reply(call, &rep);
+}
+
+static void log_reclaim(void *arg, const char *pod, uint32_t pid, uint64_t bytes)
+{
+  (void)arg;
+  if (bytes)
+    gmt_info("pod '%s': pid %u is gone; reclaimed %" PRIu64 " bytes (%.1f MiB) it had reserved",
+             pod, pid, bytes, (double)bytes / MIB);
+}
+
+static bool pod_listed(void *arg, const char *name)
+{
+  gmt_schd_t *s = arg;
+  return gmt_pods_find(s->pods, name) != NULL;
 }
 
 void gmt__ledger_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
 {
-  (void)s;
-  (void)pod;
+  if (!s->ledger)
+    return;
+  /* A pod that a reload removed is no longer visited by name: sweep. */
+  gmt_ledger_retain_pods(s->ledger, pod_listed, log_reclaim, s);
+
+  const char *name = pod->cfg.name;
+  uint32_t stack[64], *pids = stack;
+  if (pod->nprocs > sizeof stack / sizeof stack[0] &&
+      !(pids = malloc(pod->nprocs * sizeof *pids))) {
+    gmt_warn("pod '%s': out of memory checking its reservations; later", name);
+    return;
+  }
+  for (size_t i = 0; i < pod->nprocs; i++)
+    pids[i] = pod->procs[i].pid;
+  gmt_ledger_retain(s->ledger, name, pids, pod->nprocs, uv_now(s->loop), log_reclaim, s);
+  if (pids != stack)
+    free(pids);
+
+  if (!pod->connected) {
+    gmt_ledger_set_synced(s->ledger, name, false);
+    return;
+  }
+  /* Rebuild from the reports: after a restart of the scheduler or a
+   * reconnection the processes still hold what they reserved. */
+  bool first = !gmt_ledger_synced(s->ledger, name);
+  for (size_t i = 0; i < pod->nprocs; i++) {
+    const gmt_proc_t *pr = &pod->procs[i];
+    uint64_t add = gmt_ledger_adopt(s->ledger, name, pr->pid, pr->memory_reserved, first);
+    if (add)
+      gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes reserved; taken into the ledger "
+               "(+%" PRIu64 ")",
+               name, pr->pid, pr->memory_reserved, add);
+  }
+  if (gmt_ledger_set_synced(s->ledger, name, true) < 0)
+    gmt_warn("pod '%s': out of memory in the ledger", name);
 }
 
 void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
 {
-  (void)s;
-  (void)pod;
-  (void)ps;
+  if (!s->ledger)
+    return;
+  ps->memory_reserved = gmt_ledger_pod_total(s->ledger, pod->cfg.name);
+  for (size_t i = 0; i < ps->n_processes; i++)
+    ps->processes[i]->memory_reserved =
+        gmt_ledger_pid_total(s->ledger, pod->cfg.name, ps->processes[i]->pid);
 }

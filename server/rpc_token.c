@@ -1,33 +1,378 @@
-/* GPU time tokens: the glue between the wire and the token policy. Not
- * implemented yet: Token gets a clear error rather than a timeout. */
+/* GPU time tokens: the glue between the wire and the token policy
+ * (token.c). A Token call waits here until its pod is granted the device's
+ * token, and is answered then with the grant's quota; every waiting call of
+ * that pod gets the same grant. One uv timer per device ends the running
+ * grant, or, when every waiting pod is at its limit, wakes the scheduler
+ * when one of them may run again. Loop thread only.
+ *
+ * Pods are looked up by name each time: gmt_pods_reload() may move the
+ * gmt_pod_t structs, and a reload may drop a pod altogether. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "schd.h"
+#include "token.h"
+
+/* Device indexes a request may name. */
+#define MAX_DEVICE 255
+
+typedef struct waiter {
+  struct waiter *next;
+  gmt_call_t *call;
+  char pod[GMT_POD_NAME_MAX + 1];
+  uint32_t pid;
+  double burst_ms;
+  double arrival_ms;
+} waiter_t;
+
+typedef struct tdev {
+  struct tdev *next;
+  struct gmt_tokens *t;
+  int device;
+  gmt_token_dev_t *pol;
+  uv_timer_t timer;  /* the grant's end, or the next look when nobody can run */
+  waiter_t *waiters; /* in arrival order */
+} tdev_t;
+
+struct gmt_tokens {
+  gmt_schd_t *s;
+  gmt_token_params_t p;
+  tdev_t *devs;
+};
+
+/* The policy's clock: finer than uv_now(), so grants are charged to the
+ * microsecond. */
+static double clock_ms(void)
+{
+  return (double)gmt_now_ns() / 1e6;
+}
+
+static void reply_quota(gmt_call_t *call, double quota_ms)
+{
+  Gmt__TokenReply body = GMT__TOKEN_REPLY__INIT;
+  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
+  body.quota_ms = quota_ms;
+  rep.body_case = GMT__ENVELOPE__BODY_TOKEN_REP;
+  rep.token_rep = &body;
+  gmt_call_reply(call, &rep);
+}
+
+static tdev_t *dev_get(struct gmt_tokens *t, int device)
+{
+  tdev_t *d;
+  for (d = t->devs; d; d = d->next)
+    if (d->device == device)
+      return d;
+  d = calloc(1, sizeof *d);
+  if (!d)
+    return NULL;
+  if (gmt_token_dev_new(&d->pol) < 0) {
+    free(d);
+    return NULL;
+  }
+  d->t = t;
+  d->device = device;
+  uv_timer_init(t->s->loop, &d->timer);
+  d->timer.data = d;
+  d->next = t->devs;
+  t->devs = d;
+  return d;
+}
+
+static void timer_in(tdev_t *d, double ms, uv_timer_cb cb)
+{
+  /* The loop's cached time may be behind: count from the real now. */
+  uv_update_time(d->t->s->loop);
+  uv_timer_start(&d->timer, cb, ms < 1 ? 1 : (uint64_t)ceil(ms), 0);
+}
+
+/* Unlinks and frees *wp, returning the next waiter. */
+static waiter_t *waiter_drop(waiter_t **wp)
+{
+  waiter_t *w = *wp;
+  *wp = w->next;
+  free(w);
+  return *wp;
+}
+
+static void on_timer(uv_timer_t *h);
+
+/* With the token free: grant it to the best waiting pod, or set the timer
+ * for when one may run. */
+static void schedule(tdev_t *d)
+{
+  struct gmt_tokens *t = d->t;
+  gmt_schd_t *s = t->s;
+  if (gmt_token_holder(d->pol))
+    return;
+  double now = clock_ms();
+  gmt_token_prune(d->pol, t->p.window_ms, now);
+
+  size_t nw = 0, n = 0;
+  for (waiter_t *w = d->waiters; w; w = w->next)
+    nw++;
+  if (nw == 0) {
+    uv_timer_stop(&d->timer);
+    return;
+  }
+  gmt_token_cand_t *c = calloc(nw, sizeof *c);
+  if (!c) {
+    gmt_error("token device %d: out of memory choosing a pod; trying again", d->device);
+    timer_in(d, 1, on_timer);
+    return;
+  }
+  for (waiter_t *w = d->waiters; w; w = w->next) {
+    size_t i;
+    for (i = 0; i < n && strcmp(c[i].pod, w->pod) != 0; i++)
+      ;
+    if (i == n) {
+      const gmt_pod_t *pod = gmt_pods_find(s->pods, w->pod);
+      if (!pod) /* gmt__tokens_pod_changed answers it */
+        continue;
+      c[n++] = (gmt_token_cand_t){.pod = w->pod,
+                                  .request = pod->cfg.request,
+                                  .limit = pod->cfg.limit,
+                                  .arrival_ms = w->arrival_ms};
+    }
+    c[i].burst_ms = fmax(c[i].burst_ms, w->burst_ms);
+    c[i].arrival_ms = fmin(c[i].arrival_ms, w->arrival_ms);
+  }
+
+  int k = gmt_token_choose(&t->p, d->pol, c, n, now);
+  if (k < 0) {
+    double wake = gmt_token_wake(&t->p, d->pol, c, n, now);
+    if (isinf(wake)) {
+      uv_timer_stop(&d->timer);
+    } else {
+      gmt_debug("token device %d: none of %zu waiting pod%s may run now; next look in %.1f ms",
+                d->device, n, n == 1 ? "" : "s", wake - now);
+      timer_in(d, wake - now, on_timer);
+    }
+    free(c);
+    return;
+  }
+
+  const gmt_token_cand_t *win = &c[k];
+  double quota = gmt_token_quota(&t->p, win->burst_ms, win->limit, win->allowance_ms);
+  char pod[GMT_POD_NAME_MAX + 1];
+  snprintf(pod, sizeof pod, "%s", win->pod); /* win->pod is a waiter's, freed below */
+  int rc = gmt_token_grant(d->pol, pod, now, quota);
+  if (rc == 0)
+    gmt_debug("token device %d: grant to pod '%s' for %.1f ms (usage %.1f ms of %.0f in the "
+              "window, request %.2f limit %.2f, burst %.1f ms)",
+              d->device, pod, quota, win->usage_ms, t->p.window_ms, win->request, win->limit,
+              win->burst_ms);
+  free(c);
+  for (waiter_t **wp = &d->waiters; *wp;) {
+    if (strcmp((*wp)->pod, pod) != 0) {
+      wp = &(*wp)->next;
+      continue;
+    }
+    if (rc == 0)
+      reply_quota((*wp)->call, quota);
+    else
+      gmt_call_reply_error((*wp)->call, rc, "scheduler cannot record a grant: %s",
+                           gmt_strerror(rc));
+    waiter_drop(wp);
+  }
+  if (rc == 0)
+    timer_in(d, quota, on_timer);
+  else
+    schedule(d);
+}
+
+static void on_timer(uv_timer_t *h)
+{
+  tdev_t *d = h->data;
+  const char *holder = gmt_token_holder(d->pol);
+  if (holder) {
+    double now = clock_ms(), end = gmt_token_grant_end(d->pol);
+    if (now < end - 0.5) { /* the loop's clock ran ahead of ours */
+      timer_in(d, end - now, on_timer);
+      return;
+    }
+    gmt_debug("token device %d: pod '%s' grant expired", d->device, holder);
+    if (gmt_token_expire(d->pol) < 0)
+      gmt_warn("token device %d: out of memory recording a grant; its usage is lost", d->device);
+  }
+  schedule(d);
+}
 
 int gmt__tokens_init(gmt_schd_t *s)
 {
-  s->tokens = NULL;
+  struct gmt_tokens *t = calloc(1, sizeof *t);
+  if (!t)
+    return -ENOMEM;
+  t->s = s;
+  t->p = s->token_params;
+  if (t->p.window_ms == 0)
+    gmt_token_params_default(&t->p);
+  s->tokens = t;
+  gmt_debug("tokens: window %.0f ms, base quota %.0f ms, min quota %.0f ms", t->p.window_ms,
+            t->p.base_quota_ms, t->p.min_quota_ms);
   return 0;
 }
 
-void gmt__tokens_close(gmt_schd_t *s) { (void)s; }
+static void on_dev_closed(uv_handle_t *h)
+{
+  tdev_t *d = h->data;
+  gmt_token_dev_free(d->pol);
+  free(d);
+}
+
+void gmt__tokens_close(gmt_schd_t *s)
+{
+  struct gmt_tokens *t = s->tokens;
+  if (!t)
+    return;
+  /* The calls belonged to the server, which is gone: free, never answer. */
+  for (tdev_t *d = t->devs, *next; d; d = next) {
+    next = d->next;
+    while (d->waiters)
+      waiter_drop(&d->waiters);
+    uv_close((uv_handle_t *)&d->timer, on_dev_closed);
+  }
+  free(t);
+  s->tokens = NULL;
+}
 
 void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
-  (void)s;
-  (void)req;
-  gmt_call_reply_error(call, GMT_EUNIMPL, "Token is not implemented yet");
+  const Gmt__TokenRequest *r = req->token_req;
+  struct gmt_tokens *t = s->tokens;
+  const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
+  if (!pod) {
+    gmt__reply_nopod(s, call, r->pod);
+    return;
+  }
+  gmt_debug("Token pod '%s' pid %u device %d burst %.1f ms overuse %.1f ms%s", pod->cfg.name,
+            r->pid, r->device, r->burst_ms, r->overuse_ms, r->release ? " release" : "");
+  if (r->device < 0 || r->device > MAX_DEVICE) {
+    gmt_call_reply_error(call, -EINVAL, "device %d is out of range (0 to %d)", r->device,
+                         MAX_DEVICE);
+    return;
+  }
+  tdev_t *d = dev_get(t, r->device);
+  if (!d) {
+    gmt_call_reply_error(call, -ENOMEM, "scheduler out of memory");
+    return;
+  }
+  /* The holder asking again has come back (its quota is spent, as it
+   * sees it), and one releasing is done: either way its grant ends now,
+   * and it competes for the next one like everybody else (Gemini). */
+  double now = clock_ms();
+  const char *holder = gmt_token_holder(d->pol);
+  bool came_back = holder && strcmp(holder, pod->cfg.name) == 0;
+  if (came_back) {
+    gmt_debug("token device %d: pod '%s' %s %.1f ms before its grant's end", d->device,
+              pod->cfg.name, r->release ? "released it" : "came back",
+              gmt_token_grant_end(d->pol) - now);
+    if (gmt_token_release(d->pol, now) < 0)
+      gmt_warn("token device %d: out of memory recording a grant; its usage is lost", d->device);
+    uv_timer_stop(&d->timer);
+  }
+  if (isfinite(r->overuse_ms) && r->overuse_ms > 0 &&
+      gmt_token_overuse(d->pol, pod->cfg.name, r->overuse_ms, t->p.window_ms, now) < 0)
+    gmt_warn("token device %d: out of memory charging pod '%s' its overuse", d->device,
+             pod->cfg.name);
+
+  if (r->release) {
+    reply_quota(call, 0);
+  } else if (!(pod->cfg.limit > 0)) {
+    gmt_call_reply_error(call, -EPERM, "pod '%s' has LIMIT 0 in %s: it gets no GPU time",
+                         pod->cfg.name, s->cfg->path);
+  } else {
+    waiter_t *w = calloc(1, sizeof *w);
+    if (!w) {
+      gmt_call_reply_error(call, -ENOMEM, "scheduler out of memory");
+    } else {
+      w->call = call;
+      snprintf(w->pod, sizeof w->pod, "%s", pod->cfg.name);
+      w->pid = r->pid;
+      w->burst_ms = isfinite(r->burst_ms) && r->burst_ms > 0 ? r->burst_ms : 0;
+      w->arrival_ms = now;
+      waiter_t **tail = &d->waiters;
+      while (*tail)
+        tail = &(*tail)->next;
+      *tail = w;
+    }
+  }
+  schedule(d);
+}
+
+/* Whether the pod named name is not to be served any more, and why. */
+static const char *gone_why(gmt_schd_t *s, const char *name)
+{
+  const gmt_pod_t *pod = gmt_pods_find(s->pods, name);
+  if (!pod)
+    return "is no longer in the config";
+  if (!pod->connected)
+    return "is gone (its pod manager is disconnected)";
+  if (pod->nprocs == 0)
+    return "is gone (it has no processes)";
+  if (!(pod->cfg.limit > 0))
+    return "has LIMIT 0 now";
+  return NULL;
 }
 
 void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
 {
-  (void)s;
+  struct gmt_tokens *t = s->tokens;
+  if (!t)
+    return;
+  /* Every pod in the token state is checked, not only this one: a reload
+   * reports the pods it kept, never those it dropped. */
   (void)pod;
+  for (tdev_t *d = t->devs; d; d = d->next) {
+    bool changed = false;
+    const char *holder = gmt_token_holder(d->pol);
+    const char *why = holder ? gone_why(s, holder) : NULL;
+    if (why) {
+      gmt_debug("token device %d: pod '%s' %s; its grant ends", d->device, holder, why);
+      if (gmt_token_release(d->pol, clock_ms()) < 0)
+        gmt_warn("token device %d: out of memory recording a grant; its usage is lost", d->device);
+      uv_timer_stop(&d->timer);
+      changed = true;
+    }
+    for (waiter_t **wp = &d->waiters; *wp;) {
+      waiter_t *w = *wp;
+      if (!(why = gone_why(s, w->pod))) {
+        wp = &w->next;
+        continue;
+      }
+      gmt_debug("token device %d: pod '%s' %s; its call (pid %u) is answered", d->device, w->pod,
+                why, w->pid);
+      if (!gmt_pods_find(s->pods, w->pod))
+        gmt__reply_nopod(s, w->call, w->pod);
+      else if (!gmt_pods_find(s->pods, w->pod)->cfg.limit)
+        gmt_call_reply_error(w->call, -EPERM, "pod '%s' %s: it gets no GPU time", w->pod, why);
+      else
+        gmt_call_reply_error(w->call, -ESRCH, "pod '%s' %s", w->pod, why);
+      waiter_drop(wp);
+      changed = true;
+    }
+    /* New shares apply from the next decision; with the token free that
+     * is now (a raised limit may let a waiting pod run). */
+    if (changed || (!gmt_token_holder(d->pol) && d->waiters))
+      schedule(d);
+  }
 }
 
 void gmt__tokens_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
 {
-  (void)s;
-  (void)pod;
-  (void)ps;
+  struct gmt_tokens *t = s->tokens;
+  if (!t)
+    return;
+  double now = clock_ms(), share = 0;
+  bool holds = false;
+  for (tdev_t *d = t->devs; d; d = d->next) {
+    const char *holder = gmt_token_holder(d->pol);
+    share += gmt_token_usage(d->pol, pod->cfg.name, t->p.window_ms, now) / t->p.window_ms;
+    holds = holds || (holder && strcmp(holder, pod->cfg.name) == 0);
+  }
+  ps->gpu_time_share = share;
+  ps->holds_token = holds;
 }

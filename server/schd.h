@@ -12,6 +12,7 @@
 #include "gmt_wire.h"
 #include "pods.h"
 #include "store.h"
+#include "token.h"
 
 /* A request waiting for the loop thread. */
 typedef struct gmt__queued {
@@ -33,7 +34,9 @@ typedef struct gmt_schd {
   gmt__queued_t *qhead, **qtail;
 
   struct gmt_tokens *tokens; /* rpc_token.c: GPU time tokens */
+  gmt_token_params_t token_params; /* --window-ms, --base-quota-ms, --min-quota-ms */
   struct gmt_ledger *ledger; /* rpc_memory.c: memory reservations */
+  struct gmt_trace *trace;   /* rpc_trace.c: the node's eBPF tracer */
 
   uv_timer_t expiry; /* disconnects silent pods */
   uv_signal_t sigterm, sigint, sighup;
@@ -42,6 +45,9 @@ typedef struct gmt_schd {
 
 /* Answers one request (rpc.c); the loop thread only. */
 void gmt__rpc_handle(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+/* Error{GMT_ENOPOD} for a pod the config does not list, naming the pods
+ * that are listed (rpc.c). */
+void gmt__reply_nopod(gmt_schd_t *s, gmt_call_t *call, const char *name);
 
 /* ---- rpc_token.c: GPU time tokens ---- */
 int gmt__tokens_init(gmt_schd_t *s);

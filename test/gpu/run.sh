@@ -14,6 +14,8 @@ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.versio
 rc=0
 echo "== GPU check: gmt status vs what the jobs hold"
 python3 "$root/test/gpu/check_gpu.py" 2>&1 | tee "$out/check_gpu.log" || rc=1
+echo "== PyTorch under a memory quota"
+python3 "$root/test/gpu/torch_quota.py" 2>&1 | tee "$out/torch_quota.log" || rc=1
 echo "== hook overhead"
 python3 "$root/bench/hook_overhead.py" "$@" 2>&1 | tee "$out/hook_overhead.log" || rc=1
 exit $rc

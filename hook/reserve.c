@@ -1,0 +1,356 @@
+/* Reservations against the pod's memory quota (see reserve.h): per device,
+ * what this process holds in the scheduler's ledger and how much of it
+ * backs allocations; the rest is slack that makes most allocations and
+ * every free RPC-free.
+ *
+ * One mutex guards the numbers and is never held across an RPC or a
+ * driver call. Reserve RPCs are made by the allocating thread; Release
+ * RPCs only by the reporter thread (gmt__reserve_tick). */
+#include "reserve.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "gmt_error.h"
+#include "gmt_log.h"
+#include "gmt_wire.h"
+#include "hook.h"
+
+#define GMT_RESERVE_RPC_TIMEOUT_MS 1500
+#define GMT_RESERVE_OFFLINE_MIN_MS 1000
+#define GMT_RESERVE_OFFLINE_MAX_MS 30000
+#define GMT_RESERVE_TRIES 8
+
+typedef struct {
+  uint64_t held;    /* in the ledger (or granted locally while offline) */
+  uint64_t charged; /* of which allocations and pools use this much */
+  uint64_t local;   /* of held, granted while offline: not in the ledger */
+} dev_t_;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static dev_t_ g_dev[GMT_RESERVE_DEVICES];
+static uint64_t g_last_activity_ms;
+static uint64_t g_limit;         /* the pod's, as last heard */
+static uint64_t g_offline_until; /* no RPC before this (monotonic ms) */
+static uint64_t g_offline_backoff;
+static int g_offline_said;
+
+static void atfork_prepare(void)
+{
+  pthread_mutex_lock(&g_mu);
+}
+static void atfork_parent(void)
+{
+  pthread_mutex_unlock(&g_mu);
+}
+static void atfork_child(void)
+{
+  /* The child holds nothing: device memory is not inherited, and the
+   * ledger's entries are the parent's pid's. */
+  memset(g_dev, 0, sizeof g_dev);
+  g_last_activity_ms = 0;
+  g_offline_until = g_offline_backoff = 0;
+  g_offline_said = 0;
+  pthread_mutex_init(&g_mu, NULL);
+}
+
+static void init_once(void)
+{
+  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+static int clamp_dev(int device)
+{
+  return device >= 0 && device < GMT_RESERVE_DEVICES ? device : 0;
+}
+
+void gmt__reserve_set_limit(uint64_t limit)
+{
+  pthread_once(&g_once, init_once);
+  pthread_mutex_lock(&g_mu);
+  g_limit = limit;
+  pthread_mutex_unlock(&g_mu);
+}
+
+uint64_t gmt__reserve_held(void)
+{
+  uint64_t sum = 0;
+  pthread_mutex_lock(&g_mu);
+  for (int d = 0; d < GMT_RESERVE_DEVICES; d++)
+    sum += g_dev[d].held;
+  pthread_mutex_unlock(&g_mu);
+  return sum;
+}
+
+/* ---- RPCs ---- */
+
+enum { RPC_OK = 0, RPC_QUOTA = 1, RPC_UNHOOKED = 2, RPC_UNREACHABLE = 3 };
+
+static int offline_now(uint64_t now)
+{
+  return g_offline_until && now < g_offline_until;
+}
+
+static void went_offline(int rc, const char *err)
+{
+  uint64_t now = gmt_now_ms();
+  pthread_mutex_lock(&g_mu);
+  g_offline_backoff = g_offline_backoff ? 2 * g_offline_backoff : GMT_RESERVE_OFFLINE_MIN_MS;
+  if (g_offline_backoff > GMT_RESERVE_OFFLINE_MAX_MS)
+    g_offline_backoff = GMT_RESERVE_OFFLINE_MAX_MS;
+  g_offline_until = now + g_offline_backoff;
+  int say = !g_offline_said;
+  g_offline_said = 1;
+  uint64_t limit = g_limit;
+  pthread_mutex_unlock(&g_mu);
+  if (say)
+    fprintf(stderr,
+            "gmt[%d]: memory ledger unreachable (%s%s%s); allocations are checked against the "
+            "pod's last known limit of %llu bytes for this process alone until it is back\n",
+            (int)getpid(), gmt_strerror(rc), err && *err ? ": " : "", err ? err : "",
+            (unsigned long long)limit);
+  GMT_HOOK_DEBUG("ledger unreachable (%s); again in %llu ms", gmt_strerror(rc),
+                 (unsigned long long)g_offline_backoff);
+}
+
+static void came_back(void)
+{
+  pthread_mutex_lock(&g_mu);
+  int was = g_offline_until != 0;
+  g_offline_until = g_offline_backoff = 0;
+  pthread_mutex_unlock(&g_mu);
+  if (was)
+    GMT_HOOK_DEBUG("memory ledger reachable again");
+}
+
+/* One Reserve or Release; rep_used/rep_limit from the reply when not NULL. */
+static int rpc_memory(int release, int device, uint64_t bytes, uint64_t *pod_used)
+{
+  Gmt__ReserveRequest rq = GMT__RESERVE_REQUEST__INIT;
+  Gmt__ReleaseRequest rl = GMT__RELEASE_REQUEST__INIT;
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  if (release) {
+    rl.pid = (uint32_t)getpid();
+    rl.device = device;
+    rl.bytes = bytes;
+    env.body_case = GMT__ENVELOPE__BODY_RELEASE_REQ;
+    env.release_req = &rl;
+  } else {
+    rq.pid = (uint32_t)getpid();
+    rq.device = device;
+    rq.bytes = bytes;
+    env.body_case = GMT__ENVELOPE__BODY_RESERVE_REQ;
+    env.reserve_req = &rq;
+  }
+  Gmt__Envelope *rep = NULL;
+  int rc = gmt__channel_call(GMT_CH_MEMORY, &env, &rep, GMT_RESERVE_RPC_TIMEOUT_MS);
+  if (rc == -ENOTCONN)
+    return RPC_UNHOOKED;
+  char err[256] = "";
+  if (rc == 0)
+    rc = gmt_wire_expect(
+        rep, release ? GMT__ENVELOPE__BODY_RELEASE_REP : GMT__ENVELOPE__BODY_RESERVE_REP, err,
+        sizeof err);
+  if (rc == 0) {
+    if (!release) {
+      pthread_mutex_lock(&g_mu);
+      g_limit = rep->reserve_rep->memory_limit; /* a reload may have changed it */
+      pthread_mutex_unlock(&g_mu);
+      if (pod_used)
+        *pod_used = rep->reserve_rep->memory_used;
+    }
+    gmt_wire_free(rep);
+    came_back();
+    return RPC_OK;
+  }
+  gmt_wire_free(rep);
+  if (rc == GMT_EQUOTA) {
+    came_back();
+    GMT_HOOK_DEBUG("reserve of %llu bytes on device %d refused: %s", (unsigned long long)bytes,
+                   device, err);
+    return RPC_QUOTA;
+  }
+  went_offline(rc, err);
+  return RPC_UNREACHABLE;
+}
+
+/* ---- the allocation side ---- */
+
+/* While offline: this process's charges against the pod's limit. */
+static int grant_locally(int d, uint64_t bytes)
+{
+  pthread_mutex_lock(&g_mu);
+  uint64_t charged = 0;
+  for (int i = 0; i < GMT_RESERVE_DEVICES; i++)
+    charged += g_dev[i].charged;
+  int ok = charged <= g_limit && bytes <= g_limit - charged;
+  if (ok) {
+    uint64_t slack = g_dev[d].held - g_dev[d].charged;
+    if (slack < bytes) {
+      g_dev[d].held += bytes - slack;
+      g_dev[d].local += bytes - slack;
+    }
+    g_dev[d].charged += bytes;
+  }
+  pthread_mutex_unlock(&g_mu);
+  return ok ? 0 : GMT_EQUOTA;
+}
+
+int gmt__reserve(int device, uint64_t bytes)
+{
+  pthread_once(&g_once, init_once);
+  int d = clamp_dev(device);
+  int pools_checked = 0;
+  for (int tries = 0; tries < GMT_RESERVE_TRIES; tries++) {
+    uint64_t now = gmt_now_ms();
+    pthread_mutex_lock(&g_mu);
+    g_last_activity_ms = now;
+    dev_t_ *v = &g_dev[d];
+    uint64_t slack = v->held - v->charged;
+    if (slack >= bytes) {
+      v->charged += bytes;
+      pthread_mutex_unlock(&g_mu);
+      return 0;
+    }
+    uint64_t shortfall = bytes - slack;
+    int offline = offline_now(now);
+    pthread_mutex_unlock(&g_mu);
+    if (offline)
+      return grant_locally(d, bytes);
+
+    uint64_t want = shortfall > GMT_RESERVE_CHUNK ? shortfall : GMT_RESERVE_CHUNK;
+    int r = rpc_memory(0, d, want, NULL);
+    if (r == RPC_QUOTA && want > shortfall) {
+      want = shortfall;
+      r = rpc_memory(0, d, want, NULL);
+    }
+    switch (r) {
+    case RPC_OK:
+      pthread_mutex_lock(&g_mu);
+      v->held += want;
+      pthread_mutex_unlock(&g_mu);
+      continue; /* take it (another thread may have taken it first) */
+    case RPC_UNHOOKED: return 0;
+    case RPC_UNREACHABLE: return grant_locally(d, bytes);
+    default:
+      /* Over the quota; a pool trimmed since we last looked may have
+       * given memory back that we still count. */
+      if (pools_checked++)
+        return GMT_EQUOTA;
+      gmt__alloc_reconcile_pools();
+      continue;
+    }
+  }
+  return GMT_EQUOTA;
+}
+
+void gmt__unreserve(int device, uint64_t bytes)
+{
+  int d = clamp_dev(device);
+  uint64_t now = gmt_now_ms();
+  pthread_mutex_lock(&g_mu);
+  dev_t_ *v = &g_dev[d];
+  v->charged -= bytes < v->charged ? bytes : v->charged;
+  g_last_activity_ms = now;
+  pthread_mutex_unlock(&g_mu);
+}
+
+int gmt__reserve_meminfo(int device, uint64_t *pod_used, uint64_t *limit)
+{
+  Gmt__MemInfoRequest rq = GMT__MEM_INFO_REQUEST__INIT;
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  rq.device = device;
+  env.body_case = GMT__ENVELOPE__BODY_MEMINFO_REQ;
+  env.meminfo_req = &rq;
+
+  pthread_mutex_lock(&g_mu);
+  int offline = offline_now(gmt_now_ms());
+  pthread_mutex_unlock(&g_mu);
+  int rc = -EHOSTUNREACH;
+  Gmt__Envelope *rep = NULL;
+  char err[256] = "";
+  if (!offline) {
+    rc = gmt__channel_call(GMT_CH_MEMORY, &env, &rep, GMT_RESERVE_RPC_TIMEOUT_MS);
+    if (rc == -ENOTCONN)
+      return rc;
+    if (rc == 0)
+      rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_MEMINFO_REP, err, sizeof err);
+  }
+  if (rc == 0) {
+    *pod_used = rep->meminfo_rep->memory_used;
+    *limit = rep->meminfo_rep->memory_limit;
+    gmt_wire_free(rep);
+    pthread_mutex_lock(&g_mu);
+    g_limit = *limit;
+    /* Our own slack is reserved but ours to allocate: not used. */
+    uint64_t slack = 0;
+    for (int d = 0; d < GMT_RESERVE_DEVICES; d++)
+      slack += g_dev[d].held - g_dev[d].charged - g_dev[d].local;
+    *pod_used -= slack < *pod_used ? slack : *pod_used;
+    pthread_mutex_unlock(&g_mu);
+    came_back();
+    return 0;
+  }
+  gmt_wire_free(rep);
+  if (!offline)
+    went_offline(rc, err);
+  /* What this process alone uses: the best we know. */
+  pthread_mutex_lock(&g_mu);
+  *pod_used = 0;
+  for (int d = 0; d < GMT_RESERVE_DEVICES; d++)
+    *pod_used += g_dev[d].charged;
+  *limit = g_limit;
+  pthread_mutex_unlock(&g_mu);
+  return 0;
+}
+
+/* ---- the reporter side ---- */
+
+int gmt__reserve_tick(uint64_t reported)
+{
+  uint64_t give[GMT_RESERVE_DEVICES] = {0}, local[GMT_RESERVE_DEVICES] = {0};
+  int any = 0;
+  uint64_t now = gmt_now_ms();
+  pthread_mutex_lock(&g_mu);
+  if (!offline_now(now)) {
+    int idle = now - g_last_activity_ms >= GMT_RESERVE_IDLE_MS;
+    uint64_t keep = idle ? 0 : GMT_RESERVE_SLACK_KEEP;
+    for (int d = 0; d < GMT_RESERVE_DEVICES; d++) {
+      uint64_t slack = g_dev[d].held - g_dev[d].charged;
+      if (slack > keep) {
+        /* Out of the slack before the RPC, so no allocation counts on
+         * what is being given back. */
+        give[d] = slack - keep;
+        g_dev[d].held -= give[d];
+        /* What was granted offline never reached the ledger: dropped
+         * here, not released there (an over-count is the safe error). */
+        local[d] = give[d] < g_dev[d].local ? give[d] : g_dev[d].local;
+        g_dev[d].local -= local[d];
+        give[d] -= local[d];
+        any = 1;
+      }
+    }
+  }
+  pthread_mutex_unlock(&g_mu);
+  for (int d = 0; any && d < GMT_RESERVE_DEVICES; d++) {
+    if (!give[d])
+      continue;
+    int r = rpc_memory(1, d, give[d], NULL);
+    if (r == RPC_UNHOOKED)
+      continue;
+    if (r != RPC_OK) {
+      /* Still the ledger's: hold it again and try later. */
+      pthread_mutex_lock(&g_mu);
+      g_dev[d].held += give[d];
+      pthread_mutex_unlock(&g_mu);
+      continue;
+    }
+    GMT_HOOK_DEBUG("gave back %llu bytes of slack on device %d", (unsigned long long)give[d], d);
+  }
+  return gmt__reserve_held() != reported;
+}

@@ -1,0 +1,64 @@
+/* The hook's side of the memory ledger: reservations against the pod's
+ * quota, made before each device allocation and given back after each
+ * free, in chunks so that the allocation path rarely makes an RPC.
+ *
+ * This process holds `held` bytes in the scheduler's ledger per device;
+ * `charged` of them back live allocations and pool reservations, and the
+ * rest is local slack:
+ *  - an allocation takes from the slack; when the slack is short it
+ *    reserves max(shortfall, GMT_RESERVE_CHUNK), and if the pod's quota
+ *    refuses that, exactly the shortfall; refused again, the allocation
+ *    fails with CUDA_ERROR_OUT_OF_MEMORY without reaching the driver;
+ *  - a free returns its bytes to the slack (no RPC on the free path);
+ *  - the reporter thread gives back slack above GMT_RESERVE_SLACK_KEEP at
+ *    once, and all of it after GMT_RESERVE_IDLE_MS without allocations or
+ *    frees, so that another process of the pod can use it.
+ * So the exact-limit rule (a reservation that fits exactly succeeds, one
+ * byte more fails) holds for the pod's total in the ledger, and across
+ * processes of one pod it holds once the others have been idle for
+ * GMT_RESERVE_IDLE_MS (until then their slack counts against the quota).
+ *
+ * When the pod manager cannot be reached, allocations are checked against
+ * the pod's memory_limit as last heard (registration or a reply), counting
+ * this process alone: a best effort, logged once, that never hangs. */
+#ifndef GMT_HOOK_RESERVE_H
+#define GMT_HOOK_RESERVE_H
+
+#include <stdint.h>
+
+#define GMT_RESERVE_CHUNK ((uint64_t)32 << 20)
+#define GMT_RESERVE_SLACK_KEEP ((uint64_t)64 << 20)
+#define GMT_RESERVE_IDLE_MS 100
+#define GMT_RESERVE_DEVICES 64
+
+/* Charges bytes on device to this process, reserving as needed. 0, or
+ * GMT_EQUOTA when the pod's quota has no room for them. An unhooked
+ * process (no pod manager at registration) always gets 0. */
+int gmt__reserve(int device, uint64_t bytes);
+
+/* Gives back bytes charged on device (a free, or an allocation that the
+ * driver failed after it was charged): they become slack. */
+void gmt__unreserve(int device, uint64_t bytes);
+
+/* Bytes this process holds in the ledger, slack included. */
+uint64_t gmt__reserve_held(void);
+
+/* The pod's reserved total and limit as the scheduler says (MemInfo),
+ * less this process's own slack (reserved, but free for it to allocate).
+ * -ENOTCONN when unhooked; this process's own use and the last known limit
+ * when the pod manager cannot be reached. */
+int gmt__reserve_meminfo(int device, uint64_t *pod_used, uint64_t *limit);
+
+/* The pod's limit from registration: the fallback while the pod manager
+ * cannot be reached. */
+void gmt__reserve_set_limit(uint64_t limit);
+
+/* Reporter thread: gives back slack as described above. Returns 1 when
+ * what this process holds is no longer `reported` (a report is due). */
+int gmt__reserve_tick(uint64_t reported);
+
+/* alloc.c: brings each memory pool's charge in line with what the pool
+ * holds now (a synchronize may have trimmed it unseen). */
+void gmt__alloc_reconcile_pools(void);
+
+#endif

@@ -1,0 +1,24 @@
+/* The launch gate (hook/token.c): a kernel starts only while this process
+ * holds its pod's token on the device (docs/protocol.md, "Token"). */
+#ifndef GMT_HOOK_TOKEN_H
+#define GMT_HOOK_TOKEN_H
+
+#include "hook.h"
+
+/* Devices gated by ordinal; a launch on a higher one passes ungated. */
+#define GMT_TOKEN_MAX_DEVICES 64
+
+/* Called by every launch wrapper before the real launch, on the calling
+ * context's device. Fast path: one clock read compared with the device's
+ * token expiry. Slow path (no valid token): waits for a token from the pod
+ * manager; never blocks a process that has no pod manager. */
+void gmt__token_gate(void);
+
+/* The same for a launch on stream s (cuLaunchCooperativeKernelMultiDevice:
+ * one launch per device, each on its own stream's context). */
+void gmt__token_gate_stream(CUstream s);
+
+/* fork: a child starts with no token and no idle thread. */
+void gmt__token_atfork_child(void);
+
+#endif

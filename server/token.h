@@ -1,0 +1,121 @@
+/* The GPU time token policy (Gemini): who gets a device's token next and for
+ * how long. Pure bookkeeping over a clock the caller passes in (milliseconds
+ * as a double, any monotonic origin): no I/O, no timers, no wire, so that it
+ * is unit-tested with a fake clock. server/rpc_token.c owns the calls and
+ * the timers and asks this file what to do.
+ *
+ * Per device: at most one holder, and the grants of the last window. A
+ * pod's usage at time t is its grant time inside [t - W, t], where k grants
+ * that overlap are each charged 1/k of the overlapped time. */
+#ifndef GMT_SERVER_TOKEN_H
+#define GMT_SERVER_TOKEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+
+#define GMT_TOKEN_WINDOW_MS 10000
+#define GMT_TOKEN_BASE_QUOTA_MS 250
+#define GMT_TOKEN_MIN_QUOTA_MS 100
+/* The bounds the flags accept. */
+#define GMT_TOKEN_WINDOW_MIN_MS 100
+#define GMT_TOKEN_WINDOW_MAX_MS 3600000
+
+typedef struct gmt_token_params {
+  double window_ms;     /* W: the sliding window usage is measured over */
+  double base_quota_ms; /* a grant's length when the pod has no burst estimate */
+  double min_quota_ms;  /* the shortest grant (unless the limit leaves less) */
+} gmt_token_params_t;
+
+/* The defaults above. */
+void gmt_token_params_default(gmt_token_params_t *p);
+
+/* 0, or -EINVAL with the reason, naming the flag, in err. */
+int gmt_token_params_check(const gmt_token_params_t *p, char *err, size_t errlen);
+
+/* One device's token. */
+typedef struct gmt_token_dev gmt_token_dev_t;
+
+int gmt_token_dev_new(gmt_token_dev_t **out);
+void gmt_token_dev_free(gmt_token_dev_t *d);
+
+/* The pod holding the token, or NULL when it is free. */
+const char *gmt_token_holder(const gmt_token_dev_t *d);
+/* When the holder's grant runs out (start + quota). */
+double gmt_token_grant_end(const gmt_token_dev_t *d);
+/* How many finished grants (and overuse charges) are kept. */
+size_t gmt_token_history(const gmt_token_dev_t *d);
+
+/* The pod's usage in [now - W, now], the holder's running grant counted up
+ * to now. */
+double gmt_token_usage(const gmt_token_dev_t *d, const char *pod, double window_ms, double now);
+
+/* Gemini's rule: eligible while LIMIT x W - usage > 0. */
+bool gmt_token_eligible(double usage_ms, double limit, double window_ms);
+
+/* The most GPU time the pod may be granted from now on: the largest q such
+ * that its usage in the window ending at now + q, with [now, now + q)
+ * granted, stays within LIMIT x W; at most LIMIT x W. It is LIMIT x W -
+ * usage or more: at the limit it is what leaves the window at the back
+ * while the grant runs, so that a pod with LIMIT 1.0 alone keeps the GPU
+ * and one at LIMIT 0.5 gets exactly half in every window. */
+double gmt_token_allowance(const gmt_token_dev_t *d, const char *pod, double limit,
+                           double window_ms, double now);
+
+/* A pod waiting for the token: one per pod, its calls merged. */
+typedef struct gmt_token_cand {
+  const char *pod;
+  double request, limit; /* its shares now */
+  double burst_ms;       /* largest burst its calls reported; 0: none */
+  double arrival_ms;     /* when its oldest waiting call arrived */
+  /* Filled by gmt_token_choose(): */
+  double usage_ms;
+  double allowance_ms;
+} gmt_token_cand_t;
+
+/* Ranks candidates whose usage_ms and allowance_ms are filled: those that
+ * can take a grant (allowance at least min(min quota, LIMIT x W)) and are
+ * below their REQUEST first, by missing / (missing + usage) descending with
+ * missing = REQUEST x W - usage; then the others by lowest usage; ties by
+ * earliest arrival. Returns the index of the winner, or -1. */
+int gmt_token_pick(const gmt_token_params_t *p, const gmt_token_cand_t *c, size_t n);
+
+/* Fills usage_ms and allowance_ms of every candidate at now, then picks. */
+int gmt_token_choose(const gmt_token_params_t *p, const gmt_token_dev_t *d, gmt_token_cand_t *c,
+                     size_t n, double now);
+
+/* A grant's length: the base quota without a burst estimate, else the burst
+ * clamped to [min quota, LIMIT x W]; then at most the allowance, and at
+ * least the min quota unless the allowance is smaller. */
+double gmt_token_quota(const gmt_token_params_t *p, double burst_ms, double limit,
+                       double allowance_ms);
+
+/* With the token free and nobody able to take it: the earliest time after
+ * now at which one of the candidates can (its allowance reaches
+ * min(min quota, LIMIT x W)), or INFINITY if none ever will (LIMIT 0). */
+double gmt_token_wake(const gmt_token_params_t *p, const gmt_token_dev_t *d,
+                      const gmt_token_cand_t *c, size_t n, double now);
+
+/* The token (free) goes to pod from now for quota_ms. -ENOMEM. */
+int gmt_token_grant(gmt_token_dev_t *d, const char *pod, double now, double quota_ms);
+
+/* The holder gives the token back at now (before its grant runs out): its
+ * usage stops growing. No-op when free. -ENOMEM. */
+int gmt_token_release(gmt_token_dev_t *d, double now);
+
+/* The holder's grant ran out: it is charged up to its planned end. -ENOMEM. */
+int gmt_token_expire(gmt_token_dev_t *d);
+
+/* The pod reports it ran overuse_ms past its last grant: charged as
+ * [end of its last finished grant, + overuse), or as [now - overuse, now)
+ * when no grant of it is known; never past now, at most W. A pod that
+ * holds the token should have its grant ended first (a holder asking again
+ * has come back: Gemini ends its grant then). -ENOMEM. */
+int gmt_token_overuse(gmt_token_dev_t *d, const char *pod, double overuse_ms, double window_ms,
+                      double now);
+
+/* Forgets what the window no longer needs. */
+void gmt_token_prune(gmt_token_dev_t *d, double window_ms, double now);
+
+#endif

@@ -1,0 +1,187 @@
+"""End-to-end: GPU time tokens. Real gmt-schd and gmt-pmgr, programs
+launching the fake driver's "spin" kernels, which run inside the launch
+call and one at a time per device across every process, so the GPU time a
+program got is exactly its kernels' total time (busy_us) and contention is
+real. A pod's share = busy time gained / wall time over the measured
+interval, after a warm-up of about one window."""
+import os
+import signal
+import time
+import unittest
+
+from gmt_e2e import GmtTestCase, build_path, wait_for
+
+SPIN = build_path("test", "e2e", "tokenprogs", "spin_load")
+WINDOW_MS = 2000  # short, so that shares converge within a 20 s test
+# With the default 250 ms only 8 grants fit a 2 s window, too coarse for a
+# 0.3 share (the policy settles on 1 grant in 3); 100 ms gives 20.
+BASE_QUOTA_MS = 100
+WARMUP_MS = 2000
+
+
+def progress(prog, timeout=60.0):
+    """Reads the program's T and DONE lines until DONE: [(t_ms, busy_us, mono_ms)]."""
+    rows = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = prog.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        if line is None:
+            break
+        if line.startswith("T ") or line.startswith("DONE "):
+            kv = dict(x.split("=", 1) for x in line.split()[1:])
+            rows.append((float(kv["t_ms"]), float(kv["busy_us"]), float(kv["mono_ms"])))
+            if line.startswith("DONE "):
+                return rows
+    raise AssertionError("no DONE from %s; rows %s; stderr: %s" % (prog.proc.args, rows[-3:],
+                                                                   prog.stderr()))
+
+
+def share(rows, start_ms=WARMUP_MS, end_ms=None):
+    """GPU time share over [start_ms, end_ms] of the program's own clock."""
+    first = next(r for r in rows if r[0] >= start_ms)
+    inside = [r for r in rows if end_ms is None or r[0] <= end_ms]
+    last = inside[-1]
+    return (last[1] - first[1]) / 1000.0 / (last[0] - first[0])
+
+
+def jain(xs):
+    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))
+
+
+class Tokens(GmtTestCase):
+    def start(self, *pods, schd_args=()):
+        self.start_schd("--window-ms", str(WINDOW_MS), "--base-quota-ms", str(BASE_QUOTA_MS),
+                        *schd_args)
+        for p in pods:
+            self.start_pmgr(p)
+
+    def spin(self, pod, *args, seconds=None):
+        argv = list(args)
+        if seconds is not None:
+            argv += ["--seconds", str(seconds)]
+        p = self.run_prog(pod, SPIN, *argv)
+        p.expect("READY")
+        return p
+
+    def run_together(self, pods, seconds):
+        progs = [self.spin(p, seconds=seconds) for p in pods]
+        rows = [progress(p, timeout=seconds + 30) for p in progs]
+        for p in progs:
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err)
+        return rows
+
+    def logs(self):
+        return "".join("\n%s: %s" % (d.name, d.output()[-1500:]) for d in self.daemons)
+
+
+class Shares(Tokens):
+    CONFIG = "2\na 0.3 1.0 1Gi\nb 0.7 1.0 2Gi\n"
+
+    def test_two_busy_pods_get_their_request_shares(self):
+        self.start("a", "b")
+        ra, rb = self.run_together(["a", "b"], 22)
+        sa, sb = share(ra), share(rb)
+        print("\nshares a=%.3f b=%.3f sum=%.3f" % (sa, sb, sa + sb))
+        self.assertAlmostEqual(sa, 0.3, delta=0.03)
+        self.assertAlmostEqual(sb, 0.7, delta=0.03)
+
+    def test_two_processes_of_one_pod_share_its_token(self):
+        # Pod a's two processes together get a's share, not twice it.
+        self.start("a", "b")
+        progs = [self.spin("a", seconds=12), self.spin("a", seconds=12), self.spin("b", seconds=12)]
+        rows = [progress(p, timeout=40) for p in progs]
+        sa = share(rows[0]) + share(rows[1])
+        sb = share(rows[2])
+        print("\nshares a=%.3f (two processes) b=%.3f" % (sa, sb))
+        self.assertAlmostEqual(sa, 0.3, delta=0.05)
+        self.assertAlmostEqual(sb, 0.7, delta=0.05)
+
+
+class Equal(Tokens):
+    CONFIG = "3\na 0.33 1.0 1Gi\nb 0.33 1.0 1Gi\nc 0.33 1.0 1Gi\n"
+
+    def test_three_equal_pods_are_fair(self):
+        self.start("a", "b", "c")
+        rows = self.run_together(["a", "b", "c"], 12)
+        shares = [share(r) for r in rows]
+        print("\nshares %s jain=%.4f" % (["%.3f" % s for s in shares], jain(shares)))
+        self.assertGreaterEqual(jain(shares), 0.98)
+        self.assertGreater(sum(shares), 0.9)
+
+
+class Limit(Tokens):
+    CONFIG = "2\na 0.5 0.5 1Gi\nb 0.5 1.0 1Gi\n"
+
+    def test_one_pod_alone_gets_its_limit(self):
+        self.start("a")
+        (ra,) = self.run_together(["a"], 10)
+        sa = share(ra)
+        print("\nshare a=%.3f (limit 0.5, alone)" % sa)
+        self.assertAlmostEqual(sa, 0.5, delta=0.05)
+
+    def test_scheduler_gone_pod_keeps_running_within_its_limit(self):
+        self.start("a")
+        schd = self.daemons[0]
+        p = self.spin("a", seconds=12)
+        time.sleep(3)
+        schd.stop(signal.SIGKILL)
+        killed_at = time.monotonic()
+        rows = progress(p, timeout=40)
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        # The program never stalls: progress at every 500 ms line after the
+        # outage is noticed (the pod manager's heartbeat: about 1.5 s).
+        after = [r for r in rows if r[0] >= 3000]
+        stalls = [(b[0], b[1] - a[1]) for a, b in zip(after, after[1:]) if b[1] == a[1]]
+        self.assertLessEqual(len(stalls), 4, "stalled: %s%s" % (stalls, self.logs()))
+        s = share(rows, start_ms=6000)
+        print("\nshare a=%.3f after the scheduler died (limit 0.5)" % s)
+        self.assertGreater(s, 0.35)
+        self.assertLess(s, 0.55)
+        self.assertLess(time.monotonic() - killed_at, 30)
+
+
+class IdlePeer(Tokens):
+    CONFIG = "2\na 0.5 1.0 1Gi\nb 0.5 1.0 1Gi\n"
+
+    def test_busy_pod_beside_idle_one_keeps_the_gpu(self):
+        self.start("a", "b")
+        (alone,) = self.run_together(["a"], 6)
+        s_alone = share(alone, start_ms=1000)
+        # b's process launches a burst now and then and idles in between:
+        # it gives the token back as soon as it goes idle.
+        idle = self.spin("b", "--burst-ms", "5", "--gap-ms", "100000")
+        (beside,) = self.run_together(["a"], 6)
+        s_beside = share(beside, start_ms=1000)
+        rc, err = idle.finish()
+        self.assertEqual(rc, 0, err)
+        print("\nshare a alone=%.3f beside an idle pod=%.3f ratio=%.3f"
+              % (s_alone, s_beside, s_beside / s_alone))
+        self.assertGreater(s_alone, 0.9)
+        self.assertGreaterEqual(s_beside / s_alone, 0.95)
+
+    def test_killed_pod_manager_does_not_stop_the_other_pod(self):
+        self.start("a", "b")
+        pa, pb = self.spin("a", seconds=8), self.spin("b", seconds=8)
+        # Kill a's pod manager while a holds the token.
+        wait_for(lambda: self.pod("a").get("holds_token"), timeout=10, interval=0.01,
+                 what="pod a to hold the token")
+        pmgr_a = [d for d in self.daemons if d.name == "pmgr-a"][0]
+        pmgr_a.stop(signal.SIGKILL)
+        killed = time.monotonic()
+        rb = progress(pb, timeout=40)
+        progress(pa, timeout=40)
+        # b's own clock at the kill.
+        t_kill = rb[-1][0] - (rb[-1][2] - killed * 1000.0)
+        after = [r for r in rb if r[0] >= t_kill]
+        gained = [r for r in after if r[1] > after[0][1]]
+        self.assertTrue(gained, "b made no progress after a's pod manager died%s" % self.logs())
+        self.assertLess(gained[0][0] - t_kill, 1500,
+                        "b waited %.0f ms%s" % (gained[0][0] - t_kill, self.logs()))
+        # a's process runs on, ungated: the two share the device.
+        self.assertGreater(share(rb, start_ms=t_kill + 1000), 0.3)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,164 @@
+/* A GPU-time load for the token tests: launches "spin" kernels of
+ * --kernel-us µs back to back (or in bursts of --burst-ms separated by
+ * --gap-ms of idleness) for --seconds, or until stdin closes when
+ * --seconds is 0. The fake driver runs each launch inside the call, one
+ * kernel at a time per device across all processes, so the GPU time this
+ * process got is exactly its launches x kernel-us. Prints
+ *   READY pid=<pid>
+ *   T t_ms=<ms since READY> busy_us=<kernel time so far> launches=<n> mono_ms=<now>
+ *     every 500 ms (mono_ms: CLOCK_MONOTONIC, as Python's time.monotonic())
+ *   DONE t_ms=... busy_us=... launches=...
+ * Every CUDA return code is checked; a failure exits 1 naming the call. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda.h>
+
+/* On a GPU: real PTX that spins on %globaltimer (as test/e2e/progs/sample_job.c). */
+static const char spin_ptx[] = ".version 7.0\n"
+                               ".target sm_75\n"
+                               ".address_size 64\n"
+                               ".visible .entry spin(.param .u32 us)\n"
+                               "{\n"
+                               "  .reg .pred %p;\n"
+                               "  .reg .b32 %r;\n"
+                               "  .reg .b64 %d<6>;\n"
+                               "  ld.param.u32 %r, [us];\n"
+                               "  cvt.u64.u32 %d1, %r;\n"
+                               "  mul.lo.u64 %d2, %d1, 1000;\n"
+                               "  mov.u64 %d3, %globaltimer;\n"
+                               "LOOP:\n"
+                               "  mov.u64 %d4, %globaltimer;\n"
+                               "  sub.u64 %d5, %d4, %d3;\n"
+                               "  setp.lt.u64 %p, %d5, %d2;\n"
+                               "  @%p bra LOOP;\n"
+                               "  ret;\n"
+                               "}\n";
+
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    CUresult rc_ = (call);                                                                         \
+    if (rc_ != CUDA_SUCCESS) {                                                                     \
+      const char *name_ = NULL;                                                                    \
+      cuGetErrorName(rc_, &name_);                                                                 \
+      fprintf(stderr, "spin_load: %s failed: %s (%d)\n", #call, name_ ? name_ : "?", (int)rc_);    \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static atomic_int stdin_closed;
+
+static double now_ms(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void *watch_stdin(void *arg)
+{
+  char buf[256];
+
+  (void)arg;
+  while (fgets(buf, sizeof buf, stdin))
+    ;
+  atomic_store(&stdin_closed, 1);
+  return NULL;
+}
+
+static void sleep_ms(double ms)
+{
+  struct timespec ts = {(time_t)(ms / 1e3), (long)((ms - (double)(time_t)(ms / 1e3) * 1e3) * 1e6)};
+
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+    ;
+}
+
+static void usage(void)
+{
+  fprintf(stderr, "usage: spin_load [--seconds S] [--kernel-us U] [--device D] "
+                  "[--burst-ms B --gap-ms G]\n");
+  exit(2);
+}
+
+int main(int argc, char **argv)
+{
+  double seconds = 0, burst_ms = 0, gap_ms = 0;
+  unsigned int kernel_us = 2000;
+  int device = 0;
+  CUdevice dev;
+  CUcontext ctx;
+  CUmodule mod;
+  CUfunction fn;
+  pthread_t th;
+
+  for (int i = 1; i < argc; i++) {
+    if (i + 1 >= argc)
+      usage();
+    if (!strcmp(argv[i], "--seconds"))
+      seconds = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--kernel-us"))
+      kernel_us = (unsigned int)strtoul(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--device"))
+      device = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--burst-ms"))
+      burst_ms = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--gap-ms"))
+      gap_ms = atof(argv[++i]);
+    else
+      usage();
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+
+  CHECK(cuInit(0));
+  CHECK(cuDeviceGet(&dev, device));
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CHECK(cuCtxSetCurrent(ctx));
+  CHECK(cuModuleLoadData(&mod, spin_ptx));
+  CHECK(cuModuleGetFunction(&fn, mod, "spin"));
+  if (seconds <= 0 && pthread_create(&th, NULL, watch_stdin, NULL) != 0) {
+    fprintf(stderr, "spin_load: cannot start the stdin thread\n");
+    return 1;
+  }
+
+  printf("READY pid=%d\n", (int)getpid());
+  double t0 = now_ms(), next_print = t0 + 500, burst_start = t0;
+  unsigned long long launches = 0;
+  for (;;) {
+    double now = now_ms();
+    if (now >= next_print) {
+      printf("T t_ms=%.1f busy_us=%llu launches=%llu mono_ms=%.1f\n", now - t0,
+             launches * (unsigned long long)kernel_us, launches, now);
+      next_print += 500;
+    }
+    if ((seconds > 0 && now - t0 >= seconds * 1e3) || (seconds <= 0 && atomic_load(&stdin_closed)))
+      break;
+    if (burst_ms > 0 && now - burst_start >= burst_ms) {
+      /* Idle, but still printing progress and seeing stdin close. */
+      if (now - burst_start < burst_ms + gap_ms) {
+        sleep_ms(10);
+        continue;
+      }
+      burst_start = now;
+    }
+    void *params[] = {&kernel_us};
+    CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+    launches++;
+    if (launches % 16 == 0)
+      CHECK(cuStreamSynchronize(NULL));
+  }
+  CHECK(cuCtxSynchronize());
+  double end = now_ms();
+  printf("DONE t_ms=%.1f busy_us=%llu launches=%llu mono_ms=%.1f\n", end - t0,
+         launches * (unsigned long long)kernel_us, launches, end);
+  CHECK(cuModuleUnload(mod));
+  CHECK(cuDevicePrimaryCtxRelease(dev));
+  return 0;
+}

@@ -1,0 +1,533 @@
+/* The GPU time token policy (server/token.c) on a fake clock: usage with
+ * overlaps split, eligibility, ranking, quotas, when to look again, and
+ * whole minutes of always-busy pods simulated grant by grant. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "token.h"
+
+#define W 10000.0
+
+static gmt_token_params_t params(void)
+{
+  gmt_token_params_t p;
+  gmt_token_params_default(&p);
+  return p;
+}
+
+static gmt_token_dev_t *dev(void)
+{
+  gmt_token_dev_t *d;
+  assert_int_equal(gmt_token_dev_new(&d), 0);
+  return d;
+}
+
+/* pod holds the token over [start, end) and it runs out. */
+static void granted(gmt_token_dev_t *d, const char *pod, double start, double end)
+{
+  assert_int_equal(gmt_token_grant(d, pod, start, end - start), 0);
+  assert_string_equal(gmt_token_holder(d), pod);
+  assert_int_equal(gmt_token_expire(d), 0);
+  assert_null(gmt_token_holder(d));
+}
+
+static void assert_near(double got, double want, double tol)
+{
+  if (fabs(got - want) > tol)
+    fail_msg("got %.6f, want %.6f +- %g", got, want, tol);
+}
+
+/* ---- usage ---- */
+
+static void test_usage_splits_overlapping_grants_evenly(void **state)
+{
+  (void)state;
+  gmt_token_dev_t *d = dev();
+  granted(d, "a", 0, 100);
+  granted(d, "b", 100, 200);
+  /* a ran 50 ms past its grant, over b's: [100, 150) is shared. */
+  assert_int_equal(gmt_token_overuse(d, "a", 50, W, 200), 0);
+  assert_near(gmt_token_usage(d, "a", W, 200), 100 + 25, 1e-9);
+  assert_near(gmt_token_usage(d, "b", W, 200), 25 + 50, 1e-9);
+  /* Three at once: each pays a third. */
+  granted(d, "c", 120, 130);
+  assert_near(gmt_token_usage(d, "c", W, 200), 10.0 / 3, 1e-9);
+  assert_near(gmt_token_usage(d, "a", W, 200) + gmt_token_usage(d, "b", W, 200) +
+                  gmt_token_usage(d, "c", W, 200),
+              200, 1e-9); /* the GPU's 200 ms, charged once */
+  gmt_token_dev_free(d);
+}
+
+static void test_usage_counts_only_the_window_and_the_running_grant_up_to_now(void **state)
+{
+  (void)state;
+  gmt_token_dev_t *d = dev();
+  granted(d, "a", 0, 1000);
+  assert_near(gmt_token_usage(d, "a", W, 10400), 600, 1e-9); /* [400, 1000) */
+  assert_near(gmt_token_usage(d, "a", W, 11000), 0, 1e-9);
+  assert_int_equal(gmt_token_grant(d, "b", 11000, 250), 0);
+  assert_near(gmt_token_usage(d, "b", W, 11100), 100, 1e-9);
+  assert_near(gmt_token_usage(d, "b", W, 12000), 250, 1e-9); /* not past its end */
+  assert_near(gmt_token_usage(d, "nobody", W, 12000), 0, 0);
+  gmt_token_dev_free(d);
+}
+
+static void test_prune_keeps_what_the_window_needs(void **state)
+{
+  (void)state;
+  gmt_token_dev_t *d = dev();
+  granted(d, "a", 0, 1000);
+  granted(d, "a", 5000, 6000);
+  gmt_token_prune(d, W, 10500);
+  assert_int_equal(gmt_token_history(d), 2);
+  assert_near(gmt_token_usage(d, "a", W, 10500), 500 + 1000, 1e-9);
+  gmt_token_prune(d, W, 11000);
+  assert_int_equal(gmt_token_history(d), 1);
+  assert_near(gmt_token_usage(d, "a", W, 11000), 1000, 1e-9);
+  gmt_token_dev_free(d);
+}
+
+/* ---- eligibility ---- */
+
+static void test_pod_at_its_limit_is_not_eligible(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  assert_false(gmt_token_eligible(5000, 0.5, W));
+  assert_false(gmt_token_eligible(5001, 0.5, W));
+  assert_true(gmt_token_eligible(4999, 0.5, W));
+  assert_false(gmt_token_eligible(0, 0, W));
+
+  gmt_token_dev_t *d = dev();
+  granted(d, "a", 5000, 10000);
+  gmt_token_cand_t c = {.pod = "a", .request = 0.5, .limit = 0.5};
+  /* At 12000 its 5 s are all in the window and none is leaving yet. */
+  assert_int_equal(gmt_token_choose(&p, d, &c, 1, 12000), -1);
+  assert_near(c.usage_ms, 5000, 1e-9);
+  assert_near(c.allowance_ms, 0, 1e-9);
+  /* At 15000 its old grant leaves the window as fast as a new one would
+   * fill it: it may run, and never has more than 5 s in any window. */
+  assert_int_equal(gmt_token_choose(&p, d, &c, 1, 15000), 0);
+  assert_near(c.allowance_ms, 5000, 1e-6);
+  gmt_token_dev_free(d);
+}
+
+static void test_pod_below_its_limit_may_take_the_rest(void **state)
+{
+  (void)state;
+  gmt_token_dev_t *d = dev();
+  granted(d, "a", 7000, 9000);
+  assert_true(gmt_token_eligible(gmt_token_usage(d, "a", W, 9000), 0.5, W));
+  assert_near(gmt_token_allowance(d, "a", 0.5, W, 9000), 3000, 1e-6);
+  gmt_token_dev_free(d);
+}
+
+static void test_limit_one_alone_at_full_use_stays_eligible(void **state)
+{
+  (void)state;
+  gmt_token_dev_t *d = dev();
+  for (int i = 0; i < 40; i++)
+    granted(d, "a", i * 250.0, (i + 1) * 250.0);
+  assert_near(gmt_token_usage(d, "a", W, 10000), W, 1e-6);
+  assert_near(gmt_token_allowance(d, "a", 1.0, W, 10000), W, 1e-6);
+  gmt_token_dev_free(d);
+}
+
+/* ---- ranking ---- */
+
+static gmt_token_cand_t cand(const char *pod, double request, double usage, double arrival)
+{
+  return (gmt_token_cand_t){.pod = pod,
+                            .request = request,
+                            .limit = 1.0,
+                            .arrival_ms = arrival,
+                            .usage_ms = usage,
+                            .allowance_ms = W - usage};
+}
+
+static void test_pods_below_request_go_first_most_missing_first(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_cand_t c[] = {
+      cand("over", 0.0, 0, 0),      /* no request: never below it */
+      cand("a", 0.5, 4000, 1),      /* missing 1000 of 5000: 0.2 */
+      cand("b", 0.2, 1000, 2),      /* missing 1000 of 2000: 0.5 */
+      cand("c", 0.3, 2100, 3),      /* missing 900 of 3000: 0.3 */
+      cand("at-req", 0.3, 3000, 4), /* exactly at its request: not below */
+  };
+  assert_string_equal(c[gmt_token_pick(&p, c, 5)].pod, "b");
+  c[2].allowance_ms = 0; /* b at its limit: out */
+  assert_string_equal(c[gmt_token_pick(&p, c, 5)].pod, "c");
+  c[3].allowance_ms = 0;
+  assert_string_equal(c[gmt_token_pick(&p, c, 5)].pod, "a");
+  c[1].allowance_ms = 0;
+  assert_string_equal(c[gmt_token_pick(&p, c, 5)].pod, "over"); /* lowest usage */
+  c[0].allowance_ms = 0;
+  assert_string_equal(c[gmt_token_pick(&p, c, 5)].pod, "at-req");
+  c[4].allowance_ms = 0;
+  assert_int_equal(gmt_token_pick(&p, c, 5), -1);
+}
+
+static void test_others_go_by_lowest_usage_then_earliest_arrival(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_cand_t c[] = {
+      cand("x", 0.1, 3000, 5),
+      cand("y", 0.1, 2000, 9),
+      cand("z", 0.1, 2000, 3),
+  };
+  assert_string_equal(c[gmt_token_pick(&p, c, 3)].pod, "z");
+  c[2].arrival_ms = 10;
+  assert_string_equal(c[gmt_token_pick(&p, c, 3)].pod, "y");
+  c[1].usage_ms = 3500;
+  c[2].usage_ms = 3500;
+  assert_string_equal(c[gmt_token_pick(&p, c, 3)].pod, "x");
+}
+
+static void test_equal_neediness_goes_by_earliest_arrival(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_cand_t c[] = {cand("late", 0.5, 0, 7), cand("early", 0.2, 0, 2)};
+  assert_string_equal(c[gmt_token_pick(&p, c, 2)].pod, "early");
+}
+
+/* ---- quotas ---- */
+
+static void test_quota_is_base_without_burst_and_clamped_with_one(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  assert_near(gmt_token_quota(&p, 0, 1.0, W), 250, 0);   /* no estimate */
+  assert_near(gmt_token_quota(&p, NAN, 1.0, W), 250, 0); /* nonsense: none */
+  assert_near(gmt_token_quota(&p, 30, 1.0, W), 100, 0);  /* at least min */
+  assert_near(gmt_token_quota(&p, 420, 1.0, W), 420, 0);
+  assert_near(gmt_token_quota(&p, 1e9, 0.5, 5000), 5000, 0); /* at most LIMIT x W */
+  assert_near(gmt_token_quota(&p, 1e9, 0.3, W), 3000, 0);
+}
+
+static void test_quota_never_exceeds_the_remaining_allowance(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  assert_near(gmt_token_quota(&p, 420, 1.0, 180), 180, 0);
+  assert_near(gmt_token_quota(&p, 0, 1.0, 180), 180, 0);
+  assert_near(gmt_token_quota(&p, 0, 1.0, 100), 100, 0);
+  /* Less than the min quota left: the rest, no more. */
+  assert_near(gmt_token_quota(&p, 0, 1.0, 60), 60, 0);
+  assert_near(gmt_token_quota(&p, 400, 0.005, 50), 50, 0); /* LIMIT x W is 50 */
+}
+
+static void test_params_are_checked(void **state)
+{
+  (void)state;
+  char err[160];
+  gmt_token_params_t p = params();
+  assert_int_equal(gmt_token_params_check(&p, err, sizeof err), 0);
+  p.window_ms = 50;
+  assert_int_equal(gmt_token_params_check(&p, err, sizeof err), -EINVAL);
+  assert_non_null(strstr(err, "--window-ms"));
+  p = params();
+  p.min_quota_ms = 300; /* above the base quota */
+  assert_int_equal(gmt_token_params_check(&p, err, sizeof err), -EINVAL);
+  assert_non_null(strstr(err, "--base-quota-ms"));
+  p = params();
+  p.min_quota_ms = 20000;
+  assert_int_equal(gmt_token_params_check(&p, err, sizeof err), -EINVAL);
+  assert_non_null(strstr(err, "--min-quota-ms"));
+  p = params();
+  p.base_quota_ms = 20000;
+  assert_int_equal(gmt_token_params_check(&p, err, sizeof err), -EINVAL);
+  assert_non_null(strstr(err, "--base-quota-ms"));
+}
+
+/* ---- waking ---- */
+
+static void test_wake_is_when_the_oldest_grant_starts_leaving(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  granted(d, "a", 0, 5000);
+  gmt_token_cand_t c = {.pod = "a", .request = 0, .limit = 0.5};
+  assert_int_equal(gmt_token_choose(&p, d, &c, 1, 8000), -1);
+  assert_near(gmt_token_wake(&p, d, &c, 1, 8000), 10000, 0.02);
+  assert_int_equal(gmt_token_choose(&p, d, &c, 1, 10000.02), 0);
+  gmt_token_dev_free(d);
+}
+
+static void test_wake_waits_for_room_for_a_min_quota(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  granted(d, "a", 0, 50);
+  granted(d, "b", 50, 5000);
+  granted(d, "a", 5000, 9950);
+  gmt_token_cand_t c = {.pod = "a", .request = 0, .limit = 0.5};
+  /* At 10050 its first 50 ms have left: eligible by Gemini's rule, but a
+   * 50 ms sliver is not worth a grant; at 14950 its big grant starts
+   * leaving and it may run on. */
+  assert_true(gmt_token_eligible(gmt_token_usage(d, "a", W, 10050), 0.5, W));
+  assert_int_equal(gmt_token_choose(&p, d, &c, 1, 10050), -1);
+  assert_near(c.allowance_ms, 50, 1e-6);
+  assert_near(gmt_token_wake(&p, d, &c, 1, 10050), 14950, 0.02);
+  /* b has 4950 ms in [50, 5000) and may have 4900: from 10100 on. With
+   * both waiting, the earlier of the two. */
+  gmt_token_cand_t two[] = {c, {.pod = "b", .request = 0, .limit = 0.49}};
+  assert_near(gmt_token_wake(&p, d, two + 1, 1, 10050), 10100, 0.02);
+  assert_near(gmt_token_wake(&p, d, two, 2, 10050), 10100, 0.02);
+  gmt_token_dev_free(d);
+}
+
+static void test_wake_is_never_for_limit_zero(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  gmt_token_cand_t c = {.pod = "a", .request = 0, .limit = 0};
+  assert_int_equal(gmt_token_choose(&p, d, &c, 1, 0), -1);
+  assert_true(isinf(gmt_token_wake(&p, d, &c, 1, 0)));
+  gmt_token_dev_free(d);
+}
+
+/* ---- release and overuse ---- */
+
+static void test_release_ends_a_grant_early(void **state)
+{
+  (void)state;
+  gmt_token_dev_t *d = dev();
+  assert_int_equal(gmt_token_grant(d, "a", 1000, 250), 0);
+  assert_int_equal(gmt_token_grant(d, "b", 1000, 250), -EBUSY);
+  assert_near(gmt_token_grant_end(d), 1250, 0);
+  assert_int_equal(gmt_token_release(d, 1100), 0);
+  assert_null(gmt_token_holder(d));
+  assert_near(gmt_token_usage(d, "a", W, 2000), 100, 1e-9); /* stopped growing */
+  assert_int_equal(gmt_token_grant(d, "b", 1100, 250), 0);
+  assert_int_equal(gmt_token_release(d, 1100), 0); /* at once: nothing charged */
+  assert_near(gmt_token_usage(d, "b", W, 2000), 0, 0);
+  assert_int_equal(gmt_token_release(d, 1200), 0); /* free already: no-op */
+  gmt_token_dev_free(d);
+}
+
+static void test_overuse_is_charged_after_the_last_grant(void **state)
+{
+  (void)state;
+  gmt_token_dev_t *d = dev();
+  granted(d, "a", 0, 250);
+  granted(d, "b", 250, 500);
+  /* From the end of a's grant, shared with b's grant over it. */
+  assert_int_equal(gmt_token_overuse(d, "a", 40, W, 600), 0);
+  assert_near(gmt_token_usage(d, "a", W, 600), 250 + 20, 1e-9);
+  assert_near(gmt_token_usage(d, "b", W, 600), 20 + 210, 1e-9);
+  /* A second report for the same grant follows the first. */
+  assert_int_equal(gmt_token_overuse(d, "a", 20, W, 600), 0);
+  assert_near(gmt_token_usage(d, "a", W, 600), 250 + 20 + 10, 1e-9);
+  /* Never past now: it cannot have run in the future. */
+  granted(d, "a", 1000, 1100);
+  assert_int_equal(gmt_token_overuse(d, "a", 500, W, 1200), 0);
+  assert_near(gmt_token_usage(d, "a", W, 5000), 280 + 100 + 100, 1e-9);
+  /* No grant known (a restarted scheduler): the time just before now. */
+  assert_int_equal(gmt_token_overuse(d, "c", 100, W, 1000), 0);
+  assert_near(gmt_token_usage(d, "c", W, 1000), 100, 1e-9);
+  /* Nonsense is ignored or clamped to the window. */
+  assert_int_equal(gmt_token_overuse(d, "d", -5, W, 1000), 0);
+  assert_int_equal(gmt_token_overuse(d, "d", NAN, W, 1000), 0);
+  assert_near(gmt_token_usage(d, "d", W, 1000), 0, 0);
+  assert_int_equal(gmt_token_overuse(d, "d", 1e12, W, 20000), 0);
+  assert_near(gmt_token_usage(d, "d", W, 20000), W, 1e-6);
+  gmt_token_dev_free(d);
+}
+
+/* ---- simulation: always-busy pods on a fake clock ---- */
+
+typedef struct {
+  const char *name;
+  double request, limit;
+  bool busy;
+  double got;     /* GPU time granted inside [from, until) */
+  double arrival; /* its call waits since */
+} simpod_t;
+
+/* The daemon decides when its timer fires, a little after a grant's end:
+ * 0.2 ms here. (With none at all, two busy pods are at their requests
+ * exactly at once, and the tie rule's bias of half a quantum shows.) */
+#define LATENCY_MS 0.2
+
+/* Runs the policy from 0 to until: every busy pod asks again as soon as its
+ * grant runs out, and the next decision comes latency ms after a grant's
+ * end. Checks on the way that no pod ever holds more than its LIMIT x W in
+ * a window. Returns the GPU's idle time in [from, until). */
+static double simulate_with(const gmt_token_params_t *p, simpod_t *pods, size_t n, double from,
+                            double until, double latency)
+{
+  gmt_token_dev_t *d = dev();
+  gmt_token_cand_t c[8];
+  size_t map[8];
+  double now = 0, idle = 0;
+  assert_true(n <= 8);
+  while (now < until) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (!pods[i].busy)
+        continue;
+      c[k] = (gmt_token_cand_t){.pod = pods[i].name,
+                                .request = pods[i].request,
+                                .limit = pods[i].limit,
+                                .arrival_ms = pods[i].arrival};
+      map[k++] = i;
+    }
+    gmt_token_prune(d, p->window_ms, now);
+    int w = gmt_token_choose(p, d, c, k, now);
+    if (w < 0) {
+      double wake = gmt_token_wake(p, d, c, k, now);
+      assert_true(wake > now && isfinite(wake));
+      idle += fmax(0, fmin(wake, until) - fmax(now, from));
+      now = wake;
+      continue;
+    }
+    simpod_t *pod = &pods[map[w]];
+    double q = gmt_token_quota(p, 0, pod->limit, c[w].allowance_ms);
+    assert_true(q > 0);
+    assert_int_equal(gmt_token_grant(d, pod->name, now, q), 0);
+    pod->got += fmax(0, fmin(now + q, until) - fmax(now, from));
+    now += q;
+    assert_int_equal(gmt_token_expire(d), 0);
+    pod->arrival = now;
+    double used = gmt_token_usage(d, pod->name, p->window_ms, now);
+    if (used > pod->limit * p->window_ms + 1e-3)
+      fail_msg("%s used %.3f ms in the window ending at %.3f, over its limit %.2f", pod->name, used,
+               now, pod->limit);
+    idle += fmax(0, fmin(now + latency, until) - fmax(now, from));
+    now += latency;
+  }
+  gmt_token_dev_free(d);
+  return idle;
+}
+
+static double simulate(const gmt_token_params_t *p, simpod_t *pods, size_t n, double from,
+                       double until)
+{
+  return simulate_with(p, pods, n, from, until, LATENCY_MS);
+}
+
+static void test_busy_pods_at_request_0_3_and_0_7_get_their_shares(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  simpod_t pods[] = {{"a", 0.3, 1.0, true, 0, 0}, {"b", 0.7, 1.0, true, 0, 0}};
+  double idle = simulate(&p, pods, 2, 0, 60000);
+  assert_near(pods[0].got / 60000, 0.3, 0.01);
+  assert_near(pods[1].got / 60000, 0.7, 0.01);
+  assert_true(idle < 0.002 * 60000); /* only the decision latency */
+}
+
+static void test_busy_pods_without_latency_are_off_by_at_most_a_quantum(void **state)
+{
+  (void)state;
+  /* Grants back to back to the microsecond: both pods sit exactly at their
+   * requests at every other decision, a tie the smaller pod wins. Bounded
+   * by one quantum (250 ms of 10 s). */
+  gmt_token_params_t p = params();
+  simpod_t pods[] = {{"a", 0.3, 1.0, true, 0, 0}, {"b", 0.7, 1.0, true, 0, 0}};
+  double idle = simulate_with(&p, pods, 2, 0, 60000, 0);
+  assert_near(pods[0].got / 60000, 0.3, 0.025);
+  assert_near(pods[1].got / 60000, 0.7, 0.025);
+  assert_near(idle, 0, 1e-6);
+}
+
+static void test_three_equal_busy_pods_are_fair(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  simpod_t pods[] = {
+      {"a", 0.2, 1.0, true, 0, 0}, {"b", 0.2, 1.0, true, 0, 0}, {"c", 0.2, 1.0, true, 0, 0}};
+  double idle = simulate(&p, pods, 3, 0, 60000);
+  double sum = 0, sq = 0;
+  for (int i = 0; i < 3; i++) {
+    sum += pods[i].got;
+    sq += pods[i].got * pods[i].got;
+  }
+  double jain = sum * sum / (3 * sq);
+  if (jain < 0.99)
+    fail_msg("Jain's index %.4f (%.0f %.0f %.0f ms)", jain, pods[0].got, pods[1].got, pods[2].got);
+  assert_near(sum + idle, 60000, 1e-3); /* idle only between grants */
+  assert_true(idle < 0.002 * 60000);
+}
+
+static void test_pod_alone_gets_its_limit_of_0_5(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  simpod_t pods[] = {{"a", 0.2, 0.5, true, 0, 0}};
+  simulate(&p, pods, 1, W, W + 60000);
+  assert_near(pods[0].got / 60000, 0.5, 0.02);
+}
+
+static void test_busy_pod_beside_an_idle_one_gets_the_whole_gpu(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  simpod_t pods[] = {{"busy", 0.5, 1.0, true, 0, 0}, {"idle", 0.5, 1.0, false, 0, 0}};
+  simulate(&p, pods, 2, 0, 60000);
+  if (pods[0].got / 60000 < 0.98)
+    fail_msg("busy pod got %.4f of the GPU", pods[0].got / 60000);
+  assert_near(pods[1].got, 0, 0);
+}
+
+static void test_limits_hold_beside_busy_peers(void **state)
+{
+  (void)state;
+  /* a may take at most 0.4 although it asks for 0.4 and b for 0.2: the
+   * rest goes to b, and no window of either is over its limit (the
+   * simulation checks that at every grant). */
+  gmt_token_params_t p = params();
+  simpod_t pods[] = {{"a", 0.4, 0.4, true, 0, 0}, {"b", 0.2, 1.0, true, 0, 0}};
+  simulate(&p, pods, 2, W, W + 60000);
+  assert_near(pods[0].got / 60000, 0.4, 0.02);
+  assert_near(pods[1].got / 60000, 0.6, 0.02);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+#define T(f) cmocka_unit_test(f)
+      T(test_usage_splits_overlapping_grants_evenly),
+      T(test_usage_counts_only_the_window_and_the_running_grant_up_to_now),
+      T(test_prune_keeps_what_the_window_needs),
+      T(test_pod_at_its_limit_is_not_eligible),
+      T(test_pod_below_its_limit_may_take_the_rest),
+      T(test_limit_one_alone_at_full_use_stays_eligible),
+      T(test_pods_below_request_go_first_most_missing_first),
+      T(test_others_go_by_lowest_usage_then_earliest_arrival),
+      T(test_equal_neediness_goes_by_earliest_arrival),
+      T(test_quota_is_base_without_burst_and_clamped_with_one),
+      T(test_quota_never_exceeds_the_remaining_allowance),
+      T(test_params_are_checked),
+      T(test_wake_is_when_the_oldest_grant_starts_leaving),
+      T(test_wake_waits_for_room_for_a_min_quota),
+      T(test_wake_is_never_for_limit_zero),
+      T(test_release_ends_a_grant_early),
+      T(test_overuse_is_charged_after_the_last_grant),
+      T(test_busy_pods_at_request_0_3_and_0_7_get_their_shares),
+      T(test_busy_pods_without_latency_are_off_by_at_most_a_quantum),
+      T(test_three_equal_busy_pods_are_fair),
+      T(test_pod_alone_gets_its_limit_of_0_5),
+      T(test_busy_pod_beside_an_idle_one_gets_the_whole_gpu),
+      T(test_limits_hold_beside_busy_peers),
+#undef T
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
