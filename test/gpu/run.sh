@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything the GPU machine runs in one call (see scripts/gpu-bundle.sh,
-# which builds .carry/ here first): the GPU check, then the hook overhead
-# benchmark. Logs go to $OUT when set.
+# which builds .carry/ here first): the GPU check, the memory quota check,
+# then the hook overhead, fairness and tracer overhead benchmarks. Logs go
+# to $OUT when set. Arguments go to bench/hook_overhead.py.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 carry=${GMT_CARRY:-$root/.carry}
@@ -18,4 +19,8 @@ echo "== PyTorch under a memory quota"
 python3 "$root/test/gpu/torch_quota.py" 2>&1 | tee "$out/torch_quota.log" || rc=1
 echo "== hook overhead"
 python3 "$root/bench/hook_overhead.py" "$@" 2>&1 | tee "$out/hook_overhead.log" || rc=1
+echo "== fairness: two matmul jobs at REQUEST 0.3 / 0.7"
+python3 "$root/bench/fairness.py" ${GMT_FAIRNESS_ARGS:-} 2>&1 | tee "$out/fairness.log" || rc=1
+echo "== tracer overhead"
+python3 "$root/bench/trace_overhead.py" ${GMT_TRACE_ARGS:-} 2>&1 | tee "$out/trace_overhead.log" || rc=1
 exit $rc
