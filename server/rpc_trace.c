@@ -61,7 +61,7 @@ typedef struct tproc {
 
 struct gmt_trace {
   gmt_schd_t *s;
-  char why_off[320]; /* set when tracing is off */
+  char why_off[576]; /* set when tracing is off: the error and a hint */
 #ifdef GMT_HAVE_TRACE
   gmt_tracer_t *tracer;
   uv_poll_t poll;
