@@ -63,17 +63,24 @@ def main():
     finally:
         node.stop()
 
-    print("hook overhead (%s), median of %d alternating rounds" %
+    print("hook overhead (%s), %d alternating rounds" %
           ("FAKE DRIVER: numbers mean nothing" if args.fake else "real GPU", args.rounds))
-    print("%-32s %12s %12s %7s   %s" % ("workload (median rate)", "without hook", "with hook",
-                                         "ratio", "spread without / with (min-max)"))
+    print("%-34s %12s %12s %7s %8s %15s   %s" % (
+        "workload (median rate)", "without hook", "with hook", "ratio", "paired", "paired IQR",
+        "spread without / with (min-max)"))
     names = {"launch": "launches /s, hook, token held",
              "launch_ungated": "launches /s, hook, no pod manager",
              "alloc": "cuMemAlloc+cuMemFree 2 MiB /s"}
     for mode, without, with_ in rows:
         a, b = statistics.median(without), statistics.median(with_)
-        print("%-32s %12.0f %12.0f %7.3f   %.0f-%.0f / %.0f-%.0f" % (
-            names[mode], a, b, b / a, min(without), max(without), min(with_), max(with_)))
+        # Each round's with/without pair ran back to back: the median of the
+        # pairs' ratios is steadier than the ratio of medians when the
+        # machine's speed drifts between rounds.
+        pairs = sorted(w / o for w, o in zip(with_, without))
+        q = statistics.quantiles(pairs, n=4) if len(pairs) >= 2 else [pairs[0]] * 3
+        print("%-34s %12.0f %12.0f %7.3f %8.3f %7.3f-%.3f   %.0f-%.0f / %.0f-%.0f" % (
+            names[mode], a, b, b / a, statistics.median(pairs), q[0], q[2],
+            min(without), max(without), min(with_), max(with_)))
     a, b = statistics.median(rows[2][1]), statistics.median(rows[2][2])
     print("(ratio = with/without rate; alloc+free cost with the hook = %.2fx native)" % (a / b))
 
