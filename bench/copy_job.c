@@ -10,22 +10,9 @@
 
 #include <cuda.h>
 
-#define CHECK(call)                                                                 \
-  do {                                                                              \
-    CUresult rc_ = (call);                                                          \
-    if (rc_ != CUDA_SUCCESS) {                                                      \
-      fprintf(stderr, "copy_job: %s failed: %d\n", #call, (int)rc_);                \
-      exit(1);                                                                      \
-    }                                                                               \
-  } while (0)
+#include "../test/common/cudaprog.h"
 
-static double now_s(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#define CHECK(call) GMT_CU_CHECK("copy_job", call)
 
 int main(int argc, char **argv)
 {
@@ -56,12 +43,12 @@ int main(int argc, char **argv)
   fflush(stdout);
   if (!fgets(line, sizeof(line), stdin))
     return 1;
-  double t0 = now_s();
+  double t0 = gmt_prog_now_s();
   for (long i = 0; i < iters; i++) {
     CHECK(cuMemcpyHtoD(d, h, size));
     CHECK(cuMemcpyDtoH(h, d, size));
   }
-  printf("done seconds=%.6f\n", now_s() - t0);
+  printf("done seconds=%.6f\n", gmt_prog_now_s() - t0);
   CHECK(cuMemFree(d));
   free(h);
   CHECK(cuDevicePrimaryCtxRelease(dev));

@@ -10,25 +10,12 @@
 
 #include <cuda.h>
 
+#include "../test/common/cudaprog.h"
+
 static const char empty_ptx[] = ".version 7.0\n.target sm_75\n.address_size 64\n"
                                 ".visible .entry empty()\n{\n  ret;\n}\n";
 
-#define CHECK(call)                                                                 \
-  do {                                                                              \
-    CUresult rc_ = (call);                                                          \
-    if (rc_ != CUDA_SUCCESS) {                                                      \
-      fprintf(stderr, "hook_overhead: %s failed: %d\n", #call, (int)rc_);           \
-      exit(1);                                                                      \
-    }                                                                               \
-  } while (0)
-
-static double now_s(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#define CHECK(call) GMT_CU_CHECK("hook_overhead", call)
 
 int main(int argc, char **argv)
 {
@@ -55,11 +42,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < 1000; i++) /* warm up */
       CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
     CHECK(cuCtxSynchronize());
-    t0 = now_s();
+    t0 = gmt_prog_now_s();
     for (long i = 0; i < n; i++)
       CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
     CHECK(cuCtxSynchronize());
-    t1 = now_s();
+    t1 = gmt_prog_now_s();
     printf("launch rate=%.1f\n", (double)n / (t1 - t0));
     CHECK(cuModuleUnload(mod));
   } else {
@@ -69,12 +56,12 @@ int main(int argc, char **argv)
       CHECK(cuMemAlloc(&p, 2u << 20));
       CHECK(cuMemFree(p));
     }
-    t0 = now_s();
+    t0 = gmt_prog_now_s();
     for (long i = 0; i < n; i++) {
       CHECK(cuMemAlloc(&p, 2u << 20));
       CHECK(cuMemFree(p));
     }
-    t1 = now_s();
+    t1 = gmt_prog_now_s();
     printf("alloc rate=%.1f\n", (double)n / (t1 - t0));
   }
   CHECK(cuDevicePrimaryCtxRelease(dev));

@@ -23,6 +23,8 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
+#include "../../common/cudaprog.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
@@ -30,27 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static const char spin_ptx[] =
-    ".version 7.0\n"
-    ".target sm_75\n"
-    ".address_size 64\n"
-    ".visible .entry spin(.param .u32 us)\n"
-    "{\n"
-    "  .reg .pred %p;\n"
-    "  .reg .b32 %r;\n"
-    "  .reg .b64 %d<6>;\n"
-    "  ld.param.u32 %r, [us];\n"
-    "  cvt.u64.u32 %d1, %r;\n"
-    "  mul.lo.u64 %d2, %d1, 1000;\n"
-    "  mov.u64 %d3, %globaltimer;\n"
-    "LOOP:\n"
-    "  mov.u64 %d4, %globaltimer;\n"
-    "  sub.u64 %d5, %d4, %d3;\n"
-    "  setp.lt.u64 %p, %d5, %d2;\n"
-    "  @%p bra LOOP;\n"
-    "  ret;\n"
-    "}\n";
 
 #define FN(name) __typeof__(&name) name
 static struct {
@@ -312,7 +293,7 @@ int main(int argc, char **argv) {
   CHECK(api.cuDeviceGet(&dev, 0));
   CHECK(api.cuDevicePrimaryCtxRetain(&ctx, dev));
   CHECK(api.cuCtxSetCurrent(ctx));
-  CHECK(api.cuModuleLoadData(&mod, spin_ptx));
+  CHECK(api.cuModuleLoadData(&mod, gmt_spin_ptx));
   CHECK(api.cuModuleGetFunction(&fn, mod, "spin"));
 
   /* ---- allocations ---- */

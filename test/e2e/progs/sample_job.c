@@ -10,46 +10,9 @@
 
 #include <cuda.h>
 
-static const char spin_ptx[] =
-    ".version 7.0\n"
-    ".target sm_75\n"
-    ".address_size 64\n"
-    ".visible .entry spin(.param .u32 us)\n"
-    "{\n"
-    "  .reg .pred %p;\n"
-    "  .reg .b32 %r;\n"
-    "  .reg .b64 %d<6>;\n"
-    "  ld.param.u32 %r, [us];\n"
-    "  cvt.u64.u32 %d1, %r;\n"
-    "  mul.lo.u64 %d2, %d1, 1000;\n"
-    "  mov.u64 %d3, %globaltimer;\n"
-    "LOOP:\n"
-    "  mov.u64 %d4, %globaltimer;\n"
-    "  sub.u64 %d5, %d4, %d3;\n"
-    "  setp.lt.u64 %p, %d5, %d2;\n"
-    "  @%p bra LOOP;\n"
-    "  ret;\n"
-    "}\n";
+#include "../../common/cudaprog.h"
 
-#define CHECK(call)                                                                    \
-  do {                                                                                 \
-    CUresult rc_ = (call);                                                             \
-    if (rc_ != CUDA_SUCCESS) {                                                         \
-      const char *name_ = NULL;                                                        \
-      cuGetErrorName(rc_, &name_);                                                     \
-      fprintf(stderr, "sample_job: %s failed: %s (%d)\n", #call, name_ ? name_ : "?", \
-              (int)rc_);                                                               \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
-
-static double now_s(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#define CHECK(call) GMT_CU_CHECK("sample_job", call)
 
 int main(int argc, char **argv)
 {
@@ -81,7 +44,7 @@ int main(int argc, char **argv)
   CHECK(cuDeviceGet(&dev, 0));
   CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
   CHECK(cuCtxSetCurrent(ctx));
-  CHECK(cuModuleLoadData(&mod, spin_ptx));
+  CHECK(cuModuleLoadData(&mod, gmt_spin_ptx));
   CHECK(cuModuleGetFunction(&fn, mod, "spin"));
 
   size_t each = (mib << 20) / 4;
@@ -95,8 +58,8 @@ int main(int argc, char **argv)
     CHECK(cuMemcpyHtoD(bufs[i], host, each));
   }
 
-  double end = now_s() + seconds;
-  while (now_s() < end) {
+  double end = gmt_prog_now_s() + seconds;
+  while (gmt_prog_now_s() < end) {
     void *params[] = {&kernel_us};
 
     CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));

@@ -20,37 +20,9 @@
 
 #include <cuda.h>
 
-/* On a GPU: real PTX that spins on %globaltimer (as test/e2e/progs/sample_job.c). */
-static const char spin_ptx[] = ".version 7.0\n"
-                               ".target sm_75\n"
-                               ".address_size 64\n"
-                               ".visible .entry spin(.param .u32 us)\n"
-                               "{\n"
-                               "  .reg .pred %p;\n"
-                               "  .reg .b32 %r;\n"
-                               "  .reg .b64 %d<6>;\n"
-                               "  ld.param.u32 %r, [us];\n"
-                               "  cvt.u64.u32 %d1, %r;\n"
-                               "  mul.lo.u64 %d2, %d1, 1000;\n"
-                               "  mov.u64 %d3, %globaltimer;\n"
-                               "LOOP:\n"
-                               "  mov.u64 %d4, %globaltimer;\n"
-                               "  sub.u64 %d5, %d4, %d3;\n"
-                               "  setp.lt.u64 %p, %d5, %d2;\n"
-                               "  @%p bra LOOP;\n"
-                               "  ret;\n"
-                               "}\n";
+#include "../../common/cudaprog.h"
 
-#define CHECK(call)                                                                                \
-  do {                                                                                             \
-    CUresult rc_ = (call);                                                                         \
-    if (rc_ != CUDA_SUCCESS) {                                                                     \
-      const char *name_ = NULL;                                                                    \
-      cuGetErrorName(rc_, &name_);                                                                 \
-      fprintf(stderr, "spin_load: %s failed: %s (%d)\n", #call, name_ ? name_ : "?", (int)rc_);    \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#define CHECK(call) GMT_CU_CHECK("spin_load", call)
 
 static atomic_int stdin_closed;
 
@@ -121,7 +93,7 @@ int main(int argc, char **argv)
   CHECK(cuDeviceGet(&dev, device));
   CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
   CHECK(cuCtxSetCurrent(ctx));
-  CHECK(cuModuleLoadData(&mod, spin_ptx));
+  CHECK(cuModuleLoadData(&mod, gmt_spin_ptx));
   CHECK(cuModuleGetFunction(&fn, mod, "spin"));
   if (seconds <= 0 && pthread_create(&th, NULL, watch_stdin, NULL) != 0) {
     fprintf(stderr, "spin_load: cannot start the stdin thread\n");

@@ -20,6 +20,8 @@
 
 #include <cuda.h>
 
+#include "../../common/cudaprog.h"
+
 #define HOT_SIZE ((size_t)256 << 10)
 #define COLD_SIZE ((size_t)64 << 10)
 #define HOT_COPIES 50
@@ -27,14 +29,7 @@
 #define PAGEABLE_SIZE ((size_t)4 << 20)
 #define PIN_SIZE ((size_t)256 << 10)
 
-#define CHECK(call)                                                                                \
-  do {                                                                                             \
-    CUresult rc_ = (call);                                                                         \
-    if (rc_ != CUDA_SUCCESS) {                                                                     \
-      fprintf(stderr, "trace_job: %s failed: %d\n", #call, (int)rc_);                              \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#define CHECK(call) GMT_CU_CHECK("trace_job", call)
 
 static void init_ctx(void)
 {
