@@ -8,7 +8,10 @@
  *
  * One entry and one return program serve every driver entry point: the
  * attach cookie says which function fired, so adding a function is a line
- * in the user side's table, not a new program. */
+ * in the user side's table, not a new program. Allocations and frees have
+ * both (the result, the new address, is only there at the return); copies
+ * and prefetches only the entry (GMT_TCOOKIE_ENTRY_ONLY), which sends the
+ * event by itself: they are the calls a program makes by the thousand. */
 #include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
@@ -58,7 +61,11 @@ struct {
 
 /* A driver call between its entry and its return, keyed by pid_tgid.
  * depth counts nested probed calls on the thread (the driver calling its
- * own exported entry points): only the outermost is what the program did. */
+ * own exported entry points): only the outermost is what the program did.
+ * Entry-only calls (copies, prefetches) never enter this map: one inside
+ * a call that is here is dropped without touching depth; a call made from
+ * inside a copy cannot be told from the program's own (nothing marks the
+ * copy's end) and is recorded as the program's. */
 struct inflight {
   __u64 ts;
   __u64 args[5];
@@ -244,6 +251,50 @@ static void host_untrack(__u32 tgid, __u64 start, bool all)
 
 /* ---- driver entry points ---- */
 
+/* A copy or prefetch, sent from its entry (GMT_TCOOKIE_ENTRY_ONLY): what
+ * it moves is all in its arguments, and a return probe (a second trap, the
+ * return address hijacked) plus the in-flight map's update and delete cost
+ * more than the rest of the probe on every copy. So: ts_ns is when the
+ * call began, rc 0 (its result is not seen: assumed success), dur_ns 0
+ * (not measured). */
+static __always_inline int emit_entry_only(struct pt_regs *ctx, __u64 id, __u32 cookie)
+{
+  struct gmt_trace_event *e = reserve(GMT_TEV_CALL, id);
+  if (!e)
+    return 0;
+  /* Read every argument register up front: a ctx offset chosen by the
+   * switch (the compiler merges the cases' loads) fails the verifier. */
+  __u64 a0 = PT_REGS_PARM1(ctx), a1 = PT_REGS_PARM2(ctx), a2 = PT_REGS_PARM3(ctx);
+  __u64 a3 = PT_REGS_PARM4(ctx), a4 = PT_REGS_PARM5(ctx);
+  __u32 fn = GMT_TCOOKIE_FN(cookie);
+  e->fn = fn;
+  switch (fn) {
+  case GMT_TFN_MEMCPY_HTOD:
+  case GMT_TFN_MEMCPY_DTOH:
+  case GMT_TFN_MEMCPY:
+    e->addr = a0;
+    e->addr2 = a1;
+    e->size = a2;
+    if (cookie & GMT_TCOOKIE_ASYNC)
+      e->stream = a3;
+    break;
+  case GMT_TFN_PREFETCH:
+    e->addr = a0;
+    e->size = a1;
+    e->flags = (__u32)a2; /* destination device */
+    e->stream = a3;
+    break;
+  case GMT_TFN_PREFETCH_V2:
+    e->addr = a0;
+    e->size = a1;
+    e->flags = (__u32)(a2 >> 32); /* CUmemLocation.id, passed in a register */
+    e->stream = a4;
+    break;
+  }
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(cuda_enter)
 {
@@ -251,14 +302,23 @@ int BPF_KPROBE(cuda_enter)
   if (!traced(id >> 32))
     return 0;
 
+  __u32 cookie = bpf_get_attach_cookie(ctx);
   struct inflight *cur = bpf_map_lookup_elem(&inflight, &id);
+  if (cookie & GMT_TCOOKIE_ENTRY_ONLY) {
+    /* Inside another probed call (one with a return probe, so in the map)
+     * a copy is the driver's own doing, as any nested call is: dropped.
+     * It has no return to undo a depth, so it takes none. */
+    if (!cur)
+      emit_entry_only(ctx, id, cookie);
+    return 0;
+  }
   if (cur) {
     cur->depth++;
     return 0;
   }
   struct inflight f = {
       .ts = bpf_ktime_get_ns(),
-      .fn = GMT_TCOOKIE_FN(bpf_get_attach_cookie(ctx)),
+      .fn = GMT_TCOOKIE_FN(cookie),
   };
   f.args[0] = PT_REGS_PARM1(ctx);
   f.args[1] = PT_REGS_PARM2(ctx);
@@ -303,7 +363,6 @@ int BPF_KRETPROBE(cuda_exit, long ret)
     return 0;
   }
   __u64 *a = f->args;
-  bool async = cookie & GMT_TCOOKIE_ASYNC;
   bool alloc = false;
   int rc = (int)ret;
 
@@ -351,27 +410,7 @@ int BPF_KRETPROBE(cuda_exit, long ret)
     e->addr = a[0];
     e->stream = a[1];
     break;
-  case GMT_TFN_MEMCPY_HTOD:
-  case GMT_TFN_MEMCPY_DTOH:
-  case GMT_TFN_MEMCPY:
-    e->addr = a[0];
-    e->addr2 = a[1];
-    e->size = a[2];
-    if (async)
-      e->stream = a[3];
-    break;
-  case GMT_TFN_PREFETCH:
-    e->addr = a[0];
-    e->size = a[1];
-    e->flags = (__u32)a[2]; /* destination device */
-    e->stream = a[3];
-    break;
-  case GMT_TFN_PREFETCH_V2:
-    e->addr = a[0];
-    e->size = a[1];
-    e->flags = (__u32)(a[2] >> 32); /* CUmemLocation.id, passed in a register */
-    e->stream = a[4];
-    break;
+  /* Copies and prefetches have no return probe: emit_entry_only(). */
   }
   bpf_map_delete_elem(&inflight, &id);
 
@@ -444,7 +483,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long nr)
   if (!traced(id >> 32))
     return 0;
   /* The driver's own mappings (inside a probed call) are its business;
-   * the call's event says what they are for. */
+   * the call's event says what they are for. Entry-only calls (copies)
+   * leave no mark, so a mapping made inside one is taken as the program's. */
   if (bpf_map_lookup_elem(&inflight, &id))
     return 0;
 

@@ -15,7 +15,9 @@
 
 /* What an event is (gmt_trace_event.type). */
 enum gmt_trace_ev_type {
-  GMT_TEV_CALL = 1, /* a probed driver call returned; fn says which */
+  GMT_TEV_CALL = 1, /* a probed driver call; fn says which. Sent at the
+                       return, or at the entry for entry-only calls
+                       (copies, prefetches: GMT_TCOOKIE_ENTRY_ONLY) */
   GMT_TEV_MMAP = 2, /* a large anonymous mmap: addr, size; addr2 = the
                        word on top of the user stack (mmap's return address) */
   GMT_TEV_MUNMAP = 3,
@@ -52,6 +54,12 @@ enum gmt_trace_fn {
 
 /* bpf_cookie of a uprobe: the fn in the low 16 bits, flags above. */
 #define GMT_TCOOKIE_ASYNC (1u << 16) /* the entry point takes a stream */
+/* Entry probe only, no return probe: the entry sends the event itself,
+ * with rc 0 (the result is not seen: assumed success) and dur_ns 0 (not
+ * measured). Copies and prefetches, whose arguments say everything: a
+ * return probe costs a second trap and an in-flight map update + delete
+ * per call, most of the tracer's cost on a copy-heavy program. */
+#define GMT_TCOOKIE_ENTRY_ONLY (1u << 17)
 #define GMT_TCOOKIE_FN(c) ((c)&0xffffu)
 
 /* gmt_trace_event.flags of a FAULT: the x86 page-fault error code. */
@@ -69,13 +77,16 @@ struct gmt_trace_event {
   unsigned int fn;   /* gmt_trace_fn for GMT_TEV_CALL */
   unsigned int pid;  /* tgid */
   unsigned int tid;
-  unsigned long long ts_ns;  /* at the return of a call, else when seen */
-  unsigned long long dur_ns; /* call or stall duration */
+  unsigned long long ts_ns;  /* at the return of a call (at its entry for an
+                                entry-only call), else when seen */
+  unsigned long long dur_ns; /* call or stall duration; 0 for entry-only
+                                calls (not measured) */
   unsigned long long addr;   /* allocation / copy destination / fault address */
   unsigned long long addr2;  /* copy source */
   unsigned long long size;
   unsigned long long stream;
-  int rc;              /* CUresult, or a syscall's return */
+  int rc;              /* CUresult (0 for entry-only calls: not seen), or a
+                          syscall's return */
   unsigned int flags;  /* alloc flags, fault error code, Xid */
   unsigned int nstack; /* frames in stack[] (allocations only) */
   unsigned int pad;

@@ -46,7 +46,9 @@ static int alloc_kind_of(uint32_t fn)
 static void on_call(gmt_tracer_t *t, const struct gmt_trace_event *e)
 {
   gmt_alloc_site_t site;
-  if (e->rc != 0) { /* a failed call changed nothing */
+  /* A failed call changed nothing. Copies and prefetches are sent from
+   * their entry (GMT_TCOOKIE_ENTRY_ONLY) with rc 0: a failed one counts. */
+  if (e->rc != 0) {
     t->failed_calls++;
     return;
   }

@@ -100,7 +100,10 @@ int gmt_chrome_trace_write(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, c
       case GMT_AEV_D2H:
       case GMT_AEV_D2D:
         /* A copy between two tracked buffers is in both histories: drawn
-         * once, from the device end. */
+         * once, from the device end. The tracer sees a copy at its entry
+         * only (no return probe: cheaper), so dur_ns is 0 and the slice
+         * has zero width at the call's start; dumps from before that
+         * still carry a measured duration, drawn as it was. */
         if (!device)
           break;
         fprintf(f,

@@ -25,7 +25,9 @@
  * _v2 names (the unversioned ones take 32-bit sizes and pointers and are
  * only reached by binaries built before CUDA 3.2), and the per-thread
  * default stream forms (_ptds, _ptsz) that cuGetProcAddress hands out with
- * flag 2. */
+ * flag 2. GMT_TCOOKIE_ENTRY_ONLY (copies, prefetches): no return probe is
+ * attached, the entry probe sends the event (rc 0, dur_ns 0). */
+#define EO GMT_TCOOKIE_ENTRY_ONLY
 static const struct entry_point {
   const char *name;
   uint32_t cookie;
@@ -45,23 +47,24 @@ static const struct entry_point {
     {"cuMemFreeHost", GMT_TFN_HOST_FREE},
     {"cuMemHostRegister_v2", GMT_TFN_HOST_REGISTER},
     {"cuMemHostUnregister", GMT_TFN_HOST_UNREGISTER},
-    {"cuMemcpyHtoD_v2", GMT_TFN_MEMCPY_HTOD},
-    {"cuMemcpyHtoD_v2_ptds", GMT_TFN_MEMCPY_HTOD},
-    {"cuMemcpyHtoDAsync_v2", GMT_TFN_MEMCPY_HTOD | GMT_TCOOKIE_ASYNC},
-    {"cuMemcpyHtoDAsync_v2_ptsz", GMT_TFN_MEMCPY_HTOD | GMT_TCOOKIE_ASYNC},
-    {"cuMemcpyDtoH_v2", GMT_TFN_MEMCPY_DTOH},
-    {"cuMemcpyDtoH_v2_ptds", GMT_TFN_MEMCPY_DTOH},
-    {"cuMemcpyDtoHAsync_v2", GMT_TFN_MEMCPY_DTOH | GMT_TCOOKIE_ASYNC},
-    {"cuMemcpyDtoHAsync_v2_ptsz", GMT_TFN_MEMCPY_DTOH | GMT_TCOOKIE_ASYNC},
-    {"cuMemcpy", GMT_TFN_MEMCPY},
-    {"cuMemcpy_ptds", GMT_TFN_MEMCPY},
-    {"cuMemcpyAsync", GMT_TFN_MEMCPY | GMT_TCOOKIE_ASYNC},
-    {"cuMemcpyAsync_ptsz", GMT_TFN_MEMCPY | GMT_TCOOKIE_ASYNC},
-    {"cuMemPrefetchAsync", GMT_TFN_PREFETCH | GMT_TCOOKIE_ASYNC},
-    {"cuMemPrefetchAsync_ptsz", GMT_TFN_PREFETCH | GMT_TCOOKIE_ASYNC},
-    {"cuMemPrefetchAsync_v2", GMT_TFN_PREFETCH_V2 | GMT_TCOOKIE_ASYNC},
-    {"cuMemPrefetchAsync_v2_ptsz", GMT_TFN_PREFETCH_V2 | GMT_TCOOKIE_ASYNC},
+    {"cuMemcpyHtoD_v2", GMT_TFN_MEMCPY_HTOD | EO},
+    {"cuMemcpyHtoD_v2_ptds", GMT_TFN_MEMCPY_HTOD | EO},
+    {"cuMemcpyHtoDAsync_v2", GMT_TFN_MEMCPY_HTOD | GMT_TCOOKIE_ASYNC | EO},
+    {"cuMemcpyHtoDAsync_v2_ptsz", GMT_TFN_MEMCPY_HTOD | GMT_TCOOKIE_ASYNC | EO},
+    {"cuMemcpyDtoH_v2", GMT_TFN_MEMCPY_DTOH | EO},
+    {"cuMemcpyDtoH_v2_ptds", GMT_TFN_MEMCPY_DTOH | EO},
+    {"cuMemcpyDtoHAsync_v2", GMT_TFN_MEMCPY_DTOH | GMT_TCOOKIE_ASYNC | EO},
+    {"cuMemcpyDtoHAsync_v2_ptsz", GMT_TFN_MEMCPY_DTOH | GMT_TCOOKIE_ASYNC | EO},
+    {"cuMemcpy", GMT_TFN_MEMCPY | EO},
+    {"cuMemcpy_ptds", GMT_TFN_MEMCPY | EO},
+    {"cuMemcpyAsync", GMT_TFN_MEMCPY | GMT_TCOOKIE_ASYNC | EO},
+    {"cuMemcpyAsync_ptsz", GMT_TFN_MEMCPY | GMT_TCOOKIE_ASYNC | EO},
+    {"cuMemPrefetchAsync", GMT_TFN_PREFETCH | GMT_TCOOKIE_ASYNC | EO},
+    {"cuMemPrefetchAsync_ptsz", GMT_TFN_PREFETCH | GMT_TCOOKIE_ASYNC | EO},
+    {"cuMemPrefetchAsync_v2", GMT_TFN_PREFETCH_V2 | GMT_TCOOKIE_ASYNC | EO},
+    {"cuMemPrefetchAsync_v2_ptsz", GMT_TFN_PREFETCH_V2 | GMT_TCOOKIE_ASYNC | EO},
 };
+#undef EO
 #define N_ENTRY_POINTS (sizeof entry_points / sizeof entry_points[0])
 
 struct gmt_probes {
@@ -329,7 +332,8 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
    * not fire in a child. */
   pid_t pid = pm->opts.follow_forks || pm->opts.pid <= 0 ? -1 : pm->opts.pid;
   uint64_t offs[N_ENTRY_POINTS], cookies[N_ENTRY_POINTS];
-  uint32_t n = 0;
+  uint64_t roffs[N_ENTRY_POINTS], rcookies[N_ENTRY_POINTS]; /* return probes */
+  uint32_t n = 0, nret = 0;
   for (size_t i = 0; i < N_ENTRY_POINTS; i++) {
     const struct entry_point *ep = &entry_points[i];
     if (gmt_elf_func_offset(elf, ep->name, &offs[n]) != 0) {
@@ -338,10 +342,15 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
       gmt_debug("trace: %s has no %s, not probed", path, ep->name);
       continue;
     }
+    bool entry_only = ep->cookie & GMT_TCOOKIE_ENTRY_ONLY;
+    if (!entry_only) {
+      roffs[nret] = offs[n];
+      rcookies[nret++] = ep->cookie;
+    }
     cookies[n++] = ep->cookie;
     if (pm->uprobe_multi)
       continue;
-    for (int ret = 0; ret <= 1; ret++) {
+    for (int ret = 0; ret <= (entry_only ? 0 : 1); ret++) {
       LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = ep->name, .retprobe = ret,
                   .bpf_cookie = ep->cookie);
       struct bpf_program *prog = ret ? pm->skel->progs.cuda_exit : pm->skel->progs.cuda_enter;
@@ -360,14 +369,19 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
   if (pm->uprobe_multi && n > 0) {
     for (int ret = 0; ret <= 1; ret++) {
       struct bpf_program *prog = ret ? pm->skel->progs.cuda_exit : pm->skel->progs.cuda_enter;
-      if ((rc = attach_multi(pm, prog, path, offs, cookies, n, ret, pid)) != 0) {
+      uint32_t cnt = ret ? nret : n;
+      if (cnt == 0)
+        continue;
+      if ((rc = attach_multi(pm, prog, path, ret ? roffs : offs, ret ? rcookies : cookies, cnt,
+                             ret, pid)) != 0) {
         errf(err, errlen, rc, "attaching uprobe.multi%s (%u entry points) to %s",
-             ret ? " return probes" : "", n, path);
+             ret ? " return probes" : "", cnt, path);
         goto cleanup;
       }
     }
   }
   pm->info.uprobes += (int)n;
+  pm->info.retprobes += (int)nret;
 cleanup:
   gmt_elf_close(elf);
   return rc;

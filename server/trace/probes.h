@@ -33,7 +33,9 @@ typedef struct gmt_probes_opts {
 
 /* What was attached, for -v and the summary. */
 typedef struct gmt_probes_info {
-  int uprobes; /* entry points probed (entry + return each) */
+  int uprobes;   /* entry points probed (an entry probe each) */
+  int retprobes; /* of those, with a return probe too (not copies,
+                    prefetches: GMT_TCOOKIE_ENTRY_ONLY) */
   int missing; /* entry points the driver lacks, skipped */
   char missing_names[512];
   int kernel_attached;      /* tracepoint programs attached */

@@ -179,6 +179,7 @@ class TraceTest(unittest.TestCase):
             self.assertEqual(a["events"][-1]["type"], "free")
         self.assertEqual(sorted(dev[a][0]["site_nth"] for a in cold), [1, 2, 3, 4, 5])
         self.assertEqual(dump["copies"]["h2d_count"], 105)
+        self.assert_copies_entry_only(dump)
 
         # The summary of the dump ranks them: 2 hot first, then 5 cold.
         r = self.run_tracer("--load", x, "-k", "7")
@@ -199,9 +200,21 @@ class TraceTest(unittest.TestCase):
         x = self.path("p.json")
         done, _, _, pid = self.trace("hotcold", "-o", x, "--min-mmap", "1Gi", env=env)
         with open(x) as f:
-            dev = self.by_address(json.load(f), kind="device", pid=pid)
+            dump = json.load(f)
+        dev = self.by_address(dump, kind="device", pid=pid)
         for addr in (int(a, 16) for a in done["hot"].split(",")):
             self.assertEqual((dev[addr][0]["h2d_count"], dev[addr][0]["d2h_count"]), (50, 50))
+        self.assert_copies_entry_only(dump)
+
+    def assert_copies_entry_only(self, dump):
+        """Copies are sent by their entry probe alone (no return probe):
+        their events carry no duration, while each has its bytes."""
+        copies = [e for a in dump["allocations"] for e in a["events"]
+                  if e["type"] in ("h2d", "d2h", "d2d")]
+        self.assertGreater(len(copies), 0)
+        for e in copies:
+            self.assertNotIn("dur_ns", e, e)
+            self.assertGreater(e["bytes"], 0, e)
 
     @staticmethod
     def table(text, title):
@@ -232,7 +245,8 @@ class TraceTest(unittest.TestCase):
             chrome = json.load(f)
         copies = [e for e in chrome["traceEvents"] if e.get("cat") == "copy"]
         self.assertEqual(len(copies), 3 + 7 + 2 + 1)  # reuse: 12 H2D + 1 D2H
-        self.assertTrue(all(e["ph"] == "X" and e["dur"] >= 0 for e in copies))
+        # entry-only copies: zero-width slices at the call's start
+        self.assertTrue(all(e["ph"] == "X" and e["dur"] == 0 for e in copies))
         # a file that is no dump
         r = self.run_tracer("--load", t)
         self.assertEqual(r.returncode, 1)
