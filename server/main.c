@@ -33,7 +33,8 @@ static void usage(FILE *f)
           "The gmt node daemon: shares this node's GPUs between the pods listed in\n"
           "resource-config.txt.\n"
           "\n"
-          "  -c, --config FILE     pods and their shares (required); SIGHUP re-reads it\n"
+          "  -c, --config FILE     pods and their shares (required); re-read within 1 s\n"
+          "                        of a change, or at once on SIGHUP\n"
           "      --listen URL      where to answer (repeatable; any --listen replaces\n"
           "                        the defaults " GMT_DEFAULT_SCHD_IPC "\n"
           "                        and " GMT_DEFAULT_SCHD_TCP ")\n"
@@ -134,6 +135,7 @@ static void stop(gmt_schd_t *s, const char *why)
    * with it, never answered. */
   gmt__tokens_close(s);
   gmt__trace_close(s);
+  gmt__config_watch_close(s);
   gmt__queued_t *q = queue_take(s);
   while (q) {
     gmt__queued_t *next = q->next;
@@ -147,11 +149,12 @@ static void stop(gmt_schd_t *s, const char *why)
   uv_close((uv_handle_t *)&s->sighup, NULL);
 }
 
-static void reload(gmt_schd_t *s)
+void gmt__config_reload(gmt_schd_t *s, const char *why)
 {
   gmt_config_t *cfg;
   char *errors = NULL;
-  gmt_info("SIGHUP: re-reading %s", s->config_path);
+  gmt_info("%s: re-reading %s", why, s->config_path);
+  gmt__config_watch_note(s); /* before the read: a later change is seen */
   int rc = gmt_config_load(s->config_path, &cfg, &errors);
   if (rc < 0) {
     gmt_error("config %s not reloaded (%s); keeping the one in use:", s->config_path,
@@ -182,7 +185,7 @@ static void on_signal(uv_signal_t *h, int signum)
 {
   gmt_schd_t *s = h->data;
   if (signum == SIGHUP)
-    reload(s);
+    gmt__config_reload(s, "SIGHUP");
   else
     stop(s, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
@@ -366,7 +369,7 @@ int main(int argc, char **argv)
 
   int code = EXIT_SUCCESS;
   if ((rc = gmt__tokens_init(s)) < 0 || (rc = gmt__ledger_init(s)) < 0 ||
-      (rc = gmt__trace_init(s, !f.no_trace)) < 0) {
+      (rc = gmt__trace_init(s, !f.no_trace)) < 0 || (rc = gmt__config_watch_init(s)) < 0) {
     gmt_error("cannot start: %s", gmt_strerror(rc));
     code = EXIT_FAILURE;
     stop(s, "start failed");

@@ -175,6 +175,38 @@ class DaemonLifecycle(GmtTestCase):
                  what="good reload")
         self.assertEqual(self.pod("c")["memory_limit"], 3 << 30)
 
+    def replace_config(self, text):
+        """Writes the config as an editor does: a new file renamed over it."""
+        tmp = self.config_path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, self.config_path)
+
+    def test_config_change_is_picked_up_without_sighup(self):
+        self.start_schd()
+        self.assertEqual([p["name"] for p in self.status()["pods"]], ["a", "b"])
+        t0 = time.monotonic()
+        self.replace_config("2\na 0.5 1.0 3Gi\nc 0.5 1.0 4Gi\n")
+        def changed():
+            st = self.status()
+            return st if [p["name"] for p in st["pods"]] == ["a", "c"] else None
+        st = wait_for(changed, timeout=3, interval=0.02, what="the new config")
+        self.assertLess(time.monotonic() - t0, 1.5)
+        self.assertEqual(st["pods"][0]["memory_limit"], 3 << 30)
+        self.assertEqual(st["pods"][1]["memory_limit"], 4 << 30)
+
+    def test_broken_config_without_sighup_keeps_the_old_one(self):
+        schd = self.start_schd()
+        t0 = time.monotonic()
+        self.replace_config("1\nc 2.0 1.0 1G\n")
+        wait_for(lambda: "%s:2:" % self.config_path in schd.output(), timeout=3, interval=0.02,
+                 what="reload error")
+        self.assertLess(time.monotonic() - t0, 1.5)
+        self.assertEqual([p["name"] for p in self.status()["pods"]], ["a", "b"])
+        # Logged once: the broken file is not re-read every second.
+        time.sleep(1.3)
+        self.assertEqual(schd.output().count("%s:2:" % self.config_path), 1, schd.output())
+
     def test_status_without_scheduler_is_a_clear_error(self):
         r = self.gmt("status")
         self.assertEqual(r.returncode, 1)
