@@ -52,12 +52,21 @@ def main():
         ungated = ([], [])
         for mode, n in (("launch", args.launches), ("alloc", args.allocs)):
             without, with_ = [], []
-            for _ in range(args.rounds):
-                without.append(run_once(binary, mode, n, plain))
-                with_.append(run_once(binary, mode, n, hooked))
+            for r in range(args.rounds):
+                # Odd rounds run the hooked sides first, so that a drift of
+                # the machine within a round does not favour one side.
+                sides = [("without", plain, False), ("with", hooked, False)]
                 if mode == "launch":
-                    ungated[0].append(without[-1])
-                    ungated[1].append(run_once(binary, mode, n, nobody, want_unhooked=True))
+                    sides.append(("ungated", nobody, True))
+                if r % 2:
+                    sides.reverse()
+                got = {name: run_once(binary, mode, n, env, want_unhooked=unhooked)
+                       for name, env, unhooked in sides}
+                without.append(got["without"])
+                with_.append(got["with"])
+                if mode == "launch":
+                    ungated[0].append(got["without"])
+                    ungated[1].append(got["ungated"])
             rows.append((mode, without, with_))
         rows.insert(1, ("launch_ungated",) + ungated)
     finally:
