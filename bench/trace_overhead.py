@@ -103,15 +103,20 @@ def main():
         env = env_for(args.fake, tmp)
         for name, argv in workloads:
             plain, traced, dropped, cpu = [], [], 0, []
-            for _ in range(args.rounds):
-                plain.append(run(argv, env, tmp, False)[0])
-                s, d, c = run(argv, env, tmp, True)
-                traced.append(s)
-                dropped += d
-                cpu.append(c)
+            for r in range(args.rounds):
+                # Odd rounds trace first, so that a drift of the machine
+                # within a round does not favour one side.
+                for side in ((False, True) if r % 2 == 0 else (True, False)):
+                    s, d, c = run(argv, env, tmp, side)
+                    if not side:
+                        plain.append(s)
+                        continue
+                    traced.append(s)
+                    dropped += d
+                    cpu.append(c)
             rows.append((name, plain, traced, dropped, cpu))
 
-    print("tracer overhead (%s), median of %d alternating rounds" %
+    print("tracer overhead (%s), median of %d rounds, sides alternating in order" %
           ("FAKE DRIVER: numbers mean nothing" if args.fake else "real GPU", args.rounds))
     print("%-28s %10s %10s %9s %8s %12s   %s" % ("workload", "untraced s", "traced s", "slowdown",
                                                 "dropped", "tracer CPU s", "spread untraced / traced"))
