@@ -71,9 +71,14 @@ static void print_text(const Gmt__StatusReply *st) {
     snprintf(share, sizeof share, "%.2f/%.2f", req, lim);
     if (i > 0)
       putchar('\n');
-    printf("%-*s  %-9s  %-13s  %s\n", w, "POD", "CONNECTED", "REQUEST/LIMIT", "MEMORY");
-    printf("%-*s  %-9s  %-13s  %s / %s\n", w, pod_name(pod), pod->connected ? "yes" : "no",
-           share, used, limit);
+    char gpu[32];
+    /* Its share of GPU time over the scheduler's window; '*' while it
+     * holds a token. */
+    snprintf(gpu, sizeof gpu, "%.2f%s", pod->gpu_time_share, pod->holds_token ? " *" : "");
+    printf("%-*s  %-9s  %-13s  %-10s  %s\n", w, "POD", "CONNECTED", "REQUEST/LIMIT", "GPU TIME",
+           "MEMORY");
+    printf("%-*s  %-9s  %-13s  %-10s  %s / %s\n", w, pod_name(pod),
+           pod->connected ? "yes" : "no", share, gpu, used, limit);
     if (pod->n_processes == 0) {
       printf("  (no processes)\n");
       continue;
