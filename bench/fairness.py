@@ -35,18 +35,11 @@ def job_argv(fake, seconds):
 def read_rows(prog, timeout):
     """(mono_ms, work) of each T/DONE line until DONE. The fake's work is
     its launches, the real job's its finished matrix products."""
-    rows = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = prog.lines.get(timeout=max(0.1, deadline - time.monotonic()))
-        if line is None:
-            break
-        if line.startswith(("T ", "DONE ")):
-            kv = dict(x.split("=", 1) for x in line.split()[1:])
-            rows.append((float(kv["mono_ms"]), float(kv.get("work", kv.get("launches")))))
-            if line.startswith("DONE "):
-                return rows
-    raise SystemExit("no DONE from %s; stderr: %s" % (prog.proc.args, prog.stderr()[-2000:]))
+    try:
+        rows = prog.records(timeout=timeout)
+    except AssertionError as e:
+        raise SystemExit(str(e))
+    return [(float(r["mono_ms"]), float(r.get("work", r.get("launches")))) for r in rows]
 
 
 def rate(rows, start_ms, end_ms):

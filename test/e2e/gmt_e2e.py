@@ -160,6 +160,25 @@ class Prog:
             except Exception:
                 pass
 
+    def records(self, prefixes=("T ",), done="DONE ", timeout=60.0):
+        """Reads lines until one starts with done; returns the key=value
+        fields of every line starting with one of prefixes or with done."""
+        rows = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            if line.startswith(tuple(prefixes) + (done,)):
+                rows.append(dict(x.split("=", 1) for x in line.split()[1:] if "=" in x))
+                if line.startswith(done):
+                    return rows
+        raise AssertionError("no %r line from %s within %.0fs; last %s; stderr: %s"
+                             % (done, self.proc.args, timeout, rows[-3:], self.stderr()[-2000:]))
+
     def finish(self, timeout=20.0):
         try:
             self.proc.stdin.close()
@@ -186,12 +205,19 @@ class Node:
         self.daemons = []
         self.progs = []
         self.config_path = os.path.join(self.tmp, "resource-config.txt")
-        with open(self.config_path, "w") as f:
-            f.write(config)
+        self.write_config(config)
         self.schd_port = free_port()
         self.schd_url = "tcp://127.0.0.1:%d" % self.schd_port
         self.schd_ipc = os.path.join(self.tmp, "run", "schd.sock")
         self.pmgr_urls = {}
+
+    def write_config(self, text):
+        """Writes resource-config.txt as an editor does: a new file renamed
+        over the old, so the scheduler never reads a half-written one."""
+        tmp = self.config_path + ".new"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, self.config_path)
 
     def stop(self):
         for p in self.progs:

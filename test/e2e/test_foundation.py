@@ -152,8 +152,7 @@ class DaemonLifecycle(GmtTestCase):
         self.assertFalse(os.path.exists(self.schd_ipc))
 
     def test_bad_config_refuses_to_start_naming_every_line(self):
-        with open(self.config_path, "w") as f:
-            f.write("3\na 0.5 0.4 1G\nb 0.1 1.0 12Q\na 0.1 0.2 1G\n")
+        self.write_config("3\na 0.5 0.4 1G\nb 0.1 1.0 12Q\na 0.1 0.2 1G\n")
         d = self.start_schd(wait=False)
         d.proc.wait(timeout=10)
         self.assertEqual(d.proc.returncode, 2)
@@ -163,30 +162,21 @@ class DaemonLifecycle(GmtTestCase):
 
     def test_bad_config_on_reload_keeps_the_old_one(self):
         schd = self.start_schd()
-        with open(self.config_path, "w") as f:
-            f.write("1\nc 2.0 1.0 1G\n")
+        self.write_config("1\nc 2.0 1.0 1G\n")
         schd.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: "%s:2:" % self.config_path in schd.output(), timeout=5, what="reload error")
         self.assertEqual([p["name"] for p in self.status()["pods"]], ["a", "b"])
-        with open(self.config_path, "w") as f:
-            f.write("1\nc 0.5 1.0 3G\n")
+        self.write_config("1\nc 0.5 1.0 3G\n")
         schd.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: [p["name"] for p in self.status()["pods"]] == ["c"], timeout=5,
                  what="good reload")
         self.assertEqual(self.pod("c")["memory_limit"], 3 << 30)
 
-    def replace_config(self, text):
-        """Writes the config as an editor does: a new file renamed over it."""
-        tmp = self.config_path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, self.config_path)
-
     def test_config_change_is_picked_up_without_sighup(self):
         self.start_schd()
         self.assertEqual([p["name"] for p in self.status()["pods"]], ["a", "b"])
         t0 = time.monotonic()
-        self.replace_config("2\na 0.5 1.0 3Gi\nc 0.5 1.0 4Gi\n")
+        self.write_config("2\na 0.5 1.0 3Gi\nc 0.5 1.0 4Gi\n")
         def changed():
             st = self.status()
             return st if [p["name"] for p in st["pods"]] == ["a", "c"] else None
@@ -198,7 +188,7 @@ class DaemonLifecycle(GmtTestCase):
     def test_broken_config_without_sighup_keeps_the_old_one(self):
         schd = self.start_schd()
         t0 = time.monotonic()
-        self.replace_config("1\nc 2.0 1.0 1G\n")
+        self.write_config("1\nc 2.0 1.0 1G\n")
         wait_for(lambda: "%s:2:" % self.config_path in schd.output(), timeout=3, interval=0.02,
                  what="reload error")
         self.assertLess(time.monotonic() - t0, 1.5)

@@ -40,12 +40,6 @@ class MemoryCase(GmtTestCase):
                         % (pod, "" if pid is None else " pid %d" % pid, want,
                            self.reserved(pod, pid)))
 
-    def write_config(self, text):
-        tmp = self.config_path + ".new"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, self.config_path)
-
     def reload(self, text, pod=None, want_limit=None):
         self.write_config(text)
         self.daemons[0].proc.send_signal(signal.SIGHUP)

@@ -21,19 +21,8 @@ WARMUP_MS = 2000
 
 def progress(prog, timeout=60.0):
     """Reads the program's T and DONE lines until DONE: [(t_ms, busy_us, mono_ms)]."""
-    rows = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = prog.lines.get(timeout=max(0.1, deadline - time.monotonic()))
-        if line is None:
-            break
-        if line.startswith("T ") or line.startswith("DONE "):
-            kv = dict(x.split("=", 1) for x in line.split()[1:])
-            rows.append((float(kv["t_ms"]), float(kv["busy_us"]), float(kv["mono_ms"])))
-            if line.startswith("DONE "):
-                return rows
-    raise AssertionError("no DONE from %s; rows %s; stderr: %s" % (prog.proc.args, rows[-3:],
-                                                                   prog.stderr()))
+    return [(float(r["t_ms"]), float(r["busy_us"]), float(r["mono_ms"]))
+            for r in prog.records(timeout=timeout)]
 
 
 def share(rows, start_ms=WARMUP_MS, end_ms=None):
