@@ -28,13 +28,6 @@ def env_for(fake, tmp):
     return env
 
 
-def tool_env(env):
-    env = dict(env)
-    if os.environ.get("GMT_DAEMON_LIBS"):
-        env["LD_LIBRARY_PATH"] = os.environ["GMT_DAEMON_LIBS"]
-    return env
-
-
 def run(argv, env, tmp, traced):
     """One run; returns (seconds, dropped events or None, tracer CPU s or None)."""
     job = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -48,7 +41,7 @@ def run(argv, env, tmp, traced):
             out = os.path.join(tmp, "trace.json")
             errf = open(os.path.join(tmp, "trace.err"), "w+")
             tracer = subprocess.Popen([gmt_e2e.GMT, "trace", "-p", str(job.pid), "-o", out],
-                                      env=tool_env(env), stdout=subprocess.DEVNULL, stderr=errf)
+                                      env=gmt_e2e.daemon_env(env), stdout=subprocess.DEVNULL, stderr=errf)
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 errf.seek(0)

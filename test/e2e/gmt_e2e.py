@@ -50,6 +50,15 @@ def wait_for(pred, timeout=10.0, interval=0.05, what="condition"):
     raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
 
 
+def daemon_env(env):
+    """env for one of gmt's own programs: GMT_DAEMON_LIBS, where set, names
+    the folder of the shared libraries they need (the GPU machine)."""
+    env = dict(env)
+    if os.environ.get("GMT_DAEMON_LIBS"):
+        env["LD_LIBRARY_PATH"] = os.environ["GMT_DAEMON_LIBS"]
+    return env
+
+
 class Daemon:
     def __init__(self, name, argv, env, logdir):
         self.name = name
@@ -235,9 +244,7 @@ class Node:
     def env(self, **extra):
         """The environment of gmt's own programs (GMT_DAEMON_LIBS, where set,
         names the folder of the shared libraries they need)."""
-        env = self.prog_env()
-        if os.environ.get("GMT_DAEMON_LIBS"):
-            env["LD_LIBRARY_PATH"] = os.environ["GMT_DAEMON_LIBS"]
+        env = daemon_env(self.prog_env())
         env.update(extra)
         return env
 
