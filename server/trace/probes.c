@@ -8,6 +8,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 
 #include "cudatrace.skel.h"
 #include "gmt_log.h"
+#include "prologue.h"
 #include "symbols.h"
 
 /* The driver entry points, and the cookie that tells the BPF side how to
@@ -319,6 +321,11 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
   int rc = gmt_elf_open(path, &elf);
   if (rc != 0)
     return errf(err, errlen, rc, "reading the symbols of %s", path);
+  int fd = open(path, O_RDONLY | O_CLOEXEC); /* for the entry points' first bytes */
+  if (fd < 0) {
+    rc = errf(err, errlen, -errno, "reading %s", path);
+    goto cleanup;
+  }
   struct stat *nl = realloc(pm->libcudas, (pm->nlibcudas + 1) * sizeof *nl);
   if (!nl) {
     rc = errf(err, errlen, -ENOMEM, "attaching to %s", path);
@@ -330,6 +337,7 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
   /* With forks followed the uprobes fire for every process that maps this
    * file and the BPF side keeps the traced ones: a pid-bound uprobe would
    * not fire in a child. */
+  int slow_before = pm->info.slow;
   pid_t pid = pm->opts.follow_forks || pm->opts.pid <= 0 ? -1 : pm->opts.pid;
   uint64_t offs[N_ENTRY_POINTS], cookies[N_ENTRY_POINTS];
   uint64_t roffs[N_ENTRY_POINTS], rcookies[N_ENTRY_POINTS]; /* return probes */
@@ -342,6 +350,14 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
       gmt_debug("trace: %s has no %s, not probed", path, ep->name);
       continue;
     }
+    uint8_t code[16];
+    ssize_t got = pread(fd, code, sizeof code, (off_t)offs[n]);
+    gmt_probe_site_t site = gmt_probe_site(code, got > 0 ? (size_t)got : 0);
+    offs[n] += site.skip;
+    if (!site.fast) {
+      pm->info.slow++;
+      note(pm->info.slow_names, sizeof pm->info.slow_names, ep->name);
+    }
     bool entry_only = ep->cookie & GMT_TCOOKIE_ENTRY_ONLY;
     if (!entry_only) {
       roffs[nret] = offs[n];
@@ -351,10 +367,9 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
     if (pm->uprobe_multi)
       continue;
     for (int ret = 0; ret <= (entry_only ? 0 : 1); ret++) {
-      LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = ep->name, .retprobe = ret,
-                  .bpf_cookie = ep->cookie);
+      LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .bpf_cookie = ep->cookie);
       struct bpf_program *prog = ret ? pm->skel->progs.cuda_exit : pm->skel->progs.cuda_enter;
-      struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, pid, path, 0, &uo);
+      struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, pid, path, offs[n - 1], &uo);
       if (!l) {
         rc = errf(err, errlen, -errno, "attaching %s to %s in %s", ret ? "uretprobe" : "uprobe",
                   ep->name, path);
@@ -382,7 +397,13 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
   }
   pm->info.uprobes += (int)n;
   pm->info.retprobes += (int)nret;
+  if (pm->info.slow > slow_before)
+    gmt_warn("trace: %d entry points of %s begin with an instruction the kernel single-steps, "
+             "so each call there costs about 10x a plain probe hit: %s",
+             pm->info.slow - slow_before, path, pm->info.slow_names);
 cleanup:
+  if (fd >= 0)
+    close(fd);
   gmt_elf_close(elf);
   return rc;
 }

@@ -38,6 +38,8 @@ typedef struct gmt_probes_info {
                     prefetches: GMT_TCOOKIE_ENTRY_ONLY) */
   int missing; /* entry points the driver lacks, skipped */
   char missing_names[512];
+  int slow; /* probed where a hit single-steps (~10x the cost, see prologue.c) */
+  char slow_names[512];
   int kernel_attached;      /* tracepoint programs attached */
   char kernel_skipped[256]; /* those that could not be, and why */
 } gmt_probes_info_t;
