@@ -2,8 +2,8 @@
 /* The CUDA tracer's probes: uprobes on the driver's memory entry points
  * (allocations, frees, copies, prefetches; never kernel launches, which
  * cost ~6 us a hit) and the kernel's side of the same processes (fork,
- * large anonymous mmaps, page faults in tracked host buffers, direct
- * reclaim stalls, GPU Xid errors). Everything goes to user space as
+ * large anonymous mmaps, page faults in tracked host buffers and in the
+ * page cache, direct reclaim and compaction stalls, GPU Xid errors). Everything goes to user space as
  * struct gmt_trace_event on one ring buffer (cudatrace.h).
  *
  * One entry and one return program serve every driver entry point: the
@@ -115,13 +115,29 @@ struct {
   __uint(map_flags, BPF_F_NO_PREALLOC);
 } host_chunks SEC(".maps");
 
-/* Start of a direct reclaim stall, keyed by pid_tgid. */
+/* Start of a direct reclaim stall, and of a compaction run, keyed by
+ * pid_tgid. */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 4096);
   __type(key, __u64);
   __type(value, __u64);
 } reclaim_start SEC(".maps");
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u64);
+  __type(value, __u64);
+} compact_start SEC(".maps");
+
+/* Page-cache faults counted per traced process, sent rate limited as the
+ * host-buffer faults are: a model mmapped from disk faults by the 100k. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 8192);
+  __type(key, __u32);
+  __type(value, struct gmt_trace_pcfault_val);
+} pc_faults SEC(".maps");
 
 /* ---- helpers ---- */
 
@@ -153,6 +169,21 @@ static __always_inline struct gmt_trace_event *reserve(__u32 type, __u64 pid_tgi
   e->tid = (__u32)pid_tgid;
   e->ts_ns = bpf_ktime_get_ns();
   return e;
+}
+
+/* Sends the page-cache faults counted since the last event. */
+static __always_inline void pcfault_send(__u64 id, struct gmt_trace_pcfault_val *v)
+{
+  __u64 n = v->pending;
+  if (!n)
+    return;
+  struct gmt_trace_event *e = reserve(GMT_TEV_PCFAULT, id);
+  if (!e)
+    return;
+  __sync_fetch_and_sub(&v->pending, n);
+  e->addr = v->last_off;
+  e->size = n;
+  bpf_ringbuf_submit(e, 0);
 }
 
 /* ---- host buffers tracked for faults ---- */
@@ -257,6 +288,50 @@ static void host_untrack(__u32 tgid, __u64 start, bool all)
  * more than the rest of the probe on every copy. So: ts_ns is when the
  * call began, rc 0 (its result is not seen: assumed success), dur_ns 0
  * (not measured). */
+/* One side of a 2D/3D copy: its first byte, 0 for an array (no address). */
+static __always_inline __u64 copy_side(__u32 type, __u64 host, __u64 device, __u64 x, __u64 y,
+                                       __u64 z, __u64 pitch, __u64 height)
+{
+  __u64 base = type == GMT_CU_MEMORYTYPE_HOST ? host
+               : type == GMT_CU_MEMORYTYPE_DEVICE || type == GMT_CU_MEMORYTYPE_UNIFIED ? device
+                                                                                      : 0;
+  return base ? base + (z * height + y) * pitch + x : 0;
+}
+
+/* fn of a 2D/3D copy's event: its direction when both types say it. */
+static __always_inline __u32 copy_dir(__u32 src_type, __u32 dst_type)
+{
+  if (src_type == GMT_CU_MEMORYTYPE_HOST && dst_type == GMT_CU_MEMORYTYPE_DEVICE)
+    return GMT_TFN_MEMCPY_HTOD;
+  if (src_type == GMT_CU_MEMORYTYPE_DEVICE && dst_type == GMT_CU_MEMORYTYPE_HOST)
+    return GMT_TFN_MEMCPY_DTOH;
+  return GMT_TFN_MEMCPY;
+}
+
+static __always_inline void fill_copy_2d(struct gmt_trace_event *e, __u64 uptr)
+{
+  struct gmt_cu_memcpy2d c;
+  if (bpf_probe_read_user(&c, sizeof c, (const void *)uptr) != 0)
+    return; /* fn stays 2D: user space counts it as not understood */
+  e->fn = copy_dir(c.src_type, c.dst_type);
+  e->addr = copy_side(c.dst_type, c.dst_host, c.dst_device, c.dst_x, c.dst_y, 0, c.dst_pitch, 0);
+  e->addr2 = copy_side(c.src_type, c.src_host, c.src_device, c.src_x, c.src_y, 0, c.src_pitch, 0);
+  e->size = c.width * c.height;
+}
+
+static __always_inline void fill_copy_3d(struct gmt_trace_event *e, __u64 uptr)
+{
+  struct gmt_cu_memcpy3d c;
+  if (bpf_probe_read_user(&c, sizeof c, (const void *)uptr) != 0)
+    return;
+  e->fn = copy_dir(c.src_type, c.dst_type);
+  e->addr = copy_side(c.dst_type, c.dst_host, c.dst_device, c.dst_x, c.dst_y, c.dst_z, c.dst_pitch,
+                      c.dst_height);
+  e->addr2 = copy_side(c.src_type, c.src_host, c.src_device, c.src_x, c.src_y, c.src_z, c.src_pitch,
+                       c.src_height);
+  e->size = c.width * c.height * c.depth;
+}
+
 static __always_inline int emit_entry_only(struct pt_regs *ctx, __u64 id, __u32 cookie)
 {
   struct gmt_trace_event *e = reserve(GMT_TEV_CALL, id);
@@ -289,6 +364,15 @@ static __always_inline int emit_entry_only(struct pt_regs *ctx, __u64 id, __u32 
     e->size = a1;
     e->flags = (__u32)(a2 >> 32); /* CUmemLocation.id, passed in a register */
     e->stream = a4;
+    break;
+  case GMT_TFN_MEMCPY_2D:
+  case GMT_TFN_MEMCPY_3D:
+    if (fn == GMT_TFN_MEMCPY_2D)
+      fill_copy_2d(e, a0);
+    else
+      fill_copy_3d(e, a0);
+    if (cookie & GMT_TCOOKIE_ASYNC)
+      e->stream = a1;
     break;
   }
   bpf_ringbuf_submit(e, 0);
@@ -457,9 +541,16 @@ int BPF_PROG(sched_exit, struct task_struct *p, bool group_dead)
   /* A thread that dies inside a driver call never returns from it. */
   bpf_map_delete_elem(&inflight, &id);
   bpf_map_delete_elem(&sys_inflight, &id);
+  bpf_map_delete_elem(&reclaim_start, &id);
+  bpf_map_delete_elem(&compact_start, &id);
   if (!group_dead)
     return 0;
   bpf_map_delete_elem(&traced_tgids, &tgid);
+  struct gmt_trace_pcfault_val *pc = bpf_map_lookup_elem(&pc_faults, &tgid);
+  if (pc) {
+    pcfault_send(id, pc);
+    bpf_map_delete_elem(&pc_faults, &tgid);
+  }
   struct gmt_trace_event *e = reserve(GMT_TEV_EXIT, id);
   if (!e)
     return 0;
@@ -598,6 +689,66 @@ int BPF_PROG(reclaim_end, unsigned long nr_reclaimed)
   e->dur_ns = e->ts_ns - t0;
   e->size = nr_reclaimed;
   bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+/* ---- compaction runs of traced processes ----
+ * compact_zone() runs in the process that needs the memory (direct
+ * compaction, which it waits for) or in kcompactd (never traced); one
+ * direct compaction may run it once per zone. */
+
+SEC("tp_btf/mm_compaction_begin")
+int BPF_PROG(compact_begin)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  if (!traced(id >> 32))
+    return 0;
+  __u64 now = bpf_ktime_get_ns();
+  bpf_map_update_elem(&compact_start, &id, &now, BPF_ANY);
+  return 0;
+}
+
+SEC("tp_btf/mm_compaction_end")
+int BPF_PROG(compact_end)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  __u64 *start = bpf_map_lookup_elem(&compact_start, &id);
+  if (!start)
+    return 0;
+  __u64 t0 = *start;
+  bpf_map_delete_elem(&compact_start, &id);
+  struct gmt_trace_event *e = reserve(GMT_TEV_COMPACT, id);
+  if (!e)
+    return 0;
+  e->dur_ns = e->ts_ns - t0;
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+/* ---- page-cache faults: file-backed mappings (models, datasets) ---- */
+
+SEC("tp_btf/mm_filemap_fault")
+int BPF_PROG(filemap_fault, struct address_space *mapping, unsigned long index)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  if (!traced(tgid))
+    return 0;
+  struct gmt_trace_pcfault_val *v = bpf_map_lookup_elem(&pc_faults, &tgid);
+  if (!v) {
+    struct gmt_trace_pcfault_val nv = {};
+    bpf_map_update_elem(&pc_faults, &tgid, &nv, BPF_NOEXIST);
+    v = bpf_map_lookup_elem(&pc_faults, &tgid);
+    if (!v)
+      return 0;
+  }
+  __sync_fetch_and_add(&v->pending, 1);
+  v->last_off = (__u64)index << 12;
+  __u64 now = bpf_ktime_get_ns();
+  if (fault_sample_ns && now - v->last_emit < fault_sample_ns)
+    return 0;
+  v->last_emit = now;
+  pcfault_send(id, v);
   return 0;
 }
 

@@ -27,6 +27,10 @@ enum gmt_trace_ev_type {
   GMT_TEV_EXIT = 6,    /* a traced process exited */
   GMT_TEV_XID = 7,     /* nvidia:nvidia_dev_xid: flags = Xid, text = message */
   GMT_TEV_RECLAIM = 8, /* a direct reclaim stall: dur_ns, size = pages */
+  GMT_TEV_COMPACT = 9, /* a compaction run the process waited for: dur_ns */
+  GMT_TEV_PCFAULT = 10, /* page faults served from the page cache (file-backed
+                           mappings): size = how many since the last one
+                           (rate limited), addr = the last one's file offset */
 };
 
 /* Which driver entry point a GMT_TEV_CALL comes from (the uprobe's
@@ -49,7 +53,35 @@ enum gmt_trace_fn {
   GMT_TFN_MEMCPY,               /* cuMemcpy[Async](dst, src, n[, stream]) */
   GMT_TFN_PREFETCH,             /* cuMemPrefetchAsync(p, n, dev, stream) */
   GMT_TFN_PREFETCH_V2,          /* cuMemPrefetchAsync_v2(p, n, loc, flags, stream) */
+  GMT_TFN_MEMCPY_2D,            /* cuMemcpy2D*(const CUDA_MEMCPY2D *[, stream]) */
+  GMT_TFN_MEMCPY_3D,            /* cuMemcpy3D*(const CUDA_MEMCPY3D *[, stream]) */
   GMT_TFN_MAX
+};
+
+/* The driver's CUDA_MEMCPY2D and CUDA_MEMCPY3D as the probes read them
+ * (the BPF side cannot include cuda.h; test/unit/test_trace_abi.c checks
+ * the layouts against it). A 2D/3D copy's event carries the fn of its
+ * direction (HTOD, DTOH, or MEMCPY to classify by address), the first byte
+ * of each side, and width x height x depth bytes. */
+enum { GMT_CU_MEMORYTYPE_HOST = 1, GMT_CU_MEMORYTYPE_DEVICE = 2, GMT_CU_MEMORYTYPE_ARRAY = 3,
+       GMT_CU_MEMORYTYPE_UNIFIED = 4 };
+struct gmt_cu_memcpy2d {
+  unsigned long long src_x, src_y;
+  unsigned int src_type, pad0;
+  unsigned long long src_host, src_device, src_array, src_pitch;
+  unsigned long long dst_x, dst_y;
+  unsigned int dst_type, pad1;
+  unsigned long long dst_host, dst_device, dst_array, dst_pitch;
+  unsigned long long width, height;
+};
+struct gmt_cu_memcpy3d {
+  unsigned long long src_x, src_y, src_z, src_lod;
+  unsigned int src_type, pad0;
+  unsigned long long src_host, src_device, src_array, reserved0, src_pitch, src_height;
+  unsigned long long dst_x, dst_y, dst_z, dst_lod;
+  unsigned int dst_type, pad1;
+  unsigned long long dst_host, dst_device, dst_array, reserved1, dst_pitch, dst_height;
+  unsigned long long width, height, depth;
 };
 
 /* bpf_cookie of a uprobe: the fn in the low 16 bits, flags above. */
@@ -94,6 +126,13 @@ struct gmt_trace_event {
     unsigned long long stack[GMT_TRACE_STACK_DEPTH]; /* user return addresses */
     char text[GMT_TRACE_TEXT_LEN];
   };
+};
+
+/* Values of the pc_faults map (tgid ->), which user space also reads. */
+struct gmt_trace_pcfault_val {
+  unsigned long long pending;   /* faults not yet sent */
+  unsigned long long last_emit; /* ns */
+  unsigned long long last_off;  /* file offset of the last one */
 };
 
 /* Keys and values of the host_chunks map, which user space also reads

@@ -177,6 +177,12 @@ static void print_summary(FILE *f, gmt_memhistory_t *mh, const gmt_trace_meta_t 
   fprintf(f, "copies: H2D %llu (%s), D2H %llu (%s), D2D %llu; faults in host buffers %llu\n",
           (unsigned long long)t.h2d_count, hb, (unsigned long long)t.d2h_count, db,
           (unsigned long long)t.d2d_count, (unsigned long long)t.faults);
+  fprintf(f,
+          "kernel: page-cache faults %llu; stalls: direct reclaim %llu (%.1f ms), compaction "
+          "%llu (%.1f ms)\n",
+          (unsigned long long)t.pagecache_faults, (unsigned long long)t.reclaim_stalls,
+          (double)t.reclaim_ns / 1e6, (unsigned long long)t.compact_stalls,
+          (double)t.compact_ns / 1e6);
   if (meta->xid_errors)
     fprintf(f, "GPU Xid errors: %llu\n", (unsigned long long)meta->xid_errors);
   if (!t.allocations || !k)

@@ -80,7 +80,10 @@ static void on_call(gmt_tracer_t *t, const struct gmt_trace_event *e)
     break;
   case GMT_TFN_MEMCPY_HTOD:
   case GMT_TFN_MEMCPY_DTOH:
-  case GMT_TFN_MEMCPY: {
+  case GMT_TFN_MEMCPY:
+  case GMT_TFN_MEMCPY_2D: /* still 2D/3D: the BPF side could not read the */
+  case GMT_TFN_MEMCPY_3D: /* descriptor, so no addresses: an unmatched copy */
+  {
     int dir = e->fn == GMT_TFN_MEMCPY_HTOD   ? GMT_COPY_H2D
               : e->fn == GMT_TFN_MEMCPY_DTOH ? GMT_COPY_D2H
                                              : GMT_COPY_UNKNOWN;
@@ -144,7 +147,13 @@ static void on_event(void *arg, const struct gmt_trace_event *e)
     atomic_fetch_add(&t->xid_errors, 1);
     gmt_warn("trace: GPU error Xid %u: %.*s", e->flags, GMT_TRACE_TEXT_LEN, e->text);
     break;
-  case GMT_TEV_RECLAIM: gmt_memhistory_process_reclaim(t->mh, e->pid, e->dur_ns); break;
+  case GMT_TEV_RECLAIM:
+    gmt_memhistory_process_event(t->mh, e->pid, GMT_PROC_RECLAIM, 1, e->dur_ns);
+    break;
+  case GMT_TEV_COMPACT:
+    gmt_memhistory_process_event(t->mh, e->pid, GMT_PROC_COMPACT, 1, e->dur_ns);
+    break;
+  case GMT_TEV_PCFAULT: gmt_memhistory_process_event(t->mh, e->pid, GMT_PROC_PCFAULTS, e->size, 0); break;
   default: break;
   }
 }

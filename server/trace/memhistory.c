@@ -771,13 +771,23 @@ void gmt_memhistory_process_exit(gmt_memhistory_t *mh, uint32_t pid, int code, u
   un(mh);
 }
 
-void gmt_memhistory_process_reclaim(gmt_memhistory_t *mh, uint32_t pid, uint64_t dur_ns)
+void gmt_memhistory_process_event(gmt_memhistory_t *mh, uint32_t pid, gmt_proc_event_t what,
+                                  uint64_t n, uint64_t dur_ns)
 {
   wr(mh);
   gmt_trace_process_t *p = proc_find(mh, pid);
   if (p) {
-    p->reclaim_stalls++;
-    p->reclaim_ns += dur_ns;
+    switch (what) {
+    case GMT_PROC_RECLAIM:
+      p->reclaim_stalls += n;
+      p->reclaim_ns += dur_ns;
+      break;
+    case GMT_PROC_COMPACT:
+      p->compact_stalls += n;
+      p->compact_ns += dur_ns;
+      break;
+    case GMT_PROC_PCFAULTS: p->pagecache_faults += n; break;
+    }
   }
   un(mh);
 }
@@ -970,6 +980,14 @@ void gmt_memhistory_totals(gmt_memhistory_t *mh, gmt_memhistory_totals_t *t)
   t->d2d_bytes = mh->copy_bytes[GMT_AEV_D2D];
   t->unmatched_faults = mh->unmatched_faults;
   t->unmatched_copies = mh->unmatched_copies;
+  for (size_t i = 0; i < mh->nprocs; i++) {
+    const gmt_trace_process_t *p = &mh->procs[i];
+    t->reclaim_stalls += p->reclaim_stalls;
+    t->reclaim_ns += p->reclaim_ns;
+    t->compact_stalls += p->compact_stalls;
+    t->compact_ns += p->compact_ns;
+    t->pagecache_faults += p->pagecache_faults;
+  }
   un(mh);
 }
 

@@ -124,8 +124,10 @@ typedef struct gmt_trace_process {
   uint64_t exit_ns;
   bool exited;
   int exit_code;
-  uint64_t reclaim_stalls;
-  uint64_t reclaim_ns;
+  /* What the kernel made it wait for, and its page-cache faults. */
+  uint64_t reclaim_stalls, reclaim_ns; /* direct reclaim */
+  uint64_t compact_stalls, compact_ns; /* compaction runs */
+  uint64_t pagecache_faults;
   /* What this process did, each copy counted once (as the history's
    * totals count it): what the daemon reports per pod without a scan.
    * Not in the dumps, which sum the histories instead. */
@@ -181,7 +183,11 @@ int gmt_memhistory_unpin(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint
 int gmt_memhistory_process_start(gmt_memhistory_t *mh, uint32_t pid, uint32_t parent, uint64_t ts);
 /* Ends the process and every allocation it still held. */
 void gmt_memhistory_process_exit(gmt_memhistory_t *mh, uint32_t pid, int code, uint64_t ts);
-void gmt_memhistory_process_reclaim(gmt_memhistory_t *mh, uint32_t pid, uint64_t dur_ns);
+/* The kernel's side of a process: a direct reclaim or compaction stall of
+ * dur_ns, or n page-cache faults. */
+typedef enum { GMT_PROC_RECLAIM, GMT_PROC_COMPACT, GMT_PROC_PCFAULTS } gmt_proc_event_t;
+void gmt_memhistory_process_event(gmt_memhistory_t *mh, uint32_t pid, gmt_proc_event_t what,
+                                  uint64_t n, uint64_t dur_ns);
 /* Drops every history of pid and its process records, as if it had never
  * been traced (the daemon forgets processes gone long ago). Ids of the
  * histories that stay do not change. Returns how many histories went. */
@@ -218,6 +224,8 @@ typedef struct gmt_memhistory_totals {
   uint64_t h2d_count, h2d_bytes, d2h_count, d2h_bytes, d2d_count, d2d_bytes;
   uint64_t faults, unmatched_faults, unmatched_copies;
   size_t processes;
+  /* summed over the processes */
+  uint64_t reclaim_stalls, reclaim_ns, compact_stalls, compact_ns, pagecache_faults;
 } gmt_memhistory_totals_t;
 void gmt_memhistory_totals(gmt_memhistory_t *mh, gmt_memhistory_totals_t *t);
 

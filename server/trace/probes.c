@@ -65,6 +65,16 @@ static const struct entry_point {
     {"cuMemPrefetchAsync_ptsz", GMT_TFN_PREFETCH | GMT_TCOOKIE_ASYNC | EO},
     {"cuMemPrefetchAsync_v2", GMT_TFN_PREFETCH_V2 | GMT_TCOOKIE_ASYNC | EO},
     {"cuMemPrefetchAsync_v2_ptsz", GMT_TFN_PREFETCH_V2 | GMT_TCOOKIE_ASYNC | EO},
+    {"cuMemcpy2D_v2", GMT_TFN_MEMCPY_2D | EO},
+    {"cuMemcpy2D_v2_ptds", GMT_TFN_MEMCPY_2D | EO},
+    {"cuMemcpy2DUnaligned_v2", GMT_TFN_MEMCPY_2D | EO},
+    {"cuMemcpy2DUnaligned_v2_ptds", GMT_TFN_MEMCPY_2D | EO},
+    {"cuMemcpy2DAsync_v2", GMT_TFN_MEMCPY_2D | GMT_TCOOKIE_ASYNC | EO},
+    {"cuMemcpy2DAsync_v2_ptsz", GMT_TFN_MEMCPY_2D | GMT_TCOOKIE_ASYNC | EO},
+    {"cuMemcpy3D_v2", GMT_TFN_MEMCPY_3D | EO},
+    {"cuMemcpy3D_v2_ptds", GMT_TFN_MEMCPY_3D | EO},
+    {"cuMemcpy3DAsync_v2", GMT_TFN_MEMCPY_3D | GMT_TCOOKIE_ASYNC | EO},
+    {"cuMemcpy3DAsync_v2_ptsz", GMT_TFN_MEMCPY_3D | GMT_TCOOKIE_ASYNC | EO},
 };
 #undef EO
 #define N_ENTRY_POINTS (sizeof entry_points / sizeof entry_points[0])
@@ -197,6 +207,9 @@ static void drop_missing_tracepoints(gmt_probes_t *pm)
       {pm->skel->progs.page_fault_user, "page_fault_user"},
       {pm->skel->progs.reclaim_begin, "mm_vmscan_direct_reclaim_begin"},
       {pm->skel->progs.reclaim_end, "mm_vmscan_direct_reclaim_end"},
+      {pm->skel->progs.compact_begin, "mm_compaction_begin"},
+      {pm->skel->progs.compact_end, "mm_compaction_end"},
+      {pm->skel->progs.filemap_fault, "mm_filemap_fault"},
   };
   for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++) {
     char name[96];
@@ -264,6 +277,9 @@ int gmt_probes_open(gmt_probes_t **out, const gmt_probes_opts_t *o, char *err, s
       {pm->skel->progs.page_fault_user, "tp_btf/page_fault_user", false},
       {pm->skel->progs.reclaim_begin, "tp_btf/mm_vmscan_direct_reclaim_begin", false},
       {pm->skel->progs.reclaim_end, "tp_btf/mm_vmscan_direct_reclaim_end", false},
+      {pm->skel->progs.compact_begin, "tp_btf/mm_compaction_begin", false},
+      {pm->skel->progs.compact_end, "tp_btf/mm_compaction_end", false},
+      {pm->skel->progs.filemap_fault, "tp_btf/mm_filemap_fault", false},
   };
   for (size_t i = 0; i < sizeof kprogs / sizeof kprogs[0]; i++) {
     if (!bpf_program__autoload(kprogs[i].prog))
@@ -434,6 +450,33 @@ int gmt_probes_fd(gmt_probes_t *pm)
   return ring_buffer__epoll_fd(pm->rb);
 }
 
+/* Page-cache faults counted in BPF but not yet sent (all pids, or one). */
+static void flush_pcfaults(gmt_probes_t *pm, uint32_t pid, bool forget)
+{
+  int fd = bpf_map__fd(pm->skel->maps.pc_faults);
+  uint32_t key, next;
+  void *prev = NULL;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    key = next;
+    prev = &key;
+    struct gmt_trace_pcfault_val v;
+    if ((pid && key != pid) || bpf_map_lookup_elem(fd, &key, &v) != 0 || !v.pending)
+      continue;
+    struct gmt_trace_event ev = {.type = GMT_TEV_PCFAULT,
+                                 .pid = key,
+                                 .tid = key,
+                                 .ts_ns = gmt_now_ns(),
+                                 .addr = v.last_off,
+                                 .size = v.pending};
+    v.pending = 0; /* racing BPF increments in between are lost: counts only */
+    bpf_map_update_elem(fd, &key, &v, BPF_EXIST);
+    if (pm->opts.cb)
+      pm->opts.cb(pm->opts.arg, &ev);
+  }
+  if (forget && pid)
+    bpf_map_delete_elem(fd, &pid);
+}
+
 void gmt_probes_flush_faults(gmt_probes_t *pm, uint32_t pid, bool forget)
 {
   int cfd = bpf_map__fd(pm->skel->maps.host_chunks);
@@ -455,12 +498,10 @@ void gmt_probes_flush_faults(gmt_probes_t *pm, uint32_t pid, bool forget)
                                    .ts_ns = gmt_now_ns(),
                                    .addr = v.last_addr,
                                    .size = v.pending};
-      uint64_t sent = v.pending;
       v.pending = 0;
       bpf_map_update_elem(cfd, &key, &v, BPF_EXIST);
       if (pm->opts.cb)
         pm->opts.cb(pm->opts.arg, &ev);
-      (void)sent;
     }
     if (forget && pid) {
       if (ndead == capdead) {
@@ -476,6 +517,7 @@ void gmt_probes_flush_faults(gmt_probes_t *pm, uint32_t pid, bool forget)
   for (size_t i = 0; i < ndead; i++)
     bpf_map_delete_elem(cfd, &dead[i]);
   free(dead);
+  flush_pcfaults(pm, pid, forget);
   if (!forget || !pid)
     return;
 

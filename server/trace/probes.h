@@ -60,7 +60,7 @@ int gmt_probes_remove_pid(gmt_probes_t *pm, uint32_t pid);
 int gmt_probes_poll(gmt_probes_t *pm, int timeout_ms);
 int gmt_probes_fd(gmt_probes_t *pm);
 /* Faults counted in the kernel but not yet sent (rate limiting): sent now,
- * as FAULT events through the callback. pid 0: every process. With forget,
+ * as FAULT and PCFAULT events through the callback. pid 0: every process. With forget,
  * the kernel also stops tracking pid's host buffers (it exited). */
 void gmt_probes_flush_faults(gmt_probes_t *pm, uint32_t pid, bool forget);
 

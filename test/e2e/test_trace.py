@@ -10,7 +10,7 @@ Until the gmt CLI links the tracer, the same command runs as the standalone
 server/trace/gmt-trace-dev (same arguments, same exit codes)."""
 import json
 import os
-import selectors
+import queue
 import shutil
 import signal
 import subprocess
@@ -18,7 +18,7 @@ import tempfile
 import time
 import unittest
 
-from gmt_e2e import ASAN_PRELOAD, FAKECUDA_DIR, GMT, Prog, build_path
+from gmt_e2e import ASAN_PRELOAD, FAKECUDA_DIR, GMT, Prog, build_path, wait_for
 
 TRACE_JOB = build_path("test", "e2e", "traceprogs", "trace_job")
 TRACE_DEV = build_path("server", "trace", "gmt-trace-dev")
@@ -40,39 +40,45 @@ def tracer_argv():
     return [TRACE_DEV]
 
 
-class Tracer:
-    """A running `gmt trace`; stderr is read line by line until it attaches."""
-
-    def __init__(self, argv, env, preexec_fn=None):
-        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
-        self.err_lines = []
+class Tracer(Prog):
+    """A running `gmt trace`. As a gmt_e2e.Prog, threads read its stdout and
+    stderr, so that every wait on it is bounded."""
 
     def wait_attached(self, timeout=20.0):
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stderr, selectors.EVENT_READ)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                continue
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            self.err_lines.append(line)
-            if "tracing pid" in line:
-                return
-        out, err = self.finish(timeout=5)[1:]
-        raise AssertionError("tracer did not attach: rc=%r stderr=%s" % (self.proc.returncode, err))
+        """Waits until its stderr says "tracing pid"; fails if it exits first."""
+        def attached():
+            return "tracing pid" in self.stderr()
+
+        try:
+            wait_for(lambda: attached() or self.proc.poll() is not None, timeout=timeout,
+                     what="the tracer to attach")
+        except AssertionError:
+            pass
+        if self.proc.poll() is not None:
+            self.err_reader.join(timeout=5)  # what it wrote before it exited
+        if attached():
+            return
+        rc = self.proc.poll()
+        self.stop()
+        why = "did not attach within %.0fs" % timeout if rc is None else "exited (%d)" % rc
+        raise AssertionError("tracer %s; stderr: %s" % (why, self.stderr()))
 
     def finish(self, timeout=30.0):
+        """Waits for it to exit; returns (exit code, stdout, stderr)."""
         try:
-            out, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, err = self.proc.communicate(timeout=5)
-            raise AssertionError("tracer did not stop within %.0fs; stderr: %s"
-                                 % (timeout, "".join(self.err_lines) + err))
-        return self.proc.returncode, out, "".join(self.err_lines) + err
+            rc, err = super().finish(timeout)
+        except AssertionError as e:
+            raise AssertionError("%s; stderr: %s" % (e, self.stderr()))
+        out = []
+        while True:  # stop() has joined the reader: its stdout is all queued
+            try:
+                line = self.lines.get_nowait()
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            out.append(line + "\n")
+        return rc, "".join(out), err
 
 
 @unittest.skipUnless(os.geteuid() == 0, "the tracer needs root to load BPF programs")
@@ -87,11 +93,7 @@ class TraceTest(unittest.TestCase):
 
     def tearDown(self):
         for t in self.tracers:
-            if t.proc.poll() is None:
-                t.proc.kill()
-                t.proc.wait(timeout=5)
-            for f in (t.proc.stdout, t.proc.stderr):
-                f.close()
+            t.stop()
         for p in self.jobs:
             p.stop()
         if os.environ.get("GMT_E2E_KEEP"):
@@ -112,8 +114,8 @@ class TraceTest(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.tmp, name)
 
-    def start_job(self, mode, preexec_fn=None):
-        p = Prog([TRACE_JOB, mode], self.env(), preexec_fn=preexec_fn)
+    def start_job(self, mode, preexec_fn=None, job_args=()):
+        p = Prog([TRACE_JOB, mode] + list(job_args), self.env(), preexec_fn=preexec_fn)
         self.jobs.append(p)
         ready = p.expect("ready")
         self.assertEqual(int(ready["pid"]), p.proc.pid)
@@ -124,9 +126,9 @@ class TraceTest(unittest.TestCase):
         self.tracers.append(t)
         return t
 
-    def trace(self, mode, *args, env=None):
+    def trace(self, mode, *args, env=None, job_args=()):
         """Traces one run of trace_job MODE; returns (done fields, stdout, stderr, pid)."""
-        job = self.start_job(mode)
+        job = self.start_job(mode, job_args=job_args)
         tracer = self.start_tracer("-p", str(job.proc.pid), *args, env=env)
         tracer.wait_attached()
         job.send("go")
@@ -192,6 +194,51 @@ class TraceTest(unittest.TestCase):
         self.assertEqual(coldest[5:7], hot)
         self.assertIn("H2D 105 (25.31 MiB), D2H 105 (25.31 MiB)", r.stdout)
         self.assertIn("0 dropped events", r.stdout)
+
+    def test_probes_sit_where_a_hit_is_cheap(self):
+        # The fake's entry points begin with endbr64; push %rbp (as a CET
+        # build would): the probe goes on the push, which the kernel
+        # emulates, and the tracer warns of none that would single-step.
+        _, _, err, _ = self.trace("idle", "-o", self.path("i.json"))
+        self.assertNotIn("single-steps", err)
+        self.assertRegex(err, r"tracing pid \d+ \(.*: (\d+) entry points probed")
+
+    def test_2d_and_3d_copies_count_by_direction(self):
+        x = self.path("c.json")
+        done, _, _, pid = self.trace("pitched", "-o", x, "--min-mmap", "1Gi")
+        with open(x) as f:
+            dump = json.load(f)
+        (a,) = self.by_address(dump, kind="device", pid=pid)[int(done["buf"], 16)]
+        # 4 2D H2D of 1024 x 64 + 2 3D H2D of 512 x 8 x 4; 3 + 1 2D D2H
+        self.assertEqual((a["h2d_count"], a["h2d_bytes"], a["d2h_count"], a["d2h_bytes"]),
+                         (6, 4 * 65536 + 2 * 16384, 4, 4 * 65536), a)
+        self.assertEqual(dump["unmatched_copies"], 0)
+        self.assert_copies_entry_only(dump)
+
+    def test_page_cache_faults_are_counted(self):
+        # Every first write to a page of a shared file mapping goes through
+        # the page cache's fault handler: at least the file's 1024 pages.
+        x = self.path("m.json")
+        data = build_path("test", "e2e", "trace-filemap-%d.dat" % os.getpid())  # not tmpfs
+        done, _, _, pid = self.trace("filemap", "-o", x, job_args=[data])
+        with open(x) as f:
+            dump = json.load(f)
+        (p,) = [p for p in dump["processes"] if p["pid"] == pid]
+        self.assertGreaterEqual(p["pagecache_faults"], int(done["pages"]), p)
+        self.assertLess(p["pagecache_faults"], 2 * int(done["pages"]), p)
+        self.assertFalse(os.path.exists(data))
+
+    def test_compaction_the_process_waits_for_is_a_stall(self):
+        x = self.path("s.json")
+        _, _, _, pid = self.trace("compact", "-o", x)
+        with open(x) as f:
+            dump = json.load(f)
+        (p,) = [p for p in dump["processes"] if p["pid"] == pid]
+        self.assertGreaterEqual(p["compact_stalls"], 1, p)  # one run per zone
+        self.assertGreater(p["compact_ns"], 0, p)
+        r = self.run_tracer("--load", x)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"compaction %d \(\d+\.\d ms\)" % p["compact_stalls"])
 
     def test_one_uprobe_per_entry_point_counts_the_same(self):
         # Kernels before 6.6 have no uprobe_multi links: the tracer falls

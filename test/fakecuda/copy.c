@@ -170,3 +170,67 @@ CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int ui, size_t n, CUstream s) 
 CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int ui, size_t n, CUstream s) {
   GMT_FAKE_RET(memset_dev(d, &ui, 4, n, s, 1));
 }
+
+/* ---- 2D and 3D copies: one row of WidthInBytes at a time ---- */
+
+/* One side of a pitched copy, from a CUDA_MEMCPY2D or CUDA_MEMCPY3D. */
+struct pitched {
+  CUmemorytype type;
+  const void *host;
+  CUdeviceptr dev;
+  size_t x, y, z, pitch, height; /* height: rows per slice (3D only) */
+};
+
+static CUresult pitched_end(const struct pitched *p, size_t row, size_t slice, size_t width,
+                            struct end *out) {
+  if (width > p->pitch && p->pitch) return CUDA_ERROR_INVALID_VALUE;
+  size_t off = ((p->z + slice) * p->height + p->y + row) * p->pitch + p->x;
+  switch (p->type) {
+  case CU_MEMORYTYPE_HOST: *out = host_end((const char *)p->host + off); return CUDA_SUCCESS;
+  case CU_MEMORYTYPE_DEVICE: *out = dev_end(p->dev + off); return CUDA_SUCCESS;
+  case CU_MEMORYTYPE_UNIFIED: *out = uva_end(p->dev + off); return CUDA_SUCCESS;
+  default: return CUDA_ERROR_NOT_SUPPORTED; /* arrays: the fake copies none */
+  }
+}
+
+static CUresult copy_pitched(struct pitched dst, struct pitched src, size_t width, size_t height,
+                             size_t depth, CUstream s, int check_stream) {
+  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
+  gmt__fake_lock();
+  int dev = 0;
+  CUresult r = check_stream ? gmt__stream_dev_locked(s, &dev) : gmt__ctx_dev_locked(&dev);
+  for (size_t z = 0; r == CUDA_SUCCESS && z < depth; z++)
+    for (size_t y = 0; r == CUDA_SUCCESS && y < height; y++) {
+      struct end d, e;
+      if ((r = pitched_end(&dst, y, z, width, &d)) == CUDA_SUCCESS &&
+          (r = pitched_end(&src, y, z, width, &e)) == CUDA_SUCCESS && width)
+        r = xfer_locked(d, e, width);
+    }
+  gmt__fake_unlock();
+  return r;
+}
+
+static CUresult copy_2d(const CUDA_MEMCPY2D *c, CUstream s, int check_stream) {
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  struct pitched dst = {c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, 0, c->dstPitch, 0};
+  struct pitched src = {c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, 0, c->srcPitch, 0};
+  return copy_pitched(dst, src, c->WidthInBytes, c->Height, 1, s, check_stream);
+}
+
+static CUresult copy_3d(const CUDA_MEMCPY3D *c, CUstream s, int check_stream) {
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  struct pitched dst = {c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, c->dstZ, c->dstPitch, c->dstHeight};
+  struct pitched src = {c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, c->srcZ, c->srcPitch, c->srcHeight};
+  return copy_pitched(dst, src, c->WidthInBytes, c->Height, c->Depth, s, check_stream);
+}
+
+CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *c) { GMT_FAKE_RET(copy_2d(c, NULL, 0)); }
+CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *c) { GMT_FAKE_RET(copy_2d(c, NULL, 0)); }
+CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *c) { GMT_FAKE_RET(copy_2d(c, NULL, 0)); }
+CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *c) { GMT_FAKE_RET(copy_2d(c, NULL, 0)); }
+CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream s) { GMT_FAKE_RET(copy_2d(c, s, 1)); }
+CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream s) { GMT_FAKE_RET(copy_2d(c, s, 1)); }
+CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *c) { GMT_FAKE_RET(copy_3d(c, NULL, 0)); }
+CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *c) { GMT_FAKE_RET(copy_3d(c, NULL, 0)); }
+CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *c, CUstream s) { GMT_FAKE_RET(copy_3d(c, s, 1)); }
+CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *c, CUstream s) { GMT_FAKE_RET(copy_3d(c, s, 1)); }

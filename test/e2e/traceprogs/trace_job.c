@@ -9,11 +9,21 @@
  *   trace_job reuse    the same host memory registered twice (a new history
  *                      at the same address), and a 4 MiB pageable buffer,
  *                      touched page by page, unmapped and mapped again
+ *   trace_job pitched  one 1 MiB device buffer: 2D copies (4 H2D of 1024 x 64
+ *                      bytes, 3 D2H, 1 async D2H) and 3D copies (2 H2D of
+ *                      512 x 8 x 4), each starting inside the buffer
+ *   trace_job filemap PATH
+ *                      writes every page of a 4 MiB file at PATH through a
+ *                      shared mapping: each first write is a page-cache
+ *                      fault (the file is removed at the end)
+ *   trace_job compact  asks the kernel to compact all memory (root): the
+ *                      compaction runs in this process, which waits for it
  *   trace_job idle     loads libcuda and waits, doing nothing (error tests)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -165,6 +175,89 @@ static int reuse(void)
   return 0;
 }
 
+static CUDA_MEMCPY2D copy_2d(CUdeviceptr d, char *host, int to_device)
+{
+  CUDA_MEMCPY2D c;
+  memset(&c, 0, sizeof c);
+  c.WidthInBytes = 1024;
+  c.Height = 64;
+  if (to_device) {
+    c.srcMemoryType = CU_MEMORYTYPE_HOST, c.srcHost = host, c.srcPitch = 1024;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = d, c.dstPitch = 4096, c.dstY = 1;
+  } else {
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE, c.srcDevice = d, c.srcPitch = 4096, c.srcXInBytes = 512;
+    c.dstMemoryType = CU_MEMORYTYPE_HOST, c.dstHost = host, c.dstPitch = 1024;
+  }
+  return c;
+}
+
+static int pitched(void)
+{
+  char *host = calloc(1, 64 << 10);
+  CUdeviceptr d;
+  init_ctx();
+  wait_go();
+  CHECK(cuMemAlloc(&d, 1 << 20));
+  CUDA_MEMCPY2D up = copy_2d(d, host, 1), down = copy_2d(d, host, 0);
+  for (int i = 0; i < 4; i++)
+    CHECK(cuMemcpy2D(&up));
+  for (int i = 0; i < 3; i++)
+    CHECK(cuMemcpy2D(&down));
+  CHECK(cuMemcpy2DAsync(&down, NULL));
+  CHECK(cuStreamSynchronize(NULL));
+
+  CUDA_MEMCPY3D c;
+  memset(&c, 0, sizeof c);
+  c.srcMemoryType = CU_MEMORYTYPE_HOST, c.srcHost = host, c.srcPitch = 512, c.srcHeight = 8;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = d, c.dstPitch = 2048, c.dstHeight = 16;
+  c.dstZ = 2;
+  c.WidthInBytes = 512, c.Height = 8, c.Depth = 4;
+  for (int i = 0; i < 2; i++)
+    CHECK(cuMemcpy3D(&c));
+  printf("done buf=0x%llx\n", (unsigned long long)d);
+  CHECK(cuMemFree(d));
+  free(host);
+  return 0;
+}
+
+static int filemap(const char *path)
+{
+  size_t size = (size_t)4 << 20;
+  init_ctx();
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+    perror(path);
+    return 1;
+  }
+  char *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    perror("mmap");
+    return 1;
+  }
+  wait_go();
+  for (size_t o = 0; o < size; o += 4096)
+    m[o] = 1;
+  munmap(m, size);
+  close(fd);
+  unlink(path);
+  printf("done pages=%zu\n", size / 4096);
+  return 0;
+}
+
+static int compact(void)
+{
+  init_ctx();
+  wait_go();
+  int fd = open("/proc/sys/vm/compact_memory", O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, "1", 1) != 1) {
+    perror("/proc/sys/vm/compact_memory");
+    return 1;
+  }
+  close(fd);
+  printf("done\n");
+  return 0;
+}
+
 static int idle(void)
 {
   init_ctx();
@@ -183,8 +276,14 @@ int main(int argc, char **argv)
     return forking();
   if (!strcmp(mode, "reuse"))
     return reuse();
+  if (!strcmp(mode, "pitched"))
+    return pitched();
+  if (!strcmp(mode, "filemap") && argc > 2)
+    return filemap(argv[2]);
+  if (!strcmp(mode, "compact"))
+    return compact();
   if (!strcmp(mode, "idle"))
     return idle();
-  fprintf(stderr, "usage: trace_job hotcold|fork|reuse|idle\n");
+  fprintf(stderr, "usage: trace_job hotcold|fork|reuse|pitched|filemap PATH|compact|idle\n");
   return 2;
 }
