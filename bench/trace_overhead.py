@@ -1,17 +1,31 @@
 #!/usr/bin/env python3
-"""Tracer overhead, side by side in one run: each workload alternately
-untraced and under `gmt trace -p PID -o x.json`, several rounds; prints the
-median time of each side, the slowdown, the dropped events and the
-tracer's own CPU time. Needs root (BPF).
+"""Tracer overhead: each workload's blocks untraced and under
+`gmt trace -p PID -o x.json`, both sides in the same process on the same
+buffers. Needs root (BPF).
 
 usage: bench/trace_overhead.py [--rounds R] [--fake] [--no-torch]
-GMT_BUILD_DIR names the build (default build/). --fake runs on the fake
-driver (a dry run without a GPU: the numbers mean nothing)."""
+
+Per workload one job (bench/copy_job, bench/train_job.py) is started and
+kept: it runs one block per `go` on its stdin and says how long the block
+took. A fresh process per run made pageable-copy times vary by +-15% on the
+GPU VMs (other host pages), far more than the 2% to be shown. After one
+warm-up block, R rounds each run a pair of blocks, one untraced and one
+traced, the order alternating from pair to pair. For a traced block a
+`gmt trace` is attached first and stopped with SIGINT once the block is
+done (attaching and detaching are not timed); its dump must show the
+block's copies (else the row says CHECK FAILED and the exit status is 1),
+and gives the dropped events, while wait4 gives the tracer's CPU time.
+
+Prints, per workload: the median untraced and traced block, the slowdown
+of those medians, the median of the pairs' traced/untraced ratios with its
+interquartile range, the dropped events (sum), the tracer's median CPU time
+and the rounds. GMT_BUILD_DIR names the build (default build/). --fake runs
+on the fake driver (a dry run without a GPU: the numbers mean nothing)."""
 import argparse
 import json
 import os
+import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,6 +33,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "e2e"))
 import gmt_e2e  # noqa: E402
+
+READY_S = 120  # PyTorch's import and CUDA start
+BLOCK_S = 300
+TRACER_S = 30
+
+
+class BenchError(Exception):
+    pass
 
 
 def env_for(fake, tmp):
@@ -28,97 +50,170 @@ def env_for(fake, tmp):
     return env
 
 
-def run(argv, env, tmp, traced):
-    """One run; returns (seconds, dropped events or None, tracer CPU s or None)."""
-    job = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, bufsize=1)
+def copies_check(iters):
+    """A copy_job block: at least ITER copies each way, counted against the
+    block's device buffer (which the tracer saw allocated)."""
+    def check(dump):
+        h2d = sum(a["h2d_count"] for a in dump["allocations"])
+        d2h = sum(a["d2h_count"] for a in dump["allocations"])
+        if h2d < iters or d2h < iters:
+            return "the trace counted %d H2D and %d D2H copies, not %d each" % (h2d, d2h, iters)
+        return None
+    return check
+
+
+def seen_check(least):
+    """A PyTorch block: its allocator's buffers predate the tracer, so their
+    copies stay unmatched; at least `least` copies must have been seen."""
+    def check(dump):
+        seen = sum(dump["copies"][k] for k in ("h2d_count", "d2h_count", "d2d_count"))
+        seen += dump["unmatched_copies"]
+        if seen < least:
+            return "the trace saw %d copies, not at least %d" % (seen, least)
+        return None
+    return check
+
+
+def reap(proc, timeout):
+    """Waits up to timeout for proc to exit; returns its rusage, or None."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return usage
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
+
+
+def block(job):
+    """Runs one block in job; returns its seconds."""
+    job.send("go")
+    return float(job.expect("done", timeout=BLOCK_S)["seconds"])
+
+
+def traced_block(job, env, out):
+    """One block under `gmt trace`; returns (seconds, dump, tracer CPU s)."""
+    tracer = gmt_e2e.Prog([gmt_e2e.GMT, "trace", "-p", str(job.proc.pid), "-o", out],
+                          gmt_e2e.daemon_env(env))
     try:
-        line = job.stdout.readline()
-        if not line.startswith("ready"):
-            raise SystemExit("%s did not get ready: %s %s" % (argv, line, job.stderr.read()))
-        tracer = out = None
-        if traced:
-            out = os.path.join(tmp, "trace.json")
-            errf = open(os.path.join(tmp, "trace.err"), "w+")
-            tracer = subprocess.Popen([gmt_e2e.GMT, "trace", "-p", str(job.pid), "-o", out],
-                                      env=gmt_e2e.daemon_env(env), stdout=subprocess.DEVNULL, stderr=errf)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                errf.seek(0)
-                if "tracing pid" in errf.read():
-                    break
-                if tracer.poll() is not None:
-                    errf.seek(0)
-                    raise SystemExit("gmt trace failed: " + errf.read())
-                time.sleep(0.05)
-            else:
-                raise SystemExit("gmt trace did not attach")
-        job.stdin.write("go\n")
-        job.stdin.flush()
-        line = job.stdout.readline()
-        if not line.startswith("done"):
-            raise SystemExit("%s failed: %s %s" % (argv, line, job.stderr.read()))
-        seconds = float(line.split("seconds=")[1])
-        job.stdin.close()
-        job.wait(timeout=60)
-        if not traced:
-            return seconds, None, None
-        _, status, usage = os.wait4(tracer.pid, 0)
-        tracer.returncode = status
-        errf.close()
+        deadline = time.monotonic() + TRACER_S
+        while "tracing pid" not in tracer.stderr():
+            if tracer.proc.poll() is not None:
+                raise BenchError("gmt trace exited (%s) before it attached: %s"
+                                 % (tracer.proc.returncode, tracer.stderr().strip()))
+            if time.monotonic() >= deadline:
+                raise BenchError("gmt trace did not attach within %d s: %s"
+                                 % (TRACER_S, tracer.stderr().strip()))
+            time.sleep(0.02)
+        seconds = block(job)
+        tracer.proc.send_signal(signal.SIGINT)  # stop, write the dump
+        usage = reap(tracer.proc, TRACER_S)
+        if usage is None:
+            raise BenchError("gmt trace did not stop within %d s of SIGINT: %s"
+                             % (TRACER_S, tracer.stderr().strip()))
+        if tracer.proc.returncode != 0 or not os.path.exists(out):
+            raise BenchError("gmt trace failed (exit %s): %s"
+                             % (tracer.proc.returncode, tracer.stderr().strip()))
         with open(out) as f:
             dump = json.load(f)
-        return seconds, dump["dropped_events"], usage.ru_utime + usage.ru_stime
+        os.unlink(out)
+        return seconds, dump, usage.ru_utime + usage.ru_stime
     finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait()
+        tracer.stop()
+
+
+def measure(name, argv, check, rounds, env, tmp):
+    """Runs one workload's pairs in one job; returns its table row."""
+    job = gmt_e2e.Prog(argv, env)
+    try:
+        job.expect("ready", timeout=READY_S)
+        block(job)  # warm-up, not counted
+        plain, traced, ratios, cpu, dropped, bad = [], [], [], [], 0, 0
+        for r in range(rounds):
+            # Odd pairs trace first, so that neither side always runs
+            # after the other (or after an attach).
+            sides = {}
+            for side in (("plain", "traced") if r % 2 == 0 else ("traced", "plain")):
+                if side == "plain":
+                    sides[side] = block(job)
+                    continue
+                s, dump, c = traced_block(job, env, os.path.join(tmp, "trace.json"))
+                sides[side] = s
+                dropped += dump["dropped_events"]
+                cpu.append(c)
+                why = check(dump)
+                if why:
+                    bad += 1
+                    print("error: %s, round %d: %s" % (name, r + 1, why), file=sys.stderr)
+            plain.append(sides["plain"])
+            traced.append(sides["traced"])
+            ratios.append(sides["traced"] / sides["plain"])
+            print("%s round %d: untraced %.4f s, traced %.4f s" % (
+                name, r + 1, sides["plain"], sides["traced"]), flush=True)
+        rc, err = job.finish(timeout=60)
+        if rc != 0:
+            raise BenchError("%s exited %s at the end of its stdin: %s" % (argv[0], rc, err.strip()))
+        return name, plain, traced, ratios, dropped, cpu, bad
+    finally:
+        job.stop()
+
+
+def quartiles(xs):
+    if len(xs) < 2:
+        return xs[0], xs[0]
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], q[2]
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=8, help="pairs of blocks per workload")
     ap.add_argument("--fake", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
 
+    # Blocks of about 0.5 s on the H200 (a pageable copy there: 1 MiB
+    # ~125 us, 16 MiB ~1.5 ms, 256 MiB ~25 ms), so that 8 rounds of every
+    # workload, attaches included, take about 4 minutes.
     copy_job = os.path.join(gmt_e2e.BUILD, "bench", "copy_job")
-    workloads = [
-        ("copies 1 MiB x 4000", [copy_job, str(1 << 20), "4000"]),
-        ("copies 16 MiB x 400", [copy_job, str(16 << 20), "400"]),
-        ("copies 256 MiB x 25", [copy_job, str(256 << 20), "25"]),
-    ]
+    workloads = [("copies 1 MiB x 2000", [copy_job, str(1 << 20), "2000"], copies_check(2000)),
+                 ("copies 16 MiB x 200", [copy_job, str(16 << 20), "200"], copies_check(200)),
+                 ("copies 256 MiB x 12", [copy_job, str(256 << 20), "12"], copies_check(12))]
     if not args.no_torch and not args.fake:
-        workloads.append(("PyTorch MLP training x 300", [sys.executable,
-                                                         os.path.join(HERE, "train_job.py"), "300"]))
+        workloads.append(("PyTorch MLP x 300 steps",
+                          [sys.executable, os.path.join(HERE, "train_job.py"), "300"],
+                          seen_check(300)))
     rows = []
     with tempfile.TemporaryDirectory(prefix="gmt-trace-bench-") as tmp:
         env = env_for(args.fake, tmp)
-        for name, argv in workloads:
-            plain, traced, dropped, cpu = [], [], 0, []
-            for r in range(args.rounds):
-                # Odd rounds trace first, so that a drift of the machine
-                # within a round does not favour one side.
-                for side in ((False, True) if r % 2 == 0 else (True, False)):
-                    s, d, c = run(argv, env, tmp, side)
-                    if not side:
-                        plain.append(s)
-                        continue
-                    traced.append(s)
-                    dropped += d
-                    cpu.append(c)
-            rows.append((name, plain, traced, dropped, cpu))
+        try:
+            for name, argv, check in workloads:
+                rows.append(measure(name, argv, check, args.rounds, env, tmp))
+        except (BenchError, AssertionError) as e:
+            raise SystemExit("trace_overhead: %s" % e)
 
-    print("tracer overhead (%s), median of %d rounds, sides alternating in order" %
-          ("FAKE DRIVER: numbers mean nothing" if args.fake else "real GPU", args.rounds))
-    print("%-28s %10s %10s %9s %8s %12s   %s" % ("workload", "untraced s", "traced s", "slowdown",
-                                                "dropped", "tracer CPU s", "spread untraced / traced"))
-    for name, plain, traced, dropped, cpu in rows:
+    print("\ntracer overhead (%s): one process per workload, %d rounds of an untraced and a "
+          "traced block, order alternating" %
+          ("FAKE DRIVER, numbers mean nothing" if args.fake else "real GPU", args.rounds))
+    print("%-24s %10s %10s %9s %24s %7s %10s %6s" % (
+        "workload", "untraced s", "traced s", "slowdown", "per pair (IQR)", "dropped",
+        "tracer CPU", "rounds"))
+    failed = 0
+    for name, plain, traced, ratios, dropped, cpu, bad in rows:
         a, b = statistics.median(plain), statistics.median(traced)
-        print("%-28s %10.4f %10.4f %8.1f%% %8d %12.3f   %.4f-%.4f / %.4f-%.4f" % (
-            name, a, b, 100 * (b / a - 1), dropped, statistics.median(cpu),
-            min(plain), max(plain), min(traced), max(traced)))
+        q1, q3 = quartiles(ratios)
+        pair = "%+.1f%% (%+.1f..%+.1f)" % (100 * (statistics.median(ratios) - 1),
+                                          100 * (q1 - 1), 100 * (q3 - 1))
+        print("%-24s %10.4f %10.4f %8.1f%% %24s %7d %9.3fs %6d%s" % (
+            name, a, b, 100 * (b / a - 1), pair, dropped, statistics.median(cpu), len(ratios),
+            "  CHECK FAILED x%d" % bad if bad else ""))
+        failed += bad
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
