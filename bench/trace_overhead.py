@@ -4,6 +4,7 @@
 buffers. Needs root (BPF).
 
 usage: bench/trace_overhead.py [--rounds R] [--fake] [--no-torch]
+                               [--job-cpus LIST] [--tracer-cpus LIST]
 
 Per workload one job (bench/copy_job, bench/train_job.py) is started and
 kept: it runs one block per `go` on its stdin and says how long the block
@@ -18,8 +19,15 @@ and gives the dropped events, while wait4 gives the tracer's CPU time.
 
 Prints, per workload: the median untraced and traced block, the slowdown
 of those medians, the median of the pairs' traced/untraced ratios with its
-interquartile range, the dropped events (sum), the tracer's median CPU time
-and the rounds. GMT_BUILD_DIR names the build (default build/). --fake runs
+interquartile range, what the tracer added per copy (the difference of the
+medians over the block's copies), the dropped events (sum), the tracer's
+median CPU time and the rounds. The 4 KiB copies measure the fixed cost a
+traced copy pays (the probe hit) where it is not lost in the copy's own
+variation; the bigger ones show it end to end.
+
+--job-cpus and --tracer-cpus (e.g. 2,3 and 4) pin the job (its driver
+threads with it) and the tracer to CPUs, so that neither moves the other
+between cores or memory nodes from block to block. GMT_BUILD_DIR names the build (default build/). --fake runs
 on the fake driver (a dry run without a GPU: the numbers mean nothing)."""
 import argparse
 import json
@@ -93,10 +101,10 @@ def block(job):
     return float(job.expect("done", timeout=BLOCK_S)["seconds"])
 
 
-def traced_block(job, env, out):
+def traced_block(job, env, out, cpus=None):
     """One block under `gmt trace`; returns (seconds, dump, tracer CPU s)."""
     tracer = gmt_e2e.Prog([gmt_e2e.GMT, "trace", "-p", str(job.proc.pid), "-o", out],
-                          gmt_e2e.daemon_env(env))
+                          gmt_e2e.daemon_env(env), preexec_fn=pinned(cpus))
     try:
         deadline = time.monotonic() + TRACER_S
         while "tracing pid" not in tracer.stderr():
@@ -124,9 +132,27 @@ def traced_block(job, env, out):
         tracer.stop()
 
 
-def measure(name, argv, check, rounds, env, tmp):
-    """Runs one workload's pairs in one job; returns its table row."""
-    job = gmt_e2e.Prog(argv, env)
+def pinned(cpus):
+    """A preexec_fn that pins the child to cpus (None: no pinning)."""
+    if not cpus:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+def cpu_list(text):
+    try:
+        cpus = {int(c) for c in text.split(",") if c.strip()}
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a list of CPU numbers: %r" % text)
+    if not cpus or not cpus <= os.sched_getaffinity(0):
+        raise argparse.ArgumentTypeError("CPUs %r are not all available here" % text)
+    return cpus
+
+
+def measure(name, argv, check, rounds, env, tmp, job_cpus=None, tracer_cpus=None, copies=0):
+    """Runs one workload's pairs in one job; returns its table row (copies:
+    a block's copies, for the cost per copy; 0 for none)."""
+    job = gmt_e2e.Prog(argv, env, preexec_fn=pinned(job_cpus))
     try:
         job.expect("ready", timeout=READY_S)
         block(job)  # warm-up, not counted
@@ -139,7 +165,7 @@ def measure(name, argv, check, rounds, env, tmp):
                 if side == "plain":
                     sides[side] = block(job)
                     continue
-                s, dump, c = traced_block(job, env, os.path.join(tmp, "trace.json"))
+                s, dump, c = traced_block(job, env, os.path.join(tmp, "trace.json"), tracer_cpus)
                 sides[side] = s
                 dropped += dump["dropped_events"]
                 cpu.append(c)
@@ -155,7 +181,7 @@ def measure(name, argv, check, rounds, env, tmp):
         rc, err = job.finish(timeout=60)
         if rc != 0:
             raise BenchError("%s exited %s at the end of its stdin: %s" % (argv[0], rc, err.strip()))
-        return name, plain, traced, ratios, dropped, cpu, bad
+        return name, plain, traced, ratios, dropped, cpu, bad, copies
     finally:
         job.stop()
 
@@ -172,6 +198,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=8, help="pairs of blocks per workload")
     ap.add_argument("--fake", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--job-cpus", type=cpu_list, help="pin each job to these CPUs (e.g. 2,3)")
+    ap.add_argument("--tracer-cpus", type=cpu_list, help="pin the tracer to these CPUs (e.g. 4)")
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
@@ -180,7 +208,8 @@ def main():
     # ~125 us, 16 MiB ~1.5 ms, 256 MiB ~25 ms), so that 8 rounds of every
     # workload, attaches included, take about 4 minutes.
     copy_job = os.path.join(gmt_e2e.BUILD, "bench", "copy_job")
-    workloads = [("copies 1 MiB x 2000", [copy_job, str(1 << 20), "2000"], copies_check(2000)),
+    workloads = [("copies 4 KiB x 20000", [copy_job, str(4 << 10), "20000"], copies_check(20000)),
+                 ("copies 1 MiB x 2000", [copy_job, str(1 << 20), "2000"], copies_check(2000)),
                  ("copies 16 MiB x 200", [copy_job, str(16 << 20), "200"], copies_check(200)),
                  ("copies 256 MiB x 12", [copy_job, str(256 << 20), "12"], copies_check(12))]
     if not args.no_torch and not args.fake:
@@ -192,24 +221,29 @@ def main():
         env = env_for(args.fake, tmp)
         try:
             for name, argv, check in workloads:
-                rows.append(measure(name, argv, check, args.rounds, env, tmp))
+                copies = 2 * int(argv[2]) if argv[0] == copy_job else 0
+                rows.append(measure(name, argv, check, args.rounds, env, tmp, args.job_cpus,
+                                    args.tracer_cpus, copies))
         except (BenchError, AssertionError) as e:
             raise SystemExit("trace_overhead: %s" % e)
 
     print("\ntracer overhead (%s): one process per workload, %d rounds of an untraced and a "
-          "traced block, order alternating" %
-          ("FAKE DRIVER, numbers mean nothing" if args.fake else "real GPU", args.rounds))
-    print("%-24s %10s %10s %9s %24s %7s %10s %6s" % (
-        "workload", "untraced s", "traced s", "slowdown", "per pair (IQR)", "dropped",
+          "traced block, order alternating; job on CPUs %s, tracer on %s" %
+          ("FAKE DRIVER, numbers mean nothing" if args.fake else "real GPU", args.rounds,
+           sorted(args.job_cpus) if args.job_cpus else "any",
+           sorted(args.tracer_cpus) if args.tracer_cpus else "any"))
+    print("%-24s %10s %10s %9s %24s %9s %7s %10s %6s" % (
+        "workload", "untraced s", "traced s", "slowdown", "per pair (IQR)", "us/copy", "dropped",
         "tracer CPU", "rounds"))
     failed = 0
-    for name, plain, traced, ratios, dropped, cpu, bad in rows:
+    for name, plain, traced, ratios, dropped, cpu, bad, copies in rows:
         a, b = statistics.median(plain), statistics.median(traced)
+        per_copy = "%+9.2f" % (1e6 * (b - a) / copies) if copies else "%9s" % "-"
         q1, q3 = quartiles(ratios)
         pair = "%+.1f%% (%+.1f..%+.1f)" % (100 * (statistics.median(ratios) - 1),
                                           100 * (q1 - 1), 100 * (q3 - 1))
-        print("%-24s %10.4f %10.4f %8.1f%% %24s %7d %9.3fs %6d%s" % (
-            name, a, b, 100 * (b / a - 1), pair, dropped, statistics.median(cpu), len(ratios),
+        print("%-24s %10.4f %10.4f %8.1f%% %24s %s %7d %9.3fs %6d%s" % (
+            name, a, b, 100 * (b / a - 1), pair, per_copy, dropped, statistics.median(cpu), len(ratios),
             "  CHECK FAILED x%d" % bad if bad else ""))
         failed += bad
     return 1 if failed else 0

@@ -12,6 +12,11 @@
 /* Host buffers are tracked for page faults in chunks of this many bytes
  * (a BPF hash of (tgid, address >> shift)). 2 MiB: one huge page. */
 #define GMT_TRACE_CHUNK_SHIFT 21
+/* The BPF side wakes the reader only once this much waits in the ring
+ * buffer (of 16 MiB); besides, the CLI's reader looks every
+ * GMT_TRACE_POLL_MS, and gmt-schd at each query and each 1 s sweep. */
+#define GMT_TRACE_WAKEUP_BYTES (256 << 10)
+#define GMT_TRACE_POLL_MS 100
 
 /* What an event is (gmt_trace_event.type). */
 enum gmt_trace_ev_type {

@@ -184,7 +184,7 @@ static void *poll_thread(void *arg)
 {
   gmt_tracer_t *t = arg;
   while (!atomic_load(&t->stop)) {
-    int rc = gmt_probes_poll(t->probes, 100);
+    int rc = gmt_probes_poll(t->probes, GMT_TRACE_POLL_MS);
     if (rc < 0) {
       gmt_error("trace: polling the ring buffer: %s", strerror(-rc));
       break;

@@ -442,7 +442,13 @@ int gmt_probes_remove_pid(gmt_probes_t *pm, uint32_t pid)
 int gmt_probes_poll(gmt_probes_t *pm, int timeout_ms)
 {
   int n = ring_buffer__poll(pm->rb, timeout_ms);
-  return n == -EINTR ? 0 : n;
+  if (n == -EINTR)
+    n = 0;
+  if (n < 0)
+    return n;
+  /* The BPF side wakes us only for a batch: read what waits anyway. */
+  int more = ring_buffer__consume(pm->rb);
+  return more < 0 ? more : n + more;
 }
 
 int gmt_probes_fd(gmt_probes_t *pm)

@@ -55,8 +55,9 @@ int gmt_probes_add_pid(gmt_probes_t *pm, uint32_t pid);
 /* Stops tracing pid (0, or -ENOENT when it was not traced). */
 int gmt_probes_remove_pid(gmt_probes_t *pm, uint32_t pid);
 
-/* Hands waiting events to the callback; waits at most timeout_ms for the
- * first. Returns how many, or a negative code. */
+/* Hands waiting events to the callback; waits at most timeout_ms for a
+ * wakeup, which the BPF side sends only once a batch waits (so call it at
+ * least every GMT_TRACE_POLL_MS). Returns how many, or a negative code. */
 int gmt_probes_poll(gmt_probes_t *pm, int timeout_ms);
 int gmt_probes_fd(gmt_probes_t *pm);
 /* Faults counted in the kernel but not yet sent (rate limiting): sent now,
