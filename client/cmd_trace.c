@@ -66,6 +66,9 @@ static void usage(FILE *f)
              "  -k, --top K            rows in the hottest/coldest tables (default 5;\n"
              "                         10 with --pod)\n"
              "      --load FILE        read a .json or .gmtz dump instead of tracing\n"
+             "      --bpf-stats        at the end, say how often each BPF program ran and\n"
+             "                         how long it took (kernel statistics, on while\n"
+             "                         tracing: a clock read more per run)\n"
              "  -v, --verbose          say what was probed and skipped\n"
              "  -h, --help             show this help\n");
 }
@@ -197,6 +200,29 @@ static void print_summary(FILE *f, gmt_memhistory_t *mh, const gmt_trace_meta_t 
   fprintf(f, "\ncoldest (fewest copies; bigger first):\n");
   print_rows(f, rows, n);
   free(rows);
+}
+
+/* The tracer's kernel side: time its programs took, in the traced
+ * processes (probes, faults, syscalls) and elsewhere (tracepoints run for
+ * every process before they filter). */
+static void print_prog_stats(gmt_tracer_t *t)
+{
+  gmt_probes_prog_stat_t st[32];
+  int n = gmt_tracer_prog_stats(t, st, sizeof st / sizeof st[0]);
+  if (n < 0) {
+    fprintf(stderr, "gmt trace: no BPF statistics: %s\n", gmt_strerror(n));
+    return;
+  }
+  uint64_t total = 0;
+  for (int i = 0; i < n && i < 32; i++) {
+    if (!st[i].runs)
+      continue;
+    total += st[i].run_ns;
+    fprintf(stderr, "gmt trace: BPF %-16s %10llu runs %10.3f ms %7.0f ns each\n", st[i].name,
+            (unsigned long long)st[i].runs, (double)st[i].run_ns / 1e6,
+            (double)st[i].run_ns / (double)st[i].runs);
+  }
+  fprintf(stderr, "gmt trace: BPF total %.3f ms\n", (double)total / 1e6);
 }
 
 static int write_or_print(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, const char *out,
@@ -403,7 +429,8 @@ static int trace_main(const char *schd_url, int argc, char **argv)
     OPT_LOAD,
     OPT_POD,
     OPT_JSON,
-    OPT_SCHD
+    OPT_SCHD,
+    OPT_BPFSTATS
   };
   static const struct option longopts[] = {
       {"pid", required_argument, NULL, 'p'},
@@ -418,6 +445,7 @@ static int trace_main(const char *schd_url, int argc, char **argv)
       {"pod", required_argument, NULL, OPT_POD},
       {"json", no_argument, NULL, OPT_JSON},
       {"schd", required_argument, NULL, OPT_SCHD},
+      {"bpf-stats", no_argument, NULL, OPT_BPFSTATS},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {0, 0, 0, 0},
@@ -488,6 +516,7 @@ static int trace_main(const char *schd_url, int argc, char **argv)
     case OPT_POD: pod = optarg; break;
     case OPT_JSON: json = true; break;
     case OPT_SCHD: schd_url = optarg; break;
+    case OPT_BPFSTATS: to.bpf_stats = true; break;
     case 'v': verbose = 1; break;
     case 'h': usage(stdout); return 0;
     case ':': fprintf(stderr, "gmt trace: %s needs a value\n", argv[optind - 1]); return EXIT_USAGE;
@@ -590,6 +619,8 @@ static int trace_main(const char *schd_url, int argc, char **argv)
     struct timespec ts = {0, 50 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
+  if (to.bpf_stats)
+    print_prog_stats(t);
   gmt_tracer_stop(t);
 
   gmt_trace_meta_t meta;

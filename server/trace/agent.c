@@ -209,6 +209,7 @@ int gmt_tracer_start(gmt_tracer_t *t, char *err, size_t errlen)
                           .follow_forks = t->opts.follow_forks,
                           .min_mmap_bytes = t->opts.min_mmap_bytes,
                           .fault_sample_ns = t->opts.fault_sample_ns,
+                          .bpf_stats = t->opts.bpf_stats,
                           .cb = on_event,
                           .arg = t};
   t->start_ns = gmt_now_ns();
@@ -338,6 +339,11 @@ bool gmt_tracer_root_exited(gmt_tracer_t *t)
 uint64_t gmt_tracer_dropped(gmt_tracer_t *t)
 {
   return t->probes ? gmt_probes_dropped(t->probes) : t->dropped_at_stop;
+}
+
+int gmt_tracer_prog_stats(gmt_tracer_t *t, gmt_probes_prog_stat_t *out, size_t max)
+{
+  return t->probes ? gmt_probes_prog_stats(t->probes, out, max) : -ENOTSUP;
 }
 
 static const gmt_probes_info_t no_info;

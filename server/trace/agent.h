@@ -28,6 +28,7 @@ typedef struct gmt_tracer_opts {
   bool own_thread;         /* poll on a thread of its own */
   const char *libcuda;     /* NULL: the one pid mapped */
   size_t max_events;       /* kept per allocation; 0: GMT_HISTORY_MAX_EVENTS */
+  bool bpf_stats;          /* count each BPF program's runs and time */
 } gmt_tracer_opts_t;
 
 int gmt_tracer_new(gmt_tracer_t **t, const gmt_tracer_opts_t *o);
@@ -67,6 +68,9 @@ bool gmt_tracer_root_exited(gmt_tracer_t *t);
 /* Events lost in the kernel so far. */
 uint64_t gmt_tracer_dropped(gmt_tracer_t *t);
 const gmt_probes_info_t *gmt_tracer_probes_info(gmt_tracer_t *t);
+/* Each BPF program's runs and time so far (opts.bpf_stats; before
+ * gmt_tracer_stop): see gmt_probes_prog_stats(). */
+int gmt_tracer_prog_stats(gmt_tracer_t *t, gmt_probes_prog_stat_t *out, size_t max);
 const char *gmt_tracer_libcuda(gmt_tracer_t *t);
 
 /* The history (owned by the tracer; see memhistory.h for its locking). */

@@ -91,6 +91,7 @@ struct gmt_probes {
   size_t nmulti;
   gmt_probes_opts_t opts;
   gmt_probes_info_t info;
+  int stats_fd; /* keeps the kernel's BPF run statistics on; -1: off */
 };
 
 size_t gmt_probes_entry_points(const char ***names)
@@ -242,6 +243,7 @@ int gmt_probes_open(gmt_probes_t **out, const gmt_probes_opts_t *o, char *err, s
   if (!pm)
     return errf(err, errlen, -ENOMEM, "tracer state");
   pm->opts = *o;
+  pm->stats_fd = -1;
   libbpf_set_print(libbpf_log);
 
   pm->skel = cudatrace_bpf__open();
@@ -256,6 +258,8 @@ int gmt_probes_open(gmt_probes_t **out, const gmt_probes_opts_t *o, char *err, s
       o->fault_sample_ns < 0 ? 1000000 : (uint64_t)o->fault_sample_ns;
   drop_missing_tracepoints(pm);
 
+  if (o->bpf_stats && (pm->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME)) < 0)
+    gmt_warn("trace: the kernel keeps no BPF run statistics: %s", strerror(errno));
   rc = cudatrace_bpf__load(pm->skel);
   if (rc != 0) {
     errf(err, errlen, rc,
@@ -576,6 +580,32 @@ uint64_t gmt_probes_dropped(gmt_probes_t *pm)
   return c[GMT_TCNT_RINGBUF_FULL] + c[GMT_TCNT_INFLIGHT_FULL];
 }
 
+int gmt_probes_prog_stats(gmt_probes_t *pm, gmt_probes_prog_stat_t *out, size_t max)
+{
+  if (pm->stats_fd < 0)
+    return -ENOTSUP;
+  struct bpf_program *prog;
+  int n = 0;
+  bpf_object__for_each_program(prog, pm->skel->obj)
+  {
+    int fd = bpf_program__fd(prog);
+    if (fd < 0)
+      continue; /* not loaded (a tracepoint this kernel lacks) */
+    struct bpf_prog_info info;
+    uint32_t len = sizeof info;
+    memset(&info, 0, sizeof info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
+      continue;
+    if ((size_t)n < max) {
+      snprintf(out[n].name, sizeof out[n].name, "%s", bpf_program__name(prog));
+      out[n].runs = info.run_cnt;
+      out[n].run_ns = info.run_time_ns;
+    }
+    n++;
+  }
+  return n;
+}
+
 const gmt_probes_info_t *gmt_probes_info(const gmt_probes_t *pm)
 {
   return &pm->info;
@@ -593,6 +623,8 @@ void gmt_probes_free(gmt_probes_t *pm)
     bpf_link__destroy(pm->links[i]);
   free(pm->links);
   free(pm->libcudas);
+  if (pm->stats_fd >= 0)
+    close(pm->stats_fd);
   cudatrace_bpf__destroy(pm->skel);
   free(pm);
 }

@@ -27,6 +27,8 @@ typedef struct gmt_probes_opts {
   bool follow_forks;       /* children of traced processes are traced too */
   uint64_t min_mmap_bytes; /* 0: 1 MiB */
   int64_t fault_sample_ns; /* <0: 1 ms; 0: every fault is an event */
+  bool bpf_stats;          /* the kernel counts each program's runs and time
+                              (a clock read more per run) while traced */
   gmt_probes_cb cb;
   void *arg;
 } gmt_probes_opts_t;
@@ -70,6 +72,16 @@ void gmt_probes_counters(gmt_probes_t *pm, uint64_t out[GMT_TCNT_MAX]);
 /* Events lost: ring buffer full or in-flight map full. */
 uint64_t gmt_probes_dropped(gmt_probes_t *pm);
 const gmt_probes_info_t *gmt_probes_info(const gmt_probes_t *pm);
+
+/* One BPF program's runs so far (with opts.bpf_stats): the time the
+ * tracer's kernel side took, in the traced processes and the kernel. */
+typedef struct gmt_probes_prog_stat {
+  char name[32];
+  uint64_t runs, run_ns;
+} gmt_probes_prog_stat_t;
+/* Fills up to max; returns how many programs are loaded, or -ENOTSUP
+ * without opts.bpf_stats (or when the kernel refused them). */
+int gmt_probes_prog_stats(gmt_probes_t *pm, gmt_probes_prog_stat_t *out, size_t max);
 
 void gmt_probes_free(gmt_probes_t *pm);
 
