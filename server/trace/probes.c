@@ -236,6 +236,33 @@ static void drop_missing_tracepoints(gmt_probes_t *pm)
   btf__free(vmlinux);
 }
 
+/* GMT_TRACE_SKIP=prog,prog: kernel-side programs left out, to see what
+ * each costs (the uprobe programs cannot be: the driver's calls are the
+ * trace). */
+static void skip_asked(gmt_probes_t *pm)
+{
+  const char *skip = getenv("GMT_TRACE_SKIP");
+  struct bpf_program *prog;
+  if (!skip || !*skip)
+    return;
+  bpf_object__for_each_program(prog, pm->skel->obj)
+  {
+    const char *name = bpf_program__name(prog);
+    size_t len = strlen(name);
+    if (prog == pm->skel->progs.cuda_enter || prog == pm->skel->progs.cuda_exit)
+      continue;
+    for (const char *p = skip; (p = strstr(p, name)) != NULL; p += len) {
+      if ((p == skip || p[-1] == ',') && (p[len] == ',' || p[len] == '\0')) {
+        bpf_program__set_autoload(prog, false);
+        char what[96];
+        snprintf(what, sizeof what, "%s (GMT_TRACE_SKIP)", name);
+        note(pm->info.kernel_skipped, sizeof pm->info.kernel_skipped, what);
+        break;
+      }
+    }
+  }
+}
+
 int gmt_probes_open(gmt_probes_t **out, const gmt_probes_opts_t *o, char *err, size_t errlen)
 {
   int rc = 0;
@@ -257,6 +284,7 @@ int gmt_probes_open(gmt_probes_t **out, const gmt_probes_opts_t *o, char *err, s
   pm->skel->rodata->fault_sample_ns =
       o->fault_sample_ns < 0 ? 1000000 : (uint64_t)o->fault_sample_ns;
   drop_missing_tracepoints(pm);
+  skip_asked(pm);
 
   if (o->bpf_stats && (pm->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME)) < 0)
     gmt_warn("trace: the kernel keeps no BPF run statistics: %s", strerror(errno));

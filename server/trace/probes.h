@@ -7,6 +7,8 @@
  * Uprobes are one uprobe_multi link per libcuda where the kernel has them
  * (6.6+), else one perf-event uprobe per entry point;
  * GMT_TRACE_NO_UPROBE_MULTI=1 forces the latter (to test it).
+ * GMT_TRACE_SKIP=sys_enter,sys_exit,... leaves those kernel-side programs
+ * out (to measure what each costs; -v lists them as left out).
  *
  * Needs root, or CAP_BPF + CAP_PERFMON (+ CAP_SYS_RESOURCE on old
  * kernels): without them gmt_probes_open() fails with -EPERM. */
