@@ -18,8 +18,8 @@ block's copies (else the row says CHECK FAILED and the exit status is 1),
 and gives the dropped events, while wait4 gives the tracer's CPU time.
 
 Prints, per workload: the median untraced and traced block, the slowdown
-of those medians, the median of the pairs' traced/untraced ratios with its
-interquartile range, what the tracer added per copy (the difference of the
+of those medians, the median of the pairs' traced/untraced ratios with a
+95% bootstrap interval, what the tracer added per copy (the difference of the
 medians over the block's copies), the dropped events (sum), the tracer's
 median CPU time and the rounds. The 4 KiB copies measure the fixed cost a
 traced copy pays (the probe hit) where it is not lost in the copy's own
@@ -32,6 +32,7 @@ on the fake driver (a dry run without a GPU: the numbers mean nothing)."""
 import argparse
 import json
 import os
+import random
 import signal
 import statistics
 import sys
@@ -186,11 +187,11 @@ def measure(name, argv, check, rounds, env, tmp, job_cpus=None, tracer_cpus=None
         job.stop()
 
 
-def quartiles(xs):
-    if len(xs) < 2:
-        return xs[0], xs[0]
-    q = statistics.quantiles(xs, n=4, method="inclusive")
-    return q[0], q[2]
+def median_ci(xs, resamples=2000, seed=1):
+    """A 95% bootstrap interval of the median of xs (seeded: reruns agree)."""
+    rnd = random.Random(seed)
+    meds = sorted(statistics.median(rnd.choices(xs, k=len(xs))) for _ in range(resamples))
+    return meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
 
 
 def main():
@@ -233,15 +234,15 @@ def main():
            sorted(args.job_cpus) if args.job_cpus else "any",
            sorted(args.tracer_cpus) if args.tracer_cpus else "any"))
     print("%-24s %10s %10s %9s %24s %9s %7s %10s %6s" % (
-        "workload", "untraced s", "traced s", "slowdown", "per pair (IQR)", "us/copy", "dropped",
+        "workload", "untraced s", "traced s", "slowdown", "per pair (95% CI)", "us/copy", "dropped",
         "tracer CPU", "rounds"))
     failed = 0
     for name, plain, traced, ratios, dropped, cpu, bad, copies in rows:
         a, b = statistics.median(plain), statistics.median(traced)
         per_copy = "%+9.2f" % (1e6 * (b - a) / copies) if copies else "%9s" % "-"
-        q1, q3 = quartiles(ratios)
+        lo, hi = median_ci(ratios)
         pair = "%+.1f%% (%+.1f..%+.1f)" % (100 * (statistics.median(ratios) - 1),
-                                          100 * (q1 - 1), 100 * (q3 - 1))
+                                          100 * (lo - 1), 100 * (hi - 1))
         print("%-24s %10.4f %10.4f %8.1f%% %24s %s %7d %9.3fs %6d%s" % (
             name, a, b, 100 * (b / a - 1), pair, per_copy, dropped, statistics.median(cpu), len(ratios),
             "  CHECK FAILED x%d" % bad if bad else ""))
