@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The CUDA tracer's probes: uprobes on the driver's memory entry points
- * (allocations, frees, copies, prefetches; never kernel launches, which
- * cost ~6 us a hit) and the kernel's side of the same processes (fork,
- * large anonymous mmaps, page faults in tracked host buffers and in the
- * page cache, direct reclaim and compaction stalls, GPU Xid errors). Everything goes to user space as
- * struct gmt_trace_event on one ring buffer (cudatrace.h).
+ * (allocations, frees, copies, prefetches; never kernel launches, where
+ * a hit of ~1 us would be a quarter of a launch and the hook counts them
+ * for free) and the kernel's side of the same processes (fork, large
+ * anonymous mmaps, page faults in tracked host buffers and in the page
+ * cache, direct reclaim and compaction stalls, GPU Xid errors). Everything
+ * goes to user space as struct gmt_trace_event on one ring buffer
+ * (cudatrace.h).
  *
  * One entry and one return program serve every driver entry point: the
  * attach cookie says which function fired, so adding a function is a line

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Everything the GPU machine runs in one call (see scripts/gpu-bundle.sh,
 # which builds .carry/ here first): the GPU check, the memory quota check,
-# then the hook overhead, fairness and tracer overhead benchmarks. Logs go
-# to $OUT when set. Arguments go to bench/hook_overhead.py.
+# the hook overhead and fairness benchmarks, the tracer's exact counts on
+# the real driver and its overhead benchmark (GMT_TRACE_ARGS, e.g.
+# "--rounds 24 --job-cpus 2,3 --tracer-cpus 6" as in docs/BENCHMARKS.md).
+# Logs go to $OUT when set. Arguments go to bench/hook_overhead.py.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 carry=${GMT_CARRY:-$root/.carry}
@@ -21,6 +23,8 @@ echo "== hook overhead"
 python3 "$root/bench/hook_overhead.py" "$@" 2>&1 | tee "$out/hook_overhead.log" || rc=1
 echo "== fairness: two matmul jobs at REQUEST 0.3 / 0.7"
 python3 "$root/bench/fairness.py" ${GMT_FAIRNESS_ARGS:-} 2>&1 | tee "$out/fairness.log" || rc=1
+echo "== the tracer on the real driver: exact counts"
+python3 "$root/test/gpu/check_trace.py" 2>&1 | tee "$out/check_trace.log" || rc=1
 echo "== tracer overhead"
 python3 "$root/bench/trace_overhead.py" ${GMT_TRACE_ARGS:-} 2>&1 | tee "$out/trace_overhead.log" || rc=1
 exit $rc
