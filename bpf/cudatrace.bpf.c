@@ -506,6 +506,16 @@ int BPF_KRETPROBE(cuda_exit, long ret)
     e->addr = a[0];
     e->stream = a[1];
     break;
+  case GMT_TFN_MEM_MAP: /* physical memory (cuMemCreate) mapped at ptr */
+    e->addr = a[0];
+    e->size = a[1];
+    e->addr2 = a[3]; /* the handle */
+    alloc = true;
+    break;
+  case GMT_TFN_MEM_UNMAP:
+    e->addr = a[0];
+    e->size = a[1];
+    break;
   /* Copies and prefetches have no return probe: emit_entry_only(). */
   }
   bpf_map_delete_elem(&inflight, &id);

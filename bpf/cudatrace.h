@@ -60,6 +60,8 @@ enum gmt_trace_fn {
   GMT_TFN_PREFETCH_V2,          /* cuMemPrefetchAsync_v2(p, n, loc, flags, stream) */
   GMT_TFN_MEMCPY_2D,            /* cuMemcpy2D*(const CUDA_MEMCPY2D *[, stream]) */
   GMT_TFN_MEMCPY_3D,            /* cuMemcpy3D*(const CUDA_MEMCPY3D *[, stream]) */
+  GMT_TFN_MEM_MAP,              /* cuMemMap(ptr, size, offset, handle, flags) */
+  GMT_TFN_MEM_UNMAP,            /* cuMemUnmap(ptr, size) */
   GMT_TFN_MAX
 };
 

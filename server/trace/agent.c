@@ -64,6 +64,20 @@ static void on_call(gmt_tracer_t *t, const struct gmt_trace_event *e)
     gmt_memhistory_alloc(t->mh, e->pid, alloc_kind_of(e->fn), GMT_ORIGIN_CALL, e->addr, e->size,
                          &site, e->ts_ns, e->tid);
     break;
+  case GMT_TFN_MEM_MAP:
+    gmt_symbolizer_site(t->sym, e->pid, (const uint64_t *)e->stack, e->nstack, &site);
+    gmt_memhistory_alloc(t->mh, e->pid, GMT_ALLOC_DEVICE, GMT_ORIGIN_MAP, e->addr, e->size, &site,
+                         e->ts_ns, e->tid);
+    break;
+  case GMT_TFN_MEM_UNMAP: /* the range may hold several mappings, end to end */
+    for (uint64_t at = e->addr; at < e->addr + e->size;) {
+      gmt_alloc_info_t a;
+      if (gmt_memhistory_lookup(t->mh, e->pid, at, &a) != 0 || a.size == 0)
+        break;
+      gmt_memhistory_free_at(t->mh, e->pid, a.address, e->ts_ns, e->tid);
+      at = a.address + a.size;
+    }
+    break;
   case GMT_TFN_HOST_REGISTER:
     gmt_symbolizer_site(t->sym, e->pid, (const uint64_t *)e->stack, e->nstack, &site);
     gmt_memhistory_pin(t->mh, e->pid, e->addr, e->size, &site, e->ts_ns, e->tid);

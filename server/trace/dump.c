@@ -15,7 +15,8 @@
 #include "gmt_error.h"
 
 static const char GMTZ_MAGIC[4] = {'G', 'M', 'T', 'Z'};
-static const char *const origin_names[] = {"call", "mmap", "register"};
+static const char *const origin_names[] = {"call", "mmap", "register", "map"};
+#define N_ORIGINS (sizeof origin_names / sizeof origin_names[0])
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -68,7 +69,7 @@ json_object *gmt_trace_alloc_json(const gmt_alloc_info_t *in)
   put_u64(o, "id", in->id);
   put_u64(o, "pid", in->pid);
   put_str(o, "kind", gmt_alloc_kind_name(in->kind));
-  put_str(o, "origin", in->origin < 3 ? origin_names[in->origin] : "call");
+  put_str(o, "origin", in->origin < N_ORIGINS ? origin_names[in->origin] : "call");
   put_bool(o, "registered", in->registered);
   put_u64(o, "address", in->address);
   snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)in->address);
@@ -200,7 +201,7 @@ static int alloc_from_json(gmt_memhistory_t *mh, json_object *o)
   in.pid = (uint32_t)get_u64(o, "pid");
   in.kind = (uint8_t)kind;
   const char *origin = get_str(o, "origin");
-  for (uint8_t i = 0; i < 3; i++)
+  for (uint8_t i = 0; i < N_ORIGINS; i++)
     if (!strcmp(origin, origin_names[i]))
       in.origin = i;
   in.registered = get_bool(o, "registered");

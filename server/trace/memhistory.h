@@ -28,6 +28,7 @@ typedef enum {
   GMT_ORIGIN_CALL = 0,     /* a driver allocation call */
   GMT_ORIGIN_MMAP = 1,     /* a large anonymous mmap (pageable host memory) */
   GMT_ORIGIN_REGISTER = 2, /* cuMemHostRegister of memory we had not seen */
+  GMT_ORIGIN_MAP = 3,      /* cuMemMap of physical memory (cuMemCreate) */
 } gmt_alloc_origin_t;
 
 /* What happened to an allocation. The numbers are those of the dumps. */

@@ -42,6 +42,8 @@ static const struct entry_point {
     {"cuMemAllocFromPoolAsync", GMT_TFN_MEM_ALLOC_POOL_ASYNC | GMT_TCOOKIE_ASYNC},
     {"cuMemAllocFromPoolAsync_ptsz", GMT_TFN_MEM_ALLOC_POOL_ASYNC | GMT_TCOOKIE_ASYNC},
     {"cuMemFree_v2", GMT_TFN_MEM_FREE},
+    {"cuMemMap", GMT_TFN_MEM_MAP},
+    {"cuMemUnmap", GMT_TFN_MEM_UNMAP},
     {"cuMemFreeAsync", GMT_TFN_MEM_FREE_ASYNC | GMT_TCOOKIE_ASYNC},
     {"cuMemFreeAsync_ptsz", GMT_TFN_MEM_FREE_ASYNC | GMT_TCOOKIE_ASYNC},
     {"cuMemAllocHost_v2", GMT_TFN_HOST_ALLOC},

@@ -215,6 +215,21 @@ class TraceTest(unittest.TestCase):
         self.assertEqual(dump["unmatched_copies"], 0)
         self.assert_copies_entry_only(dump)
 
+    def test_mapped_physical_memory_is_a_device_buffer(self):
+        x = self.path("v.json")
+        done, _, _, pid = self.trace("vmm", "-o", x, "--min-mmap", "1Gi")
+        with open(x) as f:
+            dump = json.load(f)
+        va, g = int(done["va"], 16), int(done["granule"])
+        dev = self.by_address(dump, kind="device", pid=pid)
+        self.assertEqual(sorted(dev), [va, va + g])
+        for addr, copies in ((va, 3), (va + g, 2)):
+            (a,) = dev[addr]
+            self.assertEqual((a["origin"], a["size"], a["h2d_count"], a["h2d_bytes"], a["active"]),
+                             ("map", g, copies, copies * g, False), a)
+            self.assertEqual(a["events"][-1]["type"], "free")  # one cuMemUnmap ended both
+        self.assertEqual(dump["unmatched_copies"], 0)
+
     def test_page_cache_faults_are_counted(self):
         # Every first write to a page of a shared file mapping goes through
         # the page cache's fault handler: at least the file's 1024 pages.

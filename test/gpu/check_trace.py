@@ -3,7 +3,7 @@
 trace -p` on the e2e test program (test/e2e/traceprogs/trace_job) with
 libcuda as NVIDIA ships it must count what the program did exactly, as the
 CI tests do on the fake driver: hot/cold buffers, 2D/3D copies by
-direction; and no entry point may be probed where a hit single-steps.
+direction, memory mapped with cuMemMap; and no entry point may be probed where a hit single-steps.
 Prints a table; exits non-zero on a mismatch. GMT_BUILD_DIR names the
 build."""
 import json
@@ -68,12 +68,20 @@ def main():
         rows.append(("2D/3D copies H2D, bytes, D2H, bytes", seen, (6, 4 * 65536 + 2 * 16384, 4, 4 * 65536)))
         rows.append(("pitched unmatched copies", dump["unmatched_copies"], 0))
 
+        done, dump, _ = trace("vmm", tmp, "--min-mmap", "1Gi")
+        va, g = int(done["va"], 16), int(done["granule"])
+        maps = {a["address"]: a for a in dump["allocations"] if a.get("origin") == "map"}
+        for addr, n in ((va, 3), (va + g, 2)):
+            a = maps.get(addr, {})
+            seen = tuple(a.get(k, -1) for k in ("size", "h2d_count", "h2d_bytes", "active"))
+            rows.append(("cuMemMap'd granule: size, H2D, bytes, active", seen, (g, n, n * g, False)))
+
     bad = 0
-    print("%-40s %-34s %-34s %s" % ("check", "seen", "want", "ok"))
+    print("%-46s %-34s %-34s %s" % ("check", "seen", "want", "ok"))
     for what, seen, want in rows:
         ok = seen == want
         bad += not ok
-        print("%-40s %-34s %-34s %s" % (what, seen, want, "ok" if ok else "MISMATCH"))
+        print("%-46s %-34s %-34s %s" % (what, seen, want, "ok" if ok else "MISMATCH"))
     return 1 if bad else 0
 
 

@@ -514,6 +514,9 @@ static gmt_memhistory_t *sample_history(gmt_trace_meta_t *meta)
                    0);
   assert_int_equal(gmt_memhistory_prefetch(mh, PID + 1, 0x300000000000, MiB, ++ts, PID + 1, 0xabc),
                    0);
+  assert_int_equal(gmt_memhistory_alloc(mh, PID, GMT_ALLOC_DEVICE, GMT_ORIGIN_MAP, 0x400000000000,
+                                        2 * MiB, &s, ++ts, PID),
+                   0); /* cuMemMap */
   gmt_memhistory_process_event(mh, PID, GMT_PROC_RECLAIM, 1, 12345);
   gmt_memhistory_process_event(mh, PID, GMT_PROC_COMPACT, 1, 678);
   gmt_memhistory_process_event(mh, PID, GMT_PROC_PCFAULTS, 42, 0);

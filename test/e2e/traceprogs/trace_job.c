@@ -12,6 +12,9 @@
  *   trace_job pitched  one 1 MiB device buffer: 2D copies (4 H2D of 1024 x 64
  *                      bytes, 3 D2H, 1 async D2H) and 3D copies (2 H2D of
  *                      512 x 8 x 4), each starting inside the buffer
+ *   trace_job vmm      two granules of physical memory (cuMemCreate) mapped
+ *                      side by side; 3 H2D copies into the first, 2 into
+ *                      the second; one cuMemUnmap of both
  *   trace_job filemap PATH
  *                      writes every page of a 4 MiB file at PATH through a
  *                      shared mapping: each first write is a page-cache
@@ -220,6 +223,40 @@ static int pitched(void)
   return 0;
 }
 
+static int vmm(void)
+{
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  size_t g;
+  init_ctx();
+  CHECK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  char *host = calloc(1, g);
+  CUdeviceptr va;
+  CUmemGenericAllocationHandle h[2];
+  wait_go();
+  CHECK(cuMemAddressReserve(&va, 2 * g, 0, 0, 0));
+  for (int i = 0; i < 2; i++) {
+    CHECK(cuMemCreate(&h[i], g, &prop, 0));
+    CHECK(cuMemMap(va + i * g, g, 0, h[i], 0));
+  }
+  CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  CHECK(cuMemSetAccess(va, 2 * g, &access, 1));
+  for (int i = 0; i < 3; i++)
+    CHECK(cuMemcpyHtoD(va, host, g));
+  for (int i = 0; i < 2; i++)
+    CHECK(cuMemcpyHtoD(va + g, host, g));
+  CHECK(cuMemUnmap(va, 2 * g));
+  for (int i = 0; i < 2; i++)
+    CHECK(cuMemRelease(h[i]));
+  CHECK(cuMemAddressFree(va, 2 * g));
+  printf("done va=0x%llx granule=%zu\n", (unsigned long long)va, g);
+  free(host);
+  return 0;
+}
+
 static int filemap(const char *path)
 {
   size_t size = (size_t)4 << 20;
@@ -280,10 +317,12 @@ int main(int argc, char **argv)
     return pitched();
   if (!strcmp(mode, "filemap") && argc > 2)
     return filemap(argv[2]);
+  if (!strcmp(mode, "vmm"))
+    return vmm();
   if (!strcmp(mode, "compact"))
     return compact();
   if (!strcmp(mode, "idle"))
     return idle();
-  fprintf(stderr, "usage: trace_job hotcold|fork|reuse|pitched|filemap PATH|compact|idle\n");
+  fprintf(stderr, "usage: trace_job hotcold|fork|reuse|pitched|vmm|filemap PATH|compact|idle\n");
   return 2;
 }
