@@ -586,6 +586,7 @@ int BPF_PROG(sched_exit, struct task_struct *p, bool group_dead)
 #define NR_MMAP 9 /* x86_64 */
 #define NR_MUNMAP 11
 #define GMT_MAP_ANONYMOUS 0x20
+#define GMT_PROT_RW 0x3 /* PROT_READ | PROT_WRITE */
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long nr)
@@ -603,7 +604,9 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long nr)
 
   struct sys_inflight s = {.nr = nr, .addr = regs->di, .len = regs->si};
   if (nr == NR_MMAP) {
-    if (!(regs->r10 & GMT_MAP_ANONYMOUS) || s.len < min_mmap_bytes)
+    /* PROT_NONE is an address-space reservation, no host buffer: the
+     * driver reserves the GPU's unified address range that way. */
+    if (!(regs->r10 & GMT_MAP_ANONYMOUS) || !(regs->dx & GMT_PROT_RW) || s.len < min_mmap_bytes)
       return 0;
   } else {
     struct gmt_trace_host_key k = {.tgid = id >> 32, .start = s.addr};

@@ -217,7 +217,7 @@ class TraceTest(unittest.TestCase):
 
     def test_mapped_physical_memory_is_a_device_buffer(self):
         x = self.path("v.json")
-        done, _, _, pid = self.trace("vmm", "-o", x, "--min-mmap", "1Gi")
+        done, _, _, pid = self.trace("vmm", "-o", x)
         with open(x) as f:
             dump = json.load(f)
         va, g = int(done["va"], 16), int(done["granule"])
@@ -229,6 +229,11 @@ class TraceTest(unittest.TestCase):
                              ("map", g, copies, copies * g, False), a)
             self.assertEqual(a["events"][-1]["type"], "free")  # one cuMemUnmap ended both
         self.assertEqual(dump["unmatched_copies"], 0)
+        # A PROT_NONE mapping reserves addresses (as the driver does for
+        # unified addressing): no host buffer.
+        resv = int(done["reserved"], 16)
+        self.assertEqual([a for a in dump["allocations"]
+                          if a["address"] <= resv < a["address"] + a["size"]], [])
 
     def test_page_cache_faults_are_counted(self):
         # Every first write to a page of a shared file mapping goes through

@@ -3,7 +3,8 @@
 trace -p` on the e2e test program (test/e2e/traceprogs/trace_job) with
 libcuda as NVIDIA ships it must count what the program did exactly, as the
 CI tests do on the fake driver: hot/cold buffers, 2D/3D copies by
-direction, memory mapped with cuMemMap; and no entry point may be probed where a hit single-steps.
+direction, memory mapped with cuMemMap (a trace_job, and PyTorch with
+expandable segments); and no entry point may be probed where a hit single-steps.
 Prints a table; exits non-zero on a mismatch. GMT_BUILD_DIR names the
 build."""
 import json
@@ -19,11 +20,12 @@ TRACE_JOB = gmt_e2e.build_path("test", "e2e", "traceprogs", "trace_job")
 HOT, COLD = 256 << 10, 64 << 10
 
 
-def trace(mode, tmp, *args):
-    """Runs trace_job MODE under `gmt trace -o`; returns (done fields, dump, tracer stderr)."""
+def trace(mode, tmp, *args, argv=None):
+    """Runs trace_job MODE (or argv) under `gmt trace -o`; returns (done
+    fields, dump, tracer stderr)."""
     env = dict(os.environ)
     env.pop("LD_LIBRARY_PATH", None)  # the real libcuda.so.1
-    job = gmt_e2e.Prog([TRACE_JOB, mode], env)
+    job = gmt_e2e.Prog(argv or [TRACE_JOB, mode], env)
     tracer = None
     try:
         job.expect("ready", timeout=60)
@@ -75,6 +77,14 @@ def main():
             a = maps.get(addr, {})
             seen = tuple(a.get(k, -1) for k in ("size", "h2d_count", "h2d_bytes", "active"))
             rows.append(("cuMemMap'd granule: size, H2D, bytes, active", seen, (g, n, n * g, False)))
+
+        # PyTorch's expandable segments map physical memory the same way.
+        done, dump, _ = trace("torch", tmp, "--min-mmap", "1Gi",
+                              argv=[sys.executable, os.path.join(HERE, "torch_vmm_job.py")])
+        ptr, size = int(done["ptr"], 16), int(done["bytes"])
+        holder = [a for a in dump["allocations"] if a["address"] <= ptr < a["address"] + a["size"]]
+        seen = tuple((a["origin"], a["h2d_count"] >= 5, a["h2d_bytes"] >= 5 * size) for a in holder)
+        rows.append(("PyTorch tensor in mapped memory, 5 H2D", seen, (("map", True, True),)))
 
     bad = 0
     print("%-46s %-34s %-34s %s" % ("check", "seen", "want", "ok"))

@@ -14,7 +14,8 @@
  *                      512 x 8 x 4), each starting inside the buffer
  *   trace_job vmm      two granules of physical memory (cuMemCreate) mapped
  *                      side by side; 3 H2D copies into the first, 2 into
- *                      the second; one cuMemUnmap of both
+ *                      the second; one cuMemUnmap of both. And an 8 MiB
+ *                      PROT_NONE mmap, as the driver reserves address space
  *   trace_job filemap PATH
  *                      writes every page of a 4 MiB file at PATH through a
  *                      shared mapping: each first write is a page-cache
@@ -252,7 +253,12 @@ static int vmm(void)
   for (int i = 0; i < 2; i++)
     CHECK(cuMemRelease(h[i]));
   CHECK(cuMemAddressFree(va, 2 * g));
-  printf("done va=0x%llx granule=%zu\n", (unsigned long long)va, g);
+  void *resv = mmap(NULL, 8 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (resv == MAP_FAILED)
+    return 1;
+  printf("done va=0x%llx granule=%zu reserved=0x%llx\n", (unsigned long long)va, g,
+         (unsigned long long)(uintptr_t)resv);
+  munmap(resv, 8 << 20);
   free(host);
   return 0;
 }
