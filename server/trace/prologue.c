@@ -1,8 +1,8 @@
 /* x86-64 uprobes emulate a few instructions in the kernel (push of a
  * register, nop, jmp, call) and single-step any other out of line, which is
- * a second trap. Measured with a bare uprobe on kernel 6.18 (2026-11-22):
- * 0.57 us a hit emulated vs 5.8 us single-stepped on the H200 VMs, 0.4 vs
- * 25.8 us on the CPU VMs. libcuda's entry points begin with `push %rbp`
+ * a second trap. Measured with bench/uprobe_cost on kernel 6.18
+ * (2026-11-22): 0.6-0.9 us a hit emulated vs 5-6.6 us single-stepped on
+ * the H200 VMs, 0.4-0.6 vs 26-28 us on the CPU VMs. libcuda's entry points begin with `push %rbp`
  * (fast); a library built for CET begins with `endbr64` (slow), which
  * changes no register, so the probe goes one instruction later. Nothing
  * further is skipped: past a push [rsp] is no longer the return address
