@@ -686,68 +686,60 @@ int BPF_PROG(page_fault_user, unsigned long address, struct pt_regs *regs, unsig
   return 0;
 }
 
-/* ---- direct reclaim stalls of traced processes ---- */
+/* ---- stalls of traced processes: direct reclaim, compaction ----
+ * Both run in the process that needs the memory, which waits for them
+ * (kcompactd's own compaction is never traced). One direct compaction may
+ * run compact_zone() once per zone: each run is a stall. */
 
-SEC("tp_btf/mm_vmscan_direct_reclaim_begin")
-int BPF_PROG(reclaim_begin, int order)
+static __always_inline int stall_begin(void *start_map)
 {
   __u64 id = bpf_get_current_pid_tgid();
   if (!traced(id >> 32))
     return 0;
   __u64 now = bpf_ktime_get_ns();
-  bpf_map_update_elem(&reclaim_start, &id, &now, BPF_ANY);
+  bpf_map_update_elem(start_map, &id, &now, BPF_ANY);
   return 0;
+}
+
+static __always_inline int stall_end(void *start_map, __u32 type, __u64 size)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  __u64 *start = bpf_map_lookup_elem(start_map, &id);
+  if (!start)
+    return 0;
+  __u64 t0 = *start;
+  bpf_map_delete_elem(start_map, &id);
+  struct gmt_trace_event *e = reserve(type, id);
+  if (!e)
+    return 0;
+  e->dur_ns = e->ts_ns - t0;
+  e->size = size;
+  submit(e);
+  return 0;
+}
+
+SEC("tp_btf/mm_vmscan_direct_reclaim_begin")
+int BPF_PROG(reclaim_begin, int order)
+{
+  return stall_begin(&reclaim_start);
 }
 
 SEC("tp_btf/mm_vmscan_direct_reclaim_end")
 int BPF_PROG(reclaim_end, unsigned long nr_reclaimed)
 {
-  __u64 id = bpf_get_current_pid_tgid();
-  __u64 *start = bpf_map_lookup_elem(&reclaim_start, &id);
-  if (!start)
-    return 0;
-  __u64 t0 = *start;
-  bpf_map_delete_elem(&reclaim_start, &id);
-  struct gmt_trace_event *e = reserve(GMT_TEV_RECLAIM, id);
-  if (!e)
-    return 0;
-  e->dur_ns = e->ts_ns - t0;
-  e->size = nr_reclaimed;
-  submit(e);
-  return 0;
+  return stall_end(&reclaim_start, GMT_TEV_RECLAIM, nr_reclaimed);
 }
-
-/* ---- compaction runs of traced processes ----
- * compact_zone() runs in the process that needs the memory (direct
- * compaction, which it waits for) or in kcompactd (never traced); one
- * direct compaction may run it once per zone. */
 
 SEC("tp_btf/mm_compaction_begin")
 int BPF_PROG(compact_begin)
 {
-  __u64 id = bpf_get_current_pid_tgid();
-  if (!traced(id >> 32))
-    return 0;
-  __u64 now = bpf_ktime_get_ns();
-  bpf_map_update_elem(&compact_start, &id, &now, BPF_ANY);
-  return 0;
+  return stall_begin(&compact_start);
 }
 
 SEC("tp_btf/mm_compaction_end")
 int BPF_PROG(compact_end)
 {
-  __u64 id = bpf_get_current_pid_tgid();
-  __u64 *start = bpf_map_lookup_elem(&compact_start, &id);
-  if (!start)
-    return 0;
-  __u64 t0 = *start;
-  bpf_map_delete_elem(&compact_start, &id);
-  struct gmt_trace_event *e = reserve(GMT_TEV_COMPACT, id);
-  if (!e)
-    return 0;
-  e->dur_ns = e->ts_ns - t0;
-  submit(e);
-  return 0;
+  return stall_end(&compact_start, GMT_TEV_COMPACT, 0);
 }
 
 /* ---- page-cache faults: file-backed mappings (models, datasets) ---- */
