@@ -161,6 +161,17 @@ static void print_rows(FILE *f, const gmt_alloc_info_t *rows, size_t n)
   }
 }
 
+/* The kernel's side of the traced processes (their counters summed). */
+static void print_kernel_line(FILE *f, const gmt_trace_process_t *k)
+{
+  fprintf(f,
+          "kernel: page-cache faults %llu; stalls: direct reclaim %llu (%.1f ms), compaction "
+          "%llu (%.1f ms)\n",
+          (unsigned long long)k->pagecache_faults, (unsigned long long)k->reclaim_stalls,
+          (double)k->reclaim_ns / 1e6, (unsigned long long)k->compact_stalls,
+          (double)k->compact_ns / 1e6);
+}
+
 static void print_summary(FILE *f, gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, size_t k)
 {
   gmt_memhistory_totals_t t;
@@ -180,12 +191,12 @@ static void print_summary(FILE *f, gmt_memhistory_t *mh, const gmt_trace_meta_t 
   fprintf(f, "copies: H2D %llu (%s), D2H %llu (%s), D2D %llu; faults in host buffers %llu\n",
           (unsigned long long)t.h2d_count, hb, (unsigned long long)t.d2h_count, db,
           (unsigned long long)t.d2d_count, (unsigned long long)t.faults);
-  fprintf(f,
-          "kernel: page-cache faults %llu; stalls: direct reclaim %llu (%.1f ms), compaction "
-          "%llu (%.1f ms)\n",
-          (unsigned long long)t.pagecache_faults, (unsigned long long)t.reclaim_stalls,
-          (double)t.reclaim_ns / 1e6, (unsigned long long)t.compact_stalls,
-          (double)t.compact_ns / 1e6);
+  gmt_trace_process_t kernel = {.pagecache_faults = t.pagecache_faults,
+                                .reclaim_stalls = t.reclaim_stalls,
+                                .reclaim_ns = t.reclaim_ns,
+                                .compact_stalls = t.compact_stalls,
+                                .compact_ns = t.compact_ns};
+  print_kernel_line(f, &kernel);
   if (meta->xid_errors)
     fprintf(f, "GPU Xid errors: %llu\n", (unsigned long long)meta->xid_errors);
   if (!t.allocations || !k)
@@ -284,6 +295,11 @@ static json_object *spots_json(const char *pod, const Gmt__TraceSpotsReply *r)
     json_object_object_add(jp, "active", json_object_new_boolean(p->active));
     json_object_object_add(jp, "probed", json_object_new_boolean(p->probed));
     json_object_object_add(jp, "allocations", json_object_new_uint64(p->allocations));
+    json_object_object_add(jp, "pagecache_faults", json_object_new_uint64(p->pagecache_faults));
+    json_object_object_add(jp, "reclaim_stalls", json_object_new_uint64(p->reclaim_stalls));
+    json_object_object_add(jp, "reclaim_ns", json_object_new_uint64(p->reclaim_ns));
+    json_object_object_add(jp, "compact_stalls", json_object_new_uint64(p->compact_stalls));
+    json_object_object_add(jp, "compact_ns", json_object_new_uint64(p->compact_ns));
     json_object_array_add(procs, jp);
   }
   json_object_object_add(root, "processes", procs);
@@ -330,6 +346,16 @@ static void print_spots(FILE *f, const char *pod, const Gmt__TraceSpotsReply *r)
           (unsigned long long)r->allocations, (unsigned long long)c->h2d_count, hb,
           (unsigned long long)c->d2h_count, db, (unsigned long long)c->d2d_count,
           (unsigned long long)r->faults);
+  gmt_trace_process_t k = {0}; /* the kernel's side, summed */
+  for (size_t i = 0; i < r->n_processes; i++) {
+    const Gmt__TraceSpotsProcess *p = r->processes[i];
+    k.pagecache_faults += p->pagecache_faults;
+    k.reclaim_stalls += p->reclaim_stalls;
+    k.reclaim_ns += p->reclaim_ns;
+    k.compact_stalls += p->compact_stalls;
+    k.compact_ns += p->compact_ns;
+  }
+  print_kernel_line(f, &k);
   for (int cold = 0; cold <= 1; cold++) {
     size_t n = cold ? r->n_cold : r->n_hot;
     gmt_alloc_info_t *rows = calloc(n ? n : 1, sizeof *rows);

@@ -38,8 +38,8 @@ class TraceDaemonTest(GmtTestCase):
             raise AssertionError("gmt trace --pod %s failed (%d): %s" % (pod, r.returncode, r.stderr))
         return json.loads(r.stdout)
 
-    def start_job(self, pod):
-        job = self.run_prog(pod, TRACE_JOB, "hotcold")
+    def start_job(self, pod, *args):
+        job = self.run_prog(pod, TRACE_JOB, *(args or ("hotcold",)))
         pid = int(job.expect("ready")["pid"])
         self.assertEqual(pid, job.proc.pid)
 
@@ -116,6 +116,24 @@ class TraceDaemonTest(GmtTestCase):
         s = wait_for(exited, timeout=10, what="gmt-schd to see pid %d exit" % pid)
         self.assertEqual(sorted(a["address"] for a in s["hot"]), hot)
         self.assertFalse(any(a["active"] for a in s["hot"]))
+
+    def test_pod_processes_show_the_kernels_side(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        data = build_path("test", "e2e", "trace-daemon-filemap-%d.dat" % os.getpid())  # not tmpfs
+        job, pid = self.start_job("a", "filemap", data)
+        job.send("go")
+        pages = int(job.expect("done")["pages"])
+
+        def counted():
+            (p,) = self.spots("a")["processes"]
+            return p if p["pagecache_faults"] >= pages else None
+        p = wait_for(counted, timeout=10, what="the page-cache faults to reach gmt-schd")
+        self.assertLess(p["pagecache_faults"], 2 * pages, p)
+        r = self.gmt("trace", "--pod", "a")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("kernel: page-cache faults %d;" % p["pagecache_faults"], r.stdout)
+        job.finish()
 
     def test_histories_of_exited_processes_are_dropped_later(self):
         # Kept 10 minutes by default; 1.5 s here.
