@@ -248,6 +248,7 @@ class TraceTest(unittest.TestCase):
         self.assertLess(p["pagecache_faults"], 2 * int(done["pages"]), p)
         self.assertFalse(os.path.exists(data))
 
+    @unittest.skipUnless(os.path.exists("/proc/sys/vm/compact_memory"), "kernel without compaction")
     def test_compaction_the_process_waits_for_is_a_stall(self):
         x = self.path("s.json")
         _, _, _, pid = self.trace("compact", "-o", x)
