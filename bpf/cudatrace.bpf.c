@@ -294,12 +294,6 @@ static void host_untrack(__u32 tgid, __u64 start, bool all)
 
 /* ---- driver entry points ---- */
 
-/* A copy or prefetch, sent from its entry (GMT_TCOOKIE_ENTRY_ONLY): what
- * it moves is all in its arguments, and a return probe (a second trap, the
- * return address hijacked) plus the in-flight map's update and delete cost
- * more than the rest of the probe on every copy. So: ts_ns is when the
- * call began, rc 0 (its result is not seen: assumed success), dur_ns 0
- * (not measured). */
 /* One side of a 2D/3D copy: its first byte, 0 for an array (no address). */
 static __always_inline __u64 copy_side(__u32 type, __u64 host, __u64 device, __u64 x, __u64 y,
                                        __u64 z, __u64 pitch, __u64 height)
@@ -344,6 +338,12 @@ static __always_inline void fill_copy_3d(struct gmt_trace_event *e, __u64 uptr)
   e->size = c.width * c.height * c.depth;
 }
 
+/* A copy or prefetch, sent from its entry (GMT_TCOOKIE_ENTRY_ONLY): what
+ * it moves is all in its arguments, and a return probe (a second trap, the
+ * return address hijacked) plus the in-flight map's update and delete cost
+ * more than the rest of the probe on every copy. So: ts_ns is when the
+ * call began, rc 0 (its result is not seen: assumed success), dur_ns 0
+ * (not measured). */
 static __always_inline int emit_entry_only(struct pt_regs *ctx, __u64 id, __u32 cookie)
 {
   struct gmt_trace_event *e = reserve(GMT_TEV_CALL, id);

@@ -162,7 +162,7 @@ static void print_rows(FILE *f, const gmt_alloc_info_t *rows, size_t n)
 }
 
 /* The kernel's side of the traced processes (their counters summed). */
-static void print_kernel_line(FILE *f, const gmt_trace_process_t *k)
+static void print_kernel_line(FILE *f, const gmt_trace_kernel_t *k)
 {
   fprintf(f,
           "kernel: page-cache faults %llu; stalls: direct reclaim %llu (%.1f ms), compaction "
@@ -191,12 +191,7 @@ static void print_summary(FILE *f, gmt_memhistory_t *mh, const gmt_trace_meta_t 
   fprintf(f, "copies: H2D %llu (%s), D2H %llu (%s), D2D %llu; faults in host buffers %llu\n",
           (unsigned long long)t.h2d_count, hb, (unsigned long long)t.d2h_count, db,
           (unsigned long long)t.d2d_count, (unsigned long long)t.faults);
-  gmt_trace_process_t kernel = {.pagecache_faults = t.pagecache_faults,
-                                .reclaim_stalls = t.reclaim_stalls,
-                                .reclaim_ns = t.reclaim_ns,
-                                .compact_stalls = t.compact_stalls,
-                                .compact_ns = t.compact_ns};
-  print_kernel_line(f, &kernel);
+  print_kernel_line(f, &t.kernel);
   if (meta->xid_errors)
     fprintf(f, "GPU Xid errors: %llu\n", (unsigned long long)meta->xid_errors);
   if (!t.allocations || !k)
@@ -224,8 +219,10 @@ static void print_prog_stats(gmt_tracer_t *t)
     fprintf(stderr, "gmt trace: no BPF statistics: %s\n", gmt_strerror(n));
     return;
   }
+  if ((size_t)n > sizeof st / sizeof st[0])
+    n = (int)(sizeof st / sizeof st[0]);
   uint64_t total = 0;
-  for (int i = 0; i < n && i < 32; i++) {
+  for (int i = 0; i < n; i++) {
     if (!st[i].runs)
       continue;
     total += st[i].run_ns;
@@ -346,7 +343,7 @@ static void print_spots(FILE *f, const char *pod, const Gmt__TraceSpotsReply *r)
           (unsigned long long)r->allocations, (unsigned long long)c->h2d_count, hb,
           (unsigned long long)c->d2h_count, db, (unsigned long long)c->d2d_count,
           (unsigned long long)r->faults);
-  gmt_trace_process_t k = {0}; /* the kernel's side, summed */
+  gmt_trace_kernel_t k = {0}; /* the kernel's side, summed */
   for (size_t i = 0; i < r->n_processes; i++) {
     const Gmt__TraceSpotsProcess *p = r->processes[i];
     k.pagecache_faults += p->pagecache_faults;

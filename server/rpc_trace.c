@@ -539,11 +539,11 @@ void gmt__rpc_trace_spots(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
     procs[i].active = !p->gone;
     procs[i].probed = p->probed;
     procs[i].allocations = tp.allocations;
-    procs[i].pagecache_faults = tp.pagecache_faults;
-    procs[i].reclaim_stalls = tp.reclaim_stalls;
-    procs[i].reclaim_ns = tp.reclaim_ns;
-    procs[i].compact_stalls = tp.compact_stalls;
-    procs[i].compact_ns = tp.compact_ns;
+    procs[i].pagecache_faults = tp.kernel.pagecache_faults;
+    procs[i].reclaim_stalls = tp.kernel.reclaim_stalls;
+    procs[i].reclaim_ns = tp.kernel.reclaim_ns;
+    procs[i].compact_stalls = tp.kernel.compact_stalls;
+    procs[i].compact_ns = tp.kernel.compact_ns;
     procp[i] = &procs[i];
     copies.h2d_count += tp.h2d_count;
     copies.h2d_bytes += tp.h2d_bytes;

@@ -154,11 +154,11 @@ int gmt_trace_dump_json(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, cons
     put_u64(jp, "exit_ns", p->exit_ns);
     put_bool(jp, "exited", p->exited);
     json_object_object_add(jp, "exit_code", json_object_new_int(p->exit_code));
-    put_u64(jp, "reclaim_stalls", p->reclaim_stalls);
-    put_u64(jp, "reclaim_ns", p->reclaim_ns);
-    put_u64(jp, "compact_stalls", p->compact_stalls);
-    put_u64(jp, "compact_ns", p->compact_ns);
-    put_u64(jp, "pagecache_faults", p->pagecache_faults);
+    put_u64(jp, "reclaim_stalls", p->kernel.reclaim_stalls);
+    put_u64(jp, "reclaim_ns", p->kernel.reclaim_ns);
+    put_u64(jp, "compact_stalls", p->kernel.compact_stalls);
+    put_u64(jp, "compact_ns", p->kernel.compact_ns);
+    put_u64(jp, "pagecache_faults", p->kernel.pagecache_faults);
     json_object_array_add(procs, jp);
   }
   json_object_object_add(root, "processes", procs);
@@ -289,11 +289,11 @@ static int load_json(const char *path, gmt_memhistory_t *mh, gmt_trace_meta_t *m
                                .exit_ns = get_u64(jp, "exit_ns"),
                                .exited = get_bool(jp, "exited"),
                                .exit_code = code ? json_object_get_int(code) : 0,
-                               .reclaim_stalls = get_u64(jp, "reclaim_stalls"),
-                               .reclaim_ns = get_u64(jp, "reclaim_ns"),
-                               .compact_stalls = get_u64(jp, "compact_stalls"),
-                               .compact_ns = get_u64(jp, "compact_ns"),
-                               .pagecache_faults = get_u64(jp, "pagecache_faults")};
+                               .kernel = {.reclaim_stalls = get_u64(jp, "reclaim_stalls"),
+                                          .reclaim_ns = get_u64(jp, "reclaim_ns"),
+                                          .compact_stalls = get_u64(jp, "compact_stalls"),
+                                          .compact_ns = get_u64(jp, "compact_ns"),
+                                          .pagecache_faults = get_u64(jp, "pagecache_faults")}};
       rc = gmt_memhistory_restore_process(mh, &p);
     }
   }
@@ -444,11 +444,11 @@ int gmt_trace_dump_gmtz(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, cons
     procs[i].exit_ns = p->exit_ns;
     procs[i].exited = p->exited;
     procs[i].exit_code = p->exit_code;
-    procs[i].reclaim_stalls = p->reclaim_stalls;
-    procs[i].reclaim_ns = p->reclaim_ns;
-    procs[i].compact_stalls = p->compact_stalls;
-    procs[i].compact_ns = p->compact_ns;
-    procs[i].pagecache_faults = p->pagecache_faults;
+    procs[i].reclaim_stalls = p->kernel.reclaim_stalls;
+    procs[i].reclaim_ns = p->kernel.reclaim_ns;
+    procs[i].compact_stalls = p->kernel.compact_stalls;
+    procs[i].compact_ns = p->kernel.compact_ns;
+    procs[i].pagecache_faults = p->kernel.pagecache_faults;
     procp[i] = &procs[i];
   }
   d.n_processes = np;
@@ -559,11 +559,11 @@ static int load_gmtz(const uint8_t *buf, size_t len, gmt_memhistory_t *mh, gmt_t
                               .exit_ns = p->exit_ns,
                               .exited = p->exited,
                               .exit_code = p->exit_code,
-                              .reclaim_stalls = p->reclaim_stalls,
-                              .reclaim_ns = p->reclaim_ns,
-                              .compact_stalls = p->compact_stalls,
-                              .compact_ns = p->compact_ns,
-                              .pagecache_faults = p->pagecache_faults};
+                              .kernel = {.reclaim_stalls = p->reclaim_stalls,
+                                         .reclaim_ns = p->reclaim_ns,
+                                         .compact_stalls = p->compact_stalls,
+                                         .compact_ns = p->compact_ns,
+                                         .pagecache_faults = p->pagecache_faults}};
     rc = gmt_memhistory_restore_process(mh, &tp);
   }
   for (size_t i = 0; i < d->n_allocations && rc == 0; i++) {

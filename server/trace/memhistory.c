@@ -776,17 +776,18 @@ void gmt_memhistory_process_event(gmt_memhistory_t *mh, uint32_t pid, gmt_proc_e
 {
   wr(mh);
   gmt_trace_process_t *p = proc_find(mh, pid);
-  if (p) {
+  gmt_trace_kernel_t *k = p ? &p->kernel : NULL;
+  if (k) {
     switch (what) {
     case GMT_PROC_RECLAIM:
-      p->reclaim_stalls += n;
-      p->reclaim_ns += dur_ns;
+      k->reclaim_stalls += n;
+      k->reclaim_ns += dur_ns;
       break;
     case GMT_PROC_COMPACT:
-      p->compact_stalls += n;
-      p->compact_ns += dur_ns;
+      k->compact_stalls += n;
+      k->compact_ns += dur_ns;
       break;
-    case GMT_PROC_PCFAULTS: p->pagecache_faults += n; break;
+    case GMT_PROC_PCFAULTS: k->pagecache_faults += n; break;
     }
   }
   un(mh);
@@ -981,12 +982,12 @@ void gmt_memhistory_totals(gmt_memhistory_t *mh, gmt_memhistory_totals_t *t)
   t->unmatched_faults = mh->unmatched_faults;
   t->unmatched_copies = mh->unmatched_copies;
   for (size_t i = 0; i < mh->nprocs; i++) {
-    const gmt_trace_process_t *p = &mh->procs[i];
-    t->reclaim_stalls += p->reclaim_stalls;
-    t->reclaim_ns += p->reclaim_ns;
-    t->compact_stalls += p->compact_stalls;
-    t->compact_ns += p->compact_ns;
-    t->pagecache_faults += p->pagecache_faults;
+    const gmt_trace_kernel_t *k = &mh->procs[i].kernel;
+    t->kernel.reclaim_stalls += k->reclaim_stalls;
+    t->kernel.reclaim_ns += k->reclaim_ns;
+    t->kernel.compact_stalls += k->compact_stalls;
+    t->kernel.compact_ns += k->compact_ns;
+    t->kernel.pagecache_faults += k->pagecache_faults;
   }
   un(mh);
 }

@@ -117,6 +117,13 @@ typedef struct gmt_alloc_history {
 /* Events kept per allocation; past it only the counters grow. */
 #define GMT_HISTORY_MAX_EVENTS 100000
 
+/* What the kernel made a process wait for, and its page-cache faults. */
+typedef struct gmt_trace_kernel {
+  uint64_t reclaim_stalls, reclaim_ns; /* direct reclaim */
+  uint64_t compact_stalls, compact_ns; /* compaction runs */
+  uint64_t pagecache_faults;
+} gmt_trace_kernel_t;
+
 /* A traced process. */
 typedef struct gmt_trace_process {
   uint32_t pid;
@@ -125,10 +132,7 @@ typedef struct gmt_trace_process {
   uint64_t exit_ns;
   bool exited;
   int exit_code;
-  /* What the kernel made it wait for, and its page-cache faults. */
-  uint64_t reclaim_stalls, reclaim_ns; /* direct reclaim */
-  uint64_t compact_stalls, compact_ns; /* compaction runs */
-  uint64_t pagecache_faults;
+  gmt_trace_kernel_t kernel;
   /* What this process did, each copy counted once (as the history's
    * totals count it): what the daemon reports per pod without a scan.
    * Not in the dumps, which sum the histories instead. */
@@ -225,8 +229,7 @@ typedef struct gmt_memhistory_totals {
   uint64_t h2d_count, h2d_bytes, d2h_count, d2h_bytes, d2d_count, d2d_bytes;
   uint64_t faults, unmatched_faults, unmatched_copies;
   size_t processes;
-  /* summed over the processes */
-  uint64_t reclaim_stalls, reclaim_ns, compact_stalls, compact_ns, pagecache_faults;
+  gmt_trace_kernel_t kernel; /* summed over the processes */
 } gmt_memhistory_totals_t;
 void gmt_memhistory_totals(gmt_memhistory_t *mh, gmt_memhistory_totals_t *t);
 

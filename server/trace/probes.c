@@ -244,25 +244,20 @@ static void drop_missing_tracepoints(gmt_probes_t *pm)
 static void skip_asked(gmt_probes_t *pm)
 {
   const char *skip = getenv("GMT_TRACE_SKIP");
-  struct bpf_program *prog;
-  if (!skip || !*skip)
-    return;
-  bpf_object__for_each_program(prog, pm->skel->obj)
-  {
-    const char *name = bpf_program__name(prog);
-    size_t len = strlen(name);
-    if (prog == pm->skel->progs.cuda_enter || prog == pm->skel->progs.cuda_exit)
+  char *list = skip && *skip ? strdup(skip) : NULL, *save = NULL;
+  for (char *name = list ? strtok_r(list, ",", &save) : NULL; name;
+       name = strtok_r(NULL, ",", &save)) {
+    struct bpf_program *prog = bpf_object__find_program_by_name(pm->skel->obj, name);
+    if (!prog || prog == pm->skel->progs.cuda_enter || prog == pm->skel->progs.cuda_exit) {
+      gmt_warn("trace: GMT_TRACE_SKIP: '%s' is not a kernel-side program", name);
       continue;
-    for (const char *p = skip; (p = strstr(p, name)) != NULL; p += len) {
-      if ((p == skip || p[-1] == ',') && (p[len] == ',' || p[len] == '\0')) {
-        bpf_program__set_autoload(prog, false);
-        char what[96];
-        snprintf(what, sizeof what, "%s (GMT_TRACE_SKIP)", name);
-        note(pm->info.kernel_skipped, sizeof pm->info.kernel_skipped, what);
-        break;
-      }
     }
+    bpf_program__set_autoload(prog, false);
+    char what[96];
+    snprintf(what, sizeof what, "%s (GMT_TRACE_SKIP)", name);
+    note(pm->info.kernel_skipped, sizeof pm->info.kernel_skipped, what);
   }
+  free(list);
 }
 
 int gmt_probes_open(gmt_probes_t **out, const gmt_probes_opts_t *o, char *err, size_t errlen)
@@ -403,14 +398,14 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
     uint8_t code[16];
     ssize_t got = pread(fd, code, sizeof code, (off_t)offs[n]);
     gmt_probe_site_t site = gmt_probe_site(code, got > 0 ? (size_t)got : 0);
-    offs[n] += site.skip;
+    uint64_t off = offs[n] += site.skip;
     if (!site.fast) {
       pm->info.slow++;
       note(pm->info.slow_names, sizeof pm->info.slow_names, ep->name);
     }
     bool entry_only = ep->cookie & GMT_TCOOKIE_ENTRY_ONLY;
     if (!entry_only) {
-      roffs[nret] = offs[n];
+      roffs[nret] = off;
       rcookies[nret++] = ep->cookie;
     }
     cookies[n++] = ep->cookie;
@@ -419,7 +414,7 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
     for (int ret = 0; ret <= (entry_only ? 0 : 1); ret++) {
       LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .bpf_cookie = ep->cookie);
       struct bpf_program *prog = ret ? pm->skel->progs.cuda_exit : pm->skel->progs.cuda_enter;
-      struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, pid, path, offs[n - 1], &uo);
+      struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, pid, path, off, &uo);
       if (!l) {
         rc = errf(err, errlen, -errno, "attaching %s to %s in %s", ret ? "uretprobe" : "uprobe",
                   ep->name, path);

@@ -522,9 +522,9 @@ static gmt_memhistory_t *sample_history(gmt_trace_meta_t *meta)
   gmt_memhistory_process_event(mh, PID, GMT_PROC_PCFAULTS, 42, 0);
   gmt_trace_process_t pi;
   assert_int_equal(gmt_memhistory_process_info(mh, PID, &pi), 0);
-  assert_int_equal(pi.reclaim_stalls, 1);
-  assert_int_equal(pi.compact_ns, 678);
-  assert_int_equal(pi.pagecache_faults, 42);
+  assert_int_equal(pi.kernel.reclaim_stalls, 1);
+  assert_int_equal(pi.kernel.compact_ns, 678);
+  assert_int_equal(pi.kernel.pagecache_faults, 42);
   gmt_memhistory_process_exit(mh, PID + 1, 3, ++ts);
   gmt_memhistory_copy(mh, PID, GMT_COPY_UNKNOWN, 0x5, 0x6, 1, ++ts, 0, PID, 0); /* unmatched */
   *meta = (gmt_trace_meta_t){
@@ -580,11 +580,11 @@ static void assert_same_history(gmt_memhistory_t *a, const gmt_trace_meta_t *ma,
     assert_int_equal(x->exit_ns, y->exit_ns);
     assert_int_equal(x->exited, y->exited);
     assert_int_equal(x->exit_code, y->exit_code);
-    assert_int_equal(x->reclaim_stalls, y->reclaim_stalls);
-    assert_int_equal(x->reclaim_ns, y->reclaim_ns);
-    assert_int_equal(x->compact_stalls, y->compact_stalls);
-    assert_int_equal(x->compact_ns, y->compact_ns);
-    assert_int_equal(x->pagecache_faults, y->pagecache_faults);
+    assert_int_equal(x->kernel.reclaim_stalls, y->kernel.reclaim_stalls);
+    assert_int_equal(x->kernel.reclaim_ns, y->kernel.reclaim_ns);
+    assert_int_equal(x->kernel.compact_stalls, y->kernel.compact_stalls);
+    assert_int_equal(x->kernel.compact_ns, y->kernel.compact_ns);
+    assert_int_equal(x->kernel.pagecache_faults, y->kernel.pagecache_faults);
   }
   for (size_t i = 0; i < gmt_memhistory_size(a); i++) {
     const gmt_alloc_history_t *x = gmt_memhistory_at(a, i), *y = gmt_memhistory_at(b, i);
