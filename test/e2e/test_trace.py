@@ -11,6 +11,7 @@ server/trace/gmt-trace-dev (same arguments, same exit codes)."""
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -202,6 +203,20 @@ class TraceTest(unittest.TestCase):
         _, _, err, _ = self.trace("idle", "-o", self.path("i.json"))
         self.assertNotIn("single-steps", err)
         self.assertRegex(err, r"tracing pid \d+ \(.*: (\d+) entry points probed")
+
+    def test_bpf_stats_and_skipped_kernel_programs(self):
+        # GMT_TRACE_SKIP leaves kernel-side programs out (an unknown name is
+        # said); --bpf-stats reports the runs of the programs that ran.
+        env = dict(self.env(), GMT_TRACE_SKIP="sys_enter,sys_exit,nonesuch")
+        _, _, err, _ = self.trace("hotcold", "-o", self.path("b.json"), "--min-mmap", "1Gi",
+                                  "--bpf-stats", "-v", env=env)
+        self.assertIn("left out: sys_enter (GMT_TRACE_SKIP), sys_exit (GMT_TRACE_SKIP)", err)
+        self.assertIn("GMT_TRACE_SKIP: 'nonesuch' is not a kernel-side program", err)
+        runs = {m.group(1): int(m.group(2)) for m in re.finditer(r"BPF (\w+) +(\d+) runs", err)}
+        self.assertGreaterEqual(runs.get("cuda_enter", 0), 2 * 105, err)  # every copy at least
+        self.assertNotIn("sys_enter", runs)
+        self.assertNotIn("sys_exit", runs)
+        self.assertRegex(err, r"BPF total \d+\.\d{3} ms")
 
     def test_2d_and_3d_copies_count_by_direction(self):
         x = self.path("c.json")
