@@ -28,6 +28,21 @@
 #define GMT_PITCH_ALIGN 512u
 #define GMT_MAX_POOLS 64
 
+static void pools_reconcile(void);
+
+/* Charges bytes on dev: 0, or GMT_EQUOTA when the pod's quota has no room.
+ * A refusal may only mean that a pool gave memory back unseen (a
+ * synchronize trimmed it) that we still count: the pools are brought in
+ * line and the charge asked for once more. */
+static int charge(int dev, uint64_t bytes)
+{
+  int rc = gmt__reserve(dev, bytes);
+  if (rc != GMT_EQUOTA)
+    return rc;
+  pools_reconcile();
+  return gmt__reserve(dev, bytes);
+}
+
 int gmt__current_device(void) {
   CUresult (*get)(CUdevice *) = (CUresult(*)(CUdevice *))gmt__real(GMT_SYM_cuCtxGetDevice);
   CUdevice d = 0;
@@ -51,7 +66,7 @@ int gmt__current_device(void) {
 /* Charges bytes on dev or leaves the wrapper with an out-of-memory error. */
 #define GMT_CHARGE(dev, bytes)                                                   \
   do {                                                                           \
-    if (gmt__reserve((dev), (bytes)) != 0) {                                     \
+    if (charge((dev), (bytes)) != 0) {                                           \
       GMT_HOOK_DEBUG("%s: %llu bytes over the pod's quota", __func__,            \
                      (unsigned long long)(bytes));                               \
       GMT_LEAVE();                                                               \
@@ -118,7 +133,7 @@ static CUresult pitch_settle(CUresult rc, uint64_t ptr, uint64_t pitch, uint64_t
     return rc;
   }
   uint64_t bytes = pitch * height;
-  if (bytes > guess && gmt__reserve(dev, bytes - guess) != 0) {
+  if (bytes > guess && charge(dev, bytes - guess) != 0) {
     free_fn((CUdeviceptr)ptr);
     gmt__unreserve(dev, guess);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -187,8 +202,8 @@ typedef struct {
   uint64_t charged;
 } pool_t;
 
-/* Guards the table; held across attribute reads, never across an RPC
- * (gmt__reserve may call gmt__alloc_reconcile_pools). */
+/* Guards the table; held across attribute reads and gmt__unreserve, never
+ * across a charge (which may reconcile the pools) or an RPC. */
 static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
 static pool_t g_pools[GMT_MAX_POOLS];
@@ -240,7 +255,9 @@ static void pools_shrink_locked(void) {
   }
 }
 
-void gmt__alloc_reconcile_pools(void) {
+/* Brings each pool's charge in line with what the pool holds now. */
+static void pools_reconcile(void)
+{
   pthread_mutex_lock(&g_pool_mu);
   pools_shrink_locked();
   pthread_mutex_unlock(&g_pool_mu);
@@ -257,7 +274,7 @@ static int pool_grow(CUmemoryPool pool, int dev) {
   pthread_mutex_unlock(&g_pool_mu);
   if (!grow)
     return 0;
-  if (gmt__reserve(dev, grow) != 0)
+  if (charge(dev, grow) != 0)
     return GMT_EQUOTA;
   pthread_mutex_lock(&g_pool_mu);
   p->charged += grow;
@@ -296,7 +313,7 @@ static CUresult pool_alloc(CUresult rc_call(void *), void *call_arg, CUdeviceptr
   pthread_mutex_unlock(&g_pool_mu);
   uint64_t cached = r0 > u0 ? r0 - u0 : 0;
   uint64_t provisional = bytesize > cached ? bytesize - cached : 0;
-  if (provisional && gmt__reserve(dev, provisional) != 0) {
+  if (provisional && charge(dev, provisional) != 0) {
     GMT_HOOK_DEBUG("async alloc: %llu bytes over the pod's quota", (unsigned long long)bytesize);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -317,7 +334,7 @@ static CUresult pool_alloc(CUresult rc_call(void *), void *call_arg, CUdeviceptr
       sync(stream);
     if (trim)
       trim(p, (size_t)r0);
-    gmt__alloc_reconcile_pools();
+    pools_reconcile();
     pool_grow(p, dev); /* whatever it still holds stays charged if it fits */
     *dptr = 0;
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -395,7 +412,7 @@ GMT_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   GMT_ENTER(pool, minBytesToKeep);
   CUresult rc = real(pool, minBytesToKeep);
   if (rc == CUDA_SUCCESS)
-    gmt__alloc_reconcile_pools();
+    pools_reconcile();
   GMT_LEAVE();
   return rc;
 }
@@ -431,7 +448,7 @@ static void uncharge(int ns, uint64_t handle) {
   if (!gmt__state_free(ns, handle, &e))
     return;
   if (e.kind == KIND_ASYNC)
-    gmt__alloc_reconcile_pools();
+    pools_reconcile();
   else
     gmt__unreserve(e.device, e.size);
 }
@@ -614,7 +631,7 @@ GMT_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
 static CUresult pod_meminfo(uint64_t *free_b, uint64_t *total_b) {
   uint64_t used = 0, limit = 0;
   gmt__report_ensure();
-  gmt__alloc_reconcile_pools();
+  pools_reconcile();
   if (gmt__reserve_meminfo(gmt__current_device(), &used, &limit) < 0)
     return CUDA_SUCCESS;
   uint64_t total = limit < *total_b ? limit : *total_b;

@@ -205,7 +205,6 @@ int gmt__reserve(int device, uint64_t bytes)
 {
   pthread_once(&g_once, init_once);
   int d = clamp_dev(device);
-  int pools_checked = 0;
   for (int tries = 0; tries < GMT_RESERVE_TRIES; tries++) {
     uint64_t now = gmt_now_ms();
     pthread_mutex_lock(&g_mu);
@@ -237,13 +236,7 @@ int gmt__reserve(int device, uint64_t bytes)
       continue; /* take it (another thread may have taken it first) */
     case RPC_UNHOOKED: return 0;
     case RPC_UNREACHABLE: return grant_locally(d, bytes);
-    default:
-      /* Over the quota; a pool trimmed since we last looked may have
-       * given memory back that we still count. */
-      if (pools_checked++)
-        return GMT_EQUOTA;
-      gmt__alloc_reconcile_pools();
-      continue;
+    default: return GMT_EQUOTA;
     }
   }
   return GMT_EQUOTA;

@@ -7,8 +7,10 @@
  * rest is local slack:
  *  - an allocation takes from the slack; when the slack is short it
  *    reserves max(shortfall, GMT_RESERVE_CHUNK), and if the pod's quota
- *    refuses that, exactly the shortfall; refused again, the allocation
- *    fails with CUDA_ERROR_OUT_OF_MEMORY without reaching the driver;
+ *    refuses that, exactly the shortfall; refused again, gmt__reserve
+ *    says GMT_EQUOTA (alloc.c then gives back what its memory pools no
+ *    longer hold and asks once more, and failing that the allocation fails
+ *    with CUDA_ERROR_OUT_OF_MEMORY without reaching the driver);
  *  - a free returns its bytes to the slack (no RPC on the free path);
  *  - the reporter thread gives back slack above GMT_RESERVE_SLACK_KEEP at
  *    once, and all of it after GMT_RESERVE_IDLE_MS without allocations or
@@ -56,9 +58,5 @@ void gmt__reserve_set_limit(uint64_t limit);
 /* Reporter thread: gives back slack as described above. Returns 1 when
  * what this process holds is no longer `reported` (a report is due). */
 int gmt__reserve_tick(uint64_t reported);
-
-/* alloc.c: brings each memory pool's charge in line with what the pool
- * holds now (a synchronize may have trimmed it unseen). */
-void gmt__alloc_reconcile_pools(void);
 
 #endif
