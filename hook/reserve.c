@@ -128,8 +128,8 @@ static void came_back(void)
     GMT_HOOK_DEBUG("memory ledger reachable again");
 }
 
-/* One Reserve or Release; rep_used/rep_limit from the reply when not NULL. */
-static int rpc_memory(int release, int device, uint64_t bytes, uint64_t *pod_used)
+/* One Reserve or Release; a Reserve's reply also brings the pod's limit. */
+static int rpc_memory(int release, int device, uint64_t bytes)
 {
   Gmt__ReserveRequest rq = GMT__RESERVE_REQUEST__INIT;
   Gmt__ReleaseRequest rl = GMT__RELEASE_REQUEST__INIT;
@@ -161,8 +161,6 @@ static int rpc_memory(int release, int device, uint64_t bytes, uint64_t *pod_use
       pthread_mutex_lock(&g_mu);
       g_limit = rep->reserve_rep->memory_limit; /* a reload may have changed it */
       pthread_mutex_unlock(&g_mu);
-      if (pod_used)
-        *pod_used = rep->reserve_rep->memory_used;
     }
     gmt_wire_free(rep);
     came_back();
@@ -223,10 +221,10 @@ int gmt__reserve(int device, uint64_t bytes)
       return grant_locally(d, bytes);
 
     uint64_t want = shortfall > GMT_RESERVE_CHUNK ? shortfall : GMT_RESERVE_CHUNK;
-    int r = rpc_memory(0, d, want, NULL);
+    int r = rpc_memory(0, d, want);
     if (r == RPC_QUOTA && want > shortfall) {
       want = shortfall;
-      r = rpc_memory(0, d, want, NULL);
+      r = rpc_memory(0, d, want);
     }
     switch (r) {
     case RPC_OK:
@@ -333,7 +331,7 @@ int gmt__reserve_tick(uint64_t reported)
   for (int d = 0; any && d < GMT_RESERVE_DEVICES; d++) {
     if (!give[d])
       continue;
-    int r = rpc_memory(1, d, give[d], NULL);
+    int r = rpc_memory(1, d, give[d]);
     if (r == RPC_UNHOOKED)
       continue;
     if (r != RPC_OK) {
