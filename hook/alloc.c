@@ -20,6 +20,7 @@
 
 #include <pthread.h>
 
+#include "fork.h"
 #include "gmt.pb-c.h"
 #include "gmt_error.h"
 #include "reserve.h"
@@ -205,18 +206,8 @@ typedef struct {
 /* Guards the table; held across attribute reads and gmt__unreserve, never
  * across a charge (which may reconcile the pools) or an RPC. */
 static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
 static pool_t g_pools[GMT_MAX_POOLS];
 static int g_npools;
-
-static void pools_prepare(void) { pthread_mutex_lock(&g_pool_mu); }
-static void pools_parent(void) { pthread_mutex_unlock(&g_pool_mu); }
-static void pools_child(void) {
-  /* The child holds no pool memory (and reserve.c forgets its charges). */
-  g_npools = 0;
-  pthread_mutex_init(&g_pool_mu, NULL);
-}
-static void pools_init(void) { pthread_atfork(pools_prepare, pools_parent, pools_child); }
 
 static int pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *out) {
   CUresult (*get)(CUmemoryPool, CUmemPool_attribute, void *) =
@@ -300,7 +291,6 @@ typedef CUresult (*async_free_fn)(CUdeviceptr, CUstream);
 static CUresult pool_alloc(CUresult rc_call(void *), void *call_arg, CUdeviceptr *dptr,
                            size_t bytesize, CUmemoryPool pool, CUstream stream,
                            async_free_fn free_fn) {
-  pthread_once(&g_pool_once, pools_init);
   int dev = gmt__current_device();
   CUmemoryPool p = pool ? pool : stream_pool(dev);
   uint64_t r0 = 0, u0 = 0;
@@ -679,4 +669,22 @@ GMT_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   }
   gmt__t_depth--;
   return rc;
+}
+
+/* ---- fork ---- */
+
+/* The pool lock is not taken at fork (see fork.h): it is held across
+ * driver calls. The child holds no pool memory (and reserve.c forgets its
+ * charges), so it only starts the table over. */
+static void pools_child(void)
+{
+  g_npools = 0;
+  pthread_mutex_init(&g_pool_mu, NULL);
+}
+
+static const gmt_fork_ops_t g_fork_ops = {.child = pools_child};
+
+__attribute__((constructor)) static void pools_register(void)
+{
+  gmt__fork_register(GMT_LOCK_POOLS, &g_fork_ops);
 }

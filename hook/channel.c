@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fork.h"
+
 #define GMT_CHANNEL_OPEN_TIMEOUT_MS 1000
 
 static struct {
@@ -49,26 +51,36 @@ int gmt__channel_call(int ch, const Gmt__Envelope *req, Gmt__Envelope **rep, int
   return rc;
 }
 
-void gmt__channels_atfork_prepare(void)
+/* ---- fork ---- */
+
+static void channels_prepare(void)
 {
   for (int i = 0; i < GMT_CH_COUNT; i++)
     pthread_mutex_lock(&g_ch[i].mu);
 }
 
-void gmt__channels_atfork_parent(void)
+static void channels_parent(void)
 {
   for (int i = GMT_CH_COUNT - 1; i >= 0; i--)
     pthread_mutex_unlock(&g_ch[i].mu);
 }
 
-void gmt__channels_atfork_child(void)
+static void channels_child(void)
 {
   /* The parent's connections stay the parent's: the child closes its
-   * copies of the descriptors and registers itself on its next cuInit. */
+   * copies of the descriptors (nothing goes out on the wire while the
+   * parent holds the socket) and registers itself on its next cuInit. */
   atomic_store_explicit(&g_started, 0, memory_order_relaxed);
   for (int i = 0; i < GMT_CH_COUNT; i++) {
     gmt__conn_close(g_ch[i].conn);
     g_ch[i].conn = NULL;
     pthread_mutex_init(&g_ch[i].mu, NULL);
   }
+}
+
+static const gmt_fork_ops_t g_fork_ops = {channels_prepare, channels_parent, channels_child};
+
+__attribute__((constructor)) static void channels_register(void)
+{
+  gmt__fork_register(GMT_LOCK_CHANNEL, &g_fork_ops);
 }

@@ -24,9 +24,4 @@ void gmt__channels_start(const char *url, gmt_conn_t *first);
  * or an allocation needs. */
 int gmt__channel_call(int ch, const Gmt__Envelope *req, Gmt__Envelope **rep, int timeout_ms);
 
-/* fork: every channel locked around fork; the child starts with none. */
-void gmt__channels_atfork_prepare(void);
-void gmt__channels_atfork_parent(void);
-void gmt__channels_atfork_child(void);
-
 #endif

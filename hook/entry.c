@@ -13,10 +13,10 @@
  *    table of versions to keep up to date.
  *
  * This file also loads the real driver (lazily: a process that never
- * touches CUDA never loads it) and owns cuInit and fork handling. */
+ * touches CUDA never loads it) and owns cuInit. */
+#include "fork.h"
 #include "hook.h"
 #include "hookmap.h"
-#include "token.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -122,25 +122,6 @@ static const char *driver_path(void) {
   return p && *p ? p : "libcuda.so.1";
 }
 
-static void atfork_prepare(void) {
-  gmt__report_atfork_prepare();
-  gmt__state_atfork_prepare();
-}
-
-static void atfork_parent(void) {
-  gmt__state_atfork_parent();
-  gmt__report_atfork_parent();
-}
-
-static void atfork_child(void) {
-  /* The driver stays mapped and the address map stays right; what this
-   * process did and who it reported to starts over. */
-  gmt__state_atfork_child();
-  gmt__report_atfork_child();
-  gmt__token_atfork_child();
-  atomic_store_explicit(&gmt__launches, 0, memory_order_relaxed);
-}
-
 static void load_driver(void) {
   t_loading = 1;
   const char *path = driver_path();
@@ -175,7 +156,6 @@ static void load_driver(void) {
     fprintf(stderr, "gmt: cannot build the entry point map (%d); some calls go unseen\n", rc);
     gmt__hookmap_close(&g_map);
   }
-  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   GMT_HOOK_DEBUG("loaded %s: %zu of %d entry points found", path, found, GMT_SYM_COUNT);
   atomic_store_explicit(&g_driver, DRV_READY, memory_order_release);
   t_loading = 0;
@@ -306,11 +286,20 @@ GMT_EXPORT CUresult cuInit(unsigned int Flags) {
 
 /* ---- load time ---- */
 
+/* A child counts its own launches; the driver stays mapped and the address
+ * map stays right. */
+static void launches_child(void) {
+  atomic_store_explicit(&gmt__launches, 0, memory_order_relaxed);
+}
+
+static const gmt_fork_ops_t g_fork_ops = {.child = launches_child};
+
 /* Runs in every process the hook is preloaded into, CUDA or not: reads
  * one variable and nothing else. */
 __attribute__((constructor)) static void hook_ctor(void) {
   const char *d = getenv("GMT_HOOK_DEBUG");
   gmt__debug = d && *d && strcmp(d, "0") != 0;
+  gmt__fork_register(GMT_LOCK_COUNTERS, &g_fork_ops);
 }
 
 /* With GMT_HOOK_DEBUG, what this process did, for checking by hand without

@@ -164,21 +164,11 @@ int gmt__state_wait_change(uint64_t last_launches, int poll_ms);
 size_t gmt__state_take(gmt_hook_totals_t *t, gmt_hook_event_t *ev, size_t cap);
 void gmt__state_untake(const gmt_hook_event_t *ev, size_t n);
 
-/* fork: lock in the parent before fork, unlock after; the child starts
- * empty. */
-void gmt__state_atfork_prepare(void);
-void gmt__state_atfork_parent(void);
-void gmt__state_atfork_child(void);
-
 /* ---- report.c: the pod manager ---- */
 
 /* Registers this process with its pod manager on the first call (per
  * process: again in a forked child). Cheap after the first call. */
 void gmt__report_ensure(void);
-
-void gmt__report_atfork_prepare(void);
-void gmt__report_atfork_parent(void);
-void gmt__report_atfork_child(void);
 
 /* ---- alloc.c ---- */
 

@@ -23,6 +23,7 @@
 
 #include "channel.h"
 #include "conn.h"
+#include "fork.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
@@ -222,22 +223,28 @@ void gmt__report_ensure(void) {
   pthread_mutex_unlock(&g_mu);
 }
 
-void gmt__report_atfork_prepare(void) {
+static void report_prepare(void)
+{
   pthread_mutex_lock(&g_mu);
-  gmt__channels_atfork_prepare();
 }
 
-void gmt__report_atfork_parent(void) {
-  gmt__channels_atfork_parent();
+static void report_parent(void)
+{
   pthread_mutex_unlock(&g_mu);
 }
 
-void gmt__report_atfork_child(void) {
-  /* The parent's connection stays the parent's: the child closes its copy
-   * of the descriptor (nothing goes out on the wire while the parent holds
-   * the socket) and registers itself, with its own pid, on its next cuInit
-   * or allocation. It has no reporter thread until then. */
-  gmt__channels_atfork_child();
+static void report_child(void)
+{
+  /* The parent's connection stays the parent's (channel.c closes the
+   * child's copies), and the child registers itself, with its own pid, on
+   * its next cuInit or allocation. It has no reporter thread until then. */
   atomic_store_explicit(&g_state, REP_NONE, memory_order_relaxed);
   pthread_mutex_init(&g_mu, NULL);
+}
+
+static const gmt_fork_ops_t g_fork_ops = {report_prepare, report_parent, report_child};
+
+__attribute__((constructor)) static void report_register(void)
+{
+  gmt__fork_register(GMT_LOCK_REPORT, &g_fork_ops);
 }

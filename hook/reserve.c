@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "channel.h"
+#include "fork.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
@@ -32,37 +33,12 @@ typedef struct {
 } dev_t_;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static dev_t_ g_dev[GMT_RESERVE_DEVICES];
 static uint64_t g_last_activity_ms;
 static uint64_t g_limit;         /* the pod's, as last heard */
 static uint64_t g_offline_until; /* no RPC before this (monotonic ms) */
 static uint64_t g_offline_backoff;
 static int g_offline_said;
-
-static void atfork_prepare(void)
-{
-  pthread_mutex_lock(&g_mu);
-}
-static void atfork_parent(void)
-{
-  pthread_mutex_unlock(&g_mu);
-}
-static void atfork_child(void)
-{
-  /* The child holds nothing: device memory is not inherited, and the
-   * ledger's entries are the parent's pid's. */
-  memset(g_dev, 0, sizeof g_dev);
-  g_last_activity_ms = 0;
-  g_offline_until = g_offline_backoff = 0;
-  g_offline_said = 0;
-  pthread_mutex_init(&g_mu, NULL);
-}
-
-static void init_once(void)
-{
-  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-}
 
 static int clamp_dev(int device)
 {
@@ -71,7 +47,6 @@ static int clamp_dev(int device)
 
 void gmt__reserve_set_limit(uint64_t limit)
 {
-  pthread_once(&g_once, init_once);
   pthread_mutex_lock(&g_mu);
   g_limit = limit;
   pthread_mutex_unlock(&g_mu);
@@ -201,7 +176,6 @@ static int grant_locally(int d, uint64_t bytes)
 
 int gmt__reserve(int device, uint64_t bytes)
 {
-  pthread_once(&g_once, init_once);
   int d = clamp_dev(device);
   for (int tries = 0; tries < GMT_RESERVE_TRIES; tries++) {
     uint64_t now = gmt_now_ms();
@@ -344,4 +318,34 @@ int gmt__reserve_tick(uint64_t reported)
     GMT_HOOK_DEBUG("gave back %llu bytes of slack on device %d", (unsigned long long)give[d], d);
   }
   return gmt__reserve_held() != reported;
+}
+
+/* ---- fork ---- */
+
+static void reserve_prepare(void)
+{
+  pthread_mutex_lock(&g_mu);
+}
+
+static void reserve_parent(void)
+{
+  pthread_mutex_unlock(&g_mu);
+}
+
+static void reserve_child(void)
+{
+  /* The child holds nothing: device memory is not inherited, and the
+   * ledger's entries are the parent's pid's. */
+  memset(g_dev, 0, sizeof g_dev);
+  g_last_activity_ms = 0;
+  g_offline_until = g_offline_backoff = 0;
+  g_offline_said = 0;
+  pthread_mutex_init(&g_mu, NULL);
+}
+
+static const gmt_fork_ops_t g_fork_ops = {reserve_prepare, reserve_parent, reserve_child};
+
+__attribute__((constructor)) static void reserve_register(void)
+{
+  gmt__fork_register(GMT_LOCK_RESERVE, &g_fork_ops);
 }

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "fork.h"
+
 typedef struct {
   uint64_t address;
   uint64_t size;
@@ -229,15 +231,20 @@ void gmt__state_untake(const gmt_hook_event_t *ev, size_t n) {
   pthread_mutex_unlock(&g_mu);
 }
 
-void gmt__state_atfork_prepare(void) {
+/* ---- fork ---- */
+
+static void state_prepare(void)
+{
   pthread_mutex_lock(&g_mu);
 }
 
-void gmt__state_atfork_parent(void) {
+static void state_parent(void)
+{
   pthread_mutex_unlock(&g_mu);
 }
 
-void gmt__state_atfork_child(void) {
+static void state_child(void)
+{
   /* The child holds none of its parent's allocations (device memory is not
    * inherited) and no thread waits on the condition variable. */
   free(g_slots);
@@ -248,4 +255,11 @@ void gmt__state_atfork_child(void) {
   g_head = g_len = 0;
   pthread_mutex_init(&g_mu, NULL);
   pthread_cond_init(&g_cond, NULL);
+}
+
+static const gmt_fork_ops_t g_fork_ops = {state_prepare, state_parent, state_child};
+
+__attribute__((constructor)) static void state_register(void)
+{
+  gmt__fork_register(GMT_LOCK_STATE, &g_fork_ops);
 }

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "channel.h"
+#include "fork.h"
 #include "gmt_error.h"
 #include "gmt_wire.h"
 
@@ -349,7 +350,9 @@ __attribute__((destructor)) static void token_dtor(void)
   }
 }
 
-void gmt__token_atfork_child(void)
+/* The token's locks are not taken at fork (see fork.h): a device's mutex
+ * is held across the token RPC and cuCtxSynchronize. */
+static void token_child(void)
 {
   /* The parent's grants stay the parent's; the idle thread was not
    * forked. The child asks for its own token at its first launch. */
@@ -371,4 +374,11 @@ void gmt__token_atfork_child(void)
   g_idle_started = 0;
   t_ctx = NULL;
   t_dev = -1;
+}
+
+static const gmt_fork_ops_t g_fork_ops = {.child = token_child};
+
+__attribute__((constructor)) static void token_register(void)
+{
+  gmt__fork_register(GMT_LOCK_TOKEN, &g_fork_ops);
 }

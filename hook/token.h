@@ -18,7 +18,4 @@ void gmt__token_gate(void);
  * one launch per device, each on its own stream's context). */
 void gmt__token_gate_stream(CUstream s);
 
-/* fork: a child starts with no token and no idle thread. */
-void gmt__token_atfork_child(void);
-
 #endif

@@ -1,0 +1,67 @@
+/* The hook's one fork handler, and the one order in which its locks are
+ * taken, at fork and everywhere else.
+ *
+ * Each module registers its handlers under its rank below, from a
+ * constructor (the table is then fixed before any thread can fork). The
+ * registry installs a single pthread_atfork at load; at fork it runs the
+ * modules' prepare handlers in rank order (each takes its module's locks)
+ * and their parent and child handlers in reverse rank order. So the order
+ * in which modules are first used, or in which their handlers were
+ * registered, makes no difference.
+ *
+ * The lock order, outermost first. A thread holding one of these may take
+ * only locks further down the list:
+ *
+ *   REPORT   report.c g_mu: serialises registration. Held while it calls
+ *            reserve (gmt__reserve_set_limit) and channel
+ *            (gmt__channels_start).
+ *   TOKEN    token.c: one device's mutex (one at a time), then g_idle_mu.
+ *            A device's mutex is held while it calls channel (the token
+ *            RPC) and the driver (cuCtxSynchronize).
+ *   POOLS    alloc.c g_pool_mu: held while it calls reserve
+ *            (gmt__unreserve) and the driver (pool attributes).
+ *   RESERVE  reserve.c g_mu: calls nothing while held.
+ *   CHANNEL  channel.c: each channel's mutex, in channel order (all three
+ *            only at fork), held across its RPC.
+ *   STATE    state.c g_mu: calls nothing while held.
+ *   COUNTERS counters.c: no lock.
+ *
+ * Below all of them come the driver's own locks and libc's.
+ *
+ * At fork the REPORT, RESERVE, CHANNEL and STATE locks are taken (a fork
+ * waits for a registration or an RPC under way to end). The TOKEN and POOLS
+ * locks are not: they are held across driver calls, and the driver may take
+ * its own locks in its fork handler before ours run, so taking them there
+ * could wait forever on a thread that waits for the driver. Their modules
+ * only reset their state in the child, which does not need it quiescent.
+ *
+ * Every child starts clean: no registration, no connection, no allocation,
+ * no token, no launch counted; it registers itself at its next CUDA call. */
+#ifndef GMT_HOOK_FORK_H
+#define GMT_HOOK_FORK_H
+
+enum {
+  GMT_LOCK_REPORT,
+  GMT_LOCK_TOKEN,
+  GMT_LOCK_POOLS,
+  GMT_LOCK_RESERVE,
+  GMT_LOCK_CHANNEL,
+  GMT_LOCK_STATE,
+  GMT_LOCK_COUNTERS,
+  GMT_LOCK_RANKS
+};
+
+/* A module's fork handlers; any may be NULL. prepare takes the module's
+ * locks, parent releases them, child resets the module's state (its locks
+ * included) in the new process. */
+typedef struct {
+  void (*prepare)(void);
+  void (*parent)(void);
+  void (*child)(void);
+} gmt_fork_ops_t;
+
+/* Registers ops under rank (one module per rank). Call it from a
+ * constructor: the table is read without a lock at fork. */
+void gmt__fork_register(int rank, const gmt_fork_ops_t *ops);
+
+#endif
