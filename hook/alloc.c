@@ -16,16 +16,17 @@
  *    keeps stay charged and blocks it reuses are not charged twice.
  * The device of a charge is the current context's (the quota is the pod's
  * total across devices, so this only affects the per-device breakdown). */
-#include "hook.h"
-
 #include <pthread.h>
 
+#include "driver.h"
 #include "fork.h"
 #include "gmt.pb-c.h"
 #include "gmt_error.h"
+#include "log.h"
+#include "report.h"
 #include "reserve.h"
+#include "state.h"
 
-#define GMT_EXPORT __attribute__((visibility("default")))
 #define GMT_PITCH_ALIGN 512u
 #define GMT_MAX_POOLS 64
 
@@ -42,14 +43,6 @@ static int charge(int dev, uint64_t bytes)
     return rc;
   pools_reconcile();
   return gmt__reserve(dev, bytes);
-}
-
-int gmt__current_device(void) {
-  CUresult (*get)(CUdevice *) = (CUresult(*)(CUdevice *))gmt__real(GMT_SYM_cuCtxGetDevice);
-  CUdevice d = 0;
-  if (!get || get(&d) != CUDA_SUCCESS)
-    return 0;
-  return (int)d;
 }
 
 /* A wrapper that records: outermost on this thread only (a driver calling

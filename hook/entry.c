@@ -12,141 +12,44 @@
  *    symbol at that address, so signatures always match and there is no
  *    table of versions to keep up to date.
  *
- * This file also loads the real driver (lazily: a process that never
- * touches CUDA never loads it) and owns cuInit. */
-#include "fork.h"
-#include "hook.h"
-#include "hookmap.h"
-
-#include <dlfcn.h>
+ * This file sits on top of the hook: it names every wrapper (the map from
+ * real entry points to wrappers) and owns cuInit, the first call after
+ * which a process registers with its pod manager. */
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
-#define GMT_EXPORT __attribute__((visibility("default")))
-
-int gmt__debug;
-__thread int gmt__t_depth;
-_Atomic uint64_t gmt__launches;
-
-/* ---- the symbol list ---- */
-
-static const char *const g_names[GMT_SYM_COUNT] = {
-#define GMT__SYM_NAME(name) #name,
-    GMT_HOOK_SYMBOLS(GMT__SYM_NAME) GMT_HOOK_INTERNAL_SYMBOLS(GMT__SYM_NAME)
-#undef GMT__SYM_NAME
-};
+#include "driver.h"
+#include "hookmap.h"
+#include "log.h"
+#include "report.h"
 
 #define GMT__SYM_WRAPPER(name) (void *)&name,
 static void *const g_wrappers[] = {GMT_HOOK_SYMBOLS(GMT__SYM_WRAPPER)};
 #undef GMT__SYM_WRAPPER
 #define GMT_NWRAPPED (sizeof(g_wrappers) / sizeof(g_wrappers[0]))
 
-/* ---- debug output ---- */
-
-void gmt__say(const char *fmt, ...) {
-  char line[512];
-  int n = snprintf(line, sizeof(line), "gmt[%d]: ", (int)getpid());
-  va_list ap;
-  va_start(ap, fmt);
-  int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-  va_end(ap);
-  if (m < 0)
-    m = 0;
-  size_t len = (size_t)n + (size_t)m;
-  if (len > sizeof(line) - 2)
-    len = sizeof(line) - 2;
-  line[len++] = '\n';
-  /* One write, so lines of several threads and processes do not mix. */
-  ssize_t w = write(STDERR_FILENO, line, len);
-  (void)w;
-}
-
-static const char *wrapper_name(const void *w) {
+static const char *wrapper_name(const void *w)
+{
   for (size_t i = 0; i < GMT_NWRAPPED; i++)
     if (g_wrappers[i] == w)
-      return g_names[i];
+      return gmt__sym_name((int)i);
   return "?";
 }
 
-/* ---- the real dlsym ---- */
+/* ---- real entry point -> wrapper ---- */
 
-typedef void *(*dlsym_fn)(void *, const char *);
-static _Atomic(dlsym_fn) g_real_dlsym;
-
-/* Sanitizer runtimes look their interceptors up with dlsym(RTLD_NEXT)
- * while they start, before ASan's shadow memory exists: the dlsym path
- * must not be instrumented. */
-#define GMT_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
-
-/* Not static: the x86-64 dlsym stub below calls it. */
-GMT_NO_SANITIZE __attribute__((used)) dlsym_fn gmt__dlsym_next(void) {
-  dlsym_fn f = atomic_load_explicit(&g_real_dlsym, memory_order_acquire);
-  if (f)
-    return f;
-  /* dlvsym is not interposed, so this cannot recurse. Two threads racing
-   * here find the same answer. */
-  static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
-  for (size_t i = 0; !f && i < sizeof(versions) / sizeof(versions[0]); i++)
-    f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
-  if (!f) {
-    static const char msg[] = "gmt: cannot find the real dlsym\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-    (void)w;
-    abort();
-  }
-  atomic_store_explicit(&g_real_dlsym, f, memory_order_release);
-  return f;
-}
-
-/* ---- the real driver ---- */
-
-enum { DRV_UNLOADED = 0, DRV_READY = 1, DRV_FAILED = 2 };
-
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static _Atomic int g_driver;
-static void *g_handle;
-static void *g_real[GMT_SYM_COUNT];
+static pthread_once_t g_map_once = PTHREAD_ONCE_INIT;
 static gmt_hookmap_t g_map;
-/* Set on the thread that is loading the driver: a driver constructor that
- * calls back into dlsym or an entry point then passes through instead of
- * waiting on itself. */
-static __thread int t_loading;
 
-static const char *driver_path(void) {
-  const char *p = getenv("GMT_REAL_LIBCUDA");
-  return p && *p ? p : "libcuda.so.1";
-}
-
-static void load_driver(void) {
-  t_loading = 1;
-  const char *path = driver_path();
-  g_handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-  if (!g_handle) {
-    const char *err = dlerror();
-    fprintf(stderr, "gmt: cannot load the CUDA driver %s (%s); CUDA calls will fail\n", path,
-            err ? err : "?");
-    atomic_store_explicit(&g_driver, DRV_FAILED, memory_order_release);
-    t_loading = 0;
-    return;
-  }
-  dlsym_fn rd = gmt__dlsym_next();
-  size_t found = 0;
-  for (int i = 0; i < GMT_SYM_COUNT; i++) {
-    /* A handle's lookup searches the driver, not the global scope, so this
-     * finds the driver's own definition and not our export of the name. */
-    g_real[i] = rd(g_handle, g_names[i]);
-    found += g_real[i] != NULL;
-  }
+/* Built once the driver is loaded, and only read after. */
+static void build_map(void)
+{
   int rc = gmt__hookmap_init(&g_map, GMT_NWRAPPED);
   for (size_t i = 0; rc == 0 && i < GMT_NWRAPPED; i++) {
-    int r = gmt__hookmap_add(&g_map, g_real[i], g_wrappers[i]);
+    int r = gmt__hookmap_add(&g_map, gmt__real((int)i), g_wrappers[i]);
     if (r == -EEXIST)
-      GMT_HOOK_DEBUG("%s shares its address with another wrapped name", g_names[i]);
+      GMT_HOOK_DEBUG("%s shares its address with another wrapped name", gmt__sym_name((int)i));
     else if (r < 0)
       rc = r;
   }
@@ -156,48 +59,23 @@ static void load_driver(void) {
     fprintf(stderr, "gmt: cannot build the entry point map (%d); some calls go unseen\n", rc);
     gmt__hookmap_close(&g_map);
   }
-  GMT_HOOK_DEBUG("loaded %s: %zu of %d entry points found", path, found, GMT_SYM_COUNT);
-  atomic_store_explicit(&g_driver, DRV_READY, memory_order_release);
-  t_loading = 0;
 }
 
-static int ensure_driver(void) {
-  int s = atomic_load_explicit(&g_driver, memory_order_acquire);
-  if (s != DRV_UNLOADED)
-    return s;
-  if (t_loading)
-    return DRV_UNLOADED;
-  pthread_once(&g_once, load_driver);
-  return atomic_load_explicit(&g_driver, memory_order_acquire);
-}
-
-void *gmt__real(int id) {
-  return ensure_driver() == DRV_READY ? g_real[id] : NULL;
+/* What to hand out for p, a pointer the real driver gave (driver loaded). */
+static void *swap(void *p)
+{
+  pthread_once(&g_map_once, build_map);
+  return gmt__hookmap_swap(&g_map, p);
 }
 
 /* ---- dlsym ---- */
 
-/* True when the program has the driver mapped already; dlsym of a "cu"
- * name in a program without it cannot be asking for a driver entry
- * point (libcurl's curl_* are "cu" too), and must not load the driver. */
-static int driver_present(void) {
-  void *h = dlopen(driver_path(), RTLD_NOW | RTLD_NOLOAD);
-  if (!h)
-    return 0;
-  dlclose(h);
-  return 1;
-}
-
-GMT_NO_SANITIZE __attribute__((used)) void *gmt__dlsym_hooked(void *handle,
-                                                              const char *name) {
+GMT_NO_SANITIZE __attribute__((used)) void *gmt__dlsym_hooked(void *handle, const char *name)
+{
   void *p = gmt__dlsym_next()(handle, name);
-  if (!p || !name || name[0] != 'c' || name[1] != 'u')
+  if (!p || !name || name[0] != 'c' || name[1] != 'u' || !gmt__driver_ready_if_mapped())
     return p;
-  if (atomic_load_explicit(&g_driver, memory_order_acquire) != DRV_READY) {
-    if (t_loading || !driver_present() || ensure_driver() != DRV_READY)
-      return p;
-  }
-  void *w = gmt__hookmap_swap(&g_map, p);
+  void *w = swap(p);
   if (w != p)
     GMT_HOOK_DEBUG("dlsym(%s) -> wrapper %s", name, wrapper_name(w));
   return w;
@@ -246,7 +124,7 @@ GMT_EXPORT void *dlsym(void *handle, const char *name) {
 
 static void swap_proc(const char *symbol, void **pfn, int version, cuuint64_t flags) {
   void *p = *pfn;
-  void *w = gmt__hookmap_swap(&g_map, p);
+  void *w = swap(p);
   *pfn = w;
   if (w != p)
     GMT_HOOK_DEBUG("cuGetProcAddress(%s, %d, %llu) -> wrapper %s", symbol ? symbol : "(null)",
@@ -282,35 +160,4 @@ GMT_EXPORT CUresult cuInit(unsigned int Flags) {
   if (rc == CUDA_SUCCESS && !gmt__t_depth)
     gmt__report_ensure();
   return rc;
-}
-
-/* ---- load time ---- */
-
-/* A child counts its own launches; the driver stays mapped and the address
- * map stays right. */
-static void launches_child(void) {
-  atomic_store_explicit(&gmt__launches, 0, memory_order_relaxed);
-}
-
-static const gmt_fork_ops_t g_fork_ops = {.child = launches_child};
-
-/* Runs in every process the hook is preloaded into, CUDA or not: reads
- * one variable and nothing else. */
-__attribute__((constructor)) static void hook_ctor(void) {
-  const char *d = getenv("GMT_HOOK_DEBUG");
-  gmt__debug = d && *d && strcmp(d, "0") != 0;
-  gmt__fork_register(GMT_LOCK_COUNTERS, &g_fork_ops);
-}
-
-/* With GMT_HOOK_DEBUG, what this process did, for checking by hand without
- * a pod manager. */
-__attribute__((destructor)) static void hook_dtor(void) {
-  if (!gmt__debug || atomic_load_explicit(&g_driver, memory_order_acquire) != DRV_READY)
-    return;
-  gmt_hook_totals_t t;
-  gmt__state_totals(&t);
-  gmt__say("exit: memory_used=%llu launches=%llu allocs=%llu frees=%llu dropped=%llu",
-           (unsigned long long)t.memory_used, (unsigned long long)t.launches,
-           (unsigned long long)t.allocs, (unsigned long long)t.frees,
-           (unsigned long long)t.dropped);
 }

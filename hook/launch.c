@@ -5,10 +5,9 @@
  * relaxed atomic increment of the launch counter: no lock, no signal, no
  * syscall. The reporter and the token's idle thread notice the counter
  * move on their own. Memory copies are not gated. */
-#include "hook.h"
+#include "counters.h"
+#include "driver.h"
 #include "token.h"
-
-#define GMT_EXPORT __attribute__((visibility("default")))
 
 static inline void count(uint64_t n) {
   atomic_fetch_add_explicit(&gmt__launches, n, memory_order_relaxed);

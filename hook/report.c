@@ -10,11 +10,12 @@
  * no RPC ever again. A pod manager that goes away later only delays the
  * reports: the totals make a late one complete. The RPC is never made with
  * a lock held that an allocation or a launch would need. */
-#include "hook.h"
+#include "report.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,9 @@
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
+#include "log.h"
 #include "reserve.h"
+#include "state.h"
 
 #define GMT_REGISTER_TIMEOUT_MS 1000
 #define GMT_REPORT_TIMEOUT_MS 1000

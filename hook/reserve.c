@@ -19,7 +19,7 @@
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
-#include "hook.h"
+#include "log.h"
 
 #define GMT_RESERVE_RPC_TIMEOUT_MS 1500
 #define GMT_RESERVE_OFFLINE_MIN_MS 1000

@@ -5,7 +5,7 @@
  * One mutex guards it all and is held only for a few memory operations;
  * nothing here calls the driver or the network. The launch counter lives
  * apart (gmt__launches) so that launches take no lock at all. */
-#include "hook.h"
+#include "state.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -13,7 +13,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "counters.h"
+#include "driver.h"
 #include "fork.h"
+#include "log.h"
 
 typedef struct {
   uint64_t address;
@@ -179,12 +182,6 @@ static void totals_locked(gmt_hook_totals_t *t) {
   t->launches = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
 }
 
-void gmt__state_totals(gmt_hook_totals_t *t) {
-  pthread_mutex_lock(&g_mu);
-  totals_locked(t);
-  pthread_mutex_unlock(&g_mu);
-}
-
 int gmt__state_wait_change(uint64_t last_launches, int poll_ms) {
   pthread_mutex_lock(&g_mu);
   if (!g_dirty) {
@@ -231,7 +228,7 @@ void gmt__state_untake(const gmt_hook_event_t *ev, size_t n) {
   pthread_mutex_unlock(&g_mu);
 }
 
-/* ---- fork ---- */
+/* ---- fork and exit ---- */
 
 static void state_prepare(void)
 {
@@ -262,4 +259,20 @@ static const gmt_fork_ops_t g_fork_ops = {state_prepare, state_parent, state_chi
 __attribute__((constructor)) static void state_register(void)
 {
   gmt__fork_register(GMT_LOCK_STATE, &g_fork_ops);
+}
+
+/* With GMT_HOOK_DEBUG, what this process did, for checking by hand without
+ * a pod manager. */
+__attribute__((destructor)) static void state_exit(void)
+{
+  if (!gmt__debug || !gmt__driver_ready())
+    return;
+  gmt_hook_totals_t t;
+  pthread_mutex_lock(&g_mu);
+  totals_locked(&t);
+  pthread_mutex_unlock(&g_mu);
+  gmt__say("exit: memory_used=%llu launches=%llu allocs=%llu frees=%llu dropped=%llu",
+           (unsigned long long)t.memory_used, (unsigned long long)t.launches,
+           (unsigned long long)t.allocs, (unsigned long long)t.frees,
+           (unsigned long long)t.dropped);
 }

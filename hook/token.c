@@ -31,9 +31,12 @@
 #include <unistd.h>
 
 #include "channel.h"
+#include "counters.h"
 #include "fork.h"
 #include "gmt_error.h"
 #include "gmt_wire.h"
+#include "log.h"
+#include "report.h"
 
 /* The pod manager answers within its own 30 s upstream timeout. */
 #define GMT_TOKEN_RPC_TIMEOUT_MS 35000

@@ -3,7 +3,7 @@
 #ifndef GMT_HOOK_TOKEN_H
 #define GMT_HOOK_TOKEN_H
 
-#include "hook.h"
+#include "driver.h"
 
 /* Devices gated by ordinal; a launch on a higher one passes ungated. */
 #define GMT_TOKEN_MAX_DEVICES 64

@@ -1,0 +1,18 @@
+/* Counters that the hot paths bump without a lock (see counters.h). */
+#include "counters.h"
+
+#include "fork.h"
+
+_Atomic uint64_t gmt__launches;
+
+static void counters_child(void)
+{
+  atomic_store_explicit(&gmt__launches, 0, memory_order_relaxed);
+}
+
+static const gmt_fork_ops_t g_fork_ops = {.child = counters_child};
+
+__attribute__((constructor)) static void counters_register(void)
+{
+  gmt__fork_register(GMT_LOCK_COUNTERS, &g_fork_ops);
+}

@@ -1,0 +1,127 @@
+/* The real CUDA driver, as the hook's wrappers reach it: the list of entry
+ * points the hook wraps or calls, loading the driver (lazily: a process
+ * that never touches CUDA never loads it), the real function of each, and
+ * what a wrapper needs to know about the calling thread. */
+#ifndef GMT_HOOK_DRIVER_H
+#define GMT_HOOK_DRIVER_H
+
+/* Old and new versions of an entry point (cuMemAlloc / cuMemAlloc_v2,
+ * cuLaunchKernel / cuLaunchKernel_ptsz, cuGetProcAddress 4 / 5 args) each
+ * keep their own real signature. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Every driver entry point the hook exports and swaps in for the real one.
+ * The wrapper of each is a function of the same name in hook/ (entry.c,
+ * alloc.c, launch.c); the real one is looked up by name in the driver, so
+ * there is no table of versions to keep: whatever address the driver hands
+ * out for any request is mapped back to the wrapper of the symbol at that
+ * address. */
+#define GMT_HOOK_SYMBOLS(X)                                                                        \
+  X(cuInit)                                                                                        \
+  X(cuGetProcAddress)                                                                              \
+  X(cuGetProcAddress_v2)                                                                           \
+  X(cuMemAlloc)                                                                                    \
+  X(cuMemAlloc_v2)                                                                                 \
+  X(cuMemAllocPitch)                                                                               \
+  X(cuMemAllocPitch_v2)                                                                            \
+  X(cuMemAllocManaged)                                                                             \
+  X(cuMemAllocAsync)                                                                               \
+  X(cuMemAllocAsync_ptsz)                                                                          \
+  X(cuMemAllocFromPoolAsync)                                                                       \
+  X(cuMemAllocFromPoolAsync_ptsz)                                                                  \
+  X(cuMemFree)                                                                                     \
+  X(cuMemFree_v2)                                                                                  \
+  X(cuMemFreeAsync)                                                                                \
+  X(cuMemFreeAsync_ptsz)                                                                           \
+  X(cuMemCreate)                                                                                   \
+  X(cuMemRelease)                                                                                  \
+  X(cuArrayCreate)                                                                                 \
+  X(cuArrayCreate_v2)                                                                              \
+  X(cuArray3DCreate)                                                                               \
+  X(cuArray3DCreate_v2)                                                                            \
+  X(cuArrayDestroy)                                                                                \
+  X(cuMipmappedArrayCreate)                                                                        \
+  X(cuMipmappedArrayDestroy)                                                                       \
+  X(cuMemGetInfo)                                                                                  \
+  X(cuMemGetInfo_v2)                                                                               \
+  X(cuMemPoolTrimTo)                                                                               \
+  X(cuMemPoolDestroy)                                                                              \
+  X(cuLaunchKernel)                                                                                \
+  X(cuLaunchKernel_ptsz)                                                                           \
+  X(cuLaunchKernelEx)                                                                              \
+  X(cuLaunchKernelEx_ptsz)                                                                         \
+  X(cuLaunchCooperativeKernel)                                                                     \
+  X(cuLaunchCooperativeKernel_ptsz)                                                                \
+  X(cuLaunchCooperativeKernelMultiDevice)                                                          \
+  X(cuGraphLaunch)                                                                                 \
+  X(cuGraphLaunch_ptsz)
+
+/* Entry points the hook calls for itself but does not wrap. */
+#define GMT_HOOK_INTERNAL_SYMBOLS(X)                                                               \
+  X(cuCtxGetDevice)                                                                                \
+  X(cuCtxGetCurrent)                                                                               \
+  X(cuCtxSynchronize)                                                                              \
+  X(cuCtxPushCurrent_v2)                                                                           \
+  X(cuCtxPopCurrent_v2)                                                                            \
+  X(cuStreamGetCtx)                                                                                \
+  X(cuDeviceGetMemPool)                                                                            \
+  X(cuMemPoolGetAttribute)                                                                         \
+  X(cuStreamSynchronize)
+
+enum {
+#define GMT__SYM_ENUM(name) GMT_SYM_##name,
+  GMT_HOOK_SYMBOLS(GMT__SYM_ENUM) GMT_HOOK_INTERNAL_SYMBOLS(GMT__SYM_ENUM)
+#undef GMT__SYM_ENUM
+      GMT_SYM_COUNT
+};
+
+/* A wrapper leaves the .so under the driver's name. */
+#define GMT_EXPORT __attribute__((visibility("default")))
+
+/* The real function for symbol id, loading the driver on first use; NULL
+ * when the driver has no such symbol or could not be loaded. */
+void *gmt__real(int id);
+
+/* Declares `real`, the real function of `name` with its own type, and
+ * returns CUDA_ERROR_NOT_FOUND from the wrapper when the driver lacks it. */
+#define GMT_REAL(name)                                                                             \
+  __typeof__(&name) real = (__typeof__(&name))gmt__real(GMT_SYM_##name);                           \
+  if (!real)                                                                                       \
+  return CUDA_ERROR_NOT_FOUND
+
+/* The name of symbol id ("cuMemAlloc_v2"). */
+const char *gmt__sym_name(int id);
+
+/* 1 once the driver is loaded; never loads it. */
+int gmt__driver_ready(void);
+
+/* For dlsym: 1 when the driver is loaded, loading it first when the
+ * program has it mapped already; 0 when the program has no driver (a
+ * dlsym of a "cu" name there is not asking for an entry point: libcurl's
+ * curl_* are "cu" too) or this thread is the one loading it (a driver
+ * constructor calling back). */
+int gmt__driver_ready_if_mapped(void);
+
+/* Sanitizer runtimes look their interceptors up with dlsym(RTLD_NEXT)
+ * while they start, before ASan's shadow memory exists: the dlsym path
+ * must not be instrumented. */
+#define GMT_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+
+/* The real dlsym (libc's, or the next interposer's). */
+typedef void *(*gmt_dlsym_fn)(void *, const char *);
+gmt_dlsym_fn gmt__dlsym_next(void);
+
+/* Nonzero while this thread is inside a wrapper that records something:
+ * a driver that calls its own exported entry points then reaches the real
+ * function without being counted twice (and without taking our locks
+ * again). */
+extern __thread int gmt__t_depth;
+
+/* The device the calling thread's context is on, 0 without one. */
+int gmt__current_device(void);
+
+#endif
