@@ -657,11 +657,6 @@ static int trace_main(const char *schd_url, int argc, char **argv)
   return rc;
 }
 
-int gmt_cmd_trace(int argc, char **argv)
-{
-  return trace_main(GMT_DEFAULT_SCHD_IPC, argc, argv);
-}
-
 int gmt_cmd_trace_run(const gmt_cmd_ctx_t *ctx, int argc, char **argv)
 {
   return trace_main(ctx && ctx->schd_url ? ctx->schd_url : GMT_DEFAULT_SCHD_IPC, argc, argv);

@@ -32,6 +32,14 @@ FAKECUDA_DIR = build_path("test", "fakecuda")
 PROGS = build_path("test", "e2e", "progs")
 
 
+def gmt_has_trace():
+    """gmt has `gmt trace` only where the tracer could be built (kernel BTF)."""
+    if not os.path.exists(GMT):
+        return False
+    r = subprocess.run([GMT, "trace", "--help"], capture_output=True, timeout=10)
+    return r.returncode == 0
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -4,10 +4,7 @@ fake libcuda.so.1. Needs root (BPF); no GPU, no daemons.
 
 Each test starts trace_job, which prints "ready pid=N" and waits for a line
 on stdin; the tracer attaches ("tracing pid N" on its stderr), then the test
-sends the line and the job does its work and exits. Every wait is bounded.
-
-Until the gmt CLI links the tracer, the same command runs as the standalone
-server/trace/gmt-trace-dev (same arguments, same exit codes)."""
+sends the line and the job does its work and exits. Every wait is bounded."""
 import json
 import os
 import queue
@@ -19,10 +16,9 @@ import tempfile
 import time
 import unittest
 
-from gmt_e2e import ASAN_PRELOAD, FAKECUDA_DIR, GMT, Prog, build_path, wait_for
+from gmt_e2e import ASAN_PRELOAD, FAKECUDA_DIR, GMT, Prog, build_path, gmt_has_trace, wait_for
 
 TRACE_JOB = build_path("test", "e2e", "traceprogs", "trace_job")
-TRACE_DEV = build_path("server", "trace", "gmt-trace-dev")
 
 HOT_SIZE = 256 << 10
 COLD_SIZE = 64 << 10
@@ -30,15 +26,6 @@ PIN_SIZE = 256 << 10
 PAGEABLE_SIZE = 4 << 20
 FORK_SIZE = 128 << 10
 NOBODY = 65534
-
-
-def tracer_argv():
-    """`gmt trace` when the CLI has it, else the standalone program."""
-    if os.path.exists(GMT):
-        r = subprocess.run([GMT, "trace", "--help"], capture_output=True, timeout=10)
-        if r.returncode == 0:
-            return [GMT, "trace"]
-    return [TRACE_DEV]
 
 
 class Tracer(Prog):
@@ -84,11 +71,12 @@ class Tracer(Prog):
 
 @unittest.skipUnless(os.geteuid() == 0, "the tracer needs root to load BPF programs")
 @unittest.skipUnless(os.path.exists(TRACE_JOB), "trace_job not built (no fakecuda target)")
+@unittest.skipUnless(gmt_has_trace(), "gmt built without the tracer (no kernel BTF)")
 class TraceTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="gmt-e2e-trace-")
         os.chmod(self.tmp, 0o777)  # the no-rights test writes here as nobody
-        self.argv = tracer_argv()
+        self.argv = [GMT, "trace"]
         self.jobs = []
         self.tracers = []
 
