@@ -1,5 +1,5 @@
 /* `gmt trace`: traces one unmodified CUDA process with the eBPF tracer
- * (server/trace) until it exits, a duration passes or Ctrl-C, then writes
+ * (bpf/) until it exits, a duration passes or Ctrl-C, then writes
  * a dump by the file's extension or prints the hot and cold buffers.
  * `--load FILE` reads a dump back (to print it, or to convert it with -o).
  * `--pod NAME` asks gmt-schd, which traces every pod's processes, for the

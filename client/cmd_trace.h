@@ -1,4 +1,4 @@
-/* `gmt trace`: the standalone eBPF tracer (server/trace) on one process,
+/* `gmt trace`: the standalone eBPF tracer (bpf/) on one process,
  * or the scheduler's tracer on one pod.
  *
  *   gmt trace -p PID [--duration S] [-o FILE] [--wait-libcuda S] ...

@@ -1,4 +1,4 @@
-/* The node's eBPF tracer inside gmt-schd: one TracerAgent (server/trace)
+/* The node's eBPF tracer inside gmt-schd: one TracerAgent (bpf/agent.h)
  * with no process of its own, polled on the loop through a uv_poll on its
  * ring buffer, to which every process the pod managers report is added.
  * This file owns which processes are traced for which pod, when a

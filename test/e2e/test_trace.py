@@ -1,4 +1,4 @@
-"""End-to-end: `gmt trace -p PID` (the eBPF tracer, server/trace + bpf/) on
+"""End-to-end: `gmt trace -p PID` (the eBPF tracer, bpf/) on
 unmodified driver-API programs (test/e2e/traceprogs/trace_job.c) against the
 fake libcuda.so.1. Needs root (BPF); no GPU, no daemons.
 
