@@ -372,11 +372,6 @@ const gmt_probes_info_t *gmt_tracer_probes_info(gmt_tracer_t *t)
   return t->probes ? gmt_probes_info(t->probes) : &no_info;
 }
 
-const char *gmt_tracer_libcuda(gmt_tracer_t *t)
-{
-  return t->libcuda;
-}
-
 /* ---- the history ---- */
 
 int gmt_tracer_processes(gmt_tracer_t *t, gmt_trace_process_t **out, size_t *n)

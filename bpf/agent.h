@@ -75,7 +75,6 @@ const gmt_probes_info_t *gmt_tracer_probes_info(gmt_tracer_t *t);
 /* Each BPF program's runs and time so far (opts.bpf_stats; before
  * gmt_tracer_stop): see gmt_probes_prog_stats(). */
 int gmt_tracer_prog_stats(gmt_tracer_t *t, gmt_probes_prog_stat_t *out, size_t max);
-const char *gmt_tracer_libcuda(gmt_tracer_t *t);
 
 /* ---- the history: copies, each taken under MemHistory's lock ---- */
 
