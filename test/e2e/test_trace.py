@@ -16,9 +16,8 @@ import tempfile
 import time
 import unittest
 
-from gmt_e2e import ASAN_PRELOAD, FAKECUDA_DIR, GMT, Prog, build_path, gmt_has_trace, wait_for
-
-TRACE_JOB = build_path("test", "e2e", "traceprogs", "trace_job")
+from gmt_e2e import (ASAN_PRELOAD, FAKECUDA_DIR, GMT, TRACE_JOB, Prog, build_path, cannot_run,
+                     tracer_missing, unless_runnable, wait_for)
 
 HOT_SIZE = 256 << 10
 COLD_SIZE = 64 << 10
@@ -69,9 +68,7 @@ class Tracer(Prog):
         return rc, "".join(out), err
 
 
-@unittest.skipUnless(os.geteuid() == 0, "the tracer needs root to load BPF programs")
-@unittest.skipUnless(os.path.exists(TRACE_JOB), "trace_job not built (no fakecuda target)")
-@unittest.skipUnless(gmt_has_trace(), "gmt built without the tracer (no kernel BTF)")
+@unless_runnable(tracer_missing("the tracer"))
 class TraceTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="gmt-e2e-trace-")
@@ -434,11 +431,11 @@ class TraceTest(unittest.TestCase):
             os.setgid(NOBODY)
             os.setuid(NOBODY)
         if not os.access(TRACE_JOB, os.X_OK) or not os.access(self.argv[0], os.X_OK):
-            self.skipTest("binaries not executable")
+            cannot_run(self, "binaries not executable")
         try:
             job = self.start_job("idle", preexec_fn=as_nobody)
         except AssertionError as e:
-            self.skipTest("the build folder is not usable as nobody: %s" % e)
+            cannot_run(self, "the build folder is not usable as nobody: %s" % e)
         r = subprocess.run(self.argv + ["-p", str(job.proc.pid), "--wait-libcuda", "2"],
                            capture_output=True, text=True, timeout=30, env=self.env(),
                            preexec_fn=as_nobody)

@@ -4,4 +4,6 @@ if(TARGET gmttrace)
   gmt_unit_test(test_memhistory
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_memhistory.c
     LIBS gmttrace)
+else()
+  gmt_unbuilt_test(test_memhistory "the tracer (bpf/) was not built: no kernel BTF at configure time")
 endif()
