@@ -3,7 +3,7 @@
  * single-step any other out of line, a second trap. Each case is a tiny
  * function of this program timed bare, then with a bare perf uprobe (no
  * BPF program) on the chosen instruction; side by side in one run. Needs
- * root (perf uprobes). Why it matters: server/trace/prologue.c.
+ * root (perf uprobes). Why it matters: bpf/prologue.c.
  *
  * usage: uprobe_cost [CALLS]   (default 20000) */
 #include <dlfcn.h>

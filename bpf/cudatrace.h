@@ -1,5 +1,5 @@
-/* Events of the CUDA tracer, shared by bpf/cudatrace.bpf.c (kernel side)
- * and server/trace/ (user side). One fixed-size, tagged record per event on
+/* Events of the CUDA tracer, shared by cudatrace.bpf.c (kernel side) and
+ * the user side beside it (probes.c, agent.c). One fixed-size, tagged record per event on
  * one ring buffer: simpler to read than variable records, and at ~150 bytes
  * an event the ring buffer holds tens of thousands before anything drops.
  *
@@ -39,7 +39,7 @@ enum gmt_trace_ev_type {
 };
 
 /* Which driver entry point a GMT_TEV_CALL comes from (the uprobe's
- * bpf_cookie). Names and argument layouts are in server/trace/probes.c. */
+ * bpf_cookie). Names and argument layouts are in probes.c. */
 enum gmt_trace_fn {
   GMT_TFN_MEM_ALLOC = 1,        /* cuMemAlloc_v2(CUdeviceptr *, size) */
   GMT_TFN_MEM_ALLOC_PITCH,      /* cuMemAllocPitch_v2(dptr, *pitch, w, h, elem) */

@@ -1,5 +1,5 @@
 /* `gmt trace`: traces one unmodified CUDA process with the eBPF tracer
- * (server/trace) until it exits, a duration passes or Ctrl-C, then writes
+ * (bpf/) until it exits, a duration passes or Ctrl-C, then writes
  * a dump by the file's extension or prints the hot and cold buffers.
  * `--load FILE` reads a dump back (to print it, or to convert it with -o).
  * `--pod NAME` asks gmt-schd, which traces every pod's processes, for the
@@ -18,7 +18,6 @@
 #include <json-c/json.h>
 
 #include "agent.h"
-#include "dump.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
@@ -172,17 +171,18 @@ static void print_kernel_line(FILE *f, const gmt_trace_kernel_t *k)
           (double)k->compact_ns / 1e6);
 }
 
-static void print_summary(FILE *f, gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, size_t k)
+static void print_summary(FILE *f, gmt_tracer_t *tr, size_t k)
 {
+  gmt_trace_meta_t meta;
   gmt_memhistory_totals_t t;
-  gmt_memhistory_totals(mh, &t);
+  gmt_tracer_meta(tr, &meta);
+  gmt_tracer_totals(tr, &t);
   char hb[32], db[32];
   human(t.h2d_bytes, hb, sizeof hb);
   human(t.d2h_bytes, db, sizeof db);
-  double secs = meta->end_ns > meta->start_ns ? (double)(meta->end_ns - meta->start_ns) / 1e9 : 0;
-  fprintf(f, "trace of pid %u: %zu process%s, %.2f s, %llu dropped events\n", meta->root_pid,
-          t.processes, t.processes == 1 ? "" : "es", secs,
-          (unsigned long long)meta->dropped_events);
+  double secs = meta.end_ns > meta.start_ns ? (double)(meta.end_ns - meta.start_ns) / 1e9 : 0;
+  fprintf(f, "trace of pid %u: %zu process%s, %.2f s, %llu dropped events\n", meta.root_pid,
+          t.processes, t.processes == 1 ? "" : "es", secs, (unsigned long long)meta.dropped_events);
   fprintf(f,
           "allocations: %zu (device %zu, host_pinned %zu, host_pageable %zu, managed %zu), "
           "%zu still active\n",
@@ -192,20 +192,21 @@ static void print_summary(FILE *f, gmt_memhistory_t *mh, const gmt_trace_meta_t 
           (unsigned long long)t.h2d_count, hb, (unsigned long long)t.d2h_count, db,
           (unsigned long long)t.d2d_count, (unsigned long long)t.faults);
   print_kernel_line(f, &t.kernel);
-  if (meta->xid_errors)
-    fprintf(f, "GPU Xid errors: %llu\n", (unsigned long long)meta->xid_errors);
+  if (meta.xid_errors)
+    fprintf(f, "GPU Xid errors: %llu\n", (unsigned long long)meta.xid_errors);
   if (!t.allocations || !k)
     return;
-  gmt_alloc_info_t *rows = calloc(k, sizeof *rows);
-  if (!rows)
-    return;
-  size_t n = gmt_memhistory_hotspots(mh, k, rows);
-  fprintf(f, "\nhottest (most H2D + D2H copies):\n");
-  print_rows(f, rows, n);
-  n = gmt_memhistory_coldspots(mh, k, rows);
-  fprintf(f, "\ncoldest (fewest copies; bigger first):\n");
-  print_rows(f, rows, n);
-  free(rows);
+  gmt_alloc_info_t *hot = calloc(k, sizeof *hot), *cold = calloc(k, sizeof *cold);
+  size_t nhot, ncold;
+  if (hot && cold) {
+    gmt_tracer_spots(tr, NULL, 0, k, hot, &nhot, cold, &ncold);
+    fprintf(f, "\nhottest (most H2D + D2H copies):\n");
+    print_rows(f, hot, nhot);
+    fprintf(f, "\ncoldest (fewest copies; bigger first):\n");
+    print_rows(f, cold, ncold);
+  }
+  free(hot);
+  free(cold);
 }
 
 /* The tracer's kernel side: time its programs took, in the traced
@@ -233,35 +234,37 @@ static void print_prog_stats(gmt_tracer_t *t)
   fprintf(stderr, "gmt trace: BPF total %.3f ms\n", (double)total / 1e6);
 }
 
-static int write_or_print(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, const char *out,
-                          size_t k)
+static int write_or_print(gmt_tracer_t *tr, const char *out, size_t k)
 {
   if (!out) {
-    print_summary(stdout, mh, meta, k);
+    print_summary(stdout, tr, k);
     return 0;
   }
-  int rc = gmt_trace_dump(mh, meta, out);
+  int rc = gmt_tracer_dump(tr, out);
   if (rc != 0) {
     fprintf(stderr, "gmt trace: writing %s: %s\n", out, gmt_strerror(rc));
     return EXIT_FAILED;
   }
+  gmt_trace_meta_t meta;
+  gmt_memhistory_totals_t t;
+  gmt_tracer_meta(tr, &meta);
+  gmt_tracer_totals(tr, &t);
   fprintf(stderr, "gmt trace: wrote %s (%zu allocations, %llu dropped events)\n", out,
-          gmt_memhistory_size(mh), (unsigned long long)meta->dropped_events);
+          t.allocations, (unsigned long long)meta.dropped_events);
   return 0;
 }
 
 static int load(const char *in, const char *out, size_t k)
 {
-  gmt_memhistory_t *mh = NULL;
-  gmt_trace_meta_t meta;
-  int rc = gmt_trace_load(in, &mh, &meta);
+  gmt_tracer_t *tr = NULL;
+  int rc = gmt_tracer_load(&tr, in);
   if (rc != 0) {
     fprintf(stderr, "gmt trace: reading %s: %s\n", in,
             rc == GMT_EDECODE ? "not a gmt trace dump (.json or .gmtz)" : gmt_strerror(rc));
     return EXIT_FAILED;
   }
-  rc = write_or_print(mh, &meta, out, k);
-  gmt_memhistory_free(mh);
+  rc = write_or_print(tr, out, k);
+  gmt_tracer_free(tr);
   return rc;
 }
 
@@ -652,14 +655,9 @@ static int trace_main(const char *schd_url, int argc, char **argv)
   if (meta.dropped_events)
     fprintf(stderr, "gmt trace: warning: %llu events were dropped (ring buffer full)\n",
             (unsigned long long)meta.dropped_events);
-  rc = write_or_print(gmt_tracer_history(t), &meta, out, k);
+  rc = write_or_print(t, out, k);
   gmt_tracer_free(t);
   return rc;
-}
-
-int gmt_cmd_trace(int argc, char **argv)
-{
-  return trace_main(GMT_DEFAULT_SCHD_IPC, argc, argv);
 }
 
 int gmt_cmd_trace_run(const gmt_cmd_ctx_t *ctx, int argc, char **argv)

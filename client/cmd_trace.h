@@ -1,4 +1,4 @@
-/* `gmt trace`: the standalone eBPF tracer (server/trace) on one process,
+/* `gmt trace`: the standalone eBPF tracer (bpf/) on one process,
  * or the scheduler's tracer on one pod.
  *
  *   gmt trace -p PID [--duration S] [-o FILE] [--wait-libcuda S] ...
@@ -14,10 +14,7 @@
 
 #include "cmd.h"
 
-/* --pod asks the scheduler at GMT_DEFAULT_SCHD_IPC unless --schd says. */
-int gmt_cmd_trace(int argc, char **argv);
-/* The same, with the signature of gmt.c's command table: --pod asks the
- * scheduler at ctx->schd_url. */
+/* --pod asks the scheduler at ctx->schd_url unless --schd says. */
 int gmt_cmd_trace_run(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
 
 #endif

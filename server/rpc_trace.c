@@ -1,4 +1,4 @@
-/* The node's eBPF tracer inside gmt-schd: one TracerAgent (server/trace)
+/* The node's eBPF tracer inside gmt-schd: one TracerAgent (bpf/agent.h)
  * with no process of its own, polled on the loop through a uv_poll on its
  * ring buffer, to which every process the pod managers report is added.
  * This file owns which processes are traced for which pod, when a
@@ -36,7 +36,6 @@
 
 #ifdef GMT_HAVE_TRACE
 #include "agent.h"
-#include "dump.h"
 #endif
 
 #define DEFAULT_K 10
@@ -248,42 +247,28 @@ static void mark_gone(struct gmt_trace *tr, tproc_t *p, bool exit_traced)
 /* Children the kernel followed through fork join their parent's pod. */
 static void adopt_children(struct gmt_trace *tr)
 {
-  gmt_memhistory_t *mh = gmt_tracer_history(tr->tracer);
-  struct {
-    uint32_t pid, parent;
-    bool exited;
-  } *kids = NULL;
-  size_t nkids = 0;
-  gmt_memhistory_rdlock(mh);
-  size_t np = gmt_memhistory_nprocesses(mh);
-  for (size_t i = 0; i < np; i++) {
-    const gmt_trace_process_t *tp = gmt_memhistory_process(mh, i);
-    if (!tp->parent || find(tr, tp->pid))
-      continue;
-    if (!kids && !(kids = malloc(np * sizeof *kids)))
-      break;
-    kids[nkids].pid = tp->pid;
-    kids[nkids].parent = tp->parent;
-    kids[nkids++].exited = tp->exited;
-  }
-  gmt_memhistory_unlock(mh);
+  gmt_trace_process_t *all;
+  size_t np;
+  if (gmt_tracer_processes(tr->tracer, &all, &np) != 0)
+    return;
   /* In the order they were forked: a grandchild finds its parent. */
-  for (size_t i = 0; i < nkids; i++) {
-    const tproc_t *parent = find(tr, kids[i].parent);
+  for (size_t i = 0; i < np; i++) {
+    const gmt_trace_process_t *kid = &all[i];
+    const tproc_t *parent = kid->parent ? find(tr, kid->parent) : NULL;
     uint64_t st = 0;
-    if (!parent || find(tr, kids[i].pid)) /* a pid the history holds twice */
+    if (!parent || find(tr, kid->pid)) /* ours already, or a pid the history holds twice */
       continue;
-    bool alive = !kids[i].exited && proc_starttime(kids[i].pid, &st) == 0;
+    bool alive = !kid->exited && proc_starttime(kid->pid, &st) == 0;
     char pod[GMT_POD_NAME_MAX + 1];
     snprintf(pod, sizeof pod, "%s", parent->pod); /* add() may move the table */
-    tproc_t *p = add(tr, kids[i].pid, kids[i].parent, pod, st);
+    tproc_t *p = add(tr, kid->pid, kid->parent, pod, st);
     if (!p)
       break;
     gmt_debug("trace: pid %u, forked by %u, joins pod '%s'", p->pid, p->parent, p->pod);
     if (!alive)
-      mark_gone(tr, p, kids[i].exited);
+      mark_gone(tr, p, kid->exited);
   }
-  free(kids);
+  free(all);
 }
 
 static int by_gone_ms(const void *a, const void *b)
@@ -296,7 +281,6 @@ static int by_gone_ms(const void *a, const void *b)
  * bound on what gone processes leave. */
 static void sweep(struct gmt_trace *tr)
 {
-  gmt_memhistory_t *mh = gmt_tracer_history(tr->tracer);
   uint64_t now = uv_now(tr->s->loop);
   gmt_tracer_sync(tr->tracer); /* exits still in the ring buffer first */
   adopt_children(tr);
@@ -307,7 +291,7 @@ static void sweep(struct gmt_trace *tr)
     if (!p->gone) {
       gmt_trace_process_t tp;
       uint64_t st;
-      if (gmt_memhistory_process_info(mh, p->pid, &tp) == 0 && tp.exited)
+      if (gmt_tracer_process_info(tr->tracer, p->pid, &tp) == 0 && tp.exited)
         mark_gone(tr, p, true);
       else if (proc_starttime(p->pid, &st) != 0 || st != p->starttime)
         mark_gone(tr, p, false);
@@ -509,7 +493,6 @@ void gmt__rpc_trace_spots(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
   gmt__trace_pod_changed(s, pod);
   sweep(tr);
 
-  gmt_memhistory_t *mh = gmt_tracer_history(tr->tracer);
   size_t npids = 0, nhot = 0, ncold = 0;
   uint32_t *pids = malloc((tr->nprocs + 1) * sizeof *pids);
   gmt_alloc_info_t *hot = calloc(k ? k : 1, sizeof *hot), *cold = calloc(k ? k : 1, sizeof *cold);
@@ -532,7 +515,7 @@ void gmt__rpc_trace_spots(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
   for (size_t i = 0; i < npids; i++) {
     const tproc_t *p = find(tr, pids[i]);
     gmt_trace_process_t tp = {0};
-    gmt_memhistory_process_info(mh, p->pid, &tp);
+    gmt_tracer_process_info(tr->tracer, p->pid, &tp);
     gmt__trace_spots_process__init(&procs[i]);
     procs[i].pid = p->pid;
     procs[i].parent = p->parent;
@@ -554,10 +537,8 @@ void gmt__rpc_trace_spots(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
     body.faults += tp.faults;
     body.allocations += tp.allocations;
   }
-  if (npids) {
-    nhot = gmt_memhistory_hotspots_of(mh, pids, npids, k, hot);
-    ncold = gmt_memhistory_coldspots_of(mh, pids, npids, k, cold);
-  }
+  if (npids)
+    gmt_tracer_spots(tr->tracer, pids, npids, k, hot, &nhot, cold, &ncold);
   for (size_t i = 0; i < nhot + ncold; i++) {
     const gmt_alloc_info_t *in = i < nhot ? &hot[i] : &cold[i - nhot];
     gmt_trace_alloc_to_pb(in, &allocs[i], &sites[i]);

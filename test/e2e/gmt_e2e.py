@@ -30,6 +30,53 @@ GMT = build_path("client", "gmt")
 HOOK = build_path("hook", "libgmthook.so")
 FAKECUDA_DIR = build_path("test", "fakecuda")
 PROGS = build_path("test", "e2e", "progs")
+TRACE_JOB = build_path("test", "e2e", "traceprogs", "trace_job")
+
+# Under CI=true a test that cannot run here fails instead of skipping: a CI
+# that is not root, or built without the tracer, must not pass untested.
+CI = os.environ.get("CI") == "true"
+
+
+def cannot_run(test, why):
+    """Skips test saying why, or fails it under CI=true."""
+    if CI:
+        test.fail("cannot run here, and CI=true: %s" % why)
+    test.skipTest(why)
+
+
+def unless_runnable(why):
+    """Class decorator: with a reason (not None), the class's tests skip
+    saying it, or, under CI=true, each fails saying it."""
+    def wrap(cls):
+        if not why:
+            return cls
+        if not CI:
+            return unittest.skip(why)(cls)
+
+        def setUp(self):
+            cannot_run(self, why)
+        cls.setUp = setUp
+        return cls
+    return wrap
+
+
+def gmt_has_trace():
+    """gmt has `gmt trace` only where the tracer could be built (kernel BTF)."""
+    if not os.path.exists(GMT):
+        return False
+    r = subprocess.run([GMT, "trace", "--help"], capture_output=True, timeout=10)
+    return r.returncode == 0
+
+
+def tracer_missing(who):
+    """Why the tracer's end-to-end tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "%s needs root to load BPF programs" % who
+    if not os.path.exists(TRACE_JOB):
+        return "trace_job not built (no fakecuda target)"
+    if not gmt_has_trace():
+        return "gmt built without the tracer (no kernel BTF)"
+    return None
 
 
 def free_port():

@@ -1,13 +1,10 @@
-"""End-to-end: `gmt trace -p PID` (the eBPF tracer, server/trace + bpf/) on
+"""End-to-end: `gmt trace -p PID` (the eBPF tracer, bpf/) on
 unmodified driver-API programs (test/e2e/traceprogs/trace_job.c) against the
 fake libcuda.so.1. Needs root (BPF); no GPU, no daemons.
 
 Each test starts trace_job, which prints "ready pid=N" and waits for a line
 on stdin; the tracer attaches ("tracing pid N" on its stderr), then the test
-sends the line and the job does its work and exits. Every wait is bounded.
-
-Until the gmt CLI links the tracer, the same command runs as the standalone
-server/trace/gmt-trace-dev (same arguments, same exit codes)."""
+sends the line and the job does its work and exits. Every wait is bounded."""
 import json
 import os
 import queue
@@ -19,10 +16,8 @@ import tempfile
 import time
 import unittest
 
-from gmt_e2e import ASAN_PRELOAD, FAKECUDA_DIR, GMT, Prog, build_path, wait_for
-
-TRACE_JOB = build_path("test", "e2e", "traceprogs", "trace_job")
-TRACE_DEV = build_path("server", "trace", "gmt-trace-dev")
+from gmt_e2e import (ASAN_PRELOAD, FAKECUDA_DIR, GMT, TRACE_JOB, Prog, build_path, cannot_run,
+                     tracer_missing, unless_runnable, wait_for)
 
 HOT_SIZE = 256 << 10
 COLD_SIZE = 64 << 10
@@ -30,15 +25,6 @@ PIN_SIZE = 256 << 10
 PAGEABLE_SIZE = 4 << 20
 FORK_SIZE = 128 << 10
 NOBODY = 65534
-
-
-def tracer_argv():
-    """`gmt trace` when the CLI has it, else the standalone program."""
-    if os.path.exists(GMT):
-        r = subprocess.run([GMT, "trace", "--help"], capture_output=True, timeout=10)
-        if r.returncode == 0:
-            return [GMT, "trace"]
-    return [TRACE_DEV]
 
 
 class Tracer(Prog):
@@ -82,13 +68,12 @@ class Tracer(Prog):
         return rc, "".join(out), err
 
 
-@unittest.skipUnless(os.geteuid() == 0, "the tracer needs root to load BPF programs")
-@unittest.skipUnless(os.path.exists(TRACE_JOB), "trace_job not built (no fakecuda target)")
+@unless_runnable(tracer_missing("the tracer"))
 class TraceTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="gmt-e2e-trace-")
         os.chmod(self.tmp, 0o777)  # the no-rights test writes here as nobody
-        self.argv = tracer_argv()
+        self.argv = [GMT, "trace"]
         self.jobs = []
         self.tracers = []
 
@@ -104,9 +89,9 @@ class TraceTest(unittest.TestCase):
 
     # ---- helpers ----
 
-    def env(self):
+    def env(self, libdir=FAKECUDA_DIR):
         env = dict(os.environ)
-        env.update({"LD_LIBRARY_PATH": FAKECUDA_DIR, "GMT_FAKE_DIR": self.tmp,
+        env.update({"LD_LIBRARY_PATH": libdir, "GMT_FAKE_DIR": self.tmp,
                     "GMT_FAKE_MEM": "8Gi"})
         if ASAN_PRELOAD:
             env["ASAN_OPTIONS"] = "detect_leaks=0"
@@ -115,8 +100,8 @@ class TraceTest(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.tmp, name)
 
-    def start_job(self, mode, preexec_fn=None, job_args=()):
-        p = Prog([TRACE_JOB, mode] + list(job_args), self.env(), preexec_fn=preexec_fn)
+    def start_job(self, mode, preexec_fn=None, job_args=(), job=TRACE_JOB, env=None):
+        p = Prog([job, mode] + list(job_args), env or self.env(), preexec_fn=preexec_fn)
         self.jobs.append(p)
         ready = p.expect("ready")
         self.assertEqual(int(ready["pid"]), p.proc.pid)
@@ -440,19 +425,41 @@ class TraceTest(unittest.TestCase):
             sleeper.kill()
             sleeper.wait(timeout=5)
 
+    def copies_for_nobody(self):
+        """trace_job, gmt and the fake libcuda.so.1 copied into a folder
+        nobody may enter: the build folder may sit under one nobody cannot
+        (a checkout in root's 0700 home). Returns the folder."""
+        d = self.path("nobody")
+        os.mkdir(d)
+        os.chmod(d, 0o755)
+        for src in (TRACE_JOB, GMT, os.path.join(FAKECUDA_DIR, "libcuda.so.1")):
+            dst = os.path.join(d, os.path.basename(src))
+            shutil.copyfile(src, dst)
+            os.chmod(dst, 0o755)
+        return d
+
+    @staticmethod
+    def uids(pid):
+        with open("/proc/%d/status" % pid) as f:
+            line = next(l for l in f if l.startswith("Uid:"))
+        return {int(u) for u in line.split()[1:]}
+
     def test_no_rights_to_load_bpf_is_an_error(self):
         def as_nobody():
             os.setgroups([])
             os.setgid(NOBODY)
             os.setuid(NOBODY)
-        if not os.access(TRACE_JOB, os.X_OK) or not os.access(self.argv[0], os.X_OK):
-            self.skipTest("binaries not executable")
+        d = self.copies_for_nobody()
+        env = self.env(libdir=d)
         try:
-            job = self.start_job("idle", preexec_fn=as_nobody)
+            job = self.start_job("idle", preexec_fn=as_nobody, job=os.path.join(d, "trace_job"),
+                                 env=env)
         except AssertionError as e:
-            self.skipTest("the build folder is not usable as nobody: %s" % e)
-        r = subprocess.run(self.argv + ["-p", str(job.proc.pid), "--wait-libcuda", "2"],
-                           capture_output=True, text=True, timeout=30, env=self.env(),
+            cannot_run(self, "trace_job does not run as nobody from %s: %s" % (d, e))
+        self.assertEqual(self.uids(job.proc.pid), {NOBODY})
+        r = subprocess.run([os.path.join(d, "gmt"), "trace", "-p", str(job.proc.pid),
+                            "--wait-libcuda", "2"],
+                           capture_output=True, text=True, timeout=30, env=env,
                            preexec_fn=as_nobody)
         self.assert_error(r, "no rights to load BPF programs")
 

@@ -11,26 +11,15 @@ import json
 import os
 import unittest
 
-from gmt_e2e import GMT, GmtTestCase, build_path, wait_for
-
-TRACE_JOB = build_path("test", "e2e", "traceprogs", "trace_job")
+from gmt_e2e import (TRACE_JOB, GmtTestCase, build_path, tracer_missing, unless_runnable,
+                     wait_for)
 
 HOT_SIZE = 256 << 10
 COLD_SIZE = 64 << 10
 HOT_COPIES = 50
 
 
-def gmt_has_pod_trace():
-    import subprocess
-    if not os.path.exists(GMT):
-        return False
-    r = subprocess.run([GMT, "trace", "--help"], capture_output=True, text=True, timeout=10)
-    return r.returncode == 0 and "--pod" in r.stdout
-
-
-@unittest.skipUnless(os.geteuid() == 0, "the scheduler's tracer needs root to load BPF programs")
-@unittest.skipUnless(os.path.exists(TRACE_JOB), "trace_job not built (no fakecuda target)")
-@unittest.skipUnless(gmt_has_pod_trace(), "gmt built without the tracer (no kernel BTF)")
+@unless_runnable(tracer_missing("the scheduler's tracer"))
 class TraceDaemonTest(GmtTestCase):
     def spots(self, pod, *args):
         r = self.gmt("trace", "--pod", pod, "--json", *args)

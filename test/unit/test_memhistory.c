@@ -1,4 +1,4 @@
-/* MemHistory (server/trace/memhistory.c) and its dumps (dump.c): interior
+/* MemHistory (bpf/memhistory.c) and its dumps (dump.c): interior
  * lookups, address reuse, hot/cold ranking as counters change, and round
  * trips through JSON and .gmtz. No BPF here: histories are fed by hand. */
 #include <errno.h>

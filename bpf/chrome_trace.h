@@ -6,8 +6,8 @@
 #ifndef GMT_TRACE_CHROME_TRACE_H
 #define GMT_TRACE_CHROME_TRACE_H
 
-#include "dump.h"
 #include "memhistory.h"
+#include "trace_meta.h"
 
 int gmt_chrome_trace_write(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, const char *path);
 

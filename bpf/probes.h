@@ -91,7 +91,4 @@ void gmt_probes_free(gmt_probes_t *pm);
  * (through /proc/PID/root). -ESRCH: no such process; -ENOENT: not mapped. */
 int gmt_probes_find_libcuda(int pid, char *path, size_t len);
 
-/* The entry point names the tracer probes (for docs and tests). */
-size_t gmt_probes_entry_points(const char ***names);
-
 #endif

@@ -4,8 +4,12 @@
  * spots, dumps. Either runs its own polling thread (the CLI) or is polled
  * by its owner when gmt_tracer_fd() is readable (gmt-schd's loop).
  *
- * Readers may ask while it runs, from any thread: every accessor goes
- * through MemHistory's lock. */
+ * The tracer's one door: gmt-schd (server/rpc_trace.c) and `gmt trace`
+ * (client/cmd_trace.c) include this header only. The headers below come
+ * through it for their types and value helpers (gmt_alloc_site_format(),
+ * gmt_trace_alloc_to_pb(), gmt_probes_find_libcuda(), ...); the history
+ * itself is reached through the accessors here, each of which takes
+ * MemHistory's lock, so readers may ask while it runs, from any thread. */
 #ifndef GMT_TRACE_AGENT_H
 #define GMT_TRACE_AGENT_H
 
@@ -71,14 +75,31 @@ const gmt_probes_info_t *gmt_tracer_probes_info(gmt_tracer_t *t);
 /* Each BPF program's runs and time so far (opts.bpf_stats; before
  * gmt_tracer_stop): see gmt_probes_prog_stats(). */
 int gmt_tracer_prog_stats(gmt_tracer_t *t, gmt_probes_prog_stat_t *out, size_t max);
-const char *gmt_tracer_libcuda(gmt_tracer_t *t);
 
-/* The history (owned by the tracer; see memhistory.h for its locking). */
-gmt_memhistory_t *gmt_tracer_history(gmt_tracer_t *t);
-size_t gmt_tracer_hotspots(gmt_tracer_t *t, size_t k, gmt_alloc_info_t *out);
-size_t gmt_tracer_coldspots(gmt_tracer_t *t, size_t k, gmt_alloc_info_t *out);
+/* ---- the history: copies, each taken under MemHistory's lock ---- */
+
+/* The record of every traced process, in the order the tracer first saw
+ * them (a forked child after its parent): *out is malloc'd (NULL when
+ * none), the caller frees it. */
+int gmt_tracer_processes(gmt_tracer_t *t, gmt_trace_process_t **out, size_t *n);
+/* The newest record of pid; -ENOENT if none. */
+int gmt_tracer_process_info(gmt_tracer_t *t, uint32_t pid, gmt_trace_process_t *out);
+/* The k hottest and the k coldest allocations, ranked as by
+ * gmt_memhistory_hotspots() and _coldspots(), of the processes in pids
+ * (sorted ascending, npids of them), or of every process when pids is
+ * NULL. hot and cold have room for k each. */
+void gmt_tracer_spots(gmt_tracer_t *t, const uint32_t *pids, size_t npids, size_t k,
+                      gmt_alloc_info_t *hot, size_t *nhot, gmt_alloc_info_t *cold, size_t *ncold);
+void gmt_tracer_totals(gmt_tracer_t *t, gmt_memhistory_totals_t *tot);
 void gmt_tracer_meta(gmt_tracer_t *t, gmt_trace_meta_t *meta);
 /* By extension: .json, .gmtz, .trace.json. */
 int gmt_tracer_dump(gmt_tracer_t *t, const char *path);
+
+/* ---- a dump read back (`gmt trace --load`) ---- */
+
+/* A tracer that never runs, holding what a .json or .gmtz dump holds: its
+ * histories, and its meta for gmt_tracer_meta(). GMT_EDECODE for a file
+ * that is neither. */
+int gmt_tracer_load(gmt_tracer_t **t, const char *path);
 
 #endif

@@ -96,15 +96,6 @@ struct gmt_probes {
   int stats_fd; /* keeps the kernel's BPF run statistics on; -1: off */
 };
 
-size_t gmt_probes_entry_points(const char ***names)
-{
-  static const char *list[N_ENTRY_POINTS];
-  for (size_t i = 0; i < N_ENTRY_POINTS; i++)
-    list[i] = entry_points[i].name;
-  *names = list;
-  return N_ENTRY_POINTS;
-}
-
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
   if (level == LIBBPF_DEBUG || gmt_log_level() < GMT_LOG_DEBUG)

@@ -9,18 +9,11 @@
 
 #include "gmt.pb-c.h"
 #include "memhistory.h"
+#include "trace_meta.h"
 
 struct json_object;
 
 #define GMT_TRACE_DUMP_VERSION 1u
-
-/* What a dump says besides the histories. */
-typedef struct gmt_trace_meta {
-  uint32_t root_pid;
-  uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
-  uint64_t dropped_events;   /* lost in the kernel: always reported */
-  uint64_t xid_errors;
-} gmt_trace_meta_t;
 
 typedef enum {
   GMT_DUMP_JSON = 1,

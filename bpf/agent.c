@@ -24,6 +24,8 @@ struct gmt_tracer {
   atomic_bool stop;
   atomic_bool root_exited;
   bool stopped;
+  bool loaded;             /* gmt_tracer_load(): a dump's, never started */
+  gmt_trace_meta_t dumped; /* what the dump said, when loaded */
   uint64_t start_ns, end_ns;
   uint64_t dropped_at_stop;
   atomic_uint_fast64_t xid_errors;
@@ -210,6 +212,10 @@ static void *poll_thread(void *arg)
 int gmt_tracer_start(gmt_tracer_t *t, char *err, size_t errlen)
 {
   int rc;
+  if (t->loaded) {
+    snprintf(err, errlen, "a trace read from a dump cannot be started");
+    return -EINVAL;
+  }
   if (t->opts.pid > 0 && !t->libcuda[0]) {
     rc = gmt_probes_find_libcuda(t->opts.pid, t->libcuda, sizeof t->libcuda);
     if (rc != 0) {
@@ -366,28 +372,51 @@ const gmt_probes_info_t *gmt_tracer_probes_info(gmt_tracer_t *t)
   return t->probes ? gmt_probes_info(t->probes) : &no_info;
 }
 
-const char *gmt_tracer_libcuda(gmt_tracer_t *t)
+/* ---- the history ---- */
+
+int gmt_tracer_processes(gmt_tracer_t *t, gmt_trace_process_t **out, size_t *n)
 {
-  return t->libcuda;
+  gmt_memhistory_rdlock(t->mh);
+  size_t np = gmt_memhistory_nprocesses(t->mh);
+  gmt_trace_process_t *all = np ? malloc(np * sizeof *all) : NULL;
+  for (size_t i = 0; all && i < np; i++)
+    all[i] = *gmt_memhistory_process(t->mh, i);
+  gmt_memhistory_unlock(t->mh);
+  if (np && !all)
+    return -ENOMEM;
+  *out = all;
+  *n = np;
+  return 0;
 }
 
-gmt_memhistory_t *gmt_tracer_history(gmt_tracer_t *t)
+int gmt_tracer_process_info(gmt_tracer_t *t, uint32_t pid, gmt_trace_process_t *out)
 {
-  return t->mh;
+  return gmt_memhistory_process_info(t->mh, pid, out);
 }
 
-size_t gmt_tracer_hotspots(gmt_tracer_t *t, size_t k, gmt_alloc_info_t *out)
+void gmt_tracer_spots(gmt_tracer_t *t, const uint32_t *pids, size_t npids, size_t k,
+                      gmt_alloc_info_t *hot, size_t *nhot, gmt_alloc_info_t *cold, size_t *ncold)
 {
-  return gmt_memhistory_hotspots(t->mh, k, out);
+  if (pids) {
+    *nhot = gmt_memhistory_hotspots_of(t->mh, pids, npids, k, hot);
+    *ncold = gmt_memhistory_coldspots_of(t->mh, pids, npids, k, cold);
+  } else {
+    *nhot = gmt_memhistory_hotspots(t->mh, k, hot);
+    *ncold = gmt_memhistory_coldspots(t->mh, k, cold);
+  }
 }
 
-size_t gmt_tracer_coldspots(gmt_tracer_t *t, size_t k, gmt_alloc_info_t *out)
+void gmt_tracer_totals(gmt_tracer_t *t, gmt_memhistory_totals_t *tot)
 {
-  return gmt_memhistory_coldspots(t->mh, k, out);
+  gmt_memhistory_totals(t->mh, tot);
 }
 
 void gmt_tracer_meta(gmt_tracer_t *t, gmt_trace_meta_t *meta)
 {
+  if (t->loaded) {
+    *meta = t->dumped;
+    return;
+  }
   memset(meta, 0, sizeof *meta);
   meta->root_pid = t->opts.pid > 0 ? (uint32_t)t->opts.pid : 0;
   meta->start_ns = t->start_ns;
@@ -401,4 +430,19 @@ int gmt_tracer_dump(gmt_tracer_t *t, const char *path)
   gmt_trace_meta_t meta;
   gmt_tracer_meta(t, &meta);
   return gmt_trace_dump(t->mh, &meta, path);
+}
+
+int gmt_tracer_load(gmt_tracer_t **out, const char *path)
+{
+  gmt_tracer_t *t = calloc(1, sizeof *t);
+  if (!t)
+    return -ENOMEM;
+  int rc = gmt_trace_load(path, &t->mh, &t->dumped);
+  if (rc != 0) {
+    free(t);
+    return rc;
+  }
+  t->loaded = true;
+  *out = t;
+  return 0;
 }
