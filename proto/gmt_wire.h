@@ -50,7 +50,6 @@ enum {
 int gmt_client_open(gmt_client_t **c, const char *url, int flags);
 /* Aborts calls in flight and waits until their callbacks have returned. */
 void gmt_client_close(gmt_client_t *c);
-const char *gmt_client_url(const gmt_client_t *c);
 
 /* Sends req and waits at most timeout_ms for the reply (-ETIMEDOUT).
  * On success *rep is the reply, freed with gmt_wire_free(). An Error reply
