@@ -135,8 +135,7 @@ static int register_pod(gmt_pmgr_t *pm, double wait_s) {
   Gmt__RegisterRequest reg = GMT__REGISTER_REQUEST__INIT;
   Gmt__Envelope req = GMT__ENVELOPE__INIT;
   reg.pod = (char *)pm->name;
-  req.body_case = GMT__ENVELOPE__BODY_REGISTER_REQ;
-  req.register_req = &reg;
+  gmt_wire_set_body(&req, GMT__ENVELOPE__BODY_REGISTER_REQ, &reg);
 
   for (;;) {
     uint64_t now = gmt_now_ms();

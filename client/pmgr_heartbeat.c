@@ -76,8 +76,7 @@ static void send_heartbeat(gmt_pmgr_t *pm) {
   hb.epoch = pm->epoch;
   hb.n_processes = n;
   hb.processes = ptrs;
-  env.body_case = GMT__ENVELOPE__BODY_HEARTBEAT_REQ;
-  env.heartbeat_req = &hb;
+  gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_HEARTBEAT_REQ, &hb);
 
   pm->hb_dirty = false;
   uv_timer_stop(&pm->hb_soon);

@@ -192,12 +192,9 @@ void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Regi
 
   Gmt__PodConfig config;
   Gmt__RegisterReply reply = GMT__REGISTER_REPLY__INIT;
-  Gmt__Envelope env = GMT__ENVELOPE__INIT;
   gmt__pmgr_fill_config(pm, &config);
   reply.config = &config;
-  env.body_case = GMT__ENVELOPE__BODY_REGISTER_REP;
-  env.register_rep = &reply;
-  gmt_call_reply(call, &env);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REGISTER_REP, &reply);
 }
 
 static void log_events(const Gmt__ProcessReport *r) {
@@ -243,10 +240,7 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
   }
 
   Gmt__ReportReply reply = GMT__REPORT_REPLY__INIT;
-  Gmt__Envelope env = GMT__ENVELOPE__INIT;
-  env.body_case = GMT__ENVELOPE__BODY_REPORT_REP;
-  env.report_rep = &reply;
-  gmt_call_reply(call, &env);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REPORT_REP, &reply);
 }
 
 void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__ProcessReport **ptrs) {

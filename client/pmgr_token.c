@@ -96,11 +96,8 @@ static void on_ahead(uv_timer_t *h);
 static void reply_quota(gmt_call_t *call, double quota_ms)
 {
   Gmt__TokenReply rep = GMT__TOKEN_REPLY__INIT;
-  Gmt__Envelope env = GMT__ENVELOPE__INIT;
   rep.quota_ms = quota_ms;
-  env.body_case = GMT__ENVELOPE__BODY_TOKEN_REP;
-  env.token_rep = &rep;
-  if (gmt_call_reply(call, &env) < 0)
+  if (gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TOKEN_REP, &rep) < 0)
     gmt_debug("a token reply could not be sent (the process has gone?)");
 }
 
@@ -177,8 +174,7 @@ static int send_upstream(tok_dev_t *d, bool release, uint32_t pid, double burst_
   r.burst_ms = burst_ms;
   r.overuse_ms = overuse_ms;
   r.release = release;
-  env.body_case = GMT__ENVELOPE__BODY_TOKEN_REQ;
-  env.token_req = &r;
+  gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_TOKEN_REQ, &r);
 
   int rc;
   pmgr_tokens_t *t = d->t;

@@ -77,12 +77,9 @@ static void on_register(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *re
 
   Gmt__PodConfig pc;
   Gmt__RegisterReply body = GMT__REGISTER_REPLY__INIT;
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
   pod_config_of(pod, &pc);
   body.config = &pc;
-  rep.body_case = GMT__ENVELOPE__BODY_REGISTER_REP;
-  rep.register_rep = &body;
-  gmt_call_reply(call, &rep);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REGISTER_REP, &body);
 }
 
 static void on_heartbeat(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -105,12 +102,9 @@ static void on_heartbeat(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *r
 
   Gmt__PodConfig pc;
   Gmt__HeartbeatReply body = GMT__HEARTBEAT_REPLY__INIT;
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
   pod_config_of(pod, &pc);
   body.config = &pc;
-  rep.body_case = GMT__ENVELOPE__BODY_HEARTBEAT_REP;
-  rep.heartbeat_rep = &body;
-  gmt_call_reply(call, &rep);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_HEARTBEAT_REP, &body);
 }
 
 static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -160,13 +154,10 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   }
 
   Gmt__StatusReply body = GMT__STATUS_REPLY__INIT;
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
   body.n_pods = p->npods;
   body.pods = psp;
   body.protocol_version = GMT_PROTOCOL_VERSION;
-  rep.body_case = GMT__ENVELOPE__BODY_STATUS_REP;
-  rep.status_rep = &body;
-  gmt_call_reply(call, &rep);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_STATUS_REP, &body);
 
 out:
   free(ps);

@@ -53,11 +53,8 @@ static double clock_ms(void)
 static void reply_quota(gmt_call_t *call, double quota_ms)
 {
   Gmt__TokenReply body = GMT__TOKEN_REPLY__INIT;
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
   body.quota_ms = quota_ms;
-  rep.body_case = GMT__ENVELOPE__BODY_TOKEN_REP;
-  rep.token_rep = &body;
-  gmt_call_reply(call, &rep);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TOKEN_REP, &body);
 }
 
 static tdev_t *dev_get(struct gmt_tokens *t, int device)

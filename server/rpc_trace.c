@@ -572,10 +572,7 @@ void gmt__rpc_trace_spots(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
   body.n_processes = npids;
   body.processes = procp;
 
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
-  rep.body_case = GMT__ENVELOPE__BODY_TRACE_SPOTS_REP;
-  rep.trace_spots_rep = &body;
-  gmt_call_reply(call, &rep);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TRACE_SPOTS_REP, &body);
 
 out:
   free(pids);
