@@ -11,6 +11,7 @@
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "ledger.h"
+#include "reply.h"
 #include "schd.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -31,7 +32,7 @@ void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   const Gmt__ReserveRequest *r = req->reserve_req;
   const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
-    gmt__reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
   uint64_t limit = pod->cfg.memory_limit, total = 0;
@@ -66,7 +67,7 @@ void gmt__rpc_release(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   const Gmt__ReleaseRequest *r = req->release_req;
   const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
-    gmt__reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
   uint64_t took = gmt_ledger_release(s->ledger, pod->cfg.name, r->pid, r->device, r->bytes);
@@ -87,7 +88,7 @@ void gmt__rpc_meminfo(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   const Gmt__MemInfoRequest *r = req->meminfo_req;
   const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
-    gmt__reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
   Gmt__MemInfoReply body = GMT__MEM_INFO_REPLY__INIT;

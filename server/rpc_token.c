@@ -13,6 +13,7 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "reply.h"
 #include "schd.h"
 #include "token.h"
 
@@ -242,7 +243,7 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   struct gmt_tokens *t = s->tokens;
   const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
-    gmt__reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
   gmt_debug("Token pod '%s' pid %u device %d burst %.1f ms overuse %.1f ms%s", pod->cfg.name,
@@ -343,7 +344,7 @@ void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
       gmt_debug("token device %d: pod '%s' %s; its call (pid %u) is answered", d->device, w->pod,
                 why, w->pid);
       if (!gmt_pods_find(s->pods, w->pod))
-        gmt__reply_nopod(s, w->call, w->pod);
+        gmt__reply_nopod(w->call, s->cfg, w->pod);
       else if (!gmt_pods_find(s->pods, w->pod)->cfg.limit)
         gmt_call_reply_error(w->call, -EPERM, "pod '%s' %s: it gets no GPU time", w->pod, why);
       else

@@ -33,6 +33,7 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "reply.h"
 
 #ifdef GMT_HAVE_TRACE
 #include "agent.h"
@@ -498,7 +499,7 @@ void gmt__rpc_trace_spots(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
   }
   gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
-    gmt__reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
   size_t k = r->k ? r->k : DEFAULT_K;

@@ -47,9 +47,6 @@ typedef struct gmt_schd {
 
 /* Answers one request (rpc.c); the loop thread only. */
 void gmt__rpc_handle(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
-/* Error{GMT_ENOPOD} for a pod the config does not list, naming the pods
- * that are listed (rpc.c). */
-void gmt__reply_nopod(gmt_schd_t *s, gmt_call_t *call, const char *name);
 
 /* ---- rpc_token.c: GPU time tokens ---- */
 int gmt__tokens_init(gmt_schd_t *s);
