@@ -135,7 +135,8 @@ static void stop(gmt_schd_t *s, const char *why)
    * with it, never answered. */
   gmt__tokens_close(s);
   gmt__trace_close(s);
-  gmt__config_watch_close(s);
+  gmt_config_watch_close(s->cwatch);
+  s->cwatch = NULL;
   gmt__queued_t *q = queue_take(s);
   while (q) {
     gmt__queued_t *next = q->next;
@@ -149,12 +150,16 @@ static void stop(gmt_schd_t *s, const char *why)
   uv_close((uv_handle_t *)&s->sighup, NULL);
 }
 
-void gmt__config_reload(gmt_schd_t *s, const char *why)
+/* Re-reads resource-config.txt (SIGHUP, or the watcher saw it change; why
+ * says which): on success the new config applies at once; a broken file is
+ * logged line by line and the old config kept. */
+static void config_reload(gmt_schd_t *s, const char *why)
 {
   gmt_config_t *cfg;
   char *errors = NULL;
   gmt_info("%s: re-reading %s", why, s->config_path);
-  gmt__config_watch_note(s); /* before the read: a later change is seen */
+  if (s->cwatch)
+    gmt_config_watch_note(s->cwatch); /* before the read: a later change is seen */
   int rc = gmt_config_load(s->config_path, &cfg, &errors);
   if (rc < 0) {
     gmt_error("config %s not reloaded (%s); keeping the one in use:", s->config_path,
@@ -181,11 +186,16 @@ void gmt__config_reload(gmt_schd_t *s, const char *why)
   gmt__pods_changed(s, NULL); /* new shares and limits apply from now */
 }
 
+static void on_config_changed(void *data)
+{
+  config_reload(data, "changed on disk");
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
   gmt_schd_t *s = h->data;
   if (signum == SIGHUP)
-    gmt__config_reload(s, "SIGHUP");
+    config_reload(s, "SIGHUP");
   else
     stop(s, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
@@ -369,7 +379,8 @@ int main(int argc, char **argv)
 
   int code = EXIT_SUCCESS;
   if ((rc = gmt__tokens_init(s)) < 0 || (rc = gmt__ledger_init(s)) < 0 ||
-      (rc = gmt__trace_init(s, !f.no_trace)) < 0 || (rc = gmt__config_watch_init(s)) < 0) {
+      (rc = gmt__trace_init(s, !f.no_trace)) < 0 ||
+      (rc = gmt_config_watch_init(&s->cwatch, &loop, s->config_path, on_config_changed, s)) < 0) {
     gmt_error("cannot start: %s", gmt_strerror(rc));
     code = EXIT_FAILURE;
     stop(s, "start failed");

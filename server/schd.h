@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "config_watch.h"
 #include "gmt_wire.h"
 #include "pods.h"
 #include "store.h"
@@ -37,8 +38,7 @@ typedef struct gmt_schd {
   gmt_token_params_t token_params; /* --window-ms, --base-quota-ms, --min-quota-ms */
   struct gmt_ledger *ledger; /* rpc_memory.c: memory reservations */
   struct gmt_trace *trace;   /* rpc_trace.c: the node's eBPF tracer */
-  /* config_watch.c: reloads the config when it changes */
-  struct gmt_config_watch *cwatch;
+  gmt_config_watch_t *cwatch; /* main.c reloads the config when it says */
 
   uv_timer_t expiry; /* disconnects silent pods */
   uv_signal_t sigterm, sigint, sighup;
@@ -71,18 +71,5 @@ void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
 
 /* Both of the above, for one pod or (pod NULL) for every pod. */
 void gmt__pods_changed(gmt_schd_t *s, const gmt_pod_t *pod);
-
-/* ---- the config: main.c reloads it, config_watch.c watches it ---- */
-/* Re-reads resource-config.txt (SIGHUP, or the watcher saw it change; why
- * says which): on success the new config applies at once; a broken file is
- * logged line by line and the old config kept. */
-void gmt__config_reload(gmt_schd_t *s, const char *why);
-/* Watches the config file (fs events on its folder, debounced, and a stat
- * every second for where events fail) and calls gmt__config_reload() when its
- * content changes. -ENOMEM only: without fs events it polls. */
-int gmt__config_watch_init(gmt_schd_t *s);
-void gmt__config_watch_close(gmt_schd_t *s);
-/* Remembers the file as it is now, as loaded: a check finds it unchanged. */
-void gmt__config_watch_note(gmt_schd_t *s);
 
 #endif
