@@ -1,5 +1,5 @@
 /* gmt-schd's state: one struct, owned by the libuv loop thread. Only the
- * request queue is touched from other threads (nng's), under its mutex. */
+ * inbox is touched from other threads (nng's hand it the requests). */
 #ifndef GMT_SERVER_SCHD_H
 #define GMT_SERVER_SCHD_H
 
@@ -10,16 +10,11 @@
 
 #include "config.h"
 #include "config_watch.h"
+#include "gmt_inbox.h"
 #include "gmt_wire.h"
 #include "pods.h"
 #include "store.h"
 #include "token.h"
-
-/* A request waiting for the loop thread. */
-typedef struct gmt__queued {
-  struct gmt__queued *next;
-  gmt_call_t *call;
-} gmt__queued_t;
 
 typedef struct gmt_schd {
   uv_loop_t *loop;
@@ -30,9 +25,7 @@ typedef struct gmt_schd {
   gmt_server_t *server;
   uint64_t pod_timeout_ms;
 
-  uv_async_t wake; /* nng threads -> loop: the queue has calls */
-  uv_mutex_t qlock;
-  gmt__queued_t *qhead, **qtail;
+  gmt_inbox_t inbox; /* nng threads -> loop: the requests */
 
   struct gmt_tokens *tokens; /* rpc_token.c: GPU time tokens */
   gmt_token_params_t token_params; /* --window-ms, --base-quota-ms, --min-quota-ms */
