@@ -196,7 +196,6 @@ static void stop(gmt_pmgr_t *pm, const char *why) {
   gmt__pmgr_quiesce(pm);
   gmt__pmgr_procs_close(pm);
   gmt__pmgr_heartbeat_close(pm);
-  uv_close((uv_handle_t *)&pm->wake, NULL);
   uv_close((uv_handle_t *)&pm->sigterm, NULL);
   uv_close((uv_handle_t *)&pm->sigint, NULL);
 }
@@ -248,8 +247,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   pm->loop = &loop;
-  uv_async_init(&loop, &pm->wake, gmt__pmgr_on_wake);
-  pm->wake.data = pm;
+  if ((rc = gmt_inbox_init(&pm->inbox, &loop)) < 0) {
+    fprintf(stderr, "gmt-pmgr: event loop: %s\n", uv_strerror(rc));
+    gmt_client_close(pm->schd);
+    return 1;
+  }
   uv_signal_init(&loop, &pm->sigterm);
   uv_signal_init(&loop, &pm->sigint);
   pm->sigterm.data = pm->sigint.data = pm;
@@ -257,8 +259,8 @@ int main(int argc, char **argv) {
   uv_signal_start(&pm->sigint, on_signal, SIGINT);
 
   /* Listen before registering, so that a pod shown connected can be
-   * reached at once. Requests that come meanwhile wait in the queue (the
-   * handler queues to pm->wake) until the loop runs, after registration. */
+   * reached at once. Requests that come meanwhile wait in the inbox until
+   * the loop runs, after registration. */
   const char *where = "server";
   rc = gmt_server_new(&pm->server, PMGR_CONTEXTS, gmt__pmgr_on_request, pm);
   if (rc == 0 && (rc = gmt_server_listen(pm->server, tcp_url)) < 0)

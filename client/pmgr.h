@@ -1,6 +1,6 @@
 /* gmt-pmgr internals: the state of one pod manager and the entry points its
  * files share. The loop thread owns everything below "loop-owned"; nng
- * threads touch only the queue, under mu. */
+ * threads touch only the inbox and what is under mu. */
 #ifndef GMT_PMGR_H
 #define GMT_PMGR_H
 
@@ -10,6 +10,7 @@
 
 #include <uv.h>
 
+#include "gmt_inbox.h"
 #include "gmt_wire.h"
 
 #define PMGR_FORWARD_TIMEOUT_MS 5000 /* Token/Reserve/Release/MemInfo */
@@ -28,18 +29,6 @@ typedef struct pmgr_config {
 typedef struct pmgr_proc pmgr_proc_t;
 struct gmt_pmgr;
 
-/* Work handed from an nng thread to the loop: a process's request, or the
- * outcome of a heartbeat (call == NULL). */
-typedef struct pmgr_item {
-  struct pmgr_item *next;
-  gmt_call_t *call;
-  int rc;
-  Gmt__Envelope *rep;
-  /* Set: the loop calls it instead (an upstream reply of pmgr_token.c;
-   * the item is freed after, and rep is fn's to free). */
-  void (*fn)(struct gmt_pmgr *pm, struct pmgr_item *item);
-} pmgr_item_t;
-
 typedef struct pmgr_tokens pmgr_tokens_t;
 
 typedef struct gmt_pmgr {
@@ -50,9 +39,10 @@ typedef struct gmt_pmgr {
   gmt_client_t *schd;
   gmt_server_t *server;
 
+  gmt_inbox_t inbox; /* nng threads -> loop: requests and replies */
+
   /* Loop-owned. */
   uv_loop_t *loop;
-  uv_async_t wake;
   uv_signal_t sigterm, sigint;
   uv_timer_t hb_tick, hb_soon;
   pmgr_config_t config;
@@ -63,24 +53,24 @@ typedef struct gmt_pmgr {
   bool schd_down; /* an outage has been logged and not yet its end */
   bool pod_unlisted;
   int exit_code;
-  pmgr_item_t hb_item; /* the outcome of the heartbeat in flight */
+  /* The outcome of the heartbeat in flight, on its way to the loop. */
+  gmt_inbox_item_t hb_item;
+  int hb_rc;
+  Gmt__Envelope *hb_rep;
   pmgr_tokens_t *tokens; /* pmgr_token.c, made at the first Token */
 
   /* Shared with nng threads. */
   pthread_mutex_t mu;
   pthread_cond_t forwards_done;
-  bool stopping;      /* no more work is taken: everything is answered at once */
+  bool stopping;      /* no more calls to the scheduler */
   int forwards;       /* forwarded calls whose reply has not come back */
-  pmgr_item_t *head, *tail;
 } gmt_pmgr_t;
 
-/* pmgr_calls.c: the nng handler, the queue, forwarding. */
+/* pmgr_calls.c: the nng handler, forwarding. */
 void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req);
-void gmt__pmgr_on_wake(uv_async_t *h);
-int gmt__pmgr_push(gmt_pmgr_t *pm, pmgr_item_t *item);
-/* Stops taking work, answers what is queued, closes the scheduler client
- * and waits for forwarded calls to come back, so that gmt_server_free()
- * drops nothing that a callback still holds. */
+/* Closes the inbox (what is queued is answered), closes the scheduler
+ * client and waits for forwarded calls to come back, so that
+ * gmt_server_free() drops nothing that a callback still holds. */
 void gmt__pmgr_quiesce(gmt_pmgr_t *pm);
 
 /* pmgr_procs.c: the table of the pod's processes. */
@@ -103,7 +93,6 @@ int gmt__pmgr_heartbeat_init(gmt_pmgr_t *pm);
 void gmt__pmgr_heartbeat_close(gmt_pmgr_t *pm);
 /* Something in the pod changed: a heartbeat goes out within 20 ms. */
 void gmt__pmgr_changed(gmt_pmgr_t *pm);
-void gmt__pmgr_heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep);
 /* Takes a config from the scheduler, logging what changed. */
 int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_changes);
 

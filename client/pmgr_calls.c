@@ -1,7 +1,7 @@
 /* gmt-pmgr: requests from the pod's processes. Register, Report and Token
  * change the pod's state (Token: the pod's one grant shared by its
- * processes, pmgr_token.c), so they are queued to the loop thread that
- * owns it. Reserve/Release/MemInfo touch no state: they are stamped with
+ * processes, pmgr_token.c), so they go through the inbox to the loop
+ * thread that owns it. Reserve/Release/MemInfo touch no state: they are stamped with
  * the pod's name (a process cannot name another pod) and forwarded to the
  * scheduler straight from the nng thread, and the reply callback answers
  * the process. */
@@ -12,31 +12,6 @@
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "pmgr.h"
-
-int gmt__pmgr_push(gmt_pmgr_t *pm, pmgr_item_t *item) {
-  item->next = NULL;
-  pthread_mutex_lock(&pm->mu);
-  if (pm->stopping) {
-    pthread_mutex_unlock(&pm->mu);
-    return -ESHUTDOWN;
-  }
-  if (pm->tail)
-    pm->tail->next = item;
-  else
-    pm->head = item;
-  pm->tail = item;
-  uv_async_send(&pm->wake);
-  pthread_mutex_unlock(&pm->mu);
-  return 0;
-}
-
-static pmgr_item_t *take_all(gmt_pmgr_t *pm) {
-  pthread_mutex_lock(&pm->mu);
-  pmgr_item_t *all = pm->head;
-  pm->head = pm->tail = NULL;
-  pthread_mutex_unlock(&pm->mu);
-  return all;
-}
 
 typedef struct forward {
   gmt_pmgr_t *pm;
@@ -122,6 +97,29 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req) 
   }
 }
 
+/* A process's request on its way to the loop. */
+typedef struct {
+  gmt_inbox_item_t item; /* first: on_queued finds the call from it */
+  gmt_call_t *call;
+} queued_t;
+
+static void on_queued(gmt_inbox_item_t *item, int status) {
+  gmt_pmgr_t *pm = item->data;
+  gmt_call_t *call = ((queued_t *)item)->call;
+  free(item);
+  if (status < 0) {
+    gmt_call_reply_error(call, status, "pod manager is stopping");
+    return;
+  }
+  const Gmt__Envelope *req = gmt_call_request(call);
+  if (req->body_case == GMT__ENVELOPE__BODY_REGISTER_REQ)
+    gmt__pmgr_handle_register(pm, call, req->register_req);
+  else if (req->body_case == GMT__ENVELOPE__BODY_TOKEN_REQ)
+    gmt__pmgr_handle_token(pm, call, req->token_req);
+  else
+    gmt__pmgr_handle_report(pm, call, req->report_req);
+}
+
 /* The server's handler, on an nng thread. */
 void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req) {
   gmt_pmgr_t *pm = arg;
@@ -135,15 +133,16 @@ void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
   case GMT__ENVELOPE__BODY_TOKEN_REQ:
   case GMT__ENVELOPE__BODY_REGISTER_REQ:
   case GMT__ENVELOPE__BODY_REPORT_REQ: {
-    pmgr_item_t *item = calloc(1, sizeof *item);
-    if (!item) {
+    queued_t *q = calloc(1, sizeof *q);
+    if (!q) {
       gmt_call_reply_error(call, -ENOMEM, "pod manager out of memory");
       return;
     }
-    item->call = call;
-    int rc = gmt__pmgr_push(pm, item);
+    q->item.data = pm;
+    q->call = call;
+    int rc = gmt_inbox_push(&pm->inbox, &q->item, on_queued);
     if (rc < 0) {
-      free(item);
+      free(q);
       gmt_call_reply_error(call, rc, "pod manager is stopping");
     }
     return;
@@ -155,53 +154,11 @@ void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
   }
 }
 
-static void handle(gmt_pmgr_t *pm, pmgr_item_t *item) {
-  if (item->fn) {
-    item->fn(pm, item);
-    return;
-  }
-  if (!item->call) {
-    gmt__pmgr_heartbeat_done(pm, item->rc, item->rep);
-    return;
-  }
-  const Gmt__Envelope *req = gmt_call_request(item->call);
-  if (req->body_case == GMT__ENVELOPE__BODY_REGISTER_REQ)
-    gmt__pmgr_handle_register(pm, item->call, req->register_req);
-  else if (req->body_case == GMT__ENVELOPE__BODY_TOKEN_REQ)
-    gmt__pmgr_handle_token(pm, item->call, req->token_req);
-  else
-    gmt__pmgr_handle_report(pm, item->call, req->report_req);
-}
-
-void gmt__pmgr_on_wake(uv_async_t *h) {
-  gmt_pmgr_t *pm = h->data;
-  pmgr_item_t *item = take_all(pm);
-
-  while (item) {
-    pmgr_item_t *next = item->next;
-    handle(pm, item);
-    if (item != &pm->hb_item)
-      free(item);
-    item = next;
-  }
-}
-
 void gmt__pmgr_quiesce(gmt_pmgr_t *pm) {
+  gmt_inbox_close(&pm->inbox); /* answers what is queued */
   pthread_mutex_lock(&pm->mu);
   pm->stopping = true;
   pthread_mutex_unlock(&pm->mu);
-
-  pmgr_item_t *item = take_all(pm);
-  while (item) {
-    pmgr_item_t *next = item->next;
-    if (item->call)
-      gmt_call_reply_error(item->call, -ESHUTDOWN, "pod manager is stopping");
-    else
-      gmt_wire_free(item->rep);
-    if (item != &pm->hb_item)
-      free(item);
-    item = next;
-  }
 
   /* Closing the socket fails every call in flight; their callbacks
    * answer the processes, and must be done before the server goes. */

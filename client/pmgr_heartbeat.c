@@ -13,15 +13,24 @@
 #include "pmgr.h"
 
 static void send_heartbeat(gmt_pmgr_t *pm);
+static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep);
+
+/* On the loop, or handed back when the inbox closes. */
+static void on_landed(gmt_inbox_item_t *item, int status) {
+  gmt_pmgr_t *pm = item->data;
+  if (status < 0)
+    gmt_wire_free(pm->hb_rep);
+  else
+    heartbeat_done(pm, pm->hb_rc, pm->hb_rep);
+}
 
 /* On an nng thread. At most one heartbeat is in flight, so its outcome
  * travels to the loop in the one item kept for it. */
 static void on_reply(void *arg, int rc, Gmt__Envelope *rep) {
   gmt_pmgr_t *pm = arg;
-  pm->hb_item.call = NULL;
-  pm->hb_item.rc = rc;
-  pm->hb_item.rep = rep;
-  if (gmt__pmgr_push(pm, &pm->hb_item) < 0)
+  pm->hb_rc = rc;
+  pm->hb_rep = rep;
+  if (gmt_inbox_push(&pm->inbox, &pm->hb_item, on_landed) < 0)
     gmt_wire_free(rep);
 }
 
@@ -117,7 +126,7 @@ int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_chang
 }
 
 /* On the loop: the outcome of the heartbeat in flight. */
-void gmt__pmgr_heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep) {
+static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep) {
   char err[512] = "";
 
   pm->hb_in_flight = false;
@@ -160,6 +169,7 @@ int gmt__pmgr_heartbeat_init(gmt_pmgr_t *pm) {
     return rc;
   pm->hb_tick.data = pm;
   pm->hb_soon.data = pm;
+  pm->hb_item.data = pm;
   rc = uv_timer_start(&pm->hb_tick, on_tick, PMGR_HB_PERIOD_MS, PMGR_HB_PERIOD_MS);
   if (rc == 0)
     send_heartbeat(pm);

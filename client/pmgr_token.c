@@ -79,13 +79,15 @@ struct pmgr_tokens {
   uv_timer_t watch;
 };
 
-/* An upstream call's outcome, handed to the loop. */
+/* An upstream call, and its outcome on the way to the loop. */
 typedef struct {
-  pmgr_item_t item; /* first: the loop frees the whole */
+  gmt_inbox_item_t item; /* first: on_landed finds the whole from it */
   gmt_pmgr_t *pm;
   int32_t device;
   uint64_t seq;
   bool release;
+  int rc;
+  Gmt__Envelope *rep;
 } tok_up_t;
 
 static void kick(tok_dev_t *d);
@@ -136,18 +138,27 @@ static bool sharer_remove(tok_dev_t *d, uint32_t pid)
 
 /* ---- the scheduler ---- */
 
-static void upstream_done(gmt_pmgr_t *pm, pmgr_item_t *item);
+static void upstream_done(tok_up_t *u);
 static void on_watch(uv_timer_t *h);
+
+/* On the loop, or handed back when the inbox closes. */
+static void on_landed(gmt_inbox_item_t *item, int status)
+{
+  tok_up_t *u = (tok_up_t *)item;
+  if (status == 0)
+    upstream_done(u); /* frees the reply */
+  else
+    gmt_wire_free(u->rep);
+  free(u);
+}
 
 /* On an nng thread of the scheduler client. */
 static void on_upstream(void *arg, int rc, Gmt__Envelope *rep)
 {
   tok_up_t *u = arg;
-  u->item.call = NULL;
-  u->item.rc = rc;
-  u->item.rep = rep;
-  u->item.fn = upstream_done;
-  if (gmt__pmgr_push(u->pm, &u->item) < 0) {
+  u->rc = rc;
+  u->rep = rep;
+  if (gmt_inbox_push(&u->pm->inbox, &u->item, on_landed) < 0) {
     gmt_wire_free(rep);
     free(u);
   }
@@ -331,11 +342,11 @@ static tok_dev_t *find_dev(pmgr_tokens_t *t, int32_t device)
 }
 
 /* On the loop: what the scheduler said to a Token call. */
-static void upstream_done(gmt_pmgr_t *pm, pmgr_item_t *item)
+static void upstream_done(tok_up_t *u)
 {
-  tok_up_t *u = (tok_up_t *)item;
-  Gmt__Envelope *rep = item->rep;
-  int rc = item->rc;
+  gmt_pmgr_t *pm = u->pm;
+  Gmt__Envelope *rep = u->rep;
+  int rc = u->rc;
   pmgr_tokens_t *t = pm->tokens;
   tok_dev_t *d = t && !t->closing ? find_dev(t, u->device) : NULL;
   if (!d) {
