@@ -191,9 +191,19 @@ static void close_walk(uv_handle_t *h, void *arg) {
     uv_close(h, NULL);
 }
 
+/* Stops taking work and answers every call it holds: the queued ones, those
+ * forwarded to the scheduler (closing the line fails them), and those
+ * waiting for a token, so that gmt_server_free() drops nothing that a
+ * callback still holds. */
+static void quiesce(gmt_pmgr_t *pm) {
+  gmt_inbox_close(&pm->inbox);
+  gmt__pmgr_schd_close(pm);
+  gmt__pmgr_tokens_close(pm);
+}
+
 static void stop(gmt_pmgr_t *pm, const char *why) {
   gmt_info("%s: stopping", why);
-  gmt__pmgr_quiesce(pm);
+  quiesce(pm);
   gmt__pmgr_procs_close(pm);
   gmt__pmgr_heartbeat_close(pm);
   uv_close((uv_handle_t *)&pm->sigterm, NULL);
@@ -232,7 +242,7 @@ int main(int argc, char **argv) {
   clock_gettime(CLOCK_REALTIME, &ts);
   pm->epoch = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
   pthread_mutex_init(&pm->mu, NULL);
-  pthread_cond_init(&pm->forwards_done, NULL);
+  pthread_cond_init(&pm->calls_done, NULL);
 
   int rc = gmt_client_open(&pm->schd, o.schd_url, 0);
   if (rc < 0) {
@@ -276,7 +286,7 @@ int main(int argc, char **argv) {
              pm->name, o.schd_url, pm->config.request, pm->config.limit,
              (unsigned long long)pm->config.memory_limit);
   if (rc < 0 || code >= 0) {
-    gmt__pmgr_quiesce(pm);
+    quiesce(pm);
     gmt_server_free(pm->server);
     uv_walk(&loop, close_walk, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -293,7 +303,7 @@ int main(int argc, char **argv) {
 
   uv_run(&loop, UV_RUN_DEFAULT);
 
-  /* Every call is answered by now (quiesce); the server may go. */
+  /* Every call is answered by now (quiesce()); the server may go. */
   gmt_server_free(pm->server);
   pm->server = NULL;
   uv_walk(&loop, close_walk, NULL);

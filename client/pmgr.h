@@ -13,7 +13,6 @@
 #include "gmt_inbox.h"
 #include "gmt_wire.h"
 
-#define PMGR_FORWARD_TIMEOUT_MS 5000 /* Token/Reserve/Release/MemInfo */
 #define PMGR_HB_TIMEOUT_MS 1000      /* the scheduler forgets a pod after 3 s */
 #define PMGR_HB_PERIOD_MS 500
 #define PMGR_HB_SOON_MS 5 /* after a change: coalesces a burst of reports */
@@ -59,19 +58,24 @@ typedef struct gmt_pmgr {
   Gmt__Envelope *hb_rep;
   pmgr_tokens_t *tokens; /* pmgr_token.c, made at the first Token */
 
-  /* Shared with nng threads. */
+  /* Shared with nng threads (pmgr_schd.c). */
   pthread_mutex_t mu;
-  pthread_cond_t forwards_done;
-  bool stopping;      /* no more calls to the scheduler */
-  int forwards;       /* forwarded calls whose reply has not come back */
+  pthread_cond_t calls_done;
+  bool stopping; /* no more calls to the scheduler */
+  int calls;     /* calls to the scheduler whose callback has not returned */
 } gmt_pmgr_t;
+
+/* pmgr_schd.c: the line to the scheduler. */
+/* Calls the scheduler from any thread (gmt_client_call_async()): cb runs
+ * on an nng thread. -ESHUTDOWN once closing has begun. */
+int gmt__pmgr_schd_call(gmt_pmgr_t *pm, const Gmt__Envelope *req, int timeout_ms,
+                        gmt_client_cb cb, void *arg);
+/* Refuses new calls, closes the client (which fails the calls in flight)
+ * and waits until their callbacks have returned. */
+void gmt__pmgr_schd_close(gmt_pmgr_t *pm);
 
 /* pmgr_calls.c: the nng handler, forwarding. */
 void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req);
-/* Closes the inbox (what is queued is answered), closes the scheduler
- * client and waits for forwarded calls to come back, so that
- * gmt_server_free() drops nothing that a callback still holds. */
-void gmt__pmgr_quiesce(gmt_pmgr_t *pm);
 
 /* pmgr_procs.c: the table of the pod's processes. */
 void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__RegisterRequest *r);

@@ -1,29 +1,23 @@
 /* gmt-pmgr: requests from the pod's processes. Register, Report and Token
  * change the pod's state (Token: the pod's one grant shared by its
  * processes, pmgr_token.c), so they go through the inbox to the loop
- * thread that owns it. Reserve/Release/MemInfo touch no state: they are stamped with
- * the pod's name (a process cannot name another pod) and forwarded to the
- * scheduler straight from the nng thread, and the reply callback answers
- * the process. */
+ * thread that owns it. Reserve/Release/MemInfo touch no state: they are
+ * stamped with the pod's name (a process cannot name another pod) and
+ * forwarded to the scheduler straight from the nng thread, and the reply
+ * callback answers the process. */
 #include <errno.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "pmgr.h"
 
+#define PMGR_FORWARD_TIMEOUT_MS 5000 /* Reserve/Release/MemInfo */
+
 typedef struct forward {
   gmt_pmgr_t *pm;
   gmt_call_t *call;
 } forward_t;
-
-static void forward_finished(gmt_pmgr_t *pm) {
-  pthread_mutex_lock(&pm->mu);
-  if (--pm->forwards == 0)
-    pthread_cond_broadcast(&pm->forwards_done);
-  pthread_mutex_unlock(&pm->mu);
-}
 
 /* On an nng thread of the scheduler client. */
 static void on_forwarded(void *arg, int rc, Gmt__Envelope *rep) {
@@ -31,14 +25,13 @@ static void on_forwarded(void *arg, int rc, Gmt__Envelope *rep) {
   gmt_pmgr_t *pm = f->pm;
 
   if (rc == -ESHUTDOWN)
-    gmt_call_reply_error(f->call, rc, "pod manager is stopping"); /* quiesce closed it */
+    gmt_call_reply_error(f->call, rc, "pod manager is stopping"); /* the line closed */
   else if (rc < 0)
     gmt_call_reply_error(f->call, rc, "scheduler at %s: %s", pm->schd_url, gmt_strerror(rc));
   else if (gmt_call_reply(f->call, rep) < 0)
     gmt_warn("cannot pass the scheduler's reply back to a process");
   gmt_wire_free(rep);
   free(f);
-  forward_finished(pm);
 }
 
 static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req) {
@@ -78,18 +71,7 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req) 
   }
   f->pm = pm;
   f->call = call;
-  int rc;
-  /* Under mu so that quiesce cannot close the client between the check
-   * and the call. */
-  pthread_mutex_lock(&pm->mu);
-  if (pm->stopping) {
-    rc = -ESHUTDOWN;
-  } else {
-    rc = gmt_client_call_async(pm->schd, &env, PMGR_FORWARD_TIMEOUT_MS, on_forwarded, f);
-    if (rc == 0)
-      pm->forwards++;
-  }
-  pthread_mutex_unlock(&pm->mu);
+  int rc = gmt__pmgr_schd_call(pm, &env, PMGR_FORWARD_TIMEOUT_MS, on_forwarded, f);
   if (rc < 0) {
     free(f);
     gmt_call_reply_error(call, rc, "%s",
@@ -152,28 +134,4 @@ void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
                          (int)req->body_case);
     return;
   }
-}
-
-void gmt__pmgr_quiesce(gmt_pmgr_t *pm) {
-  gmt_inbox_close(&pm->inbox); /* answers what is queued */
-  pthread_mutex_lock(&pm->mu);
-  pm->stopping = true;
-  pthread_mutex_unlock(&pm->mu);
-
-  /* Closing the socket fails every call in flight; their callbacks
-   * answer the processes, and must be done before the server goes. */
-  gmt_client_close(pm->schd);
-  pm->schd = NULL;
-  pthread_mutex_lock(&pm->mu);
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += PMGR_FORWARD_TIMEOUT_MS / 1000 + 1;
-  while (pm->forwards > 0)
-    if (pthread_cond_timedwait(&pm->forwards_done, &pm->mu, &until) == ETIMEDOUT)
-      break;
-  int left = pm->forwards;
-  pthread_mutex_unlock(&pm->mu);
-  if (left > 0)
-    gmt_warn("%d forwarded calls did not come back", left);
-  gmt__pmgr_tokens_close(pm);
 }

@@ -90,7 +90,7 @@ static void send_heartbeat(gmt_pmgr_t *pm) {
   pm->hb_dirty = false;
   uv_timer_stop(&pm->hb_soon);
   uv_timer_again(&pm->hb_tick); /* the next periodic one counts from now */
-  int rc = gmt_client_call_async(pm->schd, &env, PMGR_HB_TIMEOUT_MS, on_reply, pm);
+  int rc = gmt__pmgr_schd_call(pm, &env, PMGR_HB_TIMEOUT_MS, on_reply, pm);
   free(reports);
   free(ptrs);
   if (rc < 0)

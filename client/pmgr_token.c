@@ -187,16 +187,9 @@ static int send_upstream(tok_dev_t *d, bool release, uint32_t pid, double burst_
   r.release = release;
   gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_TOKEN_REQ, &r);
 
-  int rc;
   pmgr_tokens_t *t = d->t;
-  pthread_mutex_lock(&pm->mu);
-  if (pm->stopping || !pm->schd)
-    rc = -ESHUTDOWN;
-  else
-    rc = gmt_client_call_async(pm->schd, &env,
-                               release ? PMGR_TOKEN_RELEASE_TIMEOUT_MS : PMGR_TOKEN_TIMEOUT_MS,
-                               on_upstream, u);
-  pthread_mutex_unlock(&pm->mu);
+  int rc = gmt__pmgr_schd_call(
+      pm, &env, release ? PMGR_TOKEN_RELEASE_TIMEOUT_MS : PMGR_TOKEN_TIMEOUT_MS, on_upstream, u);
   if (rc < 0) {
     free(u);
     return rc;
