@@ -2,8 +2,9 @@
  * the pod's hooked processes on tcp://127.0.0.1:PORT and an ipc socket,
  * keeps the table of those processes, heartbeats the pod's view to the
  * scheduler and forwards the processes' token and memory requests with the
- * pod's name fixed. This file owns the flags, the start-up handshake and
- * the loop's life; docs/protocol.md says what each message means. */
+ * pod's name fixed. This file owns the flags, the start-up handshake, the
+ * loop's life and the wiring between the other files, which do not call
+ * each other's way up; docs/protocol.md says what each message means. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -15,7 +16,12 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
-#include "pmgr.h"
+#include "pmgr_calls.h"
+#include "pmgr_heartbeat.h"
+#include "pmgr_procs.h"
+#include "pmgr_schd.h"
+#include "pmgr_state.h"
+#include "pmgr_token.h"
 
 #define PMGR_CONTEXTS 64 /* requests in progress at once; token calls may wait */
 #define PMGR_REGISTER_TRY_MS 1000
@@ -191,6 +197,15 @@ static void close_walk(uv_handle_t *h, void *arg) {
     uv_close(h, NULL);
 }
 
+/* The process table's news: an exit gives back whatever share of a token
+ * the process had, and every change goes to the scheduler with the next
+ * heartbeat. */
+static void on_procs(gmt_pmgr_t *pm, uint32_t pid, bool gone) {
+  if (gone)
+    gmt__pmgr_token_proc_gone(pm, pid);
+  gmt__pmgr_changed(pm);
+}
+
 /* Stops taking work and answers every call it holds: the queued ones, those
  * forwarded to the scheduler (closing the line fails them), and those
  * waiting for a token, so that gmt_server_free() drops nothing that a
@@ -257,6 +272,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   pm->loop = &loop;
+  gmt__pmgr_procs_init(pm, on_procs);
   if ((rc = gmt_inbox_init(&pm->inbox, &loop)) < 0) {
     fprintf(stderr, "gmt-pmgr: event loop: %s\n", uv_strerror(rc));
     gmt_client_close(pm->schd);

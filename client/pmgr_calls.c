@@ -10,7 +10,10 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
-#include "pmgr.h"
+#include "pmgr_calls.h"
+#include "pmgr_procs.h"
+#include "pmgr_schd.h"
+#include "pmgr_token.h"
 
 #define PMGR_FORWARD_TIMEOUT_MS 5000 /* Reserve/Release/MemInfo */
 

@@ -10,7 +10,13 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
-#include "pmgr.h"
+#include "pmgr_heartbeat.h"
+#include "pmgr_procs.h"
+#include "pmgr_schd.h"
+
+#define PMGR_HB_TIMEOUT_MS 1000 /* the scheduler forgets a pod after 3 s */
+#define PMGR_HB_PERIOD_MS 500
+#define PMGR_HB_SOON_MS 5 /* after a change: coalesces a burst of reports */
 
 static void send_heartbeat(gmt_pmgr_t *pm);
 static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep);

@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "gmt_log.h"
-#include "pmgr.h"
+#include "pmgr_schd.h"
 
 /* Closing the client fails every call in flight at once; this only bounds
  * the wait for a callback that does not return. */

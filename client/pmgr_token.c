@@ -21,7 +21,8 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
-#include "pmgr.h"
+#include "pmgr_schd.h"
+#include "pmgr_token.h"
 
 /* A wait for the token may last a whole window (10 s by default). */
 #define PMGR_TOKEN_TIMEOUT_MS 30000
