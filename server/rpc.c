@@ -1,8 +1,9 @@
-/* gmt-schd's message handlers: one function per request kind, chosen by the
- * envelope's body case. Runs on the loop thread, so handlers read and
- * change the daemon's state freely. A handler answers its call exactly
- * once; one that must wait (a token, later) keeps the call and answers it
- * when it can.
+/* gmt-schd's message handlers: one function per request kind, found in the
+ * table below by the envelope's body case (the handlers of tokens, memory
+ * and the tracer live in rpc_*.c; the replies they share, in reply.c below
+ * them). Runs on the loop thread, so handlers read and change the daemon's
+ * state freely. A handler answers its call exactly once; one that must
+ * wait (a token) keeps the call and answers it when it can.
  */
 #include <stdio.h>
 #include <stdlib.h>
