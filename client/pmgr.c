@@ -200,7 +200,8 @@ static void close_walk(uv_handle_t *h, void *arg) {
 /* The process table's news: an exit gives back whatever share of a token
  * the process had, and every change goes to the scheduler with the next
  * heartbeat. */
-static void on_procs(gmt_pmgr_t *pm, uint32_t pid, bool gone) {
+static void on_procs(gmt_pmgr_t *pm, uint32_t pid, bool gone)
+{
   if (gone)
     gmt__pmgr_token_proc_gone(pm, pid);
   gmt__pmgr_changed(pm);
@@ -210,7 +211,8 @@ static void on_procs(gmt_pmgr_t *pm, uint32_t pid, bool gone) {
  * forwarded to the scheduler (closing the line fails them), and those
  * waiting for a token, so that gmt_server_free() drops nothing that a
  * callback still holds. */
-static void quiesce(gmt_pmgr_t *pm) {
+static void quiesce(gmt_pmgr_t *pm)
+{
   gmt_inbox_close(&pm->inbox);
   gmt__pmgr_schd_close(pm);
   gmt__pmgr_tokens_close(pm);

@@ -88,7 +88,8 @@ typedef struct {
   gmt_call_t *call;
 } queued_t;
 
-static void on_queued(gmt_inbox_item_t *item, int status) {
+static void on_queued(gmt_inbox_item_t *item, int status)
+{
   gmt_pmgr_t *pm = item->data;
   gmt_call_t *call = ((queued_t *)item)->call;
   free(item);

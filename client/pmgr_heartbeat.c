@@ -22,7 +22,8 @@ static void send_heartbeat(gmt_pmgr_t *pm);
 static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep);
 
 /* On the loop, or handed back when the inbox closes. */
-static void on_landed(gmt_inbox_item_t *item, int status) {
+static void on_landed(gmt_inbox_item_t *item, int status)
+{
   gmt_pmgr_t *pm = item->data;
   if (status < 0)
     gmt_wire_free(pm->hb_rep);
@@ -132,7 +133,8 @@ int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_chang
 }
 
 /* On the loop: the outcome of the heartbeat in flight. */
-static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep) {
+static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep)
+{
   char err[512] = "";
 
   pm->hb_in_flight = false;

@@ -46,9 +46,13 @@ static const char *kind_name(int kind) {
   }
 }
 
-void gmt__pmgr_procs_init(gmt_pmgr_t *pm, pmgr_procs_cb cb) { pm->procs_cb = cb; }
+void gmt__pmgr_procs_init(gmt_pmgr_t *pm, pmgr_procs_cb cb)
+{
+  pm->procs_cb = cb;
+}
 
-static void fill_config(const gmt_pmgr_t *pm, Gmt__PodConfig *out) {
+static void fill_config(const gmt_pmgr_t *pm, Gmt__PodConfig *out)
+{
   gmt__pod_config__init(out);
   out->name = pm->config.name ? pm->config.name : (char *)pm->name;
   out->request = pm->config.request;
