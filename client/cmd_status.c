@@ -119,8 +119,7 @@ int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv) {
   }
   Gmt__StatusRequest sreq = GMT__STATUS_REQUEST__INIT;
   Gmt__Envelope req = GMT__ENVELOPE__INIT;
-  req.body_case = GMT__ENVELOPE__BODY_STATUS_REQ;
-  req.status_req = &sreq;
+  gmt_wire_set_body(&req, GMT__ENVELOPE__BODY_STATUS_REQ, &sreq);
   rc = gmt_client_call(c, &req, &rep, STATUS_TIMEOUT_MS);
   if (rc < 0) {
     fprintf(stderr, "gmt: scheduler at %s: %s\n", ctx->schd_url, gmt_strerror(rc));

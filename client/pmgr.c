@@ -2,8 +2,9 @@
  * the pod's hooked processes on tcp://127.0.0.1:PORT and an ipc socket,
  * keeps the table of those processes, heartbeats the pod's view to the
  * scheduler and forwards the processes' token and memory requests with the
- * pod's name fixed. This file owns the flags, the start-up handshake and
- * the loop's life; docs/protocol.md says what each message means. */
+ * pod's name fixed. This file owns the flags, the start-up handshake, the
+ * loop's life and the wiring between the other files, which do not call
+ * each other's way up; docs/protocol.md says what each message means. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -15,7 +16,12 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
-#include "pmgr.h"
+#include "pmgr_calls.h"
+#include "pmgr_heartbeat.h"
+#include "pmgr_procs.h"
+#include "pmgr_schd.h"
+#include "pmgr_state.h"
+#include "pmgr_token.h"
 
 #define PMGR_CONTEXTS 64 /* requests in progress at once; token calls may wait */
 #define PMGR_REGISTER_TRY_MS 1000
@@ -135,8 +141,7 @@ static int register_pod(gmt_pmgr_t *pm, double wait_s) {
   Gmt__RegisterRequest reg = GMT__REGISTER_REQUEST__INIT;
   Gmt__Envelope req = GMT__ENVELOPE__INIT;
   reg.pod = (char *)pm->name;
-  req.body_case = GMT__ENVELOPE__BODY_REGISTER_REQ;
-  req.register_req = &reg;
+  gmt_wire_set_body(&req, GMT__ENVELOPE__BODY_REGISTER_REQ, &reg);
 
   for (;;) {
     uint64_t now = gmt_now_ms();
@@ -192,12 +197,32 @@ static void close_walk(uv_handle_t *h, void *arg) {
     uv_close(h, NULL);
 }
 
+/* The process table's news: an exit gives back whatever share of a token
+ * the process had, and every change goes to the scheduler with the next
+ * heartbeat. */
+static void on_procs(gmt_pmgr_t *pm, uint32_t pid, bool gone)
+{
+  if (gone)
+    gmt__pmgr_token_proc_gone(pm, pid);
+  gmt__pmgr_changed(pm);
+}
+
+/* Stops taking work and answers every call it holds: the queued ones, those
+ * forwarded to the scheduler (closing the line fails them), and those
+ * waiting for a token, so that gmt_server_free() drops nothing that a
+ * callback still holds. */
+static void quiesce(gmt_pmgr_t *pm)
+{
+  gmt_inbox_close(&pm->inbox);
+  gmt__pmgr_schd_close(pm);
+  gmt__pmgr_tokens_close(pm);
+}
+
 static void stop(gmt_pmgr_t *pm, const char *why) {
   gmt_info("%s: stopping", why);
-  gmt__pmgr_quiesce(pm);
+  quiesce(pm);
   gmt__pmgr_procs_close(pm);
   gmt__pmgr_heartbeat_close(pm);
-  uv_close((uv_handle_t *)&pm->wake, NULL);
   uv_close((uv_handle_t *)&pm->sigterm, NULL);
   uv_close((uv_handle_t *)&pm->sigint, NULL);
 }
@@ -234,7 +259,7 @@ int main(int argc, char **argv) {
   clock_gettime(CLOCK_REALTIME, &ts);
   pm->epoch = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
   pthread_mutex_init(&pm->mu, NULL);
-  pthread_cond_init(&pm->forwards_done, NULL);
+  pthread_cond_init(&pm->calls_done, NULL);
 
   int rc = gmt_client_open(&pm->schd, o.schd_url, 0);
   if (rc < 0) {
@@ -249,8 +274,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   pm->loop = &loop;
-  uv_async_init(&loop, &pm->wake, gmt__pmgr_on_wake);
-  pm->wake.data = pm;
+  gmt__pmgr_procs_init(pm, on_procs);
+  if ((rc = gmt_inbox_init(&pm->inbox, &loop)) < 0) {
+    fprintf(stderr, "gmt-pmgr: event loop: %s\n", uv_strerror(rc));
+    gmt_client_close(pm->schd);
+    return 1;
+  }
   uv_signal_init(&loop, &pm->sigterm);
   uv_signal_init(&loop, &pm->sigint);
   pm->sigterm.data = pm->sigint.data = pm;
@@ -258,8 +287,8 @@ int main(int argc, char **argv) {
   uv_signal_start(&pm->sigint, on_signal, SIGINT);
 
   /* Listen before registering, so that a pod shown connected can be
-   * reached at once. Requests that come meanwhile wait in the queue (the
-   * handler queues to pm->wake) until the loop runs, after registration. */
+   * reached at once. Requests that come meanwhile wait in the inbox until
+   * the loop runs, after registration. */
   const char *where = "server";
   rc = gmt_server_new(&pm->server, PMGR_CONTEXTS, gmt__pmgr_on_request, pm);
   if (rc == 0 && (rc = gmt_server_listen(pm->server, tcp_url)) < 0)
@@ -275,7 +304,7 @@ int main(int argc, char **argv) {
              pm->name, o.schd_url, pm->config.request, pm->config.limit,
              (unsigned long long)pm->config.memory_limit);
   if (rc < 0 || code >= 0) {
-    gmt__pmgr_quiesce(pm);
+    quiesce(pm);
     gmt_server_free(pm->server);
     uv_walk(&loop, close_walk, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -292,7 +321,7 @@ int main(int argc, char **argv) {
 
   uv_run(&loop, UV_RUN_DEFAULT);
 
-  /* Every call is answered by now (quiesce); the server may go. */
+  /* Every call is answered by now (quiesce()); the server may go. */
   gmt_server_free(pm->server);
   pm->server = NULL;
   uv_walk(&loop, close_walk, NULL);

@@ -1,54 +1,26 @@
 /* gmt-pmgr: requests from the pod's processes. Register, Report and Token
  * change the pod's state (Token: the pod's one grant shared by its
- * processes, pmgr_token.c), so they are queued to the loop thread that
- * owns it. Reserve/Release/MemInfo touch no state: they are stamped with
- * the pod's name (a process cannot name another pod) and forwarded to the
- * scheduler straight from the nng thread, and the reply callback answers
- * the process. */
+ * processes, pmgr_token.c), so they go through the inbox to the loop
+ * thread that owns it. Reserve/Release/MemInfo touch no state: they are
+ * stamped with the pod's name (a process cannot name another pod) and
+ * forwarded to the scheduler straight from the nng thread, and the reply
+ * callback answers the process. */
 #include <errno.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "gmt_error.h"
 #include "gmt_log.h"
-#include "pmgr.h"
+#include "pmgr_calls.h"
+#include "pmgr_procs.h"
+#include "pmgr_schd.h"
+#include "pmgr_token.h"
 
-int gmt__pmgr_push(gmt_pmgr_t *pm, pmgr_item_t *item) {
-  item->next = NULL;
-  pthread_mutex_lock(&pm->mu);
-  if (pm->stopping) {
-    pthread_mutex_unlock(&pm->mu);
-    return -ESHUTDOWN;
-  }
-  if (pm->tail)
-    pm->tail->next = item;
-  else
-    pm->head = item;
-  pm->tail = item;
-  uv_async_send(&pm->wake);
-  pthread_mutex_unlock(&pm->mu);
-  return 0;
-}
-
-static pmgr_item_t *take_all(gmt_pmgr_t *pm) {
-  pthread_mutex_lock(&pm->mu);
-  pmgr_item_t *all = pm->head;
-  pm->head = pm->tail = NULL;
-  pthread_mutex_unlock(&pm->mu);
-  return all;
-}
+#define PMGR_FORWARD_TIMEOUT_MS 5000 /* Reserve/Release/MemInfo */
 
 typedef struct forward {
   gmt_pmgr_t *pm;
   gmt_call_t *call;
 } forward_t;
-
-static void forward_finished(gmt_pmgr_t *pm) {
-  pthread_mutex_lock(&pm->mu);
-  if (--pm->forwards == 0)
-    pthread_cond_broadcast(&pm->forwards_done);
-  pthread_mutex_unlock(&pm->mu);
-}
 
 /* On an nng thread of the scheduler client. */
 static void on_forwarded(void *arg, int rc, Gmt__Envelope *rep) {
@@ -56,14 +28,13 @@ static void on_forwarded(void *arg, int rc, Gmt__Envelope *rep) {
   gmt_pmgr_t *pm = f->pm;
 
   if (rc == -ESHUTDOWN)
-    gmt_call_reply_error(f->call, rc, "pod manager is stopping"); /* quiesce closed it */
+    gmt_call_reply_error(f->call, rc, "pod manager is stopping"); /* the line closed */
   else if (rc < 0)
     gmt_call_reply_error(f->call, rc, "scheduler at %s: %s", pm->schd_url, gmt_strerror(rc));
   else if (gmt_call_reply(f->call, rep) < 0)
     gmt_warn("cannot pass the scheduler's reply back to a process");
   gmt_wire_free(rep);
   free(f);
-  forward_finished(pm);
 }
 
 static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req) {
@@ -103,23 +74,36 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req) 
   }
   f->pm = pm;
   f->call = call;
-  int rc;
-  /* Under mu so that quiesce cannot close the client between the check
-   * and the call. */
-  pthread_mutex_lock(&pm->mu);
-  if (pm->stopping) {
-    rc = -ESHUTDOWN;
-  } else {
-    rc = gmt_client_call_async(pm->schd, &env, PMGR_FORWARD_TIMEOUT_MS, on_forwarded, f);
-    if (rc == 0)
-      pm->forwards++;
-  }
-  pthread_mutex_unlock(&pm->mu);
+  int rc = gmt__pmgr_schd_call(pm, &env, PMGR_FORWARD_TIMEOUT_MS, on_forwarded, f);
   if (rc < 0) {
     free(f);
     gmt_call_reply_error(call, rc, "%s",
                          rc == -ESHUTDOWN ? "pod manager is stopping" : gmt_strerror(rc));
   }
+}
+
+/* A process's request on its way to the loop. */
+typedef struct {
+  gmt_inbox_item_t item; /* first: on_queued finds the call from it */
+  gmt_call_t *call;
+} queued_t;
+
+static void on_queued(gmt_inbox_item_t *item, int status)
+{
+  gmt_pmgr_t *pm = item->data;
+  gmt_call_t *call = ((queued_t *)item)->call;
+  free(item);
+  if (status < 0) {
+    gmt_call_reply_error(call, status, "pod manager is stopping");
+    return;
+  }
+  const Gmt__Envelope *req = gmt_call_request(call);
+  if (req->body_case == GMT__ENVELOPE__BODY_REGISTER_REQ)
+    gmt__pmgr_handle_register(pm, call, req->register_req);
+  else if (req->body_case == GMT__ENVELOPE__BODY_TOKEN_REQ)
+    gmt__pmgr_handle_token(pm, call, req->token_req);
+  else
+    gmt__pmgr_handle_report(pm, call, req->report_req);
 }
 
 /* The server's handler, on an nng thread. */
@@ -135,15 +119,16 @@ void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
   case GMT__ENVELOPE__BODY_TOKEN_REQ:
   case GMT__ENVELOPE__BODY_REGISTER_REQ:
   case GMT__ENVELOPE__BODY_REPORT_REQ: {
-    pmgr_item_t *item = calloc(1, sizeof *item);
-    if (!item) {
+    queued_t *q = calloc(1, sizeof *q);
+    if (!q) {
       gmt_call_reply_error(call, -ENOMEM, "pod manager out of memory");
       return;
     }
-    item->call = call;
-    int rc = gmt__pmgr_push(pm, item);
+    q->item.data = pm;
+    q->call = call;
+    int rc = gmt_inbox_push(&pm->inbox, &q->item, on_queued);
     if (rc < 0) {
-      free(item);
+      free(q);
       gmt_call_reply_error(call, rc, "pod manager is stopping");
     }
     return;
@@ -153,70 +138,4 @@ void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
                          (int)req->body_case);
     return;
   }
-}
-
-static void handle(gmt_pmgr_t *pm, pmgr_item_t *item) {
-  if (item->fn) {
-    item->fn(pm, item);
-    return;
-  }
-  if (!item->call) {
-    gmt__pmgr_heartbeat_done(pm, item->rc, item->rep);
-    return;
-  }
-  const Gmt__Envelope *req = gmt_call_request(item->call);
-  if (req->body_case == GMT__ENVELOPE__BODY_REGISTER_REQ)
-    gmt__pmgr_handle_register(pm, item->call, req->register_req);
-  else if (req->body_case == GMT__ENVELOPE__BODY_TOKEN_REQ)
-    gmt__pmgr_handle_token(pm, item->call, req->token_req);
-  else
-    gmt__pmgr_handle_report(pm, item->call, req->report_req);
-}
-
-void gmt__pmgr_on_wake(uv_async_t *h) {
-  gmt_pmgr_t *pm = h->data;
-  pmgr_item_t *item = take_all(pm);
-
-  while (item) {
-    pmgr_item_t *next = item->next;
-    handle(pm, item);
-    if (item != &pm->hb_item)
-      free(item);
-    item = next;
-  }
-}
-
-void gmt__pmgr_quiesce(gmt_pmgr_t *pm) {
-  pthread_mutex_lock(&pm->mu);
-  pm->stopping = true;
-  pthread_mutex_unlock(&pm->mu);
-
-  pmgr_item_t *item = take_all(pm);
-  while (item) {
-    pmgr_item_t *next = item->next;
-    if (item->call)
-      gmt_call_reply_error(item->call, -ESHUTDOWN, "pod manager is stopping");
-    else
-      gmt_wire_free(item->rep);
-    if (item != &pm->hb_item)
-      free(item);
-    item = next;
-  }
-
-  /* Closing the socket fails every call in flight; their callbacks
-   * answer the processes, and must be done before the server goes. */
-  gmt_client_close(pm->schd);
-  pm->schd = NULL;
-  pthread_mutex_lock(&pm->mu);
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += PMGR_FORWARD_TIMEOUT_MS / 1000 + 1;
-  while (pm->forwards > 0)
-    if (pthread_cond_timedwait(&pm->forwards_done, &pm->mu, &until) == ETIMEDOUT)
-      break;
-  int left = pm->forwards;
-  pthread_mutex_unlock(&pm->mu);
-  if (left > 0)
-    gmt_warn("%d forwarded calls did not come back", left);
-  gmt__pmgr_tokens_close(pm);
 }

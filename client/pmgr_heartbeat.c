@@ -10,18 +10,34 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
-#include "pmgr.h"
+#include "pmgr_heartbeat.h"
+#include "pmgr_procs.h"
+#include "pmgr_schd.h"
+
+#define PMGR_HB_TIMEOUT_MS 1000 /* the scheduler forgets a pod after 3 s */
+#define PMGR_HB_PERIOD_MS 500
+#define PMGR_HB_SOON_MS 5 /* after a change: coalesces a burst of reports */
 
 static void send_heartbeat(gmt_pmgr_t *pm);
+static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep);
+
+/* On the loop, or handed back when the inbox closes. */
+static void on_landed(gmt_inbox_item_t *item, int status)
+{
+  gmt_pmgr_t *pm = item->data;
+  if (status < 0)
+    gmt_wire_free(pm->hb_rep);
+  else
+    heartbeat_done(pm, pm->hb_rc, pm->hb_rep);
+}
 
 /* On an nng thread. At most one heartbeat is in flight, so its outcome
  * travels to the loop in the one item kept for it. */
 static void on_reply(void *arg, int rc, Gmt__Envelope *rep) {
   gmt_pmgr_t *pm = arg;
-  pm->hb_item.call = NULL;
-  pm->hb_item.rc = rc;
-  pm->hb_item.rep = rep;
-  if (gmt__pmgr_push(pm, &pm->hb_item) < 0)
+  pm->hb_rc = rc;
+  pm->hb_rep = rep;
+  if (gmt_inbox_push(&pm->inbox, &pm->hb_item, on_landed) < 0)
     gmt_wire_free(rep);
 }
 
@@ -76,13 +92,12 @@ static void send_heartbeat(gmt_pmgr_t *pm) {
   hb.epoch = pm->epoch;
   hb.n_processes = n;
   hb.processes = ptrs;
-  env.body_case = GMT__ENVELOPE__BODY_HEARTBEAT_REQ;
-  env.heartbeat_req = &hb;
+  gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_HEARTBEAT_REQ, &hb);
 
   pm->hb_dirty = false;
   uv_timer_stop(&pm->hb_soon);
   uv_timer_again(&pm->hb_tick); /* the next periodic one counts from now */
-  int rc = gmt_client_call_async(pm->schd, &env, PMGR_HB_TIMEOUT_MS, on_reply, pm);
+  int rc = gmt__pmgr_schd_call(pm, &env, PMGR_HB_TIMEOUT_MS, on_reply, pm);
   free(reports);
   free(ptrs);
   if (rc < 0)
@@ -118,7 +133,8 @@ int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_chang
 }
 
 /* On the loop: the outcome of the heartbeat in flight. */
-void gmt__pmgr_heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep) {
+static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep)
+{
   char err[512] = "";
 
   pm->hb_in_flight = false;
@@ -161,6 +177,7 @@ int gmt__pmgr_heartbeat_init(gmt_pmgr_t *pm) {
     return rc;
   pm->hb_tick.data = pm;
   pm->hb_soon.data = pm;
+  pm->hb_item.data = pm;
   rc = uv_timer_start(&pm->hb_tick, on_tick, PMGR_HB_PERIOD_MS, PMGR_HB_PERIOD_MS);
   if (rc == 0)
     send_heartbeat(pm);

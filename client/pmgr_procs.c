@@ -2,7 +2,7 @@
  * (or by its first Report), its totals come with each Report, and it
  * leaves the moment it exits: its pidfd turns readable, however it died.
  * Where pidfd_open is missing (kernels before 5.3) a 200 ms timer asks
- * kill(pid, 0) instead. */
+ * kill(pid, 0) instead. Every change is told to the owner's callback. */
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
-#include "pmgr.h"
+#include "pmgr_procs.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -46,7 +46,13 @@ static const char *kind_name(int kind) {
   }
 }
 
-void gmt__pmgr_fill_config(const gmt_pmgr_t *pm, Gmt__PodConfig *out) {
+void gmt__pmgr_procs_init(gmt_pmgr_t *pm, pmgr_procs_cb cb)
+{
+  pm->procs_cb = cb;
+}
+
+static void fill_config(const gmt_pmgr_t *pm, Gmt__PodConfig *out)
+{
   gmt__pod_config__init(out);
   out->name = pm->config.name ? pm->config.name : (char *)pm->name;
   out->request = pm->config.request;
@@ -81,11 +87,11 @@ static void unlink_proc(gmt_pmgr_t *pm, pmgr_proc_t *gone) {
 
 static void drop(pmgr_proc_t *p) {
   gmt_pmgr_t *pm = p->pm;
-  gmt_info("pid %u (%s) exited", p->pid, p->exe ? p->exe : "?");
-  gmt__pmgr_token_proc_gone(pm, p->pid); /* an exit gives its token back */
+  uint32_t pid = p->pid;
+  gmt_info("pid %u (%s) exited", pid, p->exe ? p->exe : "?");
   unlink_proc(pm, p);
   uv_close(&p->watch.handle, on_closed);
-  gmt__pmgr_changed(pm);
+  pm->procs_cb(pm, pid, true);
 }
 
 static void on_pidfd(uv_poll_t *h, int status, int events) {
@@ -164,7 +170,7 @@ static int add(gmt_pmgr_t *pm, uint32_t pid, const char *exe, pmgr_proc_t **out)
   pm->procs = p;
   pm->nprocs++;
   gmt_info("pid %u (%s) joined the pod", pid, p->exe ? p->exe : "?");
-  gmt__pmgr_changed(pm);
+  pm->procs_cb(pm, pid, false);
   *out = p;
   return 0;
 }
@@ -177,7 +183,7 @@ void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Regi
   pmgr_proc_t *p = find(pm, r->pid);
   if (p) {
     if (set_exe(p, r->exe) > 0)
-      gmt__pmgr_changed(pm);
+      pm->procs_cb(pm, p->pid, false);
   } else {
     int rc = add(pm, r->pid, r->exe, &p);
     if (rc == -ESRCH) {
@@ -192,12 +198,9 @@ void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Regi
 
   Gmt__PodConfig config;
   Gmt__RegisterReply reply = GMT__REGISTER_REPLY__INIT;
-  Gmt__Envelope env = GMT__ENVELOPE__INIT;
-  gmt__pmgr_fill_config(pm, &config);
+  fill_config(pm, &config);
   reply.config = &config;
-  env.body_case = GMT__ENVELOPE__BODY_REGISTER_REP;
-  env.register_rep = &reply;
-  gmt_call_reply(call, &env);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REGISTER_REP, &reply);
 }
 
 static void log_events(const Gmt__ProcessReport *r) {
@@ -239,14 +242,11 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
     p->frees = rep->frees;
     p->memory_reserved = rep->memory_reserved;
     if (changed)
-      gmt__pmgr_changed(pm);
+      pm->procs_cb(pm, p->pid, false);
   }
 
   Gmt__ReportReply reply = GMT__REPORT_REPLY__INIT;
-  Gmt__Envelope env = GMT__ENVELOPE__INIT;
-  env.body_case = GMT__ENVELOPE__BODY_REPORT_REP;
-  env.report_rep = &reply;
-  gmt_call_reply(call, &env);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REPORT_REP, &reply);
 }
 
 void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__ProcessReport **ptrs) {

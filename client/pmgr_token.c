@@ -21,7 +21,8 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
-#include "pmgr.h"
+#include "pmgr_schd.h"
+#include "pmgr_token.h"
 
 /* A wait for the token may last a whole window (10 s by default). */
 #define PMGR_TOKEN_TIMEOUT_MS 30000
@@ -79,13 +80,15 @@ struct pmgr_tokens {
   uv_timer_t watch;
 };
 
-/* An upstream call's outcome, handed to the loop. */
+/* An upstream call, and its outcome on the way to the loop. */
 typedef struct {
-  pmgr_item_t item; /* first: the loop frees the whole */
+  gmt_inbox_item_t item; /* first: on_landed finds the whole from it */
   gmt_pmgr_t *pm;
   int32_t device;
   uint64_t seq;
   bool release;
+  int rc;
+  Gmt__Envelope *rep;
 } tok_up_t;
 
 static void kick(tok_dev_t *d);
@@ -96,11 +99,8 @@ static void on_ahead(uv_timer_t *h);
 static void reply_quota(gmt_call_t *call, double quota_ms)
 {
   Gmt__TokenReply rep = GMT__TOKEN_REPLY__INIT;
-  Gmt__Envelope env = GMT__ENVELOPE__INIT;
   rep.quota_ms = quota_ms;
-  env.body_case = GMT__ENVELOPE__BODY_TOKEN_REP;
-  env.token_rep = &rep;
-  if (gmt_call_reply(call, &env) < 0)
+  if (gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TOKEN_REP, &rep) < 0)
     gmt_debug("a token reply could not be sent (the process has gone?)");
 }
 
@@ -139,18 +139,27 @@ static bool sharer_remove(tok_dev_t *d, uint32_t pid)
 
 /* ---- the scheduler ---- */
 
-static void upstream_done(gmt_pmgr_t *pm, pmgr_item_t *item);
+static void upstream_done(tok_up_t *u);
 static void on_watch(uv_timer_t *h);
+
+/* On the loop, or handed back when the inbox closes. */
+static void on_landed(gmt_inbox_item_t *item, int status)
+{
+  tok_up_t *u = (tok_up_t *)item;
+  if (status == 0)
+    upstream_done(u); /* frees the reply */
+  else
+    gmt_wire_free(u->rep);
+  free(u);
+}
 
 /* On an nng thread of the scheduler client. */
 static void on_upstream(void *arg, int rc, Gmt__Envelope *rep)
 {
   tok_up_t *u = arg;
-  u->item.call = NULL;
-  u->item.rc = rc;
-  u->item.rep = rep;
-  u->item.fn = upstream_done;
-  if (gmt__pmgr_push(u->pm, &u->item) < 0) {
+  u->rc = rc;
+  u->rep = rep;
+  if (gmt_inbox_push(&u->pm->inbox, &u->item, on_landed) < 0) {
     gmt_wire_free(rep);
     free(u);
   }
@@ -177,19 +186,11 @@ static int send_upstream(tok_dev_t *d, bool release, uint32_t pid, double burst_
   r.burst_ms = burst_ms;
   r.overuse_ms = overuse_ms;
   r.release = release;
-  env.body_case = GMT__ENVELOPE__BODY_TOKEN_REQ;
-  env.token_req = &r;
+  gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_TOKEN_REQ, &r);
 
-  int rc;
   pmgr_tokens_t *t = d->t;
-  pthread_mutex_lock(&pm->mu);
-  if (pm->stopping || !pm->schd)
-    rc = -ESHUTDOWN;
-  else
-    rc = gmt_client_call_async(pm->schd, &env,
-                               release ? PMGR_TOKEN_RELEASE_TIMEOUT_MS : PMGR_TOKEN_TIMEOUT_MS,
-                               on_upstream, u);
-  pthread_mutex_unlock(&pm->mu);
+  int rc = gmt__pmgr_schd_call(
+      pm, &env, release ? PMGR_TOKEN_RELEASE_TIMEOUT_MS : PMGR_TOKEN_TIMEOUT_MS, on_upstream, u);
   if (rc < 0) {
     free(u);
     return rc;
@@ -335,11 +336,11 @@ static tok_dev_t *find_dev(pmgr_tokens_t *t, int32_t device)
 }
 
 /* On the loop: what the scheduler said to a Token call. */
-static void upstream_done(gmt_pmgr_t *pm, pmgr_item_t *item)
+static void upstream_done(tok_up_t *u)
 {
-  tok_up_t *u = (tok_up_t *)item;
-  Gmt__Envelope *rep = item->rep;
-  int rc = item->rc;
+  gmt_pmgr_t *pm = u->pm;
+  Gmt__Envelope *rep = u->rep;
+  int rc = u->rc;
   pmgr_tokens_t *t = pm->tokens;
   tok_dev_t *d = t && !t->closing ? find_dev(t, u->device) : NULL;
   if (!d) {

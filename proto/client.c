@@ -13,7 +13,6 @@
 
 struct gmt_client {
   nng_socket sock;
-  char *url;
   /* Asynchronous calls whose callback has not returned yet: close waits
    * for them, so no callback runs after gmt_client_close(). */
   pthread_mutex_t lock;
@@ -28,15 +27,12 @@ int gmt_client_open(gmt_client_t **out, const char *url, int flags)
 
   *out = NULL;
   c = calloc(1, sizeof(*c));
-  if (!c || !(c->url = strdup(url))) {
-    free(c);
+  if (!c)
     return -ENOMEM;
-  }
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->idle, NULL);
   rv = nng_req0_open(&c->sock);
   if (rv) {
-    free(c->url);
     free(c);
     return gmt__from_nng(rv);
   }
@@ -46,7 +42,6 @@ int gmt_client_open(gmt_client_t **out, const char *url, int flags)
   rv = nng_dial(c->sock, url, NULL, (flags & GMT_CLIENT_DIAL_NOW) ? 0 : NNG_FLAG_NONBLOCK);
   if (rv) {
     nng_close(c->sock);
-    free(c->url);
     free(c);
     return gmt__from_nng(rv);
   }
@@ -66,11 +61,8 @@ void gmt_client_close(gmt_client_t *c)
   pthread_mutex_unlock(&c->lock);
   pthread_mutex_destroy(&c->lock);
   pthread_cond_destroy(&c->idle);
-  free(c->url);
   free(c);
 }
-
-const char *gmt_client_url(const gmt_client_t *c) { return c->url; }
 
 static int envelope_to_msg(const Gmt__Envelope *env, nng_msg **msg)
 {

@@ -3,6 +3,7 @@
 #ifndef GMT_LOG_H
 #define GMT_LOG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum { GMT_LOG_ERROR = 0, GMT_LOG_WARN = 1, GMT_LOG_INFO = 2, GMT_LOG_DEBUG = 3 };
@@ -16,6 +17,11 @@ void gmt_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 #define gmt_info(...) gmt_log(GMT_LOG_INFO, __VA_ARGS__)
 #define gmt_debug(...) \
   do { if (gmt_log_level() >= GMT_LOG_DEBUG) gmt_log(GMT_LOG_DEBUG, __VA_ARGS__); } while (0)
+
+/* A string from outside (the wire, a file), fit to be quoted in a message
+ * or a log line: unprintable bytes become '?', and one too long for buf
+ * (at least 4 bytes) is cut and ends in "...". NULL is shown as "". */
+const char *gmt_shown(const char *s, char *buf, size_t size);
 
 /* Monotonic clock in nanoseconds and milliseconds. */
 uint64_t gmt_now_ns(void);

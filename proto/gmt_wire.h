@@ -30,6 +30,13 @@ int gmt_wire_pack(const Gmt__Envelope *env, void **buf, size_t *len);
 int gmt_wire_unpack(const void *buf, size_t len, Gmt__Envelope **env);
 void gmt_wire_free(Gmt__Envelope *env);
 
+/* Sets env's body: msg under case c. Every body of the envelope is a
+ * message pointer in one oneof, so this one function fills any of them
+ * (a request or a reply). msg must be a message of the type that case c
+ * carries, else -EINVAL and env is left as it was. msg is not copied: it
+ * must live until env is packed. */
+int gmt_wire_set_body(Gmt__Envelope *env, Gmt__Envelope__BodyCase c, const void *msg);
+
 /* Checks that rep is of the expected case. An Error reply returns its code
  * and copies its text into errbuf (may be NULL); a wrong case returns
  * GMT_EUNEXPECTED. */
@@ -50,7 +57,6 @@ enum {
 int gmt_client_open(gmt_client_t **c, const char *url, int flags);
 /* Aborts calls in flight and waits until their callbacks have returned. */
 void gmt_client_close(gmt_client_t *c);
-const char *gmt_client_url(const gmt_client_t *c);
 
 /* Sends req and waits at most timeout_ms for the reply (-ETIMEDOUT).
  * On success *rep is the reply, freed with gmt_wire_free(). An Error reply
@@ -85,6 +91,9 @@ void gmt_server_free(gmt_server_t *s);
 
 const Gmt__Envelope *gmt_call_request(const gmt_call_t *call);
 int gmt_call_reply(gmt_call_t *call, const Gmt__Envelope *rep);
+/* Answers with an envelope whose body is msg under case c (as
+ * gmt_wire_set_body()): the usual reply, built in one place. */
+int gmt_call_reply_body(gmt_call_t *call, Gmt__Envelope__BodyCase c, const void *msg);
 int gmt_call_reply_error(gmt_call_t *call, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -1,6 +1,9 @@
-/* One-line log messages on stderr, and the monotonic clock. */
+/* One-line log messages on stderr, strings from outside made fit for
+ * them, and the monotonic clock. */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "gmt_log.h"
@@ -33,6 +36,22 @@ void gmt_log(int level, const char *fmt, ...)
   va_end(ap);
   /* One write per line, so lines of several threads do not interleave. */
   fprintf(stderr, "%s\n", line);
+}
+
+const char *gmt_shown(const char *s, char *buf, size_t size)
+{
+  size_t max = size - 4, i;
+
+  if (!s)
+    s = "";
+  for (i = 0; i < max && s[i]; i++)
+    buf[i] = isprint((unsigned char)s[i]) ? s[i] : '?';
+  if (s[i]) {
+    memcpy(buf + i, "...", 3);
+    i += 3;
+  }
+  buf[i] = '\0';
+  return buf;
 }
 
 uint64_t gmt_now_ns(void)

@@ -83,8 +83,7 @@ static void reply_error(struct gmt_call *call, int code, const char *text)
 
   err.code = code;
   err.message = (char *)text;
-  rep.body_case = GMT__ENVELOPE__BODY_ERROR;
-  rep.error = &err;
+  gmt_wire_set_body(&rep, GMT__ENVELOPE__BODY_ERROR, &err);
   call_send(call, &rep);
 }
 
@@ -263,6 +262,21 @@ int gmt_call_reply(gmt_call_t *call, const Gmt__Envelope *rep)
   if (call->state != CALL_HANDLER)
     return -EINVAL;
   return call_send(call, rep);
+}
+
+int gmt_call_reply_body(gmt_call_t *call, Gmt__Envelope__BodyCase c, const void *msg)
+{
+  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
+
+  if (call->state != CALL_HANDLER)
+    return -EINVAL;
+  if (gmt_wire_set_body(&rep, c, msg)) {
+    /* Our bug, not the peer's; the call is still answered once. */
+    gmt_warn("reply of case %d with a message of another type", (int)c);
+    reply_error(call, -EINVAL, "the server built a malformed reply");
+    return -EINVAL;
+  }
+  return call_send(call, &rep);
 }
 
 int gmt_call_reply_error(gmt_call_t *call, int code, const char *fmt, ...)

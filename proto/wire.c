@@ -45,6 +45,21 @@ int gmt_wire_unpack(const void *buf, size_t len, Gmt__Envelope **env)
   return 0;
 }
 
+int gmt_wire_set_body(Gmt__Envelope *env, Gmt__Envelope__BodyCase c, const void *msg)
+{
+  /* The oneof's case is its field's number; the field says where its
+   * pointer lives and what message it points to. */
+  const ProtobufCFieldDescriptor *f =
+      protobuf_c_message_descriptor_get_field(&gmt__envelope__descriptor, (unsigned)c);
+
+  if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE || !msg ||
+      ((const ProtobufCMessage *)msg)->descriptor != f->descriptor)
+    return -EINVAL;
+  memcpy((char *)env + f->offset, &msg, sizeof(msg));
+  env->body_case = c;
+  return 0;
+}
+
 void gmt_wire_free(Gmt__Envelope *env)
 {
   if (env)

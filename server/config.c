@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "gmt_error.h"
+#include "gmt_log.h"
 
 /* Enough to show every problem of any sane file without letting a binary
  * file passed by mistake produce megabytes of messages. */
@@ -91,21 +92,6 @@ static void err_add(errlist_t *e, int line, const char *fmt, ...)
   err_append(e, fmt, ap);
   va_end(ap);
   err_raw(e, "\n");
-}
-
-/* A field as it may be shown in a message: printable, and not so long that
- * it buries the message. */
-static const char *shown(const char *s, char *buf, size_t size)
-{
-  size_t max = size - 4, i;
-  for (i = 0; i < max && s[i]; i++)
-    buf[i] = isprint((unsigned char)s[i]) ? s[i] : '?';
-  if (s[i]) {
-    memcpy(buf + i, "...", 3);
-    i += 3;
-  }
-  buf[i] = '\0';
-  return buf;
 }
 
 static bool name_char_ok(char c)
@@ -210,11 +196,12 @@ static bool parse_count(errlist_t *e, int lineno, char *line, long *count)
   }
   if (p == f[0] || *p) {
     err_add(e, lineno, "the first line must be the number of pods, got '%s'",
-            shown(f[0], sb, sizeof sb));
+            gmt_shown(f[0], sb, sizeof sb));
     return false;
   }
   if (v > MAX_PODS) {
-    err_add(e, lineno, "%s pods is too many (at most %d)", shown(f[0], sb, sizeof sb), MAX_PODS);
+    err_add(e, lineno, "%s pods is too many (at most %d)", gmt_shown(f[0], sb, sizeof sb),
+            MAX_PODS);
     return false;
   }
   *count = v;
@@ -226,15 +213,15 @@ static bool parse_share(errlist_t *e, int lineno, const char *what, const char *
 {
   char sb[96];
   if (!parse_decimal(s, out)) {
-    err_add(e, lineno, "%s '%s' is not a decimal number", what, shown(s, sb, sizeof sb));
+    err_add(e, lineno, "%s '%s' is not a decimal number", what, gmt_shown(s, sb, sizeof sb));
     return false;
   }
   if (*out < 0) {
-    err_add(e, lineno, "%s %s is below 0", what, shown(s, sb, sizeof sb));
+    err_add(e, lineno, "%s %s is below 0", what, gmt_shown(s, sb, sizeof sb));
     return false;
   }
   if (*out > 1) {
-    err_add(e, lineno, "%s %s is above 1", what, shown(s, sb, sizeof sb));
+    err_add(e, lineno, "%s %s is above 1", what, gmt_shown(s, sb, sizeof sb));
     return false;
   }
   return true;
@@ -270,7 +257,7 @@ static void parse_pod(errlist_t *e, int lineno, char *line, podvec_t *v)
   size_t len = strlen(f[0]);
   if (len > GMT_POD_NAME_MAX) {
     err_add(e, lineno, "pod name '%s' is %zu characters long (at most %d)",
-            shown(f[0], sb, sizeof sb), len, GMT_POD_NAME_MAX);
+            gmt_shown(f[0], sb, sizeof sb), len, GMT_POD_NAME_MAX);
     name_ok = false;
   } else {
     for (const char *p = f[0]; *p; p++) {
@@ -278,10 +265,10 @@ static void parse_pod(errlist_t *e, int lineno, char *line, podvec_t *v)
         continue;
       if (isprint((unsigned char)*p))
         err_add(e, lineno, "pod name '%s' has a bad character '%c' (allowed: A-Z a-z 0-9 . _ -)",
-                shown(f[0], sb, sizeof sb), *p);
+                gmt_shown(f[0], sb, sizeof sb), *p);
       else
         err_add(e, lineno, "pod name '%s' has a bad byte 0x%02x (allowed: A-Z a-z 0-9 . _ -)",
-                shown(f[0], sb, sizeof sb), (unsigned char)*p);
+                gmt_shown(f[0], sb, sizeof sb), (unsigned char)*p);
       name_ok = false;
       break;
     }
@@ -297,17 +284,17 @@ static void parse_pod(errlist_t *e, int lineno, char *line, podvec_t *v)
   bool req_ok = parse_share(e, lineno, "request", f[1], &pod.request);
   bool lim_ok = parse_share(e, lineno, "limit", f[2], &pod.limit);
   if (req_ok && lim_ok && pod.request > pod.limit)
-    err_add(e, lineno, "request %s is above limit %s", shown(f[1], sb, sizeof sb),
-            shown(f[2], sb2, sizeof sb2));
+    err_add(e, lineno, "request %s is above limit %s", gmt_shown(f[1], sb, sizeof sb),
+            gmt_shown(f[2], sb2, sizeof sb2));
 
   int rc = gmt_config_parse_bytes(f[3], &pod.memory_limit);
   if (rc == -ERANGE)
-    err_add(e, lineno, "memory '%s' does not fit in 64 bits", shown(f[3], sb, sizeof sb));
+    err_add(e, lineno, "memory '%s' does not fit in 64 bits", gmt_shown(f[3], sb, sizeof sb));
   else if (rc < 0)
     err_add(e, lineno,
             "memory '%s' is not a byte count (want digits and an optional suffix K, M, G, T, "
             "Ki, Mi, Gi or Ti)",
-            shown(f[3], sb, sizeof sb));
+            gmt_shown(f[3], sb, sizeof sb));
 
   /* A line with a good name but a bad share still claims the name, so that
    * a second line with it is reported as a duplicate too. Any error refuses

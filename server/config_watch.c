@@ -1,5 +1,5 @@
-/* Watching resource-config.txt: changes are reloaded within about a second,
- * without SIGHUP, through the same gmt__config_reload() as SIGHUP.
+/* Watching resource-config.txt: the owner's callback runs within about a
+ * second of a change, without SIGHUP (gmt-schd reloads then, as on SIGHUP).
  *
  * Editors and `mv` replace the file rather than write into it, so the
  * watch (uv_fs_event, inotify on Linux) is on the file's folder, and only
@@ -9,20 +9,22 @@
  * systems, a folder that was itself replaced) a timer stats the file
  * every POLL_MS.
  *
- * A check reloads only when the file is not what was last loaded: its
+ * A check calls back only when the file is not what was last noted: its
  * stat (device, inode, size, mtime, ctime) is compared first, and where
  * that differs its content's hash, so that `touch` reloads nothing and
- * logs nothing. A file that fails to load is remembered too: it is
- * reported once, not every second. */
+ * logs nothing. The owner notes the file before each load, whether it
+ * loads or not, so a broken file is reported once, not every second. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config_watch.h"
 #include "gmt_log.h"
-#include "schd.h"
 
 #define DEBOUNCE_MS 100
 #define POLL_MS 1000
@@ -37,7 +39,9 @@ typedef struct {
 } file_sig_t;
 
 struct gmt_config_watch {
-  gmt_schd_t *s;
+  gmt_config_watch_cb cb;
+  void *data;
+  char *path;
   char *dir;        /* the watched folder */
   const char *base; /* the file's name in it (points into base_buf) */
   char *base_buf;
@@ -110,30 +114,29 @@ static bool sig_same(const file_sig_t *a, const file_sig_t *b)
   return a->size == b->size && a->hash == b->hash;
 }
 
-void gmt__config_watch_note(gmt_schd_t *s)
+void gmt_config_watch_note(gmt_config_watch_t *w)
 {
-  if (s->cwatch)
-    sig_read(s->config_path, &s->cwatch->last);
+  sig_read(w->path, &w->last);
 }
 
-/* Reloads where the content is not the one last loaded. full: hash even
+/* Calls back where the content is not the one last noted. full: hash even
  * where the stat is the same (an fs event said something was written,
  * maybe within one mtime tick). */
 static void check(struct gmt_config_watch *w, bool full)
 {
-  gmt_schd_t *s = w->s;
-  if (s->stopping)
-    return;
   file_sig_t now;
-  sig_stat(s->config_path, &now);
+  sig_stat(w->path, &now);
   if (!full && sig_same_stat(&now, &w->last))
     return;
-  sig_read(s->config_path, &now);
+  sig_read(w->path, &now);
   if (sig_same(&now, &w->last)) {
     w->last = now; /* touched, or replaced by the same bytes: nothing to do */
     return;
   }
-  gmt__config_reload(s, "changed on disk"); /* notes the new signature */
+  /* Noted now, so that an owner that does not note (or not yet) is not
+   * called again for the same content; one that reloads notes again. */
+  w->last = now;
+  w->cb(w->data);
 }
 
 static void on_debounce(uv_timer_t *h)
@@ -167,13 +170,15 @@ static void on_event(uv_fs_event_t *h, const char *filename, int events, int sta
   uv_timer_start(&w->debounce, on_debounce, DEBOUNCE_MS, 0);
 }
 
-int gmt__config_watch_init(gmt_schd_t *s)
+int gmt_config_watch_init(gmt_config_watch_t **out, uv_loop_t *loop, const char *path,
+                          gmt_config_watch_cb cb, void *data)
 {
+  *out = NULL;
   struct gmt_config_watch *w = calloc(1, sizeof *w);
   if (!w)
     return -ENOMEM;
-  w->s = s;
-  const char *path = s->config_path;
+  w->cb = cb;
+  w->data = data;
   const char *slash = strrchr(path, '/');
   if (!slash) {
     w->dir = strdup(".");
@@ -183,22 +188,24 @@ int gmt__config_watch_init(gmt_schd_t *s)
     w->dir = strndup(path, dlen);
     w->base_buf = strdup(slash + 1);
   }
-  if (!w->dir || !w->base_buf) {
+  w->path = strdup(path);
+  if (!w->dir || !w->base_buf || !w->path) {
     free(w->dir);
     free(w->base_buf);
+    free(w->path);
     free(w);
     return -ENOMEM;
   }
   w->base = w->base_buf;
-  /* What main() loaded (a change in between is caught by the next one). */
+  /* What the owner loaded (a change in between is caught by the next one). */
   sig_read(path, &w->last);
 
-  uv_fs_event_init(s->loop, &w->event);
-  uv_timer_init(s->loop, &w->debounce);
-  uv_timer_init(s->loop, &w->poll);
+  uv_fs_event_init(loop, &w->event);
+  uv_timer_init(loop, &w->debounce);
+  uv_timer_init(loop, &w->poll);
   w->event.data = w->debounce.data = w->poll.data = w;
   w->open_handles = 3;
-  s->cwatch = w;
+  *out = w;
 
   int rc = uv_fs_event_start(&w->event, on_event, w->dir, 0);
   if (rc < 0)
@@ -214,16 +221,15 @@ static void on_closed(uv_handle_t *h)
   if (--w->open_handles == 0) {
     free(w->dir);
     free(w->base_buf);
+    free(w->path);
     free(w);
   }
 }
 
-void gmt__config_watch_close(gmt_schd_t *s)
+void gmt_config_watch_close(gmt_config_watch_t *w)
 {
-  struct gmt_config_watch *w = s->cwatch;
   if (!w)
     return;
-  s->cwatch = NULL;
   uv_close((uv_handle_t *)&w->event, on_closed);
   uv_close((uv_handle_t *)&w->debounce, on_closed);
   uv_close((uv_handle_t *)&w->poll, on_closed);

@@ -1,8 +1,9 @@
 /* gmt-schd: the node daemon. Flags, signals, and the libuv loop that owns
  * every piece of mutable state.
  *
- * nng calls on_request() on its own threads; the call is queued and the
- * loop thread answers it, so the scheduler's tables need no locks. */
+ * nng calls on_request() on its own threads; the call goes through the
+ * inbox and the loop thread answers it, so the scheduler's tables need no
+ * locks. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -69,45 +70,37 @@ static int usage_error(const char *fmt, ...)
   return EXIT_USAGE;
 }
 
-/* ---- the request queue: nng threads in, loop thread out ---- */
+/* ---- requests: nng threads in, loop thread out ---- */
+
+typedef struct {
+  gmt_inbox_item_t item; /* first: on_queued finds the request from it */
+  gmt_call_t *call;
+} request_t;
+
+static void on_queued(gmt_inbox_item_t *item, int status)
+{
+  request_t *r = (request_t *)item;
+  /* Handed back at stop: the server, gone by then, dropped the call. */
+  if (status == 0)
+    gmt__rpc_handle(item->data, r->call, gmt_call_request(r->call));
+  free(r);
+}
 
 static void on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
 {
   gmt_schd_t *s = arg;
   (void)req;
-  gmt__queued_t *q = malloc(sizeof *q);
-  if (!q) {
+  request_t *r = malloc(sizeof *r);
+  if (!r) {
     gmt_call_reply_error(call, -ENOMEM, "scheduler out of memory");
     return;
   }
-  q->next = NULL;
-  q->call = call;
-  uv_mutex_lock(&s->qlock);
-  *s->qtail = q;
-  s->qtail = &q->next;
-  uv_mutex_unlock(&s->qlock);
-  uv_async_send(&s->wake);
-}
-
-static gmt__queued_t *queue_take(gmt_schd_t *s)
-{
-  uv_mutex_lock(&s->qlock);
-  gmt__queued_t *q = s->qhead;
-  s->qhead = NULL;
-  s->qtail = &s->qhead;
-  uv_mutex_unlock(&s->qlock);
-  return q;
-}
-
-static void on_wake(uv_async_t *h)
-{
-  gmt_schd_t *s = h->data;
-  gmt__queued_t *q = queue_take(s);
-  while (q) {
-    gmt__queued_t *next = q->next;
-    gmt__rpc_handle(s, q->call, gmt_call_request(q->call));
-    free(q);
-    q = next;
+  r->item.data = s;
+  r->call = call;
+  int rc = gmt_inbox_push(&s->inbox, &r->item, on_queued);
+  if (rc < 0) {
+    free(r);
+    gmt_call_reply_error(call, rc, "scheduler is stopping");
   }
 }
 
@@ -126,35 +119,34 @@ static void stop(gmt_schd_t *s, const char *why)
     return;
   s->stopping = true;
   gmt_info("stopping (%s)", why);
-  /* First the server: once it is freed no nng thread touches the queue or
-   * the async handle, so both can go. Calls still queued were dropped by
-   * it and must not be answered. */
+  /* First the server: once it is freed no nng thread pushes to the inbox,
+   * so it can close. Calls still queued were dropped by the server and
+   * must not be answered. */
   gmt_server_free(s->server);
   s->server = NULL;
   /* Token requests waiting for the GPU were calls of that server: dropped
    * with it, never answered. */
   gmt__tokens_close(s);
   gmt__trace_close(s);
-  gmt__config_watch_close(s);
-  gmt__queued_t *q = queue_take(s);
-  while (q) {
-    gmt__queued_t *next = q->next;
-    free(q);
-    q = next;
-  }
-  uv_close((uv_handle_t *)&s->wake, NULL);
+  gmt_config_watch_close(s->cwatch);
+  s->cwatch = NULL;
+  gmt_inbox_close(&s->inbox);
   uv_close((uv_handle_t *)&s->expiry, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sighup, NULL);
 }
 
-void gmt__config_reload(gmt_schd_t *s, const char *why)
+/* Re-reads resource-config.txt (SIGHUP, or the watcher saw it change; why
+ * says which): on success the new config applies at once; a broken file is
+ * logged line by line and the old config kept. */
+static void config_reload(gmt_schd_t *s, const char *why)
 {
   gmt_config_t *cfg;
   char *errors = NULL;
   gmt_info("%s: re-reading %s", why, s->config_path);
-  gmt__config_watch_note(s); /* before the read: a later change is seen */
+  if (s->cwatch)
+    gmt_config_watch_note(s->cwatch); /* before the read: a later change is seen */
   int rc = gmt_config_load(s->config_path, &cfg, &errors);
   if (rc < 0) {
     gmt_error("config %s not reloaded (%s); keeping the one in use:", s->config_path,
@@ -181,11 +173,16 @@ void gmt__config_reload(gmt_schd_t *s, const char *why)
   gmt__pods_changed(s, NULL); /* new shares and limits apply from now */
 }
 
+static void on_config_changed(void *data)
+{
+  config_reload(data, "changed on disk");
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
   gmt_schd_t *s = h->data;
   if (signum == SIGHUP)
-    gmt__config_reload(s, "SIGHUP");
+    config_reload(s, "SIGHUP");
   else
     stop(s, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
@@ -351,17 +348,15 @@ int main(int argc, char **argv)
 
   uv_loop_t loop;
   s->loop = &loop;
-  if ((rc = uv_mutex_init(&s->qlock)) < 0 || (rc = uv_loop_init(&loop)) < 0) {
+  if ((rc = uv_loop_init(&loop)) < 0 || (rc = gmt_inbox_init(&s->inbox, &loop)) < 0) {
     gmt_error("cannot start the event loop: %s", uv_strerror(rc));
     goto fail;
   }
-  s->qtail = &s->qhead;
-  uv_async_init(&loop, &s->wake, on_wake);
   uv_timer_init(&loop, &s->expiry);
   uv_signal_init(&loop, &s->sigterm);
   uv_signal_init(&loop, &s->sigint);
   uv_signal_init(&loop, &s->sighup);
-  s->wake.data = s->expiry.data = s->sigterm.data = s->sigint.data = s->sighup.data = s;
+  s->expiry.data = s->sigterm.data = s->sigint.data = s->sighup.data = s;
   uv_timer_start(&s->expiry, on_expiry, EXPIRY_PERIOD_MS, EXPIRY_PERIOD_MS);
   uv_signal_start(&s->sigterm, on_signal, SIGTERM);
   uv_signal_start(&s->sigint, on_signal, SIGINT);
@@ -369,7 +364,8 @@ int main(int argc, char **argv)
 
   int code = EXIT_SUCCESS;
   if ((rc = gmt__tokens_init(s)) < 0 || (rc = gmt__ledger_init(s)) < 0 ||
-      (rc = gmt__trace_init(s, !f.no_trace)) < 0 || (rc = gmt__config_watch_init(s)) < 0) {
+      (rc = gmt__trace_init(s, !f.no_trace)) < 0 ||
+      (rc = gmt_config_watch_init(&s->cwatch, &loop, s->config_path, on_config_changed, s)) < 0) {
     gmt_error("cannot start: %s", gmt_strerror(rc));
     code = EXIT_FAILURE;
     stop(s, "start failed");
@@ -388,7 +384,6 @@ int main(int argc, char **argv)
   uv_run(&loop, UV_RUN_DEFAULT);
   if ((rc = uv_loop_close(&loop)) < 0)
     gmt_warn("event loop close: %s", uv_strerror(rc));
-  uv_mutex_destroy(&s->qlock);
   gmt__ledger_close(s);
   gmt_pods_free(s->pods);
   gmt_store_close(s->store);

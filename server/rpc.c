@@ -1,100 +1,53 @@
-/* gmt-schd's message handlers: one function per request kind, chosen by the
- * envelope's body case. Runs on the loop thread, so handlers read and
- * change the daemon's state freely. A handler answers its call exactly
- * once; one that must wait (a token, later) keeps the call and answers it
- * when it can.
+/* gmt-schd's message handlers: one function per request kind, found in the
+ * table below by the envelope's body case (the handlers of tokens, memory
+ * and the tracer live in rpc_*.c; the replies they share, in reply.c below
+ * them). Runs on the loop thread, so handlers read and change the daemon's
+ * state freely. A handler answers its call exactly once; one that must
+ * wait (a token) keeps the call and answers it when it can.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "reply.h"
 #include "rpc_trace.h"
 #include "schd.h"
 
 typedef void (*rpc_fn)(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 
-/* A name from the wire, fit to be quoted in a message or a log line. */
-static const char *shown(const char *name, char *buf, size_t size)
-{
-  size_t i = 0, max = size - 4;
-  if (!name)
-    name = "";
-  for (; i < max && name[i]; i++)
-    buf[i] = isprint((unsigned char)name[i]) ? name[i] : '?';
-  if (name[i]) {
-    memcpy(buf + i, "...", 3);
-    i += 3;
-  }
-  buf[i] = '\0';
-  return buf;
-}
-
-/* Error{GMT_ENOPOD} naming the pod and those that are listed, so that an
- * operator sees a typo at once. */
-void gmt__reply_nopod(gmt_schd_t *s, gmt_call_t *call, const char *name)
-{
-  char sb[96], list[320];
-  size_t len = 0, i;
-  list[0] = '\0';
-  for (i = 0; i < s->cfg->npods; i++) {
-    const char *n = s->cfg->pods[i].name;
-    /* Leave room for ", ... (N more)". */
-    if (len + strlen(n) + 2 > sizeof list - 24)
-      break;
-    len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", n);
-  }
-  if (i < s->cfg->npods)
-    snprintf(list + len, sizeof list - len, ", ... (%zu more)", s->cfg->npods - i);
-  gmt_call_reply_error(call, GMT_ENOPOD, "pod '%s' is not in %s (listed: %s)",
-                       shown(name, sb, sizeof sb), s->cfg->path, s->cfg->npods ? list : "none");
-}
-
-static void pod_config_of(const gmt_pod_t *pod, Gmt__PodConfig *pc)
-{
-  gmt__pod_config__init(pc);
-  pc->name = (char *)pod->cfg.name;
-  pc->request = pod->cfg.request;
-  pc->limit = pod->cfg.limit;
-  pc->memory_limit = pod->cfg.memory_limit;
-}
-
 static void on_register(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   const Gmt__RegisterRequest *r = req->register_req;
   char sb[96];
-  gmt_debug("Register pod '%s' pid %u", shown(r->pod, sb, sizeof sb), r->pid);
+  gmt_debug("Register pod '%s' pid %u", gmt_shown(r->pod, sb, sizeof sb), r->pid);
   gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
-    gmt_warn("Register from pod '%s', which is not in %s", shown(r->pod, sb, sizeof sb),
+    gmt_warn("Register from pod '%s', which is not in %s", gmt_shown(r->pod, sb, sizeof sb),
              s->cfg->path);
-    gmt__reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
   gmt_pods_register(s->pods, pod, uv_now(s->loop));
 
   Gmt__PodConfig pc;
   Gmt__RegisterReply body = GMT__REGISTER_REPLY__INIT;
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
-  pod_config_of(pod, &pc);
+  gmt__pod_config_fill(pod, &pc);
   body.config = &pc;
-  rep.body_case = GMT__ENVELOPE__BODY_REGISTER_REP;
-  rep.register_rep = &body;
-  gmt_call_reply(call, &rep);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REGISTER_REP, &body);
 }
 
 static void on_heartbeat(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   const Gmt__HeartbeatRequest *r = req->heartbeat_req;
   char sb[96];
-  gmt_debug("Heartbeat pod '%s' epoch %llu seq %llu, %zu process%s", shown(r->pod, sb, sizeof sb),
-            (unsigned long long)r->epoch, (unsigned long long)r->seq, r->n_processes,
-            r->n_processes == 1 ? "" : "es");
+  gmt_debug("Heartbeat pod '%s' epoch %llu seq %llu, %zu process%s",
+            gmt_shown(r->pod, sb, sizeof sb), (unsigned long long)r->epoch,
+            (unsigned long long)r->seq, r->n_processes, r->n_processes == 1 ? "" : "es");
   gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
-    gmt__reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
   if (!gmt_pods_heartbeat(s->pods, pod, r, uv_now(s->loop)))
@@ -105,12 +58,9 @@ static void on_heartbeat(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *r
 
   Gmt__PodConfig pc;
   Gmt__HeartbeatReply body = GMT__HEARTBEAT_REPLY__INIT;
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
-  pod_config_of(pod, &pc);
+  gmt__pod_config_fill(pod, &pc);
   body.config = &pc;
-  rep.body_case = GMT__ENVELOPE__BODY_HEARTBEAT_REP;
-  rep.heartbeat_rep = &body;
-  gmt_call_reply(call, &rep);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_HEARTBEAT_REP, &body);
 }
 
 static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -137,7 +87,7 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   for (size_t i = 0; i < p->npods; i++) {
     const gmt_pod_t *pod = &p->pods[i];
     gmt__pod_status__init(&ps[i]);
-    pod_config_of(pod, &pcs[i]);
+    gmt__pod_config_fill(pod, &pcs[i]);
     ps[i].config = &pcs[i];
     ps[i].connected = pod->connected;
     ps[i].memory_used = gmt_pod_memory_used(pod);
@@ -160,13 +110,10 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   }
 
   Gmt__StatusReply body = GMT__STATUS_REPLY__INIT;
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
   body.n_pods = p->npods;
   body.pods = psp;
   body.protocol_version = GMT_PROTOCOL_VERSION;
-  rep.body_case = GMT__ENVELOPE__BODY_STATUS_REP;
-  rep.status_rep = &body;
-  gmt_call_reply(call, &rep);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_STATUS_REP, &body);
 
 out:
   free(ps);

@@ -11,6 +11,7 @@
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "ledger.h"
+#include "reply.h"
 #include "schd.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -31,7 +32,7 @@ void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   const Gmt__ReserveRequest *r = req->reserve_req;
   const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
-    gmt__reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
   uint64_t limit = pod->cfg.memory_limit, total = 0;
@@ -56,12 +57,9 @@ void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
             " of %" PRIu64,
             pod->cfg.name, r->pid, r->bytes, r->device, total, limit);
   Gmt__ReserveReply body = GMT__RESERVE_REPLY__INIT;
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
   body.memory_used = total;
   body.memory_limit = limit;
-  rep.body_case = GMT__ENVELOPE__BODY_RESERVE_REP;
-  rep.reserve_rep = &body;
-  gmt_call_reply(call, &rep);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RESERVE_REP, &body);
 }
 
 void gmt__rpc_release(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -69,7 +67,7 @@ void gmt__rpc_release(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   const Gmt__ReleaseRequest *r = req->release_req;
   const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
-    gmt__reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
   uint64_t took = gmt_ledger_release(s->ledger, pod->cfg.name, r->pid, r->device, r->bytes);
@@ -81,11 +79,8 @@ void gmt__rpc_release(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     gmt_debug("pod '%s' pid %u: released %" PRIu64 " bytes on device %d, pod holds %" PRIu64,
               pod->cfg.name, r->pid, r->bytes, r->device, total);
   Gmt__ReleaseReply body = GMT__RELEASE_REPLY__INIT;
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
   body.memory_used = total;
-  rep.body_case = GMT__ENVELOPE__BODY_RELEASE_REP;
-  rep.release_rep = &body;
-  gmt_call_reply(call, &rep);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RELEASE_REP, &body);
 }
 
 void gmt__rpc_meminfo(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -93,16 +88,13 @@ void gmt__rpc_meminfo(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   const Gmt__MemInfoRequest *r = req->meminfo_req;
   const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
-    gmt__reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
   Gmt__MemInfoReply body = GMT__MEM_INFO_REPLY__INIT;
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
   body.memory_used = gmt_ledger_pod_total(s->ledger, pod->cfg.name);
   body.memory_limit = pod->cfg.memory_limit;
-  rep.body_case = GMT__ENVELOPE__BODY_MEMINFO_REP;
-  rep.meminfo_rep = &body;
-  gmt_call_reply(call, &rep);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_MEMINFO_REP, &body);
 }
 
 static void log_reclaim(void *arg, const char *pod, uint32_t pid, uint64_t bytes)

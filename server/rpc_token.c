@@ -13,6 +13,7 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "reply.h"
 #include "schd.h"
 #include "token.h"
 
@@ -53,11 +54,8 @@ static double clock_ms(void)
 static void reply_quota(gmt_call_t *call, double quota_ms)
 {
   Gmt__TokenReply body = GMT__TOKEN_REPLY__INIT;
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
   body.quota_ms = quota_ms;
-  rep.body_case = GMT__ENVELOPE__BODY_TOKEN_REP;
-  rep.token_rep = &body;
-  gmt_call_reply(call, &rep);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TOKEN_REP, &body);
 }
 
 static tdev_t *dev_get(struct gmt_tokens *t, int device)
@@ -100,37 +98,26 @@ static waiter_t *waiter_drop(waiter_t **wp)
 
 static void on_timer(uv_timer_t *h);
 
-/* With the token free: grant it to the best waiting pod, or set the timer
- * for when one may run. */
-static void schedule(tdev_t *d)
+/* The waiting pods as the policy's candidates, one per pod: its calls
+ * merged (the largest burst, the earliest arrival). Pods no longer listed
+ * are left out (gmt__tokens_pod_changed answers their calls). The names
+ * point into the waiters. NULL when out of memory. */
+static gmt_token_cand_t *candidates(tdev_t *d, size_t *count)
 {
-  struct gmt_tokens *t = d->t;
-  gmt_schd_t *s = t->s;
-  if (gmt_token_holder(d->pol))
-    return;
-  double now = clock_ms();
-  gmt_token_prune(d->pol, t->p.window_ms, now);
-
+  gmt_schd_t *s = d->t->s;
   size_t nw = 0, n = 0;
   for (waiter_t *w = d->waiters; w; w = w->next)
     nw++;
-  if (nw == 0) {
-    uv_timer_stop(&d->timer);
-    return;
-  }
-  gmt_token_cand_t *c = calloc(nw, sizeof *c);
-  if (!c) {
-    gmt_error("token device %d: out of memory choosing a pod; trying again", d->device);
-    timer_in(d, 1, on_timer);
-    return;
-  }
+  gmt_token_cand_t *c = calloc(nw ? nw : 1, sizeof *c);
+  if (!c)
+    return NULL;
   for (waiter_t *w = d->waiters; w; w = w->next) {
     size_t i;
     for (i = 0; i < n && strcmp(c[i].pod, w->pod) != 0; i++)
       ;
     if (i == n) {
       const gmt_pod_t *pod = gmt_pods_find(s->pods, w->pod);
-      if (!pod) /* gmt__tokens_pod_changed answers it */
+      if (!pod)
         continue;
       c[n++] = (gmt_token_cand_t){.pod = w->pod,
                                   .request = pod->cfg.request,
@@ -140,30 +127,48 @@ static void schedule(tdev_t *d)
     c[i].burst_ms = fmax(c[i].burst_ms, w->burst_ms);
     c[i].arrival_ms = fmin(c[i].arrival_ms, w->arrival_ms);
   }
+  *count = n;
+  return c;
+}
 
-  int k = gmt_token_choose(&t->p, d->pol, c, n, now);
-  if (k < 0) {
-    double wake = gmt_token_wake(&t->p, d->pol, c, n, now);
-    if (isinf(wake)) {
-      uv_timer_stop(&d->timer);
-    } else {
-      gmt_debug("token device %d: none of %zu waiting pod%s may run now; next look in %.1f ms",
-                d->device, n, n == 1 ? "" : "s", wake - now);
-      timer_in(d, wake - now, on_timer);
-    }
-    free(c);
+/* Asks the policy what to do with the device's token and does it: answer
+ * the winner's calls and time its grant, or time the next look, or stop. */
+static void schedule(tdev_t *d)
+{
+  struct gmt_tokens *t = d->t;
+  size_t n = 0;
+  gmt_token_cand_t *c = candidates(d, &n);
+  if (!c) {
+    gmt_error("token device %d: out of memory choosing a pod; trying again", d->device);
+    if (!gmt_token_holder(d->pol)) /* else the timer is the grant's end */
+      timer_in(d, 1, on_timer);
     return;
   }
+  double now = clock_ms();
+  gmt_token_decision_t dec;
+  int rc = gmt_token_schedule(&t->p, d->pol, c, n, now, &dec);
+  switch (dec.action) {
+  case GMT_TOKEN_KEEP: free(c); return;
+  case GMT_TOKEN_IDLE:
+    free(c);
+    uv_timer_stop(&d->timer);
+    return;
+  case GMT_TOKEN_WAKE:
+    gmt_debug("token device %d: none of %zu waiting pod%s may run now; next look in %.1f ms",
+              d->device, n, n == 1 ? "" : "s", dec.wake_ms - now);
+    free(c);
+    timer_in(d, dec.wake_ms - now, on_timer);
+    return;
+  case GMT_TOKEN_GRANT: break;
+  }
 
-  const gmt_token_cand_t *win = &c[k];
-  double quota = gmt_token_quota(&t->p, win->burst_ms, win->limit, win->allowance_ms);
+  const gmt_token_cand_t *win = &c[dec.winner];
   char pod[GMT_POD_NAME_MAX + 1];
   snprintf(pod, sizeof pod, "%s", win->pod); /* win->pod is a waiter's, freed below */
-  int rc = gmt_token_grant(d->pol, pod, now, quota);
   if (rc == 0)
     gmt_debug("token device %d: grant to pod '%s' for %.1f ms (usage %.1f ms of %.0f in the "
               "window, request %.2f limit %.2f, burst %.1f ms)",
-              d->device, pod, quota, win->usage_ms, t->p.window_ms, win->request, win->limit,
+              d->device, pod, dec.quota_ms, win->usage_ms, t->p.window_ms, win->request, win->limit,
               win->burst_ms);
   free(c);
   for (waiter_t **wp = &d->waiters; *wp;) {
@@ -172,14 +177,14 @@ static void schedule(tdev_t *d)
       continue;
     }
     if (rc == 0)
-      reply_quota((*wp)->call, quota);
+      reply_quota((*wp)->call, dec.quota_ms);
     else
       gmt_call_reply_error((*wp)->call, rc, "scheduler cannot record a grant: %s",
                            gmt_strerror(rc));
     waiter_drop(wp);
   }
   if (rc == 0)
-    timer_in(d, quota, on_timer);
+    timer_in(d, dec.quota_ms, on_timer);
   else
     schedule(d);
 }
@@ -245,7 +250,7 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   struct gmt_tokens *t = s->tokens;
   const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
-    gmt__reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
   gmt_debug("Token pod '%s' pid %u device %d burst %.1f ms overuse %.1f ms%s", pod->cfg.name,
@@ -346,7 +351,7 @@ void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
       gmt_debug("token device %d: pod '%s' %s; its call (pid %u) is answered", d->device, w->pod,
                 why, w->pid);
       if (!gmt_pods_find(s->pods, w->pod))
-        gmt__reply_nopod(s, w->call, w->pod);
+        gmt__reply_nopod(w->call, s->cfg, w->pod);
       else if (!gmt_pods_find(s->pods, w->pod)->cfg.limit)
         gmt_call_reply_error(w->call, -EPERM, "pod '%s' %s: it gets no GPU time", w->pod, why);
       else

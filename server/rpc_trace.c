@@ -33,6 +33,7 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "reply.h"
 
 #ifdef GMT_HAVE_TRACE
 #include "agent.h"
@@ -482,7 +483,7 @@ void gmt__rpc_trace_spots(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
   }
   gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
-    gmt__reply_nopod(s, call, r->pod);
+    gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
   size_t k = r->k ? r->k : DEFAULT_K;
@@ -553,10 +554,7 @@ void gmt__rpc_trace_spots(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
   body.n_processes = npids;
   body.processes = procp;
 
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
-  rep.body_case = GMT__ENVELOPE__BODY_TRACE_SPOTS_REP;
-  rep.trace_spots_rep = &body;
-  gmt_call_reply(call, &rep);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TRACE_SPOTS_REP, &body);
 
 out:
   free(pids);

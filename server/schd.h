@@ -1,5 +1,5 @@
 /* gmt-schd's state: one struct, owned by the libuv loop thread. Only the
- * request queue is touched from other threads (nng's), under its mutex. */
+ * inbox is touched from other threads (nng's hand it the requests). */
 #ifndef GMT_SERVER_SCHD_H
 #define GMT_SERVER_SCHD_H
 
@@ -9,16 +9,12 @@
 #include <uv.h>
 
 #include "config.h"
+#include "config_watch.h"
+#include "gmt_inbox.h"
 #include "gmt_wire.h"
 #include "pods.h"
 #include "store.h"
 #include "token.h"
-
-/* A request waiting for the loop thread. */
-typedef struct gmt__queued {
-  struct gmt__queued *next;
-  gmt_call_t *call;
-} gmt__queued_t;
 
 typedef struct gmt_schd {
   uv_loop_t *loop;
@@ -29,16 +25,13 @@ typedef struct gmt_schd {
   gmt_server_t *server;
   uint64_t pod_timeout_ms;
 
-  uv_async_t wake; /* nng threads -> loop: the queue has calls */
-  uv_mutex_t qlock;
-  gmt__queued_t *qhead, **qtail;
+  gmt_inbox_t inbox; /* nng threads -> loop: the requests */
 
   struct gmt_tokens *tokens; /* rpc_token.c: GPU time tokens */
   gmt_token_params_t token_params; /* --window-ms, --base-quota-ms, --min-quota-ms */
   struct gmt_ledger *ledger; /* rpc_memory.c: memory reservations */
   struct gmt_trace *trace;   /* rpc_trace.c: the node's eBPF tracer */
-  /* config_watch.c: reloads the config when it changes */
-  struct gmt_config_watch *cwatch;
+  gmt_config_watch_t *cwatch; /* main.c reloads the config when it says */
 
   uv_timer_t expiry; /* disconnects silent pods */
   uv_signal_t sigterm, sigint, sighup;
@@ -47,9 +40,6 @@ typedef struct gmt_schd {
 
 /* Answers one request (rpc.c); the loop thread only. */
 void gmt__rpc_handle(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
-/* Error{GMT_ENOPOD} for a pod the config does not list, naming the pods
- * that are listed (rpc.c). */
-void gmt__reply_nopod(gmt_schd_t *s, gmt_call_t *call, const char *name);
 
 /* ---- rpc_token.c: GPU time tokens ---- */
 int gmt__tokens_init(gmt_schd_t *s);
@@ -74,18 +64,5 @@ void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
 
 /* Both of the above, for one pod or (pod NULL) for every pod. */
 void gmt__pods_changed(gmt_schd_t *s, const gmt_pod_t *pod);
-
-/* ---- the config: main.c reloads it, config_watch.c watches it ---- */
-/* Re-reads resource-config.txt (SIGHUP, or the watcher saw it change; why
- * says which): on success the new config applies at once; a broken file is
- * logged line by line and the old config kept. */
-void gmt__config_reload(gmt_schd_t *s, const char *why);
-/* Watches the config file (fs events on its folder, debounced, and a stat
- * every second for where events fail) and calls gmt__config_reload() when its
- * content changes. -ENOMEM only: without fs events it polls. */
-int gmt__config_watch_init(gmt_schd_t *s);
-void gmt__config_watch_close(gmt_schd_t *s);
-/* Remembers the file as it is now, as loaded: a check finds it unchanged. */
-void gmt__config_watch_note(gmt_schd_t *s);
 
 #endif

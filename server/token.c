@@ -1,6 +1,7 @@
 /* The GPU time token policy (Gemini): usage over a sliding window with
- * overlaps split evenly, eligibility, ranking, quotas and when to look
- * again. See token.h; rpc_token.c drives it from calls and timers.
+ * overlaps split evenly, eligibility, ranking, quotas, when to look again,
+ * and one decision made of those steps in order. See token.h; rpc_token.c
+ * gathers the waiting pods, asks for a decision and applies it.
  *
  * Every question is answered from the grants themselves rather than from
  * running totals: a window of 10 s holds at most a few hundred grants, and
@@ -513,4 +514,30 @@ void gmt_token_prune(gmt_token_dev_t *d, double window_ms, double now)
       d->recs[k++] = *r;
   }
   d->nrecs = k;
+}
+
+/* ---- the decision ---- */
+
+int gmt_token_schedule(const gmt_token_params_t *p, gmt_token_dev_t *d, gmt_token_cand_t *c,
+                       size_t n, double now, gmt_token_decision_t *out)
+{
+  *out = (gmt_token_decision_t){.action = GMT_TOKEN_KEEP, .winner = -1};
+  if (d->held)
+    return 0;
+  gmt_token_prune(d, p->window_ms, now);
+  int k = gmt_token_choose(p, d, c, n, now);
+  if (k < 0) {
+    double wake = gmt_token_wake(p, d, c, n, now);
+    if (isinf(wake)) {
+      out->action = GMT_TOKEN_IDLE;
+    } else {
+      out->action = GMT_TOKEN_WAKE;
+      out->wake_ms = wake;
+    }
+    return 0;
+  }
+  out->action = GMT_TOKEN_GRANT;
+  out->winner = k;
+  out->quota_ms = gmt_token_quota(p, c[k].burst_ms, c[k].limit, c[k].allowance_ms);
+  return gmt_token_grant(d, c[k].pod, now, out->quota_ms);
 }

@@ -2,7 +2,7 @@
  * how long. Pure bookkeeping over a clock the caller passes in (milliseconds
  * as a double, any monotonic origin): no I/O, no timers, no wire, so that it
  * is unit-tested with a fake clock. server/rpc_token.c owns the calls and
- * the timers and asks this file what to do.
+ * the timers and asks gmt_token_schedule() what to do.
  *
  * Per device: at most one holder, and the grants of the last window. A
  * pod's usage at time t is its grant time inside [t - W, t], where k grants
@@ -117,5 +117,36 @@ int gmt_token_overuse(gmt_token_dev_t *d, const char *pod, double overuse_ms, do
 
 /* Forgets what the window no longer needs. */
 void gmt_token_prune(gmt_token_dev_t *d, double window_ms, double now);
+
+/* ---- the decision: the steps above in their order ---- */
+
+/* What the caller must do with its calls and its timer. */
+typedef enum gmt_token_action {
+  GMT_TOKEN_KEEP,  /* the token is held: nothing changes, the grant's end stands */
+  GMT_TOKEN_GRANT, /* c[winner] holds it from now: answer that pod's calls with
+                      quota_ms, and end the grant in quota_ms */
+  GMT_TOKEN_WAKE,  /* nobody may run now: decide again at wake_ms */
+  GMT_TOKEN_IDLE,  /* nobody waits, or none ever may run (LIMIT 0): no timer */
+} gmt_token_action_t;
+
+typedef struct gmt_token_decision {
+  gmt_token_action_t action;
+  int winner;      /* GRANT: the index of the pod in the candidates */
+  double quota_ms; /* GRANT: the grant's length */
+  double wake_ms;  /* WAKE: when, on the caller's clock */
+} gmt_token_decision_t;
+
+/* One decision for a device whose waiting pods are c[0..n): a held token
+ * decides nothing (KEEP); else the window is pruned, the candidates'
+ * usage and allowance are filled and the winner picked (gmt_token_choose),
+ * and then either the winner's quota is sized from its burst
+ * (gmt_token_quota) and its grant recorded (gmt_token_grant), so that the
+ * next decision counts it, or, with no winner, the wake time is found
+ * (gmt_token_wake; IDLE when there is none). Returns 0, or -ENOMEM when
+ * the grant could not be recorded: *out is then the GRANT that was meant,
+ * the token still free (answer the winner's calls with the error, decide
+ * again). */
+int gmt_token_schedule(const gmt_token_params_t *p, gmt_token_dev_t *d, gmt_token_cand_t *c,
+                       size_t n, double now, gmt_token_decision_t *out);
 
 #endif

@@ -1,6 +1,7 @@
 /* The GPU time token policy (server/token.c) on a fake clock: usage with
- * overlaps split, eligibility, ranking, quotas, when to look again, and
- * whole minutes of always-busy pods simulated grant by grant. */
+ * overlaps split, eligibility, ranking, quotas, when to look again, the
+ * order in which one decision takes those steps, and whole minutes of
+ * always-busy pods simulated decision by decision. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -351,6 +352,167 @@ static void test_overuse_is_charged_after_the_last_grant(void **state)
   gmt_token_dev_free(d);
 }
 
+/* ---- one decision: the steps in their order ---- */
+
+static gmt_token_cand_t waiting(const char *pod, double request, double limit, double burst,
+                                double arrival)
+{
+  return (gmt_token_cand_t){.pod = pod,
+                            .request = request,
+                            .limit = limit,
+                            .burst_ms = burst,
+                            .arrival_ms = arrival,
+                            .usage_ms = -1, /* not filled yet */
+                            .allowance_ms = -1};
+}
+
+static void test_schedule_with_the_token_held_decides_nothing(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  gmt_token_decision_t dec;
+  granted(d, "old", 0, 100); /* out of the window by 20000 */
+  assert_int_equal(gmt_token_grant(d, "a", 20000, 250), 0);
+  gmt_token_cand_t c[] = {waiting("b", 1.0, 1.0, 0, 19000)};
+  assert_int_equal(gmt_token_schedule(&p, d, c, 1, 20100, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_KEEP);
+  assert_string_equal(gmt_token_holder(d), "a");
+  assert_near(gmt_token_grant_end(d), 20250, 0);
+  /* Checked before anything else: nothing pruned, no candidate judged. */
+  assert_int_equal(gmt_token_history(d), 1);
+  assert_near(c[0].usage_ms, -1, 0);
+  gmt_token_dev_free(d);
+}
+
+/* Grants that left the window are forgotten before the choice, and with
+ * them where a pod's last grant ended: a late overuse report is then
+ * charged to now, inside the window, instead of after that old grant. */
+static void test_schedule_prunes_first_so_a_forgotten_grant_changes_who_wins(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *pruned = dev(), *kept = dev();
+  gmt_token_decision_t dec;
+  granted(pruned, "a", 0, 100);
+  granted(kept, "a", 0, 100);
+  /* Nobody waits at 20000, but the decision prunes all the same. */
+  assert_int_equal(gmt_token_schedule(&p, pruned, NULL, 0, 20000, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_IDLE);
+  assert_int_equal(gmt_token_history(pruned), 0);
+  assert_int_equal(gmt_token_history(kept), 1);
+
+  assert_int_equal(gmt_token_overuse(pruned, "a", 100, W, 20000), 0);
+  assert_int_equal(gmt_token_overuse(kept, "a", 100, W, 20000), 0);
+  gmt_token_cand_t c[] = {waiting("a", 0.5, 1.0, 0, 1), waiting("b", 0.5, 1.0, 0, 2)};
+  assert_int_equal(gmt_token_schedule(&p, pruned, c, 2, 20000, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  assert_string_equal(c[dec.winner].pod, "b"); /* a's 100 ms count now */
+  assert_near(c[0].usage_ms, 100, 1e-9);
+
+  /* The same history decided without the prune before the report: a's
+   * overuse went to [100, 200), long out of the window, and a, the
+   * earlier of two equally needy pods, wins. */
+  gmt_token_cand_t k[] = {waiting("a", 0.5, 1.0, 0, 1), waiting("b", 0.5, 1.0, 0, 2)};
+  assert_int_equal(gmt_token_schedule(&p, kept, k, 2, 20000, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  assert_string_equal(k[dec.winner].pod, "a");
+  gmt_token_dev_free(pruned);
+  gmt_token_dev_free(kept);
+}
+
+static void test_schedule_records_the_grant_before_the_next_decision(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  gmt_token_decision_t dec;
+  gmt_token_cand_t c[] = {waiting("a", 0.5, 1.0, 0, 1), waiting("b", 0.5, 1.0, 0, 2)};
+  assert_int_equal(gmt_token_schedule(&p, d, c, 2, 0, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  assert_int_equal(dec.winner, 0);   /* equally needy: the earlier */
+  assert_near(dec.quota_ms, 250, 0); /* no burst: the base quota */
+  assert_string_equal(gmt_token_holder(d), "a");
+  assert_near(gmt_token_grant_end(d), 250, 0);
+  /* Asked again at once: the grant stands. */
+  assert_int_equal(gmt_token_schedule(&p, d, c + 1, 1, 10, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_KEEP);
+  /* Once it ran out, a's 250 ms count against it: b goes next. */
+  assert_int_equal(gmt_token_expire(d), 0);
+  assert_int_equal(gmt_token_schedule(&p, d, c, 2, 250, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  assert_int_equal(dec.winner, 1);
+  assert_near(c[0].usage_ms, 250, 1e-9);
+  assert_string_equal(gmt_token_holder(d), "b");
+  gmt_token_dev_free(d);
+}
+
+static void test_schedule_wakes_when_everyone_is_at_the_limit(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  gmt_token_decision_t dec;
+  granted(d, "a", 3000, 6000); /* LIMIT 0.3: 3 s, all of it */
+  granted(d, "b", 6000, 8000); /* LIMIT 0.2: 2 s, all of it */
+  gmt_token_cand_t c[] = {waiting("a", 0.3, 0.3, 0, 1), waiting("b", 0.2, 0.2, 0, 2)};
+  assert_int_equal(gmt_token_schedule(&p, d, c, 2, 9000, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_WAKE);
+  /* a's grant starts leaving the window at 13000, b's at 16000. */
+  assert_near(dec.wake_ms, 13000, 0.02);
+  assert_null(gmt_token_holder(d));
+  assert_int_equal(gmt_token_history(d), 2);
+  /* At the wake time a may run. */
+  assert_int_equal(gmt_token_schedule(&p, d, c, 2, dec.wake_ms, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  assert_string_equal(c[dec.winner].pod, "a");
+  gmt_token_dev_free(d);
+}
+
+static void test_schedule_is_idle_with_nobody_or_only_limit_zero(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  gmt_token_decision_t dec;
+  assert_int_equal(gmt_token_schedule(&p, d, NULL, 0, 0, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_IDLE);
+  gmt_token_cand_t c[] = {waiting("zero", 0, 0, 0, 1)};
+  assert_int_equal(gmt_token_schedule(&p, d, c, 1, 0, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_IDLE);
+  assert_null(gmt_token_holder(d));
+  gmt_token_dev_free(d);
+}
+
+static void test_schedule_sizes_the_quota_of_the_winner(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  gmt_token_decision_t dec;
+  /* The winner's own burst, not the largest of the waiting pods'. */
+  gmt_token_cand_t c[] = {waiting("a", 0.5, 1.0, 420, 2), waiting("b", 0.1, 1.0, 30, 1)};
+  assert_int_equal(gmt_token_schedule(&p, d, c, 2, 0, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  assert_string_equal(c[dec.winner].pod, "b");
+  assert_near(dec.quota_ms, 100, 0); /* 30 ms: raised to the min quota */
+  assert_near(gmt_token_grant_end(d), 100, 0);
+  assert_int_equal(gmt_token_expire(d), 0);
+  assert_int_equal(gmt_token_schedule(&p, d, c, 2, 100, &dec), 0);
+  assert_string_equal(c[dec.winner].pod, "a");
+  assert_near(dec.quota_ms, 420, 0);
+  assert_near(gmt_token_grant_end(d), 520, 0);
+  assert_int_equal(gmt_token_expire(d), 0);
+  /* At most what its limit leaves: LIMIT 0.05 is 500 ms, 400 are used. */
+  granted(d, "c", 600, 1000);
+  gmt_token_cand_t l[] = {waiting("c", 0.05, 0.05, 420, 1)};
+  assert_int_equal(gmt_token_schedule(&p, d, l, 1, 1100, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  assert_near(l[0].allowance_ms, 100, 1e-6);
+  assert_near(dec.quota_ms, 100, 1e-6);
+  gmt_token_dev_free(d);
+}
+
 /* ---- simulation: always-busy pods on a fake clock ---- */
 
 typedef struct {
@@ -366,10 +528,10 @@ typedef struct {
  * exactly at once, and the tie rule's bias of half a quantum shows.) */
 #define LATENCY_MS 0.2
 
-/* Runs the policy from 0 to until: every busy pod asks again as soon as its
- * grant runs out, and the next decision comes latency ms after a grant's
- * end. Checks on the way that no pod ever holds more than its LIMIT x W in
- * a window. Returns the GPU's idle time in [from, until). */
+/* Runs the daemon's decisions from 0 to until: every busy pod asks again as
+ * soon as its grant runs out, and the next decision comes latency ms after
+ * a grant's end. Checks on the way that no pod ever holds more than its
+ * LIMIT x W in a window. Returns the GPU's idle time in [from, until). */
 static double simulate_with(const gmt_token_params_t *p, simpod_t *pods, size_t n, double from,
                             double until, double latency)
 {
@@ -389,19 +551,20 @@ static double simulate_with(const gmt_token_params_t *p, simpod_t *pods, size_t 
                                 .arrival_ms = pods[i].arrival};
       map[k++] = i;
     }
-    gmt_token_prune(d, p->window_ms, now);
-    int w = gmt_token_choose(p, d, c, k, now);
-    if (w < 0) {
-      double wake = gmt_token_wake(p, d, c, k, now);
+    gmt_token_decision_t dec;
+    assert_int_equal(gmt_token_schedule(p, d, c, k, now, &dec), 0);
+    if (dec.action != GMT_TOKEN_GRANT) {
+      assert_int_equal(dec.action, GMT_TOKEN_WAKE);
+      double wake = dec.wake_ms;
       assert_true(wake > now && isfinite(wake));
       idle += fmax(0, fmin(wake, until) - fmax(now, from));
       now = wake;
       continue;
     }
-    simpod_t *pod = &pods[map[w]];
-    double q = gmt_token_quota(p, 0, pod->limit, c[w].allowance_ms);
+    simpod_t *pod = &pods[map[dec.winner]];
+    double q = dec.quota_ms;
     assert_true(q > 0);
-    assert_int_equal(gmt_token_grant(d, pod->name, now, q), 0);
+    assert_string_equal(gmt_token_holder(d), pod->name);
     pod->got += fmax(0, fmin(now + q, until) - fmax(now, from));
     now += q;
     assert_int_equal(gmt_token_expire(d), 0);
@@ -521,6 +684,12 @@ int main(void)
       T(test_wake_is_never_for_limit_zero),
       T(test_release_ends_a_grant_early),
       T(test_overuse_is_charged_after_the_last_grant),
+      T(test_schedule_with_the_token_held_decides_nothing),
+      T(test_schedule_prunes_first_so_a_forgotten_grant_changes_who_wins),
+      T(test_schedule_records_the_grant_before_the_next_decision),
+      T(test_schedule_wakes_when_everyone_is_at_the_limit),
+      T(test_schedule_is_idle_with_nobody_or_only_limit_zero),
+      T(test_schedule_sizes_the_quota_of_the_winner),
       T(test_busy_pods_at_request_0_3_and_0_7_get_their_shares),
       T(test_busy_pods_without_latency_are_off_by_at_most_a_quantum),
       T(test_three_equal_busy_pods_are_fair),

@@ -114,6 +114,29 @@ static void test_expect_returns_error_code_and_text(void **state)
   assert_int_equal(gmt_wire_expect(&rep, GMT__ENVELOPE__BODY_STATUS_REP, NULL, 0), 0);
 }
 
+static void test_set_body_fills_the_case_and_checks_the_type(void **state)
+{
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  Gmt__TokenReply tr = GMT__TOKEN_REPLY__INIT;
+  Gmt__MemInfoReply mi = GMT__MEM_INFO_REPLY__INIT;
+
+  (void)state;
+  assert_int_equal(gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_TOKEN_REP, &tr), 0);
+  assert_int_equal(env.body_case, GMT__ENVELOPE__BODY_TOKEN_REP);
+  assert_ptr_equal(env.token_rep, &tr);
+  /* A message of another type, a case that is not a body, no message:
+   * refused, and the envelope is as it was. */
+  assert_int_equal(gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_STATUS_REP, &mi), -EINVAL);
+  assert_int_equal(gmt_wire_set_body(&env, (Gmt__Envelope__BodyCase)1, &mi), -EINVAL);
+  assert_int_equal(gmt_wire_set_body(&env, (Gmt__Envelope__BodyCase)99, &mi), -EINVAL);
+  assert_int_equal(gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_MEMINFO_REP, NULL), -EINVAL);
+  assert_int_equal(env.body_case, GMT__ENVELOPE__BODY_TOKEN_REP);
+  assert_ptr_equal(env.token_rep, &tr);
+  assert_int_equal(gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_MEMINFO_REP, &mi), 0);
+  assert_int_equal(env.body_case, GMT__ENVELOPE__BODY_MEMINFO_REP);
+  assert_ptr_equal(env.meminfo_rep, &mi);
+}
+
 /* ---- loopback server ---- */
 
 struct fixture {
@@ -131,7 +154,6 @@ struct fixture {
 static void answer(gmt_call_t *call)
 {
   const Gmt__Envelope *req = gmt_call_request(call);
-  Gmt__Envelope rep = GMT__ENVELOPE__INIT;
   Gmt__MemInfoReply mi = GMT__MEM_INFO_REPLY__INIT;
 
   if (req->body_case != GMT__ENVELOPE__BODY_MEMINFO_REQ) {
@@ -139,9 +161,12 @@ static void answer(gmt_call_t *call)
     return;
   }
   mi.memory_used = (uint64_t)req->meminfo_req->device;
-  rep.body_case = GMT__ENVELOPE__BODY_MEMINFO_REP;
-  rep.meminfo_rep = &mi;
-  assert_int_equal(gmt_call_reply(call, &rep), 0);
+  if (req->meminfo_req->device < 0) {
+    /* A reply of the wrong type: refused, and the call still answered. */
+    assert_int_equal(gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TOKEN_REP, &mi), -EINVAL);
+    return;
+  }
+  assert_int_equal(gmt_call_reply_body(call, GMT__ENVELOPE__BODY_MEMINFO_REP, &mi), 0);
 }
 
 static void handler(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
@@ -218,6 +243,20 @@ static void test_call_gets_its_reply(void **state)
   assert_int_equal(gmt_client_open(&c, f->url, GMT_CLIENT_DIAL_NOW), 0);
   assert_int_equal(meminfo_call(c, 7, &used, 2000), 0);
   assert_int_equal(used, 7);
+  gmt_client_close(c);
+}
+
+static void test_reply_of_the_wrong_type_is_an_error_reply(void **state)
+{
+  struct fixture *f = *state;
+  gmt_client_t *c;
+  uint64_t used = 0;
+
+  assert_int_equal(gmt_client_open(&c, f->url, GMT_CLIENT_DIAL_NOW), 0);
+  assert_int_equal(meminfo_call(c, -1, &used, 2000), -EINVAL);
+  /* The context serves on. */
+  assert_int_equal(meminfo_call(c, 3, &used, 2000), 0);
+  assert_int_equal(used, 3);
   gmt_client_close(c);
 }
 
@@ -396,7 +435,10 @@ int main(void)
       cmocka_unit_test(test_garbage_frames_are_decode_errors),
       cmocka_unit_test(test_newer_protocol_version_is_refused),
       cmocka_unit_test(test_expect_returns_error_code_and_text),
+      cmocka_unit_test(test_set_body_fills_the_case_and_checks_the_type),
       cmocka_unit_test_setup_teardown(test_call_gets_its_reply, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_reply_of_the_wrong_type_is_an_error_reply, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_unhandled_request_gets_error_reply, setup, teardown),
       cmocka_unit_test_setup_teardown(test_garbage_frame_gets_decode_error_and_server_survives,
                                       setup, teardown),

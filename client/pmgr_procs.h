@@ -1,0 +1,20 @@
+/* gmt-pmgr: the table of the pod's processes (pmgr_procs.c). */
+#ifndef GMT_PMGR_PROCS_H
+#define GMT_PMGR_PROCS_H
+
+#include "pmgr_state.h"
+
+/* What the table tells its owner, on the loop: pid joined or what it
+ * reports changed (gone false), or it exited and has left the table (gone
+ * true). The table names none of those who care (the token, the
+ * heartbeat): its owner does. */
+typedef void (*pmgr_procs_cb)(gmt_pmgr_t *pm, uint32_t pid, bool gone);
+
+void gmt__pmgr_procs_init(gmt_pmgr_t *pm, pmgr_procs_cb cb);
+void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__RegisterRequest *r);
+void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__ReportRequest *r);
+/* Fills an array of nprocs reports (totals only) for a heartbeat. */
+void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__ProcessReport **ptrs);
+void gmt__pmgr_procs_close(gmt_pmgr_t *pm);
+
+#endif

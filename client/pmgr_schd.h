@@ -1,0 +1,15 @@
+/* gmt-pmgr: its line to the scheduler (pmgr_schd.c). */
+#ifndef GMT_PMGR_SCHD_H
+#define GMT_PMGR_SCHD_H
+
+#include "pmgr_state.h"
+
+/* Calls the scheduler from any thread (gmt_client_call_async()): cb runs
+ * on an nng thread. -ESHUTDOWN once closing has begun. */
+int gmt__pmgr_schd_call(gmt_pmgr_t *pm, const Gmt__Envelope *req, int timeout_ms, gmt_client_cb cb,
+                        void *arg);
+/* Refuses new calls, closes the client (which fails the calls in flight)
+ * and waits until their callbacks have returned. */
+void gmt__pmgr_schd_close(gmt_pmgr_t *pm);
+
+#endif

@@ -1,0 +1,64 @@
+/* gmt-pmgr's state: one struct for the pod manager, shared by its files
+ * (each declares its functions in its own header). The loop thread owns
+ * everything below "loop-owned"; nng threads touch only the inbox and the
+ * scheduler line's fields, each under its own lock. */
+#ifndef GMT_PMGR_STATE_H
+#define GMT_PMGR_STATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "gmt_inbox.h"
+#include "gmt_wire.h"
+
+/* The pod's shares as the scheduler last said them. */
+typedef struct pmgr_config {
+  char *name;
+  double request;
+  double limit;
+  uint64_t memory_limit;
+} pmgr_config_t;
+
+typedef struct pmgr_proc pmgr_proc_t;
+typedef struct pmgr_tokens pmgr_tokens_t;
+
+typedef struct gmt_pmgr {
+  /* Fixed before the loop starts. */
+  const char *name;
+  const char *schd_url;
+  uint64_t epoch; /* start time, CLOCK_REALTIME ns */
+  gmt_client_t *schd;
+  gmt_server_t *server;
+
+  gmt_inbox_t inbox; /* nng threads -> loop: requests and replies */
+
+  /* Loop-owned. */
+  uv_loop_t *loop;
+  uv_signal_t sigterm, sigint;
+  uv_timer_t hb_tick, hb_soon;
+  pmgr_config_t config;
+  pmgr_proc_t *procs;
+  size_t nprocs;
+  /* Told of every change to the process table (pmgr_procs.h). */
+  void (*procs_cb)(struct gmt_pmgr *pm, uint32_t pid, bool gone);
+  uint64_t seq;
+  bool hb_in_flight, hb_dirty;
+  bool schd_down; /* an outage has been logged and not yet its end */
+  bool pod_unlisted;
+  /* The outcome of the heartbeat in flight, on its way to the loop. */
+  gmt_inbox_item_t hb_item;
+  int hb_rc;
+  Gmt__Envelope *hb_rep;
+  pmgr_tokens_t *tokens; /* pmgr_token.c, made at the first Token */
+
+  /* Shared with nng threads (pmgr_schd.c). */
+  pthread_mutex_t mu;
+  pthread_cond_t calls_done;
+  bool stopping; /* no more calls to the scheduler */
+  int calls;     /* calls to the scheduler whose callback has not returned */
+} gmt_pmgr_t;
+
+#endif

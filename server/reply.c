@@ -1,0 +1,35 @@
+/* Replies shared by gmt-schd's handlers (see reply.h). */
+#include "reply.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "gmt_error.h"
+#include "gmt_log.h"
+
+void gmt__reply_nopod(gmt_call_t *call, const gmt_config_t *cfg, const char *name)
+{
+  char sb[96], list[320];
+  size_t len = 0, i;
+  list[0] = '\0';
+  for (i = 0; i < cfg->npods; i++) {
+    const char *n = cfg->pods[i].name;
+    /* Leave room for ", ... (N more)". */
+    if (len + strlen(n) + 2 > sizeof list - 24)
+      break;
+    len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", n);
+  }
+  if (i < cfg->npods)
+    snprintf(list + len, sizeof list - len, ", ... (%zu more)", cfg->npods - i);
+  gmt_call_reply_error(call, GMT_ENOPOD, "pod '%s' is not in %s (listed: %s)",
+                       gmt_shown(name, sb, sizeof sb), cfg->path, cfg->npods ? list : "none");
+}
+
+void gmt__pod_config_fill(const gmt_pod_t *pod, Gmt__PodConfig *pc)
+{
+  gmt__pod_config__init(pc);
+  pc->name = (char *)pod->cfg.name;
+  pc->request = pod->cfg.request;
+  pc->limit = pod->cfg.limit;
+  pc->memory_limit = pod->cfg.memory_limit;
+}

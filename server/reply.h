@@ -1,0 +1,20 @@
+/* Replies that more than one of gmt-schd's handlers give: "no such pod",
+ * and a pod's config as the wire carries it. Below the handlers (rpc*.c):
+ * they call down to it, it names none of them and no daemon state. */
+#ifndef GMT_SERVER_REPLY_H
+#define GMT_SERVER_REPLY_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "gmt_wire.h"
+#include "pods.h"
+
+/* Error{GMT_ENOPOD} for a pod that cfg does not list, naming the pods that
+ * it does, so that an operator sees a typo at once. */
+void gmt__reply_nopod(gmt_call_t *call, const gmt_config_t *cfg, const char *name);
+
+/* The pod's shares as the wire carries them. pc points into pod. */
+void gmt__pod_config_fill(const gmt_pod_t *pod, Gmt__PodConfig *pc);
+
+#endif
