@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Installs what gmt needs on Debian 12 (as root, or with sudo) and builds
 # it. Usage: scripts/setup.sh BUILD_DIR [cmake options...]
+#            scripts/setup.sh --packages-only
 # Skips apt when every package is already there, so it is cheap to re-run.
 set -euo pipefail
 
-build=${1:?usage: scripts/setup.sh BUILD_DIR [cmake options]}
+build=${1:?usage: scripts/setup.sh BUILD_DIR [cmake options] | --packages-only}
 shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(build-essential cmake pkg-config python3 clang llvm bpftool
   libnng-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev libsqlite3-dev
-  libcmocka-dev libbpf-dev libelf-dev zlib1g-dev libjson-c-dev libzstd-dev)
+  libcmocka-dev libbpf-dev libelf-dev zlib1g-dev libjson-c-dev libzstd-dev clang-format)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -23,6 +24,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+[ "$build" = --packages-only ] && exit 0
 
 cuda_include=${GMT_CUDA_INCLUDE:-/usr/local/cuda/include}
 if [ ! -f "$cuda_include/cuda.h" ]; then

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, then builds and tests twice:
-# with ASan+UBSan and -Werror (every unit and end-to-end test), and a plain
-# -Werror build (the end-to-end tests again, as the hook runs in production).
-# No GPU needed: the tests use the fake driver.
+# The test command: installs what is missing, checks that every C file is
+# formatted (scripts/format.sh), then builds and tests twice: with
+# ASan+UBSan and -Werror (every unit and end-to-end test, and the structure
+# check scripts/check-deps.py), and a plain -Werror build (the end-to-end
+# tests again, as the hook runs in production). No GPU needed: the tests
+# use the fake driver.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 asan=${GMT_TEST_BUILD:-$root/build-test}
 plain=${GMT_TEST_BUILD_PLAIN:-$root/build-test-plain}
 
+"$root/scripts/setup.sh" --packages-only
+echo "== format"
+"$root/scripts/format.sh" --check
 "$root/scripts/setup.sh" "$asan" -DCMAKE_BUILD_TYPE=Debug -DGMT_SANITIZE=ON -DGMT_WERROR=ON
 "$root/scripts/setup.sh" "$plain" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGMT_SANITIZE=OFF -DGMT_WERROR=ON
 
+echo "== structure: no cycles between files, no upward includes"
+python3 "$root/scripts/check-deps.py" "$asan"
 echo "== tests, ASan+UBSan build"
 (cd "$asan" && ctest --output-on-failure --timeout 600 "$@")
 echo "== end-to-end tests, plain build"
