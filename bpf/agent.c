@@ -169,7 +169,9 @@ static void on_event(void *arg, const struct gmt_trace_event *e)
   case GMT_TEV_COMPACT:
     gmt_memhistory_process_event(t->mh, e->pid, GMT_PROC_COMPACT, 1, e->dur_ns);
     break;
-  case GMT_TEV_PCFAULT: gmt_memhistory_process_event(t->mh, e->pid, GMT_PROC_PCFAULTS, e->size, 0); break;
+  case GMT_TEV_PCFAULT:
+    gmt_memhistory_process_event(t->mh, e->pid, GMT_PROC_PCFAULTS, e->size, 0);
+    break;
   default: break;
   }
 }

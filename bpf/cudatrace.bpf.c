@@ -298,9 +298,9 @@ static void host_untrack(__u32 tgid, __u64 start, bool all)
 static __always_inline __u64 copy_side(__u32 type, __u64 host, __u64 device, __u64 x, __u64 y,
                                        __u64 z, __u64 pitch, __u64 height)
 {
-  __u64 base = type == GMT_CU_MEMORYTYPE_HOST ? host
+  __u64 base = type == GMT_CU_MEMORYTYPE_HOST                                          ? host
                : type == GMT_CU_MEMORYTYPE_DEVICE || type == GMT_CU_MEMORYTYPE_UNIFIED ? device
-                                                                                      : 0;
+                                                                                       : 0;
   return base ? base + (z * height + y) * pitch + x : 0;
 }
 
@@ -516,7 +516,7 @@ int BPF_KRETPROBE(cuda_exit, long ret)
     e->addr = a[0];
     e->size = a[1];
     break;
-  /* Copies and prefetches have no return probe: emit_entry_only(). */
+    /* Copies and prefetches have no return probe: emit_entry_only(). */
   }
   bpf_map_delete_elem(&inflight, &id);
 

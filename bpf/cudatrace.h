@@ -26,13 +26,13 @@ enum gmt_trace_ev_type {
   GMT_TEV_MMAP = 2, /* a large anonymous mmap: addr, size; addr2 = the
                        word on top of the user stack (mmap's return address) */
   GMT_TEV_MUNMAP = 3,
-  GMT_TEV_FAULT = 4,   /* user page faults in a tracked host buffer: addr,
-                          size = how many since the last one (rate limited) */
-  GMT_TEV_FORK = 5,    /* pid = the new process, addr = its parent's tgid */
-  GMT_TEV_EXIT = 6,    /* a traced process exited */
-  GMT_TEV_XID = 7,     /* nvidia:nvidia_dev_xid: flags = Xid, text = message */
-  GMT_TEV_RECLAIM = 8, /* a direct reclaim stall: dur_ns, size = pages */
-  GMT_TEV_COMPACT = 9, /* a compaction run the process waited for: dur_ns */
+  GMT_TEV_FAULT = 4,    /* user page faults in a tracked host buffer: addr,
+                           size = how many since the last one (rate limited) */
+  GMT_TEV_FORK = 5,     /* pid = the new process, addr = its parent's tgid */
+  GMT_TEV_EXIT = 6,     /* a traced process exited */
+  GMT_TEV_XID = 7,      /* nvidia:nvidia_dev_xid: flags = Xid, text = message */
+  GMT_TEV_RECLAIM = 8,  /* a direct reclaim stall: dur_ns, size = pages */
+  GMT_TEV_COMPACT = 9,  /* a compaction run the process waited for: dur_ns */
   GMT_TEV_PCFAULT = 10, /* page faults served from the page cache (file-backed
                            mappings): size = how many since the last one
                            (rate limited), addr = the last one's file offset */
@@ -70,8 +70,12 @@ enum gmt_trace_fn {
  * the layouts against it). A 2D/3D copy's event carries the fn of its
  * direction (HTOD, DTOH, or MEMCPY to classify by address), the first byte
  * of each side, and width x height x depth bytes. */
-enum { GMT_CU_MEMORYTYPE_HOST = 1, GMT_CU_MEMORYTYPE_DEVICE = 2, GMT_CU_MEMORYTYPE_ARRAY = 3,
-       GMT_CU_MEMORYTYPE_UNIFIED = 4 };
+enum {
+  GMT_CU_MEMORYTYPE_HOST = 1,
+  GMT_CU_MEMORYTYPE_DEVICE = 2,
+  GMT_CU_MEMORYTYPE_ARRAY = 3,
+  GMT_CU_MEMORYTYPE_UNIFIED = 4
+};
 struct gmt_cu_memcpy2d {
   unsigned long long src_x, src_y;
   unsigned int src_type, pad0;

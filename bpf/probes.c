@@ -423,8 +423,8 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
       uint32_t cnt = ret ? nret : n;
       if (cnt == 0)
         continue;
-      if ((rc = attach_multi(pm, prog, path, ret ? roffs : offs, ret ? rcookies : cookies, cnt,
-                             ret, pid)) != 0) {
+      if ((rc = attach_multi(pm, prog, path, ret ? roffs : offs, ret ? rcookies : cookies, cnt, ret,
+                             pid)) != 0) {
         errf(err, errlen, rc, "attaching uprobe.multi%s (%u entry points) to %s",
              ret ? " return probes" : "", cnt, path);
         goto cleanup;

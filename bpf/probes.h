@@ -40,7 +40,7 @@ typedef struct gmt_probes_info {
   int uprobes;   /* entry points probed (an entry probe each) */
   int retprobes; /* of those, with a return probe too (not copies,
                     prefetches: GMT_TCOOKIE_ENTRY_ONLY) */
-  int missing; /* entry points the driver lacks, skipped */
+  int missing;   /* entry points the driver lacks, skipped */
   char missing_names[512];
   int slow; /* probed where a hit single-steps (~10x the cost, see prologue.c) */
   char slow_names[512];

@@ -12,19 +12,20 @@
 
 #define STATUS_TIMEOUT_MS 3000
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: gmt [--schd URL] status [--json]\n"
-          "\n"
-          "Shows every configured pod: whether its pod manager is connected,\n"
-          "its request/limit share of GPU time, its device memory in use\n"
-          "against its limit, and its processes.\n"
-          "\n"
-          "  --json       print one line of JSON (see docs/protocol.md)\n"
-          "  -h, --help   show this help\n");
+static void usage(FILE *f)
+{
+  fprintf(f, "usage: gmt [--schd URL] status [--json]\n"
+             "\n"
+             "Shows every configured pod: whether its pod manager is connected,\n"
+             "its request/limit share of GPU time, its device memory in use\n"
+             "against its limit, and its processes.\n"
+             "\n"
+             "  --json       print one line of JSON (see docs/protocol.md)\n"
+             "  -h, --help   show this help\n");
 }
 
-static void human(char *buf, size_t len, uint64_t bytes) {
+static void human(char *buf, size_t len, uint64_t bytes)
+{
   static const char *unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   if (bytes < 1024) {
     snprintf(buf, len, "%llu B", (unsigned long long)bytes);
@@ -41,16 +42,19 @@ static void human(char *buf, size_t len, uint64_t bytes) {
 
 /* An exe path comes from the process itself; keep control characters out of
  * the operator's terminal. */
-static void print_safe(const char *s) {
+static void print_safe(const char *s)
+{
   for (; s && *s; s++)
     putchar(iscntrl((unsigned char)*s) ? '?' : *s);
 }
 
-static const char *pod_name(const Gmt__PodStatus *pod) {
+static const char *pod_name(const Gmt__PodStatus *pod)
+{
   return pod->config && pod->config->name ? pod->config->name : "";
 }
 
-static void print_text(const Gmt__StatusReply *st) {
+static void print_text(const Gmt__StatusReply *st)
+{
   if (st->n_pods == 0) {
     printf("no pods configured\n");
     return;
@@ -77,8 +81,8 @@ static void print_text(const Gmt__StatusReply *st) {
     snprintf(gpu, sizeof gpu, "%.2f%s", pod->gpu_time_share, pod->holds_token ? " *" : "");
     printf("%-*s  %-9s  %-13s  %-10s  %s\n", w, "POD", "CONNECTED", "REQUEST/LIMIT", "GPU TIME",
            "MEMORY");
-    printf("%-*s  %-9s  %-13s  %-10s  %s / %s\n", w, pod_name(pod),
-           pod->connected ? "yes" : "no", share, gpu, used, limit);
+    printf("%-*s  %-9s  %-13s  %-10s  %s / %s\n", w, pod_name(pod), pod->connected ? "yes" : "no",
+           share, gpu, used, limit);
     if (pod->n_processes == 0) {
       printf("  (no processes)\n");
       continue;
@@ -95,7 +99,8 @@ static void print_text(const Gmt__StatusReply *st) {
   }
 }
 
-int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv) {
+int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv)
+{
   int json = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) {
@@ -129,8 +134,7 @@ int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv) {
   char err[256] = "";
   rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_STATUS_REP, err, sizeof err);
   if (rc < 0) {
-    fprintf(stderr, "gmt: scheduler at %s: %s\n", ctx->schd_url,
-            err[0] ? err : gmt_strerror(rc));
+    fprintf(stderr, "gmt: scheduler at %s: %s\n", ctx->schd_url, err[0] ? err : gmt_strerror(rc));
     gmt_wire_free(rep);
     gmt_client_close(c);
     return 1;

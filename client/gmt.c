@@ -23,7 +23,8 @@ static const command_t commands[] = {
 #endif
 };
 
-static void usage(FILE *f) {
+static void usage(FILE *f)
+{
   fprintf(f,
           "usage: gmt [--schd URL] COMMAND [ARGS]\n"
           "\n"
@@ -38,7 +39,8 @@ static void usage(FILE *f) {
   fprintf(f, "\nRun 'gmt COMMAND --help' for a command's options.\n");
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   gmt_cmd_ctx_t ctx = {.schd_url = GMT_DEFAULT_SCHD_IPC};
   gmt_log_init("gmt", GMT_LOG_WARN);
 

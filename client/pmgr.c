@@ -37,7 +37,8 @@ typedef struct {
   int verbose;
 } options_t;
 
-static void usage(FILE *f) {
+static void usage(FILE *f)
+{
   fprintf(f,
           "usage: gmt-pmgr --name NAME [--port N] [--schd URL] [--ipc PATH] [--wait S] [-v]\n"
           "\n"
@@ -58,7 +59,8 @@ static void usage(FILE *f) {
           GMT_DEFAULT_PMGR_PORT, GMT_DEFAULT_SCHD_IPC);
 }
 
-static int bad_flag(const char *fmt, const char *arg) {
+static int bad_flag(const char *fmt, const char *arg)
+{
   fprintf(stderr, "gmt-pmgr: ");
   fprintf(stderr, fmt, arg);
   fprintf(stderr, "\nRun 'gmt-pmgr --help' for usage.\n");
@@ -66,7 +68,8 @@ static int bad_flag(const char *fmt, const char *arg) {
 }
 
 /* Returns -1 to go on, or an exit code. */
-static int parse_flags(int argc, char **argv, options_t *o) {
+static int parse_flags(int argc, char **argv, options_t *o)
+{
   o->schd_url = GMT_DEFAULT_SCHD_IPC;
   o->port = GMT_DEFAULT_PMGR_PORT;
   o->wait_s = 30;
@@ -124,7 +127,8 @@ static int parse_flags(int argc, char **argv, options_t *o) {
   return -1;
 }
 
-static void sleep_ms(uint64_t ms) {
+static void sleep_ms(uint64_t ms)
+{
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
   while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
     ;
@@ -132,7 +136,8 @@ static void sleep_ms(uint64_t ms) {
 
 /* Register {pod, pid 0}, retrying with backoff while the scheduler cannot
  * be reached. Returns -1 on success (the config is kept), or an exit code. */
-static int register_pod(gmt_pmgr_t *pm, double wait_s) {
+static int register_pod(gmt_pmgr_t *pm, double wait_s)
+{
   uint64_t deadline = gmt_now_ms() + (uint64_t)(wait_s * 1000);
   uint64_t backoff = PMGR_BACKOFF_MIN_MS;
   bool said_waiting = false;
@@ -186,12 +191,13 @@ static int register_pod(gmt_pmgr_t *pm, double wait_s) {
     sleep_ms(nap);
     backoff = backoff * 2 > PMGR_BACKOFF_MAX_MS ? PMGR_BACKOFF_MAX_MS : backoff * 2;
   }
-  fprintf(stderr, "gmt-pmgr: scheduler at %s not reachable after %g s (%s)\n", pm->schd_url,
-          wait_s, why);
+  fprintf(stderr, "gmt-pmgr: scheduler at %s not reachable after %g s (%s)\n", pm->schd_url, wait_s,
+          why);
   return 1;
 }
 
-static void close_walk(uv_handle_t *h, void *arg) {
+static void close_walk(uv_handle_t *h, void *arg)
+{
   (void)arg;
   if (!uv_is_closing(h))
     uv_close(h, NULL);
@@ -218,7 +224,8 @@ static void quiesce(gmt_pmgr_t *pm)
   gmt__pmgr_tokens_close(pm);
 }
 
-static void stop(gmt_pmgr_t *pm, const char *why) {
+static void stop(gmt_pmgr_t *pm, const char *why)
+{
   gmt_info("%s: stopping", why);
   quiesce(pm);
   gmt__pmgr_procs_close(pm);
@@ -227,7 +234,8 @@ static void stop(gmt_pmgr_t *pm, const char *why) {
   uv_close((uv_handle_t *)&pm->sigint, NULL);
 }
 
-static void on_signal(uv_signal_t *h, int signum) {
+static void on_signal(uv_signal_t *h, int signum)
+{
   stop(h->data, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
@@ -235,7 +243,8 @@ static void on_signal(uv_signal_t *h, int signum) {
  * its mutex after main has returned from the loop. */
 static gmt_pmgr_t pmgr;
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   options_t o = {0};
   int code = parse_flags(argc, argv, &o);
   if (code >= 0)
@@ -300,8 +309,8 @@ int main(int argc, char **argv) {
   if (rc < 0)
     fprintf(stderr, "gmt-pmgr: cannot listen on %s: %s\n", where, gmt_strerror(rc));
   else if ((code = register_pod(pm, o.wait_s)) < 0)
-    gmt_info("pod '%s' registered with %s: request %g, limit %g, memory limit %llu bytes",
-             pm->name, o.schd_url, pm->config.request, pm->config.limit,
+    gmt_info("pod '%s' registered with %s: request %g, limit %g, memory limit %llu bytes", pm->name,
+             o.schd_url, pm->config.request, pm->config.limit,
              (unsigned long long)pm->config.memory_limit);
   if (rc < 0 || code >= 0) {
     quiesce(pm);

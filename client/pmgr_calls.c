@@ -23,7 +23,8 @@ typedef struct forward {
 } forward_t;
 
 /* On an nng thread of the scheduler client. */
-static void on_forwarded(void *arg, int rc, Gmt__Envelope *rep) {
+static void on_forwarded(void *arg, int rc, Gmt__Envelope *rep)
+{
   forward_t *f = arg;
   gmt_pmgr_t *pm = f->pm;
 
@@ -37,7 +38,8 @@ static void on_forwarded(void *arg, int rc, Gmt__Envelope *rep) {
   free(f);
 }
 
-static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req) {
+static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
+{
   Gmt__Envelope env = *req;
   Gmt__ReserveRequest reserve;
   Gmt__ReleaseRequest release;
@@ -62,9 +64,7 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req) 
     meminfo.pod = pod;
     env.meminfo_req = &meminfo;
     break;
-  default:
-    gmt_call_reply_error(call, -EINVAL, "not a request to forward");
-    return;
+  default: gmt_call_reply_error(call, -EINVAL, "not a request to forward"); return;
   }
 
   forward_t *f = malloc(sizeof *f);
@@ -107,15 +107,14 @@ static void on_queued(gmt_inbox_item_t *item, int status)
 }
 
 /* The server's handler, on an nng thread. */
-void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req) {
+void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
+{
   gmt_pmgr_t *pm = arg;
 
   switch (req->body_case) {
   case GMT__ENVELOPE__BODY_RESERVE_REQ:
   case GMT__ENVELOPE__BODY_RELEASE_REQ:
-  case GMT__ENVELOPE__BODY_MEMINFO_REQ:
-    forward(pm, call, req);
-    return;
+  case GMT__ENVELOPE__BODY_MEMINFO_REQ: forward(pm, call, req); return;
   case GMT__ENVELOPE__BODY_TOKEN_REQ:
   case GMT__ENVELOPE__BODY_REGISTER_REQ:
   case GMT__ENVELOPE__BODY_REPORT_REQ: {

@@ -33,7 +33,8 @@ static void on_landed(gmt_inbox_item_t *item, int status)
 
 /* On an nng thread. At most one heartbeat is in flight, so its outcome
  * travels to the loop in the one item kept for it. */
-static void on_reply(void *arg, int rc, Gmt__Envelope *rep) {
+static void on_reply(void *arg, int rc, Gmt__Envelope *rep)
+{
   gmt_pmgr_t *pm = arg;
   pm->hb_rc = rc;
   pm->hb_rep = rep;
@@ -41,39 +42,45 @@ static void on_reply(void *arg, int rc, Gmt__Envelope *rep) {
     gmt_wire_free(rep);
 }
 
-static void on_tick(uv_timer_t *h) {
+static void on_tick(uv_timer_t *h)
+{
   gmt_pmgr_t *pm = h->data;
   if (!pm->hb_in_flight)
     send_heartbeat(pm);
 }
 
-static void on_soon(uv_timer_t *h) {
+static void on_soon(uv_timer_t *h)
+{
   gmt_pmgr_t *pm = h->data;
   if (!pm->hb_in_flight && pm->hb_dirty)
     send_heartbeat(pm);
 }
 
-void gmt__pmgr_changed(gmt_pmgr_t *pm) {
+void gmt__pmgr_changed(gmt_pmgr_t *pm)
+{
   pm->hb_dirty = true;
   if (!pm->hb_in_flight && !uv_is_active((uv_handle_t *)&pm->hb_soon))
     uv_timer_start(&pm->hb_soon, on_soon, PMGR_HB_SOON_MS, 0);
 }
 
-static void outage(gmt_pmgr_t *pm, const char *why) {
+static void outage(gmt_pmgr_t *pm, const char *why)
+{
   if (pm->schd_down)
     return;
   pm->schd_down = true;
   gmt_warn("scheduler unreachable: %s; keeping the pod running with its last config", why);
 }
 
-static void reachable(gmt_pmgr_t *pm) {
+static void reachable(gmt_pmgr_t *pm)
+{
   if (pm->schd_down) {
     pm->schd_down = false;
     gmt_info("scheduler at %s is reachable again", pm->schd_url);
   }
 }
 
-static void send_heartbeat(gmt_pmgr_t *pm) {
+static void send_heartbeat(gmt_pmgr_t *pm)
+{
   size_t n = pm->nprocs;
   Gmt__ProcessReport *reports = calloc(n ? n : 1, sizeof *reports);
   Gmt__ProcessReport **ptrs = calloc(n ? n : 1, sizeof *ptrs);
@@ -106,14 +113,17 @@ static void send_heartbeat(gmt_pmgr_t *pm) {
     pm->hb_in_flight = true;
 }
 
-static bool same_share(double a, double b) { return a == b; }
+static bool same_share(double a, double b)
+{
+  return a == b;
+}
 
-int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_changes) {
+int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_changes)
+{
   if (!c)
     return 0;
   pmgr_config_t *cur = &pm->config;
-  if (log_changes && (!same_share(cur->request, c->request) ||
-                      !same_share(cur->limit, c->limit) ||
+  if (log_changes && (!same_share(cur->request, c->request) || !same_share(cur->limit, c->limit) ||
                       cur->memory_limit != c->memory_limit))
     gmt_info("pod '%s' config changed: request %g -> %g, limit %g -> %g, "
              "memory limit %llu -> %llu bytes",
@@ -169,7 +179,8 @@ static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep)
     send_heartbeat(pm);
 }
 
-int gmt__pmgr_heartbeat_init(gmt_pmgr_t *pm) {
+int gmt__pmgr_heartbeat_init(gmt_pmgr_t *pm)
+{
   int rc = uv_timer_init(pm->loop, &pm->hb_tick);
   if (rc == 0)
     rc = uv_timer_init(pm->loop, &pm->hb_soon);
@@ -184,7 +195,8 @@ int gmt__pmgr_heartbeat_init(gmt_pmgr_t *pm) {
   return rc;
 }
 
-void gmt__pmgr_heartbeat_close(gmt_pmgr_t *pm) {
+void gmt__pmgr_heartbeat_close(gmt_pmgr_t *pm)
+{
   uv_close((uv_handle_t *)&pm->hb_tick, NULL);
   uv_close((uv_handle_t *)&pm->hb_soon, NULL);
 }

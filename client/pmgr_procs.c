@@ -27,7 +27,7 @@ struct pmgr_proc {
   char *exe;
   uint64_t memory_used, launches, allocs, frees;
   uint64_t memory_reserved; /* what it holds in the ledger, as it reports */
-  int pidfd; /* -1: watched by the timer */
+  int pidfd;                /* -1: watched by the timer */
   union {
     uv_handle_t handle;
     uv_poll_t poll;
@@ -35,7 +35,8 @@ struct pmgr_proc {
   } watch;
 };
 
-static const char *kind_name(int kind) {
+static const char *kind_name(int kind)
+{
   switch (kind) {
   case GMT__ALLOC_KIND__ALLOC_KIND_DEVICE: return "device";
   case GMT__ALLOC_KIND__ALLOC_KIND_MANAGED: return "managed";
@@ -60,14 +61,16 @@ static void fill_config(const gmt_pmgr_t *pm, Gmt__PodConfig *out)
   out->memory_limit = pm->config.memory_limit;
 }
 
-static pmgr_proc_t *find(gmt_pmgr_t *pm, uint32_t pid) {
+static pmgr_proc_t *find(gmt_pmgr_t *pm, uint32_t pid)
+{
   for (pmgr_proc_t *p = pm->procs; p; p = p->next)
     if (p->pid == pid)
       return p;
   return NULL;
 }
 
-static void on_closed(uv_handle_t *h) {
+static void on_closed(uv_handle_t *h)
+{
   pmgr_proc_t *p = h->data;
   if (p->pidfd >= 0)
     close(p->pidfd);
@@ -75,7 +78,8 @@ static void on_closed(uv_handle_t *h) {
   free(p);
 }
 
-static void unlink_proc(gmt_pmgr_t *pm, pmgr_proc_t *gone) {
+static void unlink_proc(gmt_pmgr_t *pm, pmgr_proc_t *gone)
+{
   for (pmgr_proc_t **pp = &pm->procs; *pp; pp = &(*pp)->next) {
     if (*pp == gone) {
       *pp = gone->next;
@@ -85,7 +89,8 @@ static void unlink_proc(gmt_pmgr_t *pm, pmgr_proc_t *gone) {
   }
 }
 
-static void drop(pmgr_proc_t *p) {
+static void drop(pmgr_proc_t *p)
+{
   gmt_pmgr_t *pm = p->pm;
   uint32_t pid = p->pid;
   gmt_info("pid %u (%s) exited", pid, p->exe ? p->exe : "?");
@@ -94,7 +99,8 @@ static void drop(pmgr_proc_t *p) {
   pm->procs_cb(pm, pid, true);
 }
 
-static void on_pidfd(uv_poll_t *h, int status, int events) {
+static void on_pidfd(uv_poll_t *h, int status, int events)
+{
   (void)status;
   (void)events;
   /* A pidfd is readable once the process has exited; an error on it
@@ -102,13 +108,15 @@ static void on_pidfd(uv_poll_t *h, int status, int events) {
   drop(h->data);
 }
 
-static void on_poll_timer(uv_timer_t *h) {
+static void on_poll_timer(uv_timer_t *h)
+{
   pmgr_proc_t *p = h->data;
   if (kill((pid_t)p->pid, 0) < 0 && errno == ESRCH)
     drop(p);
 }
 
-static int set_exe(pmgr_proc_t *p, const char *exe) {
+static int set_exe(pmgr_proc_t *p, const char *exe)
+{
   if (!exe || !exe[0] || (p->exe && !strcmp(p->exe, exe)))
     return 0;
   char *copy = strdup(exe);
@@ -121,7 +129,8 @@ static int set_exe(pmgr_proc_t *p, const char *exe) {
 
 /* Adds pid and starts watching it. -ESRCH: no such process is visible
  * from here (it has exited, or lives in a pid namespace we cannot see). */
-static int add(gmt_pmgr_t *pm, uint32_t pid, const char *exe, pmgr_proc_t **out) {
+static int add(gmt_pmgr_t *pm, uint32_t pid, const char *exe, pmgr_proc_t **out)
+{
   *out = NULL;
   if (pid == 0 || pid > INT32_MAX)
     return -EINVAL;
@@ -175,7 +184,8 @@ static int add(gmt_pmgr_t *pm, uint32_t pid, const char *exe, pmgr_proc_t **out)
   return 0;
 }
 
-void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__RegisterRequest *r) {
+void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__RegisterRequest *r)
+{
   if (r->pid == 0) {
     gmt_call_reply_error(call, -EINVAL, "a process registers with its pid (pid 0 is the pod's)");
     return;
@@ -203,7 +213,8 @@ void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Regi
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REGISTER_REP, &reply);
 }
 
-static void log_events(const Gmt__ProcessReport *r) {
+static void log_events(const Gmt__ProcessReport *r)
+{
   if (gmt_log_level() < GMT_LOG_DEBUG)
     return;
   for (size_t i = 0; i < r->n_events; i++) {
@@ -214,7 +225,8 @@ static void log_events(const Gmt__ProcessReport *r) {
   }
 }
 
-void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__ReportRequest *r) {
+void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__ReportRequest *r)
+{
   const Gmt__ProcessReport *rep = r->process;
   if (!rep || rep->pid == 0) {
     gmt_call_reply_error(call, -EINVAL, "a report names its process's pid");
@@ -249,7 +261,8 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REPORT_REP, &reply);
 }
 
-void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__ProcessReport **ptrs) {
+void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__ProcessReport **ptrs)
+{
   size_t i = 0;
   for (pmgr_proc_t *p = pm->procs; p; p = p->next, i++) {
     gmt__process_report__init(&out[i]);
@@ -264,7 +277,8 @@ void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__Proces
   }
 }
 
-void gmt__pmgr_procs_close(gmt_pmgr_t *pm) {
+void gmt__pmgr_procs_close(gmt_pmgr_t *pm)
+{
   while (pm->procs) {
     pmgr_proc_t *p = pm->procs;
     pm->procs = p->next;

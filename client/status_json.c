@@ -11,13 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static json_object *new_u64(uint64_t v) {
+static json_object *new_u64(uint64_t v)
+{
   return json_object_new_int64(v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v);
 }
 
 /* json-c writes 0.3 as 0.29999999999999999 (%.17g); an operator reading a
  * share should see what the config said. */
-static json_object *new_share(double v) {
+static json_object *new_share(double v)
+{
   char buf[64];
   if (!isfinite(v))
     v = 0;
@@ -31,7 +33,8 @@ static json_object *new_share(double v) {
 
 /* A NULL value is an allocation that failed; it is reported here so that
  * the callers can OR the results of a run of adds together. */
-static int add(json_object *obj, const char *key, json_object *val) {
+static int add(json_object *obj, const char *key, json_object *val)
+{
   if (!val)
     return -ENOMEM;
   if (json_object_object_add(obj, key, val) != 0) {
@@ -41,7 +44,8 @@ static int add(json_object *obj, const char *key, json_object *val) {
   return 0;
 }
 
-static int push(json_object *arr, json_object *val) {
+static int push(json_object *arr, json_object *val)
+{
   if (!val)
     return -ENOMEM;
   if (json_object_array_add(arr, val) != 0) {
@@ -51,9 +55,13 @@ static int push(json_object *arr, json_object *val) {
   return 0;
 }
 
-static const char *str(const char *s) { return s ? s : ""; }
+static const char *str(const char *s)
+{
+  return s ? s : "";
+}
 
-static json_object *process_json(const Gmt__ProcessStatus *p) {
+static json_object *process_json(const Gmt__ProcessStatus *p)
+{
   json_object *o = json_object_new_object();
   if (!o)
     return NULL;
@@ -72,7 +80,8 @@ static json_object *process_json(const Gmt__ProcessStatus *p) {
   return o;
 }
 
-static json_object *pod_json(const Gmt__PodStatus *pod) {
+static json_object *pod_json(const Gmt__PodStatus *pod)
+{
   static Gmt__PodConfig none = GMT__POD_CONFIG__INIT;
   const Gmt__PodConfig *cfg = pod->config ? pod->config : &none;
   json_object *o = json_object_new_object();
@@ -102,7 +111,8 @@ static json_object *pod_json(const Gmt__PodStatus *pod) {
   return o;
 }
 
-int gmt_status_json(const Gmt__StatusReply *st, char **out) {
+int gmt_status_json(const Gmt__StatusReply *st, char **out)
+{
   *out = NULL;
   json_object *root = json_object_new_object();
   json_object *pods = json_object_new_array();
@@ -116,8 +126,8 @@ int gmt_status_json(const Gmt__StatusReply *st, char **out) {
     rc |= push(pods, pod_json(st->pods[i]));
   rc |= add(root, "pods", pods);
   if (!rc) {
-    const char *s = json_object_to_json_string_ext(
-        root, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
+                                                             JSON_C_TO_STRING_NOSLASHESCAPE);
     *out = s ? strdup(s) : NULL;
     if (!*out)
       rc = -ENOMEM;

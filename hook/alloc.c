@@ -48,24 +48,24 @@ static int charge(int dev, uint64_t bytes)
 /* A wrapper that records: outermost on this thread only (a driver calling
  * its own exported entry points is one call, not two), and the process is
  * registered first (a forked child that never calls cuInit again). */
-#define GMT_ENTER(...)                                                           \
-  do {                                                                           \
-    if (gmt__t_depth)                                                            \
-      return real(__VA_ARGS__);                                                  \
-    gmt__report_ensure();                                                        \
-    gmt__t_depth++;                                                              \
+#define GMT_ENTER(...)                                                                             \
+  do {                                                                                             \
+    if (gmt__t_depth)                                                                              \
+      return real(__VA_ARGS__);                                                                    \
+    gmt__report_ensure();                                                                          \
+    gmt__t_depth++;                                                                                \
   } while (0)
 #define GMT_LEAVE() gmt__t_depth--
 
 /* Charges bytes on dev or leaves the wrapper with an out-of-memory error. */
-#define GMT_CHARGE(dev, bytes)                                                   \
-  do {                                                                           \
-    if (charge((dev), (bytes)) != 0) {                                           \
-      GMT_HOOK_DEBUG("%s: %llu bytes over the pod's quota", __func__,            \
-                     (unsigned long long)(bytes));                               \
-      GMT_LEAVE();                                                               \
-      return CUDA_ERROR_OUT_OF_MEMORY;                                           \
-    }                                                                            \
+#define GMT_CHARGE(dev, bytes)                                                                     \
+  do {                                                                                             \
+    if (charge((dev), (bytes)) != 0) {                                                             \
+      GMT_HOOK_DEBUG("%s: %llu bytes over the pod's quota", __func__,                              \
+                     (unsigned long long)(bytes));                                                 \
+      GMT_LEAVE();                                                                                 \
+      return CUDA_ERROR_OUT_OF_MEMORY;                                                             \
+    }                                                                                              \
   } while (0)
 
 enum {
@@ -79,7 +79,8 @@ enum {
 /* After the driver answered a charged allocation: records it, or gives the
  * charge back when it failed. A live entry it replaced (a free we did not
  * see) gives its charge back too. */
-static void settle(CUresult rc, int ns, uint64_t handle, uint64_t size, int kind, int dev) {
+static void settle(CUresult rc, int ns, uint64_t handle, uint64_t size, int kind, int dev)
+{
   if (rc != CUDA_SUCCESS || !handle) {
     gmt__unreserve(dev, size);
     return;
@@ -91,7 +92,8 @@ static void settle(CUresult rc, int ns, uint64_t handle, uint64_t size, int kind
 
 /* ---- linear allocations ---- */
 
-GMT_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
+GMT_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
   GMT_REAL(cuMemAlloc);
   GMT_ENTER(dptr, bytesize);
   int dev = gmt__current_device();
@@ -102,7 +104,8 @@ GMT_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
   return rc;
 }
 
-GMT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+GMT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
   GMT_REAL(cuMemAlloc_v2);
   GMT_ENTER(dptr, bytesize);
   int dev = gmt__current_device();
@@ -116,12 +119,14 @@ GMT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
 /* The pitch is the driver's choice: reserve the width rounded as drivers
  * pitch it, then settle on pitch x height, freeing the allocation again if
  * a larger pitch does not fit. */
-static uint64_t pitch_guess(uint64_t width, uint64_t height) {
+static uint64_t pitch_guess(uint64_t width, uint64_t height)
+{
   return (width + GMT_PITCH_ALIGN - 1) / GMT_PITCH_ALIGN * GMT_PITCH_ALIGN * height;
 }
 
 static CUresult pitch_settle(CUresult rc, uint64_t ptr, uint64_t pitch, uint64_t height,
-                             uint64_t guess, int dev, CUresult (*free_fn)(CUdeviceptr)) {
+                             uint64_t guess, int dev, CUresult (*free_fn)(CUdeviceptr))
+{
   if (rc != CUDA_SUCCESS || !ptr) {
     gmt__unreserve(dev, guess);
     return rc;
@@ -138,19 +143,22 @@ static CUresult pitch_settle(CUresult rc, uint64_t ptr, uint64_t pitch, uint64_t
   return rc;
 }
 
-static CUresult free_v2(CUdeviceptr p) {
+static CUresult free_v2(CUdeviceptr p)
+{
   CUresult (*f)(CUdeviceptr) = (CUresult(*)(CUdeviceptr))gmt__real(GMT_SYM_cuMemFree_v2);
   return f ? f(p) : CUDA_ERROR_NOT_FOUND;
 }
 
-static CUresult free_v1(CUdeviceptr p) {
+static CUresult free_v1(CUdeviceptr p)
+{
   CUresult (*f)(CUdeviceptr_v1) = (CUresult(*)(CUdeviceptr_v1))gmt__real(GMT_SYM_cuMemFree);
   return f ? f((CUdeviceptr_v1)p) : CUDA_ERROR_NOT_FOUND;
 }
 
 GMT_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
                                     unsigned int WidthInBytes, unsigned int Height,
-                                    unsigned int ElementSizeBytes) {
+                                    unsigned int ElementSizeBytes)
+{
   GMT_REAL(cuMemAllocPitch);
   GMT_ENTER(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   int dev = gmt__current_device();
@@ -164,7 +172,8 @@ GMT_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 }
 
 GMT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
-                                       size_t Height, unsigned int ElementSizeBytes) {
+                                       size_t Height, unsigned int ElementSizeBytes)
+{
   GMT_REAL(cuMemAllocPitch_v2);
   GMT_ENTER(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   int dev = gmt__current_device();
@@ -177,7 +186,8 @@ GMT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
   return rc;
 }
 
-GMT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+GMT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
   GMT_REAL(cuMemAllocManaged);
   GMT_ENTER(dptr, bytesize, flags);
   int dev = gmt__current_device();
@@ -202,10 +212,10 @@ static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static pool_t g_pools[GMT_MAX_POOLS];
 static int g_npools;
 
-static int pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *out) {
-  CUresult (*get)(CUmemoryPool, CUmemPool_attribute, void *) =
-      (CUresult(*)(CUmemoryPool, CUmemPool_attribute, void *))gmt__real(
-          GMT_SYM_cuMemPoolGetAttribute);
+static int pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *out)
+{
+  CUresult (*get)(CUmemoryPool, CUmemPool_attribute, void *) = (CUresult(*)(
+      CUmemoryPool, CUmemPool_attribute, void *))gmt__real(GMT_SYM_cuMemPoolGetAttribute);
   cuuint64_t v = 0;
   if (!get || get(pool, attr, &v) != CUDA_SUCCESS)
     return -1;
@@ -214,7 +224,8 @@ static int pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *out)
 }
 
 /* The pool's entry, made on first sight (lock held); NULL when full. */
-static pool_t *pool_entry(CUmemoryPool pool, int dev) {
+static pool_t *pool_entry(CUmemoryPool pool, int dev)
+{
   for (int i = 0; i < g_npools; i++)
     if (g_pools[i].pool == pool)
       return &g_pools[i];
@@ -226,7 +237,8 @@ static pool_t *pool_entry(CUmemoryPool pool, int dev) {
 
 /* Lowers each pool's charge to what it holds now (lock held). Raising is
  * left to the allocation path, which may reserve. */
-static void pools_shrink_locked(void) {
+static void pools_shrink_locked(void)
+{
   for (int i = 0; i < g_npools; i++) {
     pool_t *p = &g_pools[i];
     uint64_t r;
@@ -249,7 +261,8 @@ static void pools_reconcile(void)
 
 /* Brings pool's charge up to what it holds; GMT_EQUOTA when the quota has
  * no room for the growth (then nothing more is charged). */
-static int pool_grow(CUmemoryPool pool, int dev) {
+static int pool_grow(CUmemoryPool pool, int dev)
+{
   pthread_mutex_lock(&g_pool_mu);
   pool_t *p = pool_entry(pool, dev);
   uint64_t r = 0, grow = 0;
@@ -266,7 +279,8 @@ static int pool_grow(CUmemoryPool pool, int dev) {
   return 0;
 }
 
-static CUmemoryPool stream_pool(int dev) {
+static CUmemoryPool stream_pool(int dev)
+{
   CUresult (*get)(CUmemoryPool *, CUdevice) =
       (CUresult(*)(CUmemoryPool *, CUdevice))gmt__real(GMT_SYM_cuDeviceGetMemPool);
   CUmemoryPool p = NULL;
@@ -283,7 +297,8 @@ typedef CUresult (*async_free_fn)(CUdeviceptr, CUstream);
  * the driver; after it the pool's charge is set to what it holds. */
 static CUresult pool_alloc(CUresult rc_call(void *), void *call_arg, CUdeviceptr *dptr,
                            size_t bytesize, CUmemoryPool pool, CUstream stream,
-                           async_free_fn free_fn) {
+                           async_free_fn free_fn)
+{
   int dev = gmt__current_device();
   CUmemoryPool p = pool ? pool : stream_pool(dev);
   uint64_t r0 = 0, u0 = 0;
@@ -336,61 +351,69 @@ typedef struct {
   CUstream stream;
 } async_args_t;
 
-static CUresult call_alloc_async(void *a) {
+static CUresult call_alloc_async(void *a)
+{
   async_args_t *x = a;
   return ((CUresult(*)(CUdeviceptr *, size_t, CUstream))x->real)(x->dptr, x->bytesize, x->stream);
 }
 
-static CUresult call_alloc_from_pool(void *a) {
+static CUresult call_alloc_from_pool(void *a)
+{
   async_args_t *x = a;
-  return ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))x->real)(
-      x->dptr, x->bytesize, x->pool, x->stream);
+  return ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))x->real)(x->dptr, x->bytesize,
+                                                                               x->pool, x->stream);
 }
 
-static CUresult real_free_async(CUdeviceptr p, CUstream s) {
+static CUresult real_free_async(CUdeviceptr p, CUstream s)
+{
   CUresult (*f)(CUdeviceptr, CUstream) =
       (CUresult(*)(CUdeviceptr, CUstream))gmt__real(GMT_SYM_cuMemFreeAsync);
   return f ? f(p, s) : CUDA_ERROR_NOT_FOUND;
 }
 
-static CUresult real_free_async_ptsz(CUdeviceptr p, CUstream s) {
+static CUresult real_free_async_ptsz(CUdeviceptr p, CUstream s)
+{
   CUresult (*f)(CUdeviceptr, CUstream) =
       (CUresult(*)(CUdeviceptr, CUstream))gmt__real(GMT_SYM_cuMemFreeAsync_ptsz);
   return f ? f(p, s) : real_free_async(p, s);
 }
 
-#define GMT_ASYNC_BODY(name, callfn, freefn, pool_, ...)                         \
-  GMT_REAL(name);                                                                \
-  GMT_ENTER(__VA_ARGS__);                                                        \
-  async_args_t a = {(void *)real, dptr, bytesize, pool_, hStream};               \
-  CUresult rc = dptr ? pool_alloc(callfn, &a, dptr, bytesize, pool_, hStream, freefn) \
-                     : real(__VA_ARGS__);                                        \
-  GMT_LEAVE();                                                                   \
+#define GMT_ASYNC_BODY(name, callfn, freefn, pool_, ...)                                           \
+  GMT_REAL(name);                                                                                  \
+  GMT_ENTER(__VA_ARGS__);                                                                          \
+  async_args_t a = {(void *)real, dptr, bytesize, pool_, hStream};                                 \
+  CUresult rc =                                                                                    \
+      dptr ? pool_alloc(callfn, &a, dptr, bytesize, pool_, hStream, freefn) : real(__VA_ARGS__);   \
+  GMT_LEAVE();                                                                                     \
   return rc
 
-GMT_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  GMT_ASYNC_BODY(cuMemAllocAsync, call_alloc_async, real_free_async, NULL, dptr, bytesize,
+GMT_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+  GMT_ASYNC_BODY(cuMemAllocAsync, call_alloc_async, real_free_async, NULL, dptr, bytesize, hStream);
+}
+
+GMT_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+  GMT_ASYNC_BODY(cuMemAllocAsync_ptsz, call_alloc_async, real_free_async_ptsz, NULL, dptr, bytesize,
                  hStream);
 }
 
-GMT_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  GMT_ASYNC_BODY(cuMemAllocAsync_ptsz, call_alloc_async, real_free_async_ptsz, NULL, dptr,
-                 bytesize, hStream);
-}
-
-GMT_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
-                                            CUmemoryPool pool, CUstream hStream) {
+GMT_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                            CUstream hStream)
+{
   GMT_ASYNC_BODY(cuMemAllocFromPoolAsync, call_alloc_from_pool, real_free_async, pool, dptr,
                  bytesize, pool, hStream);
 }
 
 GMT_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-                                                 CUmemoryPool pool, CUstream hStream) {
+                                                 CUmemoryPool pool, CUstream hStream)
+{
   GMT_ASYNC_BODY(cuMemAllocFromPoolAsync_ptsz, call_alloc_from_pool, real_free_async_ptsz, pool,
                  dptr, bytesize, pool, hStream);
 }
 
-GMT_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+GMT_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
   GMT_REAL(cuMemPoolTrimTo);
   GMT_ENTER(pool, minBytesToKeep);
   CUresult rc = real(pool, minBytesToKeep);
@@ -403,7 +426,8 @@ GMT_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
 /* Live blocks of a destroyed pool are given back by the driver when they
  * are freed; from here on they are no longer charged (the pool cannot be
  * asked any more). */
-GMT_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+GMT_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
   GMT_REAL(cuMemPoolDestroy);
   GMT_ENTER(pool);
   CUresult rc = real(pool);
@@ -426,7 +450,8 @@ GMT_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
 
 /* After a successful free: the charge goes back to the slack, or for a
  * block of a pool the pool's charge follows what the pool still holds. */
-static void uncharge(int ns, uint64_t handle) {
+static void uncharge(int ns, uint64_t handle)
+{
   gmt_hook_event_t e;
   if (!gmt__state_free(ns, handle, &e))
     return;
@@ -438,28 +463,32 @@ static void uncharge(int ns, uint64_t handle) {
 
 /* cuMemFree may free what cuMemAllocAsync made and the other way round:
  * both look the address up in the one pointer space. */
-#define GMT_FREE_BODY(name, ns, addr, ...)                                       \
-  GMT_REAL(name);                                                                \
-  GMT_ENTER(__VA_ARGS__);                                                        \
-  CUresult rc = real(__VA_ARGS__);                                               \
-  if (rc == CUDA_SUCCESS)                                                        \
-    uncharge(ns, (uint64_t)(addr));                                              \
-  GMT_LEAVE();                                                                   \
+#define GMT_FREE_BODY(name, ns, addr, ...)                                                         \
+  GMT_REAL(name);                                                                                  \
+  GMT_ENTER(__VA_ARGS__);                                                                          \
+  CUresult rc = real(__VA_ARGS__);                                                                 \
+  if (rc == CUDA_SUCCESS)                                                                          \
+    uncharge(ns, (uint64_t)(addr));                                                                \
+  GMT_LEAVE();                                                                                     \
   return rc
 
-GMT_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) {
+GMT_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
   GMT_FREE_BODY(cuMemFree, GMT_NS_PTR, dptr, dptr);
 }
 
-GMT_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+GMT_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
   GMT_FREE_BODY(cuMemFree_v2, GMT_NS_PTR, dptr, dptr);
 }
 
-GMT_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+GMT_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
   GMT_FREE_BODY(cuMemFreeAsync, GMT_NS_PTR, dptr, dptr, hStream);
 }
 
-GMT_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+GMT_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
   GMT_FREE_BODY(cuMemFreeAsync_ptsz, GMT_NS_PTR, dptr, dptr, hStream);
 }
 
@@ -468,7 +497,8 @@ GMT_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
 /* The physical allocation is what holds device memory; cuMemMap of it
  * adds none, so only cuMemCreate / cuMemRelease are counted. */
 GMT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                                const CUmemAllocationProp *prop, unsigned long long flags) {
+                                const CUmemAllocationProp *prop, unsigned long long flags)
+{
   GMT_REAL(cuMemCreate);
   GMT_ENTER(handle, size, prop, flags);
   if (!prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
@@ -484,7 +514,8 @@ GMT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
   return rc;
 }
 
-GMT_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+GMT_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
   GMT_FREE_BODY(cuMemRelease, GMT_NS_PHYSICAL, handle, handle);
 }
 
@@ -493,83 +524,87 @@ GMT_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 /* Bytes of one element of one channel; formats that pack several channels
  * or planes are counted at their nominal sample size, close enough for
  * accounting. */
-static uint64_t format_bytes(CUarray_format f) {
+static uint64_t format_bytes(CUarray_format f)
+{
   switch (f) {
   case CU_AD_FORMAT_UNSIGNED_INT8:
   case CU_AD_FORMAT_SIGNED_INT8:
   case CU_AD_FORMAT_UNORM_INT8X1:
   case CU_AD_FORMAT_SNORM_INT8X1:
-  case CU_AD_FORMAT_NV12:
-    return 1;
+  case CU_AD_FORMAT_NV12: return 1;
   case CU_AD_FORMAT_UNSIGNED_INT16:
   case CU_AD_FORMAT_SIGNED_INT16:
   case CU_AD_FORMAT_HALF:
   case CU_AD_FORMAT_UNORM_INT8X2:
   case CU_AD_FORMAT_SNORM_INT8X2:
   case CU_AD_FORMAT_UNORM_INT16X1:
-  case CU_AD_FORMAT_SNORM_INT16X1:
-    return 2;
+  case CU_AD_FORMAT_SNORM_INT16X1: return 2;
   case CU_AD_FORMAT_UNORM_INT16X4:
-  case CU_AD_FORMAT_SNORM_INT16X4:
-    return 8;
-  default:
-    return 4;
+  case CU_AD_FORMAT_SNORM_INT16X4: return 8;
+  default: return 4;
   }
 }
 
 static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f,
-                            unsigned int channels) {
+                            unsigned int channels)
+{
   return (w ? w : 1) * (h ? h : 1) * (d ? d : 1) * (channels ? channels : 1) * format_bytes(f);
 }
 
-#define GMT_ARRAY_BODY(name, bytes_expr, ...)                                    \
-  GMT_REAL(name);                                                                \
-  GMT_ENTER(__VA_ARGS__);                                                        \
-  if (!desc) {                                                                   \
-    CUresult rc0 = real(__VA_ARGS__);                                            \
-    GMT_LEAVE();                                                                 \
-    return rc0;                                                                  \
-  }                                                                              \
-  int dev = gmt__current_device();                                               \
-  uint64_t bytes = (bytes_expr);                                                 \
-  GMT_CHARGE(dev, bytes);                                                        \
-  CUresult rc = real(__VA_ARGS__);                                               \
-  settle(rc, GMT_NS_ARRAY, pHandle ? (uint64_t)(uintptr_t)*pHandle : 0, bytes, KIND_ARRAY, dev); \
-  GMT_LEAVE();                                                                   \
+#define GMT_ARRAY_BODY(name, bytes_expr, ...)                                                      \
+  GMT_REAL(name);                                                                                  \
+  GMT_ENTER(__VA_ARGS__);                                                                          \
+  if (!desc) {                                                                                     \
+    CUresult rc0 = real(__VA_ARGS__);                                                              \
+    GMT_LEAVE();                                                                                   \
+    return rc0;                                                                                    \
+  }                                                                                                \
+  int dev = gmt__current_device();                                                                 \
+  uint64_t bytes = (bytes_expr);                                                                   \
+  GMT_CHARGE(dev, bytes);                                                                          \
+  CUresult rc = real(__VA_ARGS__);                                                                 \
+  settle(rc, GMT_NS_ARRAY, pHandle ? (uint64_t)(uintptr_t)*pHandle : 0, bytes, KIND_ARRAY, dev);   \
+  GMT_LEAVE();                                                                                     \
   return rc
 
-GMT_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *desc) {
+GMT_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *desc)
+{
   GMT_ARRAY_BODY(cuArrayCreate,
                  array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels),
                  pHandle, desc);
 }
 
-GMT_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc) {
+GMT_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
   GMT_ARRAY_BODY(cuArrayCreate_v2,
                  array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels),
                  pHandle, desc);
 }
 
-GMT_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc) {
-  GMT_ARRAY_BODY(cuArray3DCreate,
-                 array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format,
-                             desc->NumChannels),
-                 pHandle, desc);
+GMT_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc)
+{
+  GMT_ARRAY_BODY(
+      cuArray3DCreate,
+      array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels), pHandle,
+      desc);
 }
 
-GMT_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc) {
-  GMT_ARRAY_BODY(cuArray3DCreate_v2,
-                 array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format,
-                             desc->NumChannels),
-                 pHandle, desc);
+GMT_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
+{
+  GMT_ARRAY_BODY(
+      cuArray3DCreate_v2,
+      array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels), pHandle,
+      desc);
 }
 
-GMT_EXPORT CUresult cuArrayDestroy(CUarray hArray) {
+GMT_EXPORT CUresult cuArrayDestroy(CUarray hArray)
+{
   GMT_FREE_BODY(cuArrayDestroy, GMT_NS_ARRAY, (uintptr_t)hArray, hArray);
 }
 
 /* Each level halves every dimension that is still above one. */
-static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned int levels) {
+static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned int levels)
+{
   uint64_t bytes = 0, w = desc->Width, h = desc->Height, d = desc->Depth;
   for (unsigned int l = 0; l < (levels ? levels : 1); l++) {
     bytes += array_bytes(w, h, d, desc->Format, desc->NumChannels);
@@ -582,7 +617,8 @@ static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned int l
 
 GMT_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
                                            const CUDA_ARRAY3D_DESCRIPTOR *desc,
-                                           unsigned int numMipmapLevels) {
+                                           unsigned int numMipmapLevels)
+{
   GMT_REAL(cuMipmappedArrayCreate);
   GMT_ENTER(pHandle, desc, numMipmapLevels);
   if (!desc) {
@@ -599,7 +635,8 @@ GMT_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
   return rc;
 }
 
-GMT_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
+GMT_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
   GMT_FREE_BODY(cuMipmappedArrayDestroy, GMT_NS_MIPMAP, (uintptr_t)hMipmappedArray,
                 hMipmappedArray);
 }
@@ -611,7 +648,8 @@ GMT_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
  * themselves from it (PyTorch, cuDNN workspaces, vLLM's profiler) stay
  * within the quota. What the pod holds leaves out this process's own
  * slack, which it can still allocate. Unhooked: the driver's numbers. */
-static CUresult pod_meminfo(uint64_t *free_b, uint64_t *total_b) {
+static CUresult pod_meminfo(uint64_t *free_b, uint64_t *total_b)
+{
   uint64_t used = 0, limit = 0;
   gmt__report_ensure();
   pools_reconcile();
@@ -624,7 +662,8 @@ static CUresult pod_meminfo(uint64_t *free_b, uint64_t *total_b) {
   return CUDA_SUCCESS;
 }
 
-GMT_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total) {
+GMT_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
+{
   GMT_REAL(cuMemGetInfo);
   if (gmt__t_depth)
     return real(free, total);
@@ -648,7 +687,8 @@ GMT_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total) {
   return rc;
 }
 
-GMT_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
+GMT_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
   GMT_REAL(cuMemGetInfo_v2);
   if (gmt__t_depth)
     return real(free, total);

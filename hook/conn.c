@@ -42,12 +42,14 @@ struct gmt_conn {
   uint32_t next_id;
 };
 
-static int remaining_ms(uint64_t deadline) {
+static int remaining_ms(uint64_t deadline)
+{
   uint64_t now = gmt_now_ms();
   return now >= deadline ? 0 : (int)(deadline - now);
 }
 
-static int wait_fd(int fd, short events, uint64_t deadline) {
+static int wait_fd(int fd, short events, uint64_t deadline)
+{
   for (;;) {
     struct pollfd p = {.fd = fd, .events = events};
     int r = poll(&p, 1, remaining_ms(deadline));
@@ -60,7 +62,8 @@ static int wait_fd(int fd, short events, uint64_t deadline) {
   }
 }
 
-static int send_all(int fd, const void *buf, size_t len, uint64_t deadline) {
+static int send_all(int fd, const void *buf, size_t len, uint64_t deadline)
+{
   const char *p = buf;
   while (len) {
     ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -82,7 +85,8 @@ static int send_all(int fd, const void *buf, size_t len, uint64_t deadline) {
   return 0;
 }
 
-static int recv_all(int fd, void *buf, size_t len, uint64_t deadline) {
+static int recv_all(int fd, void *buf, size_t len, uint64_t deadline)
+{
   char *p = buf;
   while (len) {
     ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
@@ -106,19 +110,22 @@ static int recv_all(int fd, void *buf, size_t len, uint64_t deadline) {
   return 0;
 }
 
-static void put_be64(unsigned char *p, uint64_t v) {
+static void put_be64(unsigned char *p, uint64_t v)
+{
   for (int i = 7; i >= 0; i--, v >>= 8)
     p[i] = (unsigned char)v;
 }
 
-static uint64_t get_be64(const unsigned char *p) {
+static uint64_t get_be64(const unsigned char *p)
+{
   uint64_t v = 0;
   for (int i = 0; i < 8; i++)
     v = v << 8 | p[i];
   return v;
 }
 
-static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, uint64_t deadline) {
+static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, uint64_t deadline)
+{
   if (connect(fd, sa, len) == 0)
     return 0;
   if (errno != EINPROGRESS && errno != EAGAIN)
@@ -134,7 +141,8 @@ static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, uint64_t
 }
 
 /* A connected, non-blocking socket for url, or a negative code. */
-static int dial(const char *url, int *ipc, uint64_t deadline) {
+static int dial(const char *url, int *ipc, uint64_t deadline)
+{
   int fd = -1, rc;
   if (!strncmp(url, "ipc://", 6)) {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
@@ -201,7 +209,8 @@ static int dial(const char *url, int *ipc, uint64_t deadline) {
   return fd;
 }
 
-int gmt__conn_open(gmt_conn_t **out, const char *url, int timeout_ms) {
+int gmt__conn_open(gmt_conn_t **out, const char *url, int timeout_ms)
+{
   *out = NULL;
   gmt_conn_t *c = calloc(1, sizeof(*c));
   if (!c || !(c->url = strdup(url))) {
@@ -220,7 +229,8 @@ int gmt__conn_open(gmt_conn_t **out, const char *url, int timeout_ms) {
   return 0;
 }
 
-void gmt__conn_close(gmt_conn_t *c) {
+void gmt__conn_close(gmt_conn_t *c)
+{
   if (!c)
     return;
   if (c->fd >= 0)
@@ -229,8 +239,9 @@ void gmt__conn_close(gmt_conn_t *c) {
   free(c);
 }
 
-static int call_once(gmt_conn_t *c, const void *body, size_t blen, void **reply,
-                     size_t *rlen, uint64_t deadline) {
+static int call_once(gmt_conn_t *c, const void *body, size_t blen, void **reply, size_t *rlen,
+                     uint64_t deadline)
+{
   if (c->fd < 0) {
     c->fd = dial(c->url, &c->ipc, deadline);
     if (c->fd < 0) {
@@ -297,8 +308,8 @@ static int call_once(gmt_conn_t *c, const void *body, size_t blen, void **reply,
   return rc;
 }
 
-int gmt__conn_call(gmt_conn_t *c, const Gmt__Envelope *req, Gmt__Envelope **rep,
-                   int timeout_ms) {
+int gmt__conn_call(gmt_conn_t *c, const Gmt__Envelope *req, Gmt__Envelope **rep, int timeout_ms)
+{
   *rep = NULL;
   void *body = NULL, *reply = NULL;
   size_t blen = 0, rlen = 0;

@@ -14,7 +14,6 @@ void gmt__conn_close(gmt_conn_t *c);
 /* Sends req and waits at most timeout_ms for its reply (-ETIMEDOUT). A
  * broken connection is dialled again on the next call. *rep is freed with
  * gmt_wire_free(); an Error reply is a reply (see gmt_wire_expect()). */
-int gmt__conn_call(gmt_conn_t *c, const Gmt__Envelope *req, Gmt__Envelope **rep,
-                   int timeout_ms);
+int gmt__conn_call(gmt_conn_t *c, const Gmt__Envelope *req, Gmt__Envelope **rep, int timeout_ms);
 
 #endif

@@ -115,14 +115,16 @@ __asm__(".text\n"
 #else
 /* Elsewhere RTLD_NEXT is answered relative to libgmthook, which is right
  * for every object loaded before it (LD_PRELOAD puts it near the front). */
-GMT_EXPORT void *dlsym(void *handle, const char *name) {
+GMT_EXPORT void *dlsym(void *handle, const char *name)
+{
   return gmt__dlsym_hooked(handle, name);
 }
 #endif
 
 /* ---- cuGetProcAddress ---- */
 
-static void swap_proc(const char *symbol, void **pfn, int version, cuuint64_t flags) {
+static void swap_proc(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
   void *p = *pfn;
   void *w = swap(p);
   *pfn = w;
@@ -132,7 +134,8 @@ static void swap_proc(const char *symbol, void **pfn, int version, cuuint64_t fl
 }
 
 GMT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
-                                     cuuint64_t flags) {
+                                     cuuint64_t flags)
+{
   GMT_REAL(cuGetProcAddress);
   CUresult rc = real(symbol, pfn, cudaVersion, flags);
   if (rc == CUDA_SUCCESS && pfn && *pfn)
@@ -142,7 +145,8 @@ GMT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVer
 
 GMT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                         cuuint64_t flags,
-                                        CUdriverProcAddressQueryResult *symbolStatus) {
+                                        CUdriverProcAddressQueryResult *symbolStatus)
+{
   GMT_REAL(cuGetProcAddress_v2);
   CUresult rc = real(symbol, pfn, cudaVersion, flags, symbolStatus);
   if (rc == CUDA_SUCCESS && pfn && *pfn)
@@ -152,7 +156,8 @@ GMT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda
 
 /* ---- cuInit ---- */
 
-GMT_EXPORT CUresult cuInit(unsigned int Flags) {
+GMT_EXPORT CUresult cuInit(unsigned int Flags)
+{
   GMT_REAL(cuInit);
   CUresult rc = real(Flags);
   GMT_HOOK_DEBUG("cuInit(%u) = %d", Flags, (int)rc);

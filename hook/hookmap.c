@@ -5,7 +5,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-static size_t hash_ptr(const void *p) {
+static size_t hash_ptr(const void *p)
+{
   /* Entry points are 16-byte aligned and close together: mix the bits so
    * neighbours spread over the table. */
   uint64_t x = (uint64_t)(uintptr_t)p;
@@ -15,7 +16,8 @@ static size_t hash_ptr(const void *p) {
   return (size_t)x;
 }
 
-int gmt__hookmap_init(gmt_hookmap_t *m, size_t max_entries) {
+int gmt__hookmap_init(gmt_hookmap_t *m, size_t max_entries)
+{
   size_t n = 16;
   while (n < 2 * max_entries)
     n <<= 1;
@@ -27,14 +29,16 @@ int gmt__hookmap_init(gmt_hookmap_t *m, size_t max_entries) {
   return 0;
 }
 
-void gmt__hookmap_close(gmt_hookmap_t *m) {
+void gmt__hookmap_close(gmt_hookmap_t *m)
+{
   free(m->slots);
   m->slots = NULL;
   m->mask = 0;
   m->count = 0;
 }
 
-int gmt__hookmap_add(gmt_hookmap_t *m, const void *real, void *wrapper) {
+int gmt__hookmap_add(gmt_hookmap_t *m, const void *real, void *wrapper)
+{
   if (!real)
     return 0;
   if (!m->slots)
@@ -54,7 +58,8 @@ int gmt__hookmap_add(gmt_hookmap_t *m, const void *real, void *wrapper) {
   }
 }
 
-void *gmt__hookmap_find(const gmt_hookmap_t *m, const void *real) {
+void *gmt__hookmap_find(const gmt_hookmap_t *m, const void *real)
+{
   if (!real || !m->slots)
     return NULL;
   for (size_t i = hash_ptr(real) & m->mask;; i = (i + 1) & m->mask) {

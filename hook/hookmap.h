@@ -35,7 +35,8 @@ int gmt__hookmap_add(gmt_hookmap_t *m, const void *real, void *wrapper);
 void *gmt__hookmap_find(const gmt_hookmap_t *m, const void *real);
 
 /* What to hand out instead of p: its wrapper, or p itself when unknown. */
-static inline void *gmt__hookmap_swap(const gmt_hookmap_t *m, void *p) {
+static inline void *gmt__hookmap_swap(const gmt_hookmap_t *m, void *p)
+{
   void *w = gmt__hookmap_find(m, p);
   return w ? w : p;
 }

@@ -9,63 +9,68 @@
 #include "driver.h"
 #include "token.h"
 
-static inline void count(uint64_t n) {
+static inline void count(uint64_t n)
+{
   atomic_fetch_add_explicit(&gmt__launches, n, memory_order_relaxed);
 }
 
-#define GMT_LAUNCH_BODY(name, ...)                                               \
-  GMT_REAL(name);                                                                \
-  gmt__token_gate();                                                             \
-  CUresult rc = real(__VA_ARGS__);                                               \
-  if (rc == CUDA_SUCCESS)                                                        \
-    count(1);                                                                    \
+#define GMT_LAUNCH_BODY(name, ...)                                                                 \
+  GMT_REAL(name);                                                                                  \
+  gmt__token_gate();                                                                               \
+  CUresult rc = real(__VA_ARGS__);                                                                 \
+  if (rc == CUDA_SUCCESS)                                                                          \
+    count(1);                                                                                      \
   return rc
 
 GMT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                    unsigned int gridDimZ, unsigned int blockDimX,
                                    unsigned int blockDimY, unsigned int blockDimZ,
                                    unsigned int sharedMemBytes, CUstream hStream,
-                                   void **kernelParams, void **extra) {
-  GMT_LAUNCH_BODY(cuLaunchKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                  blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
+                                   void **kernelParams, void **extra)
+{
+  GMT_LAUNCH_BODY(cuLaunchKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                  sharedMemBytes, hStream, kernelParams, extra);
 }
 
-GMT_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
-                                        unsigned int gridDimY, unsigned int gridDimZ,
-                                        unsigned int blockDimX, unsigned int blockDimY,
-                                        unsigned int blockDimZ, unsigned int sharedMemBytes,
-                                        CUstream hStream, void **kernelParams, void **extra) {
+GMT_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                        unsigned int gridDimZ, unsigned int blockDimX,
+                                        unsigned int blockDimY, unsigned int blockDimZ,
+                                        unsigned int sharedMemBytes, CUstream hStream,
+                                        void **kernelParams, void **extra)
+{
   GMT_LAUNCH_BODY(cuLaunchKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
                   blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
 }
 
 GMT_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
-                                     void **kernelParams, void **extra) {
+                                     void **kernelParams, void **extra)
+{
   GMT_LAUNCH_BODY(cuLaunchKernelEx, config, f, kernelParams, extra);
 }
 
 GMT_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
-                                          void **kernelParams, void **extra) {
+                                          void **kernelParams, void **extra)
+{
   GMT_LAUNCH_BODY(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra);
 }
 
 GMT_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
                                               unsigned int gridDimY, unsigned int gridDimZ,
                                               unsigned int blockDimX, unsigned int blockDimY,
-                                              unsigned int blockDimZ,
-                                              unsigned int sharedMemBytes, CUstream hStream,
-                                              void **kernelParams) {
-  GMT_LAUNCH_BODY(cuLaunchCooperativeKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX,
-                  blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
+                                              unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                              CUstream hStream, void **kernelParams)
+{
+  GMT_LAUNCH_BODY(cuLaunchCooperativeKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                  blockDimZ, sharedMemBytes, hStream, kernelParams);
 }
 
 GMT_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
                                                    unsigned int gridDimY, unsigned int gridDimZ,
-                                                   unsigned int blockDimX,
-                                                   unsigned int blockDimY,
+                                                   unsigned int blockDimX, unsigned int blockDimY,
                                                    unsigned int blockDimZ,
-                                                   unsigned int sharedMemBytes,
-                                                   CUstream hStream, void **kernelParams) {
+                                                   unsigned int sharedMemBytes, CUstream hStream,
+                                                   void **kernelParams)
+{
   GMT_LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX,
                   blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
 }
@@ -74,7 +79,8 @@ GMT_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gr
  * device gated on its own. */
 GMT_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList,
                                                          unsigned int numDevices,
-                                                         unsigned int flags) {
+                                                         unsigned int flags)
+{
   GMT_REAL(cuLaunchCooperativeKernelMultiDevice);
   for (unsigned int i = 0; launchParamsList && i < numDevices; i++)
     gmt__token_gate_stream(launchParamsList[i].hStream);
@@ -85,10 +91,12 @@ GMT_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *lau
 }
 
 /* A graph launch counts once, whatever the graph holds. */
-GMT_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+GMT_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
   GMT_LAUNCH_BODY(cuGraphLaunch, hGraphExec, hStream);
 }
 
-GMT_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+GMT_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
   GMT_LAUNCH_BODY(cuGraphLaunch_ptsz, hGraphExec, hStream);
 }

@@ -46,13 +46,15 @@ static _Atomic int g_state;
 static char g_exe[4096];
 static const char *g_url;
 
-static void sleep_ms(uint64_t ms) {
+static void sleep_ms(uint64_t ms)
+{
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
   }
 }
 
-static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, size_t n) {
+static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, size_t n)
+{
   Gmt__MemEvent *evs = n ? calloc(n, sizeof(*evs)) : NULL;
   Gmt__MemEvent **pev = n ? calloc(n, sizeof(*pev)) : NULL;
   if (n && (!evs || !pev)) {
@@ -99,7 +101,8 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
   return rc;
 }
 
-static void *reporter_main(void *arg) {
+static void *reporter_main(void *arg)
+{
   (void)arg;
   gmt_hook_event_t *buf = malloc(GMT_HOOK_EVENT_CAP * sizeof(*buf));
   if (!buf)
@@ -143,7 +146,8 @@ static void *reporter_main(void *arg) {
   return NULL;
 }
 
-static int start_reporter(void) {
+static int start_reporter(void)
+{
   /* The thread must not take the program's signals (a SIGUSR1 handler,
    * a SIGINT that should stop the main thread). */
   sigset_t all, old;
@@ -159,7 +163,8 @@ static int start_reporter(void) {
   return -rc;
 }
 
-static int do_register(void) {
+static int do_register(void)
+{
   g_url = getenv("GMT_PMGR");
   if (!g_url || !*g_url)
     g_url = "tcp://127.0.0.1:50052";
@@ -169,8 +174,7 @@ static int do_register(void) {
   gmt_conn_t *c = NULL;
   int rc = gmt__conn_open(&c, g_url, GMT_REGISTER_TIMEOUT_MS);
   if (rc < 0) {
-    fprintf(stderr, "gmt: no pod manager at %s (%s); running unhooked\n", g_url,
-            gmt_strerror(rc));
+    fprintf(stderr, "gmt: no pod manager at %s (%s); running unhooked\n", g_url, gmt_strerror(rc));
     return rc;
   }
   Gmt__RegisterRequest req = GMT__REGISTER_REQUEST__INIT;
@@ -182,8 +186,7 @@ static int do_register(void) {
   Gmt__Envelope *rep = NULL;
   rc = gmt__conn_call(c, &env, &rep, GMT_REGISTER_TIMEOUT_MS);
   if (rc < 0) {
-    fprintf(stderr, "gmt: no pod manager at %s (%s); running unhooked\n", g_url,
-            gmt_strerror(rc));
+    fprintf(stderr, "gmt: no pod manager at %s (%s); running unhooked\n", g_url, gmt_strerror(rc));
     gmt__conn_close(c);
     return rc;
   }
@@ -216,7 +219,8 @@ static int do_register(void) {
   return 0;
 }
 
-void gmt__report_ensure(void) {
+void gmt__report_ensure(void)
+{
   if (atomic_load_explicit(&g_state, memory_order_acquire) != REP_NONE)
     return;
   pthread_mutex_lock(&g_mu);

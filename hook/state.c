@@ -43,7 +43,8 @@ static int g_dirty;
 static gmt_hook_event_t g_ring[GMT_HOOK_EVENT_CAP];
 static size_t g_head, g_len;
 
-static size_t hash_key(int ns, uint64_t address) {
+static size_t hash_key(int ns, uint64_t address)
+{
   uint64_t x = address ^ ((uint64_t)ns << 61);
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
@@ -53,7 +54,8 @@ static size_t hash_key(int ns, uint64_t address) {
   return (size_t)x;
 }
 
-static size_t find_slot(int ns, uint64_t address) {
+static size_t find_slot(int ns, uint64_t address)
+{
   size_t mask = g_cap - 1;
   for (size_t i = hash_key(ns, address) & mask;; i = (i + 1) & mask) {
     if (!g_slots[i].used || (g_slots[i].address == address && g_slots[i].ns == ns))
@@ -61,7 +63,8 @@ static size_t find_slot(int ns, uint64_t address) {
   }
 }
 
-static int grow(void) {
+static int grow(void)
+{
   size_t ncap = g_cap ? 2 * g_cap : 1024;
   slot_t *old = g_slots;
   size_t ocap = g_cap;
@@ -77,7 +80,8 @@ static int grow(void) {
   return 0;
 }
 
-static void remove_at(size_t i) {
+static void remove_at(size_t i)
+{
   size_t mask = g_cap - 1;
   g_slots[i].used = 0;
   /* Shift back every later entry of the run that would no longer be
@@ -94,7 +98,8 @@ static void remove_at(size_t i) {
   }
 }
 
-static void push_event(const gmt_hook_event_t *e) {
+static void push_event(const gmt_hook_event_t *e)
+{
   if (g_len == GMT_HOOK_EVENT_CAP) {
     /* The totals stay right; only the detail of the oldest is lost. */
     g_head = (g_head + 1) % GMT_HOOK_EVENT_CAP;
@@ -105,21 +110,22 @@ static void push_event(const gmt_hook_event_t *e) {
   g_len++;
 }
 
-static void changed(void) {
+static void changed(void)
+{
   g_dirty = 1;
   pthread_cond_signal(&g_cond);
 }
 
 int gmt__state_alloc(int ns, uint64_t address, uint64_t size, int kind, int device,
-                     gmt_hook_event_t *replaced) {
-  gmt_hook_event_t e = {.address = address, .size = size, .device = device,
-                        .kind = (uint8_t)kind, .free = 0};
+                     gmt_hook_event_t *replaced)
+{
+  gmt_hook_event_t e = {
+      .address = address, .size = size, .device = device, .kind = (uint8_t)kind, .free = 0};
   int was_live = 0;
   pthread_mutex_lock(&g_mu);
   if ((g_count + 1) * 2 > g_cap && grow() < 0) {
     pthread_mutex_unlock(&g_mu);
-    GMT_HOOK_DEBUG("out of memory recording an allocation of %llu bytes",
-                   (unsigned long long)size);
+    GMT_HOOK_DEBUG("out of memory recording an allocation of %llu bytes", (unsigned long long)size);
     return 0;
   }
   size_t i = find_slot(ns, address);
@@ -128,15 +134,21 @@ int gmt__state_alloc(int ns, uint64_t address, uint64_t size, int kind, int devi
      * free (a route we do not see). The new allocation replaces it. */
     g_memory_used -= g_slots[i].size;
     if (replaced)
-      *replaced = (gmt_hook_event_t){.address = address, .size = g_slots[i].size,
-                                     .device = g_slots[i].device, .kind = g_slots[i].kind,
+      *replaced = (gmt_hook_event_t){.address = address,
+                                     .size = g_slots[i].size,
+                                     .device = g_slots[i].device,
+                                     .kind = g_slots[i].kind,
                                      .free = 1};
     was_live = 1;
   } else {
     g_count++;
   }
-  g_slots[i] = (slot_t){.address = address, .size = size, .device = device,
-                        .kind = (uint8_t)kind, .ns = (uint8_t)ns, .used = 1};
+  g_slots[i] = (slot_t){.address = address,
+                        .size = size,
+                        .device = device,
+                        .kind = (uint8_t)kind,
+                        .ns = (uint8_t)ns,
+                        .used = 1};
   g_memory_used += size;
   g_allocs++;
   push_event(&e);
@@ -147,7 +159,8 @@ int gmt__state_alloc(int ns, uint64_t address, uint64_t size, int kind, int devi
   return was_live;
 }
 
-int gmt__state_free(int ns, uint64_t address, gmt_hook_event_t *freed) {
+int gmt__state_free(int ns, uint64_t address, gmt_hook_event_t *freed)
+{
   pthread_mutex_lock(&g_mu);
   if (!g_cap) {
     pthread_mutex_unlock(&g_mu);
@@ -158,8 +171,11 @@ int gmt__state_free(int ns, uint64_t address, gmt_hook_event_t *freed) {
     pthread_mutex_unlock(&g_mu);
     return 0;
   }
-  gmt_hook_event_t e = {.address = address, .size = g_slots[i].size,
-                        .device = g_slots[i].device, .kind = g_slots[i].kind, .free = 1};
+  gmt_hook_event_t e = {.address = address,
+                        .size = g_slots[i].size,
+                        .device = g_slots[i].device,
+                        .kind = g_slots[i].kind,
+                        .free = 1};
   g_memory_used -= g_slots[i].size;
   g_frees++;
   g_count--;
@@ -174,7 +190,8 @@ int gmt__state_free(int ns, uint64_t address, gmt_hook_event_t *freed) {
   return 1;
 }
 
-static void totals_locked(gmt_hook_totals_t *t) {
+static void totals_locked(gmt_hook_totals_t *t)
+{
   t->memory_used = g_memory_used;
   t->allocs = g_allocs;
   t->frees = g_frees;
@@ -182,7 +199,8 @@ static void totals_locked(gmt_hook_totals_t *t) {
   t->launches = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
 }
 
-int gmt__state_wait_change(uint64_t last_launches, int poll_ms) {
+int gmt__state_wait_change(uint64_t last_launches, int poll_ms)
+{
   pthread_mutex_lock(&g_mu);
   if (!g_dirty) {
     struct timespec ts;
@@ -192,13 +210,13 @@ int gmt__state_wait_change(uint64_t last_launches, int poll_ms) {
     ts.tv_nsec %= 1000000000L;
     pthread_cond_clockwait(&g_cond, &g_mu, CLOCK_MONOTONIC, &ts);
   }
-  int r = g_dirty ||
-          atomic_load_explicit(&gmt__launches, memory_order_relaxed) != last_launches;
+  int r = g_dirty || atomic_load_explicit(&gmt__launches, memory_order_relaxed) != last_launches;
   pthread_mutex_unlock(&g_mu);
   return r;
 }
 
-size_t gmt__state_take(gmt_hook_totals_t *t, gmt_hook_event_t *ev, size_t cap) {
+size_t gmt__state_take(gmt_hook_totals_t *t, gmt_hook_event_t *ev, size_t cap)
+{
   pthread_mutex_lock(&g_mu);
   size_t n = g_len < cap ? g_len : cap;
   for (size_t i = 0; i < n; i++)
@@ -211,7 +229,8 @@ size_t gmt__state_take(gmt_hook_totals_t *t, gmt_hook_event_t *ev, size_t cap) {
   return n;
 }
 
-void gmt__state_untake(const gmt_hook_event_t *ev, size_t n) {
+void gmt__state_untake(const gmt_hook_event_t *ev, size_t n)
+{
   pthread_mutex_lock(&g_mu);
   /* Newest of the taken first, each ahead of the queue; when it is full
    * the rest are older than anything kept and are the ones to lose. */

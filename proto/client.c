@@ -94,8 +94,7 @@ static nng_duration remaining_ms(uint64_t deadline_ms)
   return now >= deadline_ms ? 1 : (nng_duration)(deadline_ms - now);
 }
 
-int gmt_client_call(gmt_client_t *c, const Gmt__Envelope *req, Gmt__Envelope **rep,
-                    int timeout_ms)
+int gmt_client_call(gmt_client_t *c, const Gmt__Envelope *req, Gmt__Envelope **rep, int timeout_ms)
 {
   uint64_t deadline = gmt_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1);
   nng_msg *msg;

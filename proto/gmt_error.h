@@ -6,14 +6,14 @@
 #include <errno.h>
 
 enum {
-  GMT_EDECODE = -1001,  /* a message that does not decode */
-  GMT_EVERSION = -1002, /* a peer speaks a newer protocol */
+  GMT_EDECODE = -1001,     /* a message that does not decode */
+  GMT_EVERSION = -1002,    /* a peer speaks a newer protocol */
   GMT_EUNEXPECTED = -1003, /* a reply of the wrong kind */
-  GMT_ENOPOD = -1004,   /* a pod name the config does not list */
-  GMT_EQUOTA = -1005,   /* over the pod's memory quota */
-  GMT_EUNIMPL = -1006,  /* an RPC this peer does not serve */
-  GMT_ENOPROC = -1007,  /* a process the pod manager does not know */
-  GMT_ECONFIG = -1008,  /* a bad configuration file */
+  GMT_ENOPOD = -1004,      /* a pod name the config does not list */
+  GMT_EQUOTA = -1005,      /* over the pod's memory quota */
+  GMT_EUNIMPL = -1006,     /* an RPC this peer does not serve */
+  GMT_ENOPROC = -1007,     /* a process the pod manager does not know */
+  GMT_ECONFIG = -1008,     /* a bad configuration file */
 };
 
 const char *gmt_strerror(int code);

@@ -15,8 +15,11 @@ void gmt_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 #define gmt_error(...) gmt_log(GMT_LOG_ERROR, __VA_ARGS__)
 #define gmt_warn(...) gmt_log(GMT_LOG_WARN, __VA_ARGS__)
 #define gmt_info(...) gmt_log(GMT_LOG_INFO, __VA_ARGS__)
-#define gmt_debug(...) \
-  do { if (gmt_log_level() >= GMT_LOG_DEBUG) gmt_log(GMT_LOG_DEBUG, __VA_ARGS__); } while (0)
+#define gmt_debug(...)                                                                             \
+  do {                                                                                             \
+    if (gmt_log_level() >= GMT_LOG_DEBUG)                                                          \
+      gmt_log(GMT_LOG_DEBUG, __VA_ARGS__);                                                         \
+  } while (0)
 
 /* A string from outside (the wire, a file), fit to be quoted in a message
  * or a log line: unprintable bytes become '?', and one too long for buf
@@ -25,6 +28,9 @@ const char *gmt_shown(const char *s, char *buf, size_t size);
 
 /* Monotonic clock in nanoseconds and milliseconds. */
 uint64_t gmt_now_ns(void);
-static inline uint64_t gmt_now_ms(void) { return gmt_now_ns() / 1000000u; }
+static inline uint64_t gmt_now_ms(void)
+{
+  return gmt_now_ns() / 1000000u;
+}
 
 #endif

@@ -40,8 +40,8 @@ int gmt_wire_set_body(Gmt__Envelope *env, Gmt__Envelope__BodyCase c, const void 
 /* Checks that rep is of the expected case. An Error reply returns its code
  * and copies its text into errbuf (may be NULL); a wrong case returns
  * GMT_EUNEXPECTED. */
-int gmt_wire_expect(const Gmt__Envelope *rep, Gmt__Envelope__BodyCase expect,
-                    char *errbuf, size_t errlen);
+int gmt_wire_expect(const Gmt__Envelope *rep, Gmt__Envelope__BodyCase expect, char *errbuf,
+                    size_t errlen);
 
 /* ---- client ---- */
 
@@ -61,8 +61,7 @@ void gmt_client_close(gmt_client_t *c);
 /* Sends req and waits at most timeout_ms for the reply (-ETIMEDOUT).
  * On success *rep is the reply, freed with gmt_wire_free(). An Error reply
  * is returned as a reply, not as a failure: use gmt_wire_expect(). */
-int gmt_client_call(gmt_client_t *c, const Gmt__Envelope *req, Gmt__Envelope **rep,
-                    int timeout_ms);
+int gmt_client_call(gmt_client_t *c, const Gmt__Envelope *req, Gmt__Envelope **rep, int timeout_ms);
 
 /* As above but returns at once; cb runs later on an nng thread with rc and
  * the reply (NULL on failure), which cb then owns. */

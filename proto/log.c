@@ -17,7 +17,10 @@ void gmt_log_init(const char *prog, int level)
   log_level = level;
 }
 
-int gmt_log_level(void) { return log_level; }
+int gmt_log_level(void)
+{
+  return log_level;
+}
 
 void gmt_log(int level, const char *fmt, ...)
 {
@@ -28,8 +31,8 @@ void gmt_log(int level, const char *fmt, ...)
 
   if (level > log_level)
     return;
-  n = snprintf(line, sizeof(line), "%s: %s%s", log_prog,
-               level <= GMT_LOG_WARN ? names[level] : "", level <= GMT_LOG_WARN ? ": " : "");
+  n = snprintf(line, sizeof(line), "%s: %s%s", log_prog, level <= GMT_LOG_WARN ? names[level] : "",
+               level <= GMT_LOG_WARN ? ": " : "");
   va_start(ap, fmt);
   if (n > 0 && (size_t)n < sizeof(line))
     vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);

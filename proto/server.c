@@ -255,7 +255,10 @@ void gmt_server_free(gmt_server_t *s)
   free(s);
 }
 
-const Gmt__Envelope *gmt_call_request(const gmt_call_t *call) { return call->req; }
+const Gmt__Envelope *gmt_call_request(const gmt_call_t *call)
+{
+  return call->req;
+}
 
 int gmt_call_reply(gmt_call_t *call, const Gmt__Envelope *rep)
 {

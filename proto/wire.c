@@ -79,7 +79,7 @@ int gmt_wire_expect(const Gmt__Envelope *rep, Gmt__Envelope__BodyCase expect, ch
     if (errbuf && errlen)
       snprintf(errbuf, errlen, "%s",
                rep->error->message && rep->error->message[0] ? rep->error->message
-                                                              : gmt_strerror(code));
+                                                             : gmt_strerror(code));
     return code;
   }
   if (errbuf && errlen)

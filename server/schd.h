@@ -27,11 +27,11 @@ typedef struct gmt_schd {
 
   gmt_inbox_t inbox; /* nng threads -> loop: the requests */
 
-  struct gmt_tokens *tokens; /* rpc_token.c: GPU time tokens */
+  struct gmt_tokens *tokens;       /* rpc_token.c: GPU time tokens */
   gmt_token_params_t token_params; /* --window-ms, --base-quota-ms, --min-quota-ms */
-  struct gmt_ledger *ledger; /* rpc_memory.c: memory reservations */
-  struct gmt_trace *trace;   /* rpc_trace.c: the node's eBPF tracer */
-  gmt_config_watch_t *cwatch; /* main.c reloads the config when it says */
+  struct gmt_ledger *ledger;       /* rpc_memory.c: memory reservations */
+  struct gmt_trace *trace;         /* rpc_trace.c: the node's eBPF tracer */
+  gmt_config_watch_t *cwatch;      /* main.c reloads the config when it says */
 
   uv_timer_t expiry; /* disconnects silent pods */
   uv_signal_t sigterm, sigint, sighup;

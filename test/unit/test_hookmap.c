@@ -30,7 +30,8 @@ static const struct {
 };
 #define NSYMS (sizeof(k_syms) / sizeof(k_syms[0]))
 
-static int setup_syms(void **state) {
+static int setup_syms(void **state)
+{
   gmt_hookmap_t *m = calloc(1, sizeof(*m));
   assert_non_null(m);
   assert_int_equal(gmt__hookmap_init(m, NSYMS), 0);
@@ -40,14 +41,16 @@ static int setup_syms(void **state) {
   return 0;
 }
 
-static int teardown_map(void **state) {
+static int teardown_map(void **state)
+{
   gmt_hookmap_t *m = *state;
   gmt__hookmap_close(m);
   free(m);
   return 0;
 }
 
-static void test_hookmap_gives_each_version_its_own_wrapper(void **state) {
+static void test_hookmap_gives_each_version_its_own_wrapper(void **state)
+{
   gmt_hookmap_t *m = *state;
   assert_int_equal(m->count, NSYMS);
   for (size_t i = 0; i < NSYMS; i++) {
@@ -64,12 +67,12 @@ static void test_hookmap_gives_each_version_its_own_wrapper(void **state) {
   assert_ptr_equal(gmt__hookmap_swap(m, A(0x7f1200002010)), A(0x7f3400000400));
 }
 
-static void test_hookmap_passes_unknown_addresses_through(void **state) {
+static void test_hookmap_passes_unknown_addresses_through(void **state)
+{
   gmt_hookmap_t *m = *state;
   /* An entry point we do not wrap, one byte off a wrapped one, and a
    * wrapper itself (what dlsym(RTLD_DEFAULT) finds first) stay as they are. */
-  const uintptr_t unknown[] = {0x7f1200004000, 0x7f1200001001, 0x7f1200001008,
-                               0x7f3400000100, 0x1};
+  const uintptr_t unknown[] = {0x7f1200004000, 0x7f1200001001, 0x7f1200001008, 0x7f3400000100, 0x1};
   for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
     assert_null(gmt__hookmap_find(m, A(unknown[i])));
     assert_ptr_equal(gmt__hookmap_swap(m, A(unknown[i])), A(unknown[i]));
@@ -78,7 +81,8 @@ static void test_hookmap_passes_unknown_addresses_through(void **state) {
   assert_null(gmt__hookmap_swap(m, NULL));
 }
 
-static void test_hookmap_skips_symbols_the_driver_lacks(void **state) {
+static void test_hookmap_skips_symbols_the_driver_lacks(void **state)
+{
   gmt_hookmap_t *m = *state;
   size_t before = m->count;
   assert_int_equal(gmt__hookmap_add(m, NULL, A(0x7f3400000700)), 0);
@@ -86,20 +90,21 @@ static void test_hookmap_skips_symbols_the_driver_lacks(void **state) {
   assert_null(gmt__hookmap_find(m, NULL));
 }
 
-static void test_hookmap_keeps_first_wrapper_of_an_aliased_address(void **state) {
+static void test_hookmap_keeps_first_wrapper_of_an_aliased_address(void **state)
+{
   gmt_hookmap_t *m = *state;
   assert_int_equal(gmt__hookmap_add(m, A(0x7f1200002010), A(0x7f3400000999)), -EEXIST);
   assert_ptr_equal(gmt__hookmap_find(m, A(0x7f1200002010)), A(0x7f3400000400));
 }
 
-static void test_hookmap_holds_many_entries_and_refuses_past_its_size(void **state) {
+static void test_hookmap_holds_many_entries_and_refuses_past_its_size(void **state)
+{
   (void)state;
   enum { N = 5000 };
   gmt_hookmap_t m;
   assert_int_equal(gmt__hookmap_init(&m, N), 0);
   for (uintptr_t i = 0; i < N; i++)
-    assert_int_equal(gmt__hookmap_add(&m, A(0x7f0000000000 + 16 * i), A(0x5500000000 + 8 * i)),
-                     0);
+    assert_int_equal(gmt__hookmap_add(&m, A(0x7f0000000000 + 16 * i), A(0x5500000000 + 8 * i)), 0);
   assert_int_equal(m.count, N);
   for (uintptr_t i = 0; i < N; i++) {
     assert_ptr_equal(gmt__hookmap_find(&m, A(0x7f0000000000 + 16 * i)), A(0x5500000000 + 8 * i));
@@ -118,10 +123,11 @@ static void test_hookmap_holds_many_entries_and_refuses_past_its_size(void **sta
   assert_null(gmt__hookmap_find(&m, A(0x7f0000000000)));
 }
 
-int main(void) {
+int main(void)
+{
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_hookmap_gives_each_version_its_own_wrapper,
-                                      setup_syms, teardown_map),
+      cmocka_unit_test_setup_teardown(test_hookmap_gives_each_version_its_own_wrapper, setup_syms,
+                                      teardown_map),
       cmocka_unit_test_setup_teardown(test_hookmap_passes_unknown_addresses_through, setup_syms,
                                       teardown_map),
       cmocka_unit_test_setup_teardown(test_hookmap_skips_symbols_the_driver_lacks, setup_syms,

@@ -15,7 +15,8 @@
 
 #define TRICKY_EXE "/opt/\"odd\" dir\\bin\n\ttab\x01/π"
 
-static json_object *render(const Gmt__StatusReply *st) {
+static json_object *render(const Gmt__StatusReply *st)
+{
   char *text = NULL;
   assert_int_equal(gmt_status_json(st, &text), 0);
   assert_non_null(text);
@@ -26,18 +27,21 @@ static json_object *render(const Gmt__StatusReply *st) {
   return root;
 }
 
-static json_object *field(json_object *obj, const char *key, json_type type) {
+static json_object *field(json_object *obj, const char *key, json_type type)
+{
   json_object *v = NULL;
   assert_true(json_object_object_get_ex(obj, key, &v));
   assert_int_equal(json_object_get_type(v), type);
   return v;
 }
 
-static int64_t int_field(json_object *obj, const char *key) {
+static int64_t int_field(json_object *obj, const char *key)
+{
   return json_object_get_int64(field(obj, key, json_type_int));
 }
 
-static void test_status_json_renders_every_field(void **state) {
+static void test_status_json_renders_every_field(void **state)
+{
   (void)state;
   Gmt__PodConfig cfg_a = GMT__POD_CONFIG__INIT, cfg_b = GMT__POD_CONFIG__INIT;
   cfg_a.name = "alpha";
@@ -134,7 +138,8 @@ static void test_status_json_renders_every_field(void **state) {
   json_object_put(root);
 }
 
-static void test_status_json_writes_shares_as_configured(void **state) {
+static void test_status_json_writes_shares_as_configured(void **state)
+{
   (void)state;
   Gmt__PodConfig cfg = GMT__POD_CONFIG__INIT;
   cfg.name = "a";
@@ -156,7 +161,8 @@ static void test_status_json_writes_shares_as_configured(void **state) {
   free(text);
 }
 
-static void test_status_json_of_no_pods_is_an_empty_list(void **state) {
+static void test_status_json_of_no_pods_is_an_empty_list(void **state)
+{
   (void)state;
   Gmt__StatusReply st = GMT__STATUS_REPLY__INIT;
   char *text = NULL;
@@ -165,7 +171,8 @@ static void test_status_json_of_no_pods_is_an_empty_list(void **state) {
   free(text);
 }
 
-static void test_status_json_clamps_memory_past_int64(void **state) {
+static void test_status_json_clamps_memory_past_int64(void **state)
+{
   (void)state;
   Gmt__PodConfig cfg = GMT__POD_CONFIG__INIT;
   cfg.name = "huge";
@@ -185,7 +192,8 @@ static void test_status_json_clamps_memory_past_int64(void **state) {
   json_object_put(root);
 }
 
-int main(void) {
+int main(void)
+{
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status_json_renders_every_field),
       cmocka_unit_test(test_status_json_writes_shares_as_configured),
