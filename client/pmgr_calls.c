@@ -82,17 +82,10 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
   }
 }
 
-/* A process's request on its way to the loop. */
-typedef struct {
-  gmt_inbox_item_t item; /* first: on_queued finds the call from it */
-  gmt_call_t *call;
-} queued_t;
-
-static void on_queued(gmt_inbox_item_t *item, int status)
+/* A process's request, in its turn on the loop. */
+static void on_queued(void *data, gmt_call_t *call, int status)
 {
-  gmt_pmgr_t *pm = item->data;
-  gmt_call_t *call = ((queued_t *)item)->call;
-  free(item);
+  gmt_pmgr_t *pm = data;
   if (status < 0) {
     gmt_call_reply_error(call, status, "pod manager is stopping");
     return;
@@ -118,18 +111,7 @@ void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
   case GMT__ENVELOPE__BODY_TOKEN_REQ:
   case GMT__ENVELOPE__BODY_REGISTER_REQ:
   case GMT__ENVELOPE__BODY_REPORT_REQ: {
-    queued_t *q = calloc(1, sizeof *q);
-    if (!q) {
-      gmt_call_reply_error(call, -ENOMEM, "pod manager out of memory");
-      return;
-    }
-    q->item.data = pm;
-    q->call = call;
-    int rc = gmt_inbox_push(&pm->inbox, &q->item, on_queued);
-    if (rc < 0) {
-      free(q);
-      gmt_call_reply_error(call, rc, "pod manager is stopping");
-    }
+    gmt_inbox_push_call(&pm->inbox, call, on_queued, pm, "pod manager");
     return;
   }
   default:

@@ -17,6 +17,8 @@
 
 #include <uv.h>
 
+#include "gmt_wire.h"
+
 typedef struct gmt_inbox_item gmt_inbox_item_t;
 
 /* Runs once for each item that was pushed: on the loop with status 0 in
@@ -52,5 +54,18 @@ int gmt_inbox_push(gmt_inbox_t *in, gmt_inbox_item_t *item, gmt_inbox_cb cb);
  * on to finish that). The inbox must outlive every thread that may still
  * push: such a push fails, but it takes the lock. */
 void gmt_inbox_close(gmt_inbox_t *in);
+
+/* ---- requests: the daemons' common case ---- */
+
+/* Runs on the loop for a call pushed with gmt_inbox_push_call(): status 0
+ * in its turn, or -ESHUTDOWN when the inbox closed first (then answer the
+ * call or drop it, as the owner's stop rules say). */
+typedef void (*gmt_inbox_call_cb)(void *data, gmt_call_t *call, int status);
+
+/* From an nng thread: hands call to the loop. When it cannot (out of
+ * memory, inbox closed) the call is answered at once with an Error naming
+ * who ("<who> out of memory", "<who> is stopping") and the code returned. */
+int gmt_inbox_push_call(gmt_inbox_t *in, gmt_call_t *call, gmt_inbox_call_cb cb, void *data,
+                        const char *who);
 
 #endif

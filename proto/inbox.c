@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 static gmt_inbox_item_t *take_all(gmt_inbox_t *in)
 {
@@ -76,4 +77,38 @@ void gmt_inbox_close(gmt_inbox_t *in)
   uv_mutex_unlock(&in->lock);
   run(in, take_all(in));
   uv_close((uv_handle_t *)&in->async, NULL);
+}
+
+/* ---- requests ---- */
+
+typedef struct {
+  gmt_inbox_item_t item; /* first: the callback finds the request from it */
+  gmt_call_t *call;
+  gmt_inbox_call_cb cb;
+} call_item_t;
+
+static void on_call(gmt_inbox_item_t *item, int status)
+{
+  call_item_t c = *(call_item_t *)item;
+  free(item);
+  c.cb(c.item.data, c.call, status);
+}
+
+int gmt_inbox_push_call(gmt_inbox_t *in, gmt_call_t *call, gmt_inbox_call_cb cb, void *data,
+                        const char *who)
+{
+  call_item_t *c = malloc(sizeof *c);
+  if (!c) {
+    gmt_call_reply_error(call, -ENOMEM, "%s out of memory", who);
+    return -ENOMEM;
+  }
+  c->item.data = data;
+  c->call = call;
+  c->cb = cb;
+  int rc = gmt_inbox_push(in, &c->item, on_call);
+  if (rc < 0) {
+    free(c);
+    gmt_call_reply_error(call, rc, "%s is stopping", who);
+  }
+  return rc;
 }

@@ -72,36 +72,18 @@ static int usage_error(const char *fmt, ...)
 
 /* ---- requests: nng threads in, loop thread out ---- */
 
-typedef struct {
-  gmt_inbox_item_t item; /* first: on_queued finds the request from it */
-  gmt_call_t *call;
-} request_t;
-
-static void on_queued(gmt_inbox_item_t *item, int status)
+static void on_queued(void *data, gmt_call_t *call, int status)
 {
-  request_t *r = (request_t *)item;
   /* Handed back at stop: the server, gone by then, dropped the call. */
   if (status == 0)
-    gmt__rpc_handle(item->data, r->call, gmt_call_request(r->call));
-  free(r);
+    gmt__rpc_handle(data, call, gmt_call_request(call));
 }
 
 static void on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
 {
   gmt_schd_t *s = arg;
   (void)req;
-  request_t *r = malloc(sizeof *r);
-  if (!r) {
-    gmt_call_reply_error(call, -ENOMEM, "scheduler out of memory");
-    return;
-  }
-  r->item.data = s;
-  r->call = call;
-  int rc = gmt_inbox_push(&s->inbox, &r->item, on_queued);
-  if (rc < 0) {
-    free(r);
-    gmt_call_reply_error(call, rc, "scheduler is stopping");
-  }
+  gmt_inbox_push_call(&s->inbox, call, on_queued, s, "scheduler");
 }
 
 /* ---- timers and signals ---- */

@@ -6,11 +6,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <uv.h>
 
+#include "gmt_error.h"
 #include "gmt_inbox.h"
 
 typedef struct {
@@ -198,6 +202,96 @@ static void test_every_item_is_run_handed_back_or_refused_once(void **state)
   assert_int_equal(uv_loop_close(&f.loop), 0);
 }
 
+/* ---- requests: a real server's calls through the inbox ---- */
+
+typedef struct {
+  gmt_inbox_t inbox;
+  uv_loop_t loop;
+  int answered; /* calls the loop answered */
+} call_fixture_t;
+
+static void on_call(void *data, gmt_call_t *call, int status)
+{
+  call_fixture_t *f = data;
+  assert_int_equal(status, 0);
+  Gmt__MemInfoReply mi = GMT__MEM_INFO_REPLY__INIT;
+  mi.memory_used = 42;
+  assert_int_equal(gmt_call_reply_body(call, GMT__ENVELOPE__BODY_MEMINFO_REP, &mi), 0);
+  f->answered++;
+}
+
+static void on_server_call(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
+{
+  (void)req;
+  call_fixture_t *f = arg;
+  gmt_inbox_push_call(&f->inbox, call, on_call, f, "tester");
+}
+
+typedef struct {
+  int done, rc;
+  Gmt__Envelope *rep;
+} async_t;
+
+static void on_reply(void *arg, int rc, Gmt__Envelope *rep)
+{
+  async_t *a = arg;
+  a->rc = rc;
+  a->rep = rep;
+  __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+}
+
+static void test_a_call_runs_on_the_loop_and_is_refused_with_why_once_closed(void **state)
+{
+  (void)state;
+  call_fixture_t f = {0};
+  char dir[] = "/tmp/gmt-test-inbox-XXXXXX", url[96];
+  assert_non_null(mkdtemp(dir));
+  snprintf(url, sizeof url, "ipc://%s/s.sock", dir);
+  assert_int_equal(uv_loop_init(&f.loop), 0);
+  assert_int_equal(gmt_inbox_init(&f.inbox, &f.loop), 0);
+  gmt_server_t *srv;
+  assert_int_equal(gmt_server_new(&srv, 4, on_server_call, &f), 0);
+  assert_int_equal(gmt_server_listen(srv, url), 0);
+  assert_int_equal(gmt_server_start(srv), 0);
+  gmt_client_t *c;
+  assert_int_equal(gmt_client_open(&c, url, GMT_CLIENT_DIAL_NOW), 0);
+
+  Gmt__MemInfoRequest mr = GMT__MEM_INFO_REQUEST__INIT;
+  Gmt__Envelope req = GMT__ENVELOPE__INIT;
+  assert_int_equal(gmt_wire_set_body(&req, GMT__ENVELOPE__BODY_MEMINFO_REQ, &mr), 0);
+
+  /* Open: answered by the loop, on this thread. */
+  async_t a = {0};
+  assert_int_equal(gmt_client_call_async(c, &req, 3000, on_reply, &a), 0);
+  for (int i = 0; i < 3000 && !__atomic_load_n(&a.done, __ATOMIC_ACQUIRE); i++) {
+    uv_run(&f.loop, UV_RUN_NOWAIT);
+    usleep(1000);
+  }
+  assert_true(a.done);
+  assert_int_equal(a.rc, 0);
+  assert_int_equal(f.answered, 1);
+  assert_int_equal(gmt_wire_expect(a.rep, GMT__ENVELOPE__BODY_MEMINFO_REP, NULL, 0), 0);
+  assert_int_equal(a.rep->meminfo_rep->memory_used, 42);
+  gmt_wire_free(a.rep);
+
+  /* Closed: answered at once, saying who is stopping; the loop sees none. */
+  gmt_inbox_close(&f.inbox);
+  Gmt__Envelope *rep = NULL;
+  char err[128] = "";
+  assert_int_equal(gmt_client_call(c, &req, &rep, 3000), 0);
+  assert_int_equal(gmt_wire_expect(rep, GMT__ENVELOPE__BODY_MEMINFO_REP, err, sizeof err),
+                   -ESHUTDOWN);
+  assert_non_null(strstr(err, "tester is stopping"));
+  gmt_wire_free(rep);
+  assert_int_equal(f.answered, 1);
+
+  gmt_client_close(c);
+  gmt_server_free(srv);
+  uv_run(&f.loop, UV_RUN_DEFAULT); /* the inbox's handle closes */
+  assert_int_equal(uv_loop_close(&f.loop), 0);
+  rmdir(dir);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -205,6 +299,7 @@ int main(void)
       cmocka_unit_test(test_close_hands_back_what_is_queued_and_refuses_more),
       cmocka_unit_test(test_items_after_a_close_in_a_callback_are_handed_back),
       cmocka_unit_test(test_every_item_is_run_handed_back_or_refused_once),
+      cmocka_unit_test(test_a_call_runs_on_the_loop_and_is_refused_with_why_once_closed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
