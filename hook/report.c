@@ -14,7 +14,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +30,7 @@
 #include "log.h"
 #include "reserve.h"
 #include "state.h"
+#include "thread.h"
 
 #define GMT_REGISTER_TIMEOUT_MS 1000
 #define GMT_REPORT_TIMEOUT_MS 1000
@@ -146,23 +146,6 @@ static void *reporter_main(void *arg)
   return NULL;
 }
 
-static int start_reporter(void)
-{
-  /* The thread must not take the program's signals (a SIGUSR1 handler,
-   * a SIGINT that should stop the main thread). */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  pthread_t th;
-  int rc = pthread_create(&th, &a, reporter_main, NULL);
-  pthread_attr_destroy(&a);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  return -rc;
-}
-
 static int do_register(void)
 {
   g_url = getenv("GMT_PMGR");
@@ -208,7 +191,7 @@ static int do_register(void)
     gmt__reserve_set_limit(pc->memory_limit); /* the fallback while unreachable */
   gmt_wire_free(rep);
 
-  rc = start_reporter();
+  rc = gmt__thread_start(reporter_main);
   if (rc < 0) {
     fprintf(stderr, "gmt: cannot start the reporter thread (%s); running unhooked\n",
             gmt_strerror(rc));

@@ -24,7 +24,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -36,6 +35,7 @@
 #include "gmt_error.h"
 #include "gmt_wire.h"
 #include "log.h"
+#include "thread.h"
 #include "report.h"
 
 /* The pod manager answers within its own 30 s upstream timeout. */
@@ -199,17 +199,7 @@ static void held_one_more(void)
   atomic_fetch_add(&g_held, 1);
   pthread_mutex_lock(&g_idle_mu);
   if (!g_idle_started) {
-    /* The thread must not take the program's signals. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    pthread_t th;
-    g_idle_started = pthread_create(&th, &a, idle_main, NULL) == 0;
-    pthread_attr_destroy(&a);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    g_idle_started = gmt__thread_start(idle_main) == 0;
     if (!g_idle_started)
       GMT_HOOK_DEBUG("cannot start the idle thread: tokens go back only when they run out");
   }
