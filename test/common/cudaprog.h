@@ -11,16 +11,15 @@
 
 #include <cuda.h>
 
-#define GMT_CU_CHECK(prog, call)                                                     \
-  do {                                                                               \
-    CUresult rc_ = (call);                                                           \
-    if (rc_ != CUDA_SUCCESS) {                                                       \
-      const char *name_ = NULL;                                                      \
-      cuGetErrorName(rc_, &name_);                                                   \
-      fprintf(stderr, "%s: %s failed: %s (%d)\n", prog, #call, name_ ? name_ : "?", \
-              (int)rc_);                                                             \
-      exit(1);                                                                       \
-    }                                                                                \
+#define GMT_CU_CHECK(prog, call)                                                                   \
+  do {                                                                                             \
+    CUresult rc_ = (call);                                                                         \
+    if (rc_ != CUDA_SUCCESS) {                                                                     \
+      const char *name_ = NULL;                                                                    \
+      cuGetErrorName(rc_, &name_);                                                                 \
+      fprintf(stderr, "%s: %s failed: %s (%d)\n", prog, #call, name_ ? name_ : "?", (int)rc_);     \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
 static inline double gmt_prog_now_s(void)

@@ -13,59 +13,78 @@ static struct gmt__ctx *primary[GMT_FAKE_MAX_DEVICES];
 static __thread struct gmt__ctx *ctx_stack[CTX_STACK_MAX];
 static __thread int ctx_depth; /* ctx_stack[ctx_depth-1] is current */
 
-static struct gmt__ctx *cur_ctx(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
+static struct gmt__ctx *cur_ctx(void)
+{
+  return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL;
+}
 
-CUresult gmt__ctx_dev_locked(int *dev) {
+CUresult gmt__ctx_dev_locked(int *dev)
+{
   struct gmt__ctx *c = cur_ctx();
-  if (!c || !gmt__handle_ok(c, GMT__K_CTX)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!c || !gmt__handle_ok(c, GMT__K_CTX))
+    return CUDA_ERROR_INVALID_CONTEXT;
   *dev = c->dev;
   return CUDA_SUCCESS;
 }
 
-void gmt__device_reset_child(void) {
+void gmt__device_reset_child(void)
+{
   /* Contexts are freed with the other plain handles. */
   memset(primary, 0, sizeof primary);
   ctx_depth = 0;
 }
 
-CUresult cuInit(unsigned int Flags) {
-  if (Flags != 0) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+CUresult cuInit(unsigned int Flags)
+{
+  if (Flags != 0)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   gmt__fake_lock();
   CUresult r = gmt__fake_init();
   gmt__fake_unlock();
   GMT_FAKE_RET(r);
 }
 
-CUresult cuDriverGetVersion(int *driverVersion) {
-  if (!driverVersion) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+CUresult cuDriverGetVersion(int *driverVersion)
+{
+  if (!driverVersion)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   *driverVersion = GMT_FAKE_DRIVER_VERSION;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuDeviceGetCount(int *count) {
+CUresult cuDeviceGetCount(int *count)
+{
   GMT_FAKE_NEED_INIT();
-  if (!count) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!count)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   *count = gmt__fake.ndev;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
   GMT_FAKE_NEED_INIT();
-  if (!device) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(ordinal)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!device)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!gmt__fake_dev_ok(ordinal))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   *device = ordinal;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
   GMT_FAKE_NEED_INIT();
-  if (!name || len <= 0) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(dev)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!name || len <= 0)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!gmt__fake_dev_ok(dev))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   snprintf(name, (size_t)len, "NVIDIA H100 (gmt fakecuda)");
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-static void fake_uuid(CUuuid *u, CUdevice dev) {
+static void fake_uuid(CUuuid *u, CUdevice dev)
+{
   static const char tag[] = "gmt-fakecuda-";
   memcpy(u->bytes, tag, sizeof tag - 1);
   u->bytes[13] = 0;
@@ -73,48 +92,64 @@ static void fake_uuid(CUuuid *u, CUdevice dev) {
   u->bytes[15] = (char)dev;
 }
 
-CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
   GMT_FAKE_NEED_INIT();
-  if (!uuid) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(dev)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!uuid)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!gmt__fake_dev_ok(dev))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   fake_uuid(uuid, dev);
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
   GMT_FAKE_NEED_INIT();
-  if (!uuid) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(dev)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!uuid)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!gmt__fake_dev_ok(dev))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   fake_uuid(uuid, dev);
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
+CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
   GMT_FAKE_NEED_INIT();
-  if (!pciBusId || len <= 0) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(dev)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!pciBusId || len <= 0)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!gmt__fake_dev_ok(dev))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   snprintf(pciBusId, (size_t)len, "00000000:%02X:00.0", 0x18 + dev);
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
   GMT_FAKE_NEED_INIT();
-  if (!bytes) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(dev)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!bytes)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!gmt__fake_dev_ok(dev))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   *bytes = gmt__fake.mem_bytes;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
+CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
   GMT_FAKE_NEED_INIT();
-  if (!bytes) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(dev)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!bytes)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!gmt__fake_dev_ok(dev))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   /* The 32-bit entry point cannot say more than 4 GiB. */
   *bytes = gmt__fake.mem_bytes > UINT_MAX ? UINT_MAX : (unsigned int)gmt__fake.mem_bytes;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-static int attribute(CUdevice_attribute a, CUdevice dev) {
+static int attribute(CUdevice_attribute a, CUdevice dev)
+{
   switch (a) {
   case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
   case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: return 1024;
@@ -175,18 +210,24 @@ static int attribute(CUdevice_attribute a, CUdevice dev) {
   }
 }
 
-CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
   GMT_FAKE_NEED_INIT();
-  if (!pi || (int)attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(dev)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!pi || (int)attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!gmt__fake_dev_ok(dev))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   *pi = attribute(attrib, dev);
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev) {
+CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
+{
   GMT_FAKE_NEED_INIT();
-  if (!major || !minor) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(dev)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!major || !minor)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!gmt__fake_dev_ok(dev))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   *major = 9;
   *minor = 0;
   GMT_FAKE_RET(CUDA_SUCCESS);
@@ -194,9 +235,11 @@ CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev) {
 
 /* ---- contexts ---- */
 
-static struct gmt__ctx *ctx_new_locked(int dev, int is_primary, unsigned flags) {
+static struct gmt__ctx *ctx_new_locked(int dev, int is_primary, unsigned flags)
+{
   struct gmt__ctx *c = calloc(1, sizeof *c);
-  if (!c) return NULL;
+  if (!c)
+    return NULL;
   c->dev = dev;
   c->primary = is_primary;
   c->flags = flags;
@@ -207,27 +250,37 @@ static struct gmt__ctx *ctx_new_locked(int dev, int is_primary, unsigned flags) 
   return c;
 }
 
-static struct gmt__ctx *primary_locked(int dev) {
-  if (!primary[dev]) primary[dev] = ctx_new_locked(dev, 1, 0);
+static struct gmt__ctx *primary_locked(int dev)
+{
+  if (!primary[dev])
+    primary[dev] = ctx_new_locked(dev, 1, 0);
   return primary[dev];
 }
 
-CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
   GMT_FAKE_NEED_INIT();
-  if (!pctx) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(dev)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!pctx)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!gmt__fake_dev_ok(dev))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   gmt__fake_lock();
   struct gmt__ctx *c = primary_locked(dev);
-  if (c) c->refs++;
+  if (c)
+    c->refs++;
   gmt__fake_unlock();
-  if (!c) GMT_FAKE_RET(CUDA_ERROR_OUT_OF_MEMORY);
+  if (!c)
+    GMT_FAKE_RET(CUDA_ERROR_OUT_OF_MEMORY);
   *pctx = (CUcontext)c;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-static CUresult primary_release(CUdevice dev) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!gmt__fake_dev_ok(dev)) return CUDA_ERROR_INVALID_DEVICE;
+static CUresult primary_release(CUdevice dev)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!gmt__fake_dev_ok(dev))
+    return CUDA_ERROR_INVALID_DEVICE;
   gmt__fake_lock();
   CUresult r = CUDA_SUCCESS;
   /* The primary context object lives on at refcount 0, inactive, as the
@@ -240,13 +293,22 @@ static CUresult primary_release(CUdevice dev) {
   return r;
 }
 
-CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { GMT_FAKE_RET(primary_release(dev)); }
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { GMT_FAKE_RET(primary_release(dev)); }
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+  GMT_FAKE_RET(primary_release(dev));
+}
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+  GMT_FAKE_RET(primary_release(dev));
+}
 
-CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
   GMT_FAKE_NEED_INIT();
-  if (!flags || !active) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(dev)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!flags || !active)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!gmt__fake_dev_ok(dev))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   gmt__fake_lock();
   *flags = primary[dev] ? primary[dev]->flags : 0;
   *active = primary[dev] && primary[dev]->refs > 0;
@@ -254,68 +316,97 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-static CUresult primary_set_flags(CUdevice dev, unsigned int flags) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!gmt__fake_dev_ok(dev)) return CUDA_ERROR_INVALID_DEVICE;
+static CUresult primary_set_flags(CUdevice dev, unsigned int flags)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!gmt__fake_dev_ok(dev))
+    return CUDA_ERROR_INVALID_DEVICE;
   gmt__fake_lock();
   struct gmt__ctx *c = primary_locked(dev);
-  if (c) c->flags = flags;
+  if (c)
+    c->flags = flags;
   gmt__fake_unlock();
   return c ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
+CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
   GMT_FAKE_RET(primary_set_flags(dev, flags));
 }
-CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
   GMT_FAKE_RET(primary_set_flags(dev, flags));
 }
 
-static CUresult primary_reset(CUdevice dev) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!gmt__fake_dev_ok(dev)) return CUDA_ERROR_INVALID_DEVICE;
+static CUresult primary_reset(CUdevice dev)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!gmt__fake_dev_ok(dev))
+    return CUDA_ERROR_INVALID_DEVICE;
   gmt__fake_lock();
-  if (primary[dev]) primary[dev]->refs = 0;
+  if (primary[dev])
+    primary[dev]->refs = 0;
   gmt__fake_unlock();
   return CUDA_SUCCESS;
 }
 
-CUresult cuDevicePrimaryCtxReset(CUdevice dev) { GMT_FAKE_RET(primary_reset(dev)); }
-CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { GMT_FAKE_RET(primary_reset(dev)); }
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+  GMT_FAKE_RET(primary_reset(dev));
+}
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+  GMT_FAKE_RET(primary_reset(dev));
+}
 
-static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-  if (!gmt__fake_dev_ok(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  if (ctx_depth == CTX_STACK_MAX) return CUDA_ERROR_OUT_OF_MEMORY;
+static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!pctx)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!gmt__fake_dev_ok(dev))
+    return CUDA_ERROR_INVALID_DEVICE;
+  if (ctx_depth == CTX_STACK_MAX)
+    return CUDA_ERROR_OUT_OF_MEMORY;
   gmt__fake_lock();
   struct gmt__ctx *c = ctx_new_locked(dev, 0, flags);
   gmt__fake_unlock();
-  if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!c)
+    return CUDA_ERROR_OUT_OF_MEMORY;
   ctx_stack[ctx_depth++] = c; /* a created context is pushed current */
   *pctx = (CUcontext)c;
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
   GMT_FAKE_RET(ctx_create(pctx, flags, dev));
 }
-CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
   GMT_FAKE_RET(ctx_create(pctx, flags, dev));
 }
 CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
-                        unsigned int flags, CUdevice dev) {
-  if (numParams < 0 || (numParams > 0 && !paramsArray)) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+                        unsigned int flags, CUdevice dev)
+{
+  if (numParams < 0 || (numParams > 0 && !paramsArray))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   GMT_FAKE_RET(ctx_create(pctx, flags, dev));
 }
 CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
-                        CUdevice dev) {
+                        CUdevice dev)
+{
   (void)ctxCreateParams;
   GMT_FAKE_RET(ctx_create(pctx, flags, dev));
 }
 
-static CUresult ctx_destroy(CUcontext ctx) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
+static CUresult ctx_destroy(CUcontext ctx)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
   struct gmt__ctx *c = (struct gmt__ctx *)ctx;
   gmt__fake_lock();
   if (!gmt__handle_ok(c, GMT__K_CTX) || c->primary) {
@@ -328,25 +419,35 @@ static CUresult ctx_destroy(CUcontext ctx) {
    * the registry. */
   int j = 0;
   for (int i = 0; i < ctx_depth; i++)
-    if (ctx_stack[i] != c) ctx_stack[j++] = ctx_stack[i];
+    if (ctx_stack[i] != c)
+      ctx_stack[j++] = ctx_stack[i];
   ctx_depth = j;
   free(c);
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxDestroy(CUcontext ctx) { GMT_FAKE_RET(ctx_destroy(ctx)); }
-CUresult cuCtxDestroy_v2(CUcontext ctx) { GMT_FAKE_RET(ctx_destroy(ctx)); }
+CUresult cuCtxDestroy(CUcontext ctx)
+{
+  GMT_FAKE_RET(ctx_destroy(ctx));
+}
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+  GMT_FAKE_RET(ctx_destroy(ctx));
+}
 
-CUresult cuCtxSetCurrent(CUcontext ctx) {
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
   GMT_FAKE_NEED_INIT();
   if (!ctx) {
-    if (ctx_depth) ctx_depth--;
+    if (ctx_depth)
+      ctx_depth--;
     GMT_FAKE_RET(CUDA_SUCCESS);
   }
   gmt__fake_lock();
   int ok = gmt__handle_ok(ctx, GMT__K_CTX);
   gmt__fake_unlock();
-  if (!ok) GMT_FAKE_RET(CUDA_ERROR_INVALID_CONTEXT);
+  if (!ok)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_CONTEXT);
   if (ctx_depth)
     ctx_stack[ctx_depth - 1] = (struct gmt__ctx *)ctx;
   else
@@ -354,72 +455,104 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuCtxGetCurrent(CUcontext *pctx) {
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
   GMT_FAKE_NEED_INIT();
-  if (!pctx) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!pctx)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   *pctx = (CUcontext)cur_ctx();
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-static CUresult ctx_push(CUcontext ctx) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
+static CUresult ctx_push(CUcontext ctx)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
   gmt__fake_lock();
   int ok = gmt__handle_ok(ctx, GMT__K_CTX);
   gmt__fake_unlock();
-  if (!ok) return CUDA_ERROR_INVALID_CONTEXT;
-  if (ctx_depth == CTX_STACK_MAX) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!ok)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx_depth == CTX_STACK_MAX)
+    return CUDA_ERROR_OUT_OF_MEMORY;
   ctx_stack[ctx_depth++] = (struct gmt__ctx *)ctx;
   return CUDA_SUCCESS;
 }
 
-static CUresult ctx_pop(CUcontext *pctx) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!ctx_depth) return CUDA_ERROR_INVALID_CONTEXT;
+static CUresult ctx_pop(CUcontext *pctx)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!ctx_depth)
+    return CUDA_ERROR_INVALID_CONTEXT;
   struct gmt__ctx *c = ctx_stack[--ctx_depth];
-  if (pctx) *pctx = (CUcontext)c;
+  if (pctx)
+    *pctx = (CUcontext)c;
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxPushCurrent(CUcontext ctx) { GMT_FAKE_RET(ctx_push(ctx)); }
-CUresult cuCtxPushCurrent_v2(CUcontext ctx) { GMT_FAKE_RET(ctx_push(ctx)); }
-CUresult cuCtxPopCurrent(CUcontext *pctx) { GMT_FAKE_RET(ctx_pop(pctx)); }
-CUresult cuCtxPopCurrent_v2(CUcontext *pctx) { GMT_FAKE_RET(ctx_pop(pctx)); }
+CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+  GMT_FAKE_RET(ctx_push(ctx));
+}
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+  GMT_FAKE_RET(ctx_push(ctx));
+}
+CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+  GMT_FAKE_RET(ctx_pop(pctx));
+}
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+  GMT_FAKE_RET(ctx_pop(pctx));
+}
 
-CUresult cuCtxGetDevice(CUdevice *device) {
+CUresult cuCtxGetDevice(CUdevice *device)
+{
   GMT_FAKE_NEED_INIT();
-  if (!device) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!device)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   gmt__fake_lock();
   int dev = 0;
   CUresult r = gmt__ctx_dev_locked(&dev);
   gmt__fake_unlock();
-  if (r == CUDA_SUCCESS) *device = dev;
+  if (r == CUDA_SUCCESS)
+    *device = dev;
   GMT_FAKE_RET(r);
 }
 
-CUresult cuCtxGetFlags(unsigned int *flags) {
+CUresult cuCtxGetFlags(unsigned int *flags)
+{
   GMT_FAKE_NEED_INIT();
-  if (!flags) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!flags)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   struct gmt__ctx *c = cur_ctx();
-  if (!c) GMT_FAKE_RET(CUDA_ERROR_INVALID_CONTEXT);
+  if (!c)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_CONTEXT);
   *flags = c->flags;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version) {
+CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
   GMT_FAKE_NEED_INIT();
-  if (!version) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!version)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   (void)ctx;
   *version = 3020;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuCtxSynchronize(void) {
+CUresult cuCtxSynchronize(void)
+{
   GMT_FAKE_NEED_INIT();
   gmt__fake_lock();
   int dev = 0;
   CUresult r = gmt__ctx_dev_locked(&dev);
   /* Work ran inside each call; a sync is where pools give memory back. */
-  if (r == CUDA_SUCCESS) gmt__pool_sync_locked();
+  if (r == CUDA_SUCCESS)
+    gmt__pool_sync_locked();
   gmt__fake_unlock();
   GMT_FAKE_RET(r);
 }

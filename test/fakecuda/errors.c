@@ -53,7 +53,8 @@ static const struct {
     {CUDA_ERROR_FILE_NOT_FOUND, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
     {CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND, "CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND", NULL},
     {CUDA_ERROR_SHARED_OBJECT_INIT_FAILED, "CUDA_ERROR_SHARED_OBJECT_INIT_FAILED", NULL},
-    {CUDA_ERROR_OPERATING_SYSTEM, "CUDA_ERROR_OPERATING_SYSTEM", "OS call failed or operation not supported on this OS"},
+    {CUDA_ERROR_OPERATING_SYSTEM, "CUDA_ERROR_OPERATING_SYSTEM",
+     "OS call failed or operation not supported on this OS"},
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", NULL},
     {CUDA_ERROR_LOSSY_QUERY, "CUDA_ERROR_LOSSY_QUERY", NULL},
@@ -69,8 +70,10 @@ static const struct {
     {CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", NULL},
     {CUDA_ERROR_ASSERT, "CUDA_ERROR_ASSERT", NULL},
     {CUDA_ERROR_TOO_MANY_PEERS, "CUDA_ERROR_TOO_MANY_PEERS", NULL},
-    {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
-    {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
+    {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+     "part or all of the requested memory range is already mapped"},
+    {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+     "pointer does not correspond to a registered memory region"},
     {CUDA_ERROR_HARDWARE_STACK_ERROR, "CUDA_ERROR_HARDWARE_STACK_ERROR", NULL},
     {CUDA_ERROR_ILLEGAL_INSTRUCTION, "CUDA_ERROR_ILLEGAL_INSTRUCTION", NULL},
     {CUDA_ERROR_MISALIGNED_ADDRESS, "CUDA_ERROR_MISALIGNED_ADDRESS", NULL},
@@ -112,21 +115,27 @@ static const struct {
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
-static int find(CUresult e) {
+static int find(CUresult e)
+{
   for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
-    if (errors[i].code == e) return (int)i;
+    if (errors[i].code == e)
+      return (int)i;
   return -1;
 }
 
-CUresult cuGetErrorName(CUresult error, const char **pStr) {
-  if (!pStr) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+  if (!pStr)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   int i = find(error);
   *pStr = i < 0 ? NULL : errors[i].name;
   GMT_FAKE_RET(i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
 }
 
-CUresult cuGetErrorString(CUresult error, const char **pStr) {
-  if (!pStr) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+  if (!pStr)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   int i = find(error);
   *pStr = i < 0 ? NULL : errors[i].text ? errors[i].text : errors[i].name;
   GMT_FAKE_RET(i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);

@@ -67,9 +67,10 @@ void gmt__handle_del(const void *h);
 void gmt__handle_each(int kind, void (*fn)(void *));
 
 /* Enter an API that needs cuInit; on success returns 0. */
-#define GMT_FAKE_NEED_INIT()                                                   \
-  do {                                                                         \
-    if (!gmt__fake.inited) GMT_FAKE_RET(CUDA_ERROR_NOT_INITIALIZED);           \
+#define GMT_FAKE_NEED_INIT()                                                                       \
+  do {                                                                                             \
+    if (!gmt__fake.inited)                                                                         \
+      GMT_FAKE_RET(CUDA_ERROR_NOT_INITIALIZED);                                                    \
   } while (0)
 
 /* device.c */
@@ -122,8 +123,8 @@ struct gmt__range {
 /* New range of `size` bytes of address space; charges `charge` bytes to dev
  * and backs it with zeroed host memory when `backed`. low: below 4 GiB, for
  * the v1 (32-bit CUdeviceptr) entry points. */
-CUresult gmt__mem_new(int dev, int kind, size_t size, size_t charge, int backed,
-                      int low, size_t align, struct gmt__range **out);
+CUresult gmt__mem_new(int dev, int kind, size_t size, size_t charge, int backed, int low,
+                      size_t align, struct gmt__range **out);
 struct gmt__range *gmt__mem_find_base(CUdeviceptr p);
 struct gmt__range *gmt__mem_find(CUdeviceptr p);
 void gmt__mem_delete(struct gmt__range *r);
@@ -153,20 +154,19 @@ struct gmt__func {
   int spin; /* first parameter is the duration in µs */
 };
 /* Duration in µs a launch of f with these parameters takes. */
-uint64_t gmt__kernel_duration(const struct gmt__func *f, void **params,
-                              void **extra);
+uint64_t gmt__kernel_duration(const struct gmt__func *f, void **params, void **extra);
 /* Run a kernel of `us` µs on dev: one at a time per device, machine-wide. */
 void gmt__kernel_run(int dev, uint64_t us);
-CUresult gmt__launch_check_locked(CUfunction f, CUstream s, unsigned gx,
-                                  unsigned gy, unsigned gz, unsigned bx,
-                                  unsigned by, unsigned bz, int *dev);
+CUresult gmt__launch_check_locked(CUfunction f, CUstream s, unsigned gx, unsigned gy, unsigned gz,
+                                  unsigned bx, unsigned by, unsigned bz, int *dev);
 void gmt__kernel_reset_child(void);
 
 /* stream.c, graph.c */
 void gmt__stream_reset_child(void);
 void gmt__graph_reset_child(void);
 
-static inline size_t gmt__round_up(size_t n, size_t a) {
+static inline size_t gmt__round_up(size_t n, size_t a)
+{
   return (n + a - 1) / a * a;
 }
 

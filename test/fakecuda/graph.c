@@ -23,24 +23,29 @@ struct gmt__exec {
   struct gmt__node *nodes; /* copies */
 };
 
-static void graph_free_child(void *p) {
+static void graph_free_child(void *p)
+{
   struct gmt__graph *g = p;
   free(g->nodes);
 }
-static void exec_free_child(void *p) {
+static void exec_free_child(void *p)
+{
   struct gmt__exec *e = p;
   free(e->nodes);
 }
 
 /* After fork: free what graphs and execs own; state.c frees the rest. */
-void gmt__graph_reset_child(void) {
+void gmt__graph_reset_child(void)
+{
   gmt__handle_each(GMT__K_GRAPH, graph_free_child);
   gmt__handle_each(GMT__K_EXEC, exec_free_child);
 }
 
-CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
+CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
   GMT_FAKE_NEED_INIT();
-  if (!phGraph || flags != 0) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!phGraph || flags != 0)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   gmt__fake_lock();
   struct gmt__graph *g = calloc(1, sizeof *g);
   if (g && gmt__handle_add(g, GMT__K_GRAPH) != 0) {
@@ -48,30 +53,40 @@ CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
     g = NULL;
   }
   gmt__fake_unlock();
-  if (!g) GMT_FAKE_RET(CUDA_ERROR_OUT_OF_MEMORY);
+  if (!g)
+    GMT_FAKE_RET(CUDA_ERROR_OUT_OF_MEMORY);
   *phGraph = (CUgraph)g;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
 static CUresult add_kernel_node(CUgraphNode *ph, CUgraph hg, const CUgraphNode *deps, size_t ndeps,
-                                CUfunction f, const unsigned dims[6], void **params, void **extra) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!ph || (ndeps && !deps)) return CUDA_ERROR_INVALID_VALUE;
+                                CUfunction f, const unsigned dims[6], void **params, void **extra)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!ph || (ndeps && !deps))
+    return CUDA_ERROR_INVALID_VALUE;
   for (int i = 0; i < 6; i++)
-    if (!dims[i]) return CUDA_ERROR_INVALID_VALUE;
+    if (!dims[i])
+      return CUDA_ERROR_INVALID_VALUE;
   gmt__fake_lock();
   struct gmt__graph *g = (struct gmt__graph *)hg;
   CUresult r = CUDA_SUCCESS;
-  if (!gmt__handle_ok(g, GMT__K_GRAPH)) r = CUDA_ERROR_INVALID_VALUE;
-  else if (!gmt__handle_ok(f, GMT__K_FUNC)) r = CUDA_ERROR_INVALID_HANDLE;
+  if (!gmt__handle_ok(g, GMT__K_GRAPH))
+    r = CUDA_ERROR_INVALID_VALUE;
+  else if (!gmt__handle_ok(f, GMT__K_FUNC))
+    r = CUDA_ERROR_INVALID_HANDLE;
   for (size_t i = 0; r == CUDA_SUCCESS && i < ndeps; i++)
-    if (!gmt__handle_ok(deps[i], GMT__K_NODE)) r = CUDA_ERROR_INVALID_VALUE;
+    if (!gmt__handle_ok(deps[i], GMT__K_NODE))
+      r = CUDA_ERROR_INVALID_VALUE;
   struct gmt__node *n = NULL;
   if (r == CUDA_SUCCESS && g->n == g->cap) {
     size_t ncap = g->cap ? g->cap * 2 : 8;
     struct gmt__node **nn = realloc(g->nodes, ncap * sizeof *nn);
-    if (!nn) r = CUDA_ERROR_OUT_OF_MEMORY;
-    else g->nodes = nn, g->cap = ncap;
+    if (!nn)
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    else
+      g->nodes = nn, g->cap = ncap;
   }
   if (r == CUDA_SUCCESS) {
     n = calloc(1, sizeof *n);
@@ -94,23 +109,32 @@ static CUresult add_kernel_node(CUgraphNode *ph, CUgraph hg, const CUgraphNode *
 }
 
 CUresult cuGraphAddKernelNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t ndeps,
-                                 const CUDA_KERNEL_NODE_PARAMS *p) {
-  if (!p) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+                                 const CUDA_KERNEL_NODE_PARAMS *p)
+{
+  if (!p)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   CUfunction f = p->func ? p->func : (CUfunction)p->kern;
-  unsigned dims[6] = {p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ};
+  unsigned dims[6] = {p->gridDimX,  p->gridDimY,  p->gridDimZ,
+                      p->blockDimX, p->blockDimY, p->blockDimZ};
   GMT_FAKE_RET(add_kernel_node(ph, g, deps, ndeps, f, dims, p->kernelParams, p->extra));
 }
 
 CUresult cuGraphAddKernelNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t ndeps,
-                              const CUDA_KERNEL_NODE_PARAMS_v1 *p) {
-  if (!p) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  unsigned dims[6] = {p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ};
+                              const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+  if (!p)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  unsigned dims[6] = {p->gridDimX,  p->gridDimY,  p->gridDimZ,
+                      p->blockDimX, p->blockDimY, p->blockDimZ};
   GMT_FAKE_RET(add_kernel_node(ph, g, deps, ndeps, p->func, dims, p->kernelParams, p->extra));
 }
 
-static CUresult instantiate(CUgraphExec *out, CUgraph hg) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!out) return CUDA_ERROR_INVALID_VALUE;
+static CUresult instantiate(CUgraphExec *out, CUgraph hg)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!out)
+    return CUDA_ERROR_INVALID_VALUE;
   gmt__fake_lock();
   struct gmt__graph *g = (struct gmt__graph *)hg;
   CUresult r = CUDA_SUCCESS;
@@ -119,16 +143,19 @@ static CUresult instantiate(CUgraphExec *out, CUgraph hg) {
     r = CUDA_ERROR_INVALID_VALUE;
   } else {
     e = calloc(1, sizeof *e);
-    if (e) e->nodes = calloc(g->n ? g->n : 1, sizeof *e->nodes);
+    if (e)
+      e->nodes = calloc(g->n ? g->n : 1, sizeof *e->nodes);
     if (!e || !e->nodes || gmt__handle_add(e, GMT__K_EXEC) != 0) {
-      if (e) free(e->nodes);
+      if (e)
+        free(e->nodes);
       free(e);
       e = NULL;
       r = CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
   if (e) {
-    for (size_t i = 0; i < g->n; i++) e->nodes[i] = *g->nodes[i];
+    for (size_t i = 0; i < g->n; i++)
+      e->nodes[i] = *g->nodes[i];
     e->n = g->n;
     *out = (CUgraphExec)e;
   }
@@ -136,25 +163,33 @@ static CUresult instantiate(CUgraphExec *out, CUgraph hg) {
   return r;
 }
 
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                     unsigned long long flags)
+{
   (void)flags;
   GMT_FAKE_RET(instantiate(phGraphExec, hGraph));
 }
 
 CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                               char *logBuffer, size_t bufferSize) {
-  if (phErrorNode) *phErrorNode = NULL;
-  if (logBuffer && bufferSize) logBuffer[0] = '\0';
+                               char *logBuffer, size_t bufferSize)
+{
+  if (phErrorNode)
+    *phErrorNode = NULL;
+  if (logBuffer && bufferSize)
+    logBuffer[0] = '\0';
   GMT_FAKE_RET(instantiate(phGraphExec, hGraph));
 }
 
-static CUresult graph_launch(CUgraphExec he, CUstream s) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
+static CUresult graph_launch(CUgraphExec he, CUstream s)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
   gmt__fake_lock();
   struct gmt__exec *e = (struct gmt__exec *)he;
   int dev = 0;
   CUresult r = gmt__stream_dev_locked(s, &dev);
-  if (r == CUDA_SUCCESS && !gmt__handle_ok(e, GMT__K_EXEC)) r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS && !gmt__handle_ok(e, GMT__K_EXEC))
+    r = CUDA_ERROR_INVALID_VALUE;
   /* Copy the durations so the exec may be destroyed by another thread
    * while this one runs. */
   uint64_t *us = NULL;
@@ -162,24 +197,32 @@ static CUresult graph_launch(CUgraphExec he, CUstream s) {
   if (r == CUDA_SUCCESS) {
     n = e->n;
     us = calloc(n ? n : 1, sizeof *us);
-    if (!us) r = CUDA_ERROR_OUT_OF_MEMORY;
-    for (size_t i = 0; us && i < n; i++) us[i] = e->nodes[i].us;
+    if (!us)
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; us && i < n; i++)
+      us[i] = e->nodes[i].us;
   }
   gmt__fake_unlock();
   if (r == CUDA_SUCCESS) {
     gmt__fake_log("graph launch of %zu kernel(s) on device %d", n, dev);
-    for (size_t i = 0; i < n; i++) gmt__kernel_run(dev, us[i]);
+    for (size_t i = 0; i < n; i++)
+      gmt__kernel_run(dev, us[i]);
   }
   free(us);
   return r;
 }
 
-CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) { GMT_FAKE_RET(graph_launch(hGraphExec, hStream)); }
-CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+  GMT_FAKE_RET(graph_launch(hGraphExec, hStream));
+}
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
   GMT_FAKE_RET(graph_launch(hGraphExec, hStream));
 }
 
-CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
   GMT_FAKE_NEED_INIT();
   gmt__fake_lock();
   struct gmt__exec *e = (struct gmt__exec *)hGraphExec;
@@ -194,7 +237,8 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
   GMT_FAKE_RET(r);
 }
 
-CUresult cuGraphDestroy(CUgraph hGraph) {
+CUresult cuGraphDestroy(CUgraph hGraph)
+{
   GMT_FAKE_NEED_INIT();
   gmt__fake_lock();
   struct gmt__graph *g = (struct gmt__graph *)hGraph;

@@ -15,20 +15,24 @@ struct pinned {
 static struct pinned *pins;
 static size_t npins, cappins;
 
-static struct pinned *pin_find(const void *p, int inside) {
+static struct pinned *pin_find(const void *p, int inside)
+{
   for (size_t i = 0; i < npins; i++) {
-    if (pins[i].p == p) return &pins[i];
+    if (pins[i].p == p)
+      return &pins[i];
     if (inside && (const char *)p > pins[i].p && (const char *)p < pins[i].p + pins[i].size)
       return &pins[i];
   }
   return NULL;
 }
 
-static int pin_add(char *p, size_t size, int registered) {
+static int pin_add(char *p, size_t size, int registered)
+{
   if (npins == cappins) {
     size_t ncap = cappins ? cappins * 2 : 16;
     struct pinned *n = realloc(pins, ncap * sizeof *n);
-    if (!n) return -1;
+    if (!n)
+      return -1;
     pins = n;
     cappins = ncap;
   }
@@ -36,11 +40,17 @@ static int pin_add(char *p, size_t size, int registered) {
   return 0;
 }
 
-static void pin_del(struct pinned *e) { *e = pins[--npins]; }
+static void pin_del(struct pinned *e)
+{
+  *e = pins[--npins];
+}
 
-static CUresult host_alloc(void **pp, size_t size) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!pp || size == 0) return CUDA_ERROR_INVALID_VALUE;
+static CUresult host_alloc(void **pp, size_t size)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!pp || size == 0)
+    return CUDA_ERROR_INVALID_VALUE;
   gmt__fake_lock();
   int dev = 0;
   CUresult r = gmt__ctx_dev_locked(&dev);
@@ -58,15 +68,24 @@ static CUresult host_alloc(void **pp, size_t size) {
   return r;
 }
 
-CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) { GMT_FAKE_RET(host_alloc(pp, bytesize)); }
-CUresult cuMemAllocHost(void **pp, unsigned int bytesize) { GMT_FAKE_RET(host_alloc(pp, bytesize)); }
-CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
-  if (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
+CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+  GMT_FAKE_RET(host_alloc(pp, bytesize));
+}
+CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
+{
+  GMT_FAKE_RET(host_alloc(pp, bytesize));
+}
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+  if (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                          CU_MEMHOSTALLOC_WRITECOMBINED))
     GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   GMT_FAKE_RET(host_alloc(pp, bytesize));
 }
 
-CUresult cuMemFreeHost(void *p) {
+CUresult cuMemFreeHost(void *p)
+{
   GMT_FAKE_NEED_INIT();
   gmt__fake_lock();
   struct pinned *e = pin_find(p, 0);
@@ -80,29 +99,36 @@ CUresult cuMemFreeHost(void *p) {
   GMT_FAKE_RET(r);
 }
 
-static CUresult host_register(void *p, size_t size) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!p || size == 0) return CUDA_ERROR_INVALID_VALUE;
+static CUresult host_register(void *p, size_t size)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!p || size == 0)
+    return CUDA_ERROR_INVALID_VALUE;
   gmt__fake_lock();
   CUresult r = CUDA_SUCCESS;
   for (size_t i = 0; i < npins; i++)
     if ((char *)p < pins[i].p + pins[i].size && pins[i].p < (char *)p + size)
       r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-  if (r == CUDA_SUCCESS && pin_add(p, size, 1) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS && pin_add(p, size, 1) != 0)
+    r = CUDA_ERROR_OUT_OF_MEMORY;
   gmt__fake_unlock();
   return r;
 }
 
-CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags) {
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
   (void)Flags;
   GMT_FAKE_RET(host_register(p, bytesize));
 }
-CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags) {
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
   (void)Flags;
   GMT_FAKE_RET(host_register(p, bytesize));
 }
 
-CUresult cuMemHostUnregister(void *p) {
+CUresult cuMemHostUnregister(void *p)
+{
   GMT_FAKE_NEED_INIT();
   gmt__fake_lock();
   struct pinned *e = pin_find(p, 0);
@@ -115,18 +141,22 @@ CUresult cuMemHostUnregister(void *p) {
   GMT_FAKE_RET(r);
 }
 
-CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p) {
+CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
   GMT_FAKE_NEED_INIT();
-  if (!pFlags) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!pFlags)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   gmt__fake_lock();
   struct pinned *e = pin_find(p, 1);
   gmt__fake_unlock();
-  if (!e) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!e)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   *pFlags = 0;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-void gmt__hostmem_reset_child(void) {
+void gmt__hostmem_reset_child(void)
+{
   /* Pinned buffers are the child's copies; it may still read them, as a
    * forked CUDA process may read its parent's host data. */
   free(pins);

@@ -23,32 +23,37 @@ static pthread_mutex_t dev_mu[GMT_FAKE_MAX_DEVICES];
 static int dev_fd[GMT_FAKE_MAX_DEVICES];
 static pthread_once_t dev_once = PTHREAD_ONCE_INIT;
 
-static void dev_init(void) {
+static void dev_init(void)
+{
   for (int i = 0; i < GMT_FAKE_MAX_DEVICES; i++) {
     pthread_mutex_init(&dev_mu[i], NULL);
     dev_fd[i] = -1;
   }
 }
 
-void gmt__kernel_reset_child(void) {
+void gmt__kernel_reset_child(void)
+{
   /* The lock files' descriptions are shared with the parent: a child that
    * kept them would hold the parent's lock. Open its own later. */
   pthread_once(&dev_once, dev_init);
   for (int i = 0; i < GMT_FAKE_MAX_DEVICES; i++) {
     pthread_mutex_init(&dev_mu[i], NULL);
-    if (dev_fd[i] >= 0) close(dev_fd[i]);
+    if (dev_fd[i] >= 0)
+      close(dev_fd[i]);
     dev_fd[i] = -1;
   }
 }
 
-static uint64_t now_ns(void) {
+static uint64_t now_ns(void)
+{
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
 /* Sleep most of the time, then spin the tail so the end is accurate. */
-static void run_for(uint64_t us) {
+static void run_for(uint64_t us)
+{
   uint64_t end = now_ns() + us * 1000ull;
   if (us > 300) {
     uint64_t wake = end - 150000ull;
@@ -60,7 +65,8 @@ static void run_for(uint64_t us) {
   }
 }
 
-void gmt__kernel_run(int dev, uint64_t us) {
+void gmt__kernel_run(int dev, uint64_t us)
+{
   pthread_once(&dev_once, dev_init);
   /* flock is per open file description, so threads of this process first
    * queue on a mutex; processes then queue on the file. */
@@ -69,41 +75,54 @@ void gmt__kernel_run(int dev, uint64_t us) {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/gmt-fakecuda-dev%d.lock", gmt__fake.dir, dev);
     dev_fd[dev] = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (dev_fd[dev] < 0) fprintf(stderr, "fakecuda: cannot open %s: %s\n", path, strerror(errno));
-    else (void)fchmod(dev_fd[dev], 0666);
+    if (dev_fd[dev] < 0)
+      fprintf(stderr, "fakecuda: cannot open %s: %s\n", path, strerror(errno));
+    else
+      (void)fchmod(dev_fd[dev], 0666);
   }
   int fd = dev_fd[dev];
-  if (fd >= 0) flock(fd, LOCK_EX);
+  if (fd >= 0)
+    flock(fd, LOCK_EX);
   run_for(us);
-  if (fd >= 0) flock(fd, LOCK_UN);
+  if (fd >= 0)
+    flock(fd, LOCK_UN);
   pthread_mutex_unlock(&dev_mu[dev]);
 }
 
-uint64_t gmt__kernel_duration(const struct gmt__func *f, void **params, void **extra) {
-  if (!f->spin) return 0;
+uint64_t gmt__kernel_duration(const struct gmt__func *f, void **params, void **extra)
+{
+  if (!f->spin)
+    return 0;
   unsigned int us = 0;
   if (params && params[0]) {
     memcpy(&us, params[0], sizeof us);
   } else if (extra) {
     /* CU_LAUNCH_PARAM_BUFFER_POINTER: the parameters packed in a buffer. */
     for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2)
-      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER && extra[i + 1]) memcpy(&us, extra[i + 1], sizeof us);
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER && extra[i + 1])
+        memcpy(&us, extra[i + 1], sizeof us);
   }
   return us;
 }
 
 CUresult gmt__launch_check_locked(CUfunction f, CUstream s, unsigned gx, unsigned gy, unsigned gz,
-                                  unsigned bx, unsigned by, unsigned bz, int *dev) {
-  if (!gmt__handle_ok(f, GMT__K_FUNC)) return CUDA_ERROR_INVALID_HANDLE;
-  if (!gx || !gy || !gz || !bx || !by || !bz) return CUDA_ERROR_INVALID_VALUE;
-  if ((uint64_t)bx * by * bz > 1024 || bz > 64) return CUDA_ERROR_INVALID_VALUE;
+                                  unsigned bx, unsigned by, unsigned bz, int *dev)
+{
+  if (!gmt__handle_ok(f, GMT__K_FUNC))
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!gx || !gy || !gz || !bx || !by || !bz)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((uint64_t)bx * by * bz > 1024 || bz > 64)
+    return CUDA_ERROR_INVALID_VALUE;
   return gmt__stream_dev_locked(s, dev);
 }
 
 /* ---- modules and libraries ---- */
 
-static CUresult module_new(void **out, int is_library) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
+static CUresult module_new(void **out, int is_library)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
   gmt__fake_lock();
   int dev = 0;
   CUresult r = is_library ? CUDA_SUCCESS : gmt__ctx_dev_locked(&dev);
@@ -124,32 +143,44 @@ static CUresult module_new(void **out, int is_library) {
   return r;
 }
 
-CUresult cuModuleLoadData(CUmodule *module, const void *image) {
-  if (!module || !image) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+  if (!module || !image)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   GMT_FAKE_RET(module_new((void **)module, 0));
 }
 
 CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
-                            CUjit_option *options, void **optionValues) {
+                            CUjit_option *options, void **optionValues)
+{
   (void)numOptions, (void)options, (void)optionValues;
-  if (!module || !image) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!module || !image)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   GMT_FAKE_RET(module_new((void **)module, 0));
 }
 
-CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) {
-  if (!module || !fatCubin) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+  if (!module || !fatCubin)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   GMT_FAKE_RET(module_new((void **)module, 0));
 }
 
-CUresult cuModuleLoad(CUmodule *module, const char *fname) {
-  if (!module || !fname) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (access(fname, R_OK) != 0) GMT_FAKE_RET(CUDA_ERROR_FILE_NOT_FOUND);
+CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+  if (!module || !fname)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (access(fname, R_OK) != 0)
+    GMT_FAKE_RET(CUDA_ERROR_FILE_NOT_FOUND);
   GMT_FAKE_RET(module_new((void **)module, 0));
 }
 
-static CUresult func_new(void **out, void *mod, int mod_kind, const char *name) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!out || !name) return CUDA_ERROR_INVALID_VALUE;
+static CUresult func_new(void **out, void *mod, int mod_kind, const char *name)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!out || !name)
+    return CUDA_ERROR_INVALID_VALUE;
   gmt__fake_lock();
   CUresult r = CUDA_SUCCESS;
   struct gmt__func *f = NULL;
@@ -173,20 +204,25 @@ static CUresult func_new(void **out, void *mod, int mod_kind, const char *name) 
   return r;
 }
 
-CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
   GMT_FAKE_RET(func_new((void **)hfunc, hmod, GMT__K_MODULE, name));
 }
 
 static struct gmt__module *unloading;
-static void drop_func_of_unloading(void *p) {
+static void drop_func_of_unloading(void *p)
+{
   struct gmt__func *f = p;
-  if (f->mod != unloading) return;
+  if (f->mod != unloading)
+    return;
   gmt__handle_del(f);
   free(f);
 }
 
-static CUresult module_unload(void *m, int kind) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
+static CUresult module_unload(void *m, int kind)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
   gmt__fake_lock();
   CUresult r = CUDA_ERROR_INVALID_HANDLE;
   if (gmt__handle_ok(m, kind)) {
@@ -201,48 +237,64 @@ static CUresult module_unload(void *m, int kind) {
   return r;
 }
 
-CUresult cuModuleUnload(CUmodule hmod) { GMT_FAKE_RET(module_unload(hmod, GMT__K_MODULE)); }
+CUresult cuModuleUnload(CUmodule hmod)
+{
+  GMT_FAKE_RET(module_unload(hmod, GMT__K_MODULE));
+}
 
 CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
                            void **jitOptionsValues, unsigned int numJitOptions,
                            CUlibraryOption *libraryOptions, void **libraryOptionValues,
-                           unsigned int numLibraryOptions) {
+                           unsigned int numLibraryOptions)
+{
   (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
   (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
-  if (!library || !code) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library || !code)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   GMT_FAKE_RET(module_new((void **)library, 1));
 }
 
-CUresult cuLibraryUnload(CUlibrary library) { GMT_FAKE_RET(module_unload(library, GMT__K_LIBRARY)); }
+CUresult cuLibraryUnload(CUlibrary library)
+{
+  GMT_FAKE_RET(module_unload(library, GMT__K_LIBRARY));
+}
 
-CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name) {
+CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
   /* A CUkernel is launched like a CUfunction, so they share one object. */
   GMT_FAKE_RET(func_new((void **)pKernel, library, GMT__K_LIBRARY, name));
 }
 
-CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel) {
+CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
   GMT_FAKE_NEED_INIT();
-  if (!pFunc) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!pFunc)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   gmt__fake_lock();
   int ok = gmt__handle_ok(kernel, GMT__K_FUNC);
   gmt__fake_unlock();
-  if (!ok) GMT_FAKE_RET(CUDA_ERROR_INVALID_HANDLE);
+  if (!ok)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_HANDLE);
   *pFunc = (CUfunction)kernel;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc) {
+CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
+{
   GMT_FAKE_NEED_INIT();
-  if (!pi) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!pi)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   gmt__fake_lock();
   int ok = gmt__handle_ok(hfunc, GMT__K_FUNC);
   gmt__fake_unlock();
-  if (!ok) GMT_FAKE_RET(CUDA_ERROR_INVALID_HANDLE);
+  if (!ok)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_HANDLE);
   *pi = attrib == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
+CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
   GMT_FAKE_NEED_INIT();
   (void)attrib, (void)value;
   gmt__fake_lock();
@@ -253,92 +305,117 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int v
 
 /* ---- launches ---- */
 
-static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                       unsigned bz, CUstream s, void **params, void **extra) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
+static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       unsigned by, unsigned bz, CUstream s, void **params, void **extra)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
   gmt__fake_lock();
   int dev = 0;
   CUresult r = gmt__launch_check_locked(f, s, gx, gy, gz, bx, by, bz, &dev);
   uint64_t us = 0;
-  if (r == CUDA_SUCCESS) us = gmt__kernel_duration((struct gmt__func *)f, params, extra);
+  if (r == CUDA_SUCCESS)
+    us = gmt__kernel_duration((struct gmt__func *)f, params, extra);
   gmt__fake_unlock();
-  if (r != CUDA_SUCCESS) return r;
+  if (r != CUDA_SUCCESS)
+    return r;
   gmt__fake_log("launch %s on device %d for %llu us", ((struct gmt__func *)f)->name, dev,
                 (unsigned long long)us);
   gmt__kernel_run(dev, us);
   return CUDA_SUCCESS;
 }
 
-CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                        unsigned int by, unsigned int bz, unsigned int sharedMemBytes, CUstream hStream,
-                        void **kernelParams, void **extra) {
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                        unsigned int bx, unsigned int by, unsigned int bz,
+                        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
+                        void **extra)
+{
   (void)sharedMemBytes;
   GMT_FAKE_RET(launch(f, gx, gy, gz, bx, by, bz, hStream, kernelParams, extra));
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int sharedMemBytes,
-                             CUstream hStream, void **kernelParams, void **extra) {
+                             unsigned int bx, unsigned int by, unsigned int bz,
+                             unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
+                             void **extra)
+{
   (void)sharedMemBytes;
   GMT_FAKE_RET(launch(f, gx, gy, gz, bx, by, bz, hStream, kernelParams, extra));
 }
 
-static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
-  if (!c) return CUDA_ERROR_INVALID_VALUE;
+static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+  if (!c)
+    return CUDA_ERROR_INVALID_VALUE;
   return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
                 c->hStream, params, extra);
 }
 
-CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra) {
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                          void **extra)
+{
   GMT_FAKE_RET(launch_ex(config, f, kernelParams, extra));
 }
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                               void **extra) {
+                               void **extra)
+{
   GMT_FAKE_RET(launch_ex(config, f, kernelParams, extra));
 }
 
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                    unsigned int bx, unsigned int by, unsigned int bz,
-                                   unsigned int sharedMemBytes, CUstream hStream, void **kernelParams) {
+                                   unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams)
+{
   (void)sharedMemBytes;
   GMT_FAKE_RET(launch(f, gx, gy, gz, bx, by, bz, hStream, kernelParams, NULL));
 }
 
-CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                        unsigned int bx, unsigned int by, unsigned int bz,
-                                        unsigned int sharedMemBytes, CUstream hStream,
-                                        void **kernelParams) {
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                        unsigned int gz, unsigned int bx, unsigned int by,
+                                        unsigned int bz, unsigned int sharedMemBytes,
+                                        CUstream hStream, void **kernelParams)
+{
   (void)sharedMemBytes;
   GMT_FAKE_RET(launch(f, gx, gy, gz, bx, by, bz, hStream, kernelParams, NULL));
 }
 
 CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int numDevices,
-                                              unsigned int flags) {
+                                              unsigned int flags)
+{
   (void)flags;
-  if (!list || numDevices == 0) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!list || numDevices == 0)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   for (unsigned i = 0; i < numDevices; i++) {
     CUDA_LAUNCH_PARAMS *l = &list[i];
-    CUresult r = launch(l->function, l->gridDimX, l->gridDimY, l->gridDimZ, l->blockDimX, l->blockDimY,
-                        l->blockDimZ, l->hStream, l->kernelParams, NULL);
-    if (r != CUDA_SUCCESS) GMT_FAKE_RET(r);
+    CUresult r = launch(l->function, l->gridDimX, l->gridDimY, l->gridDimZ, l->blockDimX,
+                        l->blockDimY, l->blockDimZ, l->hStream, l->kernelParams, NULL);
+    if (r != CUDA_SUCCESS)
+      GMT_FAKE_RET(r);
   }
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-static CUresult host_func(CUstream s, CUhostFn fn, void *data) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!fn) return CUDA_ERROR_INVALID_VALUE;
+static CUresult host_func(CUstream s, CUhostFn fn, void *data)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!fn)
+    return CUDA_ERROR_INVALID_VALUE;
   gmt__fake_lock();
   int dev = 0;
   CUresult r = gmt__stream_dev_locked(s, &dev);
   gmt__fake_unlock();
-  if (r == CUDA_SUCCESS) fn(data);
+  if (r == CUDA_SUCCESS)
+    fn(data);
   return r;
 }
 
-CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData) {
+CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
   GMT_FAKE_RET(host_func(hStream, fn, userData));
 }
-CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData) {
+CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
   GMT_FAKE_RET(host_func(hStream, fn, userData));
 }

@@ -21,9 +21,11 @@ static struct gmt__pool *pools;
 static struct gmt__pool *default_pool[GMT_FAKE_MAX_DEVICES];
 static struct gmt__pool *current_pool[GMT_FAKE_MAX_DEVICES];
 
-static struct gmt__pool *pool_new_locked(int dev, int is_default) {
+static struct gmt__pool *pool_new_locked(int dev, int is_default)
+{
   struct gmt__pool *p = calloc(1, sizeof *p);
-  if (!p) return NULL;
+  if (!p)
+    return NULL;
   if (gmt__handle_add(p, GMT__K_POOL) != 0) {
     free(p);
     return NULL;
@@ -35,17 +37,21 @@ static struct gmt__pool *pool_new_locked(int dev, int is_default) {
   return p;
 }
 
-static struct gmt__pool *default_locked(int dev) {
-  if (!default_pool[dev]) default_pool[dev] = pool_new_locked(dev, 1);
+static struct gmt__pool *default_locked(int dev)
+{
+  if (!default_pool[dev])
+    default_pool[dev] = pool_new_locked(dev, 1);
   return default_pool[dev];
 }
 
-static struct gmt__pool *current_locked(int dev) {
+static struct gmt__pool *current_locked(int dev)
+{
   return current_pool[dev] ? current_pool[dev] : default_locked(dev);
 }
 
 /* Release cached blocks, largest last-freed first, until reserved <= keep. */
-static void trim_locked(struct gmt__pool *p, uint64_t keep) {
+static void trim_locked(struct gmt__pool *p, uint64_t keep)
+{
   while (p->reserved > keep && p->ncache) {
     struct gmt__range *r = p->cache[--p->ncache];
     p->reserved -= r->size;
@@ -53,11 +59,14 @@ static void trim_locked(struct gmt__pool *p, uint64_t keep) {
   }
 }
 
-void gmt__pool_sync_locked(void) {
-  for (struct gmt__pool *p = pools; p; p = p->next) trim_locked(p, p->threshold);
+void gmt__pool_sync_locked(void)
+{
+  for (struct gmt__pool *p = pools; p; p = p->next)
+    trim_locked(p, p->threshold);
 }
 
-void gmt__pool_free_block_locked(struct gmt__range *r) {
+void gmt__pool_free_block_locked(struct gmt__range *r)
+{
   struct gmt__pool *p = r->pool;
   if (!p) { /* its pool was destroyed: nothing holds it any more */
     gmt__mem_delete(r);
@@ -80,13 +89,15 @@ void gmt__pool_free_block_locked(struct gmt__range *r) {
   p->used -= r->size;
 }
 
-static CUresult pool_alloc_locked(struct gmt__pool *p, size_t size, CUdeviceptr *out) {
+static CUresult pool_alloc_locked(struct gmt__pool *p, size_t size, CUdeviceptr *out)
+{
   size_t want = gmt__round_up(size, GMT_FAKE_ALIGN);
   /* Best fit among cached blocks no more than twice the request. */
   size_t best = SIZE_MAX;
   for (size_t i = 0; i < p->ncache; i++) {
     size_t s = p->cache[i]->size;
-    if (s >= want && s / 2 <= want && (best == SIZE_MAX || s < p->cache[best]->size)) best = i;
+    if (s >= want && s / 2 <= want && (best == SIZE_MAX || s < p->cache[best]->size))
+      best = i;
   }
   struct gmt__range *r = NULL;
   if (best != SIZE_MAX) {
@@ -99,21 +110,27 @@ static CUresult pool_alloc_locked(struct gmt__pool *p, size_t size, CUdeviceptr 
       trim_locked(p, 0); /* the real pool frees its cache before failing */
       res = gmt__mem_new(p->dev, GMT__MEM_POOL, want, want, 1, 0, 0, &r);
     }
-    if (res != CUDA_SUCCESS) return res;
+    if (res != CUDA_SUCCESS)
+      return res;
     r->pool = p;
     p->reserved += r->size;
-    if (p->reserved > p->reserved_high) p->reserved_high = p->reserved;
+    if (p->reserved > p->reserved_high)
+      p->reserved_high = p->reserved;
   }
   p->used += r->size;
-  if (p->used > p->used_high) p->used_high = p->used;
+  if (p->used > p->used_high)
+    p->used_high = p->used;
   *out = r->base;
   return CUDA_SUCCESS;
 }
 
 static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s,
-                            int from_pool) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+                            int from_pool)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!dptr || size == 0)
+    return CUDA_ERROR_INVALID_VALUE;
   gmt__fake_lock();
   int dev = 0;
   CUresult r = gmt__stream_dev_locked(s, &dev);
@@ -123,31 +140,40 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
       p = gmt__handle_ok(pool, GMT__K_POOL) ? (struct gmt__pool *)pool : NULL;
     else
       p = current_locked(dev);
-    if (!p) r = from_pool ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+    if (!p)
+      r = from_pool ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
   }
-  if (r == CUDA_SUCCESS) r = pool_alloc_locked(p, size, dptr);
+  if (r == CUDA_SUCCESS)
+    r = pool_alloc_locked(p, size, dptr);
   gmt__fake_unlock();
   gmt__fake_log("alloc async %zu bytes -> 0x%llx (%d)", size,
                 r == CUDA_SUCCESS ? (unsigned long long)*dptr : 0ull, (int)r);
   return r;
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
   GMT_FAKE_RET(alloc_async(dptr, bytesize, NULL, hStream, 0));
 }
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
   GMT_FAKE_RET(alloc_async(dptr, bytesize, NULL, hStream, 0));
 }
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream hStream)
+{
   GMT_FAKE_RET(alloc_async(dptr, bytesize, pool, hStream, 1));
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                      CUstream hStream) {
+                                      CUstream hStream)
+{
   GMT_FAKE_RET(alloc_async(dptr, bytesize, pool, hStream, 1));
 }
 
-static CUresult free_async(CUdeviceptr p, CUstream s) {
-  if (!gmt__fake.inited) return CUDA_ERROR_NOT_INITIALIZED;
+static CUresult free_async(CUdeviceptr p, CUstream s)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
   gmt__fake_lock();
   int dev = 0;
   CUresult r = gmt__stream_dev_locked(s, &dev);
@@ -165,36 +191,52 @@ static CUresult free_async(CUdeviceptr p, CUstream s) {
   return r;
 }
 
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) { GMT_FAKE_RET(free_async(dptr, hStream)); }
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { GMT_FAKE_RET(free_async(dptr, hStream)); }
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+  GMT_FAKE_RET(free_async(dptr, hStream));
+}
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+  GMT_FAKE_RET(free_async(dptr, hStream));
+}
 
-CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev) {
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
   GMT_FAKE_NEED_INIT();
-  if (!pool_out) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(dev)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!pool_out)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!gmt__fake_dev_ok(dev))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   gmt__fake_lock();
   struct gmt__pool *p = default_locked(dev);
   gmt__fake_unlock();
-  if (!p) GMT_FAKE_RET(CUDA_ERROR_OUT_OF_MEMORY);
+  if (!p)
+    GMT_FAKE_RET(CUDA_ERROR_OUT_OF_MEMORY);
   *pool_out = (CUmemoryPool)p;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
+CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
   GMT_FAKE_NEED_INIT();
-  if (!pool) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(dev)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!pool)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!gmt__fake_dev_ok(dev))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   gmt__fake_lock();
   struct gmt__pool *p = current_locked(dev);
   gmt__fake_unlock();
-  if (!p) GMT_FAKE_RET(CUDA_ERROR_OUT_OF_MEMORY);
+  if (!p)
+    GMT_FAKE_RET(CUDA_ERROR_OUT_OF_MEMORY);
   *pool = (CUmemoryPool)p;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
   GMT_FAKE_NEED_INIT();
-  if (!gmt__fake_dev_ok(dev)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!gmt__fake_dev_ok(dev))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   gmt__fake_lock();
   struct gmt__pool *p = (struct gmt__pool *)pool;
   CUresult r = CUDA_ERROR_INVALID_VALUE;
@@ -206,21 +248,25 @@ CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   GMT_FAKE_RET(r);
 }
 
-CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
   GMT_FAKE_NEED_INIT();
   if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
       props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  if (!gmt__fake_dev_ok(props->location.id)) GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+  if (!gmt__fake_dev_ok(props->location.id))
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   gmt__fake_lock();
   struct gmt__pool *p = pool_new_locked(props->location.id, 0);
   gmt__fake_unlock();
-  if (!p) GMT_FAKE_RET(CUDA_ERROR_OUT_OF_MEMORY);
+  if (!p)
+    GMT_FAKE_RET(CUDA_ERROR_OUT_OF_MEMORY);
   *pool = (CUmemoryPool)p;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
   GMT_FAKE_NEED_INIT();
   gmt__fake_lock();
   struct gmt__pool *p = (struct gmt__pool *)pool;
@@ -236,7 +282,8 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
       *pp = p->next;
       break;
     }
-  if (current_pool[p->dev] == p) current_pool[p->dev] = NULL;
+  if (current_pool[p->dev] == p)
+    current_pool[p->dev] = NULL;
   gmt__handle_del(p);
   free(p->cache);
   free(p);
@@ -244,7 +291,8 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
-CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
   GMT_FAKE_NEED_INIT();
   gmt__fake_lock();
   struct gmt__pool *p = (struct gmt__pool *)pool;
@@ -257,15 +305,18 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   GMT_FAKE_RET(r);
 }
 
-static int attr_is_u64(CUmemPool_attribute a) {
+static int attr_is_u64(CUmemPool_attribute a)
+{
   return a == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD || a == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ||
          a == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || a == CU_MEMPOOL_ATTR_USED_MEM_CURRENT ||
          a == CU_MEMPOOL_ATTR_USED_MEM_HIGH;
 }
 
-CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
   GMT_FAKE_NEED_INIT();
-  if (!value) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!value)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   gmt__fake_lock();
   struct gmt__pool *p = (struct gmt__pool *)pool;
   CUresult r = CUDA_SUCCESS;
@@ -292,9 +343,11 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
   GMT_FAKE_RET(r);
 }
 
-CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
   GMT_FAKE_NEED_INIT();
-  if (!value) GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!value)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   gmt__fake_lock();
   struct gmt__pool *p = (struct gmt__pool *)pool;
   CUresult r = CUDA_SUCCESS;
@@ -306,9 +359,12 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     p->threshold = v;
   } else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH) {
     memcpy(&v, value, sizeof v);
-    if (v != 0) r = CUDA_ERROR_INVALID_VALUE; /* only a reset to 0 is allowed */
-    else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH) p->reserved_high = p->reserved;
-    else p->used_high = p->used;
+    if (v != 0)
+      r = CUDA_ERROR_INVALID_VALUE; /* only a reset to 0 is allowed */
+    else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
+      p->reserved_high = p->reserved;
+    else
+      p->used_high = p->used;
   } else if (!(attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
                attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)) {
     r = CUDA_ERROR_INVALID_VALUE;
@@ -317,7 +373,8 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
   GMT_FAKE_RET(r);
 }
 
-void gmt__pool_reset_child(void) {
+void gmt__pool_reset_child(void)
+{
   /* The blocks themselves go with the address table. */
   while (pools) {
     struct gmt__pool *p = pools;

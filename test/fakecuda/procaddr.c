@@ -19,8 +19,14 @@ struct sym {
 };
 
 /* Rows of one name are adjacent, by ascending version. */
-#define S(n, v, s) {#n, v, #s, (void *)&s, 0, NULL, NULL}
-#define P(n, v, s, pv, ps) {#n, v, #s, (void *)&s, pv, #ps, (void *)&ps}
+#define S(n, v, s)                                                                                 \
+  {                                                                                                \
+#n, v, #s, (void *)&s, 0, NULL, NULL                                                           \
+  }
+#define P(n, v, s, pv, ps)                                                                         \
+  {                                                                                                \
+#n, v, #s, (void *)&s, pv, #ps, (void *)&ps                                                    \
+  }
 
 static const struct sym table[] = {
     S(cuInit, 2000, cuInit),
@@ -175,7 +181,8 @@ static const struct sym table[] = {
     /* launches */
     P(cuLaunchKernel, 4000, cuLaunchKernel, 7000, cuLaunchKernel_ptsz),
     P(cuLaunchKernelEx, 11060, cuLaunchKernelEx, 11060, cuLaunchKernelEx_ptsz),
-    P(cuLaunchCooperativeKernel, 9000, cuLaunchCooperativeKernel, 9000, cuLaunchCooperativeKernel_ptsz),
+    P(cuLaunchCooperativeKernel, 9000, cuLaunchCooperativeKernel, 9000,
+      cuLaunchCooperativeKernel_ptsz),
     S(cuLaunchCooperativeKernelMultiDevice, 9000, cuLaunchCooperativeKernelMultiDevice),
     P(cuLaunchHostFunc, 10000, cuLaunchHostFunc, 10000, cuLaunchHostFunc_ptsz),
     /* graphs */
@@ -192,55 +199,76 @@ static const struct sym table[] = {
 #define NTABLE (sizeof table / sizeof table[0])
 
 int gmt_fake_lookup(const char *name, int version, unsigned long long flags, const char **sym_name,
-                    void **addr) {
-  if (sym_name) *sym_name = NULL;
-  if (addr) *addr = NULL;
-  if (!name) return CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+                    void **addr)
+{
+  if (sym_name)
+    *sym_name = NULL;
+  if (addr)
+    *addr = NULL;
+  if (!name)
+    return CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   const struct sym *best = NULL;
   int known = 0;
   for (size_t i = 0; i < NTABLE; i++) {
-    if (strcmp(table[i].name, name) != 0) continue;
+    if (strcmp(table[i].name, name) != 0)
+      continue;
     known = 1;
-    if (table[i].version <= version) best = &table[i];
+    if (table[i].version <= version)
+      best = &table[i];
   }
-  if (!known) return CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  if (!best) return CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+  if (!known)
+    return CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (!best)
+    return CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
   /* Per-thread default stream only when asked for and when that variant
    * existed at the requested version; otherwise the legacy symbol. */
   int pt = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && best->pt_sym &&
            version >= best->pt_version;
-  if (sym_name) *sym_name = pt ? best->pt_sym : best->sym;
-  if (addr) *addr = pt ? best->pt_addr : best->addr;
+  if (sym_name)
+    *sym_name = pt ? best->pt_sym : best->sym;
+  if (addr)
+    *addr = pt ? best->pt_addr : best->addr;
   return CU_GET_PROC_ADDRESS_SUCCESS;
 }
 
-const char *gmt_fake_symbol_at(size_t i, const char **base, int *version, const char **pt_sym) {
-  if (i >= NTABLE) return NULL;
-  if (base) *base = table[i].name;
-  if (version) *version = table[i].version;
-  if (pt_sym) *pt_sym = table[i].pt_sym;
+const char *gmt_fake_symbol_at(size_t i, const char **base, int *version, const char **pt_sym)
+{
+  if (i >= NTABLE)
+    return NULL;
+  if (base)
+    *base = table[i].name;
+  if (version)
+    *version = table[i].version;
+  if (pt_sym)
+    *pt_sym = table[i].pt_sym;
   return table[i].sym;
 }
 
 static CUresult get_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,
-                         CUdriverProcAddressQueryResult *status) {
-  if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+                         CUdriverProcAddressQueryResult *status)
+{
+  if (!symbol || !pfn)
+    return CUDA_ERROR_INVALID_VALUE;
   /* Only the two stream flags exist; anything else is a bad argument. */
-  if (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+  if (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                            CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
     return CUDA_ERROR_INVALID_VALUE;
   const char *sym = NULL;
   int st = gmt_fake_lookup(symbol, version, flags, &sym, pfn);
-  if (status) *status = (CUdriverProcAddressQueryResult)st;
-  gmt__fake_log("getProcAddress %s v%d flags %llu -> %s", symbol, version, (unsigned long long)flags,
-                sym ? sym : "(none)");
+  if (status)
+    *status = (CUdriverProcAddressQueryResult)st;
+  gmt__fake_log("getProcAddress %s v%d flags %llu -> %s", symbol, version,
+                (unsigned long long)flags, sym ? sym : "(none)");
   return st == CU_GET_PROC_ADDRESS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
-                             CUdriverProcAddressQueryResult *symbolStatus) {
+                             CUdriverProcAddressQueryResult *symbolStatus)
+{
   GMT_FAKE_RET(get_proc(symbol, pfn, cudaVersion, flags, symbolStatus));
 }
 
-CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
   GMT_FAKE_RET(get_proc(symbol, pfn, cudaVersion, flags, NULL));
 }

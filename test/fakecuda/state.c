@@ -39,11 +39,19 @@ static int shared_fd = -1;
 static struct gmt__slot *my_slot;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-void gmt__fake_lock(void) { pthread_mutex_lock(&gmt__fake.lock); }
-void gmt__fake_unlock(void) { pthread_mutex_unlock(&gmt__fake.lock); }
+void gmt__fake_lock(void)
+{
+  pthread_mutex_lock(&gmt__fake.lock);
+}
+void gmt__fake_unlock(void)
+{
+  pthread_mutex_unlock(&gmt__fake.lock);
+}
 
-void gmt__fake_log(const char *fmt, ...) {
-  if (!gmt__fake_log_on) return;
+void gmt__fake_log(const char *fmt, ...)
+{
+  if (!gmt__fake_log_on)
+    return;
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
@@ -53,12 +61,15 @@ void gmt__fake_log(const char *fmt, ...) {
   fprintf(stderr, "%s\n", buf);
 }
 
-CUresult gmt__fake_trace(const char *fn, CUresult r) {
-  if (gmt__fake_log_on) gmt__fake_log("%s -> %d", fn, (int)r);
+CUresult gmt__fake_trace(const char *fn, CUresult r)
+{
+  if (gmt__fake_log_on)
+    gmt__fake_log("%s -> %d", fn, (int)r);
   return r;
 }
 
-__attribute__((constructor)) static void fake_load(void) {
+__attribute__((constructor)) static void fake_load(void)
+{
   const char *l = getenv("GMT_FAKE_LOG");
   gmt__fake_log_on = l && *l && strcmp(l, "0") != 0;
 }
@@ -72,84 +83,121 @@ struct hent {
 static struct hent *htab;
 static size_t hcap, hused; /* hused counts deleted entries too */
 
-static size_t hhash(uintptr_t k) { return (size_t)((k >> 4) * 0x9e3779b97f4a7c15ull); }
+static size_t hhash(uintptr_t k)
+{
+  return (size_t)((k >> 4) * 0x9e3779b97f4a7c15ull);
+}
 
-static void hrehash(size_t ncap) {
+static void hrehash(size_t ncap)
+{
   struct hent *old = htab;
   size_t ocap = hcap;
   htab = calloc(ncap, sizeof *htab);
   hcap = ncap;
   hused = 0;
   for (size_t i = 0; i < ocap; i++)
-    if (old[i].key > 1) gmt__handle_add((void *)old[i].key, old[i].kind);
+    if (old[i].key > 1)
+      gmt__handle_add((void *)old[i].key, old[i].kind);
   free(old);
 }
 
-int gmt__handle_add(const void *h, int kind) {
-  if ((hused + 1) * 2 > hcap) hrehash(hcap ? hcap * 2 : 64);
-  if (!htab) return -ENOMEM;
+int gmt__handle_add(const void *h, int kind)
+{
+  if ((hused + 1) * 2 > hcap)
+    hrehash(hcap ? hcap * 2 : 64);
+  if (!htab)
+    return -ENOMEM;
   size_t i = hhash((uintptr_t)h) & (hcap - 1);
-  while (htab[i].key > 1) i = (i + 1) & (hcap - 1);
-  if (htab[i].key == 0) hused++;
+  while (htab[i].key > 1)
+    i = (i + 1) & (hcap - 1);
+  if (htab[i].key == 0)
+    hused++;
   htab[i].key = (uintptr_t)h;
   htab[i].kind = kind;
   return 0;
 }
 
-static struct hent *hfind(const void *h) {
-  if (!hcap || (uintptr_t)h <= 1) return NULL;
+static struct hent *hfind(const void *h)
+{
+  if (!hcap || (uintptr_t)h <= 1)
+    return NULL;
   size_t i = hhash((uintptr_t)h) & (hcap - 1);
   while (htab[i].key != 0) {
-    if (htab[i].key == (uintptr_t)h) return &htab[i];
+    if (htab[i].key == (uintptr_t)h)
+      return &htab[i];
     i = (i + 1) & (hcap - 1);
   }
   return NULL;
 }
 
-int gmt__handle_ok(const void *h, int kind) {
+int gmt__handle_ok(const void *h, int kind)
+{
   struct hent *e = hfind(h);
   return e && e->kind == kind;
 }
 
-void gmt__handle_del(const void *h) {
+void gmt__handle_del(const void *h)
+{
   struct hent *e = hfind(h);
-  if (e) e->key = 1;
+  if (e)
+    e->key = 1;
 }
 
 /* Every handle of a kind, for teardown after fork. */
-void gmt__handle_each(int kind, void (*fn)(void *)) {
+void gmt__handle_each(int kind, void (*fn)(void *))
+{
   for (size_t i = 0; i < hcap; i++)
-    if (htab[i].key > 1 && htab[i].kind == kind) fn((void *)htab[i].key);
+    if (htab[i].key > 1 && htab[i].kind == kind)
+      fn((void *)htab[i].key);
 }
 
 /* ---- environment ---- */
 
-static int parse_size(const char *s, uint64_t *out) {
+static int parse_size(const char *s, uint64_t *out)
+{
   char *end;
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s) return -EINVAL;
+  if (errno || end == s)
+    return -EINVAL;
   uint64_t mul = 1;
   switch (toupper((unsigned char)*end)) {
-  case 'K': mul = 1ull << 10; end++; break;
-  case 'M': mul = 1ull << 20; end++; break;
-  case 'G': mul = 1ull << 30; end++; break;
-  case 'T': mul = 1ull << 40; end++; break;
+  case 'K':
+    mul = 1ull << 10;
+    end++;
+    break;
+  case 'M':
+    mul = 1ull << 20;
+    end++;
+    break;
+  case 'G':
+    mul = 1ull << 30;
+    end++;
+    break;
+  case 'T':
+    mul = 1ull << 40;
+    end++;
+    break;
   default: break;
   }
-  if (*end == 'i' || *end == 'I') end++;
-  if (*end == 'b' || *end == 'B') end++;
-  if (*end != '\0' || v == 0 || v > UINT64_MAX / mul) return -EINVAL;
+  if (*end == 'i' || *end == 'I')
+    end++;
+  if (*end == 'b' || *end == 'B')
+    end++;
+  if (*end != '\0' || v == 0 || v > UINT64_MAX / mul)
+    return -EINVAL;
   *out = v * mul;
   return 0;
 }
 
-static int dir_ok(const char *d) {
+static int dir_ok(const char *d)
+{
   struct stat st;
   return stat(d, &st) == 0 && S_ISDIR(st.st_mode) && access(d, W_OK) == 0;
 }
 
-static CUresult read_env(void) {
+static CUresult read_env(void)
+{
   const char *m = getenv("GMT_FAKE_MEM");
   gmt__fake.mem_bytes = 16ull << 30;
   if (m && *m && parse_size(m, &gmt__fake.mem_bytes) != 0) {
@@ -168,9 +216,11 @@ static CUresult read_env(void) {
     }
     gmt__fake.ndev = (int)n;
   }
-  if (gmt__fake.ndev == 0) return CUDA_ERROR_NO_DEVICE;
+  if (gmt__fake.ndev == 0)
+    return CUDA_ERROR_NO_DEVICE;
   const char *dir = getenv("GMT_FAKE_DIR");
-  if (!dir || !*dir) dir = dir_ok("/dev/shm") ? "/dev/shm" : "/tmp";
+  if (!dir || !*dir)
+    dir = dir_ok("/dev/shm") ? "/dev/shm" : "/tmp";
   if (strlen(dir) >= sizeof gmt__fake.dir - 32) {
     fprintf(stderr, "fakecuda: GMT_FAKE_DIR is too long\n");
     return CUDA_ERROR_INVALID_VALUE;
@@ -185,36 +235,45 @@ static CUresult read_env(void) {
 
 /* Start time of pid (field 22 of /proc/pid/stat), 0 if it is gone or a
  * zombie: a dead process's memory must not stay charged. */
-static uint64_t proc_start(pid_t pid) {
+static uint64_t proc_start(pid_t pid)
+{
   char path[64], buf[1024];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) return 0;
+    if (errno == ENOENT)
+      return 0;
     return kill(pid, 0) == 0 || errno == EPERM ? 1 : 0; /* no /proc */
   }
   ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
-  if (n <= 0) return 0;
+  if (n <= 0)
+    return 0;
   buf[n] = '\0';
   char *p = strrchr(buf, ')');
-  if (!p || p[1] == '\0') return 0;
+  if (!p || p[1] == '\0')
+    return 0;
   p += 2;
-  if (*p == 'Z' || *p == 'X') return 0;
+  if (*p == 'Z' || *p == 'X')
+    return 0;
   for (int field = 3; field < 22 && p; field++) {
     p = strchr(p, ' ');
-    if (p) p++;
+    if (p)
+      p++;
   }
   return p ? strtoull(p, NULL, 10) : 0;
 }
 
-static int slot_live(const struct gmt__slot *s) {
-  if (s->pid <= 0) return 0;
+static int slot_live(const struct gmt__slot *s)
+{
+  if (s->pid <= 0)
+    return 0;
   uint64_t st = proc_start(s->pid);
   return st != 0 && (s->start == 0 || st == 1 || st == s->start);
 }
 
-static CUresult shared_open(void) {
+static CUresult shared_open(void)
+{
   char path[PATH_MAX + 32];
   snprintf(path, sizeof path, "%s/gmt-fakecuda-state", gmt__fake.dir);
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
@@ -225,8 +284,8 @@ static CUresult shared_open(void) {
   (void)fchmod(fd, 0666); /* processes of other users share the ledger */
   flock(fd, LOCK_EX);
   struct stat st;
-  if (fstat(fd, &st) != 0 || (st.st_size < (off_t)sizeof *shared &&
-                              ftruncate(fd, sizeof *shared) != 0)) {
+  if (fstat(fd, &st) != 0 ||
+      (st.st_size < (off_t)sizeof *shared && ftruncate(fd, sizeof *shared) != 0)) {
     fprintf(stderr, "fakecuda: cannot size %s: %s\n", path, strerror(errno));
     flock(fd, LOCK_UN);
     close(fd);
@@ -248,9 +307,11 @@ static CUresult shared_open(void) {
   struct gmt__slot *mine = NULL;
   /* A slot with our pid is ours from before an exec: destructors did not run. */
   for (int i = 0; i < GMT_FAKE_MAX_SLOTS; i++)
-    if (sh->slot[i].pid == me) memset(&sh->slot[i], 0, sizeof sh->slot[i]);
+    if (sh->slot[i].pid == me)
+      memset(&sh->slot[i], 0, sizeof sh->slot[i]);
   for (int i = 0; i < GMT_FAKE_MAX_SLOTS && !mine; i++)
-    if (!slot_live(&sh->slot[i])) mine = &sh->slot[i];
+    if (!slot_live(&sh->slot[i]))
+      mine = &sh->slot[i];
   if (mine) {
     memset(mine, 0, sizeof *mine);
     mine->pid = me;
@@ -269,7 +330,8 @@ static CUresult shared_open(void) {
   return CUDA_SUCCESS;
 }
 
-static uint64_t used_locked(int dev) {
+static uint64_t used_locked(int dev)
+{
   uint64_t sum = 0;
   for (int i = 0; i < GMT_FAKE_MAX_SLOTS; i++) {
     struct gmt__slot *s = &shared->slot[i];
@@ -279,8 +341,10 @@ static uint64_t used_locked(int dev) {
   return sum;
 }
 
-CUresult gmt__fake_charge(int dev, uint64_t bytes) {
-  if (!shared) return CUDA_ERROR_NOT_INITIALIZED;
+CUresult gmt__fake_charge(int dev, uint64_t bytes)
+{
+  if (!shared)
+    return CUDA_ERROR_NOT_INITIALIZED;
   flock(shared_fd, LOCK_EX);
   uint64_t used = used_locked(dev);
   CUresult r = CUDA_SUCCESS;
@@ -292,11 +356,14 @@ CUresult gmt__fake_charge(int dev, uint64_t bytes) {
   return r;
 }
 
-void gmt__fake_uncharge(int dev, uint64_t bytes) {
-  if (my_slot) __atomic_sub_fetch(&my_slot->used[dev], bytes, __ATOMIC_RELAXED);
+void gmt__fake_uncharge(int dev, uint64_t bytes)
+{
+  if (my_slot)
+    __atomic_sub_fetch(&my_slot->used[dev], bytes, __ATOMIC_RELAXED);
 }
 
-void gmt__fake_meminfo(int dev, uint64_t *free_b, uint64_t *total_b) {
+void gmt__fake_meminfo(int dev, uint64_t *free_b, uint64_t *total_b)
+{
   flock(shared_fd, LOCK_EX);
   uint64_t used = used_locked(dev);
   flock(shared_fd, LOCK_UN);
@@ -304,18 +371,31 @@ void gmt__fake_meminfo(int dev, uint64_t *free_b, uint64_t *total_b) {
   *free_b = used >= gmt__fake.mem_bytes ? 0 : gmt__fake.mem_bytes - used;
 }
 
-int gmt__fake_dev_ok(CUdevice dev) { return dev >= 0 && dev < gmt__fake.ndev; }
+int gmt__fake_dev_ok(CUdevice dev)
+{
+  return dev >= 0 && dev < gmt__fake.ndev;
+}
 
 /* ---- init, exit and fork ---- */
 
-static void free_obj(void *p) { free(p); }
+static void free_obj(void *p)
+{
+  free(p);
+}
 
 /* The child of a fork has no driver state of its own: it must cuInit again
  * and take its own slot, as with the real driver. The parent's slot, lock
  * files and objects are not the child's to touch, only to forget. */
-static void atfork_prepare(void) { gmt__fake_lock(); }
-static void atfork_parent(void) { gmt__fake_unlock(); }
-static void atfork_child(void) {
+static void atfork_prepare(void)
+{
+  gmt__fake_lock();
+}
+static void atfork_parent(void)
+{
+  gmt__fake_unlock();
+}
+static void atfork_child(void)
+{
   pthread_mutex_init(&gmt__fake.lock, NULL);
   gmt__graph_reset_child();
   gmt__stream_reset_child();
@@ -326,23 +406,28 @@ static void atfork_child(void) {
   gmt__hostmem_reset_child();
   gmt__device_reset_child();
   /* Whatever kinds remain are plain malloc'd structs. */
-  for (int k = GMT__K_CTX; k <= GMT__K_EXEC; k++) gmt__handle_each(k, free_obj);
+  for (int k = GMT__K_CTX; k <= GMT__K_EXEC; k++)
+    gmt__handle_each(k, free_obj);
   free(htab);
   htab = NULL;
   hcap = hused = 0;
-  if (shared) munmap(shared, sizeof *shared);
-  if (shared_fd >= 0) close(shared_fd);
+  if (shared)
+    munmap(shared, sizeof *shared);
+  if (shared_fd >= 0)
+    close(shared_fd);
   shared = NULL;
   shared_fd = -1;
   my_slot = NULL;
   gmt__fake.inited = 0;
 }
 
-static void install_atfork(void) {
+static void install_atfork(void)
+{
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
-__attribute__((destructor)) static void fake_unload(void) {
+__attribute__((destructor)) static void fake_unload(void)
+{
   /* Give the slot back at exit; a crash is caught by the liveness check. */
   if (my_slot && my_slot->pid == getpid()) {
     memset(my_slot->used, 0, sizeof my_slot->used);
@@ -350,13 +435,17 @@ __attribute__((destructor)) static void fake_unload(void) {
   }
 }
 
-CUresult gmt__fake_init(void) {
+CUresult gmt__fake_init(void)
+{
   pthread_once(&atfork_once, install_atfork);
-  if (gmt__fake.inited) return CUDA_SUCCESS;
+  if (gmt__fake.inited)
+    return CUDA_SUCCESS;
   CUresult r = read_env();
-  if (r != CUDA_SUCCESS) return r;
+  if (r != CUDA_SUCCESS)
+    return r;
   r = shared_open();
-  if (r != CUDA_SUCCESS) return r;
+  if (r != CUDA_SUCCESS)
+    return r;
   gmt__fake.inited = 1;
   gmt__fake_log("init: %d device(s) of %llu bytes, state in %s", gmt__fake.ndev,
                 (unsigned long long)gmt__fake.mem_bytes, gmt__fake.dir);

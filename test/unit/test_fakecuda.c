@@ -27,13 +27,15 @@
 static char tmpdir[] = "/tmp/gmt-fakecuda-test-XXXXXX";
 static CUcontext ctx;
 
-static uint64_t now_us(void) {
+static uint64_t now_us(void)
+{
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
 }
 
-static size_t free_mem(void) {
+static size_t free_mem(void)
+{
   size_t f = 0, t = 0;
   assert_int_equal(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
   assert_int_equal(t, FAKE_MEM);
@@ -41,26 +43,34 @@ static size_t free_mem(void) {
 }
 
 /* Child processes report through their exit status: 0 is success. */
-static int wait_child(pid_t pid) {
+static int wait_child(pid_t pid)
+{
   int st = 0;
-  if (waitpid(pid, &st, 0) != pid) return -1;
+  if (waitpid(pid, &st, 0) != pid)
+    return -1;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 100;
 }
 
-static int setup(void **state) {
+static int setup(void **state)
+{
   (void)state;
-  if (!mkdtemp(tmpdir)) return -1;
+  if (!mkdtemp(tmpdir))
+    return -1;
   setenv("GMT_FAKE_DIR", tmpdir, 1);
   setenv("GMT_FAKE_MEM", "256M", 1);
   setenv("GMT_FAKE_DEVICES", "2", 1);
-  if (cuInit(0) != CUDA_SUCCESS) return -1;
+  if (cuInit(0) != CUDA_SUCCESS)
+    return -1;
   CUdevice dev;
-  if (cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return -1;
-  if (cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) return -1;
+  if (cuDeviceGet(&dev, 0) != CUDA_SUCCESS)
+    return -1;
+  if (cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
+    return -1;
   return cuCtxSetCurrent(ctx) == CUDA_SUCCESS ? 0 : -1;
 }
 
-static int teardown(void **state) {
+static int teardown(void **state)
+{
   (void)state;
   cuDevicePrimaryCtxRelease_v2(0);
   char cmd[128];
@@ -70,7 +80,8 @@ static int teardown(void **state) {
 
 /* ---- cuGetProcAddress ---- */
 
-static void test_procaddr_maps_mem_alloc_by_version(void **state) {
+static void test_procaddr_maps_mem_alloc_by_version(void **state)
+{
   (void)state;
   void *old = NULL, *cur = NULL;
   CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -93,7 +104,8 @@ static void test_procaddr_maps_mem_alloc_by_version(void **state) {
   assert_string_equal(sym, "cuCtxCreate_v3");
 }
 
-static void test_procaddr_per_thread_flag_picks_ptsz_and_ptds(void **state) {
+static void test_procaddr_per_thread_flag_picks_ptsz_and_ptds(void **state)
+{
   (void)state;
   void *p = NULL;
   assert_int_equal(cuGetProcAddress_v2("cuLaunchKernel", &p, 12000, 2, NULL), CUDA_SUCCESS);
@@ -113,7 +125,8 @@ static void test_procaddr_per_thread_flag_picks_ptsz_and_ptds(void **state) {
   assert_ptr_equal(p, (void *)&cuMemAlloc_v2);
 }
 
-static void test_procaddr_get_proc_address_has_two_signatures(void **state) {
+static void test_procaddr_get_proc_address_has_two_signatures(void **state)
+{
   (void)state;
   void *v1 = NULL, *v2 = NULL;
   assert_int_equal(cuGetProcAddress_v2("cuGetProcAddress", &v1, 11030, 0, NULL), CUDA_SUCCESS);
@@ -122,7 +135,8 @@ static void test_procaddr_get_proc_address_has_two_signatures(void **state) {
   assert_ptr_equal(v2, (void *)&cuGetProcAddress_v2);
 }
 
-static void test_procaddr_unknown_name_and_low_version_fail(void **state) {
+static void test_procaddr_unknown_name_and_low_version_fail(void **state)
+{
   (void)state;
   void *p = (void *)&p;
   CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
@@ -135,10 +149,12 @@ static void test_procaddr_unknown_name_and_low_version_fail(void **state) {
   assert_int_equal(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
   /* Suffixed names are not base names, as with the real driver. */
   assert_int_equal(cuGetProcAddress_v2("cuMemAlloc_v2", &p, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
-  assert_int_equal(cuGetProcAddress_v2("cuMemAlloc", NULL, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGetProcAddress_v2("cuMemAlloc", NULL, 13000, 0, &st),
+                   CUDA_ERROR_INVALID_VALUE);
 }
 
-static void test_procaddr_every_row_resolves_to_its_symbol(void **state) {
+static void test_procaddr_every_row_resolves_to_its_symbol(void **state)
+{
   (void)state;
   const char *base, *pt, *sym, *got;
   int ver;
@@ -156,13 +172,15 @@ static void test_procaddr_every_row_resolves_to_its_symbol(void **state) {
 
 /* ---- memory ---- */
 
-static void test_alloc_copy_round_trip_through_device_addresses(void **state) {
+static void test_alloc_copy_round_trip_through_device_addresses(void **state)
+{
   (void)state;
   enum { N = 1 << 20 };
   unsigned char *src = malloc(N), *dst = calloc(1, N);
   assert_non_null(src);
   assert_non_null(dst);
-  for (size_t i = 0; i < N; i++) src[i] = (unsigned char)(i * 7 + 3);
+  for (size_t i = 0; i < N; i++)
+    src[i] = (unsigned char)(i * 7 + 3);
   CUdeviceptr a = 0, b = 0;
   assert_int_equal(cuMemAlloc_v2(&a, N), CUDA_SUCCESS);
   assert_int_equal(cuMemAlloc_v2(&b, N), CUDA_SUCCESS);
@@ -191,7 +209,8 @@ static void test_alloc_copy_round_trip_through_device_addresses(void **state) {
   free(dst);
 }
 
-static void test_v1_alloc_returns_32_bit_address(void **state) {
+static void test_v1_alloc_returns_32_bit_address(void **state)
+{
   (void)state;
   CUdeviceptr_v1 p = 0;
   unsigned int v = 0xdeadbeef, back = 0;
@@ -203,7 +222,8 @@ static void test_v1_alloc_returns_32_bit_address(void **state) {
   assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
 }
 
-static void test_bad_arguments_get_cuda_errors(void **state) {
+static void test_bad_arguments_get_cuda_errors(void **state)
+{
   (void)state;
   CUdeviceptr p = 0;
   assert_int_equal(cuMemAlloc_v2(NULL, 16), CUDA_ERROR_INVALID_VALUE);
@@ -220,7 +240,8 @@ static void test_bad_arguments_get_cuda_errors(void **state) {
   assert_string_equal(s, "out of memory");
 }
 
-static void test_pitch_is_rounded_up_to_512(void **state) {
+static void test_pitch_is_rounded_up_to_512(void **state)
+{
   (void)state;
   CUdeviceptr p = 0;
   size_t pitch = 0, before = free_mem();
@@ -230,7 +251,8 @@ static void test_pitch_is_rounded_up_to_512(void **state) {
   assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
 }
 
-static void test_meminfo_tells_truth_after_alloc_and_free(void **state) {
+static void test_meminfo_tells_truth_after_alloc_and_free(void **state)
+{
   (void)state;
   size_t before = free_mem();
   CUdeviceptr p = 0;
@@ -246,7 +268,8 @@ static void test_meminfo_tells_truth_after_alloc_and_free(void **state) {
   assert_int_equal(total, FAKE_MEM);
 }
 
-static void test_oom_exactly_at_the_limit(void **state) {
+static void test_oom_exactly_at_the_limit(void **state)
+{
   (void)state;
   size_t avail = free_mem();
   CUdeviceptr p = 0, q = 0;
@@ -260,7 +283,8 @@ static void test_oom_exactly_at_the_limit(void **state) {
   assert_int_equal(free_mem(), avail);
 }
 
-static void test_meminfo_counts_live_processes_only(void **state) {
+static void test_meminfo_counts_live_processes_only(void **state)
+{
   (void)state;
   size_t before = free_mem();
   int up[2], down[2];
@@ -273,13 +297,17 @@ static void test_meminfo_counts_live_processes_only(void **state) {
     CUdeviceptr p = 0;
     CUcontext c;
     char x = 0;
-    if (cuMemAlloc_v2(&p, 4096) != CUDA_ERROR_NOT_INITIALIZED) _exit(1);
+    if (cuMemAlloc_v2(&p, 4096) != CUDA_ERROR_NOT_INITIALIZED)
+      _exit(1);
     if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS ||
         cuCtxSetCurrent(c) != CUDA_SUCCESS)
       _exit(2);
-    if (cuMemAlloc_v2(&p, 32 * MiB) != CUDA_SUCCESS) _exit(3);
-    if (write(up[1], "a", 1) != 1) _exit(4);
-    if (read(down[0], &x, 1) != 1) _exit(5);
+    if (cuMemAlloc_v2(&p, 32 * MiB) != CUDA_SUCCESS)
+      _exit(3);
+    if (write(up[1], "a", 1) != 1)
+      _exit(4);
+    if (read(down[0], &x, 1) != 1)
+      _exit(5);
     _exit(0); /* no free: a dead process's memory must not stay charged */
   }
   char x = 0;
@@ -293,16 +321,19 @@ static void test_meminfo_counts_live_processes_only(void **state) {
 
 /* ---- kernels ---- */
 
-static CUfunction get_func(const char *name) {
+static CUfunction get_func(const char *name)
+{
   static CUmodule mod;
   static const char image[] = "any image";
-  if (!mod) assert_int_equal(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+  if (!mod)
+    assert_int_equal(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
   CUfunction f = NULL;
   assert_int_equal(cuModuleGetFunction(&f, mod, name), CUDA_SUCCESS);
   return f;
 }
 
-static void test_spin_kernel_takes_its_duration(void **state) {
+static void test_spin_kernel_takes_its_duration(void **state)
+{
   (void)state;
   CUfunction spin = get_func("spin"), noop = get_func("noop");
   unsigned int us = 50000;
@@ -313,22 +344,27 @@ static void test_spin_kernel_takes_its_duration(void **state) {
   assert_true(dt >= us);
   assert_true(dt < us + 200000);
   t0 = now_us();
-  assert_int_equal(cuLaunchKernel_ptsz(noop, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchKernel_ptsz(noop, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL),
+                   CUDA_SUCCESS);
   assert_true(now_us() - t0 < 20000);
-  CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1};
+  CUlaunchConfig cfg = {
+      .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1};
   us = 20000;
   t0 = now_us();
   assert_int_equal(cuLaunchKernelEx(&cfg, spin, params, NULL), CUDA_SUCCESS);
-  assert_int_equal(cuLaunchCooperativeKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchCooperativeKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params),
+                   CUDA_SUCCESS);
   dt = now_us() - t0;
   assert_true(dt >= 2 * us);
   assert_true(dt < 2 * us + 200000);
-  assert_int_equal(cuLaunchKernel(spin, 0, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuLaunchKernel(spin, 0, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuLaunchKernel((CUfunction)&us, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
                    CUDA_ERROR_INVALID_HANDLE);
 }
 
-static void test_kernels_on_one_device_serialize_across_processes(void **state) {
+static void test_kernels_on_one_device_serialize_across_processes(void **state)
+{
   (void)state;
   unsigned int us = 100000;
   void *params[] = {&us};
@@ -346,7 +382,8 @@ static void test_kernels_on_one_device_serialize_across_processes(void **state) 
         cuCtxSetCurrent(c) != CUDA_SUCCESS || cuModuleLoadData(&m, "x") != CUDA_SUCCESS ||
         cuModuleGetFunction(&f, m, "spin") != CUDA_SUCCESS)
       _exit(1);
-    if (read(go[0], &x, 1) != 1) _exit(2);
+    if (read(go[0], &x, 1) != 1)
+      _exit(2);
     _exit(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) == CUDA_SUCCESS ? 0 : 3);
   }
   uint64_t t0 = now_us();
@@ -360,15 +397,22 @@ static void test_kernels_on_one_device_serialize_across_processes(void **state) 
   close(go[0]), close(go[1]);
 }
 
-static void test_graph_launch_runs_kernel_nodes_in_order(void **state) {
+static void test_graph_launch_runs_kernel_nodes_in_order(void **state)
+{
   (void)state;
   CUgraph g;
   CUgraphNode a, b;
   CUgraphExec e;
   unsigned int us = 20000;
   void *params[] = {&us};
-  CUDA_KERNEL_NODE_PARAMS p = {.func = get_func("spin"), .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
-                               .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1, .kernelParams = params};
+  CUDA_KERNEL_NODE_PARAMS p = {.func = get_func("spin"),
+                               .gridDimX = 1,
+                               .gridDimY = 1,
+                               .gridDimZ = 1,
+                               .blockDimX = 1,
+                               .blockDimY = 1,
+                               .blockDimZ = 1,
+                               .kernelParams = params};
   assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
   assert_int_equal(cuGraphAddKernelNode_v2(&a, g, NULL, 0, &p), CUDA_SUCCESS);
   assert_int_equal(cuGraphAddKernelNode_v2(&b, g, &a, 1, &p), CUDA_SUCCESS);
@@ -384,7 +428,8 @@ static void test_graph_launch_runs_kernel_nodes_in_order(void **state) {
   assert_int_equal(cuGraphLaunch(e, NULL), CUDA_ERROR_INVALID_VALUE);
 }
 
-static void test_event_elapsed_time_covers_a_kernel(void **state) {
+static void test_event_elapsed_time_covers_a_kernel(void **state)
+{
   (void)state;
   CUevent a, b;
   unsigned int us = 30000;
@@ -393,7 +438,8 @@ static void test_event_elapsed_time_covers_a_kernel(void **state) {
   assert_int_equal(cuEventCreate(&a, 0), CUDA_SUCCESS);
   assert_int_equal(cuEventCreate(&b, 0), CUDA_SUCCESS);
   assert_int_equal(cuEventRecord(a, NULL), CUDA_SUCCESS);
-  assert_int_equal(cuLaunchKernel(get_func("spin"), 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchKernel(get_func("spin"), 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
+                   CUDA_SUCCESS);
   assert_int_equal(cuEventRecord(b, NULL), CUDA_SUCCESS);
   assert_int_equal(cuEventSynchronize(b), CUDA_SUCCESS);
   assert_int_equal(cuEventElapsedTime_v2(&ms, a, b), CUDA_SUCCESS);
@@ -404,13 +450,15 @@ static void test_event_elapsed_time_covers_a_kernel(void **state) {
 
 /* ---- pools and VMM ---- */
 
-static uint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute a) {
+static uint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute a)
+{
   cuuint64_t v = 0;
   assert_int_equal(cuMemPoolGetAttribute(pool, a, &v), CUDA_SUCCESS);
   return v;
 }
 
-static void test_pool_holds_freed_memory_until_trim(void **state) {
+static void test_pool_holds_freed_memory_until_trim(void **state)
+{
   (void)state;
   CUmemoryPool pool;
   CUstream s;
@@ -434,25 +482,29 @@ static void test_pool_holds_freed_memory_until_trim(void **state) {
   assert_int_equal(free_mem(), before);
   /* Above the release threshold a synchronize gives memory back. */
   cuuint64_t keep = 4 * MiB;
-  assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+  assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep),
+                   CUDA_SUCCESS);
   assert_int_equal(cuMemAllocAsync(&p, 2 * MiB, s), CUDA_SUCCESS);
   assert_int_equal(cuMemFreeAsync(p, s), CUDA_SUCCESS);
   assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
   assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * MiB);
   keep = 0;
-  assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+  assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep),
+                   CUDA_SUCCESS);
   assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
   assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
   assert_int_equal(free_mem(), before);
   assert_int_equal(cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
-static void test_vmm_maps_handles_and_charges_until_release(void **state) {
+static void test_vmm_maps_handles_and_charges_until_release(void **state)
+{
   (void)state;
   CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                               .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
   size_t gran = 0, before = free_mem();
-  assert_int_equal(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  assert_int_equal(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+                   CUDA_SUCCESS);
   assert_int_equal(gran, 2 * MiB);
   CUmemGenericAllocationHandle h1, h2;
   CUdeviceptr va = 0;
@@ -479,7 +531,8 @@ static void test_vmm_maps_handles_and_charges_until_release(void **state) {
   assert_int_equal(free_mem(), before);
 }
 
-static void test_second_device_has_its_own_memory(void **state) {
+static void test_second_device_has_its_own_memory(void **state)
+{
   (void)state;
   CUcontext c1;
   CUdeviceptr p = 0;
@@ -497,7 +550,8 @@ static void test_second_device_has_its_own_memory(void **state) {
   assert_int_equal(free_mem(), before0);
 }
 
-int main(void) {
+int main(void)
+{
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_procaddr_maps_mem_alloc_by_version),
       cmocka_unit_test(test_procaddr_per_thread_flag_picks_ptsz_and_ptds),

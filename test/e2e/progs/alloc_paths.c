@@ -78,7 +78,10 @@ struct entry {
   cuuint64_t flags;
 };
 
-#define E(name, base, ver, flags) {(void **)&api.name, #name, base, ver, flags}
+#define E(name, base, ver, flags)                                                                  \
+  {                                                                                                \
+    (void **)&api.name, #name, base, ver, flags                                                    \
+  }
 static const struct entry entries[] = {
     E(cuInit, "cuInit", 13000, 0),
     E(cuGetErrorName, "cuGetErrorName", 13000, 0),
@@ -114,27 +117,28 @@ static const struct entry entries[] = {
 #undef E
 #define NENTRIES (sizeof(entries) / sizeof(entries[0]))
 
-#define CHECK(call)                                                              \
-  do {                                                                           \
-    CUresult rc_ = (call);                                                       \
-    if (rc_ != CUDA_SUCCESS) {                                                   \
-      const char *name_ = NULL;                                                  \
-      if (api.cuGetErrorName)                                                    \
-        api.cuGetErrorName(rc_, &name_);                                         \
-      fprintf(stderr, "alloc_paths: %s failed: %s (%d)\n", #call,                \
-              name_ ? name_ : "?", (int)rc_);                                    \
-      exit(1);                                                                   \
-    }                                                                            \
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    CUresult rc_ = (call);                                                                         \
+    if (rc_ != CUDA_SUCCESS) {                                                                     \
+      const char *name_ = NULL;                                                                    \
+      if (api.cuGetErrorName)                                                                      \
+        api.cuGetErrorName(rc_, &name_);                                                           \
+      fprintf(stderr, "alloc_paths: %s failed: %s (%d)\n", #call, name_ ? name_ : "?", (int)rc_);  \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
-static void die(const char *what) {
+static void die(const char *what)
+{
   fprintf(stderr, "alloc_paths: %s\n", what);
   exit(1);
 }
 
 /* ---- routes ---- */
 
-static void *must_dlsym(void *h, const char *name) {
+static void *must_dlsym(void *h, const char *name)
+{
   void *p = dlsym(h, name);
   if (!p) {
     fprintf(stderr, "alloc_paths: dlsym(%s) failed: %s\n", name, dlerror());
@@ -143,21 +147,44 @@ static void *must_dlsym(void *h, const char *name) {
   return p;
 }
 
-static void route_direct(void) {
+static void route_direct(void)
+{
 #define D(name) api.name = &name
-  D(cuInit); D(cuGetErrorName); D(cuDeviceGet); D(cuDevicePrimaryCtxRetain);
-  D(cuCtxSetCurrent); D(cuCtxSynchronize); D(cuModuleLoadData); D(cuModuleGetFunction);
-  D(cuMemAlloc); D(cuMemFree); D(cuMemAlloc_v2); D(cuMemAllocPitch_v2);
-  D(cuMemAllocManaged); D(cuMemAllocAsync); D(cuMemFreeAsync); D(cuMemFree_v2);
-  D(cuStreamSynchronize); D(cuMemGetAllocationGranularity); D(cuMemCreate);
-  D(cuMemRelease); D(cuArray3DCreate_v2); D(cuArrayDestroy); D(cuLaunchKernel);
-  D(cuLaunchKernel_ptsz); D(cuLaunchKernelEx); D(cuLaunchCooperativeKernel);
-  D(cuGraphCreate); D(cuGraphAddKernelNode_v2); D(cuGraphInstantiateWithFlags);
+  D(cuInit);
+  D(cuGetErrorName);
+  D(cuDeviceGet);
+  D(cuDevicePrimaryCtxRetain);
+  D(cuCtxSetCurrent);
+  D(cuCtxSynchronize);
+  D(cuModuleLoadData);
+  D(cuModuleGetFunction);
+  D(cuMemAlloc);
+  D(cuMemFree);
+  D(cuMemAlloc_v2);
+  D(cuMemAllocPitch_v2);
+  D(cuMemAllocManaged);
+  D(cuMemAllocAsync);
+  D(cuMemFreeAsync);
+  D(cuMemFree_v2);
+  D(cuStreamSynchronize);
+  D(cuMemGetAllocationGranularity);
+  D(cuMemCreate);
+  D(cuMemRelease);
+  D(cuArray3DCreate_v2);
+  D(cuArrayDestroy);
+  D(cuLaunchKernel);
+  D(cuLaunchKernel_ptsz);
+  D(cuLaunchKernelEx);
+  D(cuLaunchCooperativeKernel);
+  D(cuGraphCreate);
+  D(cuGraphAddKernelNode_v2);
+  D(cuGraphInstantiateWithFlags);
   D(cuGraphLaunch);
 #undef D
 }
 
-static void *open_driver(void) {
+static void *open_driver(void)
+{
   void *h = dlopen("libcuda.so.1", RTLD_NOW);
   if (!h) {
     fprintf(stderr, "alloc_paths: dlopen(libcuda.so.1) failed: %s\n", dlerror());
@@ -166,7 +193,8 @@ static void *open_driver(void) {
   return h;
 }
 
-static void route_dlsym(void) {
+static void route_dlsym(void)
+{
   void *h = open_driver();
   for (size_t i = 0; i < NENTRIES; i++)
     *entries[i].slot = must_dlsym(h, entries[i].symbol);
@@ -175,7 +203,8 @@ static void route_dlsym(void) {
 /* The pointer cuGetProcAddress gives for a request must be the function
  * a program linked against the driver would call by that exact name:
  * under the hook both are the hook's wrapper of that version. */
-static void expect_same(const char *what, void *got, const char *symbol) {
+static void expect_same(const char *what, void *got, const char *symbol)
+{
   void *want = dlsym(RTLD_DEFAULT, symbol);
   if (got != want) {
     fprintf(stderr, "alloc_paths: %s gave %p, but %s is %p\n", what, got, symbol, want);
@@ -184,7 +213,8 @@ static void expect_same(const char *what, void *got, const char *symbol) {
   printf("ROUTE %s = %s\n", what, symbol);
 }
 
-static void route_procaddr(void) {
+static void route_procaddr(void)
+{
   void *h = open_driver();
   __typeof__(&cuGetProcAddress_v2) gpa = must_dlsym(h, "cuGetProcAddress_v2");
   for (size_t i = 0; i < NENTRIES; i++) {
@@ -193,8 +223,8 @@ static void route_procaddr(void) {
     CUresult rc = gpa(entries[i].base, &p, entries[i].version, entries[i].flags, &st);
     if (rc != CUDA_SUCCESS || !p || st != CU_GET_PROC_ADDRESS_SUCCESS) {
       fprintf(stderr, "alloc_paths: cuGetProcAddress_v2(%s, %d, %llu) failed: %d status %d\n",
-              entries[i].base, entries[i].version, (unsigned long long)entries[i].flags,
-              (int)rc, (int)st);
+              entries[i].base, entries[i].version, (unsigned long long)entries[i].flags, (int)rc,
+              (int)st);
       exit(1);
     }
     *entries[i].slot = p;
@@ -202,8 +232,7 @@ static void route_procaddr(void) {
   /* The versions the driver chose are the ones the names say. */
   expect_same("cuMemAlloc@3010", (void *)api.cuMemAlloc, "cuMemAlloc");
   expect_same("cuMemAlloc@13000", (void *)api.cuMemAlloc_v2, "cuMemAlloc_v2");
-  expect_same("cuLaunchKernel@13000/ptsz", (void *)api.cuLaunchKernel_ptsz,
-              "cuLaunchKernel_ptsz");
+  expect_same("cuLaunchKernel@13000/ptsz", (void *)api.cuLaunchKernel_ptsz, "cuLaunchKernel_ptsz");
   expect_same("cuLaunchKernel@13000", (void *)api.cuLaunchKernel, "cuLaunchKernel");
   /* cuGetProcAddress asked for itself: two functions, two signatures. */
   void *p11 = NULL, *p12 = NULL;
@@ -224,12 +253,14 @@ static void route_procaddr(void) {
 
 static volatile sig_atomic_t g_signalled;
 
-static void on_signal(int sig) {
+static void on_signal(int sig)
+{
   (void)sig;
   g_signalled = 1;
 }
 
-static void wait_step(void) {
+static void wait_step(void)
+{
   static int eof;
   char line[256];
   while (!g_signalled) {
@@ -248,7 +279,8 @@ static void wait_step(void) {
 
 /* ---- main ---- */
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   const char *route = "direct";
   int launches_each = 4, v1 = 1, graph = 1, coop = 1, arrays = 0;
   for (int i = 1; i < argc; i++) {

@@ -26,27 +26,29 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(who, call)                                                         \
-  do {                                                                           \
-    CUresult rc_ = (call);                                                       \
-    if (rc_ != CUDA_SUCCESS) {                                                   \
-      const char *name_ = NULL;                                                  \
-      cuGetErrorName(rc_, &name_);                                               \
-      fprintf(stderr, "fork_child: %s (pid %d): %s failed: %s (%d)\n", who,      \
-              (int)getpid(), #call, name_ ? name_ : "?", (int)rc_);              \
-      exit(1);                                                                   \
-    }                                                                            \
+#define CHECK(who, call)                                                                           \
+  do {                                                                                             \
+    CUresult rc_ = (call);                                                                         \
+    if (rc_ != CUDA_SUCCESS) {                                                                     \
+      const char *name_ = NULL;                                                                    \
+      cuGetErrorName(rc_, &name_);                                                                 \
+      fprintf(stderr, "fork_child: %s (pid %d): %s failed: %s (%d)\n", who, (int)getpid(), #call,  \
+              name_ ? name_ : "?", (int)rc_);                                                      \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
 static volatile sig_atomic_t g_signalled;
 
-static void on_signal(int sig) {
+static void on_signal(int sig)
+{
   (void)sig;
   g_signalled = 1;
 }
 
 /* Until SIGTERM or SIGUSR1, without losing one that comes just before. */
-static void wait_signal(void) {
+static void wait_signal(void)
+{
   sigset_t s, old;
   sigemptyset(&s);
   sigaddset(&s, SIGTERM);
@@ -59,7 +61,8 @@ static void wait_signal(void) {
 
 /* cuInit unless done before the fork, a context on device 0, and mib MiB
  * in two allocations (so the report carries more than one event). */
-static CUdeviceptr use_cuda(const char *who, int init, size_t mib, CUdeviceptr *second) {
+static CUdeviceptr use_cuda(const char *who, int init, size_t mib, CUdeviceptr *second)
+{
   CUdevice dev;
   CUcontext ctx;
   CUdeviceptr a;
@@ -74,7 +77,8 @@ static CUdeviceptr use_cuda(const char *who, int init, size_t mib, CUdeviceptr *
   return a;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   size_t parent_mib = 8, child_mib = 3;
   int fork_first = 0;
   for (int i = 1; i < argc; i++) {

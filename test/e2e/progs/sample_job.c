@@ -67,8 +67,8 @@ int main(int argc, char **argv)
       CHECK(cuCtxSynchronize());
   }
   CHECK(cuCtxSynchronize());
-  printf("sample_job: pid %d held %zu MiB on device 0, %lu launches of %u us\n", (int)getpid(),
-         mib, launches, kernel_us);
+  printf("sample_job: pid %d held %zu MiB on device 0, %lu launches of %u us\n", (int)getpid(), mib,
+         launches, kernel_us);
   for (int i = 0; i < 4; i++)
     CHECK(cuMemFree(bufs[i]));
   CHECK(cuModuleUnload(mod));
