@@ -338,14 +338,18 @@ static void test_spin_kernel_takes_its_duration(void **state)
   CUfunction spin = get_func("spin"), noop = get_func("noop");
   unsigned int us = 50000;
   void *params[] = {&us};
+  /* Launches return at once: a kernel's time is measured to the end of
+   * the synchronize that waits for it, as on a GPU. */
   uint64_t t0 = now_us();
   assert_int_equal(cuLaunchKernel(spin, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
   uint64_t dt = now_us() - t0;
   assert_true(dt >= us);
   assert_true(dt < us + 200000);
   t0 = now_us();
   assert_int_equal(cuLaunchKernel_ptsz(noop, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL),
                    CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize_ptsz(NULL), CUDA_SUCCESS);
   assert_true(now_us() - t0 < 20000);
   CUlaunchConfig cfg = {
       .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1};
@@ -354,6 +358,7 @@ static void test_spin_kernel_takes_its_duration(void **state)
   assert_int_equal(cuLaunchKernelEx(&cfg, spin, params, NULL), CUDA_SUCCESS);
   assert_int_equal(cuLaunchCooperativeKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params),
                    CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
   dt = now_us() - t0;
   assert_true(dt >= 2 * us);
   assert_true(dt < 2 * us + 200000);
@@ -384,11 +389,14 @@ static void test_kernels_on_one_device_serialize_across_processes(void **state)
       _exit(1);
     if (read(go[0], &x, 1) != 1)
       _exit(2);
-    _exit(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) == CUDA_SUCCESS ? 0 : 3);
+    if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) != CUDA_SUCCESS)
+      _exit(3);
+    _exit(cuCtxSynchronize() == CUDA_SUCCESS ? 0 : 4);
   }
   uint64_t t0 = now_us();
   assert_int_equal(write(go[1], "g", 1), 1);
   assert_int_equal(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
   assert_int_equal(wait_child(pid), 0);
   uint64_t dt = now_us() - t0;
   /* Two 100 ms kernels on one device: one after the other. */
@@ -420,6 +428,7 @@ static void test_graph_launch_runs_kernel_nodes_in_order(void **state)
   assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
   uint64_t t0 = now_us();
   assert_int_equal(cuGraphLaunch(e, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
   uint64_t dt = now_us() - t0;
   assert_true(dt >= 40000);
   assert_true(dt < 40000 + 200000);
