@@ -185,6 +185,7 @@ struct gmt__op {
   void *arg;
   uint64_t val;
   int dev;
+  int worker_only; /* never run by a thread waiting in a synchronize */
   /* queue.c's own */
   int kind;
   uint64_t seq, gen;

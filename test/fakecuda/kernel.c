@@ -467,6 +467,7 @@ static CUresult host_func(CUstream s, CUhostFn fn, void *data)
       op->run = host_op_run;
       op->fn = fn;
       op->arg = data;
+      op->worker_only = 1;
     }
     r = op ? gmt__queue_submit(q, op, NULL) : CUDA_ERROR_OUT_OF_MEMORY;
   }
