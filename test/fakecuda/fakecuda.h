@@ -188,7 +188,7 @@ struct gmt__op {
   int worker_only; /* never run by a thread waiting in a synchronize */
   /* queue.c's own */
   int kind;
-  uint64_t seq, gen;
+  uint64_t seq, gen, queued_ns;
   struct gmt__mark *mark;
   struct gmt__queue *q;
   struct gmt__op *next; /* also chains operations submitted together */

@@ -25,9 +25,12 @@
  * next operations itself while the worker is not running one, as a
  * worker would, in the same order and one at a time; host functions are
  * left to the worker, as the driver calls them on a thread of its own.
- * Without that, a synchronize after every 2 ms kernel lost about 4% of the
- * device's time to waking the worker and then the waiter, more on a busy
- * machine, and the token tests measure shares of device time.
+ * And the worker leaves an operation to its thread for HANDOFF_NS after it
+ * was queued, since that thread usually synchronizes next; if it does
+ * not, the operation starts that much late, a GPU's launch latency.
+ * Without these, a synchronize after every 2 ms kernel lost about 4% of
+ * the device's time to waking the worker and then the waiter, more on a
+ * busy machine, and the token tests measure shares of device time.
  *
  * Locks. queue_mu guards everything here. It is taken after the fake's
  * global lock, never before, and nothing waits for the queues while
@@ -39,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#define HANDOFF_NS 200000ull
 
 enum { Q_LEGACY = 1, Q_BLOCKING = 2, Q_NONBLOCKING = 4 };
 enum { OP_RUN, OP_RECORD, OP_WAIT };
@@ -94,10 +99,20 @@ static uint64_t now_ns(void)
 
 static void thread_exit(void *unused);
 
+/* The worker's wake-up waits time out on the clock of the operations. */
+static void wake_init(pthread_cond_t *c)
+{
+  pthread_condattr_t a;
+  pthread_condattr_init(&a);
+  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+  pthread_cond_init(c, &a);
+  pthread_condattr_destroy(&a);
+}
+
 static void queue_init(void)
 {
   for (int i = 0; i < GMT_FAKE_MAX_DEVICES; i++) {
-    pthread_cond_init(&devq[i].wake, NULL);
+    wake_init(&devq[i].wake);
     devq[i].legacy.dev = i;
     devq[i].legacy.kind = Q_LEGACY;
   }
@@ -325,7 +340,8 @@ static void run_locked(struct devq *d, struct gmt__op *op)
   pthread_mutex_lock(&queue_mu);
   finish_locked(d, op);
   d->running = 0;
-  pthread_cond_signal(&d->wake); /* the worker goes on if a waiter ran it */
+  if (!on_worker && d->active)
+    pthread_cond_signal(&d->wake); /* a waiter ran it: the worker goes on */
 }
 
 static void *worker_main(void *arg)
@@ -335,10 +351,15 @@ static void *worker_main(void *arg)
   pthread_mutex_lock(&queue_mu);
   for (;;) {
     struct gmt__op *op = d->running ? NULL : pick_locked(d);
-    if (op)
+    uint64_t due = op ? op->queued_ns + HANDOFF_NS : 0;
+    if (op && now_ns() >= due) {
       run_locked(d, op);
-    else
+    } else if (op) {
+      struct timespec ts = {(time_t)(due / 1000000000ull), (long)(due % 1000000000ull)};
+      pthread_cond_timedwait(&d->wake, &queue_mu, &ts);
+    } else {
       pthread_cond_wait(&d->wake, &queue_mu);
+    }
   }
   return NULL;
 }
@@ -397,10 +418,12 @@ static CUresult submit(struct gmt__queue *q, struct gmt__op *ops, uint64_t *last
     q->next_active = d->active;
     d->active = q;
   }
+  uint64_t now = now_ns();
   for (struct gmt__op *op = ops, *next; op; op = next) {
     next = op->next;
     op->next = NULL;
     op->seq = ++last_seq;
+    op->queued_ns = now;
     op->q = q;
     if (q->tail)
       q->tail->next = op;
@@ -594,7 +617,7 @@ void gmt__queue_reset_child(void)
   pthread_mutex_init(&queue_mu, NULL);
   pthread_cond_init(&done_cv, NULL);
   for (int i = 0; i < GMT_FAKE_MAX_DEVICES; i++) {
-    pthread_cond_init(&devq[i].wake, NULL);
+    wake_init(&devq[i].wake);
     devq[i].started = 0;
     devq[i].running = 0;
     devq[i].active = NULL;
