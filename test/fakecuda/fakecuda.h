@@ -176,10 +176,10 @@ void gmt__graph_reset_child(void);
 
 /* queue.c: per-stream queues of work and a worker thread per device that
  * runs it, so that work runs after the call that issued it, as on a GPU.
- * Order and locks are explained there. */
+ * Order, hand-offs and locks are explained there. */
 struct gmt__mark; /* an event's records: issued, run, and when */
 struct gmt__op {
-  void (*run)(struct gmt__op *op);  /* on the worker, without the fake's lock */
+  void (*run)(struct gmt__op *op);  /* by the worker or a waiter, without the fake's lock */
   void (*drop)(struct gmt__op *op); /* frees what arg owns, run or not; may be NULL */
   void (*fn)(void *);               /* for run: a host function, say */
   void *arg;
@@ -205,7 +205,7 @@ struct gmt__queue *gmt__queue_per_thread(int dev); /* NULL when out of memory */
 CUresult gmt__queue_submit(struct gmt__queue *q, struct gmt__op *chain, uint64_t *last);
 CUresult gmt__queue_record(struct gmt__queue *q, struct gmt__mark *m);
 CUresult gmt__queue_wait_mark(struct gmt__queue *q, struct gmt__mark *m);
-/* Whether an operation queued on q now would not start at once. */
+/* Whether an operation queued on q now would wait for work queued before. */
 int gmt__queue_would_wait(const struct gmt__queue *q);
 /* Waits, never with the fake's lock held: until q's work up to number seq
  * has run; for what cuStreamSynchronize of q waits for; for all work on
