@@ -345,6 +345,7 @@ static CUresult primary_reset(CUdevice dev)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!gmt__fake_dev_ok(dev))
     return CUDA_ERROR_INVALID_DEVICE;
+  gmt__queue_sync_device(dev); /* a reset waits for the device's work */
   gmt__fake_lock();
   if (primary[dev])
     primary[dev]->refs = 0;
@@ -408,6 +409,9 @@ static CUresult ctx_destroy(CUcontext ctx)
   if (!gmt__fake.inited)
     return CUDA_ERROR_NOT_INITIALIZED;
   struct gmt__ctx *c = (struct gmt__ctx *)ctx;
+  /* Destroying a context waits for its work; the fake's queues are per
+   * device, so this waits for all of the process's. */
+  gmt__queue_drain();
   gmt__fake_lock();
   if (!gmt__handle_ok(c, GMT__K_CTX) || c->primary) {
     gmt__fake_unlock();
@@ -550,9 +554,14 @@ CUresult cuCtxSynchronize(void)
   gmt__fake_lock();
   int dev = 0;
   CUresult r = gmt__ctx_dev_locked(&dev);
-  /* Work ran inside each call; a sync is where pools give memory back. */
-  if (r == CUDA_SUCCESS)
-    gmt__pool_sync_locked();
   gmt__fake_unlock();
-  GMT_FAKE_RET(r);
+  if (r != CUDA_SUCCESS)
+    GMT_FAKE_RET(r);
+  /* Every stream of the device, non-blocking ones too; then pools give
+   * memory back, as at every synchronize. */
+  gmt__queue_sync_device(dev);
+  gmt__fake_lock();
+  gmt__pool_sync_locked();
+  gmt__fake_unlock();
+  GMT_FAKE_RET(CUDA_SUCCESS);
 }

@@ -73,6 +73,10 @@ void gmt__handle_each(int kind, void (*fn)(void *));
       GMT_FAKE_RET(CUDA_ERROR_NOT_INITIALIZED);                                                    \
   } while (0)
 
+/* A _ptsz or _ptds entry point's stream: NULL there means the calling
+ * thread's per-thread default stream, not the legacy one. */
+#define GMT_PTSZ(s) ((s) == NULL ? CU_STREAM_PER_THREAD : (s))
+
 /* device.c */
 struct gmt__ctx {
   int dev;
@@ -85,6 +89,9 @@ CUresult gmt__ctx_dev_locked(int *dev);
 /* Device a stream runs on: its own, or the current context's for the
  * legacy and per-thread default streams (lock held). */
 CUresult gmt__stream_dev_locked(CUstream s, int *dev);
+struct gmt__queue;
+/* The same, and the queue that work on the stream goes to (lock held). */
+CUresult gmt__stream_queue_locked(CUstream s, int *dev, struct gmt__queue **q);
 void gmt__device_reset_child(void);
 
 /* memory.c: the table of fake device-address ranges. */
@@ -146,6 +153,9 @@ void gmt__vmm_reset_child(void);
 
 /* hostmem.c */
 void gmt__hostmem_reset_child(void);
+/* [p, p+n) lies in one page-locked range, which the driver reads and
+ * writes when a queued copy runs, not when it is issued (lock held). */
+int gmt__hostmem_pinned_locked(const void *p, size_t n);
 
 /* kernel.c */
 struct gmt__func {
@@ -155,15 +165,66 @@ struct gmt__func {
 };
 /* Duration in µs a launch of f with these parameters takes. */
 uint64_t gmt__kernel_duration(const struct gmt__func *f, void **params, void **extra);
-/* Run a kernel of `us` µs on dev: one at a time per device, machine-wide. */
-void gmt__kernel_run(int dev, uint64_t us);
-CUresult gmt__launch_check_locked(CUfunction f, CUstream s, unsigned gx, unsigned gy, unsigned gz,
-                                  unsigned bx, unsigned by, unsigned bz, int *dev);
+/* An operation that runs a kernel of `us` µs on dev, one at a time per
+ * device machine-wide; NULL when out of memory. */
+struct gmt__op *gmt__kernel_op(int dev, uint64_t us);
 void gmt__kernel_reset_child(void);
 
 /* stream.c, graph.c */
 void gmt__stream_reset_child(void);
 void gmt__graph_reset_child(void);
+
+/* queue.c: per-stream queues of work and a worker thread per device that
+ * runs it, so that work runs after the call that issued it, as on a GPU.
+ * Order, hand-offs and locks are explained there. */
+struct gmt__mark; /* an event's records: issued, run, and when */
+struct gmt__op {
+  void (*run)(struct gmt__op *op);  /* by the worker or a waiter, without the fake's lock */
+  void (*drop)(struct gmt__op *op); /* frees what arg owns, run or not; may be NULL */
+  void (*fn)(void *);               /* for run: a host function, say */
+  void *arg;
+  uint64_t val;
+  int dev;
+  int worker_only; /* never run by a thread waiting in a synchronize */
+  /* queue.c's own */
+  int kind;
+  uint64_t seq, gen, queued_ns;
+  struct gmt__mark *mark;
+  struct gmt__queue *q;
+  struct gmt__op *next; /* also chains operations submitted together */
+};
+struct gmt__op *gmt__op_new(void);
+void gmt__op_free(struct gmt__op *chain); /* one never submitted, and those after it */
+struct gmt__queue *gmt__queue_new(int dev, int nonblocking);
+/* Its stream is destroyed: the queue goes once its work has run. */
+void gmt__queue_release(struct gmt__queue *q);
+struct gmt__queue *gmt__queue_legacy(int dev);
+struct gmt__queue *gmt__queue_per_thread(int dev); /* NULL when out of memory */
+/* Queue the chain of operations, in order; *last (if not NULL) gets the
+ * number of the last. On failure the operations are freed. */
+CUresult gmt__queue_submit(struct gmt__queue *q, struct gmt__op *chain, uint64_t *last);
+CUresult gmt__queue_record(struct gmt__queue *q, struct gmt__mark *m);
+CUresult gmt__queue_wait_mark(struct gmt__queue *q, struct gmt__mark *m);
+/* Whether an operation queued on q now would wait for work queued before. */
+int gmt__queue_would_wait(const struct gmt__queue *q);
+/* Waits, never with the fake's lock held: until q's work up to number seq
+ * has run; for what cuStreamSynchronize of q waits for; for all work on
+ * dev; for all work of the process. */
+void gmt__queue_wait(const struct gmt__queue *q, uint64_t seq);
+void gmt__queue_sync(const struct gmt__queue *q);
+void gmt__queue_sync_device(int dev);
+void gmt__queue_drain(void);
+/* 1 when nothing a synchronize of q would wait for is pending. */
+int gmt__queue_query(const struct gmt__queue *q);
+struct gmt__mark *gmt__mark_new(void);
+void gmt__mark_release(struct gmt__mark *m); /* the event is destroyed */
+/* -1 never recorded, 0 the last record has not run, 1 it has, at *ns. */
+int gmt__mark_query(struct gmt__mark *m, uint64_t *ns);
+void gmt__mark_sync(struct gmt__mark *m);
+void gmt__queue_fork_prepare(void);
+void gmt__queue_fork_parent(void);
+void gmt__queue_reset_child(void);
+void gmt__queue_exit(void);
 
 static inline size_t gmt__round_up(size_t n, size_t a)
 {

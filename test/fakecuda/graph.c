@@ -1,6 +1,7 @@
 /* CUDA graphs of the fake driver: kernel nodes only. Parameters are copied
  * when a node is added, as the real driver does, and a launch of the
- * instantiated graph runs its kernels in the order they were added. */
+ * instantiated graph queues its kernels on the stream in the order they
+ * were added. */
 #include "fakecuda.h"
 
 #include <stdlib.h>
@@ -187,28 +188,29 @@ static CUresult graph_launch(CUgraphExec he, CUstream s)
   gmt__fake_lock();
   struct gmt__exec *e = (struct gmt__exec *)he;
   int dev = 0;
-  CUresult r = gmt__stream_dev_locked(s, &dev);
+  struct gmt__queue *q = NULL;
+  CUresult r = gmt__stream_queue_locked(s, &dev, &q);
   if (r == CUDA_SUCCESS && !gmt__handle_ok(e, GMT__K_EXEC))
     r = CUDA_ERROR_INVALID_VALUE;
-  /* Copy the durations so the exec may be destroyed by another thread
-   * while this one runs. */
-  uint64_t *us = NULL;
-  size_t n = 0;
-  if (r == CUDA_SUCCESS) {
-    n = e->n;
-    us = calloc(n ? n : 1, sizeof *us);
-    if (!us)
+  /* One operation per kernel node, each with its own copy of the duration,
+   * so the exec may be destroyed while they wait; queued together, so no
+   * other work on the stream comes between them. */
+  struct gmt__op *first = NULL, **tail = &first;
+  size_t n = r == CUDA_SUCCESS ? e->n : 0;
+  for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+    *tail = gmt__kernel_op(dev, e->nodes[i].us);
+    if (!*tail)
       r = CUDA_ERROR_OUT_OF_MEMORY;
-    for (size_t i = 0; us && i < n; i++)
-      us[i] = e->nodes[i].us;
+    else
+      tail = &(*tail)->next;
   }
+  if (r == CUDA_SUCCESS)
+    r = gmt__queue_submit(q, first, NULL);
+  else
+    gmt__op_free(first);
   gmt__fake_unlock();
-  if (r == CUDA_SUCCESS) {
-    gmt__fake_log("graph launch of %zu kernel(s) on device %d", n, dev);
-    for (size_t i = 0; i < n; i++)
-      gmt__kernel_run(dev, us[i]);
-  }
-  free(us);
+  if (r == CUDA_SUCCESS)
+    gmt__fake_log("graph launch of %zu kernel(s) on device %d: queued", n, dev);
   return r;
 }
 
@@ -218,7 +220,7 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 }
 CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-  GMT_FAKE_RET(graph_launch(hGraphExec, hStream));
+  GMT_FAKE_RET(graph_launch(hGraphExec, GMT_PTSZ(hStream)));
 }
 
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)

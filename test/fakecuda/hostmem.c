@@ -1,7 +1,9 @@
 /* Page-locked host memory of the fake driver: cuMemAllocHost/cuMemHostAlloc
  * and cuMemHostRegister. Nothing is really pinned; the fake remembers what
  * is "pinned" so that frees and unregisters of unknown pointers fail as on
- * a GPU, and host memory is never charged to a device. */
+ * a GPU, so that queued copies touch pinned memory when they run but
+ * pageable memory at the call (copy.c), and host memory is never charged
+ * to a device. */
 #include "fakecuda.h"
 
 #include <stdlib.h>
@@ -43,6 +45,15 @@ static int pin_add(char *p, size_t size, int registered)
 static void pin_del(struct pinned *e)
 {
   *e = pins[--npins];
+}
+
+int gmt__hostmem_pinned_locked(const void *p, size_t n)
+{
+  const char *c = p;
+  for (size_t i = 0; i < npins; i++)
+    if (c >= pins[i].p && n <= pins[i].size && (size_t)(c - pins[i].p) <= pins[i].size - n)
+      return 1;
+  return 0;
 }
 
 static CUresult host_alloc(void **pp, size_t size)
@@ -87,6 +98,9 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 CUresult cuMemFreeHost(void *p)
 {
   GMT_FAKE_NEED_INIT();
+  /* Queued copies read and write page-locked memory when they run: they
+   * must have run before it goes, or stops being the driver's. */
+  gmt__queue_drain();
   gmt__fake_lock();
   struct pinned *e = pin_find(p, 0);
   CUresult r = CUDA_ERROR_INVALID_VALUE;
@@ -130,6 +144,7 @@ CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 CUresult cuMemHostUnregister(void *p)
 {
   GMT_FAKE_NEED_INIT();
+  gmt__queue_drain();
   gmt__fake_lock();
   struct pinned *e = pin_find(p, 0);
   CUresult r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;

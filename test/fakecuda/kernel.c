@@ -1,8 +1,10 @@
 /* Modules, kernels and launches of the fake driver. Any image loads; a
  * function named "spin" runs for as many microseconds as its first
- * parameter says, any other name for none. A launch runs inside the call
- * and holds its device's lock file, so kernels on one device run one at a
- * time across every process on the machine and contention is real. */
+ * parameter says, any other name for none. A launch checks its arguments,
+ * queues the kernel on its stream (queue.c) and returns; the device's
+ * worker runs it holding the device's lock file, so kernels on one device
+ * run one at a time across every process on the machine and contention is
+ * real. */
 #include "fakecuda.h"
 
 #include <errno.h>
@@ -65,7 +67,7 @@ static void run_for(uint64_t us)
   }
 }
 
-void gmt__kernel_run(int dev, uint64_t us)
+static void kernel_run(int dev, uint64_t us)
 {
   pthread_once(&dev_once, dev_init);
   /* flock is per open file description, so threads of this process first
@@ -89,6 +91,22 @@ void gmt__kernel_run(int dev, uint64_t us)
   pthread_mutex_unlock(&dev_mu[dev]);
 }
 
+static void kernel_op_run(struct gmt__op *op)
+{
+  kernel_run(op->dev, op->val);
+}
+
+struct gmt__op *gmt__kernel_op(int dev, uint64_t us)
+{
+  struct gmt__op *op = gmt__op_new();
+  if (op) {
+    op->run = kernel_op_run;
+    op->dev = dev;
+    op->val = us;
+  }
+  return op;
+}
+
 uint64_t gmt__kernel_duration(const struct gmt__func *f, void **params, void **extra)
 {
   if (!f->spin)
@@ -105,8 +123,9 @@ uint64_t gmt__kernel_duration(const struct gmt__func *f, void **params, void **e
   return us;
 }
 
-CUresult gmt__launch_check_locked(CUfunction f, CUstream s, unsigned gx, unsigned gy, unsigned gz,
-                                  unsigned bx, unsigned by, unsigned bz, int *dev)
+static CUresult launch_check_locked(CUfunction f, CUstream s, unsigned gx, unsigned gy, unsigned gz,
+                                    unsigned bx, unsigned by, unsigned bz, int *dev,
+                                    struct gmt__queue **q)
 {
   if (!gmt__handle_ok(f, GMT__K_FUNC))
     return CUDA_ERROR_INVALID_HANDLE;
@@ -114,7 +133,7 @@ CUresult gmt__launch_check_locked(CUfunction f, CUstream s, unsigned gx, unsigne
     return CUDA_ERROR_INVALID_VALUE;
   if ((uint64_t)bx * by * bz > 1024 || bz > 64)
     return CUDA_ERROR_INVALID_VALUE;
-  return gmt__stream_dev_locked(s, dev);
+  return gmt__stream_queue_locked(s, dev, q);
 }
 
 /* ---- modules and libraries ---- */
@@ -312,17 +331,20 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     return CUDA_ERROR_NOT_INITIALIZED;
   gmt__fake_lock();
   int dev = 0;
-  CUresult r = gmt__launch_check_locked(f, s, gx, gy, gz, bx, by, bz, &dev);
+  struct gmt__queue *q = NULL;
+  CUresult r = launch_check_locked(f, s, gx, gy, gz, bx, by, bz, &dev, &q);
   uint64_t us = 0;
-  if (r == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS) {
+    /* The parameters are read now, as the driver copies them at launch. */
     us = gmt__kernel_duration((struct gmt__func *)f, params, extra);
+    struct gmt__op *op = gmt__kernel_op(dev, us);
+    r = op ? gmt__queue_submit(q, op, NULL) : CUDA_ERROR_OUT_OF_MEMORY;
+  }
   gmt__fake_unlock();
-  if (r != CUDA_SUCCESS)
-    return r;
-  gmt__fake_log("launch %s on device %d for %llu us", ((struct gmt__func *)f)->name, dev,
-                (unsigned long long)us);
-  gmt__kernel_run(dev, us);
-  return CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS)
+    gmt__fake_log("launch %s on device %d for %llu us: queued", ((struct gmt__func *)f)->name, dev,
+                  (unsigned long long)us);
+  return r;
 }
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
@@ -340,26 +362,27 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, uns
                              void **extra)
 {
   (void)sharedMemBytes;
-  GMT_FAKE_RET(launch(f, gx, gy, gz, bx, by, bz, hStream, kernelParams, extra));
+  GMT_FAKE_RET(launch(f, gx, gy, gz, bx, by, bz, GMT_PTSZ(hStream), kernelParams, extra));
 }
 
-static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra,
+                          int ptsz)
 {
   if (!c)
     return CUDA_ERROR_INVALID_VALUE;
   return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
-                c->hStream, params, extra);
+                ptsz ? GMT_PTSZ(c->hStream) : c->hStream, params, extra);
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                           void **extra)
 {
-  GMT_FAKE_RET(launch_ex(config, f, kernelParams, extra));
+  GMT_FAKE_RET(launch_ex(config, f, kernelParams, extra, 0));
 }
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                void **extra)
 {
-  GMT_FAKE_RET(launch_ex(config, f, kernelParams, extra));
+  GMT_FAKE_RET(launch_ex(config, f, kernelParams, extra, 1));
 }
 
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
@@ -377,23 +400,53 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
                                         CUstream hStream, void **kernelParams)
 {
   (void)sharedMemBytes;
-  GMT_FAKE_RET(launch(f, gx, gy, gz, bx, by, bz, hStream, kernelParams, NULL));
+  GMT_FAKE_RET(launch(f, gx, gy, gz, bx, by, bz, GMT_PTSZ(hStream), kernelParams, NULL));
+}
+
+static CUresult launch_multi(CUDA_LAUNCH_PARAMS *list, unsigned n)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!list || n == 0 || n > GMT_FAKE_MAX_DEVICES)
+    return CUDA_ERROR_INVALID_VALUE;
+  /* Every launch is checked before any is queued: all or none. */
+  gmt__fake_lock();
+  int dev[GMT_FAKE_MAX_DEVICES];
+  struct gmt__queue *q[GMT_FAKE_MAX_DEVICES];
+  struct gmt__op *op[GMT_FAKE_MAX_DEVICES] = {NULL};
+  CUresult r = CUDA_SUCCESS;
+  for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++) {
+    CUDA_LAUNCH_PARAMS *l = &list[i];
+    r = launch_check_locked(l->function, l->hStream, l->gridDimX, l->gridDimY, l->gridDimZ,
+                            l->blockDimX, l->blockDimY, l->blockDimZ, &dev[i], &q[i]);
+    if (r == CUDA_SUCCESS) {
+      uint64_t us = gmt__kernel_duration((struct gmt__func *)l->function, l->kernelParams, NULL);
+      op[i] = gmt__kernel_op(dev[i], us);
+      if (!op[i])
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  for (unsigned i = 0; i < n; i++) {
+    if (r == CUDA_SUCCESS)
+      r = gmt__queue_submit(q[i], op[i], NULL);
+    else
+      gmt__op_free(op[i]);
+    op[i] = NULL;
+  }
+  gmt__fake_unlock();
+  return r;
 }
 
 CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int numDevices,
                                               unsigned int flags)
 {
   (void)flags;
-  if (!list || numDevices == 0)
-    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  for (unsigned i = 0; i < numDevices; i++) {
-    CUDA_LAUNCH_PARAMS *l = &list[i];
-    CUresult r = launch(l->function, l->gridDimX, l->gridDimY, l->gridDimZ, l->blockDimX,
-                        l->blockDimY, l->blockDimZ, l->hStream, l->kernelParams, NULL);
-    if (r != CUDA_SUCCESS)
-      GMT_FAKE_RET(r);
-  }
-  GMT_FAKE_RET(CUDA_SUCCESS);
+  GMT_FAKE_RET(launch_multi(list, numDevices));
+}
+
+static void host_op_run(struct gmt__op *op)
+{
+  op->fn(op->arg);
 }
 
 static CUresult host_func(CUstream s, CUhostFn fn, void *data)
@@ -404,10 +457,21 @@ static CUresult host_func(CUstream s, CUhostFn fn, void *data)
     return CUDA_ERROR_INVALID_VALUE;
   gmt__fake_lock();
   int dev = 0;
-  CUresult r = gmt__stream_dev_locked(s, &dev);
+  struct gmt__queue *q = NULL;
+  CUresult r = gmt__stream_queue_locked(s, &dev, &q);
+  if (r == CUDA_SUCCESS) {
+    /* Called on the worker when the stream reaches it, as the driver calls
+     * it on a thread of its own. */
+    struct gmt__op *op = gmt__op_new();
+    if (op) {
+      op->run = host_op_run;
+      op->fn = fn;
+      op->arg = data;
+      op->worker_only = 1;
+    }
+    r = op ? gmt__queue_submit(q, op, NULL) : CUDA_ERROR_OUT_OF_MEMORY;
+  }
   gmt__fake_unlock();
-  if (r == CUDA_SUCCESS)
-    fn(data);
   return r;
 }
 
@@ -417,5 +481,5 @@ CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 }
 CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
 {
-  GMT_FAKE_RET(host_func(hStream, fn, userData));
+  GMT_FAKE_RET(host_func(GMT_PTSZ(hStream), fn, userData));
 }

@@ -298,6 +298,9 @@ static CUresult mem_free(CUdeviceptr p)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (p == 0)
     return CUDA_SUCCESS; /* like cudaFree(NULL) */
+  /* Like the driver, cuMemFree waits for the work queued before it: the
+   * worker must never move freed memory. */
+  gmt__queue_drain();
   gmt__fake_lock();
   struct gmt__range *r = gmt__mem_find_base(p);
   CUresult res = CUDA_SUCCESS;
@@ -466,6 +469,7 @@ static CUresult array_free(void *h, int kind)
 {
   if (!gmt__fake.inited)
     return CUDA_ERROR_NOT_INITIALIZED;
+  gmt__queue_drain(); /* as cuMemFree: nothing queued may touch it after */
   gmt__fake_lock();
   struct gmt__array *a = h;
   CUresult r = CUDA_ERROR_INVALID_HANDLE;

@@ -170,21 +170,57 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
   GMT_FAKE_RET(alloc_async(dptr, bytesize, pool, hStream, 1));
 }
 
+/* Free the block at p: back to its pool, or, for cuMemAlloc memory, which
+ * the real driver accepts too, to the device (lock held). */
+static void free_block_locked(struct gmt__range *rg)
+{
+  if (rg->kind == GMT__MEM_POOL)
+    gmt__pool_free_block_locked(rg);
+  else
+    gmt__mem_delete(rg);
+}
+
+static int freeable(const struct gmt__range *rg)
+{
+  return rg &&
+         (rg->kind == GMT__MEM_POOL || rg->kind == GMT__MEM_ALLOC || rg->kind == GMT__MEM_MANAGED);
+}
+
+/* A queued free, when its stream reaches it. The worker takes the fake's
+ * lock here, which is why nothing waits for the queues holding it. */
+static void free_op_run(struct gmt__op *op)
+{
+  gmt__fake_lock();
+  struct gmt__range *rg = gmt__mem_find_base(op->val);
+  if (freeable(rg)) /* else freed twice: the driver's error, long returned */
+    free_block_locked(rg);
+  gmt__fake_unlock();
+}
+
 static CUresult free_async(CUdeviceptr p, CUstream s)
 {
   if (!gmt__fake.inited)
     return CUDA_ERROR_NOT_INITIALIZED;
   gmt__fake_lock();
   int dev = 0;
-  CUresult r = gmt__stream_dev_locked(s, &dev);
+  struct gmt__queue *q = NULL;
+  CUresult r = gmt__stream_queue_locked(s, &dev, &q);
   struct gmt__range *rg = r == CUDA_SUCCESS ? gmt__mem_find_base(p) : NULL;
-  if (r != CUDA_SUCCESS) {
-  } else if (rg && rg->kind == GMT__MEM_POOL) {
-    gmt__pool_free_block_locked(rg);
-  } else if (rg && (rg->kind == GMT__MEM_ALLOC || rg->kind == GMT__MEM_MANAGED)) {
-    gmt__mem_delete(rg); /* the real driver accepts cuMemAlloc memory too */
-  } else {
+  if (r == CUDA_SUCCESS && !freeable(rg))
     r = CUDA_ERROR_INVALID_VALUE;
+  /* In stream order: the block goes back (to be reused or trimmed) once
+   * the work queued before it in the stream has run; at once when there
+   * is none, as a stream with nothing to do reaches the free at once. */
+  if (r == CUDA_SUCCESS && !gmt__queue_would_wait(q)) {
+    free_block_locked(rg);
+  } else if (r == CUDA_SUCCESS) {
+    struct gmt__op *op = gmt__op_new();
+    if (op) {
+      op->run = free_op_run;
+      op->dev = dev;
+      op->val = p;
+    }
+    r = op ? gmt__queue_submit(q, op, NULL) : CUDA_ERROR_OUT_OF_MEMORY;
   }
   gmt__fake_unlock();
   gmt__fake_log("free async 0x%llx (%d)", (unsigned long long)p, (int)r);
@@ -197,7 +233,7 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 }
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-  GMT_FAKE_RET(free_async(dptr, hStream));
+  GMT_FAKE_RET(free_async(dptr, GMT_PTSZ(hStream)));
 }
 
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)

@@ -389,14 +389,17 @@ static void free_obj(void *p)
 static void atfork_prepare(void)
 {
   gmt__fake_lock();
+  gmt__queue_fork_prepare(); /* so that the child finds the queues whole */
 }
 static void atfork_parent(void)
 {
+  gmt__queue_fork_parent();
   gmt__fake_unlock();
 }
 static void atfork_child(void)
 {
   pthread_mutex_init(&gmt__fake.lock, NULL);
+  gmt__queue_reset_child();
   gmt__graph_reset_child();
   gmt__stream_reset_child();
   gmt__kernel_reset_child();
@@ -428,6 +431,8 @@ static void install_atfork(void)
 
 __attribute__((destructor)) static void fake_unload(void)
 {
+  if (gmt__fake.inited)
+    gmt__queue_exit(); /* queued work runs before the process goes */
   /* Give the slot back at exit; a crash is caught by the liveness check. */
   if (my_slot && my_slot->pid == getpid()) {
     memset(my_slot->used, 0, sizeof my_slot->used);

@@ -74,6 +74,9 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
   GMT_FAKE_NEED_INIT();
+  /* Releasing, unmapping and freeing the address range may free the
+   * memory: first the work queued before, which may still touch it. */
+  gmt__queue_drain();
   gmt__fake_lock();
   struct gmt__vmm *v = vmm_of(handle);
   CUresult r = CUDA_ERROR_INVALID_VALUE;
@@ -107,6 +110,7 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
   GMT_FAKE_NEED_INIT();
+  gmt__queue_drain();
   gmt__fake_lock();
   struct gmt__range *r = gmt__mem_find_base(ptr);
   CUresult res = CUDA_ERROR_INVALID_VALUE;
@@ -161,6 +165,7 @@ out:
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
   GMT_FAKE_NEED_INIT();
+  gmt__queue_drain();
   gmt__fake_lock();
   struct gmt__range *r = gmt__mem_find(ptr);
   CUresult res = CUDA_ERROR_INVALID_VALUE;

@@ -1,12 +1,16 @@
 /* Tests of the fake libcuda.so.1: that cuGetProcAddress routes versions and
  * per-thread-stream flags to the right exported symbols, that device memory
  * round-trips and is accounted truthfully across processes, that kernels
- * take their time and contend across processes, and that pools, VMM and
- * graphs behave as a hook will meet them on a GPU. */
+ * take their time and contend across processes, that pools, VMM and
+ * graphs behave as a hook will meet them on a GPU, and that work runs
+ * after the call that queues it: streams, events, synchronizes, copies
+ * from and to pageable and page-locked memory, frees, fork and threads. */
 #define __CUDA_API_VERSION_INTERNAL
 #include <cuda.h>
 
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -338,14 +342,18 @@ static void test_spin_kernel_takes_its_duration(void **state)
   CUfunction spin = get_func("spin"), noop = get_func("noop");
   unsigned int us = 50000;
   void *params[] = {&us};
+  /* Launches return at once: a kernel's time is measured to the end of
+   * the synchronize that waits for it, as on a GPU. */
   uint64_t t0 = now_us();
   assert_int_equal(cuLaunchKernel(spin, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
   uint64_t dt = now_us() - t0;
   assert_true(dt >= us);
   assert_true(dt < us + 200000);
   t0 = now_us();
   assert_int_equal(cuLaunchKernel_ptsz(noop, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL),
                    CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize_ptsz(NULL), CUDA_SUCCESS);
   assert_true(now_us() - t0 < 20000);
   CUlaunchConfig cfg = {
       .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1};
@@ -354,6 +362,7 @@ static void test_spin_kernel_takes_its_duration(void **state)
   assert_int_equal(cuLaunchKernelEx(&cfg, spin, params, NULL), CUDA_SUCCESS);
   assert_int_equal(cuLaunchCooperativeKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params),
                    CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
   dt = now_us() - t0;
   assert_true(dt >= 2 * us);
   assert_true(dt < 2 * us + 200000);
@@ -384,11 +393,14 @@ static void test_kernels_on_one_device_serialize_across_processes(void **state)
       _exit(1);
     if (read(go[0], &x, 1) != 1)
       _exit(2);
-    _exit(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) == CUDA_SUCCESS ? 0 : 3);
+    if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) != CUDA_SUCCESS)
+      _exit(3);
+    _exit(cuCtxSynchronize() == CUDA_SUCCESS ? 0 : 4);
   }
   uint64_t t0 = now_us();
   assert_int_equal(write(go[1], "g", 1), 1);
   assert_int_equal(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
   assert_int_equal(wait_child(pid), 0);
   uint64_t dt = now_us() - t0;
   /* Two 100 ms kernels on one device: one after the other. */
@@ -420,6 +432,7 @@ static void test_graph_launch_runs_kernel_nodes_in_order(void **state)
   assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
   uint64_t t0 = now_us();
   assert_int_equal(cuGraphLaunch(e, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
   uint64_t dt = now_us() - t0;
   assert_true(dt >= 40000);
   assert_true(dt < 40000 + 200000);
@@ -550,6 +563,560 @@ static void test_second_device_has_its_own_memory(void **state)
   assert_int_equal(free_mem(), before0);
 }
 
+/* ---- queues: work runs after the call that issues it, as on a GPU ---- */
+
+static void spin_on(CUstream s, unsigned int us)
+{
+  void *params[] = {&us};
+  assert_int_equal(cuLaunchKernel(get_func("spin"), 1, 1, 1, 1, 1, 1, 0, s, params, NULL),
+                   CUDA_SUCCESS);
+}
+
+/* Bounds for timings on a busy two-core machine: a call that only queues
+ * must return well before the kernel it queued could have run. */
+#define QUICK_US 25000
+
+static void test_launch_returns_before_its_kernel_has_run(void **state)
+{
+  (void)state;
+  unsigned int us = 50000;
+  uint64_t t0 = now_us();
+  spin_on(NULL, us);
+  assert_true(now_us() - t0 < QUICK_US);
+  assert_int_equal(cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+  assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= us);
+  assert_int_equal(cuStreamQuery(NULL), CUDA_SUCCESS);
+  /* Nobody need wait for the work to run: the device's worker runs it. */
+  spin_on(NULL, 20000);
+  usleep(200000);
+  assert_int_equal(cuStreamQuery(NULL), CUDA_SUCCESS);
+}
+
+static int host_fn_calls;
+static void count_call(void *arg)
+{
+  __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
+}
+
+static void test_every_launch_path_queues(void **state)
+{
+  (void)state;
+  CUfunction spin = get_func("spin");
+  unsigned int us = 20000;
+  void *params[] = {&us};
+  CUlaunchConfig cfg = {
+      .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1};
+  CUDA_LAUNCH_PARAMS multi = {.function = spin,
+                              .gridDimX = 1,
+                              .gridDimY = 1,
+                              .gridDimZ = 1,
+                              .blockDimX = 1,
+                              .blockDimY = 1,
+                              .blockDimZ = 1,
+                              .kernelParams = params};
+  CUDA_KERNEL_NODE_PARAMS node = {.func = spin,
+                                  .gridDimX = 1,
+                                  .gridDimY = 1,
+                                  .gridDimZ = 1,
+                                  .blockDimX = 1,
+                                  .blockDimY = 1,
+                                  .blockDimZ = 1,
+                                  .kernelParams = params};
+  CUgraph g;
+  CUgraphNode n;
+  CUgraphExec e;
+  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphAddKernelNode_v2(&n, g, NULL, 0, &node), CUDA_SUCCESS);
+  assert_int_equal(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  host_fn_calls = 0;
+  uint64_t t0 = now_us();
+  assert_int_equal(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchKernel_ptsz(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLaunchKernelEx(&cfg, spin, params, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchCooperativeKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLaunchCooperativeKernelMultiDevice(&multi, 1, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(e, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchHostFunc(NULL, count_call, &host_fn_calls), CUDA_SUCCESS);
+  /* Seven calls, six kernels of 20 ms: all queued, none run yet. */
+  assert_true(now_us() - t0 < QUICK_US);
+  assert_int_equal(__atomic_load_n(&host_fn_calls, __ATOMIC_SEQ_CST), 0);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 6 * us);
+  assert_int_equal(__atomic_load_n(&host_fn_calls, __ATOMIC_SEQ_CST), 1);
+  /* Arguments are still checked at the call. */
+  assert_int_equal(cuLaunchKernel(spin, 1, 1, 1, 2048, 1, 1, 0, NULL, params, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, (CUstream)&us, params, NULL),
+                   CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuLaunchHostFunc(NULL, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphExecDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+}
+
+static void test_stream_query_is_not_ready_until_synchronized(void **state)
+{
+  (void)state;
+  CUstream s;
+  assert_int_equal(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  assert_int_equal(cuStreamQuery(s), CUDA_SUCCESS);
+  uint64_t t0 = now_us();
+  spin_on(s, 50000);
+  assert_int_equal(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 50000);
+  assert_int_equal(cuStreamQuery(s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+static void test_event_time_is_when_the_stream_reached_it(void **state)
+{
+  (void)state;
+  CUevent a, b;
+  float ms = -1;
+  assert_int_equal(cuEventCreate(&a, 0), CUDA_SUCCESS);
+  assert_int_equal(cuEventCreate(&b, 0), CUDA_SUCCESS);
+  /* 40 ms of work before the first event and 30 ms between the two, all
+   * issued at once: the events time the 30 ms kernel, not the calls. */
+  uint64_t t0 = now_us();
+  spin_on(NULL, 40000);
+  assert_int_equal(cuEventRecord(a, NULL), CUDA_SUCCESS);
+  spin_on(NULL, 30000);
+  assert_int_equal(cuEventRecord(b, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuEventQuery(a), CUDA_ERROR_NOT_READY);
+  assert_int_equal(cuEventElapsedTime_v2(&ms, a, b), CUDA_ERROR_NOT_READY);
+  assert_int_equal(cuEventSynchronize(a), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 40000);
+  assert_int_equal(cuEventQuery(a), CUDA_SUCCESS);
+  assert_int_equal(cuEventQuery(b), CUDA_ERROR_NOT_READY); /* 30 ms to go */
+  assert_int_equal(cuEventElapsedTime(&ms, a, b), CUDA_ERROR_NOT_READY);
+  assert_int_equal(cuEventSynchronize(b), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 70000);
+  assert_int_equal(cuEventElapsedTime_v2(&ms, a, b), CUDA_SUCCESS);
+  assert_true(ms >= 30.0f && ms < 130.0f);
+  assert_int_equal(cuEventDestroy_v2(a), CUDA_SUCCESS);
+  assert_int_equal(cuEventDestroy_v2(b), CUDA_SUCCESS);
+}
+
+static void test_streams_are_waited_for_separately(void **state)
+{
+  (void)state;
+  CUstream busy, idle, nonblocking;
+  assert_int_equal(cuStreamCreate(&busy, 0), CUDA_SUCCESS);
+  assert_int_equal(cuStreamCreate(&idle, 0), CUDA_SUCCESS);
+  assert_int_equal(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  uint64_t t0 = now_us();
+  spin_on(busy, 60000);
+  /* Another stream's work is not this one's. */
+  assert_int_equal(cuStreamQuery(busy), CUDA_ERROR_NOT_READY);
+  assert_int_equal(cuStreamQuery(idle), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(idle), CUDA_SUCCESS);
+  assert_true(now_us() - t0 < QUICK_US);
+  /* The legacy default stream waits for blocking streams... */
+  assert_int_equal(cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+  assert_int_equal(cuStreamSynchronize(CU_STREAM_LEGACY), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 60000);
+  assert_int_equal(cuStreamQuery(busy), CUDA_SUCCESS);
+  /* ...but not for non-blocking ones. */
+  t0 = now_us();
+  spin_on(nonblocking, 60000);
+  assert_int_equal(cuStreamQuery(nonblocking), CUDA_ERROR_NOT_READY);
+  assert_int_equal(cuStreamQuery(NULL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+  assert_true(now_us() - t0 < QUICK_US);
+  assert_int_equal(cuStreamSynchronize(nonblocking), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 60000);
+  /* Work in one stream runs in the order it was issued. */
+  host_fn_calls = 0;
+  spin_on(busy, 30000);
+  assert_int_equal(cuLaunchHostFunc(busy, count_call, &host_fn_calls), CUDA_SUCCESS);
+  assert_int_equal(__atomic_load_n(&host_fn_calls, __ATOMIC_SEQ_CST), 0);
+  assert_int_equal(cuStreamSynchronize(busy), CUDA_SUCCESS);
+  assert_int_equal(__atomic_load_n(&host_fn_calls, __ATOMIC_SEQ_CST), 1);
+  assert_int_equal(cuStreamDestroy_v2(busy), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy_v2(idle), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy_v2(nonblocking), CUDA_SUCCESS);
+}
+
+static void test_stream_waits_for_an_event_of_another_device(void **state)
+{
+  (void)state;
+  CUcontext c1;
+  CUstream s1, waiter, other;
+  CUevent e;
+  assert_int_equal(cuCtxCreate_v2(&c1, 0, 1), CUDA_SUCCESS); /* device 1, now current */
+  assert_int_equal(cuStreamCreate(&s1, 0), CUDA_SUCCESS);
+  assert_int_equal(cuEventCreate(&e, 0), CUDA_SUCCESS);
+  uint64_t t0 = now_us();
+  spin_on(s1, 80000);
+  assert_int_equal(cuEventRecord(e, s1), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSetCurrent(ctx), CUDA_SUCCESS); /* device 0 */
+  assert_int_equal(cuStreamCreate(&waiter, 0), CUDA_SUCCESS);
+  assert_int_equal(cuStreamCreate(&other, 0), CUDA_SUCCESS);
+  assert_int_equal(cuStreamWaitEvent(waiter, e, 0), CUDA_SUCCESS);
+  spin_on(waiter, 0);
+  /* Device 0 is idle, but the waiting stream holds until device 1 has
+   * reached the event; a stream without the wait runs meanwhile. */
+  spin_on(other, 0);
+  assert_int_equal(cuStreamSynchronize(other), CUDA_SUCCESS);
+  assert_true(now_us() - t0 < QUICK_US);
+  assert_int_equal(cuStreamQuery(waiter), CUDA_ERROR_NOT_READY);
+  assert_int_equal(cuStreamSynchronize(waiter), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 80000);
+  assert_int_equal(cuEventQuery(e), CUDA_SUCCESS);
+  /* A bad event is refused at the call. */
+  assert_int_equal(cuStreamWaitEvent(waiter, (CUevent)&t0, 0), CUDA_ERROR_INVALID_HANDLE);
+  /* An event never recorded is nothing to wait for. */
+  CUevent never;
+  assert_int_equal(cuEventCreate(&never, 0), CUDA_SUCCESS);
+  assert_int_equal(cuStreamWaitEvent(waiter, never, 0), CUDA_SUCCESS);
+  assert_int_equal(cuStreamQuery(waiter), CUDA_SUCCESS);
+  assert_int_equal(cuEventDestroy_v2(never), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy_v2(waiter), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy_v2(other), CUDA_SUCCESS);
+  assert_int_equal(cuEventDestroy_v2(e), CUDA_SUCCESS);
+  assert_int_equal(cuCtxPushCurrent_v2(c1), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy_v2(s1), CUDA_SUCCESS);
+  assert_int_equal(cuCtxDestroy_v2(c1), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+}
+
+static void fill(unsigned char *p, size_t n, unsigned char seed)
+{
+  for (size_t i = 0; i < n; i++)
+    p[i] = (unsigned char)(seed + i * 13);
+}
+
+static void test_async_htod_takes_pageable_bytes_at_the_call(void **state)
+{
+  (void)state;
+  enum { N = 64 << 10 };
+  unsigned char *pageable = malloc(N), *want = malloc(N), *back = malloc(N), *pinned = NULL;
+  assert_non_null(pageable);
+  assert_non_null(want);
+  assert_non_null(back);
+  assert_int_equal(cuMemAllocHost_v2((void **)&pinned, N), CUDA_SUCCESS);
+  CUstream s;
+  CUdeviceptr d = 0;
+  assert_int_equal(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc_v2(&d, N), CUDA_SUCCESS);
+  /* Behind a kernel, the copy runs 50 ms after the call; the buffer is
+   * changed right after the call. Pageable: the old bytes arrive. */
+  fill(pageable, N, 1);
+  memcpy(want, pageable, N);
+  spin_on(s, 50000);
+  assert_int_equal(cuMemcpyHtoDAsync_v2(d, pageable, N, s), CUDA_SUCCESS);
+  fill(pageable, N, 99);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH_v2(back, d, N), CUDA_SUCCESS);
+  assert_memory_equal(back, want, N);
+  /* Page-locked: read when the copy runs, so the new bytes arrive. */
+  fill(pinned, N, 2);
+  spin_on(s, 50000);
+  assert_int_equal(cuMemcpyHtoDAsync_v2(d, pinned, N, s), CUDA_SUCCESS);
+  fill(pinned, N, 77);
+  memcpy(want, pinned, N);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH_v2(back, d, N), CUDA_SUCCESS);
+  assert_memory_equal(back, want, N);
+  /* A copy that would fail is refused at the call and queues nothing. */
+  assert_int_equal(cuMemcpyHtoDAsync_v2(d + N - 4, pageable, 8, s), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemcpyDtoHAsync_v2(NULL, d, 8, s), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemsetD32Async(d + 2, 0, 1, s), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuStreamQuery(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree_v2(d), CUDA_SUCCESS);
+  assert_int_equal(cuMemFreeHost(pinned), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  free(pageable);
+  free(want);
+  free(back);
+}
+
+static void test_async_dtoh_into_pageable_has_landed_at_return(void **state)
+{
+  (void)state;
+  enum { N = 64 << 10 };
+  unsigned char *want = malloc(N), *pageable = calloc(1, N), *pinned = NULL;
+  assert_non_null(want);
+  assert_non_null(pageable);
+  assert_int_equal(cuMemAllocHost_v2((void **)&pinned, N), CUDA_SUCCESS);
+  memset(pinned, 0, N);
+  CUstream s;
+  CUdeviceptr d = 0;
+  assert_int_equal(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc_v2(&d, N), CUDA_SUCCESS);
+  fill(want, N, 5);
+  assert_int_equal(cuMemcpyHtoD_v2(d, want, N), CUDA_SUCCESS);
+  /* Into pageable memory the call waits for the kernel before it. */
+  uint64_t t0 = now_us();
+  spin_on(s, 50000);
+  assert_int_equal(cuMemcpyDtoHAsync_v2(pageable, d, N, s), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 50000);
+  assert_memory_equal(pageable, want, N);
+  assert_int_equal(cuStreamQuery(s), CUDA_SUCCESS);
+  /* Into page-locked memory it returns at once; the bytes land later. */
+  t0 = now_us();
+  spin_on(s, 50000);
+  assert_int_equal(cuMemcpyDtoHAsync_v2(pinned, d, N, s), CUDA_SUCCESS);
+  assert_true(now_us() - t0 < QUICK_US);
+  assert_int_equal(pinned[0], 0);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_memory_equal(pinned, want, N);
+  /* A synchronous copy and memset wait for what the legacy stream waits
+   * for: here the blocking stream's kernel. */
+  t0 = now_us();
+  spin_on(s, 40000);
+  assert_int_equal(cuMemsetD8_v2(d, 0x5a, 16), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 40000);
+  spin_on(s, 40000);
+  assert_int_equal(cuMemcpyDtoH_v2(pageable, d, 16), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 80000);
+  assert_int_equal(pageable[15], 0x5a);
+  assert_int_equal(cuMemFree_v2(d), CUDA_SUCCESS);
+  assert_int_equal(cuMemFreeHost(pinned), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  free(want);
+  free(pageable);
+}
+
+static void test_frees_wait_for_queued_work_that_uses_the_memory(void **state)
+{
+  (void)state;
+  enum { N = 1 << 20 };
+  unsigned char *pinned = NULL;
+  assert_int_equal(cuMemAllocHost_v2((void **)&pinned, N), CUDA_SUCCESS);
+  memset(pinned, 0x11, N);
+  CUstream s;
+  CUdeviceptr d = 0;
+  assert_int_equal(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc_v2(&d, N), CUDA_SUCCESS);
+  /* Copies queued behind a kernel: cuMemFree and cuMemFreeHost must wait
+   * for them, or the worker would copy freed memory (ASan would say). */
+  uint64_t t0 = now_us();
+  spin_on(s, 50000);
+  assert_int_equal(cuMemcpyHtoDAsync_v2(d, pinned, N, s), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD8Async(d, 0x22, N, s), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoHAsync_v2(pinned, d, N, s), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree_v2(d), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 50000);
+  assert_int_equal(cuStreamQuery(s), CUDA_SUCCESS);
+  assert_int_equal(pinned[N - 1], 0x22);
+  assert_int_equal(cuMemsetD8Async(d, 0, 1, s), CUDA_ERROR_INVALID_VALUE); /* freed */
+  CUdeviceptr d2 = 0;
+  unsigned char last = 0;
+  assert_int_equal(cuMemAlloc_v2(&d2, N), CUDA_SUCCESS);
+  memset(pinned, 0x44, N);
+  t0 = now_us();
+  spin_on(s, 50000);
+  assert_int_equal(cuMemcpyHtoDAsync_v2(d2, pinned, N, s), CUDA_SUCCESS);
+  assert_int_equal(cuMemFreeHost(pinned), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 50000);
+  assert_int_equal(cuStreamQuery(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH_v2(&last, d2 + N - 1, 1), CUDA_SUCCESS);
+  assert_int_equal(last, 0x44);
+  assert_int_equal(cuMemFree_v2(d2), CUDA_SUCCESS);
+  /* cuMemFreeAsync frees in stream order: the block stays in use until
+   * the stream reaches the free. */
+  CUmemoryPool pool;
+  assert_int_equal(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  assert_int_equal(cuMemAllocAsync(&p, 2 * MiB, s), CUDA_SUCCESS);
+  uint64_t used = pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+  assert_true(used >= 2 * MiB);
+  spin_on(s, 50000);
+  assert_int_equal(cuMemsetD8Async(p, 0x33, 2 * MiB, s), CUDA_SUCCESS);
+  t0 = now_us();
+  assert_int_equal(cuMemFreeAsync(p, s), CUDA_SUCCESS);
+  assert_true(now_us() - t0 < QUICK_US);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), used);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), used - 2 * MiB);
+  assert_int_equal(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+static void test_ctx_synchronize_waits_for_every_stream(void **state)
+{
+  (void)state;
+  CUstream blocking, nonblocking;
+  assert_int_equal(cuStreamCreate(&blocking, 0), CUDA_SUCCESS);
+  assert_int_equal(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  uint64_t t0 = now_us();
+  spin_on(blocking, 30000);
+  spin_on(nonblocking, 30000);
+  spin_on(NULL, 30000);
+  unsigned int us = 30000;
+  void *params[] = {&us};
+  assert_int_equal(cuLaunchKernel_ptsz(get_func("spin"), 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
+                   CUDA_SUCCESS);
+  assert_true(now_us() - t0 < QUICK_US);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 4 * 30000);
+  assert_int_equal(cuStreamQuery(blocking), CUDA_SUCCESS);
+  assert_int_equal(cuStreamQuery(nonblocking), CUDA_SUCCESS);
+  assert_int_equal(cuStreamQuery(NULL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy_v2(blocking), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy_v2(nonblocking), CUDA_SUCCESS);
+}
+
+/* Waits up to ms for a child; kills it and fails if it is not done. */
+static int wait_child_within(pid_t pid, int ms)
+{
+  for (int waited = 0; waited < ms; waited += 10) {
+    int st = 0;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid)
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+    if (r < 0)
+      return -1;
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  return 101; /* hung */
+}
+
+static void test_fork_leaves_queued_work_to_the_parent(void **state)
+{
+  (void)state;
+  enum { N = 256 << 10 };
+  unsigned char *host = malloc(N);
+  assert_non_null(host);
+  fill(host, N, 9);
+  CUstream s;
+  CUdeviceptr d = 0;
+  assert_int_equal(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc_v2(&d, N), CUDA_SUCCESS);
+  uint64_t t0 = now_us();
+  spin_on(s, 150000);
+  assert_int_equal(cuMemcpyHtoDAsync_v2(d, host, N, s), CUDA_SUCCESS); /* staged */
+  spin_on(NULL, 20000);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    /* No worker and empty queues: nothing of the parent's to wait for. */
+    CUcontext c;
+    uint64_t c0 = now_us();
+    if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(c) != CUDA_SUCCESS)
+      _exit(1);
+    if (cuStreamQuery(NULL) != CUDA_SUCCESS || cuCtxSynchronize() != CUDA_SUCCESS)
+      _exit(2);
+    if (now_us() - c0 >= 100000)
+      _exit(3);
+    /* Its own work runs on its own worker, then it exits with more queued:
+     * no hang, no crash. */
+    CUmodule m;
+    CUfunction f;
+    unsigned int us = 10000;
+    void *params[] = {&us};
+    if (cuModuleLoadData(&m, "x") != CUDA_SUCCESS ||
+        cuModuleGetFunction(&f, m, "spin") != CUDA_SUCCESS ||
+        cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) != CUDA_SUCCESS ||
+        cuCtxSynchronize() != CUDA_SUCCESS)
+      _exit(4);
+    for (int i = 0; i < 3; i++)
+      if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) != CUDA_SUCCESS)
+        _exit(5);
+    exit(0);
+  }
+  assert_int_equal(wait_child_within(pid, 10000), 0);
+  /* The parent's work was not lost to the fork. */
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_true(now_us() - t0 >= 170000);
+  unsigned char back[64];
+  assert_int_equal(cuMemcpyDtoH_v2(back, d + N - sizeof back, sizeof back), CUDA_SUCCESS);
+  assert_memory_equal(back, host + N - sizeof back, sizeof back);
+  assert_int_equal(cuMemFree_v2(d), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  free(host);
+}
+
+/* ---- threads ---- */
+
+#define THREADS 4
+#define PER_THREAD 40
+
+struct worker_arg;
+struct call {
+  struct worker_arg *w;
+  int i;
+};
+struct worker_arg {
+  int id;
+  struct call calls[PER_THREAD];
+  int seen[PER_THREAD]; /* which host functions ran, in the order they ran */
+  int nseen;
+  int failed;
+};
+
+static void note_order(void *arg)
+{
+  struct call *c = arg;
+  c->w->seen[c->w->nseen++] = c->i;
+}
+
+static void *launcher(void *arg)
+{
+  struct worker_arg *w = arg;
+  if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+    return w->failed = 1, NULL;
+  CUstream s = CU_STREAM_PER_THREAD; /* thread 0: its per-thread stream */
+  if (w->id && cuStreamCreate(&s, w->id % 2 ? CU_STREAM_NON_BLOCKING : 0) != CUDA_SUCCESS)
+    return w->failed = 2, NULL;
+  CUfunction f = NULL;
+  CUmodule m;
+  if (cuModuleLoadData(&m, "x") != CUDA_SUCCESS ||
+      cuModuleGetFunction(&f, m, "spin") != CUDA_SUCCESS)
+    return w->failed = 3, NULL;
+  unsigned int us = 200;
+  void *params[] = {&us};
+  for (int i = 0; i < PER_THREAD; i++) {
+    w->calls[i] = (struct call){w, i};
+    if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL) != CUDA_SUCCESS ||
+        cuLaunchHostFunc(s, note_order, &w->calls[i]) != CUDA_SUCCESS)
+      return w->failed = 4, NULL;
+    if (i % 10 == 9 && cuStreamSynchronize(s) != CUDA_SUCCESS)
+      return w->failed = 5, NULL;
+  }
+  if (cuStreamSynchronize(s) != CUDA_SUCCESS)
+    return w->failed = 6, NULL;
+  if (w->nseen != PER_THREAD)
+    return w->failed = 7, NULL;
+  if (w->id && cuStreamDestroy_v2(s) != CUDA_SUCCESS)
+    return w->failed = 8, NULL;
+  if (cuModuleUnload(m) != CUDA_SUCCESS)
+    return w->failed = 9, NULL;
+  return NULL;
+}
+
+static void test_many_threads_launch_on_many_streams(void **state)
+{
+  (void)state;
+  pthread_t th[THREADS];
+  struct worker_arg w[THREADS];
+  memset(w, 0, sizeof w);
+  uint64_t t0 = now_us();
+  for (int i = 0; i < THREADS; i++) {
+    w[i].id = i;
+    assert_int_equal(pthread_create(&th[i], NULL, launcher, &w[i]), 0);
+  }
+  for (int i = 0; i < THREADS; i++)
+    assert_int_equal(pthread_join(th[i], NULL), 0);
+  for (int i = 0; i < THREADS; i++) {
+    assert_int_equal(w[i].failed, 0);
+    assert_int_equal(w[i].nseen, PER_THREAD);
+    for (int k = 0; k < PER_THREAD; k++)
+      assert_int_equal(w[i].seen[k], k);
+  }
+  /* All the kernels ran, one at a time on the device. */
+  assert_true(now_us() - t0 >= THREADS * PER_THREAD * 200);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -572,6 +1139,18 @@ int main(void)
       cmocka_unit_test(test_pool_holds_freed_memory_until_trim),
       cmocka_unit_test(test_vmm_maps_handles_and_charges_until_release),
       cmocka_unit_test(test_second_device_has_its_own_memory),
+      cmocka_unit_test(test_launch_returns_before_its_kernel_has_run),
+      cmocka_unit_test(test_every_launch_path_queues),
+      cmocka_unit_test(test_stream_query_is_not_ready_until_synchronized),
+      cmocka_unit_test(test_event_time_is_when_the_stream_reached_it),
+      cmocka_unit_test(test_streams_are_waited_for_separately),
+      cmocka_unit_test(test_stream_waits_for_an_event_of_another_device),
+      cmocka_unit_test(test_async_htod_takes_pageable_bytes_at_the_call),
+      cmocka_unit_test(test_async_dtoh_into_pageable_has_landed_at_return),
+      cmocka_unit_test(test_frees_wait_for_queued_work_that_uses_the_memory),
+      cmocka_unit_test(test_ctx_synchronize_waits_for_every_stream),
+      cmocka_unit_test(test_fork_leaves_queued_work_to_the_parent),
+      cmocka_unit_test(test_many_threads_launch_on_many_streams),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,9 +1,13 @@
 /* A GPU-time load for the token tests: launches "spin" kernels of
  * --kernel-us µs back to back (or in bursts of --burst-ms separated by
  * --gap-ms of idleness) for --seconds, or until stdin closes when
- * --seconds is 0. The fake driver runs each launch inside the call, one
- * kernel at a time per device across all processes, so the GPU time this
- * process got is exactly its launches x kernel-us. Prints
+ * --seconds is 0. Launches return at once and kernels run later, one at a
+ * time per device across all processes (on a GPU, and on the fake driver's
+ * worker), so each launch is followed by a cuStreamSynchronize; with
+ * --queue N, N launches are followed by one, as a training step queues
+ * its kernels and then waits for them. Counts are taken after the
+ * synchronize, so the GPU time this process got is exactly its
+ * launches x kernel-us. Prints
  *   READY pid=<pid>
  *   T t_ms=<ms since READY> busy_us=<kernel time so far> launches=<n> mono_ms=<now>
  *     every 500 ms (mono_ms: CLOCK_MONOTONIC, as Python's time.monotonic())
@@ -56,7 +60,7 @@ static void sleep_ms(double ms)
 static void usage(void)
 {
   fprintf(stderr, "usage: spin_load [--seconds S] [--kernel-us U] [--device D] "
-                  "[--burst-ms B --gap-ms G]\n");
+                  "[--burst-ms B --gap-ms G] [--queue N]\n");
   exit(2);
 }
 
@@ -64,6 +68,7 @@ int main(int argc, char **argv)
 {
   double seconds = 0, burst_ms = 0, gap_ms = 0;
   unsigned int kernel_us = 2000;
+  unsigned long queue = 1; /* launches per synchronize */
   int device = 0;
   CUdevice dev;
   CUcontext ctx;
@@ -84,9 +89,13 @@ int main(int argc, char **argv)
       burst_ms = atof(argv[++i]);
     else if (!strcmp(argv[i], "--gap-ms"))
       gap_ms = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--queue"))
+      queue = strtoul(argv[++i], NULL, 10);
     else
       usage();
   }
+  if (queue == 0)
+    usage();
   setvbuf(stdout, NULL, _IOLBF, 0);
 
   CHECK(cuInit(0));
@@ -121,10 +130,10 @@ int main(int argc, char **argv)
       burst_start = now;
     }
     void *params[] = {&kernel_us};
-    CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
-    launches++;
-    if (launches % 16 == 0)
-      CHECK(cuStreamSynchronize(NULL));
+    for (unsigned long k = 0; k < queue; k++)
+      CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+    CHECK(cuStreamSynchronize(NULL));
+    launches += queue;
   }
   CHECK(cuCtxSynchronize());
   double end = now_ms();
