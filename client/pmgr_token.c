@@ -3,11 +3,16 @@
  *
  * The scheduler grants a token to a pod, not to a process: a process that
  * asks while the pod's grant still has time left gets the rest of it at
- * once, and only when it has run out does one request (for all the
- * processes waiting) go to the scheduler: burst the largest of theirs,
- * overuse their sum. The grant goes back to the scheduler early when no
- * process holds a share of it any more (each released, went idle or
- * exited), so that another pod can have the GPU at once.
+ * once. A grant ends upstream only when every process that shared it is
+ * done with it: it came back for more (its quota spent and its queued work
+ * run), released it (idle), or exited. Then one call goes to the
+ * scheduler: a request for all the processes waiting (burst the largest of
+ * theirs, overuse their sum), which ends the grant and puts the pod among
+ * the candidates for the next, or a release saying how long the grant went
+ * unused. So the scheduler never starts the next grant behind this pod's
+ * queued work, and a pod that goes idle early hands the GPU on at once. A
+ * process that neither comes back nor releases (stalled) is waited for at
+ * most PMGR_TOKEN_DRAIN_MAX_MS past the quota.
  *
  * When the scheduler cannot be reached (a failed call, or the heartbeat
  * saying it is down while a request waits), the pod keeps running within
@@ -31,12 +36,9 @@
 #define PMGR_TOKEN_LOCAL_MS 250.0       /* the scheduler's base quota */
 #define PMGR_TOKEN_MIN_LIMIT 0.01       /* local pauses stay finite */
 #define PMGR_TOKEN_WATCH_MS 100         /* how soon an outage frees waiters */
-/* A busy pod asks for its next grant this long before the current one
- * ends, so that it is among the candidates when the scheduler decides:
- * asking only once it has run out, it would always find the other pods
- * already waiting and the token taken, and the pods would merely take
- * turns whatever their shares. */
-#define PMGR_TOKEN_AHEAD_MS 10.0
+/* How long past a grant's quota its sharers are waited for (the
+ * scheduler waits as long: GMT_TOKEN_DRAIN_MAX_MS). */
+#define PMGR_TOKEN_DRAIN_MAX_MS 1000
 /* The scheduler refuses a pod it thinks has no processes (ESRCH): right
  * after a process joins, its Token can overtake the heartbeat that lists
  * it. Asked again this often, for this long, before it counts as an
@@ -57,17 +59,19 @@ typedef struct tok_dev {
   int32_t device;
   uint64_t expiry_ns; /* the pod's grant, gmt_now_ns(); 0: none */
   bool local;         /* granted here during an outage */
+  bool owed;          /* a grant of the scheduler's, not yet ended by a call upstream */
   uint64_t up_seq;    /* the Token request upstream, 0: none in flight */
   uint64_t rel_seq;   /* the release upstream, 0: none in flight */
   tok_waiter_t *waiters, **wtail;
   uint32_t *sharers; /* processes answered from the current grant */
   size_t nsharers, capsharers;
   double overuse_ms;      /* to charge the pod with the next upstream call */
+  uint64_t busy_until_ns; /* released sharers' work was done by then, 0: none released */
   uint64_t local_next_ns; /* outage: no local grant before this */
   double burst_ms;        /* the largest of the last waiters' */
   uint64_t esrch_ns;      /* since when the scheduler says ESRCH, 0: it does not */
   uv_timer_t hold;        /* outage: the pause before the next local grant */
-  uv_timer_t ahead;       /* asks for the next grant before this one ends */
+  uv_timer_t drain;       /* a grant's sharers are waited for this long past its quota */
 } tok_dev_t;
 
 struct pmgr_tokens {
@@ -92,7 +96,7 @@ typedef struct {
 } tok_up_t;
 
 static void kick(tok_dev_t *d);
-static void on_ahead(uv_timer_t *h);
+static void on_drain(uv_timer_t *h);
 
 /* ---- replies to processes ---- */
 
@@ -167,7 +171,7 @@ static void on_upstream(void *arg, int rc, Gmt__Envelope *rep)
 
 /* Sends a Token request (or release) for the pod; *seq names it. */
 static int send_upstream(tok_dev_t *d, bool release, uint32_t pid, double burst_ms,
-                         double overuse_ms, uint64_t *seq)
+                         double overuse_ms, double idle_ms, uint64_t *seq)
 {
   gmt_pmgr_t *pm = d->t->pm;
   tok_up_t *u = calloc(1, sizeof *u);
@@ -186,6 +190,7 @@ static int send_upstream(tok_dev_t *d, bool release, uint32_t pid, double burst_
   r.burst_ms = burst_ms;
   r.overuse_ms = overuse_ms;
   r.release = release;
+  r.idle_ms = idle_ms;
   gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_TOKEN_REQ, &r);
 
   pmgr_tokens_t *t = d->t;
@@ -196,23 +201,31 @@ static int send_upstream(tok_dev_t *d, bool release, uint32_t pid, double burst_
     return rc;
   }
   *seq = u->seq;
+  d->owed = false; /* a request or a release: either ends the grant upstream */
   if (!uv_is_active((uv_handle_t *)&t->watch))
     uv_timer_start(&t->watch, on_watch, PMGR_TOKEN_WATCH_MS, PMGR_TOKEN_WATCH_MS);
   return 0;
 }
 
 /* No process holds a share of the grant any more: back to the scheduler
- * (with the overuse still to charge), unless a request is on its way. */
+ * (with the overuse still to charge), unless a request is on its way or
+ * will be (waiters: kick's request ends the grant). A grant whose quota ran
+ * out is released too: the scheduler waits for it, its work being done. */
 static void maybe_release(tok_dev_t *d, uint32_t pid)
 {
   if (d->nsharers > 0 || d->waiters || d->up_seq || d->rel_seq)
     return;
   uint64_t now = gmt_now_ns();
-  bool live = d->expiry_ns && now < d->expiry_ns && !d->local;
+  /* The pod's grant went unused since the last of its processes was done. */
+  double idle_ms =
+      d->busy_until_ns && now > d->busy_until_ns ? (double)(now - d->busy_until_ns) / 1e6 : 0;
+  bool owed = d->owed && !d->local;
   d->expiry_ns = 0;
-  if (!(live || d->overuse_ms > 0) || d->t->outage || d->t->pm->schd_down)
+  d->busy_until_ns = 0;
+  uv_timer_stop(&d->drain);
+  if (!(owed || d->overuse_ms > 0) || d->t->outage || d->t->pm->schd_down)
     return;
-  int rc = send_upstream(d, true, pid, 0, d->overuse_ms, &d->rel_seq);
+  int rc = send_upstream(d, true, pid, 0, d->overuse_ms, owed ? idle_ms : 0, &d->rel_seq);
   if (rc < 0)
     gmt_debug("tokens: release of device %d not sent: %s", d->device, gmt_strerror(rc));
   else
@@ -237,10 +250,10 @@ static void grant(tok_dev_t *d, uint64_t now, double quota_ms, bool local)
 {
   d->expiry_ns = now + (uint64_t)(quota_ms * 1e6);
   d->local = local;
-  if (!local) {
-    double lead = quota_ms / 4 < PMGR_TOKEN_AHEAD_MS ? quota_ms / 4 : PMGR_TOKEN_AHEAD_MS;
-    uv_timer_start(&d->ahead, on_ahead, (uint64_t)(quota_ms - lead), 0);
-  }
+  d->owed = !local;
+  d->busy_until_ns = 0;
+  if (!local)
+    uv_timer_start(&d->drain, on_drain, (uint64_t)quota_ms + PMGR_TOKEN_DRAIN_MAX_MS, 0);
   tok_waiter_t *w = d->waiters;
   d->waiters = NULL;
   d->wtail = &d->waiters;
@@ -295,6 +308,10 @@ static void kick(tok_dev_t *d)
   if (!d->waiters || d->up_seq || d->rel_seq || d->t->closing ||
       uv_is_active((uv_handle_t *)&d->hold))
     return;
+  /* The request ends the pod's grant upstream: not while a process still
+   * runs under it (its queued work would delay the next pod's grant). */
+  if (d->owed && d->nsharers > 0)
+    return;
   if (d->t->pm->schd_down) {
     outage(d, "it does not answer heartbeats");
     local_grant(d);
@@ -305,7 +322,7 @@ static void kick(tok_dev_t *d)
     if (w->burst_ms > burst)
       burst = w->burst_ms;
   d->burst_ms = burst;
-  int rc = send_upstream(d, false, d->waiters->pid, burst, d->overuse_ms, &d->up_seq);
+  int rc = send_upstream(d, false, d->waiters->pid, burst, d->overuse_ms, 0, &d->up_seq);
   if (rc < 0) {
     outage(d, gmt_strerror(rc));
     local_grant(d);
@@ -314,17 +331,23 @@ static void kick(tok_dev_t *d)
   d->overuse_ms = 0;
 }
 
-/* Shortly before a grant from the scheduler ends: a pod whose processes
- * still hold their shares asks for the next one now. */
-static void on_ahead(uv_timer_t *h)
+/* A grant's quota ran out PMGR_TOKEN_DRAIN_MAX_MS ago and some of its
+ * sharers have neither come back nor released it (stalled, or a release
+ * lost): they are done with it as far as the pod is concerned. */
+static void on_drain(uv_timer_t *h)
 {
   tok_dev_t *d = h->data;
-  gmt_pmgr_t *pm = d->t->pm;
-  if (d->up_seq || d->rel_seq || d->waiters || d->nsharers == 0 || d->local || d->t->outage ||
-      pm->schd_down || d->t->closing)
+  if (!d->owed || d->nsharers == 0)
     return;
-  if (send_upstream(d, false, d->sharers[0], d->burst_ms, d->overuse_ms, &d->up_seq) == 0)
-    d->overuse_ms = 0;
+  gmt_info("tokens: %zu process%s of the pod did not finish with the grant on device %d within "
+           "%d ms of its end; the pod goes on without waiting for %s",
+           d->nsharers, d->nsharers == 1 ? "" : "es", d->device, PMGR_TOKEN_DRAIN_MAX_MS,
+           d->nsharers == 1 ? "it" : "them");
+  d->nsharers = 0;
+  if (d->waiters)
+    kick(d);
+  else
+    maybe_release(d, 0);
 }
 
 static tok_dev_t *find_dev(pmgr_tokens_t *t, int32_t device)
@@ -377,6 +400,7 @@ static void upstream_done(tok_up_t *u)
     } else {
       d->expiry_ns = now + (uint64_t)(quota * 1e6);
       d->local = false;
+      d->owed = true;
       maybe_release(d, 0);
     }
     return;
@@ -475,8 +499,8 @@ static tok_dev_t *dev_of(pmgr_tokens_t *t, int32_t device)
   }
   d->hold.data = d;
   t->open_handles++;
-  uv_timer_init(t->pm->loop, &d->ahead); /* cannot fail for a timer */
-  d->ahead.data = d;
+  uv_timer_init(t->pm->loop, &d->drain); /* cannot fail for a timer */
+  d->drain.data = d;
   t->open_handles++;
   d->t = t;
   d->device = device;
@@ -486,12 +510,21 @@ static tok_dev_t *dev_of(pmgr_tokens_t *t, int32_t device)
   return d;
 }
 
-static void release(tok_dev_t *d, uint32_t pid, double overuse_ms)
+/* pid gives its share back; its work was done idle_ms ago. */
+static void release(tok_dev_t *d, uint32_t pid, double overuse_ms, double idle_ms)
 {
   if (overuse_ms > 0)
     d->overuse_ms += overuse_ms;
+  uint64_t now = gmt_now_ns();
+  uint64_t idle_ns = idle_ms > 0 && idle_ms < 1e6 ? (uint64_t)(idle_ms * 1e6) : 0;
+  uint64_t done = idle_ns < now ? now - idle_ns : now;
+  if (done > d->busy_until_ns)
+    d->busy_until_ns = done;
   sharer_remove(d, pid);
-  maybe_release(d, pid);
+  if (d->waiters)
+    kick(d); /* the last sharer done: the waiting processes' request may go */
+  else
+    maybe_release(d, pid);
 }
 
 void gmt__pmgr_handle_token(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__TokenRequest *r)
@@ -508,7 +541,7 @@ void gmt__pmgr_handle_token(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__TokenRe
   }
   double overuse = r->overuse_ms > 0 ? r->overuse_ms : 0;
   if (r->release) {
-    release(d, r->pid, overuse);
+    release(d, r->pid, overuse, r->idle_ms);
     reply_quota(call, 0);
     return;
   }
@@ -557,7 +590,7 @@ void gmt__pmgr_token_proc_gone(gmt_pmgr_t *pm, uint32_t pid)
     d->wtail = &d->waiters;
     while (*d->wtail)
       d->wtail = &(*d->wtail)->next;
-    release(d, pid, 0);
+    release(d, pid, 0, 0);
   }
 }
 
@@ -578,8 +611,8 @@ void gmt__pmgr_tokens_close(gmt_pmgr_t *pm)
     d->wtail = &d->waiters;
     d->hold.data = t;
     uv_close((uv_handle_t *)&d->hold, on_closed);
-    d->ahead.data = t;
-    uv_close((uv_handle_t *)&d->ahead, on_closed);
+    d->drain.data = t;
+    uv_close((uv_handle_t *)&d->drain, on_closed);
   }
   uv_close((uv_handle_t *)&t->watch, on_closed);
 }

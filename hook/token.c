@@ -6,20 +6,24 @@
  * relaxed atomic load of that device's token expiry. No lock, no RPC, no
  * signal: a training job launches tens of thousands of kernels a second.
  *
- * Slow path, under the device's mutex, once per quota: wait for the kernels
- * queued under the old quota (their time past it is the overuse the pod is
- * charged), then ask the pod manager for the token, telling it the length
- * of this process's natural kernel bursts so that the scheduler can size
- * the quota. A process without a pod manager is never gated; a pod manager
- * that stops answering does not stop the program either: it launches
- * ungated and asks again a second later.
+ * Slow path, under the device's mutex, once per quota: wait for the work
+ * queued under the old quota (no new launch is admitted before it has run,
+ * so the next pod's grant is not eaten by this one's queue; its time past
+ * the quota is the overuse the pod is charged), then ask the pod manager
+ * for the token, telling it the length of this process's natural bursts
+ * so that the scheduler can size the quota. A process without a pod
+ * manager is never gated; a pod manager that stops answering does not stop
+ * the program either: it launches ungated and asks again a second later.
  *
- * An idle thread notices, from the launch counter the wrappers already
- * keep, that the process has not launched for 20 ms and gives the token
- * back at once, so that another pod need not wait for the quota to run
- * out; that end of a busy period is also where the burst is measured. At
- * exit the token is given back too (the pod manager also treats a process
- * that exits as having released it). */
+ * An idle thread gives the token back early, so that another pod need not
+ * wait for the quota to run out: once the process has launched nothing for
+ * a while it waits (off the launch path) for the work queued so far, and
+ * the grant is idle only when nothing was launched for 20 ms after that
+ * work was done (busy.c holds the rule). A process waiting in a
+ * synchronize for its own kernels is busy, not idle. The release says how
+ * long the grant went unused, so the pod is charged only for its busy
+ * time. At exit the token is given back too (the pod manager also treats
+ * a process that exits as having released it). */
 #include "token.h"
 
 #include <errno.h>
@@ -29,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "busy.h"
 #include "channel.h"
 #include "counters.h"
 #include "fork.h"
@@ -43,10 +48,6 @@
 #define GMT_TOKEN_RELEASE_TIMEOUT_MS 2000
 #define GMT_TOKEN_EXIT_TIMEOUT_MS 500
 #define GMT_TOKEN_RETRY_NS 1000000000LL /* after a failed request: ungated this long */
-#define GMT_TOKEN_IDLE_NS 20000000LL    /* no launch for this long: idle */
-#define GMT_TOKEN_TICK_NS 5000000LL     /* how often the idle thread looks */
-#define GMT_TOKEN_SYNC_WAITED_NS 100000 /* a sync this long found work queued */
-#define GMT_TOKEN_EMA_WEIGHT 0.3        /* of a new burst in the estimate */
 
 #define GMT_TLS __attribute__((tls_model("initial-exec")))
 
@@ -57,11 +58,9 @@ typedef struct {
   _Atomic int64_t expiry;
   /* Everything below is under mu. */
   pthread_mutex_t mu;
-  int held;              /* a grant not given back yet */
-  int64_t grant_ns;      /* when it came */
-  int64_t busy_start_ns; /* start of the busy period; 0 while idle */
-  int busy_cut;          /* a quota ran out during it: not a natural burst */
-  double burst_ema_ms;   /* 0 until one busy period has been measured */
+  int held;      /* a grant not given back yet */
+  CUcontext ctx; /* the context it was asked from: what the idle thread waits on */
+  gmt_busy_t b;  /* its busy periods (busy.h) */
 } tok_dev_t;
 
 static tok_dev_t g_dev[GMT_TOKEN_MAX_DEVICES] = {
@@ -89,8 +88,8 @@ static inline int64_t now_ns(void)
 
 /* ---- the RPC ---- */
 
-static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, double *quota_ms,
-                     int timeout_ms)
+static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, double idle_ms,
+                     double *quota_ms, int timeout_ms)
 {
   Gmt__TokenRequest r = GMT__TOKEN_REQUEST__INIT;
   r.pid = (uint32_t)getpid();
@@ -98,6 +97,7 @@ static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, d
   r.burst_ms = burst_ms;
   r.overuse_ms = overuse_ms;
   r.release = release != 0;
+  r.idle_ms = idle_ms;
   Gmt__Envelope env = GMT__ENVELOPE__INIT;
   env.body_case = GMT__ENVELOPE__BODY_TOKEN_REQ;
   env.token_req = &r;
@@ -120,42 +120,55 @@ static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, d
 
 /* ---- the idle thread ---- */
 
-/* Gives the token of d back when the process has not launched since
- * last_ns (the launch counter's last move) for the idle time. */
-static void idle_release(tok_dev_t *d, int dev, int64_t last_ns, int64_t now)
+/* Waits for the work queued so far on d's context and notes when it was
+ * done (d->mu held). */
+static void drain(tok_dev_t *d, uint64_t launches, int64_t last_ns)
 {
-  if (pthread_mutex_trylock(&d->mu) != 0)
-    return; /* a launch is in the slow path: not idle */
-  if (!d->held) {
-    pthread_mutex_unlock(&d->mu);
-    return;
-  }
-  int64_t act = last_ns > d->grant_ns ? last_ns : d->grant_ns;
-  if (now - act < GMT_TOKEN_IDLE_NS) {
-    pthread_mutex_unlock(&d->mu);
-    return;
-  }
-  int64_t expiry = atomic_load_explicit(&d->expiry, memory_order_relaxed);
+  CUresult (*push)(CUcontext) = (CUresult(*)(CUcontext))gmt__real(GMT_SYM_cuCtxPushCurrent_v2);
+  CUresult (*pop)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxPopCurrent_v2);
+  CUresult (*sync)(void) = (CUresult(*)(void))gmt__real(GMT_SYM_cuCtxSynchronize);
+  if (!push || !pop || !sync || !d->ctx || push(d->ctx) != CUDA_SUCCESS)
+    return; /* then only the quota ends the grant */
+  int64_t start = now_ns();
+  CUresult rc = sync();
+  int64_t end = now_ns();
+  CUcontext c;
+  pop(&c);
+  if (rc != CUDA_SUCCESS)
+    GMT_HOOK_DEBUG("idle thread: waiting for the queued work failed (%d)", (int)rc);
+  uint64_t after = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
+  gmt__busy_drained(&d->b, launches, rc == CUDA_SUCCESS ? after : after + 1, last_ns, start, end);
+}
+
+/* d's grant given back (d->mu held); e says how it ended. */
+static void give_back(tok_dev_t *d, int dev, gmt_busy_end_t e, int timeout_ms, const char *why)
+{
   atomic_store_explicit(&d->expiry, 0, memory_order_relaxed);
-  double overuse = act > expiry ? (double)(act - expiry) / 1e6 : 0;
-  /* A busy period that ended before its quota ran out is a natural
-   * burst; one cut short by the quota says only that more was wanted
-   * (and a continuous load would otherwise be measured as one endless
-   * burst at its first pause, and ask for the longest quota there is). */
-  if (act < expiry && d->busy_start_ns && !d->busy_cut) {
-    double burst = (double)(act - d->busy_start_ns) / 1e6;
-    d->burst_ema_ms = d->burst_ema_ms > 0 ? (1 - GMT_TOKEN_EMA_WEIGHT) * d->burst_ema_ms +
-                                                GMT_TOKEN_EMA_WEIGHT * burst
-                                          : burst;
-  }
-  d->busy_start_ns = 0;
-  d->busy_cut = 0;
   d->held = 0;
   atomic_fetch_sub(&g_held, 1);
   double q = 0;
-  int rc = token_rpc(dev, 0, overuse, 1, &q, GMT_TOKEN_RELEASE_TIMEOUT_MS);
-  GMT_HOOK_DEBUG("device %d idle: token given back (%s), overuse %.1f ms, burst estimate %.1f ms",
-                 dev, rc == 0 ? "ok" : gmt_strerror(rc), overuse, d->burst_ema_ms);
+  int rc = token_rpc(dev, 0, e.overuse_ms, 1, e.idle_ms, &q, timeout_ms);
+  GMT_HOOK_DEBUG("device %d %s: token given back (%s), overuse %.1f ms, unused %.1f ms, burst "
+                 "estimate %.1f ms",
+                 dev, why, rc == 0 ? "ok" : gmt_strerror(rc), e.overuse_ms, e.idle_ms,
+                 d->b.burst_ema_ms);
+}
+
+/* One look at device dev: the launch counter is launches, last seen to
+ * move at last_ns. */
+static void idle_step(tok_dev_t *d, int dev, uint64_t launches, int64_t last_ns)
+{
+  if (pthread_mutex_trylock(&d->mu) != 0)
+    return; /* a launch is in the slow path: not idle */
+  if (d->held) {
+    switch (gmt__busy_next(&d->b, launches, last_ns, now_ns())) {
+    case GMT_BUSY_DRAIN: drain(d, launches, last_ns); break;
+    case GMT_BUSY_IDLE:
+      give_back(d, dev, gmt__busy_end(&d->b, now_ns(), 1), GMT_TOKEN_RELEASE_TIMEOUT_MS, "idle");
+      break;
+    default: break;
+    }
+  }
   pthread_mutex_unlock(&d->mu);
 }
 
@@ -176,18 +189,16 @@ static void *idle_main(void *arg)
     }
     pthread_mutex_unlock(&g_idle_mu);
 
-    struct timespec ts = {0, GMT_TOKEN_TICK_NS};
+    struct timespec ts = {0, GMT_BUSY_TICK_NS};
     nanosleep(&ts, NULL);
     uint64_t n = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
-    int64_t now = now_ns();
     if (n != seen) {
       seen = n;
-      seen_ns = now;
-      atomic_store_explicit(&g_activity_ns, now, memory_order_relaxed);
-    } else if (now - seen_ns >= GMT_TOKEN_IDLE_NS) {
-      for (int i = 0; i < GMT_TOKEN_MAX_DEVICES && atomic_load(&g_held) > 0; i++)
-        idle_release(&g_dev[i], i, seen_ns, now);
+      seen_ns = now_ns();
+      atomic_store_explicit(&g_activity_ns, seen_ns, memory_order_relaxed);
     }
+    for (int i = 0; i < GMT_TOKEN_MAX_DEVICES && atomic_load(&g_held) > 0; i++)
+      idle_step(&g_dev[i], i, n, seen_ns);
     pthread_mutex_lock(&g_idle_mu);
   }
   return NULL;
@@ -227,39 +238,32 @@ __attribute__((noinline)) static void gate_slow(tok_dev_t *d, int dev)
   }
   double overuse = 0;
   if (d->held) {
-    /* The quota ran out: the kernels queued under it run on, and their
-     * time past the quota is charged to the pod. */
-    int64_t expiry = atomic_load_explicit(&d->expiry, memory_order_relaxed);
+    /* The quota ran out: no launch until the work queued under it has run
+     * (the next pod's grant must not start behind it). Its time past the
+     * quota is charged to the pod. */
     CUresult (*sync)(void) = (CUresult(*)(void))gmt__real(GMT_SYM_cuCtxSynchronize);
+    uint64_t before = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
     if (sync)
       sync();
     int64_t after = now_ns();
-    /* A sync that returned at once found the device done earlier: the
-     * work ended no later than the last launch seen. */
-    int64_t end = after;
-    if (after - now < GMT_TOKEN_SYNC_WAITED_NS) {
-      int64_t act = atomic_load_explicit(&g_activity_ns, memory_order_relaxed) + GMT_TOKEN_TICK_NS;
-      end = act < now ? act : now;
-    }
-    overuse = end > expiry ? (double)(end - expiry) / 1e6 : 0;
-    d->busy_cut = 1;
+    gmt__busy_drained(&d->b, before, atomic_load_explicit(&gmt__launches, memory_order_relaxed),
+                      atomic_load_explicit(&g_activity_ns, memory_order_relaxed), now, after);
+    overuse = gmt__busy_end(&d->b, after, 0).overuse_ms;
     d->held = 0;
     atomic_fetch_sub(&g_held, 1);
-    now = after;
   }
 
   double quota = 0;
-  int rc = token_rpc(dev, d->burst_ema_ms, overuse, 0, &quota, GMT_TOKEN_RPC_TIMEOUT_MS);
+  int rc = token_rpc(dev, d->b.burst_ema_ms, overuse, 0, 0, &quota, GMT_TOKEN_RPC_TIMEOUT_MS);
   int64_t t = now_ns();
   if (rc == 0 && quota > 0) {
     d->held = 1;
-    d->grant_ns = t;
-    if (!d->busy_start_ns)
-      d->busy_start_ns = t;
-    atomic_store_explicit(&d->expiry, t + (int64_t)(quota * 1e6), memory_order_relaxed);
+    d->ctx = t_ctx;
+    gmt__busy_grant(&d->b, t, quota);
+    atomic_store_explicit(&d->expiry, d->b.expiry_ns, memory_order_relaxed);
     held_one_more();
     GMT_HOOK_DEBUG("device %d: token for %.1f ms (overuse %.1f ms, burst estimate %.1f ms)", dev,
-                   quota, overuse, d->burst_ema_ms);
+                   quota, overuse, d->b.burst_ema_ms);
     if (atomic_exchange(&g_outage, 0))
       gmt__say("tokens from the pod manager again");
   } else if (rc == -ENOTCONN) {
@@ -332,13 +336,8 @@ __attribute__((destructor)) static void token_dtor(void)
     tok_dev_t *d = &g_dev[i];
     if (pthread_mutex_trylock(&d->mu) != 0)
       continue;
-    if (d->held) {
-      atomic_store_explicit(&d->expiry, 0, memory_order_relaxed);
-      d->held = 0;
-      atomic_fetch_sub(&g_held, 1);
-      double q = 0;
-      token_rpc(i, 0, 0, 1, &q, GMT_TOKEN_EXIT_TIMEOUT_MS);
-    }
+    if (d->held)
+      give_back(d, i, (gmt_busy_end_t){0, 0}, GMT_TOKEN_EXIT_TIMEOUT_MS, "exit");
     pthread_mutex_unlock(&d->mu);
   }
 }
@@ -354,10 +353,8 @@ static void token_child(void)
     pthread_mutex_init(&d->mu, NULL);
     atomic_store_explicit(&d->expiry, 0, memory_order_relaxed);
     d->held = 0;
-    d->grant_ns = 0;
-    d->busy_start_ns = 0;
-    d->busy_cut = 0;
-    d->burst_ema_ms = 0;
+    d->ctx = NULL;
+    d->b = (gmt_busy_t){0};
   }
   atomic_store(&g_held, 0);
   atomic_store(&g_rpc_inflight, 0);

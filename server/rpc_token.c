@@ -195,12 +195,25 @@ static void on_timer(uv_timer_t *h)
   const char *holder = gmt_token_holder(d->pol);
   if (holder) {
     double now = clock_ms(), end = gmt_token_grant_end(d->pol);
-    if (now < end - 0.5) { /* the loop's clock ran ahead of ours */
-      timer_in(d, end - now, on_timer);
+    if (!gmt_token_draining(d->pol)) {
+      if (now < end - 0.5) { /* the loop's clock ran ahead of ours */
+        timer_in(d, end - now, on_timer);
+        return;
+      }
+      /* The quota is spent, but what the pod queued under it still runs:
+       * the next grant must not start behind it. Its processes say when
+       * it is done (they come back or release); a pod that cannot (dead,
+       * stalled) is waited for a bounded time. */
+      gmt_debug("token device %d: pod '%s' quota spent; waiting for its queued work", d->device,
+                holder);
+      gmt_token_drain(d->pol);
+      timer_in(d, GMT_TOKEN_DRAIN_MAX_MS, on_timer);
       return;
     }
-    gmt_debug("token device %d: pod '%s' grant expired", d->device, holder);
-    if (gmt_token_expire(d->pol) < 0)
+    gmt_info("token device %d: pod '%s' did not say its work was done %d ms after its quota "
+             "ran out; the token moves on",
+             d->device, holder, GMT_TOKEN_DRAIN_MAX_MS);
+    if (gmt_token_release(d->pol, now) < 0)
       gmt_warn("token device %d: out of memory recording a grant; its usage is lost", d->device);
   }
   schedule(d);
@@ -253,8 +266,9 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
-  gmt_debug("Token pod '%s' pid %u device %d burst %.1f ms overuse %.1f ms%s", pod->cfg.name,
-            r->pid, r->device, r->burst_ms, r->overuse_ms, r->release ? " release" : "");
+  gmt_debug("Token pod '%s' pid %u device %d burst %.1f ms overuse %.1f ms%s (unused %.1f ms)",
+            pod->cfg.name, r->pid, r->device, r->burst_ms, r->overuse_ms,
+            r->release ? " release" : "", r->idle_ms);
   if (r->device < 0 || r->device > MAX_DEVICE) {
     gmt_call_reply_error(call, -EINVAL, "device %d is out of range (0 to %d)", r->device,
                          MAX_DEVICE);
@@ -265,9 +279,10 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     gmt_call_reply_error(call, -ENOMEM, "scheduler out of memory");
     return;
   }
-  /* The holder asking again has come back (its quota is spent, as it
-   * sees it), and one releasing is done: either way its grant ends now,
-   * and it competes for the next one like everybody else (Gemini). */
+  /* The holder asking again has come back (its quota is spent and its
+   * queued work done, as it sees it), and one releasing is done: either way
+   * its grant ends now, and it competes for the next one like everybody
+   * else (Gemini). */
   double now = clock_ms();
   const char *holder = gmt_token_holder(d->pol);
   bool came_back = holder && strcmp(holder, pod->cfg.name) == 0;
@@ -275,11 +290,16 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     gmt_debug("token device %d: pod '%s' %s %.1f ms before its grant's end", d->device,
               pod->cfg.name, r->release ? "released it" : "came back",
               gmt_token_grant_end(d->pol) - now);
-    if (gmt_token_release(d->pol, now) < 0)
+    /* A release says how long the grant already went unused: charged up
+     * to when the pod's work was done, not up to now. */
+    double at = r->release && isfinite(r->idle_ms) && r->idle_ms > 0 ? now - r->idle_ms : now;
+    if (gmt_token_release(d->pol, at) < 0)
       gmt_warn("token device %d: out of memory recording a grant; its usage is lost", d->device);
     uv_timer_stop(&d->timer);
   }
-  if (isfinite(r->overuse_ms) && r->overuse_ms > 0 &&
+  /* Work past the quota is overuse only when the grant did not wait for it
+   * (the holder's grant, drain included, is charged as it ran). */
+  if (!came_back && isfinite(r->overuse_ms) && r->overuse_ms > 0 &&
       gmt_token_overuse(d->pol, pod->cfg.name, r->overuse_ms, t->p.window_ms, now) < 0)
     gmt_warn("token device %d: out of memory charging pod '%s' its overuse", d->device,
              pod->cfg.name);

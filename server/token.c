@@ -32,6 +32,7 @@ typedef struct podrec {
 
 struct gmt_token_dev {
   bool held;
+  bool draining; /* the holder's quota ran out; its queued work still runs */
   span_t cur;    /* the holder's grant: start and planned end */
   span_t *spans; /* finished grants and overuse charges, in no order */
   size_t nspans, capspans;
@@ -129,7 +130,7 @@ static const char *interval(const gmt_token_dev_t *d, size_t i, double now, doub
     return d->spans[i].pod;
   }
   *a = d->cur.start;
-  *b = fmin(d->cur.end, now);
+  *b = d->draining ? now : fmin(d->cur.end, now);
   return d->cur.pod;
 }
 
@@ -451,6 +452,7 @@ int gmt_token_grant(gmt_token_dev_t *d, const char *pod, double now, double quot
   d->cur.start = now;
   d->cur.end = now + fmax(quota_ms, 0);
   d->held = true;
+  d->draining = false;
   return 0;
 }
 
@@ -459,6 +461,7 @@ static int end_grant(gmt_token_dev_t *d, double end)
   if (!d->held)
     return 0;
   d->held = false;
+  d->draining = false;
   end = fmax(end, d->cur.start);
   int rc = span_add(d, d->cur.pod, d->cur.start, end);
   podrec_t *r = rec_get(d, d->cur.pod);
@@ -469,7 +472,18 @@ static int end_grant(gmt_token_dev_t *d, double end)
 
 int gmt_token_release(gmt_token_dev_t *d, double now)
 {
-  return end_grant(d, fmin(now, d->cur.end));
+  return end_grant(d, d->draining ? now : fmin(now, d->cur.end));
+}
+
+void gmt_token_drain(gmt_token_dev_t *d)
+{
+  if (d->held)
+    d->draining = true;
+}
+
+bool gmt_token_draining(const gmt_token_dev_t *d)
+{
+  return d->held && d->draining;
 }
 
 int gmt_token_expire(gmt_token_dev_t *d)

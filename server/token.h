@@ -18,6 +18,10 @@
 #define GMT_TOKEN_WINDOW_MS 10000
 #define GMT_TOKEN_BASE_QUOTA_MS 250
 #define GMT_TOKEN_MIN_QUOTA_MS 100
+/* How long the token waits for a holder whose quota ran out to say that
+ * its queued work is done (it may be dead or stalled): then it moves on,
+ * and what still runs is charged as the holder's overuse. */
+#define GMT_TOKEN_DRAIN_MAX_MS 1000
 /* The bounds the flags accept. */
 #define GMT_TOKEN_WINDOW_MIN_MS 100
 #define GMT_TOKEN_WINDOW_MAX_MS 3600000
@@ -100,9 +104,18 @@ double gmt_token_wake(const gmt_token_params_t *p, const gmt_token_dev_t *d,
 /* The token (free) goes to pod from now for quota_ms. -ENOMEM. */
 int gmt_token_grant(gmt_token_dev_t *d, const char *pod, double now, double quota_ms);
 
-/* The holder gives the token back at now (before its grant runs out): its
- * usage stops growing. No-op when free. -ENOMEM. */
+/* The holder gives the token back at now: its usage stops growing. Before
+ * its grant runs out, or while it drains (then now may be past the planned
+ * end: its work ran until then). No-op when free. -ENOMEM. */
 int gmt_token_release(gmt_token_dev_t *d, double now);
+
+/* The holder's quota ran out, but the work it queued under it still runs:
+ * the grant goes on (nobody else gets the token, its usage keeps growing)
+ * until the holder says its work is done (gmt_token_release), or the caller
+ * gives up waiting (GMT_TOKEN_DRAIN_MAX_MS) and releases it. Time is GPU
+ * time: a grant does not start behind its predecessor's queue. */
+void gmt_token_drain(gmt_token_dev_t *d);
+bool gmt_token_draining(const gmt_token_dev_t *d);
 
 /* The holder's grant ran out: it is charged up to its planned end. -ENOMEM. */
 int gmt_token_expire(gmt_token_dev_t *d);

@@ -1,9 +1,15 @@
 """End-to-end: GPU time tokens. Real gmt-schd and gmt-pmgr, programs
-launching the fake driver's "spin" kernels, which run inside the launch
-call and one at a time per device across every process, so the GPU time a
-program got is exactly its kernels' total time (busy_us) and contention is
-real. A pod's share = busy time gained / wall time over the measured
-interval, after a warm-up of about one window."""
+launching the fake driver's "spin" kernels. As on a GPU a launch only
+queues its kernel: the device runs kernels one at a time across every
+process, and a program counts a kernel's time (busy_us) once a synchronize
+has seen it done, so the GPU time a program got is exactly its kernels'
+total time and contention is real. A pod's share = busy time gained / wall
+time over the measured interval, after a warm-up of about one window.
+
+What the policy guarantees is each pod's part of the GPU time used
+(its share / the sum of shares) and that the GPU stays busy; the tests
+assert those with a margin for a loaded two-core machine, and leave tight
+ratios to bench/fairness.py on a GPU."""
 import os
 import signal
 import time
@@ -52,8 +58,10 @@ class Tokens(GmtTestCase):
         p.expect("READY")
         return p
 
-    def run_together(self, pods, seconds):
-        progs = [self.spin(p, seconds=seconds) for p in pods]
+    def run_together(self, pods, seconds, args=None):
+        """Runs one spin_load per pod at once (args: per pod, extra flags)."""
+        args = args or [()] * len(pods)
+        progs = [self.spin(p, *a, seconds=seconds) for p, a in zip(pods, args)]
         rows = [progress(p, timeout=seconds + 30) for p in progs]
         for p in progs:
             rc, err = p.finish()
@@ -63,6 +71,14 @@ class Tokens(GmtTestCase):
     def logs(self):
         return "".join("\n%s: %s" % (d.name, d.output()[-1500:]) for d in self.daemons)
 
+    def check_parts(self, sa, sb, what, want=0.3, delta=0.03):
+        """Pod a's part of the GPU time used is want (its REQUEST against
+        b's), and the GPU stayed busy."""
+        part = sa / (sa + sb)
+        print("\n%s: shares a=%.3f b=%.3f busy=%.3f a's part=%.3f" % (what, sa, sb, sa + sb, part))
+        self.assertAlmostEqual(part, want, delta=delta, msg=self.logs())
+        self.assertGreaterEqual(sa + sb, 0.9, self.logs())
+
 
 class Shares(Tokens):
     CONFIG = "2\na 0.3 1.0 1Gi\nb 0.7 1.0 2Gi\n"
@@ -70,10 +86,7 @@ class Shares(Tokens):
     def test_two_busy_pods_get_their_request_shares(self):
         self.start("a", "b")
         ra, rb = self.run_together(["a", "b"], 22)
-        sa, sb = share(ra), share(rb)
-        print("\nshares a=%.3f b=%.3f sum=%.3f" % (sa, sb, sa + sb))
-        self.assertAlmostEqual(sa, 0.3, delta=0.03)
-        self.assertAlmostEqual(sb, 0.7, delta=0.03)
+        self.check_parts(share(ra), share(rb), "one kernel per step")
 
     def test_two_processes_of_one_pod_share_its_token(self):
         # Pod a's two processes together get a's share, not twice it.
@@ -81,10 +94,29 @@ class Shares(Tokens):
         progs = [self.spin("a", seconds=12), self.spin("a", seconds=12), self.spin("b", seconds=12)]
         rows = [progress(p, timeout=40) for p in progs]
         sa = share(rows[0]) + share(rows[1])
-        sb = share(rows[2])
-        print("\nshares a=%.3f (two processes) b=%.3f" % (sa, sb))
-        self.assertAlmostEqual(sa, 0.3, delta=0.05)
-        self.assertAlmostEqual(sb, 0.7, delta=0.05)
+        self.check_parts(sa, share(rows[2]), "a in two processes", delta=0.05)
+
+
+class Queued(Tokens):
+    """Jobs that queue work and then wait for it, as training steps do."""
+    CONFIG = "2\na 0.3 1.0 1Gi\nb 0.7 1.0 2Gi\n"
+
+    def test_jobs_that_queue_ten_kernels_then_wait_get_their_shares(self):
+        # 10 x 3 ms queued, then a synchronize: 30 ms of work per step, most
+        # of it run while the process waits (the old idle rule gave the
+        # token back there, and the pods took turns whatever their shares).
+        self.start("a", "b")
+        q = ("--queue", "10", "--kernel-us", "3000")
+        ra, rb = self.run_together(["a", "b"], 22, args=[q, q])
+        self.check_parts(share(ra), share(rb), "10 x 3 ms per step")
+
+    def test_long_steps_beside_short_kernels_get_their_share(self):
+        # a: 200 ms steps (67 x 3 ms, then a synchronize); b: one 1 ms
+        # kernel per synchronize.
+        self.start("a", "b")
+        ra, rb = self.run_together(["a", "b"], 22, args=[
+            ("--queue", "67", "--kernel-us", "3000"), ("--kernel-us", "1000")])
+        self.check_parts(share(ra), share(rb), "200 ms steps (a) beside 1 ms kernels (b)")
 
 
 class Equal(Tokens):
@@ -95,6 +127,15 @@ class Equal(Tokens):
         rows = self.run_together(["a", "b", "c"], 12)
         shares = [share(r) for r in rows]
         print("\nshares %s jain=%.4f" % (["%.3f" % s for s in shares], jain(shares)))
+        self.assertGreaterEqual(jain(shares), 0.98)
+        self.assertGreater(sum(shares), 0.9)
+
+    def test_three_equal_pods_that_queue_work_are_fair(self):
+        self.start("a", "b", "c")
+        q = ("--queue", "10", "--kernel-us", "3000")
+        rows = self.run_together(["a", "b", "c"], 12, args=[q, q, q])
+        shares = [share(r) for r in rows]
+        print("\nqueued: shares %s jain=%.4f" % (["%.3f" % s for s in shares], jain(shares)))
         self.assertGreaterEqual(jain(shares), 0.98)
         self.assertGreater(sum(shares), 0.9)
 

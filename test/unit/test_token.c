@@ -323,6 +323,48 @@ static void test_release_ends_a_grant_early(void **state)
   gmt_token_dev_free(d);
 }
 
+static void test_a_draining_holder_keeps_the_token_and_is_charged_as_its_work_runs(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  assert_int_equal(gmt_token_grant(d, "a", 1000, 100), 0);
+  assert_false(gmt_token_draining(d));
+  /* Its quota ran out at 1100, its queued work still runs. */
+  gmt_token_drain(d);
+  assert_true(gmt_token_draining(d));
+  assert_string_equal(gmt_token_holder(d), "a");
+  assert_near(gmt_token_usage(d, "a", W, 1150), 150, 1e-9); /* past the planned end */
+  /* Nobody else gets the token meanwhile, however needy. */
+  gmt_token_cand_t c = {.pod = "b", .request = 1, .limit = 1, .arrival_ms = 1100};
+  gmt_token_decision_t dec;
+  assert_int_equal(gmt_token_schedule(&p, d, &c, 1, 1150, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_KEEP);
+  /* Its work was done at 1180 (the release came later): charged to then. */
+  assert_int_equal(gmt_token_release(d, 1180), 0);
+  assert_null(gmt_token_holder(d));
+  assert_false(gmt_token_draining(d));
+  assert_near(gmt_token_usage(d, "a", W, 2000), 180, 1e-9);
+  assert_int_equal(gmt_token_schedule(&p, d, &c, 1, 1181, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  /* A new grant starts clean: a release before its end is capped there. */
+  assert_false(gmt_token_draining(d));
+  assert_int_equal(gmt_token_release(d, 5000), 0);
+  assert_near(gmt_token_usage(d, "b", W, 5000), dec.quota_ms, 1e-9);
+  gmt_token_dev_free(d);
+}
+
+static void test_drain_without_a_holder_does_nothing(void **state)
+{
+  (void)state;
+  gmt_token_dev_t *d = dev();
+  gmt_token_drain(d);
+  assert_false(gmt_token_draining(d));
+  assert_int_equal(gmt_token_grant(d, "a", 0, 100), 0);
+  assert_false(gmt_token_draining(d));
+  gmt_token_dev_free(d);
+}
+
 static void test_overuse_is_charged_after_the_last_grant(void **state)
 {
   (void)state;
@@ -684,6 +726,8 @@ int main(void)
       T(test_wake_is_never_for_limit_zero),
       T(test_release_ends_a_grant_early),
       T(test_overuse_is_charged_after_the_last_grant),
+      T(test_a_draining_holder_keeps_the_token_and_is_charged_as_its_work_runs),
+      T(test_drain_without_a_holder_does_nothing),
       T(test_schedule_with_the_token_held_decides_nothing),
       T(test_schedule_prunes_first_so_a_forgotten_grant_changes_who_wins),
       T(test_schedule_records_the_grant_before_the_next_decision),

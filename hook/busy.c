@@ -1,0 +1,76 @@
+/* The busy/idle rule of a grant (see busy.h). */
+#include "busy.h"
+
+static int64_t max64(int64_t a, int64_t b)
+{
+  return a > b ? a : b;
+}
+
+int gmt__busy_next(const gmt_busy_t *b, uint64_t launches, int64_t last_ns, int64_t now)
+{
+  int64_t act = max64(last_ns, b->grant_ns);
+  /* Still launching: the work is not all queued yet. */
+  if (now - act < GMT_BUSY_TICK_NS)
+    return GMT_BUSY_WAIT;
+  if (!b->drained_ns || b->drained_launches != launches)
+    return GMT_BUSY_DRAIN;
+  /* The process gets the idle time to launch again after its own
+   * synchronize returns (the next step of a training loop). */
+  return now - max64(act, b->drained_ns) >= GMT_BUSY_IDLE_NS ? GMT_BUSY_IDLE : GMT_BUSY_WAIT;
+}
+
+void gmt__busy_drained(gmt_busy_t *b, uint64_t before, uint64_t after, int64_t last_ns,
+                       int64_t start_ns, int64_t end_ns)
+{
+  if (before != after) {
+    b->drained_ns = 0; /* more work came while we waited */
+    return;
+  }
+  int64_t end = end_ns;
+  if (end_ns - start_ns < GMT_BUSY_WAITED_NS) {
+    /* Done before we asked: no earlier than the last launch we saw. */
+    end = last_ns < start_ns ? last_ns : start_ns;
+    end = max64(end, b->grant_ns);
+  }
+  b->drained_ns = end;
+  b->drained_launches = after;
+}
+
+void gmt__busy_grant(gmt_busy_t *b, int64_t now, double quota_ms)
+{
+  b->grant_ns = now;
+  b->expiry_ns = now + (int64_t)(quota_ms * 1e6);
+  if (!b->busy_start_ns)
+    b->busy_start_ns = now;
+  b->drained_ns = 0;
+}
+
+gmt_busy_end_t gmt__busy_end(gmt_busy_t *b, int64_t now, int idle)
+{
+  gmt_busy_end_t e = {0, 0};
+  /* Where the work ended: known when a wait found it done, else now (the
+   * caller has just waited for it). */
+  int64_t end = b->drained_ns ? b->drained_ns : now;
+  if (end > b->expiry_ns)
+    e.overuse_ms = (double)(end - b->expiry_ns) / 1e6;
+  if (idle) {
+    e.idle_ms = now > end ? (double)(now - end) / 1e6 : 0;
+    /* A busy period that ended before its quota ran out is a natural
+     * burst; one cut short by the quota says only that more was wanted
+     * (a continuous load would otherwise be measured as one endless burst
+     * at its first pause, and ask for the longest quota there is). */
+    if (end <= b->expiry_ns && b->busy_start_ns && !b->busy_cut) {
+      double burst = (double)(end - b->busy_start_ns) / 1e6;
+      b->burst_ema_ms = b->burst_ema_ms > 0 ? (1 - GMT_BUSY_EMA_WEIGHT) * b->burst_ema_ms +
+                                                  GMT_BUSY_EMA_WEIGHT * burst
+                                            : burst;
+    }
+    b->busy_start_ns = 0;
+    b->busy_cut = 0;
+  } else {
+    b->busy_cut = 1;
+  }
+  b->grant_ns = b->expiry_ns = 0;
+  b->drained_ns = 0;
+  return e;
+}

@@ -1,0 +1,68 @@
+/* When a process's grant on a device is busy and when it is idle: the rule
+ * of docs/protocol.md ("Token"), as pure functions of the clock and the
+ * launch counter the caller passes in, so that unit tests cover it
+ * (test/unit/test_busy.c). token.c owns the locks, the driver calls and
+ * the RPCs, and applies what these say.
+ *
+ * A token buys GPU time actually used. A launch returns long before its
+ * kernel runs, so a process that waits in a synchronize for its own queued
+ * work is busy, not idle: the grant is idle only once no launch has come
+ * for GMT_BUSY_IDLE_NS *and* the work queued before that is done, counted
+ * from whichever came last. Whether the work is done is found by waiting
+ * for it on the idle thread (never on a launch's path); when it ended is
+ * what usage, overuse and the burst estimate are measured from. */
+#ifndef GMT_HOOK_BUSY_H
+#define GMT_HOOK_BUSY_H
+
+#include <stdint.h>
+
+#define GMT_BUSY_IDLE_NS 20000000LL /* quiet this long: idle */
+#define GMT_BUSY_TICK_NS 5000000LL  /* how often the idle thread looks */
+#define GMT_BUSY_WAITED_NS 100000LL /* a wait this long found work queued */
+#define GMT_BUSY_EMA_WEIGHT 0.3     /* of a new burst in the estimate */
+
+/* One device's grant as the idle thread sees it. Zeroed: no grant. */
+typedef struct gmt_busy {
+  int64_t grant_ns;          /* the grant came */
+  int64_t expiry_ns;         /* it runs out */
+  int64_t busy_start_ns;     /* start of the busy period, 0: none yet */
+  int busy_cut;              /* a quota ran out during it: not a natural burst */
+  int64_t drained_ns;        /* the queued work was done at this time, 0: unknown */
+  uint64_t drained_launches; /* the launch counter then */
+  double burst_ema_ms;       /* kept across grants; 0 until one is measured */
+} gmt_busy_t;
+
+enum {
+  GMT_BUSY_WAIT = 0,  /* busy, or quiet for too short a time */
+  GMT_BUSY_DRAIN = 1, /* quiet: find out whether the queued work is done */
+  GMT_BUSY_IDLE = 2,  /* quiet long enough with the work done: give it back */
+};
+
+/* What to do now. launches is the launch counter now and last_ns when it
+ * was last seen to move. */
+int gmt__busy_next(const gmt_busy_t *b, uint64_t launches, int64_t last_ns, int64_t now);
+
+/* A wait for the queued work ran from start_ns to end_ns, with the launch
+ * counter at before and after. When nothing was launched meanwhile the
+ * work is done, and it ended at end_ns if the wait waited, else before
+ * start_ns, no earlier than last_ns (the counter's last move). */
+void gmt__busy_drained(gmt_busy_t *b, uint64_t before, uint64_t after, int64_t last_ns,
+                       int64_t start_ns, int64_t end_ns);
+
+/* A new grant of quota_ms at now (a busy period goes on across grants
+ * that follow each other). */
+void gmt__busy_grant(gmt_busy_t *b, int64_t now, double quota_ms);
+
+/* What a grant that ends reports to the pod manager. */
+typedef struct gmt_busy_end {
+  double overuse_ms; /* the work ran this long past the quota */
+  double idle_ms;    /* the grant went unused this long before now */
+} gmt_busy_end_t;
+
+/* The grant ends at now. idle: given back by the idle thread (the busy
+ * period ended with the work: a natural burst when the quota did not cut
+ * it). Otherwise the quota ran out under a launch that waited for the
+ * queue (gmt__busy_drained first): the busy period goes on. */
+gmt_busy_end_t gmt__busy_end(gmt_busy_t *b, int64_t now, int idle);
+
+#endif
