@@ -1,40 +1,58 @@
 #!/usr/bin/env python3
-"""GPU time fairness on the real GPU: two jobs of matrix products
-(test/gpu/matmul_job.py) in pods at REQUEST 0.3 / 0.7, LIMIT 1.0 each.
-First each job alone without gmt (its throughput alone), then both
-together, each under the hook with its own pod manager and one gmt-schd.
-A job's share of GPU time = its throughput together / alone; the GPU's
-idle time between tokens is what the two shares leave of the whole
-(1 - their sum).
+"""GPU time fairness on the real GPU: two jobs in pods at REQUEST 0.3 / 0.7,
+LIMIT 1.0 each. First each job alone without gmt (its throughput alone),
+then both together, each under the hook with its own pod manager and one
+gmt-schd. A job's share of GPU time = its throughput together / alone; the
+two together against one alone is their sum, and the GPU's idle time
+between tokens is what the two shares leave of the whole (1 - their sum).
+While both run, `gmt status --json` is read every second: its GPU TIME
+(gpu_time_share, over the scheduler's window) is printed beside what the
+jobs measured.
 
-usage: bench/fairness.py [--seconds S] [--alone-seconds S] [--window-ms MS]
+Workloads (test/gpu/matmul_job.py):
+  --mode matmul --dtype D --sync N   products of 4096x4096 D matrices, a
+                                     synchronize every N (the queued work
+                                     per synchronize grows with N and D)
+  --mode train --dtype D             a training loop with loss.item() each
+                                     step (50-200 ms a step)
+  --suite                            fp16 sync 8, fp32 sync 10, train fp32:
+                                     one table for the three (the issue's)
+
+usage: bench/fairness.py [--mode M] [--dtype D] [--sync N] [--suite]
+                         [--seconds S] [--alone-seconds S] [--window-ms MS]
                          [--base-quota-ms MS] [--fake]
 GMT_BUILD_DIR names the build (default build/). --fake runs on the fake
-driver with test/e2e/tokenprogs/spin_load as the job (a dry run on a
-machine without a GPU: it checks the plumbing and the policy, not a GPU)."""
+driver with test/e2e/tokenprogs/spin_load as the job: 2 ms kernels queued N
+at a time (train: 33 x 3 ms, a 100 ms step), a dry run on a machine without
+a GPU that checks the plumbing and the policy, not a GPU."""
 import argparse
 import os
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "e2e"))
 import gmt_e2e  # noqa: E402
 
-MATMUL = os.path.join(HERE, "..", "test", "gpu", "matmul_job.py")
+JOB = os.path.join(HERE, "..", "test", "gpu", "matmul_job.py")
 SPIN = gmt_e2e.build_path("test", "e2e", "tokenprogs", "spin_load")
 REQUESTS = (("a", 0.3), ("b", 0.7))
+SUITE = (("matmul", "fp16", 8), ("matmul", "fp32", 10), ("train", "fp32", 1))
 
 
-def job_argv(fake, seconds):
+def job_argv(fake, seconds, mode, dtype, sync):
     if fake:
-        return [SPIN, "--seconds", str(seconds), "--kernel-us", "2000"]
-    return [sys.executable, MATMUL, "--seconds", str(seconds)]
+        q = ["--queue", "33", "--kernel-us", "3000"] if mode == "train" else \
+            ["--queue", str(sync), "--kernel-us", "2000"]
+        return [SPIN, "--seconds", str(seconds)] + q
+    argv = [sys.executable, JOB, "--seconds", str(seconds), "--mode", mode, "--dtype", dtype]
+    return argv + (["--sync", str(sync)] if mode == "matmul" else [])
 
 
 def read_rows(prog, timeout):
     """(mono_ms, work) of each T/DONE line until DONE. The fake's work is
-    its launches, the real job's its finished matrix products."""
+    its launches, the real job's its finished products or steps."""
     try:
         rows = prog.records(timeout=timeout)
     except AssertionError as e:
@@ -52,6 +70,28 @@ def rate(rows, start_ms, end_ms):
     return (w1 - w0) / ((t1 - t0) / 1000.0)
 
 
+class StatusSampler:
+    """Reads `gmt status --json` every second: each pod's gpu_time_share."""
+
+    def __init__(self, node):
+        self.node, self.samples, self.stop = node, [], threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop.wait(1.0):
+            st = self.node.try_status()
+            if st:
+                now = time.monotonic() * 1000.0
+                self.samples.append((now, {p["name"]: p.get("gpu_time_share", 0.0)
+                                           for p in st["pods"]}))
+
+    def mean(self, pod, start_ms, end_ms):
+        xs = [s[pod] for t, s in self.samples if start_ms <= t <= end_ms and pod in s]
+        self.stop.set()
+        return sum(xs) / len(xs) if xs else float("nan")
+
+
 def run_jobs(node, pods, argv, seconds, warmup_ms, hooked):
     progs = []
     for pod in pods:
@@ -61,6 +101,7 @@ def run_jobs(node, pods, argv, seconds, warmup_ms, hooked):
         progs.append(p)
     for p in progs:
         p.expect("READY", timeout=120)
+    sampler = StatusSampler(node) if hooked else None
     rows = [read_rows(p, seconds + 120) for p in progs]
     for p in progs:
         p.finish(timeout=60)
@@ -69,11 +110,31 @@ def run_jobs(node, pods, argv, seconds, warmup_ms, hooked):
     # The interval in which every job ran: after the warm-up, before the first ended.
     start = max(r[0][0] for r in rows) + warmup_ms
     end = min(r[-1][0] for r in rows)
-    return [rate(r, start, end) for r in rows], (end - start) / 1000.0
+    status = [sampler.mean(pod, start, end) for pod in pods] if sampler else None
+    return [rate(r, start, end) for r in rows], (end - start) / 1000.0, status
+
+
+def measure(node, args, mode, dtype, sync):
+    """One workload: each job alone, then both together. A table row per pod."""
+    alone = []
+    for pod, _ in REQUESTS:
+        (r,), _, _ = run_jobs(node, [pod], job_argv(args.fake, args.alone_seconds, mode, dtype,
+                                                    sync),
+                              args.alone_seconds, 2000, hooked=False)
+        alone.append(r)
+    together, measured_s, status = run_jobs(
+        node, [p for p, _ in REQUESTS], job_argv(args.fake, args.seconds, mode, dtype, sync),
+        args.seconds, max(args.window_ms, 2000), hooked=True)
+    name = "train %s" % dtype if mode == "train" else "matmul %s sync %d" % (dtype, sync)
+    return name, alone, together, measured_s, status
 
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=("matmul", "train"), default="matmul")
+    ap.add_argument("--dtype", choices=("fp16", "bf16", "fp32"), default="fp16")
+    ap.add_argument("--sync", type=int, default=8, help="matmul: products per synchronize")
+    ap.add_argument("--suite", action="store_true", help="fp16 sync 8, fp32 sync 10, train")
     ap.add_argument("--seconds", type=float, default=40, help="both jobs together")
     ap.add_argument("--alone-seconds", type=float, default=15, help="each job alone")
     ap.add_argument("--window-ms", type=int, default=4000)
@@ -81,38 +142,38 @@ def main():
     ap.add_argument("--fake", action="store_true")
     args = ap.parse_args()
 
+    workloads = SUITE if args.suite else ((args.mode, args.dtype, args.sync),)
     config = "2\n" + "".join("%s %.2f 1.0 64Gi\n" % (pod, req) for pod, req in REQUESTS)
     node = gmt_e2e.Node(config, fake=args.fake)
+    results = []
     try:
         node.start_schd("--window-ms", str(args.window_ms), "--base-quota-ms",
                         str(args.base_quota_ms))
         for pod, _ in REQUESTS:
             node.start_pmgr(pod)
-        alone = []
-        for pod, _ in REQUESTS:
-            (r,), _ = run_jobs(node, [pod], job_argv(args.fake, args.alone_seconds),
-                               args.alone_seconds, 2000, hooked=False)
-            alone.append(r)
-        together, measured_s = run_jobs(node, [p for p, _ in REQUESTS],
-                                        job_argv(args.fake, args.seconds), args.seconds,
-                                        max(args.window_ms, 2000), hooked=True)
+        for w in workloads:
+            results.append(measure(node, args, *w))
     finally:
         node.stop()
 
-    unit = "launches/s" if args.fake else "matmuls/s"
-    print("GPU time fairness (%s), window %d ms, base quota %d ms, %.1f s measured together"
+    print("GPU time fairness (%s), window %d ms, base quota %d ms, REQUEST a 0.3 / b 0.7"
           % ("FAKE DRIVER: a dry run" if args.fake else "real GPU", args.window_ms,
-             args.base_quota_ms, measured_s))
-    print("%-4s %8s %14s %14s %8s %10s" % ("pod", "request", "alone " + unit,
-                                           "together", "share", "error"))
-    shares = []
-    for (pod, req), a, t in zip(REQUESTS, alone, together):
-        s = t / a
-        shares.append(s)
-        print("%-4s %8.2f %14.1f %14.1f %8.3f %+10.3f" % (pod, req, a, t, s, s - req))
-    total = sum(shares)
-    print("sum of shares %.3f; GPU idle between tokens (1 - sum) %.3f" % (total, 1 - total))
-    print("targets: each share within 0.03 of its request; idle under 0.02")
+             args.base_quota_ms))
+    print("%-22s %-3s %8s %10s %10s %7s %7s %10s" % ("workload", "pod", "request", "alone/s",
+                                                      "together", "share", "error",
+                                                      "gmt status"))
+    for name, alone, together, measured_s, status in results:
+        shares = []
+        for i, ((pod, req), a, t) in enumerate(zip(REQUESTS, alone, together)):
+            s = t / a
+            shares.append(s)
+            print("%-22s %-3s %8.2f %10.2f %10.2f %7.3f %+7.3f %10.3f"
+                  % (name if i == 0 else "", pod, req, a, t, s, s - req, status[i]))
+        total = sum(shares)
+        print("%-22s together/alone %.3f, GPU idle %.3f, %.1f s measured"
+              % ("", total, 1 - total, measured_s))
+    print("targets: each share within 0.03 of its request; together >= 0.95 of alone "
+          "(idle < 0.02)")
 
 
 if __name__ == "__main__":

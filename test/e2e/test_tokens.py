@@ -177,12 +177,16 @@ class IdlePeer(Tokens):
 
     def test_busy_pod_beside_idle_one_keeps_the_gpu(self):
         self.start("a", "b")
-        (alone,) = self.run_together(["a"], 6)
+        # 10 ms kernels: the fake driver's cost per kernel, which a loaded
+        # machine varies from one window to the next, weighs a fifth of
+        # what it does with 2 ms ones.
+        busy = [("--kernel-us", "10000")]
+        (alone,) = self.run_together(["a"], 6, args=busy)
         s_alone = share(alone, start_ms=1000)
         # b's process launches a burst now and then and idles in between:
         # it gives the token back as soon as it goes idle.
         idle = self.spin("b", "--burst-ms", "5", "--gap-ms", "100000")
-        (beside,) = self.run_together(["a"], 6)
+        (beside,) = self.run_together(["a"], 6, args=busy)
         s_beside = share(beside, start_ms=1000)
         rc, err = idle.finish()
         self.assertEqual(rc, 0, err)

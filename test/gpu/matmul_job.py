@@ -1,8 +1,17 @@
-"""A GPU job for bench/fairness.py: matrix products in a loop (4096x4096
-fp16 by default), synchronising every --sync products so that the count is
-of finished work. Prints, like test/e2e/tokenprogs/spin_load,
+"""A GPU job for bench/fairness.py, in one of two modes:
+
+  matmul: matrix products in a loop (4096x4096, --dtype fp16 by default),
+          synchronising every --sync products, so that the count is of
+          finished work; work = products done.
+  train:  a PyTorch training loop (an MLP of --depth layers of --width on
+          batches of --batch, SGD), reading loss.item() every step as a
+          real loop does, so each step queues its kernels and then waits
+          for them; work = steps done. The defaults take about 50-200 ms a
+          step on an H100/H200 in fp32; the bench prints the step time.
+
+Prints, like test/e2e/tokenprogs/spin_load,
   READY pid=<pid>
-  T t_ms=<since READY> work=<products done> mono_ms=<CLOCK_MONOTONIC ms>   every second
+  T t_ms=<since READY> work=<done> mono_ms=<CLOCK_MONOTONIC ms>   every second
   DONE t_ms=... work=... mono_ms=...
 and stops after --seconds (or when stdin closes with --seconds 0)."""
 import argparse
@@ -13,12 +22,53 @@ import time
 
 import torch
 
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def matmul_step(args, dev):
+    dtype = DTYPES[args.dtype]
+    a = torch.randn(args.size, args.size, device=dev, dtype=dtype)
+    b = torch.randn(args.size, args.size, device=dev, dtype=dtype)
+
+    def step():
+        for _ in range(args.sync):
+            c = a @ b
+        torch.cuda.synchronize()
+        del c
+        return args.sync
+    return step
+
+
+def train_step(args, dev):
+    dtype = DTYPES[args.dtype]
+    layers = []
+    for _ in range(args.depth):
+        layers += [torch.nn.Linear(args.width, args.width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(args.width, 10)).to(dev, dtype)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x = torch.randn(args.batch, args.width, device=dev, dtype=dtype)
+    y = torch.randint(0, 10, (args.batch,), device=dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x).float(), y)
+        loss.backward()
+        opt.step()
+        loss.item()  # waits for the step's kernels, as a training loop does
+        return 1
+    return step
+
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=30)
-    ap.add_argument("--size", type=int, default=4096)
-    ap.add_argument("--sync", type=int, default=8)
+    ap.add_argument("--mode", choices=("matmul", "train"), default="matmul")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="fp16")
+    ap.add_argument("--size", type=int, default=4096, help="matmul: the matrices' side")
+    ap.add_argument("--sync", type=int, default=8, help="matmul: products per synchronize")
+    ap.add_argument("--width", type=int, default=6144, help="train: the MLP's width")
+    ap.add_argument("--depth", type=int, default=4, help="train: hidden layers")
+    ap.add_argument("--batch", type=int, default=8192, help="train: batch size")
     args = ap.parse_args()
 
     stop = threading.Event()
@@ -30,10 +80,9 @@ def main():
         threading.Thread(target=watch, daemon=True).start()
 
     dev = torch.device("cuda", 0)
-    a = torch.randn(args.size, args.size, device=dev, dtype=torch.float16)
-    b = torch.randn(args.size, args.size, device=dev, dtype=torch.float16)
-    for _ in range(3):  # cuBLAS initialises here, not in the measurement
-        c = a @ b
+    step = (matmul_step if args.mode == "matmul" else train_step)(args, dev)
+    for _ in range(3):  # cuBLAS and the allocator initialise here, not in the measurement
+        step()
     torch.cuda.synchronize()
 
     def mono_ms():
@@ -50,13 +99,9 @@ def main():
             next_print += 1000
         if (args.seconds > 0 and now - t0 >= args.seconds * 1000) or stop.is_set():
             break
-        for _ in range(args.sync):
-            c = a @ b
-        torch.cuda.synchronize()
-        work += args.sync
+        work += step()
     now = mono_ms()
     print("DONE t_ms=%.1f work=%d mono_ms=%.1f" % (now - t0, work, now), flush=True)
-    del c
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ echo "== PyTorch under a memory quota"
 python3 "$root/test/gpu/torch_quota.py" 2>&1 | tee "$out/torch_quota.log" || rc=1
 echo "== hook overhead"
 python3 "$root/bench/hook_overhead.py" "$@" 2>&1 | tee "$out/hook_overhead.log" || rc=1
-echo "== fairness: two matmul jobs at REQUEST 0.3 / 0.7"
-python3 "$root/bench/fairness.py" ${GMT_FAIRNESS_ARGS:-} 2>&1 | tee "$out/fairness.log" || rc=1
+echo "== fairness: two jobs at REQUEST 0.3 / 0.7 (matmul fp16 sync 8, fp32 sync 10, training loop)"
+python3 "$root/bench/fairness.py" ${GMT_FAIRNESS_ARGS:---suite} 2>&1 | tee "$out/fairness.log" || rc=1
 echo "== the tracer on the real driver: exact counts"
 python3 "$root/test/gpu/check_trace.py" 2>&1 | tee "$out/check_trace.log" || rc=1
 echo "== tracer overhead"
