@@ -19,6 +19,7 @@
 
 #include "cudatrace.skel.h"
 #include "gmt_log.h"
+#include "procmaps.h"
 #include "prologue.h"
 #include "symbols.h"
 
@@ -647,22 +648,16 @@ void gmt_probes_free(gmt_probes_t *pm)
 
 int gmt_probes_find_libcuda(int pid, char *path, size_t len)
 {
-  char fn[64];
-  snprintf(fn, sizeof fn, "/proc/%d/maps", pid);
-  FILE *f = fopen(fn, "re");
-  if (!f)
-    return errno == ENOENT ? -ESRCH : -errno;
-  char line[4096 + 128];
-  int rc = -ENOENT;
-  while (fgets(line, sizeof line, f)) {
-    char *p = strchr(line, '/');
-    if (!p)
-      continue;
-    p[strcspn(p, "\n")] = 0;
-    if (strstr(p, " (deleted)"))
-      continue;
-    const char *base = strrchr(p, '/') + 1;
-    if (strncmp(base, "libcuda.so", 10) != 0)
+  gmt_procmap_t *maps;
+  size_t n;
+  int rc = gmt_procmaps_read((uint32_t)pid, &maps, &n);
+  if (rc != 0)
+    return rc;
+  rc = -ENOENT;
+  for (size_t i = 0; i < n && rc != 0; i++) {
+    const char *p = maps[i].path, *base = strrchr(p, '/');
+    if (maps[i].type != GMT_PMAP_FILE || maps[i].deleted || !base ||
+        strncmp(base + 1, "libcuda.so", 10) != 0)
       continue;
     /* The path as the process sees it, reached through its root: the
      * same file for a process on the host, the container's for one in a
@@ -672,8 +667,7 @@ int gmt_probes_find_libcuda(int pid, char *path, size_t len)
     if (stat(path, &st) != 0)
       snprintf(path, len, "%s", p);
     rc = 0;
-    break;
   }
-  fclose(f);
+  gmt_procmaps_list_free(maps, n);
   return rc;
 }

@@ -1,0 +1,54 @@
+/* What a traced process has mapped: /proc/PID/maps, read once and cached
+ * per process, read again when an address falls outside what was cached
+ * (not more than every GMT_PROCMAPS_REREAD_MS per process, so that a
+ * stream of addresses no re-read would place costs nothing), and what a
+ * mapping means for a host buffer the tracer never saw allocated.
+ *
+ * The symbolizer (code mappings for call sites) and MemHistory's "attach"
+ * buffers (host memory that copies touch) share one cache. Not
+ * thread-safe: one cache belongs to one event handler. */
+#ifndef GMT_TRACE_PROCMAPS_H
+#define GMT_TRACE_PROCMAPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GMT_PROCMAPS_REREAD_MS 200
+
+typedef enum {
+  GMT_PMAP_ANON = 0, /* no file: what mmap and malloc hand out */
+  GMT_PMAP_HEAP,     /* [heap]: brk */
+  GMT_PMAP_STACK,    /* [stack] */
+  GMT_PMAP_FILE,     /* a file, shared memory, a device: "/..." */
+  GMT_PMAP_SPECIAL,  /* any other "[...]": [vdso], [vvar], [anon:name] */
+} gmt_pmap_type_t;
+
+typedef struct gmt_procmap {
+  uint64_t start, end, offset;
+  bool read, write, exec, shared;
+  uint8_t type;  /* gmt_pmap_type_t */
+  bool deleted;  /* the file was removed (" (deleted)", not in path) */
+  char *path;    /* "" when anonymous */
+} gmt_procmap_t;
+
+/* One read of /proc/PID/maps, in address order: *out is malloc'd (free
+ * with gmt_procmaps_list_free()). -ESRCH when there is no such process. */
+int gmt_procmaps_read(uint32_t pid, gmt_procmap_t **out, size_t *n);
+void gmt_procmaps_list_free(gmt_procmap_t *maps, size_t n);
+
+typedef struct gmt_procmaps gmt_procmaps_t;
+
+int gmt_procmaps_new(gmt_procmaps_t **out);
+void gmt_procmaps_free(gmt_procmaps_t *pm);
+/* Reads pid's maps now (a process about to be traced, a new child), so
+ * that its addresses still resolve after it exits. */
+int gmt_procmaps_load(gmt_procmaps_t *pm, uint32_t pid);
+/* child starts with parent's maps (fork copies the address space). */
+void gmt_procmaps_fork(gmt_procmaps_t *pm, uint32_t parent, uint32_t child);
+void gmt_procmaps_forget(gmt_procmaps_t *pm, uint32_t pid);
+/* The mapping of pid that holds addr, or NULL. Valid until the next call
+ * on pm: a miss may read the maps again. */
+const gmt_procmap_t *gmt_procmaps_find(gmt_procmaps_t *pm, uint32_t pid, uint64_t addr);
+
+#endif
