@@ -223,3 +223,12 @@ const gmt_procmap_t *gmt_procmaps_find(gmt_procmaps_t *pm, uint32_t pid, uint64_
     return NULL;
   return bisect(*slot_of(pm, pid), addr);
 }
+
+int gmt_procmaps_host_region(void *pm, uint32_t pid, uint64_t addr, gmt_host_region_t *out)
+{
+  const gmt_procmap_t *m = gmt_procmaps_find(pm, pid, addr);
+  if (!m || (!m->read && !m->write))
+    return -ENOENT;
+  *out = (gmt_host_region_t){.start = m->start, .end = m->end, .whole = m->type == GMT_PMAP_FILE};
+  return 0;
+}
