@@ -194,6 +194,15 @@ int gmt_tracer_new(gmt_tracer_t **out, const gmt_tracer_opts_t *o)
   }
   if (rc == 0)
     rc = gmt_symbolizer_new(&t->sym, t->maps);
+  if (rc == 0) {
+    /* A job traced after it made its buffers copies to and from memory we
+     * never saw allocated: its copies find those buffers. */
+    gmt_attach_opts_t ao = {.host_region = gmt_procmaps_host_region,
+                            .arg = t->maps,
+                            .min_host_bytes =
+                                o->min_mmap_bytes ? o->min_mmap_bytes : GMT_TRACE_MIN_MMAP_BYTES};
+    gmt_memhistory_set_attach(t->mh, &ao);
+  }
   if (rc != 0) {
     gmt_tracer_free(t);
     return rc;

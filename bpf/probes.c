@@ -269,7 +269,8 @@ int gmt_probes_open(gmt_probes_t **out, const gmt_probes_opts_t *o, char *err, s
   }
   pm->skel->rodata->targ_tgid = o->pid > 0 ? (uint32_t)o->pid : 0;
   pm->skel->rodata->follow_forks = o->follow_forks;
-  pm->skel->rodata->min_mmap_bytes = o->min_mmap_bytes ? o->min_mmap_bytes : 1u << 20;
+  pm->skel->rodata->min_mmap_bytes =
+      o->min_mmap_bytes ? o->min_mmap_bytes : GMT_TRACE_MIN_MMAP_BYTES;
   pm->skel->rodata->fault_sample_ns =
       o->fault_sample_ns < 0 ? 1000000 : (uint64_t)o->fault_sample_ns;
   drop_missing_tracepoints(pm);
