@@ -649,15 +649,14 @@ void gmt_probes_free(gmt_probes_t *pm)
 
 int gmt_probes_find_libcuda(int pid, char *path, size_t len)
 {
-  gmt_procmap_t *maps;
-  size_t n;
-  int rc = gmt_procmaps_read((uint32_t)pid, &maps, &n);
+  gmt_procmap_list_t l;
+  int rc = gmt_procmaps_read((uint32_t)pid, &l);
   if (rc != 0)
     return rc;
   rc = -ENOENT;
-  for (size_t i = 0; i < n && rc != 0; i++) {
-    const char *p = maps[i].path, *base = strrchr(p, '/');
-    if (maps[i].type != GMT_PMAP_FILE || maps[i].deleted || !base ||
+  for (size_t i = 0; i < l.n && rc != 0; i++) {
+    const char *p = l.maps[i].path, *base = strrchr(p, '/');
+    if (l.maps[i].type != GMT_PMAP_FILE || l.maps[i].deleted || !base ||
         strncmp(base + 1, "libcuda.so", 10) != 0)
       continue;
     /* The path as the process sees it, reached through its root: the
@@ -669,6 +668,6 @@ int gmt_probes_find_libcuda(int pid, char *path, size_t len)
       snprintf(path, len, "%s", p);
     rc = 0;
   }
-  gmt_procmaps_list_free(maps, n);
+  gmt_procmaps_list_free(&l);
   return rc;
 }

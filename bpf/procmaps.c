@@ -2,6 +2,7 @@
 #include "procmaps.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,10 @@ static uint8_t type_of(const char *path)
   return GMT_PMAP_SPECIAL;
 }
 
-/* One line: "start-end perms offset dev inode   path". */
-static int parse_line(char *line, gmt_procmap_t *m)
+/* One line, "start-end perms offset dev inode   path", into m; its path
+ * (a file's only: the symbolizer and the libcuda search need no other) is
+ * left in line, at *path. */
+static int parse_line(char *line, gmt_procmap_t *m, char **path)
 {
   unsigned long long start, end, off;
   char perms[8];
@@ -32,12 +35,12 @@ static int parse_line(char *line, gmt_procmap_t *m)
   if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &off, &pathpos) < 4 ||
       strlen(perms) < 4)
     return -EINVAL;
-  char *path = line + pathpos;
-  path[strcspn(path, "\n")] = 0;
-  size_t len = strlen(path), dl = sizeof DELETED - 1;
-  bool deleted = len >= dl && !strcmp(path + len - dl, DELETED);
+  char *p = line + pathpos;
+  p[strcspn(p, "\n")] = 0;
+  size_t len = strlen(p), dl = sizeof DELETED - 1;
+  bool deleted = len >= dl && !strcmp(p + len - dl, DELETED);
   if (deleted)
-    path[len - dl] = 0;
+    p[len - dl] = 0;
   *m = (gmt_procmap_t){.start = start,
                        .end = end,
                        .offset = off,
@@ -45,56 +48,110 @@ static int parse_line(char *line, gmt_procmap_t *m)
                        .write = perms[1] == 'w',
                        .exec = perms[2] == 'x',
                        .shared = perms[3] == 's',
-                       .type = type_of(path),
-                       .deleted = deleted,
-                       .path = strdup(path)};
-  return m->path ? 0 : -ENOMEM;
+                       .type = type_of(p),
+                       .deleted = deleted};
+  *path = m->type == GMT_PMAP_FILE ? p : NULL;
+  return 0;
 }
 
-int gmt_procmaps_read(uint32_t pid, gmt_procmap_t **out, size_t *n)
+/* Paths go into one pool, a library's segments sharing one copy: a
+ * process of a big framework maps thousands of segments, and a daemon
+ * keeps every traced process's. Offsets while the pool may move. */
+static int pool_add(gmt_procmap_list_t *l, size_t *cap, size_t *len, const char *path, size_t *off)
+{
+  size_t n = strlen(path) + 1;
+  if (*len + n > *cap) {
+    size_t ncap = *cap ? *cap * 2 : 4096;
+    while (ncap < *len + n)
+      ncap *= 2;
+    char *np = realloc(l->names, ncap);
+    if (!np)
+      return -ENOMEM;
+    l->names = np;
+    *cap = ncap;
+  }
+  memcpy(l->names + *len, path, n);
+  *off = *len;
+  *len += n;
+  return 0;
+}
+
+int gmt_procmaps_read(uint32_t pid, gmt_procmap_list_t *out)
 {
   char fn[64];
   snprintf(fn, sizeof fn, "/proc/%u/maps", pid);
   FILE *f = fopen(fn, "re");
   if (!f)
     return errno == ENOENT ? -ESRCH : -errno;
-  gmt_procmap_t *maps = NULL;
-  size_t nmaps = 0, cap = 0, linecap = 0;
+  gmt_procmap_list_t l = {0};
+  size_t cap = 0, linecap = 0, namecap = 0, namelen = 0;
+  size_t *offs = NULL; /* where each path is in the pool; SIZE_MAX: none */
   char *line = NULL;
   int rc = 0;
   while (rc == 0 && getline(&line, &linecap, f) > 0) {
-    if (nmaps == cap) {
+    if (l.n == cap) {
       size_t ncap = cap ? cap * 2 : 64;
-      gmt_procmap_t *nm = realloc(maps, ncap * sizeof *nm);
-      if (!nm) {
+      gmt_procmap_t *nm = realloc(l.maps, ncap * sizeof *nm);
+      size_t *no = nm ? realloc(offs, ncap * sizeof *no) : NULL;
+      if (nm)
+        l.maps = nm;
+      if (!no) {
         rc = -ENOMEM;
         break;
       }
-      maps = nm;
+      offs = no;
       cap = ncap;
     }
-    int prc = parse_line(line, &maps[nmaps]);
-    if (prc == 0)
-      nmaps++;
-    else if (prc == -ENOMEM)
-      rc = prc;
+    char *path;
+    if (parse_line(line, &l.maps[l.n], &path) != 0)
+      continue;
+    offs[l.n] = SIZE_MAX;
+    if (path && l.n > 0 && offs[l.n - 1] != SIZE_MAX && !strcmp(l.names + offs[l.n - 1], path))
+      offs[l.n] = offs[l.n - 1];
+    else if (path)
+      rc = pool_add(&l, &namecap, &namelen, path, &offs[l.n]);
+    l.n++;
   }
   free(line);
   fclose(f);
+  l.nameslen = namelen;
+  for (size_t i = 0; rc == 0 && i < l.n; i++)
+    l.maps[i].path = offs[i] == SIZE_MAX ? "" : l.names + offs[i];
+  free(offs);
   if (rc != 0) {
-    gmt_procmaps_list_free(maps, nmaps);
+    gmt_procmaps_list_free(&l);
     return rc;
   }
-  *out = maps;
-  *n = nmaps;
+  *out = l;
   return 0;
 }
 
-void gmt_procmaps_list_free(gmt_procmap_t *maps, size_t n)
+void gmt_procmaps_list_free(gmt_procmap_list_t *l)
 {
-  for (size_t i = 0; i < n; i++)
-    free(maps[i].path);
-  free(maps);
+  free(l->maps);
+  free(l->names);
+  *l = (gmt_procmap_list_t){0};
+}
+
+/* A copy of l (a forked child's, until it reads its own). */
+static int list_copy(const gmt_procmap_list_t *l, gmt_procmap_list_t *out)
+{
+  gmt_procmap_list_t c = {.n = l->n, .nameslen = l->nameslen};
+  c.maps = l->n ? malloc(l->n * sizeof *c.maps) : NULL;
+  c.names = l->nameslen ? malloc(l->nameslen) : NULL;
+  if ((l->n && !c.maps) || (l->nameslen && !c.names)) {
+    gmt_procmaps_list_free(&c);
+    return -ENOMEM;
+  }
+  if (l->nameslen)
+    memcpy(c.names, l->names, l->nameslen);
+  for (size_t i = 0; i < l->n; i++) {
+    c.maps[i] = l->maps[i];
+    if (l->maps[i].path[0])
+      c.maps[i].path = c.names + (l->maps[i].path - l->names);
+  }
+  *out = c;
+  return 0;
 }
 
 /* ---- the cache ---- */
@@ -102,8 +159,7 @@ void gmt_procmaps_list_free(gmt_procmap_t *maps, size_t n)
 typedef struct proc_entry {
   uint32_t pid;
   uint64_t read_ns; /* the last read, or the last try to read */
-  gmt_procmap_t *maps;
-  size_t n;
+  gmt_procmap_list_t list;
   struct proc_entry *next;
 } proc_entry_t;
 
@@ -119,7 +175,7 @@ int gmt_procmaps_new(gmt_procmaps_t **out)
 
 static void entry_free(proc_entry_t *p)
 {
-  gmt_procmaps_list_free(p->maps, p->n);
+  gmt_procmaps_list_free(&p->list);
   free(p);
 }
 
@@ -153,18 +209,16 @@ static proc_entry_t *entry_of(gmt_procmaps_t *pm, uint32_t pid)
 
 int gmt_procmaps_load(gmt_procmaps_t *pm, uint32_t pid)
 {
-  gmt_procmap_t *maps;
-  size_t n;
+  gmt_procmap_list_t l;
   proc_entry_t *p = entry_of(pm, pid);
   if (!p)
     return -ENOMEM;
   p->read_ns = gmt_now_ns();
-  int rc = gmt_procmaps_read(pid, &maps, &n);
+  int rc = gmt_procmaps_read(pid, &l);
   if (rc != 0)
     return rc; /* what was read before stays: a process that exited still resolves */
-  gmt_procmaps_list_free(p->maps, p->n);
-  p->maps = maps;
-  p->n = n;
+  gmt_procmaps_list_free(&p->list);
+  p->list = l;
   return 0;
 }
 
@@ -173,16 +227,11 @@ void gmt_procmaps_fork(gmt_procmaps_t *pm, uint32_t parent, uint32_t child)
   proc_entry_t *p = *slot_of(pm, parent), *c;
   if (!p || parent == child || !(c = entry_of(pm, child)))
     return;
-  gmt_procmap_t *maps = p->n ? calloc(p->n, sizeof *maps) : NULL;
-  size_t n = 0;
-  for (; maps && n < p->n; n++) {
-    maps[n] = p->maps[n];
-    if (!(maps[n].path = strdup(p->maps[n].path)))
-      break;
-  }
-  gmt_procmaps_list_free(c->maps, c->n);
-  c->maps = maps;
-  c->n = n;
+  gmt_procmap_list_t l;
+  if (list_copy(&p->list, &l) != 0)
+    return;
+  gmt_procmaps_list_free(&c->list);
+  c->list = l;
   c->read_ns = p->read_ns;
 }
 
@@ -195,23 +244,23 @@ void gmt_procmaps_forget(gmt_procmaps_t *pm, uint32_t pid)
   entry_free(p);
 }
 
-static const gmt_procmap_t *bisect(const proc_entry_t *p, uint64_t addr)
+static const gmt_procmap_t *bisect(const gmt_procmap_list_t *l, uint64_t addr)
 {
-  size_t lo = 0, hi = p->n;
+  size_t lo = 0, hi = l->n;
   while (lo < hi) { /* the first mapping that ends above addr */
     size_t mid = lo + (hi - lo) / 2;
-    if (p->maps[mid].end <= addr)
+    if (l->maps[mid].end <= addr)
       lo = mid + 1;
     else
       hi = mid;
   }
-  return lo < p->n && p->maps[lo].start <= addr ? &p->maps[lo] : NULL;
+  return lo < l->n && l->maps[lo].start <= addr ? &l->maps[lo] : NULL;
 }
 
 const gmt_procmap_t *gmt_procmaps_find(gmt_procmaps_t *pm, uint32_t pid, uint64_t addr)
 {
   proc_entry_t *p = *slot_of(pm, pid);
-  const gmt_procmap_t *m = p ? bisect(p, addr) : NULL;
+  const gmt_procmap_t *m = p ? bisect(&p->list, addr) : NULL;
   if (m)
     return m;
   /* A miss: something mapped since, or an address no read would place
@@ -221,7 +270,7 @@ const gmt_procmap_t *gmt_procmaps_find(gmt_procmaps_t *pm, uint32_t pid, uint64_
     return NULL;
   if (gmt_procmaps_load(pm, pid) != 0)
     return NULL;
-  return bisect(*slot_of(pm, pid), addr);
+  return bisect(&(*slot_of(pm, pid))->list, addr);
 }
 
 int gmt_procmaps_host_region(void *pm, uint32_t pid, uint64_t addr, gmt_host_region_t *out)

@@ -29,15 +29,22 @@ typedef enum {
 typedef struct gmt_procmap {
   uint64_t start, end, offset;
   bool read, write, exec, shared;
-  uint8_t type; /* gmt_pmap_type_t */
-  bool deleted; /* the file was removed (" (deleted)", not in path) */
-  char *path;   /* "" when anonymous */
+  uint8_t type;     /* gmt_pmap_type_t */
+  bool deleted;     /* the file was removed (" (deleted)", not in path) */
+  const char *path; /* a file's; "" for every other type */
 } gmt_procmap_t;
 
-/* One read of /proc/PID/maps, in address order: *out is malloc'd (free
- * with gmt_procmaps_list_free()). -ESRCH when there is no such process. */
-int gmt_procmaps_read(uint32_t pid, gmt_procmap_t **out, size_t *n);
-void gmt_procmaps_list_free(gmt_procmap_t *maps, size_t n);
+typedef struct gmt_procmap_list {
+  gmt_procmap_t *maps; /* in address order */
+  size_t n;
+  char *names; /* the paths, which maps[].path point into */
+  size_t nameslen;
+} gmt_procmap_list_t;
+
+/* One read of /proc/PID/maps; free it with gmt_procmaps_list_free().
+ * -ESRCH when there is no such process. */
+int gmt_procmaps_read(uint32_t pid, gmt_procmap_list_t *out);
+void gmt_procmaps_list_free(gmt_procmap_list_t *l);
 
 typedef struct gmt_procmaps gmt_procmaps_t;
 

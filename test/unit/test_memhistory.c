@@ -995,6 +995,18 @@ static void test_procmaps_host_regions_of_this_process(void **state)
   const gmt_procmap_t *m = gmt_procmaps_find(pm, self, (uint64_t)(uintptr_t)big);
   assert_non_null(m);
   assert_true(m->read && m->write && !m->exec);
+  assert_string_equal(m->path, "");
+  m = gmt_procmaps_find(pm, self, (uint64_t)(uintptr_t)&test_procmaps_host_regions_of_this_process);
+  assert_non_null(m);
+  assert_true(m->exec && m->type == GMT_PMAP_FILE);
+  assert_non_null(strstr(m->path, "test_memhistory"));
+  /* a forked child's maps are its parent's until it reads its own */
+  gmt_procmaps_fork(pm, self, 0x7fffffff);
+  m = gmt_procmaps_find(pm, 0x7fffffff,
+                        (uint64_t)(uintptr_t)&test_procmaps_host_regions_of_this_process);
+  assert_non_null(m);
+  assert_non_null(strstr(m->path, "test_memhistory"));
+  gmt_procmaps_forget(pm, 0x7fffffff);
   free(big);
   gmt_procmaps_free(pm);
 }
