@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gmt_log.h"
+#include "procmaps.h"
 #include "symbols.h"
 
 struct gmt_tracer {
@@ -18,7 +19,8 @@ struct gmt_tracer {
   char libcuda[4096];
   gmt_probes_t *probes;
   gmt_memhistory_t *mh;
-  gmt_symbolizer_t *sym; /* used by the event handler only */
+  gmt_procmaps_t *maps;  /* used by the event handler only, */
+  gmt_symbolizer_t *sym; /* as is this */
   pthread_t thread;
   bool thread_running;
   atomic_bool stop;
@@ -143,8 +145,8 @@ static void on_event(void *arg, const struct gmt_trace_event *e)
     gmt_memhistory_fault(t->mh, e->pid, e->addr, e->size, e->ts_ns, e->tid);
     break;
   case GMT_TEV_FORK:
-    gmt_symbolizer_fork(t->sym, (uint32_t)e->addr, e->pid);
-    gmt_symbolizer_load(t->sym, e->pid); /* if it is still there, its own */
+    gmt_procmaps_fork(t->maps, (uint32_t)e->addr, e->pid);
+    gmt_procmaps_load(t->maps, e->pid); /* if it is still there, its own */
     gmt_memhistory_process_start(t->mh, e->pid, (uint32_t)e->addr, e->ts_ns);
     gmt_debug("trace: pid %u forked %u", (unsigned)e->addr, e->pid);
     break;
@@ -154,7 +156,7 @@ static void on_event(void *arg, const struct gmt_trace_event *e)
     if (t->probes)
       gmt_probes_flush_faults(t->probes, e->pid, true);
     gmt_memhistory_process_exit(t->mh, e->pid, e->rc, e->ts_ns);
-    gmt_symbolizer_forget(t->sym, e->pid);
+    gmt_procmaps_forget(t->maps, e->pid);
     gmt_debug("trace: pid %u exited (%d)", e->pid, e->rc);
     if (t->opts.pid > 0 && e->pid == (uint32_t)t->opts.pid)
       atomic_store(&t->root_exited, true);
@@ -188,7 +190,18 @@ int gmt_tracer_new(gmt_tracer_t **out, const gmt_tracer_opts_t *o)
   int rc = gmt_memhistory_new(&t->mh);
   if (rc == 0) {
     gmt_memhistory_set_max_events(t->mh, o->max_events);
-    rc = gmt_symbolizer_new(&t->sym);
+    rc = gmt_procmaps_new(&t->maps);
+  }
+  if (rc == 0)
+    rc = gmt_symbolizer_new(&t->sym, t->maps);
+  if (rc == 0) {
+    /* A job traced after it made its buffers copies to and from memory we
+     * never saw allocated: its copies find those buffers. */
+    gmt_attach_opts_t ao = {.host_region = gmt_procmaps_host_region,
+                            .arg = t->maps,
+                            .min_host_bytes =
+                                o->min_mmap_bytes ? o->min_mmap_bytes : GMT_TRACE_MIN_MMAP_BYTES};
+    gmt_memhistory_set_attach(t->mh, &ao);
   }
   if (rc != 0) {
     gmt_tracer_free(t);
@@ -238,7 +251,7 @@ int gmt_tracer_start(gmt_tracer_t *t, char *err, size_t errlen)
   if (t->opts.pid > 0) {
     /* Its maps now, while it is surely there: sites still resolve if it
      * exits before its last events are read. */
-    gmt_symbolizer_load(t->sym, (uint32_t)t->opts.pid);
+    gmt_procmaps_load(t->maps, (uint32_t)t->opts.pid);
     gmt_memhistory_process_start(t->mh, (uint32_t)t->opts.pid, 0, t->start_ns);
   }
   if ((rc = gmt_probes_open(&t->probes, &po, err, errlen)) != 0)
@@ -298,6 +311,7 @@ void gmt_tracer_free(gmt_tracer_t *t)
   gmt_tracer_stop(t);
   gmt_memhistory_free(t->mh);
   gmt_symbolizer_free(t->sym);
+  gmt_procmaps_free(t->maps);
   free(t);
 }
 
@@ -315,7 +329,7 @@ int gmt_tracer_add_pid(gmt_tracer_t *t, uint32_t pid)
   if (!t->probes)
     return -EINVAL;
   /* As at start: its maps while it is surely there. */
-  gmt_symbolizer_load(t->sym, pid);
+  gmt_procmaps_load(t->maps, pid);
   gmt_trace_process_t p;
   if (gmt_memhistory_process_info(t->mh, pid, &p) != 0 || p.exited)
     gmt_memhistory_process_start(t->mh, pid, 0, gmt_now_ns());
@@ -331,7 +345,7 @@ void gmt_tracer_pid_gone(gmt_tracer_t *t, uint32_t pid)
   gmt_trace_process_t p;
   if (gmt_memhistory_process_info(t->mh, pid, &p) == 0 && !p.exited)
     gmt_memhistory_process_exit(t->mh, pid, 0, gmt_now_ns());
-  gmt_symbolizer_forget(t->sym, pid);
+  gmt_procmaps_forget(t->maps, pid);
 }
 
 void gmt_tracer_sync(gmt_tracer_t *t)
@@ -349,7 +363,7 @@ void gmt_tracer_forget_pid(gmt_tracer_t *t, uint32_t pid)
     gmt_probes_remove_pid(t->probes, pid);
     gmt_probes_flush_faults(t->probes, pid, true);
   }
-  gmt_symbolizer_forget(t->sym, pid);
+  gmt_procmaps_forget(t->maps, pid);
   gmt_memhistory_forget_process(t->mh, pid);
 }
 

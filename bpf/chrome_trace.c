@@ -76,10 +76,11 @@ int gmt_chrome_trace_write(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, c
     fprintf(f,
             "%s\n{\"ph\":\"b\",\"cat\":\"%s\",\"name\":\"%s %s #%llu\",\"id\":\"0x%llx\","
             "\"pid\":%u,\"tid\":%u,\"ts\":%.3f,\"args\":{\"address\":\"0x%llx\",\"size\":%llu,"
-            "\"site\":\"",
+            "\"origin\":\"%s\",\"site\":\"",
             sep, gmt_alloc_kind_name(in->kind), gmt_alloc_kind_name(in->kind), size,
             (unsigned long long)in->id, (unsigned long long)in->id, in->pid, in->pid,
-            us(in->alloc_ns, t0), (unsigned long long)in->address, (unsigned long long)in->size);
+            us(in->alloc_ns, t0), (unsigned long long)in->address, (unsigned long long)in->size,
+            gmt_alloc_origin_name(in->origin));
     sep = ",";
     put_escaped(f, site);
     fprintf(f, "\",\"h2d_count\":%llu,\"d2h_count\":%llu,\"faults\":%llu}}",

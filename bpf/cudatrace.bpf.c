@@ -31,7 +31,7 @@ const volatile __u32 targ_tgid = 0;
 /* Trace the children of traced processes (they join traced_tgids). */
 const volatile bool follow_forks = true;
 /* Anonymous mmaps at least this big are host buffers worth a history. */
-const volatile __u64 min_mmap_bytes = 1 << 20;
+const volatile __u64 min_mmap_bytes = GMT_TRACE_MIN_MMAP_BYTES;
 /* At most one FAULT event per 2 MiB chunk per this many ns; the faults in
  * between are counted, not lost (0: one event per fault). */
 const volatile __u64 fault_sample_ns = 1000000;

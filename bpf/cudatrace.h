@@ -17,6 +17,9 @@
  * GMT_TRACE_POLL_MS, and gmt-schd at each query and each 1 s sweep. */
 #define GMT_TRACE_WAKEUP_BYTES (256 << 10)
 #define GMT_TRACE_POLL_MS 100
+/* Anonymous mmaps at least this big are host buffers (--min-mmap), and
+ * so are host spans that copies touch in memory never seen allocated. */
+#define GMT_TRACE_MIN_MMAP_BYTES (1u << 20)
 
 /* What an event is (gmt_trace_event.type). */
 enum gmt_trace_ev_type {

@@ -15,8 +15,6 @@
 #include "gmt_error.h"
 
 static const char GMTZ_MAGIC[4] = {'G', 'M', 'T', 'Z'};
-static const char *const origin_names[] = {"call", "mmap", "register", "map"};
-#define N_ORIGINS (sizeof origin_names / sizeof origin_names[0])
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -69,7 +67,7 @@ json_object *gmt_trace_alloc_json(const gmt_alloc_info_t *in)
   put_u64(o, "id", in->id);
   put_u64(o, "pid", in->pid);
   put_str(o, "kind", gmt_alloc_kind_name(in->kind));
-  put_str(o, "origin", in->origin < N_ORIGINS ? origin_names[in->origin] : "call");
+  put_str(o, "origin", gmt_alloc_origin_name(in->origin));
   put_bool(o, "registered", in->registered);
   put_u64(o, "address", in->address);
   snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)in->address);
@@ -200,10 +198,8 @@ static int alloc_from_json(gmt_memhistory_t *mh, json_object *o)
   in.id = get_u64(o, "id");
   in.pid = (uint32_t)get_u64(o, "pid");
   in.kind = (uint8_t)kind;
-  const char *origin = get_str(o, "origin");
-  for (uint8_t i = 0; i < N_ORIGINS; i++)
-    if (!strcmp(origin, origin_names[i]))
-      in.origin = i;
+  int origin = gmt_alloc_origin_parse(get_str(o, "origin"));
+  in.origin = origin >= 0 ? (uint8_t)origin : GMT_ORIGIN_CALL; /* as in dumps without it */
   in.registered = get_bool(o, "registered");
   in.address = get_u64(o, "address");
   in.size = get_u64(o, "size");
@@ -311,7 +307,8 @@ void gmt_trace_alloc_from_pb(const Gmt__TraceAllocation *a, gmt_alloc_info_t *in
   *in = (gmt_alloc_info_t){.id = a->id,
                            .pid = a->pid,
                            .kind = (uint8_t)a->kind,
-                           .origin = (uint8_t)a->origin,
+                           .origin = a->origin < GMT_ORIGIN_MAX ? (uint8_t)a->origin
+                                                                : (uint8_t)GMT_ORIGIN_CALL,
                            .registered = a->registered,
                            .active = a->active,
                            .address = a->address,

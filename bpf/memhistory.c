@@ -14,6 +14,12 @@
  *   small frontier heap: O(k log k), never a scan of all histories.
  * - Address reuse: a hash of (pid, start address) to the newest history
  *   that started there, each linked to the one before it.
+ *
+ * Attach buffers (memory never seen allocated, found by the copies that
+ * touch it) are the one kind whose range changes: a move takes a history
+ * out of the range index and the address hash and puts it back, and a
+ * merge takes the merged one out of every index. Both are rare next to
+ * the copies that only look a buffer up.
  */
 #include "memhistory.h"
 
@@ -62,12 +68,17 @@ struct gmt_memhistory {
   /* Copies counted once each (a history counts a copy between two tracked
    * buffers at both ends). */
   uint64_t copy_count[GMT_AEV_MAX], copy_bytes[GMT_AEV_MAX];
+  bool attach_on;
+  gmt_attach_opts_t attach;
+  uint64_t attach_changes; /* attach buffers made, moved or merged so far */
 };
 
 /* ---- names ---- */
 
 static const char *const kind_names[GMT_ALLOC_KIND_MAX] = {"device", "host_pinned", "host_pageable",
                                                            "managed"};
+static const char *const origin_names[GMT_ORIGIN_MAX] = {"call", "mmap", "register", "map",
+                                                         "attach"};
 static const char *const aev_names[GMT_AEV_MAX] = {
     [GMT_AEV_ALLOC] = "alloc",       [GMT_AEV_FREE] = "free",         [GMT_AEV_H2D] = "h2d",
     [GMT_AEV_D2H] = "d2h",           [GMT_AEV_D2D] = "d2d",           [GMT_AEV_FAULT] = "fault",
@@ -91,6 +102,19 @@ int gmt_alloc_kind_parse(const char *name)
 const char *gmt_aev_name(int type)
 {
   return type > 0 && type < GMT_AEV_MAX && aev_names[type] ? aev_names[type] : "unknown";
+}
+
+const char *gmt_alloc_origin_name(int origin)
+{
+  return origin >= 0 && origin < GMT_ORIGIN_MAX ? origin_names[origin] : "unknown";
+}
+
+int gmt_alloc_origin_parse(const char *name)
+{
+  for (int i = 0; i < GMT_ORIGIN_MAX; i++)
+    if (name && !strcmp(name, origin_names[i]))
+      return i;
+  return -EINVAL;
 }
 
 int gmt_aev_parse(const char *name)
@@ -200,6 +224,16 @@ static void counters_changed(gmt_memhistory_t *mh, gmt_alloc_history_t *h)
 {
   heap_fix(&mh->hot, h);
   heap_fix(&mh->cold, h);
+}
+
+static void heap_remove(heap_t *hp, gmt_alloc_history_t *h)
+{
+  size_t i = hp->hot ? h->hot_pos : h->cold_pos;
+  gmt_alloc_history_t *last = hp->v[--hp->n];
+  if (i == hp->n)
+    return;
+  heap_set(hp, i, last);
+  heap_fix(hp, last);
 }
 
 static bool pid_in(uint32_t pid, const uint32_t *pids, size_t npids)
@@ -442,6 +476,39 @@ static uint32_t site_next(gmt_memhistory_t *mh, const gmt_alloc_site_t *s)
   return 1;
 }
 
+/* h becomes the newest history at its (pid, address). */
+static void addr_link(gmt_memhistory_t *mh, gmt_alloc_history_t *h)
+{
+  gmt_alloc_history_t **slot = addr_slot(mh, h->info.pid, h->info.address);
+  h->prev_same = NULL;
+  h->hash_next = NULL;
+  if (*slot) { /* replace the chain head, keep the older behind */
+    h->prev_same = *slot;
+    h->hash_next = (*slot)->hash_next;
+    (*slot)->hash_next = NULL;
+  }
+  *slot = h;
+}
+
+/* h leaves the histories at its (pid, address); the older ones stay. */
+static void addr_unlink(gmt_memhistory_t *mh, gmt_alloc_history_t *h)
+{
+  gmt_alloc_history_t **slot = addr_slot(mh, h->info.pid, h->info.address);
+  if (*slot == h) {
+    gmt_alloc_history_t *older = h->prev_same;
+    if (older)
+      older->hash_next = h->hash_next;
+    *slot = older ? older : h->hash_next;
+  } else {
+    for (gmt_alloc_history_t *q = *slot; q; q = q->prev_same)
+      if (q->prev_same == h) {
+        q->prev_same = h->prev_same;
+        break;
+      }
+  }
+  h->prev_same = h->hash_next = NULL;
+}
+
 /* Adds h (info filled, id not yet) to every index. */
 static int add_history(gmt_memhistory_t *mh, gmt_alloc_history_t *h)
 {
@@ -461,13 +528,7 @@ static int add_history(gmt_memhistory_t *mh, gmt_alloc_history_t *h)
     abort();
   }
   mh->all[mh->nall++] = h;
-  gmt_alloc_history_t **slot = addr_slot(mh, h->info.pid, h->info.address);
-  if (*slot) { /* replace the chain head, keep the older behind */
-    h->prev_same = *slot;
-    h->hash_next = (*slot)->hash_next;
-    (*slot)->hash_next = NULL;
-  }
-  *slot = h;
+  addr_link(mh, h);
   return 0;
 }
 
@@ -571,7 +632,7 @@ int gmt_memhistory_free_at(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, ui
   wr(mh);
   gmt_alloc_history_t *h = find_active(mh, pid, addr);
   int rc = -ENOENT;
-  if (h && h->info.address == addr) {
+  if (h && (h->info.address == addr || h->info.origin == GMT_ORIGIN_ATTACH)) {
     end_history(mh, h, GMT_AEV_FREE, ts, tid);
     rc = 0;
   }
@@ -620,6 +681,221 @@ static bool is_device(const gmt_alloc_history_t *h)
   return h && (h->info.kind == GMT_ALLOC_DEVICE || h->info.kind == GMT_ALLOC_MANAGED);
 }
 
+/* ---- attach buffers ---- */
+
+void gmt_memhistory_set_attach(gmt_memhistory_t *mh, const gmt_attach_opts_t *o)
+{
+  wr(mh);
+  mh->attach = *o;
+  mh->attach_on = true;
+  un(mh);
+}
+
+static bool attach_of_side(const gmt_alloc_history_t *h, bool host)
+{
+  return h->info.origin == GMT_ORIGIN_ATTACH && is_device(h) != host;
+}
+
+/* Whether any active range of pid overlaps [lo, hi). */
+static bool overlaps_active(const gmt_memhistory_t *mh, uint32_t pid, uint64_t lo, uint64_t hi)
+{
+  size_t i = range_upper(mh, pid, lo);
+  if (i > 0 && mh->active[i - 1].pid == pid && mh->active[i - 1].end > lo)
+    return true;
+  return i < mh->nactive && mh->active[i].pid == pid && mh->active[i].start < hi;
+}
+
+/* h now spans [lo, hi): its place in the range index, the address hash
+ * and the cold heap (which ranks by size) follow. */
+static void attach_move(gmt_memhistory_t *mh, gmt_alloc_history_t *h, uint64_t lo, uint64_t hi)
+{
+  if (h->info.address == lo && h->info.size == hi - lo)
+    return;
+  range_remove(mh, h);
+  addr_unlink(mh, h);
+  h->info.address = lo;
+  h->info.size = hi - lo;
+  range_insert(mh, h); /* cannot fail: it just left a slot */
+  addr_link(mh, h);
+  counters_changed(mh, h);
+}
+
+/* Both event lists in time order, as many as a history keeps. */
+static void merge_events(gmt_memhistory_t *mh, gmt_alloc_history_t *into,
+                         const gmt_alloc_history_t *h)
+{
+  size_t n = into->nevents + h->nevents, keep = n < mh->max_events ? n : mh->max_events;
+  gmt_alloc_event_t *ev = keep ? malloc(keep * sizeof *ev) : NULL;
+  if (keep && !ev) { /* out of memory: the counters stay exact */
+    into->info.events_dropped += h->nevents;
+    return;
+  }
+  size_t a = 0, b = 0;
+  for (size_t i = 0; i < keep; i++) {
+    bool from_a =
+        b == h->nevents || (a < into->nevents && into->events[a].ts_ns <= h->events[b].ts_ns);
+    ev[i] = from_a ? into->events[a++] : h->events[b++];
+  }
+  into->info.events_dropped += n - keep;
+  free(into->events);
+  into->events = ev;
+  into->nevents = into->capevents = keep;
+}
+
+/* h was part of into all along: its counters and events join into's, and
+ * h leaves every index (it was never a buffer of its own). */
+static void attach_fold(gmt_memhistory_t *mh, gmt_alloc_history_t *into, gmt_alloc_history_t *h)
+{
+  gmt_alloc_info_t *a = &into->info;
+  const gmt_alloc_info_t *b = &h->info;
+  a->h2d_count += b->h2d_count;
+  a->h2d_bytes += b->h2d_bytes;
+  a->d2h_count += b->d2h_count;
+  a->d2h_bytes += b->d2h_bytes;
+  a->d2d_count += b->d2d_count;
+  a->d2d_bytes += b->d2d_bytes;
+  a->faults += b->faults;
+  a->prefetches += b->prefetches;
+  a->events_dropped += b->events_dropped;
+  if (b->alloc_ns < a->alloc_ns)
+    a->alloc_ns = b->alloc_ns;
+  merge_events(mh, into, h);
+
+  range_remove(mh, h);
+  addr_unlink(mh, h);
+  heap_remove(&mh->hot, h);
+  heap_remove(&mh->cold, h);
+  size_t lo = 0, hi = mh->nall; /* all[] is in id order */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (mh->all[mid]->info.id < b->id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < mh->nall && mh->all[lo] == h) {
+    memmove(&mh->all[lo], &mh->all[lo + 1], (mh->nall - lo - 1) * sizeof *mh->all);
+    mh->nall--;
+  }
+  gmt_trace_process_t *p = proc_find(mh, b->pid);
+  if (p && p->allocations)
+    p->allocations--;
+  free(h->events);
+  free(h);
+}
+
+static gmt_alloc_history_t *attach_new(gmt_memhistory_t *mh, uint32_t pid, bool host, uint64_t lo,
+                                       uint64_t hi, uint64_t ts)
+{
+  gmt_alloc_history_t *h = calloc(1, sizeof *h);
+  if (!h)
+    return NULL;
+  h->info = (gmt_alloc_info_t){.id = mh->last_id + 1,
+                               .pid = pid,
+                               .kind = host ? GMT_ALLOC_HOST_PAGEABLE : GMT_ALLOC_DEVICE,
+                               .origin = GMT_ORIGIN_ATTACH,
+                               .active = true,
+                               .address = lo,
+                               .size = hi - lo,
+                               .alloc_ns = ts};
+  if (add_history(mh, h) != 0) {
+    free(h);
+    return NULL;
+  }
+  mh->last_id++;
+  gmt_trace_process_t *p = proc_find(mh, pid);
+  if (p)
+    p->allocations++;
+  return h;
+}
+
+/* The attach buffer that a copy's end at addr, n bytes, on the host or the
+ * device side, falls in: made, grown or merged as gmt_memhistory_set_attach()
+ * says. NULL when the end cannot be placed; nothing changed then. addr is in
+ * no active range, or in an attach one of this side that the copy reaches
+ * past. */
+static gmt_alloc_history_t *attach_place(gmt_memhistory_t *mh, uint32_t pid, bool host,
+                                         uint64_t addr, uint64_t n, uint64_t ts)
+{
+  if (!addr)
+    return NULL; /* what a probe could not read */
+  uint64_t lo = addr, hi = addr + (n ? n : 1);
+  if (hi < lo)
+    hi = UINT64_MAX;
+  if (host) {
+    gmt_host_region_t r;
+    if (!mh->attach.host_region || mh->attach.host_region(mh->attach.arg, pid, addr, &r) != 0 ||
+        addr < r.start || addr >= r.end)
+      return NULL;
+    if (hi > r.end)
+      hi = r.end;
+    if (r.whole && !overlaps_active(mh, pid, r.start, r.end)) {
+      lo = r.start;
+      hi = r.end;
+    }
+  }
+  /* What [lo, hi) overlaps, in address order: attach buffers of this side
+   * merge into it; anything else (a buffer seen allocated, the other
+   * side's) ends it where it begins. */
+  size_t i = range_upper(mh, pid, lo), nmerge = 0;
+  if (i > 0 && mh->active[i - 1].pid == pid && mh->active[i - 1].end > lo)
+    i--;
+  size_t first = i;
+  gmt_alloc_history_t *keep = NULL;
+  uint64_t top = 0;
+  for (; i < mh->nactive && mh->active[i].pid == pid && mh->active[i].start < hi; i++) {
+    const range_t *r = &mh->active[i];
+    if (!attach_of_side(r->h, host)) {
+      if (r->start <= addr)
+        return NULL;
+      hi = r->start;
+      break;
+    }
+    nmerge++;
+    if (!keep || r->h->info.id < keep->info.id)
+      keep = r->h;
+    if (r->start < lo)
+      lo = r->start;
+    if (r->end > top)
+      top = r->end;
+  }
+  if (top > hi)
+    hi = top;
+  if (!keep)
+    return host && hi - lo < mh->attach.min_host_bytes ? NULL
+                                                       : attach_new(mh, pid, host, lo, hi, ts);
+
+  /* Folding changes the index under us: the others first, by pointer. */
+  gmt_alloc_history_t *few[8], **others = few;
+  if (nmerge - 1 > 8 && !(others = malloc((nmerge - 1) * sizeof *others)))
+    return NULL;
+  size_t nothers = 0;
+  for (size_t j = first; j < first + nmerge; j++)
+    if (mh->active[j].h != keep)
+      others[nothers++] = mh->active[j].h;
+  for (size_t j = 0; j < nothers; j++)
+    attach_fold(mh, keep, others[j]);
+  if (others != few)
+    free(others);
+  attach_move(mh, keep, lo, hi);
+  return keep;
+}
+
+/* A copy's end: the history it falls in, placed or grown when attach
+ * buffers are on and it is not a buffer seen allocated. */
+static gmt_alloc_history_t *place_end(gmt_memhistory_t *mh, uint32_t pid, gmt_alloc_history_t *h,
+                                      bool host, uint64_t addr, uint64_t n, uint64_t ts)
+{
+  if (!mh->attach_on)
+    return h;
+  if (h && (!attach_of_side(h, host) || addr + n <= h->info.address + h->info.size))
+    return h;
+  gmt_alloc_history_t *a = attach_place(mh, pid, host, addr, n, ts);
+  if (a)
+    mh->attach_changes++;
+  return a ? a : h;
+}
+
 int gmt_memhistory_copy(gmt_memhistory_t *mh, uint32_t pid, int dir, uint64_t dst, uint64_t src,
                         uint64_t bytes, uint64_t ts, uint64_t dur, uint32_t tid, uint64_t stream)
 {
@@ -636,10 +912,19 @@ int gmt_memhistory_copy(gmt_memhistory_t *mh, uint32_t pid, int dir, uint64_t ds
     type = GMT_AEV_H2D;
   else if (is_device(hs))
     type = GMT_AEV_D2H;
-  if (!type || (!hd && !hs)) {
+  if (!type) {
     mh->unmatched_copies++;
     un(mh);
     return 0;
+  }
+  if (mh->attach_on) {
+    uint64_t changes = mh->attach_changes;
+    hd = place_end(mh, pid, hd, type == GMT_AEV_D2H, dst, bytes, ts);
+    if (mh->attach_changes != changes) /* a merge may have taken hs */
+      hs = find_active(mh, pid, src);
+    hs = place_end(mh, pid, hs, type == GMT_AEV_H2D, src, bytes, ts);
+    if (mh->attach_changes != changes)
+      hd = find_active(mh, pid, dst);
   }
   mh->copy_count[type]++;
   mh->copy_bytes[type] += bytes;
@@ -653,6 +938,11 @@ int gmt_memhistory_copy(gmt_memhistory_t *mh, uint32_t pid, int dir, uint64_t ds
   } else if (p) {
     p->d2d_count++;
     p->d2d_bytes += bytes;
+  }
+  if (!hd && !hs) {
+    mh->unmatched_copies++;
+    un(mh);
+    return 0;
   }
   if (hd) {
     count_copy(hd, type, bytes);
@@ -729,7 +1019,7 @@ int gmt_memhistory_unpin(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint
     if (h->info.origin == GMT_ORIGIN_REGISTER) {
       end_history(mh, h, GMT_AEV_UNPIN, ts, tid);
     } else {
-      if (h->info.origin == GMT_ORIGIN_MMAP)
+      if (h->info.origin == GMT_ORIGIN_MMAP || h->info.origin == GMT_ORIGIN_ATTACH)
         h->info.kind = GMT_ALLOC_HOST_PAGEABLE;
       h->info.registered = false;
       add_event(mh, h, GMT_AEV_UNPIN, ts, 0, addr, 0, tid, 0);
@@ -971,6 +1261,8 @@ void gmt_memhistory_totals(gmt_memhistory_t *mh, gmt_memhistory_totals_t *t)
   for (size_t i = 0; i < mh->nall; i++) {
     const gmt_alloc_info_t *in = &mh->all[i]->info;
     t->by_kind[in->kind]++;
+    if (in->origin < GMT_ORIGIN_MAX)
+      t->by_origin[in->origin]++;
     t->faults += in->faults;
   }
   t->h2d_count = mh->copy_count[GMT_AEV_H2D];

@@ -29,6 +29,10 @@ typedef enum {
   GMT_ORIGIN_MMAP = 1,     /* a large anonymous mmap (pageable host memory) */
   GMT_ORIGIN_REGISTER = 2, /* cuMemHostRegister of memory we had not seen */
   GMT_ORIGIN_MAP = 3,      /* cuMemMap of physical memory (cuMemCreate) */
+  GMT_ORIGIN_ATTACH = 4,   /* never seen allocated (made before the trace, or
+                            * carved out of the heap): found by the copies
+                            * that touched it (gmt_memhistory_set_attach()) */
+  GMT_ORIGIN_MAX
 } gmt_alloc_origin_t;
 
 /* What happened to an allocation. The numbers are those of the dumps. */
@@ -48,7 +52,9 @@ typedef enum {
 } gmt_aev_type_t;
 
 const char *gmt_alloc_kind_name(int kind);
-int gmt_alloc_kind_parse(const char *name); /* -EINVAL when unknown */
+int gmt_alloc_kind_parse(const char *name);    /* -EINVAL when unknown */
+const char *gmt_alloc_origin_name(int origin); /* "call", "mmap", ..., "attach" */
+int gmt_alloc_origin_parse(const char *name);  /* -EINVAL when unknown */
 const char *gmt_aev_name(int type);
 int gmt_aev_parse(const char *name);
 
@@ -89,8 +95,8 @@ typedef struct gmt_alloc_info {
   uint64_t size;
   gmt_alloc_site_t site;
   uint32_t site_nth; /* 1 for the first allocation made at this site */
-  uint64_t alloc_ns;
-  uint64_t free_ns; /* 0 while active */
+  uint64_t alloc_ns; /* for an attach one: when a copy first touched it */
+  uint64_t free_ns;  /* 0 while active */
   uint64_t h2d_count, h2d_bytes;
   uint64_t d2h_count, d2h_bytes;
   uint64_t d2d_count, d2d_bytes;
@@ -155,7 +161,9 @@ void gmt_memhistory_set_max_events(gmt_memhistory_t *mh, size_t max);
  * without our seeing it: they end (REPLACED). */
 int gmt_memhistory_alloc(gmt_memhistory_t *mh, uint32_t pid, int kind, int origin, uint64_t addr,
                          uint64_t size, const gmt_alloc_site_t *site, uint64_t ts, uint32_t tid);
-/* The active allocation of pid starting at addr ends. -ENOENT if none. */
+/* The active allocation of pid starting at addr ends (an attach one ends
+ * when addr is anywhere in it: where it starts was never seen). -ENOENT if
+ * none. */
 int gmt_memhistory_free_at(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t ts,
                            uint32_t tid);
 /* munmap of [addr, addr+len): host allocations of pid inside it end. */
@@ -168,9 +176,47 @@ typedef enum {
   GMT_COPY_D2H = 2,
 } gmt_copy_dir_t;
 
+/* Where a host address lies, for memory never seen allocated: the
+ * mapping that holds it. whole: the mapping is one object mapped once (a
+ * file, shared memory), and a buffer in it is all of it; else (anonymous
+ * memory, the heap: the kernel merges neighbouring mappings, so one holds
+ * many allocations) a buffer is the span that copies touched, within it. */
+typedef struct gmt_host_region {
+  uint64_t start, end;
+  bool whole;
+} gmt_host_region_t;
+/* 0 and *out, or -ENOENT when no mapping that the process may read or
+ * write holds addr. Called with MemHistory's write lock held, from the
+ * writer's thread. */
+typedef int (*gmt_host_region_fn)(void *arg, uint32_t pid, uint64_t addr, gmt_host_region_t *out);
+
+typedef struct gmt_attach_opts {
+  gmt_host_region_fn host_region; /* NULL: host ends are never placed */
+  void *arg;
+  uint64_t min_host_bytes; /* a new host buffer spans at least this much */
+} gmt_attach_opts_t;
+
+/* From now on, a copy's end that lies in no active allocation of its
+ * process makes one of origin GMT_ORIGIN_ATTACH (a tracer attached to a
+ * running job finds its buffers this way), on the side the copy's
+ * direction says: a device one spanning the bytes the copy touched; a
+ * host one (host_pageable: pinned memory made before the trace cannot be
+ * told apart) spanning them too, or the whole mapping when it is one
+ * object, and only when that span is at least min_host_bytes (smaller
+ * host memory stays out, as mmaps below the tracer's --min-mmap do).
+ * Later copies that reach past such a buffer's end, or overlap it, grow
+ * it, and attach buffers of one side that come to overlap merge into the
+ * oldest (counters summed, events interleaved). A buffer seen allocated
+ * is never grown or merged: an attach span stops where one begins. */
+void gmt_memhistory_set_attach(gmt_memhistory_t *mh, const gmt_attach_opts_t *o);
+
 /* A copy of bytes from src to dst. Both ends that are tracked get the
- * event. Returns the direction it was counted as (GMT_AEV_H2D, _D2H,
- * _D2D), or 0 when neither end is device memory we know. */
+ * event; with gmt_memhistory_set_attach(), ends that are not are placed
+ * first. A copy whose direction is known (given, or told by a tracked
+ * device end) counts in the totals. Returns the direction it was counted
+ * as (GMT_AEV_H2D, _D2H, _D2D), or 0 when it matched no allocation (an
+ * unmatched copy: a unified copy neither of whose ends is known device
+ * memory, or one whose ends could not be placed, such as address 0). */
 int gmt_memhistory_copy(gmt_memhistory_t *mh, uint32_t pid, int dir, uint64_t dst, uint64_t src,
                         uint64_t bytes, uint64_t ts, uint64_t dur, uint32_t tid, uint64_t stream);
 /* n page faults at addr. -ENOENT when addr is in no active allocation. */
@@ -226,6 +272,7 @@ int gmt_memhistory_process_info(gmt_memhistory_t *mh, uint32_t pid, gmt_trace_pr
 typedef struct gmt_memhistory_totals {
   size_t allocations, active;
   size_t by_kind[GMT_ALLOC_KIND_MAX];
+  size_t by_origin[GMT_ORIGIN_MAX];
   uint64_t h2d_count, h2d_bytes, d2h_count, d2h_bytes, d2d_count, d2d_bytes;
   uint64_t faults, unmatched_faults, unmatched_copies;
   size_t processes;

@@ -19,6 +19,7 @@
 
 #include "cudatrace.skel.h"
 #include "gmt_log.h"
+#include "procmaps.h"
 #include "prologue.h"
 #include "symbols.h"
 
@@ -268,7 +269,8 @@ int gmt_probes_open(gmt_probes_t **out, const gmt_probes_opts_t *o, char *err, s
   }
   pm->skel->rodata->targ_tgid = o->pid > 0 ? (uint32_t)o->pid : 0;
   pm->skel->rodata->follow_forks = o->follow_forks;
-  pm->skel->rodata->min_mmap_bytes = o->min_mmap_bytes ? o->min_mmap_bytes : 1u << 20;
+  pm->skel->rodata->min_mmap_bytes =
+      o->min_mmap_bytes ? o->min_mmap_bytes : GMT_TRACE_MIN_MMAP_BYTES;
   pm->skel->rodata->fault_sample_ns =
       o->fault_sample_ns < 0 ? 1000000 : (uint64_t)o->fault_sample_ns;
   drop_missing_tracepoints(pm);
@@ -647,22 +649,15 @@ void gmt_probes_free(gmt_probes_t *pm)
 
 int gmt_probes_find_libcuda(int pid, char *path, size_t len)
 {
-  char fn[64];
-  snprintf(fn, sizeof fn, "/proc/%d/maps", pid);
-  FILE *f = fopen(fn, "re");
-  if (!f)
-    return errno == ENOENT ? -ESRCH : -errno;
-  char line[4096 + 128];
-  int rc = -ENOENT;
-  while (fgets(line, sizeof line, f)) {
-    char *p = strchr(line, '/');
-    if (!p)
-      continue;
-    p[strcspn(p, "\n")] = 0;
-    if (strstr(p, " (deleted)"))
-      continue;
-    const char *base = strrchr(p, '/') + 1;
-    if (strncmp(base, "libcuda.so", 10) != 0)
+  gmt_procmap_list_t l;
+  int rc = gmt_procmaps_read((uint32_t)pid, &l);
+  if (rc != 0)
+    return rc;
+  rc = -ENOENT;
+  for (size_t i = 0; i < l.n && rc != 0; i++) {
+    const char *p = l.maps[i].path, *base = strrchr(p, '/');
+    if (l.maps[i].type != GMT_PMAP_FILE || l.maps[i].deleted || !base ||
+        strncmp(base + 1, "libcuda.so", 10) != 0)
       continue;
     /* The path as the process sees it, reached through its root: the
      * same file for a process on the host, the container's for one in a
@@ -672,8 +667,7 @@ int gmt_probes_find_libcuda(int pid, char *path, size_t len)
     if (stat(path, &st) != 0)
       snprintf(path, len, "%s", p);
     rc = 0;
-    break;
   }
-  fclose(f);
+  gmt_procmaps_list_free(&l);
   return rc;
 }

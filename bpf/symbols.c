@@ -11,8 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gmt_log.h"
-
 typedef struct {
   uint64_t addr, size;
   union {
@@ -201,19 +199,6 @@ bool gmt_elf_symbolize(const gmt_elf_t *e, uint64_t vaddr, char *buf, size_t len
 
 /* ---- processes ---- */
 
-typedef struct {
-  uint64_t start, end, off;
-  char *path;
-} pmap_t;
-
-typedef struct proc_maps {
-  uint32_t pid;
-  uint64_t loaded_ns;
-  pmap_t *maps;
-  size_t n;
-  struct proc_maps *next;
-} proc_maps_t;
-
 typedef struct elf_cache {
   char *path;
   gmt_elf_t *elf; /* NULL: could not be read, do not try again */
@@ -221,32 +206,23 @@ typedef struct elf_cache {
 } elf_cache_t;
 
 struct gmt_symbolizer {
-  proc_maps_t *procs;
+  gmt_procmaps_t *maps;
   elf_cache_t *elfs;
 };
 
-int gmt_symbolizer_new(gmt_symbolizer_t **out)
+int gmt_symbolizer_new(gmt_symbolizer_t **out, gmt_procmaps_t *maps)
 {
   *out = calloc(1, sizeof **out);
-  return *out ? 0 : -ENOMEM;
-}
-
-static void maps_free(proc_maps_t *p)
-{
-  for (size_t i = 0; i < p->n; i++)
-    free(p->maps[i].path);
-  free(p->maps);
-  free(p);
+  if (!*out)
+    return -ENOMEM;
+  (*out)->maps = maps;
+  return 0;
 }
 
 void gmt_symbolizer_free(gmt_symbolizer_t *s)
 {
   if (!s)
     return;
-  for (proc_maps_t *p = s->procs, *n; p; p = n) {
-    n = p->next;
-    maps_free(p);
-  }
   for (elf_cache_t *c = s->elfs, *n; c; c = n) {
     n = c->next;
     gmt_elf_close(c->elf);
@@ -256,123 +232,11 @@ void gmt_symbolizer_free(gmt_symbolizer_t *s)
   free(s);
 }
 
-static proc_maps_t **maps_slot(gmt_symbolizer_t *s, uint32_t pid)
+/* Return addresses are in code: a file's executable mapping. */
+static const gmt_procmap_t *map_of(gmt_symbolizer_t *s, uint32_t pid, uint64_t pc)
 {
-  proc_maps_t **p = &s->procs;
-  while (*p && (*p)->pid != pid)
-    p = &(*p)->next;
-  return p;
-}
-
-int gmt_symbolizer_load(gmt_symbolizer_t *s, uint32_t pid)
-{
-  char fn[64];
-  snprintf(fn, sizeof fn, "/proc/%u/maps", pid);
-  FILE *f = fopen(fn, "re");
-  if (!f)
-    return -errno;
-  proc_maps_t *pm = calloc(1, sizeof *pm);
-  size_t cap = 0;
-  char line[PATH_MAX + 128];
-  int rc = pm ? 0 : -ENOMEM;
-  while (rc == 0 && fgets(line, sizeof line, f)) {
-    unsigned long long start, end, off;
-    char perms[8];
-    int pathpos = 0;
-    if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &off, &pathpos) < 4)
-      continue;
-    char *path = line + pathpos;
-    path[strcspn(path, "\n")] = 0;
-    if (perms[2] != 'x' || path[0] != '/')
-      continue; /* return addresses are in code */
-    if (pm->n == cap) {
-      cap = cap ? cap * 2 : 32;
-      pmap_t *nm = realloc(pm->maps, cap * sizeof *nm);
-      if (!nm) {
-        rc = -ENOMEM;
-        break;
-      }
-      pm->maps = nm;
-    }
-    char *del = strstr(path, " (deleted)");
-    if (del)
-      *del = 0;
-    pm->maps[pm->n] = (pmap_t){start, end, off, strdup(path)};
-    if (!pm->maps[pm->n].path)
-      rc = -ENOMEM;
-    pm->n++;
-  }
-  fclose(f);
-  if (rc != 0) {
-    if (pm)
-      maps_free(pm);
-    return rc;
-  }
-  pm->pid = pid;
-  pm->loaded_ns = gmt_now_ns();
-  proc_maps_t **slot = maps_slot(s, pid);
-  if (*slot) {
-    pm->next = (*slot)->next;
-    maps_free(*slot);
-  }
-  *slot = pm;
-  return 0;
-}
-
-void gmt_symbolizer_fork(gmt_symbolizer_t *s, uint32_t parent, uint32_t child)
-{
-  proc_maps_t *p = *maps_slot(s, parent);
-  if (!p)
-    return;
-  proc_maps_t *c = calloc(1, sizeof *c);
-  if (!c || (p->n && !(c->maps = calloc(p->n, sizeof *c->maps)))) {
-    free(c);
-    return;
-  }
-  for (size_t i = 0; i < p->n; i++) {
-    c->maps[i] = p->maps[i];
-    c->maps[i].path = strdup(p->maps[i].path);
-    c->n = i + 1;
-    if (!c->maps[i].path)
-      break;
-  }
-  c->pid = child;
-  proc_maps_t **slot = maps_slot(s, child);
-  if (*slot) {
-    c->next = (*slot)->next;
-    maps_free(*slot);
-  }
-  *slot = c;
-}
-
-void gmt_symbolizer_forget(gmt_symbolizer_t *s, uint32_t pid)
-{
-  proc_maps_t **slot = maps_slot(s, pid);
-  if (!*slot)
-    return;
-  proc_maps_t *p = *slot;
-  *slot = p->next;
-  maps_free(p);
-}
-
-static const pmap_t *find_map(const proc_maps_t *p, uint64_t pc)
-{
-  for (size_t i = 0; p && i < p->n; i++)
-    if (pc >= p->maps[i].start && pc < p->maps[i].end)
-      return &p->maps[i];
-  return NULL;
-}
-
-/* Maps are read again for an address they lack (a module mapped since),
- * but not more than every 200 ms: stacks without frame pointers hold
- * garbage "return addresses" that no re-read would resolve. */
-static const pmap_t *map_of(gmt_symbolizer_t *s, uint32_t pid, uint64_t pc)
-{
-  proc_maps_t *p = *maps_slot(s, pid);
-  const pmap_t *m = find_map(p, pc);
-  if (!m && (!p || gmt_now_ns() - p->loaded_ns > 200000000ull) && gmt_symbolizer_load(s, pid) == 0)
-    m = find_map(*maps_slot(s, pid), pc);
-  return m;
+  const gmt_procmap_t *m = gmt_procmaps_find(s->maps, pid, pc);
+  return m && m->exec && m->path[0] == '/' ? m : NULL;
 }
 
 static gmt_elf_t *elf_of(gmt_symbolizer_t *s, uint32_t pid, const char *path)
@@ -400,11 +264,11 @@ int gmt_symbolizer_resolve(gmt_symbolizer_t *s, uint32_t pid, uint64_t pc, gmt_a
 {
   memset(site, 0, sizeof *site);
   site->pc = pc;
-  const pmap_t *m = map_of(s, pid, pc);
+  const gmt_procmap_t *m = map_of(s, pid, pc);
   if (!m)
     return -ENOENT;
   snprintf(site->module, sizeof site->module, "%s", m->path);
-  uint64_t fileoff = pc - m->start + m->off, vaddr = fileoff;
+  uint64_t fileoff = pc - m->start + m->offset, vaddr = fileoff;
   gmt_elf_t *e = elf_of(s, pid, m->path);
   if (e && gmt_elf_off_to_vaddr(e, fileoff, &vaddr) == 0) {
     /* A return address points after the call: look up the call itself. */
@@ -440,7 +304,7 @@ void gmt_symbolizer_site(gmt_symbolizer_t *s, uint32_t pid, const uint64_t *stac
 {
   memset(site, 0, sizeof *site);
   for (size_t i = 0; i < n; i++) {
-    const pmap_t *m = map_of(s, pid, stack[i]);
+    const gmt_procmap_t *m = map_of(s, pid, stack[i]);
     if (m && !skipped_module(m->path)) {
       gmt_symbolizer_resolve(s, pid, stack[i], site);
       return;

@@ -1,8 +1,8 @@
 /* Call sites: which module and function a return address in a traced
- * process belongs to. Reads /proc/PID/maps (cached per process, re-read
- * when an address falls outside what was cached) and the modules' ELF
- * symbol tables (libelf; .symtab and .dynsym), and where a module's
- * function is (the probe manager skips entry points a driver lacks).
+ * process belongs to, from the process's mappings (procmaps.h) and the
+ * modules' ELF symbol tables (libelf; .symtab and .dynsym), and where a
+ * module's function is (the probe manager skips entry points a driver
+ * lacks).
  *
  * Not thread-safe: one symbolizer belongs to one event handler. */
 #ifndef GMT_TRACE_SYMBOLS_H
@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "memhistory.h"
+#include "procmaps.h"
 
 /* ---- one ELF file ---- */
 
@@ -31,15 +32,10 @@ bool gmt_elf_symbolize(const gmt_elf_t *e, uint64_t vaddr, char *buf, size_t len
 
 typedef struct gmt_symbolizer gmt_symbolizer_t;
 
-int gmt_symbolizer_new(gmt_symbolizer_t **out);
+/* Addresses are placed in maps, which the caller owns (and loads, forks
+ * and forgets processes in) and which outlives s. */
+int gmt_symbolizer_new(gmt_symbolizer_t **out, gmt_procmaps_t *maps);
 void gmt_symbolizer_free(gmt_symbolizer_t *s);
-
-/* Reads pid's maps now (a process about to be traced, a new child), so
- * that addresses still resolve after it exits. */
-int gmt_symbolizer_load(gmt_symbolizer_t *s, uint32_t pid);
-/* child starts with parent's maps (fork copies the address space). */
-void gmt_symbolizer_fork(gmt_symbolizer_t *s, uint32_t parent, uint32_t child);
-void gmt_symbolizer_forget(gmt_symbolizer_t *s, uint32_t pid);
 
 /* The call site in a user stack (return addresses, innermost first): the
  * first frame outside the driver, the CUDA runtime, the hook and libc, or

@@ -59,7 +59,9 @@ static void usage(FILE *f)
              "      --wait-libcuda S   wait up to S seconds for PID to load libcuda.so.1\n"
              "                         (default 10)\n"
              "      --no-follow        do not trace the children PID forks\n"
-             "      --min-mmap BYTES   anonymous mmaps tracked as host buffers (default 1Mi)\n"
+             "      --min-mmap BYTES   anonymous mmaps tracked as host buffers, and the least\n"
+             "                         host memory never seen allocated that copies make a\n"
+             "                         buffer of (default 1Mi)\n"
              "      --fault-sample-us N  at most one fault event per 2 MiB per N us\n"
              "                         (default 1000; 0: every fault; counts stay exact)\n"
              "  -k, --top K            rows in the hottest/coldest tables (default 5;\n"
@@ -151,12 +153,17 @@ static void print_rows(FILE *f, const gmt_alloc_info_t *rows, size_t n)
     human(a->size, size, sizeof size);
     human(a->h2d_bytes, hb, sizeof hb);
     human(a->d2h_bytes, db, sizeof db);
-    gmt_alloc_site_format(&a->site, site, sizeof site);
-    fprintf(f, "  %5llu %7u %-13s 0x%-16llx %10s %6llu %6llu %11s %11s %7llu  %s #%u%s\n",
+    if (a->origin == GMT_ORIGIN_ATTACH) /* no call site: found by its copies */
+      snprintf(site, sizeof site, "(not seen allocated)");
+    else
+      gmt_alloc_site_format(&a->site, site, sizeof site);
+    fprintf(f, "  %5llu %7u %-13s 0x%-16llx %10s %6llu %6llu %11s %11s %7llu  %s",
             (unsigned long long)a->id, a->pid, gmt_alloc_kind_name(a->kind),
             (unsigned long long)a->address, size, (unsigned long long)a->h2d_count,
-            (unsigned long long)a->d2h_count, hb, db, (unsigned long long)a->faults, site,
-            a->site_nth, a->active ? "" : " (freed)");
+            (unsigned long long)a->d2h_count, hb, db, (unsigned long long)a->faults, site);
+    if (a->origin != GMT_ORIGIN_ATTACH)
+      fprintf(f, " #%u", a->site_nth);
+    fprintf(f, "%s\n", a->active ? "" : " (freed)");
   }
 }
 
@@ -185,12 +192,16 @@ static void print_summary(FILE *f, gmt_tracer_t *tr, size_t k)
           t.processes, t.processes == 1 ? "" : "es", secs, (unsigned long long)meta.dropped_events);
   fprintf(f,
           "allocations: %zu (device %zu, host_pinned %zu, host_pageable %zu, managed %zu), "
-          "%zu still active\n",
+          "%zu still active, %zu not seen allocated (found by their copies)\n",
           t.allocations, t.by_kind[GMT_ALLOC_DEVICE], t.by_kind[GMT_ALLOC_HOST_PINNED],
-          t.by_kind[GMT_ALLOC_HOST_PAGEABLE], t.by_kind[GMT_ALLOC_MANAGED], t.active);
-  fprintf(f, "copies: H2D %llu (%s), D2H %llu (%s), D2D %llu; faults in host buffers %llu\n",
+          t.by_kind[GMT_ALLOC_HOST_PAGEABLE], t.by_kind[GMT_ALLOC_MANAGED], t.active,
+          t.by_origin[GMT_ORIGIN_ATTACH]);
+  fprintf(f,
+          "copies: H2D %llu (%s), D2H %llu (%s), D2D %llu, unmatched %llu; faults in host "
+          "buffers %llu\n",
           (unsigned long long)t.h2d_count, hb, (unsigned long long)t.d2h_count, db,
-          (unsigned long long)t.d2d_count, (unsigned long long)t.faults);
+          (unsigned long long)t.d2d_count, (unsigned long long)t.unmatched_copies,
+          (unsigned long long)t.faults);
   print_kernel_line(f, &t.kernel);
   if (meta.xid_errors)
     fprintf(f, "GPU Xid errors: %llu\n", (unsigned long long)meta.xid_errors);

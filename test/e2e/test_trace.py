@@ -24,6 +24,8 @@ COLD_SIZE = 64 << 10
 PIN_SIZE = 256 << 10
 PAGEABLE_SIZE = 4 << 20
 FORK_SIZE = 128 << 10
+ATTACH_SIZE = 1 << 20
+HOT_COPIES = 50
 NOBODY = 65534
 
 
@@ -180,6 +182,65 @@ class TraceTest(unittest.TestCase):
         self.assertEqual(coldest[5:7], hot)
         self.assertIn("H2D 105 (25.31 MiB), D2H 105 (25.31 MiB)", r.stdout)
         self.assertIn("0 dropped events", r.stdout)
+
+    def test_buffers_made_before_the_attach_are_found_by_their_copies(self):
+        # trace_job attach makes its 7 host buffers and its device buffer
+        # before "ready": the tracer never sees them allocated. Each copy
+        # still counts, and places both its ends.
+        x, z, t = self.path("a.json"), self.path("a.gmtz"), self.path("a.trace.json")
+        done, _, _, pid = self.trace("attach", "-o", x)
+        dev = int(done["dev"], 16)
+        hot = [int(a, 16) for a in done["hot"].split(",")]
+        cold = [int(a, 16) for a in done["cold"].split(",")]
+        with open(x) as f:
+            dump = json.load(f)
+        n = 2 * 2 * HOT_COPIES + 5 * 2  # 210 copies of 1 MiB, half each way
+        self.assertEqual(dump["copies"], {"h2d_count": n // 2, "h2d_bytes": n // 2 * ATTACH_SIZE,
+                                          "d2h_count": n // 2, "d2h_bytes": n // 2 * ATTACH_SIZE,
+                                          "d2d_count": 0, "d2d_bytes": 0})
+        self.assertEqual((dump["unmatched_copies"], dump["dropped_events"]), (0, 0))
+        allocs = {a["address"]: a for a in dump["allocations"]}
+        self.assertEqual(sorted(allocs), sorted([dev] + hot + cold))
+        want = {dev: ("device", n // 2, n // 2)}
+        want.update({a: ("host_pageable", HOT_COPIES, HOT_COPIES) for a in hot})
+        want.update({a: ("host_pageable", 1, 1) for a in cold})
+        for addr, (kind, h2d, d2h) in want.items():
+            a = allocs[addr]
+            self.assertEqual((a["pid"], a["kind"], a["origin"], a["size"], a["h2d_count"],
+                              a["h2d_bytes"], a["d2h_count"], a["d2h_bytes"], a["d2d_count"]),
+                             (pid, kind, "attach", ATTACH_SIZE, h2d, h2d * ATTACH_SIZE, d2h,
+                              d2h * ATTACH_SIZE, 0), a)
+            self.assertEqual(len([e for e in a["events"] if e["type"] in ("h2d", "d2h")]),
+                             h2d + d2h, a)
+        # Ids in the order the copies first touched them: the device buffer
+        # (the first copy's destination), then the host ones.
+        self.assertEqual([a["address"] for a in sorted(allocs.values(), key=lambda a: a["id"])],
+                         [dev] + hot + cold)
+
+        # Ranked like any buffer: the device buffer every copy touched, the
+        # 2 hot ones, then the 5 cold ones (ties in the order seen).
+        r = self.run_tracer("--load", x, "-k", "8")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.table(r.stdout, "hottest"), [dev] + hot + cold)
+        self.assertEqual(self.table(r.stdout, "coldest"), cold + hot + [dev])
+        self.assertIn("H2D 105 (105.00 MiB), D2H 105 (105.00 MiB), D2D 0, unmatched 0", r.stdout)
+        self.assertIn("8 not seen allocated", r.stdout)
+        self.assertIn("(not seen allocated)", r.stdout)
+
+        # Every dump format keeps the origin: .gmtz back to the same JSON,
+        # and the Chrome trace names it (each copy drawn once, from the
+        # device end: all 210).
+        for src, dst in ((x, z), (z, self.path("b.json")), (x, t)):
+            r = self.run_tracer("--load", src, "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.path("b.json")) as f:
+            self.assertEqual(json.load(f), dump)
+        with open(t) as f:
+            chrome = json.load(f)["traceEvents"]
+        begins = [e for e in chrome if e["ph"] == "b"]
+        self.assertEqual(sorted((int(e["args"]["address"], 16), e["args"]["origin"]) for e in begins),
+                         sorted((a, "attach") for a in [dev] + hot + cold))
+        self.assertEqual(len([e for e in chrome if e.get("cat") == "copy"]), n)
 
     def test_probes_sit_where_a_hit_is_cheap(self):
         # The fake's entry points begin with endbr64; push %rbp (as a CET

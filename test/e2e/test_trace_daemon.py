@@ -2,7 +2,9 @@
 The scheduler traces every process its pod managers report; test/e2e/
 traceprogs/trace_job runs under the hook in pod a against the fake
 libcuda.so.1, and `gmt trace --pod a --json` must rank its 2 hot buffers
-above its 5 cold ones with exact counts and bytes. Needs root (BPF); no GPU.
+above its 5 cold ones with exact counts and bytes; a job that the scheduler
+only traces after it made its buffers (gmt-schd restarted under it) gets
+them found by their copies. Needs root (BPF); no GPU.
 
 trace_job says "ready pid=N" after cuInit (so the hook has registered it)
 and waits for a line on stdin; the test sends it once the scheduler shows
@@ -17,6 +19,7 @@ from gmt_e2e import (TRACE_JOB, GmtTestCase, build_path, tracer_missing, unless_
 HOT_SIZE = 256 << 10
 COLD_SIZE = 64 << 10
 HOT_COPIES = 50
+ATTACH_SIZE = 1 << 20
 
 
 @unless_runnable(tracer_missing("the scheduler's tracer"))
@@ -31,12 +34,14 @@ class TraceDaemonTest(GmtTestCase):
         job = self.run_prog(pod, TRACE_JOB, *(args or ("hotcold",)))
         pid = int(job.expect("ready")["pid"])
         self.assertEqual(pid, job.proc.pid)
+        self.wait_probed(pod, pid)
+        return job, pid
 
+    def wait_probed(self, pod, pid):
         def probed():
             procs = {p["pid"]: p for p in self.spots(pod)["processes"]}
             return procs.get(pid, {}).get("probed")
         wait_for(probed, timeout=15, what="gmt-schd to trace pid %d with its libcuda probed" % pid)
-        return job, pid
 
     def test_pod_spots_rank_hot_buffers_first_with_exact_counts(self):
         self.start_schd()
@@ -105,6 +110,54 @@ class TraceDaemonTest(GmtTestCase):
         s = wait_for(exited, timeout=10, what="gmt-schd to see pid %d exit" % pid)
         self.assertEqual(sorted(a["address"] for a in s["hot"]), hot)
         self.assertFalse(any(a["active"] for a in s["hot"]))
+
+    def test_buffers_made_before_the_job_was_traced_are_found_by_their_copies(self):
+        # trace_job attach makes its 7 host buffers and its device buffer
+        # before "ready"; then gmt-schd restarts, and the new one traces the
+        # job from the pod manager's next report: after all of them.
+        schd = self.start_schd()
+        self.start_pmgr("a")
+        job = self.run_prog("a", TRACE_JOB, "attach")
+        pid = int(job.expect("ready")["pid"])
+        self.assertEqual(schd.stop(), 0)
+        self.daemons.remove(schd)
+        self.start_schd()
+        self.wait_probed("a", pid)
+        self.assertEqual(self.spots("a")["allocations"], 0)  # nothing seen allocated
+        job.send("go")
+        done = job.expect("done")
+        dev = int(done["dev"], 16)
+        hot = [int(a, 16) for a in done["hot"].split(",")]
+        cold = [int(a, 16) for a in done["cold"].split(",")]
+
+        n = 2 * 2 * HOT_COPIES + 5 * 2  # 210 copies of 1 MiB, half each way
+        def settled():
+            s = self.spots("a", "-k", "8")
+            return s if s["copies"]["h2d_count"] + s["copies"]["d2h_count"] >= n else None
+        s = wait_for(settled, timeout=10, what="the copies to reach gmt-schd")
+        self.assertEqual(s["dropped_events"], 0)
+        self.assertEqual(s["copies"], {"h2d_count": n // 2, "h2d_bytes": n // 2 * ATTACH_SIZE,
+                                       "d2h_count": n // 2, "d2h_bytes": n // 2 * ATTACH_SIZE,
+                                       "d2d_count": 0, "d2d_bytes": 0})
+        self.assertEqual(s["allocations"], 8)
+        self.assertEqual([a["address"] for a in s["hot"]], [dev] + hot + cold)
+        self.assertEqual([a["address"] for a in s["cold"]], cold + hot + [dev])
+        want = {dev: ("device", n // 2)}
+        want.update({a: ("host_pageable", HOT_COPIES) for a in hot})
+        want.update({a: ("host_pageable", 1) for a in cold})
+        for a in s["hot"]:
+            kind, each_way = want[a["address"]]
+            self.assertEqual((a["pid"], a["kind"], a["origin"], a["size"], a["h2d_count"],
+                              a["h2d_bytes"], a["d2h_count"], a["d2h_bytes"]),
+                             (pid, kind, "attach", ATTACH_SIZE, each_way, each_way * ATTACH_SIZE,
+                              each_way, each_way * ATTACH_SIZE), a)
+
+        r = self.gmt("trace", "--pod", "a", "-k", "3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("allocations: 8; copies: H2D 105 (105.00 MiB), D2H 105 (105.00 MiB)", r.stdout)
+        self.assertEqual(r.stdout.count("(not seen allocated)"), 6)  # 3 hottest, 3 coldest
+        rc, err = job.finish()
+        self.assertEqual(rc, 0, err)
 
     def test_pod_processes_show_the_kernels_side(self):
         self.start_schd()

@@ -1,6 +1,8 @@
 /* MemHistory (bpf/memhistory.c) and its dumps (dump.c): interior
- * lookups, address reuse, hot/cold ranking as counters change, and round
- * trips through JSON and .gmtz. No BPF here: histories are fed by hand. */
+ * lookups, address reuse, hot/cold ranking as counters change, round
+ * trips through JSON and .gmtz, and attach buffers (memory never seen
+ * allocated, found by its copies: their ranges, merging, ranking). No BPF
+ * here: histories are fed by hand. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -16,6 +19,7 @@
 #include "dump.h"
 #include "gmt_error.h"
 #include "memhistory.h"
+#include "procmaps.h"
 
 #define PID 100
 #define MiB (1ull << 20)
@@ -561,7 +565,8 @@ static void assert_same_info(const gmt_alloc_info_t *x, const gmt_alloc_info_t *
 }
 
 static void assert_same_history(gmt_memhistory_t *a, const gmt_trace_meta_t *ma,
-                                gmt_memhistory_t *b, const gmt_trace_meta_t *mb)
+                                gmt_memhistory_t *b, const gmt_trace_meta_t *mb, uint64_t unmatched,
+                                uint64_t h2d)
 {
   assert_int_equal(ma->root_pid, mb->root_pid);
   assert_int_equal(ma->start_ns, mb->start_ns);
@@ -604,8 +609,8 @@ static void assert_same_history(gmt_memhistory_t *a, const gmt_trace_meta_t *ma,
   gmt_memhistory_counters(a, &ca);
   gmt_memhistory_counters(b, &cb);
   assert_memory_equal(&ca, &cb, sizeof ca); /* all uint64_t: no padding */
-  assert_int_equal(ca.unmatched_copies, 1);
-  assert_int_equal(ca.h2d_count, 50);
+  assert_int_equal(ca.unmatched_copies, unmatched);
+  assert_int_equal(ca.h2d_count, h2d);
   gmt_memhistory_unlock(b);
   gmt_memhistory_unlock(a);
 }
@@ -618,7 +623,7 @@ static void round_trip(const char *ext)
   snprintf(path, sizeof path, "/tmp/gmt-test-memhistory-%d%s", (int)getpid(), ext);
   assert_int_equal(gmt_trace_dump(mh, &meta, path), 0);
   assert_int_equal(gmt_trace_load(path, &back, &meta2), 0);
-  assert_same_history(mh, &meta, back, &meta2);
+  assert_same_history(mh, &meta, back, &meta2, 1, 50);
   /* the loaded history answers as the live one did */
   gmt_alloc_info_t in;
   assert_int_equal(gmt_memhistory_lookup(back, PID, 0x200000000010, &in), 0);
@@ -679,6 +684,333 @@ static void test_load_refuses_what_is_not_a_dump(void **state)
   assert_null(mh);
 }
 
+/* ---- attach buffers: memory never seen allocated ---- */
+
+/* A process's host mappings as the tracer would read them: anonymous
+ * memory (buffers are the spans copies touch) and a file mapped once (a
+ * buffer is all of it). Counts its calls: the copy path must not ask per
+ * copy once a buffer is placed. */
+#define ANON 0x7f0000000000ull
+#define ANON_END (ANON + 64 * MiB)
+#define FILEMAP 0x7e0000000000ull
+#define FILEMAP_END (FILEMAP + 4 * MiB)
+#define DEV 0x200000000000ull
+
+static int fake_region(void *arg, uint32_t pid, uint64_t addr, gmt_host_region_t *out)
+{
+  (*(int *)arg)++;
+  if (pid != PID)
+    return -ENOENT;
+  if (addr >= ANON && addr < ANON_END)
+    *out = (gmt_host_region_t){ANON, ANON_END, false};
+  else if (addr >= FILEMAP && addr < FILEMAP_END)
+    *out = (gmt_host_region_t){FILEMAP, FILEMAP_END, true};
+  else
+    return -ENOENT;
+  return 0;
+}
+
+static gmt_memhistory_t *attach_history(int *calls, uint64_t min_host)
+{
+  gmt_memhistory_t *mh;
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  assert_int_equal(gmt_memhistory_process_start(mh, PID, 0, 1), 0);
+  gmt_attach_opts_t o = {.host_region = fake_region, .arg = calls, .min_host_bytes = min_host};
+  gmt_memhistory_set_attach(mh, &o);
+  return mh;
+}
+
+static gmt_alloc_info_t info_at(gmt_memhistory_t *mh, uint64_t addr)
+{
+  gmt_alloc_info_t in;
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, addr, &in), 0);
+  return in;
+}
+
+static void h2d(gmt_memhistory_t *mh, uint64_t dev, uint64_t host, uint64_t n, uint64_t *ts)
+{
+  assert_int_equal(gmt_memhistory_copy(mh, PID, GMT_COPY_H2D, dev, host, n, ++*ts, 0, PID, 0),
+                   GMT_AEV_H2D);
+}
+
+static void test_attach_copies_make_buffers_of_the_spans_they_touch(void **state)
+{
+  (void)state;
+  int calls = 0;
+  uint64_t ts = 10;
+  gmt_memhistory_t *mh = attach_history(&calls, MiB);
+  for (int i = 0; i < 3; i++) {
+    h2d(mh, DEV, ANON + 0x10, MiB, &ts);
+    assert_int_equal(
+        gmt_memhistory_copy(mh, PID, GMT_COPY_D2H, ANON + 0x10, DEV, MiB, ++ts, 0, PID, 0),
+        GMT_AEV_D2H);
+  }
+  assert_int_equal(calls, 1); /* the host end asked once: then it was a buffer */
+  gmt_alloc_info_t d = info_at(mh, DEV), h = info_at(mh, ANON + 0x10);
+  assert_int_equal(d.id, 1); /* the first copy's destination first */
+  assert_int_equal(d.kind, GMT_ALLOC_DEVICE);
+  assert_int_equal(d.origin, GMT_ORIGIN_ATTACH);
+  assert_int_equal(d.address, DEV);
+  assert_int_equal(d.size, MiB);
+  assert_int_equal(d.alloc_ns, 11); /* when first touched */
+  assert_int_equal(d.h2d_count, 3);
+  assert_int_equal(d.d2h_count, 3);
+  assert_int_equal(d.d2h_bytes, 3 * MiB);
+  assert_int_equal(h.id, 2);
+  assert_int_equal(h.kind, GMT_ALLOC_HOST_PAGEABLE);
+  assert_int_equal(h.origin, GMT_ORIGIN_ATTACH);
+  assert_int_equal(h.address, ANON + 0x10); /* not the mapping's start */
+  assert_int_equal(h.size, MiB);
+  assert_int_equal(h.h2d_bytes, 3 * MiB);
+  assert_true(h.active);
+
+  /* A file mapped once is one buffer, whatever part a copy touches. */
+  h2d(mh, DEV, FILEMAP + 2 * MiB, 4096, &ts);
+  gmt_alloc_info_t f = info_at(mh, FILEMAP + 2 * MiB);
+  assert_int_equal(f.address, FILEMAP);
+  assert_int_equal(f.size, 4 * MiB);
+  assert_int_equal(f.h2d_count, 1);
+  assert_int_equal(info_at(mh, DEV).h2d_count, 4);
+
+  /* What cannot be a host buffer still counts, at the device end: a span
+   * under min_host_bytes, an address in no mapping. */
+  h2d(mh, DEV, ANON + 32 * MiB, 4096, &ts);
+  h2d(mh, DEV, 0x5000, 4096, &ts);
+  gmt_alloc_info_t in;
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, ANON + 32 * MiB, &in), -ENOENT);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x5000, &in), -ENOENT);
+  assert_int_equal(info_at(mh, DEV).h2d_count, 6);
+
+  gmt_memhistory_totals_t t;
+  gmt_memhistory_totals(mh, &t);
+  assert_int_equal(t.allocations, 3);
+  assert_int_equal(t.by_origin[GMT_ORIGIN_ATTACH], 3);
+  assert_int_equal(t.h2d_count, 6);
+  assert_int_equal(t.h2d_bytes, 3 * MiB + 3 * 4096);
+  assert_int_equal(t.d2h_count, 3);
+  assert_int_equal(t.unmatched_copies, 0);
+  gmt_trace_process_t p;
+  assert_int_equal(gmt_memhistory_process_info(mh, PID, &p), 0);
+  assert_int_equal(p.allocations, 3);
+  assert_int_equal(p.h2d_count, 6);
+  gmt_memhistory_free(mh);
+}
+
+/* Ranges grow to cover the copies that fall in them, and attach buffers
+ * that come to overlap are one: the oldest keeps its id and takes the
+ * others' counters and events. */
+static void test_attach_ranges_grow_and_overlapping_ones_merge(void **state)
+{
+  (void)state;
+  int calls = 0;
+  uint64_t ts = 0;
+  const uint64_t H = ANON + 4 * MiB;
+  gmt_memhistory_t *mh = attach_history(&calls, 256 << 10);
+  alloc(mh, DEV, 16 * MiB, ++ts);      /* seen allocated: id 1 */
+  h2d(mh, DEV, H, MiB, &ts);           /* A = [H, H+1M): id 2 */
+  h2d(mh, DEV, H + 2 * MiB, MiB, &ts); /* B = [H+2M, H+3M): id 3 */
+  h2d(mh, DEV, H + MiB / 2, MiB, &ts); /* inside A, past its end: A grows */
+  gmt_alloc_info_t a = info_at(mh, H);
+  assert_int_equal(a.id, 2);
+  assert_int_equal(a.size, MiB + MiB / 2);
+  assert_int_equal(a.h2d_count, 2);
+  assert_int_equal(info_at(mh, H + 2 * MiB).id, 3);
+
+  h2d(mh, DEV, H + MiB, 3 * MiB / 2, &ts); /* from A into B: one buffer */
+  a = info_at(mh, H + 2 * MiB);
+  assert_int_equal(a.id, 2);
+  assert_int_equal(a.address, H);
+  assert_int_equal(a.size, 3 * MiB);
+  assert_int_equal(a.h2d_count, 4); /* A's 3 and B's 1 */
+  assert_int_equal(a.h2d_bytes, MiB + MiB + MiB + 3 * MiB / 2);
+
+  /* Starting before it and reaching in: it grows down, and moves. */
+  h2d(mh, DEV, H - MiB / 4, MiB / 2, &ts);
+  a = info_at(mh, H - MiB / 4);
+  assert_int_equal(a.id, 2);
+  assert_int_equal(a.address, H - MiB / 4);
+  assert_int_equal(a.size, 3 * MiB + MiB / 4);
+  assert_int_equal(a.h2d_count, 5);
+
+  gmt_memhistory_rdlock(mh);
+  assert_int_equal(gmt_memhistory_size(mh), 2); /* B is gone: it was part of A */
+  const gmt_alloc_history_t *at[2];
+  assert_int_equal(gmt_memhistory_at_address(mh, PID, H, at, 2), 0);
+  assert_int_equal(gmt_memhistory_at_address(mh, PID, H + 2 * MiB, at, 2), 0);
+  assert_int_equal(gmt_memhistory_at_address(mh, PID, H - MiB / 4, at, 2), 1);
+  assert_int_equal(at[0]->info.id, 2);
+  assert_int_equal(at[0]->nevents, 5); /* every copy, in time order */
+  for (size_t i = 1; i < at[0]->nevents; i++)
+    assert_true(at[0]->events[i - 1].ts_ns < at[0]->events[i].ts_ns);
+  gmt_memhistory_unlock(mh);
+
+  /* A buffer seen allocated stays as it was: an attach span stops where
+   * it begins. */
+  const uint64_t P = H + 5 * MiB;
+  gmt_alloc_site_t s = site_at("pinned", 0x20);
+  assert_int_equal(
+      gmt_memhistory_alloc(mh, PID, GMT_ALLOC_HOST_PINNED, GMT_ORIGIN_CALL, P, MiB, &s, ++ts, PID),
+      0);
+  h2d(mh, DEV, P - MiB / 2, MiB, &ts);
+  gmt_alloc_info_t c = info_at(mh, P - MiB / 2), pinned = info_at(mh, P);
+  assert_int_equal(c.origin, GMT_ORIGIN_ATTACH);
+  assert_int_equal(c.size, MiB / 2);
+  assert_int_equal(pinned.origin, GMT_ORIGIN_CALL);
+  assert_int_equal(pinned.address, P);
+  assert_int_equal(pinned.size, MiB);
+  assert_int_equal(pinned.h2d_count, 0);
+  /* and the device buffer seen allocated took every copy, never grown */
+  gmt_alloc_info_t d = info_at(mh, DEV);
+  assert_int_equal(d.origin, GMT_ORIGIN_CALL);
+  assert_int_equal(d.size, 16 * MiB);
+  assert_int_equal(d.h2d_count, 6);
+
+  /* munmap ends host attach buffers inside it; a free anywhere in an
+   * attach buffer ends it (its real start was never seen). */
+  gmt_memhistory_unmap(mh, PID, H - MiB, 5 * MiB, ++ts, PID);
+  gmt_alloc_info_t in;
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, H, &in), -ENOENT);
+  assert_int_equal(gmt_memhistory_free_at(mh, PID, P - MiB / 4, ++ts, PID), 0);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, P - MiB / 2, &in), -ENOENT);
+  gmt_trace_process_t p;
+  assert_int_equal(gmt_memhistory_process_info(mh, PID, &p), 0);
+  assert_int_equal(p.allocations, 4); /* dev, A (with B), pinned, C */
+  gmt_memhistory_free(mh);
+}
+
+/* Device pointers never seen allocated merge the same way, and unified
+ * copies between a known device buffer and unknown memory place it. */
+static void test_attach_device_spans_merge_and_unified_copies_place_their_ends(void **state)
+{
+  (void)state;
+  int calls = 0;
+  uint64_t ts = 0;
+  gmt_memhistory_t *mh = attach_history(&calls, MiB);
+  h2d(mh, DEV, ANON, MiB, &ts);
+  h2d(mh, DEV + 2 * MiB, ANON, MiB, &ts);
+  h2d(mh, DEV + MiB / 2, ANON, 2 * MiB, &ts); /* bridges the two */
+  gmt_alloc_info_t d = info_at(mh, DEV + 2 * MiB);
+  assert_int_equal(d.address, DEV);
+  assert_int_equal(d.size, 3 * MiB);
+  assert_int_equal(d.h2d_count, 3);
+  /* cuMemcpy from that device buffer to host memory never seen: D2H */
+  assert_int_equal(
+      gmt_memhistory_copy(mh, PID, GMT_COPY_UNKNOWN, ANON + 8 * MiB, DEV, MiB, ++ts, 0, PID, 0),
+      GMT_AEV_D2H);
+  assert_int_equal(info_at(mh, ANON + 8 * MiB).d2h_count, 1);
+  /* what truly cannot be placed: a unified copy neither of whose ends is
+   * known device memory (which way did it go?), and a copy whose device
+   * address the probe could not read (0); both still count when their
+   * direction is known */
+  assert_int_equal(gmt_memhistory_copy(mh, PID, GMT_COPY_UNKNOWN, DEV + 64 * MiB, ANON + 16 * MiB,
+                                       MiB, ++ts, 0, PID, 0),
+                   0);
+  assert_int_equal(gmt_memhistory_copy(mh, PID, GMT_COPY_H2D, 0, 0x5000, MiB, ++ts, 0, PID, 0), 0);
+  gmt_memhistory_totals_t t;
+  gmt_memhistory_totals(mh, &t);
+  assert_int_equal(t.unmatched_copies, 2);
+  assert_int_equal(t.h2d_count, 4);
+  assert_int_equal(t.d2h_count, 1);
+  assert_int_equal(t.allocations, 3); /* one device, two host */
+  gmt_memhistory_free(mh);
+}
+
+/* 2 hot and 5 cold host buffers and a device buffer, none seen
+ * allocated, rank as buffers seen allocated do; the origin survives both
+ * dumps. */
+static void test_attach_buffers_rank_and_round_trip(void **state)
+{
+  (void)state;
+  int calls = 0;
+  uint64_t ts = 0;
+  gmt_memhistory_t *mh = attach_history(&calls, MiB);
+  uint64_t hot[2] = {ANON, ANON + 2 * MiB}, cold[5];
+  for (int i = 0; i < 5; i++)
+    cold[i] = ANON + (uint64_t)(4 + 2 * i) * MiB;
+  for (int r = 0; r < 50; r++)
+    for (int i = 0; i < 2; i++)
+      copies(mh, DEV, hot[i], MiB, 1, 1, &ts);
+  for (int i = 0; i < 5; i++)
+    copies(mh, DEV, cold[i], MiB, 1, 1, &ts);
+  assert_int_equal(calls, 7); /* once per host buffer, never per copy */
+  gmt_alloc_info_t top[8];
+  uint64_t want_hot[8] = {DEV, hot[0], hot[1], cold[0], cold[1], cold[2], cold[3], cold[4]};
+  uint64_t want_cold[8] = {cold[0], cold[1], cold[2], cold[3], cold[4], hot[0], hot[1], DEV};
+  assert_int_equal(gmt_memhistory_hotspots(mh, 8, top), 8);
+  for (int i = 0; i < 8; i++) {
+    assert_int_equal(top[i].address, want_hot[i]);
+    assert_int_equal(top[i].origin, GMT_ORIGIN_ATTACH);
+  }
+  assert_int_equal(top[0].h2d_count, 105);
+  assert_int_equal(top[1].d2h_bytes, 50 * MiB);
+  assert_int_equal(gmt_memhistory_coldspots(mh, 8, top), 8);
+  for (int i = 0; i < 8; i++)
+    assert_int_equal(top[i].address, want_cold[i]);
+
+  const char *exts[] = {".json", ".gmtz"};
+  for (int e = 0; e < 2; e++) {
+    char path[64];
+    gmt_memhistory_t *back = NULL;
+    gmt_trace_meta_t meta = {.root_pid = PID, .start_ns = 1, .end_ns = ts + 1}, m2;
+    snprintf(path, sizeof path, "/tmp/gmt-test-attach-%d%s", (int)getpid(), exts[e]);
+    assert_int_equal(gmt_trace_dump(mh, &meta, path), 0);
+    assert_int_equal(gmt_trace_load(path, &back, &m2), 0);
+    assert_same_history(mh, &meta, back, &m2, 0, 105);
+    assert_int_equal(gmt_memhistory_hotspots(back, 8, top), 8);
+    for (int i = 0; i < 8; i++) {
+      assert_int_equal(top[i].address, want_hot[i]);
+      assert_int_equal(top[i].origin, GMT_ORIGIN_ATTACH);
+    }
+    unlink(path);
+    gmt_memhistory_free(back);
+  }
+  gmt_memhistory_free(mh);
+}
+
+/* What the tracer's host regions are made of: this process's own maps. */
+static void test_procmaps_host_regions_of_this_process(void **state)
+{
+  (void)state;
+  gmt_procmaps_t *pm;
+  gmt_host_region_t r;
+  uint32_t self = (uint32_t)getpid();
+  assert_int_equal(gmt_procmaps_new(&pm), 0);
+  char *big = malloc(8 * MiB); /* an anonymous mapping of its own, or the heap */
+  assert_non_null(big);
+  assert_int_equal(gmt_procmaps_host_region(pm, self, (uint64_t)(uintptr_t)big + 100, &r), 0);
+  assert_false(r.whole);
+  assert_true(r.start <= (uint64_t)(uintptr_t)big && r.end >= (uint64_t)(uintptr_t)big + 8 * MiB);
+  /* code is a file's mapping: whole */
+  assert_int_equal(
+      gmt_procmaps_host_region(
+          pm, self, (uint64_t)(uintptr_t)&test_procmaps_host_regions_of_this_process, &r),
+      0);
+  assert_true(r.whole);
+  /* a reservation nobody may touch, and a hole, are no host memory */
+  void *resv = mmap(NULL, 4 * MiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(resv != MAP_FAILED);
+  assert_int_equal(gmt_procmaps_host_region(pm, self, (uint64_t)(uintptr_t)resv, &r), -ENOENT);
+  munmap(resv, 4 * MiB);
+  assert_int_equal(gmt_procmaps_host_region(pm, self, 0x1000, &r), -ENOENT);
+  const gmt_procmap_t *m = gmt_procmaps_find(pm, self, (uint64_t)(uintptr_t)big);
+  assert_non_null(m);
+  assert_true(m->read && m->write && !m->exec);
+  assert_string_equal(m->path, "");
+  m = gmt_procmaps_find(pm, self, (uint64_t)(uintptr_t)&test_procmaps_host_regions_of_this_process);
+  assert_non_null(m);
+  assert_true(m->exec && m->type == GMT_PMAP_FILE);
+  assert_non_null(strstr(m->path, "test_memhistory"));
+  /* a forked child's maps are its parent's until it reads its own */
+  gmt_procmaps_fork(pm, self, 0x7fffffff);
+  m = gmt_procmaps_find(pm, 0x7fffffff,
+                        (uint64_t)(uintptr_t)&test_procmaps_host_regions_of_this_process);
+  assert_non_null(m);
+  assert_non_null(strstr(m->path, "test_memhistory"));
+  gmt_procmaps_forget(pm, 0x7fffffff);
+  free(big);
+  gmt_procmaps_free(pm);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -698,6 +1030,11 @@ int main(void)
       cmocka_unit_test(test_gmtz_dump_round_trips),
       cmocka_unit_test(test_chrome_trace_is_written_and_not_loaded),
       cmocka_unit_test(test_load_refuses_what_is_not_a_dump),
+      cmocka_unit_test(test_attach_copies_make_buffers_of_the_spans_they_touch),
+      cmocka_unit_test(test_attach_ranges_grow_and_overlapping_ones_merge),
+      cmocka_unit_test(test_attach_device_spans_merge_and_unified_copies_place_their_ends),
+      cmocka_unit_test(test_attach_buffers_rank_and_round_trip),
+      cmocka_unit_test(test_procmaps_host_regions_of_this_process),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,11 @@
  *   trace_job compact  asks the kernel to compact all memory (root): the
  *                      compaction runs in this process, which waits for it
  *   trace_job idle     loads libcuda and waits, doing nothing (error tests)
+ *   trace_job attach   the tracer attaches to a job whose buffers exist:
+ *                      2 hot and 5 cold malloc'd 1 MiB host buffers and one
+ *                      1 MiB device buffer, all made before "ready"; then
+ *                      50 H2D + 50 D2H between each hot one and the device
+ *                      buffer, 1 + 1 for each cold one (synchronous copies)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +47,7 @@
 #define FORK_SIZE ((size_t)128 << 10)
 #define PAGEABLE_SIZE ((size_t)4 << 20)
 #define PIN_SIZE ((size_t)256 << 10)
+#define ATTACH_SIZE ((size_t)1 << 20)
 
 #define CHECK(call) GMT_CU_CHECK("trace_job", call)
 
@@ -301,6 +307,44 @@ static int compact(void)
   return 0;
 }
 
+static int attach(void)
+{
+  char *hot[2], *cold[5];
+  CUdeviceptr dev;
+  for (int i = 0; i < 2; i++)
+    hot[i] = malloc(ATTACH_SIZE);
+  for (int i = 0; i < 5; i++)
+    cold[i] = malloc(ATTACH_SIZE);
+  for (int i = 0; i < 2; i++)
+    memset(hot[i], i, ATTACH_SIZE);
+  for (int i = 0; i < 5; i++)
+    memset(cold[i], i, ATTACH_SIZE);
+  init_ctx();
+  CHECK(cuMemAlloc(&dev, ATTACH_SIZE));
+  wait_go();
+  for (int r = 0; r < HOT_COPIES; r++)
+    for (int i = 0; i < 2; i++) {
+      CHECK(cuMemcpyHtoD(dev, hot[i], ATTACH_SIZE));
+      CHECK(cuMemcpyDtoH(hot[i], dev, ATTACH_SIZE));
+    }
+  for (int i = 0; i < 5; i++) {
+    CHECK(cuMemcpyHtoD(dev, cold[i], ATTACH_SIZE));
+    CHECK(cuMemcpyDtoH(cold[i], dev, ATTACH_SIZE));
+  }
+  CHECK(cuCtxSynchronize()); /* nothing queued: the copies were synchronous */
+  printf("done dev=0x%llx hot=0x%llx,0x%llx cold=", (unsigned long long)dev,
+         (unsigned long long)(uintptr_t)hot[0], (unsigned long long)(uintptr_t)hot[1]);
+  for (int i = 0; i < 5; i++)
+    printf("%s0x%llx", i ? "," : "", (unsigned long long)(uintptr_t)cold[i]);
+  printf("\n");
+  for (int i = 0; i < 2; i++)
+    free(hot[i]);
+  for (int i = 0; i < 5; i++)
+    free(cold[i]);
+  CHECK(cuMemFree(dev));
+  return 0;
+}
+
 static int idle(void)
 {
   init_ctx();
@@ -329,6 +373,9 @@ int main(int argc, char **argv)
     return compact();
   if (!strcmp(mode, "idle"))
     return idle();
-  fprintf(stderr, "usage: trace_job hotcold|fork|reuse|pitched|vmm|filemap PATH|compact|idle\n");
+  if (!strcmp(mode, "attach"))
+    return attach();
+  fprintf(stderr,
+          "usage: trace_job hotcold|fork|reuse|pitched|vmm|filemap PATH|compact|idle|attach\n");
   return 2;
 }
