@@ -86,43 +86,50 @@ static const char *const aev_names[GMT_AEV_MAX] = {
     [GMT_AEV_EXIT] = "exit",         [GMT_AEV_REPLACED] = "replaced",
 };
 
+/* One table of names, for printing and for reading a dump back. */
+static const char *name_of(const char *const *names, int n, int i)
+{
+  return i >= 0 && i < n && names[i] ? names[i] : "unknown";
+}
+
+static int parse_name(const char *const *names, int n, const char *name)
+{
+  for (int i = 0; name && i < n; i++)
+    if (names[i] && !strcmp(name, names[i]))
+      return i;
+  return -EINVAL;
+}
+
+#define NNAMES(t) ((int)(sizeof(t) / sizeof((t)[0])))
+
 const char *gmt_alloc_kind_name(int kind)
 {
-  return kind >= 0 && kind < GMT_ALLOC_KIND_MAX ? kind_names[kind] : "unknown";
+  return name_of(kind_names, NNAMES(kind_names), kind);
 }
 
 int gmt_alloc_kind_parse(const char *name)
 {
-  for (int i = 0; i < GMT_ALLOC_KIND_MAX; i++)
-    if (name && !strcmp(name, kind_names[i]))
-      return i;
-  return -EINVAL;
+  return parse_name(kind_names, NNAMES(kind_names), name);
 }
 
 const char *gmt_aev_name(int type)
 {
-  return type > 0 && type < GMT_AEV_MAX && aev_names[type] ? aev_names[type] : "unknown";
-}
-
-const char *gmt_alloc_origin_name(int origin)
-{
-  return origin >= 0 && origin < GMT_ORIGIN_MAX ? origin_names[origin] : "unknown";
-}
-
-int gmt_alloc_origin_parse(const char *name)
-{
-  for (int i = 0; i < GMT_ORIGIN_MAX; i++)
-    if (name && !strcmp(name, origin_names[i]))
-      return i;
-  return -EINVAL;
+  return name_of(aev_names, NNAMES(aev_names), type);
 }
 
 int gmt_aev_parse(const char *name)
 {
-  for (int i = 1; i < GMT_AEV_MAX; i++)
-    if (name && aev_names[i] && !strcmp(name, aev_names[i]))
-      return i;
-  return -EINVAL;
+  return parse_name(aev_names, NNAMES(aev_names), name);
+}
+
+const char *gmt_alloc_origin_name(int origin)
+{
+  return name_of(origin_names, NNAMES(origin_names), origin);
+}
+
+int gmt_alloc_origin_parse(const char *name)
+{
+  return parse_name(origin_names, NNAMES(origin_names), name);
 }
 
 void gmt_alloc_site_format(const gmt_alloc_site_t *s, char *buf, size_t len)
