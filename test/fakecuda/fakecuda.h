@@ -168,6 +168,11 @@ uint64_t gmt__kernel_duration(const struct gmt__func *f, void **params, void **e
 /* An operation that runs a kernel of `us` µs on dev, one at a time per
  * device machine-wide; NULL when out of memory. */
 struct gmt__op *gmt__kernel_op(int dev, uint64_t us);
+/* The device's time for an operation ready at ready_ns that runs now: when
+ * this process's last kernel on dev ended, if that was a moment ago (the
+ * thread running it woke late), so that an event's time is when the work
+ * before it ended, as kernels' starts are (kernel.c). */
+uint64_t gmt__kernel_clock(int dev, uint64_t ready_ns);
 void gmt__kernel_reset_child(void);
 
 /* stream.c, graph.c */

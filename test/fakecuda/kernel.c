@@ -23,6 +23,7 @@ struct gmt__module {
 
 static pthread_mutex_t dev_mu[GMT_FAKE_MAX_DEVICES];
 static int dev_fd[GMT_FAKE_MAX_DEVICES];
+static uint64_t dev_end[GMT_FAKE_MAX_DEVICES]; /* this process's last kernel's end (dev_mu) */
 static pthread_once_t dev_once = PTHREAD_ONCE_INIT;
 
 static void dev_init(void)
@@ -43,6 +44,7 @@ void gmt__kernel_reset_child(void)
     if (dev_fd[i] >= 0)
       close(dev_fd[i]);
     dev_fd[i] = -1;
+    dev_end[i] = 0;
   }
 }
 
@@ -53,11 +55,15 @@ static uint64_t now_ns(void)
   return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-/* Sleep most of the time, then spin the tail so the end is accurate. */
-static void run_for(uint64_t us)
+/* A kernel may start up to this long before the worker got to it: see
+ * kernel_start(). */
+#define CATCHUP_NS 2000000ull
+
+/* Sleeps most of the time until end (CLOCK_MONOTONIC ns), then spins the
+ * tail so the end is accurate. */
+static void run_until(uint64_t end)
 {
-  uint64_t end = now_ns() + us * 1000ull;
-  if (us > 300) {
+  if (end > now_ns() + 300000ull) {
     uint64_t wake = end - 150000ull;
     struct timespec ts = {(time_t)(wake / 1000000000ull), (long)(wake % 1000000000ull)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
@@ -67,7 +73,42 @@ static void run_for(uint64_t us)
   }
 }
 
-static void kernel_run(int dev, uint64_t us)
+/* When a kernel that was ready at ready_ns starts, the device lock held:
+ * when the device's previous kernel (of any process: its end is kept in
+ * the lock file) ended, if that is later, as on a GPU, which starts queued
+ * work the moment the previous finishes, however late the thread that runs
+ * it here wakes up. A thread that wakes late on a loaded machine would
+ * otherwise stretch every kernel and the device's busy time with it. The
+ * catch-up is bounded (CATCHUP_NS), so work on a device that sat idle is
+ * never dated back into the past. */
+static uint64_t catch_up(uint64_t ready_ns, uint64_t last_end)
+{
+  uint64_t now = now_ns(), start = now - CATCHUP_NS;
+  if (ready_ns > start)
+    start = ready_ns;
+  if (last_end > start)
+    start = last_end;
+  return start < now ? start : now;
+}
+
+static uint64_t kernel_start(int fd, uint64_t ready_ns)
+{
+  uint64_t last = 0;
+  if (fd >= 0 && pread(fd, &last, sizeof last, 0) != (ssize_t)sizeof last)
+    last = 0;
+  return catch_up(ready_ns, last);
+}
+
+uint64_t gmt__kernel_clock(int dev, uint64_t ready_ns)
+{
+  pthread_once(&dev_once, dev_init);
+  pthread_mutex_lock(&dev_mu[dev]);
+  uint64_t t = catch_up(ready_ns, dev_end[dev]);
+  pthread_mutex_unlock(&dev_mu[dev]);
+  return t;
+}
+
+static void kernel_run(int dev, uint64_t us, uint64_t ready_ns)
 {
   pthread_once(&dev_once, dev_init);
   /* flock is per open file description, so threads of this process first
@@ -85,7 +126,11 @@ static void kernel_run(int dev, uint64_t us)
   int fd = dev_fd[dev];
   if (fd >= 0)
     flock(fd, LOCK_EX);
-  run_for(us);
+  uint64_t end = kernel_start(fd, ready_ns) + us * 1000ull;
+  run_until(end);
+  dev_end[dev] = end;
+  if (fd >= 0 && pwrite(fd, &end, sizeof end, 0) != (ssize_t)sizeof end)
+    fprintf(stderr, "fakecuda: cannot record the device's time: %s\n", strerror(errno));
   if (fd >= 0)
     flock(fd, LOCK_UN);
   pthread_mutex_unlock(&dev_mu[dev]);
@@ -93,7 +138,7 @@ static void kernel_run(int dev, uint64_t us)
 
 static void kernel_op_run(struct gmt__op *op)
 {
-  kernel_run(op->dev, op->val);
+  kernel_run(op->dev, op->val, op->queued_ns);
 }
 
 struct gmt__op *gmt__kernel_op(int dev, uint64_t us)

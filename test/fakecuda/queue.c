@@ -336,7 +336,7 @@ static void run_locked(struct devq *d, struct gmt__op *op)
   if (op->kind == OP_RUN)
     op->run(op);
   else if (op->kind == OP_RECORD)
-    op->val = now_ns(); /* an event's time is when the work before it ran */
+    op->val = gmt__kernel_clock(d - devq, op->queued_ns); /* when the work before it ended */
   pthread_mutex_lock(&queue_mu);
   finish_locked(d, op);
   d->running = 0;
