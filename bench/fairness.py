@@ -92,7 +92,13 @@ class StatusSampler:
         return sum(xs) / len(xs) if xs else float("nan")
 
 
+def grants(node):
+    """How many grants gmt-schd has logged so far (it runs with -v)."""
+    return node.daemons[0].output().count("grant to pod")
+
+
 def run_jobs(node, pods, argv, seconds, warmup_ms, hooked):
+    grants0, t0 = grants(node), time.monotonic()
     progs = []
     for pod in pods:
         env = node.hook_env(pod) if hooked else node.prog_env()
@@ -111,7 +117,11 @@ def run_jobs(node, pods, argv, seconds, warmup_ms, hooked):
     start = max(r[0][0] for r in rows) + warmup_ms
     end = min(r[-1][0] for r in rows)
     status = [sampler.mean(pod, start, end) for pod in pods] if sampler else None
-    return [rate(r, start, end) for r in rows], (end - start) / 1000.0, status
+    # Each grant's end costs a round trip with the GPU idle (the next grant
+    # starts once the last one's work has run): grants a second say how
+    # much of the idle time that explains.
+    status_grants = (grants(node) - grants0) / (time.monotonic() - t0)
+    return [rate(r, start, end) for r in rows], (end - start) / 1000.0, (status, status_grants)
 
 
 def measure(node, args, mode, dtype, sync):
@@ -122,11 +132,11 @@ def measure(node, args, mode, dtype, sync):
                                                     sync),
                               args.alone_seconds, 2000, hooked=False)
         alone.append(r)
-    together, measured_s, status = run_jobs(
+    together, measured_s, (status, per_s) = run_jobs(
         node, [p for p, _ in REQUESTS], job_argv(args.fake, args.seconds, mode, dtype, sync),
         args.seconds, max(args.window_ms, 2000), hooked=True)
     name = "train %s" % dtype if mode == "train" else "matmul %s sync %d" % (dtype, sync)
-    return name, alone, together, measured_s, status
+    return name, alone, together, measured_s, status, per_s
 
 
 def main():
@@ -162,7 +172,7 @@ def main():
     print("%-22s %-3s %8s %10s %10s %7s %7s %10s" % ("workload", "pod", "request", "alone/s",
                                                       "together", "share", "error",
                                                       "gmt status"))
-    for name, alone, together, measured_s, status in results:
+    for name, alone, together, measured_s, status, per_s in results:
         shares = []
         for i, ((pod, req), a, t) in enumerate(zip(REQUESTS, alone, together)):
             s = t / a
@@ -172,6 +182,8 @@ def main():
         total = sum(shares)
         print("%-22s together/alone %.3f, GPU idle %.3f, %.1f s measured"
               % ("", total, 1 - total, measured_s))
+        print("%-22s %.1f grants/s: %.2f ms idle per grant"
+              % ("", per_s, (1 - total) * 1000 / per_s if per_s else float("nan")))
     print("targets: each share within 0.03 of its request; together >= 0.95 of alone "
           "(idle < 0.02)")
 
