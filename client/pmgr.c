@@ -35,12 +35,15 @@ typedef struct {
   long port;
   double wait_s;
   int verbose;
+  gmt_admit_t admit;
+  int64_t socket_gid; /* -1: our own group */
 } options_t;
 
 static void usage(FILE *f)
 {
   fprintf(f,
-          "usage: gmt-pmgr --name NAME [--port N] [--schd URL] [--ipc PATH] [--wait S] [-v]\n"
+          "usage: gmt-pmgr --name NAME [--port N] [--schd URL] [--ipc PATH] [--wait S]\n"
+          "                [--allow-uid USER]... [--allow-gid GROUP]... [--socket-group GROUP] [-v]\n"
           "\n"
           "The pod manager of one pod: registers the pod with gmt-schd and serves\n"
           "the pod's hooked processes.\n"
@@ -50,6 +53,10 @@ static void usage(FILE *f)
           "  --schd URL    the scheduler (default %s)\n"
           "  --ipc PATH    also serve on this ipc socket (default /run/gmt/pmgr-PORT.sock)\n"
           "  --wait S      how long to wait for the scheduler at start (default 30)\n"
+          "  --allow-uid USER    also admit this user's processes into the pod\n"
+          "                      (repeatable; by default only our own user and root)\n"
+          "  --allow-gid GROUP   also admit processes of this group (repeatable)\n"
+          "  --socket-group GROUP  the ipc socket's group (mode 0660; default ours)\n"
           "  -v            log every allocation and free (debug)\n"
           "  -h, --help    show this help\n"
           "\n"
@@ -73,6 +80,7 @@ static int parse_flags(int argc, char **argv, options_t *o)
   o->schd_url = GMT_DEFAULT_SCHD_IPC;
   o->port = GMT_DEFAULT_PMGR_PORT;
   o->wait_s = 30;
+  o->socket_gid = -1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -83,7 +91,9 @@ static int parse_flags(int argc, char **argv, options_t *o)
       o->verbose = 1;
       continue;
     }
-    static const char *const with_value[] = {"--name", "--port", "--schd", "--ipc", "--wait"};
+    static const char *const with_value[] = {"--name",      "--port",      "--schd",        "--ipc",
+                                             "--wait",      "--allow-uid", "--allow-gid",
+                                             "--socket-group"};
     const char *flag = NULL, *val = NULL;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
       size_t n = strlen(with_value[k]);
@@ -103,8 +113,19 @@ static int parse_flags(int argc, char **argv, options_t *o)
     if (!val[0])
       return bad_flag("%s needs a value", flag);
 
-    char *end;
-    if (!strcmp(flag, "--name")) {
+    char *end, err[160];
+    if (!strcmp(flag, "--allow-uid")) {
+      if (gmt_admit_add_uid(&o->admit, val, err, sizeof err) < 0)
+        return bad_flag("%s", err);
+    } else if (!strcmp(flag, "--allow-gid")) {
+      if (gmt_admit_add_gid(&o->admit, val, err, sizeof err) < 0)
+        return bad_flag("%s", err);
+    } else if (!strcmp(flag, "--socket-group")) {
+      gmt_admit_t one = {0};
+      if (gmt_admit_add_gid(&one, val, err, sizeof err) < 0)
+        return bad_flag("--socket-group %s: no such group", val);
+      o->socket_gid = one.gids[0];
+    } else if (!strcmp(flag, "--name")) {
       o->name = val;
     } else if (!strcmp(flag, "--schd")) {
       o->schd_url = val;
@@ -264,6 +285,7 @@ int main(int argc, char **argv)
   signal(SIGPIPE, SIG_IGN);
   pm->name = o.name;
   pm->schd_url = o.schd_url;
+  pm->admit = o.admit;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   pm->epoch = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -300,6 +322,8 @@ int main(int argc, char **argv)
    * the loop runs, after registration. */
   const char *where = "server";
   rc = gmt_server_new(&pm->server, PMGR_CONTEXTS, gmt__pmgr_on_request, pm);
+  if (rc == 0)
+    gmt_server_set_ipc_group(pm->server, o.socket_gid);
   if (rc == 0 && (rc = gmt_server_listen(pm->server, tcp_url)) < 0)
     where = tcp_url;
   if (rc == 0 && (rc = gmt_server_listen(pm->server, ipc_url)) < 0)

@@ -4,12 +4,19 @@
  * thread that owns it. Reserve/Release/MemInfo touch no state: they are
  * stamped with the pod's name (a process cannot name another pod) and
  * forwarded to the scheduler straight from the nng thread, and the reply
- * callback answers the process. */
+ * callback answers the process.
+ *
+ * Every call is first checked against its sender as the kernel names it
+ * (gmt_peer.h): its user must be admitted, and the pid the request names
+ * is replaced by the sender's own, so that a process acts only for
+ * itself (docs/security.md). */
 #include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_peer.h"
 #include "pmgr_calls.h"
 #include "pmgr_procs.h"
 #include "pmgr_schd.h"
@@ -99,11 +106,57 @@ static void on_queued(void *data, gmt_call_t *call, int status)
     gmt__pmgr_handle_report(pm, call, req->report_req);
 }
 
+/* Whether the caller may act in this pod; if so the request's pid becomes
+ * the caller's (the request is the call's own copy: rewriting it is ours
+ * to do). Refuses the call otherwise. */
+static bool admit_caller(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
+{
+  gmt_peer_t peer;
+  char who[96];
+  int rc = gmt_call_peer(call, &peer, true);
+  if (rc < 0 || !gmt_admit_peer(&pm->admit, &peer)) {
+    gmt_info("refused a call from %s: not a user this pod manager admits",
+             gmt_peer_str(&peer, who, sizeof who));
+    gmt_call_reply_error(call, -EPERM,
+                         "pod manager of pod '%s' does not admit %s (it admits uid %u, root, "
+                         "and the users and groups given by --allow-uid/--allow-gid)",
+                         pm->name, gmt_peer_str(&peer, who, sizeof who), (unsigned)geteuid());
+    return false;
+  }
+  if (peer.pid <= 0 || peer.pid > UINT32_MAX) {
+    gmt_call_reply_error(call, -EPERM,
+                         "pod manager of pod '%s' cannot tell which process is calling (%s); "
+                         "connect through its ipc:// socket",
+                         pm->name, gmt_peer_str(&peer, who, sizeof who));
+    return false;
+  }
+  uint32_t pid = (uint32_t)peer.pid, *claimed = NULL;
+  switch (req->body_case) {
+  case GMT__ENVELOPE__BODY_REGISTER_REQ: claimed = &req->register_req->pid; break;
+  case GMT__ENVELOPE__BODY_TOKEN_REQ: claimed = &req->token_req->pid; break;
+  case GMT__ENVELOPE__BODY_RESERVE_REQ: claimed = &req->reserve_req->pid; break;
+  case GMT__ENVELOPE__BODY_RELEASE_REQ: claimed = &req->release_req->pid; break;
+  case GMT__ENVELOPE__BODY_REPORT_REQ:
+    if (req->report_req->process)
+      claimed = &req->report_req->process->pid;
+    break;
+  default: break;
+  }
+  if (claimed && *claimed != pid) {
+    if (*claimed != 0)
+      gmt_debug("a call from pid %u named pid %u; taken as its own", pid, *claimed);
+    *claimed = pid;
+  }
+  return true;
+}
+
 /* The server's handler, on an nng thread. */
 void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
 {
   gmt_pmgr_t *pm = arg;
 
+  if (!admit_caller(pm, call, req))
+    return;
   switch (req->body_case) {
   case GMT__ENVELOPE__BODY_RESERVE_REQ:
   case GMT__ENVELOPE__BODY_RELEASE_REQ:

@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "gmt_inbox.h"
+#include "gmt_peer.h"
 #include "gmt_wire.h"
 
 /* The pod's shares as the scheduler last said them. */
@@ -32,6 +33,7 @@ typedef struct gmt_pmgr {
   uint64_t epoch; /* start time, CLOCK_REALTIME ns */
   gmt_client_t *schd;
   gmt_server_t *server;
+  gmt_admit_t admit; /* the users whose processes may join the pod */
 
   gmt_inbox_t inbox; /* nng threads -> loop: requests and replies */
 

@@ -8,6 +8,7 @@
 #ifndef GMT_WIRE_H
 #define GMT_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,15 +81,23 @@ typedef struct gmt_call gmt_call_t; /* one request waiting for its reply */
 typedef void (*gmt_server_cb)(void *arg, gmt_call_t *call, const Gmt__Envelope *req);
 
 int gmt_server_new(gmt_server_t **s, int ncontexts, gmt_server_cb cb, void *arg);
-/* Listens on url; ipc:// paths get their folder made and a stale socket
- * removed. May be called for several urls before gmt_server_start(). */
+/* Listens on url; ipc:// paths get their folder made, a stale socket
+ * removed and mode 0660. May be called for several urls before gmt_server_start(). */
 int gmt_server_listen(gmt_server_t *s, const char *url);
+/* ipc sockets are made 0660; this gives them group gid (before listen). */
+void gmt_server_set_ipc_group(gmt_server_t *s, int64_t gid);
 int gmt_server_start(gmt_server_t *s);
 /* Stops receiving, waits for callbacks in flight, removes ipc socket files.
  * Calls not yet answered are dropped. */
 void gmt_server_free(gmt_server_t *s);
 
 const Gmt__Envelope *gmt_call_request(const gmt_call_t *call);
+/* Who sent the call, as the kernel says (gmt_peer.h; a struct gmt_peer).
+ * want_pid: find a tcp peer's process too (a scan of /proc, once per
+ * connection). -EPERM when the peer's user is unknown (not loopback, or
+ * its socket not found): such a peer is trusted with nothing. */
+struct gmt_peer;
+int gmt_call_peer(const gmt_call_t *call, struct gmt_peer *out, bool want_pid);
 int gmt_call_reply(gmt_call_t *call, const Gmt__Envelope *rep);
 /* Answers with an envelope whose body is msg under case c (as
  * gmt_wire_set_body()): the usual reply, built in one place. */

@@ -2,6 +2,7 @@
  * that a request that must wait (a token, say) does not hold up others.
  * Each context receives, hands the decoded request to the handler, and
  * sends the reply whenever and from whichever thread it comes. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_peer.h"
 #include "gmt_wire.h"
 
 enum call_state { CALL_RECV, CALL_HANDLER, CALL_SEND };
@@ -26,7 +28,15 @@ struct gmt_call {
   nng_aio *aio;
   enum call_state state;
   Gmt__Envelope *req;
+  nng_pipe pipe; /* the connection the request came on */
 };
+
+/* What is known of a connection's peer, kept while it is open. */
+typedef struct peer_entry {
+  struct peer_entry *next;
+  gmt_peer_t peer;
+  bool pid_tried; /* a tcp peer's pid is looked for once, if ever asked */
+} peer_entry_t;
 
 #define GMT_SERVER_MAX_IPC 8
 
@@ -39,6 +49,9 @@ struct gmt_server {
   char *ipc_paths[GMT_SERVER_MAX_IPC];
   int nipc;
   volatile int closing;
+  pthread_mutex_t peers_mu;
+  peer_entry_t *peers;
+  int64_t ipc_gid; /* the group given the ipc sockets, -1: ours */
 };
 
 static void call_receive(struct gmt_call *call)
@@ -109,6 +122,7 @@ static void call_cb(void *arg)
     return;
   }
   msg = nng_aio_get_msg(call->aio);
+  call->pipe = nng_msg_get_pipe(msg);
   rv = gmt_wire_unpack(nng_msg_body(msg), nng_msg_len(msg), &call->req);
   nng_msg_free(msg);
   if (rv == GMT_EVERSION) {
@@ -127,6 +141,24 @@ static void call_cb(void *arg)
   s->cb(s->arg, call, call->req);
 }
 
+/* A connection closed: forget its peer (its pipe id is not reused while
+ * the socket lives, but the memory would grow with every connection). */
+static void on_pipe_removed(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+  (void)ev;
+  gmt_server_t *s = arg;
+  pthread_mutex_lock(&s->peers_mu);
+  for (peer_entry_t **ep = &s->peers; *ep; ep = &(*ep)->next) {
+    if ((*ep)->peer.pipe == (uint32_t)nng_pipe_id(p)) {
+      peer_entry_t *gone = *ep;
+      *ep = gone->next;
+      free(gone);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&s->peers_mu);
+}
+
 int gmt_server_new(gmt_server_t **out, int ncontexts, gmt_server_cb cb, void *arg)
 {
   gmt_server_t *s;
@@ -140,13 +172,20 @@ int gmt_server_new(gmt_server_t **out, int ncontexts, gmt_server_cb cb, void *ar
     return -ENOMEM;
   s->cb = cb;
   s->arg = arg;
+  s->ipc_gid = -1;
   s->calls = calloc((size_t)ncontexts, sizeof(*s->calls));
   if (!s->calls) {
     free(s);
     return -ENOMEM;
   }
+  pthread_mutex_init(&s->peers_mu, NULL);
   rv = nng_rep0_open(&s->sock);
+  if (rv == 0)
+    rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, on_pipe_removed, s);
   if (rv) {
+    if (nng_socket_id(s->sock) > 0)
+      nng_close(s->sock);
+    pthread_mutex_destroy(&s->peers_mu);
     free(s->calls);
     free(s);
     return gmt__from_nng(rv);
@@ -216,12 +255,29 @@ int gmt_server_listen(gmt_server_t *s, const char *url)
     if (ipc_is_stale(path))
       unlink(path);
   }
-  rv = nng_listen(s->sock, url, NULL, 0);
+  nng_listener l;
+  rv = nng_listener_create(&l, s->sock, url);
+  /* Only the owner and its group may connect to an ipc socket (0660);
+   * a tcp:// peer is checked call by call (gmt_call_peer). */
+  if (rv == 0 && path)
+    rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, 0660);
+  if (rv == 0)
+    rv = nng_listener_start(l, 0);
   if (rv)
     return gmt__from_nng(rv);
+  if (path && s->ipc_gid >= 0 && chown(path, (uid_t)-1, (gid_t)s->ipc_gid) < 0) {
+    rv = -errno;
+    nng_listener_close(l);
+    return rv;
+  }
   if (path)
     s->ipc_paths[s->nipc++] = strdup(path);
   return 0;
+}
+
+void gmt_server_set_ipc_group(gmt_server_t *s, int64_t gid)
+{
+  s->ipc_gid = gid;
 }
 
 int gmt_server_start(gmt_server_t *s)
@@ -251,6 +307,12 @@ void gmt_server_free(gmt_server_t *s)
       unlink(s->ipc_paths[i]);
     free(s->ipc_paths[i]);
   }
+  while (s->peers) {
+    peer_entry_t *e = s->peers;
+    s->peers = e->next;
+    free(e);
+  }
+  pthread_mutex_destroy(&s->peers_mu);
   free(s->calls);
   free(s);
 }
@@ -294,4 +356,100 @@ int gmt_call_reply_error(gmt_call_t *call, int code, const char *fmt, ...)
   va_end(ap);
   reply_error(call, code, text);
   return 0;
+}
+
+/* ---- who is calling ---- */
+
+/* An nng address's family and bytes (network order). */
+static int tcp_addr(const nng_sockaddr *a, const uint8_t **bytes, uint16_t *port)
+{
+  if (a->s_family == NNG_AF_INET) {
+    *bytes = (const uint8_t *)&a->s_in.sa_addr;
+    *port = a->s_in.sa_port;
+    return AF_INET;
+  }
+  if (a->s_family == NNG_AF_INET6) {
+    *bytes = a->s_in6.sa_addr;
+    *port = a->s_in6.sa_port;
+    return AF_INET6;
+  }
+  return -1;
+}
+
+/* Fills in what the kernel says of the peer behind pipe p. */
+static void resolve(nng_pipe p, gmt_peer_t *peer, bool want_pid)
+{
+  uint64_t v;
+  if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &v) == 0) {
+    peer->uid = (int64_t)v;
+    peer->loopback = true;
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_GID, &v) == 0)
+      peer->gid = (int64_t)v;
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &v) == 0 && v > 0)
+      peer->pid = (int64_t)v;
+    return;
+  }
+  nng_sockaddr ra, la;
+  if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &ra) != 0 ||
+      nng_pipe_get_addr(p, NNG_OPT_LOCADDR, &la) != 0)
+    return;
+  const uint8_t *rb, *lb;
+  uint16_t rport, lport;
+  int fam = tcp_addr(&ra, &rb, &rport);
+  if (fam < 0 || tcp_addr(&la, &lb, &lport) != fam || !gmt_peer_addr_loopback(fam, rb))
+    return;
+  peer->loopback = true;
+  /* The peer's socket is the one whose local end is its address. */
+  uint32_t uid;
+  uint64_t ino;
+  if (peer->uid < 0 && gmt_peer_tcp_owner(fam, rb, rport, lb, lport, &uid, &ino) == 0)
+    peer->uid = uid;
+  if (want_pid && peer->pid < 0 && gmt_peer_tcp_owner(fam, rb, rport, lb, lport, &uid, &ino) == 0) {
+    int64_t pid;
+    int rc = gmt_peer_socket_pid(ino, &pid);
+    if (rc == 0)
+      peer->pid = pid;
+    else
+      gmt_debug("the process behind connection %u is not known: %s", peer->pipe,
+                rc == -EEXIST ? "several processes hold its socket" : gmt_strerror(rc));
+  }
+}
+
+int gmt_call_peer(const gmt_call_t *call, gmt_peer_t *out, bool want_pid)
+{
+  gmt_server_t *s = call->server;
+  uint32_t id = (uint32_t)nng_pipe_id(call->pipe);
+  gmt_peer_t p = {.pipe = id, .pid = -1, .uid = -1, .gid = -1};
+  bool tried = false;
+
+  pthread_mutex_lock(&s->peers_mu);
+  peer_entry_t *e = s->peers;
+  while (e && e->peer.pipe != id)
+    e = e->next;
+  if (e) {
+    p = e->peer;
+    tried = e->pid_tried;
+  }
+  pthread_mutex_unlock(&s->peers_mu);
+  if (e && (p.pid > 0 || !want_pid || tried)) {
+    *out = p;
+    return p.uid >= 0 ? 0 : -EPERM;
+  }
+
+  /* Outside the lock: a pid may take a scan of /proc. */
+  resolve(call->pipe, &p, want_pid);
+  pthread_mutex_lock(&s->peers_mu);
+  for (e = s->peers; e && e->peer.pipe != id; e = e->next)
+    ;
+  if (!e && (e = calloc(1, sizeof *e)) != NULL) {
+    e->next = s->peers;
+    s->peers = e;
+  }
+  if (e) {
+    e->peer = p;
+    e->pid_tried = e->pid_tried || want_pid;
+  }
+  pthread_mutex_unlock(&s->peers_mu);
+  *out = p;
+  return p.uid >= 0 ? 0 : -EPERM;
 }

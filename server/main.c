@@ -29,7 +29,8 @@ static void usage(FILE *f)
   fprintf(f,
           "usage: gmt-schd -c resource-config.txt [--listen URL]... [--state-dir DIR]\n"
           "                [--pod-timeout MS] [--window-ms MS] [--base-quota-ms MS]\n"
-          "                [--min-quota-ms MS] [--no-trace] [-v]\n"
+          "                [--min-quota-ms MS] [--no-trace] [--allow-uid USER]...\n"
+          "                [--allow-gid GROUP]... [--socket-group GROUP] [-v]\n"
           "\n"
           "The gmt node daemon: shares this node's GPUs between the pods listed in\n"
           "resource-config.txt.\n"
@@ -52,6 +53,11 @@ static void usage(FILE *f)
           "                        longest is the pod's LIMIT x window\n"
           "      --no-trace        do not trace the pods' processes (eBPF; on by\n"
           "                        default where this process may load BPF programs)\n"
+          "      --allow-uid USER  also admit this user's pod managers (repeatable;\n"
+          "                        by default our own user and root; docs/security.md)\n"
+          "      --allow-gid GROUP also admit pod managers of this group (repeatable)\n"
+          "      --socket-group GROUP\n"
+          "                        the ipc sockets' group (mode 0660; default ours)\n"
           "  -v, --verbose         log every request\n"
           "  -h, --help            this text\n",
           DEFAULT_POD_TIMEOUT_MS, GMT_TOKEN_WINDOW_MS, GMT_TOKEN_WINDOW_MIN_MS,
@@ -82,7 +88,12 @@ static void on_queued(void *data, gmt_call_t *call, int status)
 static void on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
 {
   gmt_schd_t *s = arg;
-  (void)req;
+  /* Who calls is looked up here, on the nng thread (for a tcp peer it
+   * may take a scan of /proc), so that the loop finds it known. */
+  if (req->body_case != GMT__ENVELOPE__BODY_STATUS_REQ) {
+    gmt_peer_t peer;
+    (void)gmt_call_peer(call, &peer, true);
+  }
   gmt_inbox_push_call(&s->inbox, call, on_queued, s, "scheduler");
 }
 
@@ -180,6 +191,8 @@ typedef struct {
   gmt_token_params_t token;
   bool no_trace;
   bool verbose;
+  gmt_admit_t admit;
+  int64_t socket_gid; /* -1: ours */
 } flags_t;
 
 /* A --*-ms flag of the token policy: a positive number of milliseconds
@@ -206,6 +219,9 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     OPT_BASE_QUOTA,
     OPT_MIN_QUOTA,
     OPT_NO_TRACE,
+    OPT_ALLOW_UID,
+    OPT_ALLOW_GID,
+    OPT_SOCKET_GROUP,
   };
   static const struct option longopts[] = {
       {"config", required_argument, NULL, 'c'},
@@ -216,11 +232,17 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       {"base-quota-ms", required_argument, NULL, OPT_BASE_QUOTA},
       {"min-quota-ms", required_argument, NULL, OPT_MIN_QUOTA},
       {"no-trace", no_argument, NULL, OPT_NO_TRACE},
+      {"allow-uid", required_argument, NULL, OPT_ALLOW_UID},
+      {"allow-gid", required_argument, NULL, OPT_ALLOW_GID},
+      {"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
-  *f = (flags_t){.state_dir = GMT_DEFAULT_STATE_DIR, .pod_timeout_ms = DEFAULT_POD_TIMEOUT_MS};
+  *f = (flags_t){.state_dir = GMT_DEFAULT_STATE_DIR,
+                 .pod_timeout_ms = DEFAULT_POD_TIMEOUT_MS,
+                 .socket_gid = -1};
+  char err[160];
   gmt_token_params_default(&f->token);
   opterr = 0;
   int c, rc;
@@ -236,6 +258,21 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       break;
     case OPT_STATE_DIR: f->state_dir = optarg; break;
     case OPT_NO_TRACE: f->no_trace = true; break;
+    case OPT_ALLOW_UID:
+      if (gmt_admit_add_uid(&f->admit, optarg, err, sizeof err) < 0)
+        return usage_error("%s", err);
+      break;
+    case OPT_ALLOW_GID:
+      if (gmt_admit_add_gid(&f->admit, optarg, err, sizeof err) < 0)
+        return usage_error("%s", err);
+      break;
+    case OPT_SOCKET_GROUP: {
+      gmt_admit_t one = {0};
+      if (gmt_admit_add_gid(&one, optarg, err, sizeof err) < 0)
+        return usage_error("--socket-group %s: no such group", optarg);
+      f->socket_gid = one.gids[0];
+      break;
+    }
     case OPT_POD_TIMEOUT: {
       char *end;
       errno = 0;
@@ -272,13 +309,20 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     return usage_error("unexpected argument '%s'", argv[optind]);
   if (!f->config)
     return usage_error("no config file: use -c resource-config.txt");
-  char err[160];
   if (gmt_token_params_check(&f->token, err, sizeof err) < 0)
     return usage_error("%s", err);
   if (f->nlisten == 0) {
     f->listen[f->nlisten++] = GMT_DEFAULT_SCHD_IPC;
     f->listen[f->nlisten++] = GMT_DEFAULT_SCHD_TCP;
   }
+  /* There is no authentication on the wire: a peer is known only by what
+   * the kernel says of a local socket. */
+  for (int i = 0; i < f->nlisten; i++)
+    if (!gmt_url_is_local(f->listen[i]))
+      return usage_error("--listen %s: gmt-schd answers only on ipc:// and loopback tcp:// "
+                         "(127.0.0.1, ::1): its callers are identified by the kernel, and "
+                         "nothing authenticates a remote one (docs/security.md)",
+                         f->listen[i]);
   return -1;
 }
 
@@ -297,6 +341,7 @@ int main(int argc, char **argv)
   s->config_path = f.config;
   s->pod_timeout_ms = f.pod_timeout_ms;
   s->token_params = f.token;
+  s->admit = f.admit;
 
   char *errors = NULL;
   rc = gmt_config_load(f.config, &s->cfg, &errors);
@@ -321,6 +366,7 @@ int main(int argc, char **argv)
     gmt_error("cannot start: %s", gmt_strerror(rc));
     goto fail;
   }
+  gmt_server_set_ipc_group(s->server, f.socket_gid);
   for (int i = 0; i < f.nlisten; i++) {
     if ((rc = gmt_server_listen(s->server, f.listen[i])) < 0) {
       gmt_error("listen %s: %s", f.listen[i], gmt_strerror(rc));

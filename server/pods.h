@@ -28,6 +28,7 @@ typedef struct gmt_pod {
   bool have_seq;         /* epoch and seq hold a heartbeat's */
   uint64_t epoch, seq;   /* of the last heartbeat applied */
   uint64_t last_seen_ms; /* monotonic, last Register or Heartbeat */
+  int64_t owner_pid;     /* the pod manager that speaks for it (rpc.c), 0: none yet */
   size_t nprocs;
   gmt_proc_t *procs; /* sorted by pid */
 } gmt_pod_t;

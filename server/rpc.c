@@ -5,9 +5,11 @@
  * state freely. A handler answers its call exactly once; one that must
  * wait (a token) keeps the call and answers it when it can.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gmt_error.h"
 #include "gmt_log.h"
@@ -180,6 +182,70 @@ void gmt__pods_changed(gmt_schd_t *s, const gmt_pod_t *pod)
     gmt__pods_changed(s, &s->pods->pods[i]);
 }
 
+/* ---- who may ask ---- */
+
+/* The pod a request speaks for; NULL for one that names none. */
+static const char *pod_named(const Gmt__Envelope *req)
+{
+  switch (req->body_case) {
+  case GMT__ENVELOPE__BODY_REGISTER_REQ: return req->register_req->pod;
+  case GMT__ENVELOPE__BODY_HEARTBEAT_REQ: return req->heartbeat_req->pod;
+  case GMT__ENVELOPE__BODY_TOKEN_REQ: return req->token_req->pod;
+  case GMT__ENVELOPE__BODY_RESERVE_REQ: return req->reserve_req->pod;
+  case GMT__ENVELOPE__BODY_RELEASE_REQ: return req->release_req->pod;
+  case GMT__ENVELOPE__BODY_MEMINFO_REQ: return req->meminfo_req->pod;
+  default: return NULL;
+  }
+}
+
+/* Status is a view for every local user; every other call acts, and only
+ * an admitted user's may. A call that names a pod must come from the
+ * process that speaks for it: the first admitted pod manager to name it,
+ * until that process is gone (docs/security.md). */
+static bool caller_may(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
+{
+  if (req->body_case == GMT__ENVELOPE__BODY_STATUS_REQ)
+    return true;
+  gmt_peer_t peer;
+  char who[96];
+  if (gmt_call_peer(call, &peer, true) < 0 || !gmt_admit_peer(&s->admit, &peer)) {
+    gmt_info("refused %s from %s: not a user this scheduler admits",
+             rpcs[req->body_case].name, gmt_peer_str(&peer, who, sizeof who));
+    gmt_call_reply_error(call, -EPERM,
+                         "gmt-schd does not admit %s (it admits uid %u, root, and the users "
+                         "and groups given by --allow-uid/--allow-gid)",
+                         gmt_peer_str(&peer, who, sizeof who), (unsigned)geteuid());
+    return false;
+  }
+  const char *name = pod_named(req);
+  gmt_pod_t *pod = name ? gmt_pods_find(s->pods, name) : NULL;
+  if (!pod || pod->owner_pid == peer.pid)
+    return true; /* no pod: the handler says so */
+  if (peer.pid <= 0) {
+    gmt_call_reply_error(call, -EPERM,
+                         "gmt-schd cannot tell which process is calling (%s); connect "
+                         "through its ipc:// socket",
+                         gmt_peer_str(&peer, who, sizeof who));
+    return false;
+  }
+  /* kill(pid, 0) fails with EPERM for a live process of another user. */
+  if (pod->owner_pid > 0 && (kill((pid_t)pod->owner_pid, 0) == 0 || errno == EPERM)) {
+    gmt_info("refused %s for pod '%s' from %s: pid %lld speaks for the pod",
+             rpcs[req->body_case].name, pod->cfg.name, gmt_peer_str(&peer, who, sizeof who),
+             (long long)pod->owner_pid);
+    gmt_call_reply_error(call, -EPERM,
+                         "pod '%s' is served by another pod manager (pid %lld); only it may "
+                         "speak for the pod",
+                         pod->cfg.name, (long long)pod->owner_pid);
+    return false;
+  }
+  if (pod->owner_pid > 0)
+    gmt_info("pod '%s': its pod manager (pid %lld) is gone; pid %lld speaks for it now",
+             pod->cfg.name, (long long)pod->owner_pid, (long long)peer.pid);
+  pod->owner_pid = peer.pid;
+  return true;
+}
+
 void gmt__rpc_handle(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   unsigned c = (unsigned)req->body_case;
@@ -194,5 +260,6 @@ void gmt__rpc_handle(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     gmt_call_reply_error(call, -EINVAL, "%s without a body", rpcs[c].name);
     return;
   }
-  rpcs[c].fn(s, call, req);
+  if (caller_may(s, call, req))
+    rpcs[c].fn(s, call, req);
 }

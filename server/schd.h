@@ -11,6 +11,7 @@
 #include "config.h"
 #include "config_watch.h"
 #include "gmt_inbox.h"
+#include "gmt_peer.h"
 #include "gmt_wire.h"
 #include "pods.h"
 #include "store.h"
@@ -24,6 +25,7 @@ typedef struct gmt_schd {
   gmt_store_t *store;
   gmt_server_t *server;
   uint64_t pod_timeout_ms;
+  gmt_admit_t admit; /* the users whose pod managers may speak for pods */
 
   gmt_inbox_t inbox; /* nng threads -> loop: the requests */
 

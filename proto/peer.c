@@ -1,0 +1,270 @@
+/* Who is calling, from the kernel's own tables (see gmt_peer.h), and who
+ * a daemon admits. Pure reads of /proc and the user database: nothing
+ * here talks nng, so that the server (server.c) and the tests share it. */
+#include "gmt_peer.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gmt_error.h"
+
+/* /proc/net/tcp prints each address as the native-endian words of its
+ * network-order bytes, and the port in host order. */
+static void addr_hex(int family, const uint8_t *addr, uint16_t port_be, char *out, size_t len)
+{
+  size_t words = family == AF_INET6 ? 4 : 1, n = 0;
+  for (size_t i = 0; i < words; i++) {
+    uint32_t w;
+    memcpy(&w, addr + 4 * i, 4);
+    n += (size_t)snprintf(out + n, len - n, "%08" PRIX32, w);
+  }
+  snprintf(out + n, len - n, ":%04X", (unsigned)(((port_be & 0xff) << 8) | (port_be >> 8)));
+}
+
+int gmt_peer_tcp_parse(const char *text, int family, const uint8_t *addr, uint16_t port,
+                       const uint8_t *raddr, uint16_t rport, uint32_t *uid, uint64_t *inode)
+{
+  char local[64], remote[64];
+  addr_hex(family, addr, port, local, sizeof local);
+  addr_hex(family, raddr, rport, remote, sizeof remote);
+  for (const char *line = text; line && *line;) {
+    const char *end = strchr(line, '\n');
+    char l[64], r[64];
+    unsigned long long ino;
+    unsigned u;
+    /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+    if (sscanf(line, " %*s %63s %63s %*s %*s %*s %*s %u %*s %llu", l, r, &u, &ino) == 4 &&
+        strcasecmp(l, local) == 0 && strcasecmp(r, remote) == 0) {
+      *uid = u;
+      *inode = ino;
+      return 0;
+    }
+    line = end ? end + 1 : NULL;
+  }
+  return -ENOENT;
+}
+
+static char *read_all(const char *path)
+{
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return NULL;
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    n += fread(buf + n, 1, cap - n - 1, f);
+    if (n < cap - 1)
+      break;
+    char *more = cap < (64u << 20) ? realloc(buf, cap * 2) : NULL;
+    if (!more) {
+      free(buf);
+      buf = NULL;
+      break;
+    }
+    buf = more;
+    cap *= 2;
+  }
+  fclose(f);
+  if (buf)
+    buf[n] = '\0';
+  return buf;
+}
+
+int gmt_peer_tcp_owner(int family, const uint8_t *addr, uint16_t port, const uint8_t *raddr,
+                       uint16_t rport, uint32_t *uid, uint64_t *inode)
+{
+  char *text = read_all(family == AF_INET6 ? "/proc/net/tcp6" : "/proc/net/tcp");
+  if (!text)
+    return errno ? -errno : -ENOMEM;
+  int rc = gmt_peer_tcp_parse(text, family, addr, port, raddr, rport, uid, inode);
+  free(text);
+  return rc;
+}
+
+int gmt_peer_socket_pid(uint64_t inode, int64_t *pid)
+{
+  char want[40];
+  snprintf(want, sizeof want, "socket:[%" PRIu64 "]", inode);
+  DIR *proc = opendir("/proc");
+  if (!proc)
+    return -errno;
+  int64_t found = -1;
+  int rc = -ENOENT;
+  struct dirent *e;
+  while ((e = readdir(proc)) && rc != -EEXIST) {
+    if (!isdigit((unsigned char)e->d_name[0]))
+      continue;
+    char dir[300];
+    snprintf(dir, sizeof dir, "/proc/%s/fd", e->d_name);
+    DIR *fds = opendir(dir);
+    if (!fds)
+      continue; /* gone, or not ours to look into */
+    struct dirent *f;
+    while ((f = readdir(fds))) {
+      char path[600], target[64];
+      snprintf(path, sizeof path, "%s/%s", dir, f->d_name);
+      ssize_t n = readlink(path, target, sizeof target - 1);
+      if (n <= 0)
+        continue;
+      target[n] = '\0';
+      if (strcmp(target, want) != 0)
+        continue;
+      int64_t p = strtoll(e->d_name, NULL, 10);
+      if (found >= 0 && found != p) {
+        rc = -EEXIST;
+        break;
+      }
+      found = p;
+      rc = 0;
+      break;
+    }
+    closedir(fds);
+  }
+  closedir(proc);
+  if (rc == 0)
+    *pid = found;
+  return rc;
+}
+
+bool gmt_peer_addr_loopback(int family, const uint8_t *a)
+{
+  static const uint8_t v6_loop[16] = {[15] = 1};
+  static const uint8_t v4_mapped[12] = {[10] = 0xff, [11] = 0xff};
+  if (family == AF_INET)
+    return a[0] == 127;
+  if (family != AF_INET6)
+    return false;
+  return memcmp(a, v6_loop, 16) == 0 || (memcmp(a, v4_mapped, 12) == 0 && a[12] == 127);
+}
+
+bool gmt_url_is_local(const char *url)
+{
+  if (strncmp(url, "ipc://", 6) == 0)
+    return true;
+  if (strncmp(url, "tcp://", 6) != 0 && strncmp(url, "tcp4://", 7) != 0 &&
+      strncmp(url, "tcp6://", 7) != 0)
+    return false;
+  const char *host = strstr(url, "://") + 3;
+  if (strncmp(host, "localhost:", 10) == 0 || strncmp(host, "[::1]:", 6) == 0)
+    return true;
+  /* 127.0.0.0/8, dotted quad only: "127.evil.example" is a name */
+  unsigned a, b, c, d;
+  char colon;
+  return sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &colon) == 5 && colon == ':' && a == 127 &&
+         b < 256 && c < 256 && d < 256;
+}
+
+/* ---- admission ---- */
+
+static int parse_id(const char *s, uint32_t *out)
+{
+  char *end;
+  errno = 0;
+  unsigned long v = strtoul(s, &end, 10);
+  if (!*s || *end || errno || v >= UINT32_MAX)
+    return -EINVAL;
+  *out = (uint32_t)v;
+  return 0;
+}
+
+int gmt_admit_add_uid(gmt_admit_t *a, const char *name, char *err, size_t errlen)
+{
+  uint32_t id;
+  const struct passwd *pw = parse_id(name, &id) == 0 ? NULL : getpwnam(name);
+  if (pw)
+    id = pw->pw_uid;
+  else if (parse_id(name, &id) != 0) {
+    snprintf(err, errlen, "--allow-uid %s: no such user", name);
+    return -EINVAL;
+  }
+  if (a->nuids >= sizeof a->uids / sizeof a->uids[0]) {
+    snprintf(err, errlen, "--allow-uid %s: at most %zu users", name,
+             sizeof a->uids / sizeof a->uids[0]);
+    return -EINVAL;
+  }
+  a->uids[a->nuids++] = id;
+  return 0;
+}
+
+int gmt_admit_add_gid(gmt_admit_t *a, const char *name, char *err, size_t errlen)
+{
+  uint32_t id;
+  const struct group *gr = parse_id(name, &id) == 0 ? NULL : getgrnam(name);
+  if (gr)
+    id = gr->gr_gid;
+  else if (parse_id(name, &id) != 0) {
+    snprintf(err, errlen, "--allow-gid %s: no such group", name);
+    return -EINVAL;
+  }
+  if (a->ngids >= sizeof a->gids / sizeof a->gids[0]) {
+    snprintf(err, errlen, "--allow-gid %s: at most %zu groups", name,
+             sizeof a->gids / sizeof a->gids[0]);
+    return -EINVAL;
+  }
+  a->gids[a->ngids++] = id;
+  return 0;
+}
+
+static bool listed(const uint32_t *ids, size_t n, int64_t id)
+{
+  for (size_t i = 0; i < n; i++)
+    if ((int64_t)ids[i] == id)
+      return true;
+  return false;
+}
+
+/* Whether a process's supplementary groups (its "Groups:" line) meet the
+ * list. */
+static bool groups_listed(const gmt_admit_t *a, int64_t pid)
+{
+  char path[64], line[4096];
+  snprintf(path, sizeof path, "/proc/%" PRId64 "/status", pid);
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return false;
+  bool yes = false;
+  while (!yes && fgets(line, sizeof line, f)) {
+    if (strncmp(line, "Groups:", 7) != 0)
+      continue;
+    for (char *s = line + 7, *end;; s = end) {
+      long g = strtol(s, &end, 10);
+      if (end == s)
+        break;
+      yes = yes || listed(a->gids, a->ngids, g);
+    }
+    break;
+  }
+  fclose(f);
+  return yes;
+}
+
+bool gmt_admit_peer(const gmt_admit_t *a, const gmt_peer_t *p)
+{
+  if (p->uid < 0)
+    return false;
+  if (p->uid == 0 || p->uid == (int64_t)geteuid() || listed(a->uids, a->nuids, p->uid))
+    return true;
+  if (a->ngids == 0)
+    return false;
+  return listed(a->gids, a->ngids, p->gid) || (p->pid > 0 && groups_listed(a, p->pid));
+}
+
+const char *gmt_peer_str(const gmt_peer_t *p, char *buf, size_t len)
+{
+  if (p->uid < 0)
+    snprintf(buf, len, "an unknown peer");
+  else if (p->pid > 0)
+    snprintf(buf, len, "uid %" PRId64 " (pid %" PRId64 ")", p->uid, p->pid);
+  else
+    snprintf(buf, len, "uid %" PRId64, p->uid);
+  return buf;
+}
