@@ -1,0 +1,142 @@
+"""End-to-end: who may act for a pod (docs/security.md). Forged requests
+are sent with wire_call, as any local program could, by an unprivileged
+user (nobody) and by root from a process that is not the pod's pod
+manager; each must be refused and change nothing. A process registers
+only itself: the pid it names is replaced by the kernel's."""
+import os
+import shutil
+import stat
+import subprocess
+
+from gmt_e2e import BUILD, SCHD, GmtTestCase, cannot_run, wait_for
+
+WIRE = os.path.join(BUILD, "test", "e2e", "wireprogs", "wire_call")
+MEM_PATHS = os.path.join(BUILD, "test", "e2e", "memprogs", "mem_paths")
+NOBODY = 65534
+MIB = 1 << 20
+EPERM = -1
+
+
+def as_nobody():
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+class Trust(GmtTestCase):
+    CONFIG = "2\na 0.5 1.0 1Gi\nb 0.5 1.0 1Gi\n"
+
+    def setUp(self):
+        super().setUp()
+        if os.geteuid() != 0:
+            cannot_run(self, "the forged calls are sent as nobody: needs root")
+        self.start_schd()
+        self.start_pmgr("a")
+        self.start_pmgr("b", "--allow-uid", str(NOBODY))
+        # A copy nobody can run: the build folder may sit where it cannot.
+        os.chmod(self.tmp, 0o711)
+        d = os.path.join(self.tmp, "nobody")
+        os.mkdir(d)
+        os.chmod(d, 0o755)
+        self.wire = os.path.join(d, "wire_call")
+        shutil.copy(WIRE, self.wire)
+        os.chmod(self.wire, 0o755)
+
+    def call(self, url, *args, nobody=False):
+        """One forged request; its reply as (code, text), code 0 for OK."""
+        r = subprocess.run([self.wire, url] + [str(a) for a in args], capture_output=True,
+                           text=True, timeout=20, preexec_fn=as_nobody if nobody else None)
+        line = r.stdout.strip()
+        self.assertTrue(line.startswith(("OK", "ERROR")), "no reply: %r %r" % (line, r.stderr))
+        if line.startswith("OK"):
+            return 0, line
+        _, code, text = line.split(" ", 2)
+        return int(code), text
+
+    def holder(self):
+        """A hooked process of pod a holding 512 MiB."""
+        p = self.run_prog("a", MEM_PATHS, "alloc", str(512 * MIB), "--step", str(256 * MIB))
+        p.expect("INFO")
+        p.send()
+        p.expect("FILLED")
+        wait_for(lambda: self.reserved("a") == 512 * MIB or None, what="a to hold 512 MiB")
+        return p
+
+    def reserved(self, pod):
+        return self.pod(pod).get("memory_reserved")
+
+    def test_nobody_cannot_act_for_a_pod_at_the_scheduler(self):
+        p = self.holder()
+        pid = p.proc.pid
+        before = self.pod("a")
+        # Each of these worked before: a pod's memory handed back for it,
+        # another pod charged, its process table rewritten, its token taken
+        # for 10 s.
+        for args in (("release", "a", pid, 512 * MIB), ("reserve", "b", pid, 900 * MIB),
+                     ("heartbeat", "a", 1, 1 << 40, 1), ("token", "a", pid, 10000),
+                     ("register", "a", 0)):
+            code, text = self.call(self.schd_url, *args, nobody=True)
+            self.assertEqual(code, EPERM, "%s: %s" % (args, text))
+            self.assertIn("does not admit uid %d" % NOBODY, text)
+        after = self.pod("a")
+        self.assertEqual(after.get("memory_reserved"), 512 * MIB)
+        self.assertEqual([q["pid"] for q in after["processes"]],
+                         [q["pid"] for q in before["processes"]])
+        self.assertNotIn(1, [q["pid"] for q in after["processes"]])
+        self.assertFalse(self.reserved("b"))
+        # A view is for everyone.
+        self.assertEqual(self.call(self.schd_url, "status", nobody=True)[0], 0)
+
+    def test_only_the_pods_own_pod_manager_speaks_for_it(self):
+        p = self.holder()
+        # root is admitted, but this process is not pod a's pod manager.
+        for args in (("release", "a", p.proc.pid, 512 * MIB), ("register", "a", 0),
+                     ("heartbeat", "a", 1, 1 << 40)):
+            code, text = self.call(self.schd_url, *args)
+            self.assertEqual(code, EPERM, "%s: %s" % (args, text))
+            self.assertIn("served by another pod manager", text)
+        self.assertEqual(self.reserved("a"), 512 * MIB)
+        self.assertEqual(len(self.pod("a")["processes"]), 1)
+        # Once it is gone, its successor takes the pod over.
+        pmgr_a = self.daemons[1]
+        pmgr_a.stop()
+        self.start_pmgr("a")
+        wait_for(lambda: self.pod("a").get("connected") or None, what="a's new pod manager")
+
+    def test_nobody_cannot_join_a_pod_that_does_not_admit_it(self):
+        code, text = self.call(self.pmgr_urls["a"][0], "register", "a", 1, nobody=True)
+        self.assertEqual(code, EPERM, text)
+        self.assertIn("does not admit uid %d" % NOBODY, text)
+        self.assertNotIn("pid 1 (", self.daemons[1].output())
+        # --allow-uid admits it, as itself.
+        code, text = self.call(self.pmgr_urls["b"][0], "register", "b", 1, nobody=True)
+        self.assertEqual(code, 0, text)
+        self.assertNotIn("pid 1 (", self.daemons[2].output())
+
+    def test_a_process_registers_only_itself(self):
+        # Registering pid 1 made the pod hold its memory for good and the
+        # tracer probe it; now the caller is registered, whatever it names.
+        r = subprocess.Popen([self.wire, self.pmgr_urls["a"][0], "register", "a", "1"],
+                             stdout=subprocess.PIPE, text=True)
+        out, _ = r.communicate(timeout=20)
+        self.assertTrue(out.startswith("OK"), out)
+        log = self.daemons[1].output()
+        self.assertIn("pid %d (wire_call) joined the pod" % r.pid, log)
+        self.assertNotIn("pid 1 (", log)
+
+    def test_ipc_sockets_are_for_owner_and_group(self):
+        for path in (self.schd_ipc, os.path.join(self.tmp, "run", "pmgr-a.sock")):
+            self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o660, path)
+
+
+class Listen(GmtTestCase):
+    CONFIG = "1\na 0.5 1.0 1Gi\n"
+
+    def test_scheduler_refuses_to_listen_beyond_loopback(self):
+        for url in ("tcp://0.0.0.0:50999", "tcp://10.1.2.3:50999", "tcp://127.evil:1",
+                    "ws://127.0.0.1:50999"):
+            r = subprocess.run([SCHD, "-c", self.config_path, "--listen", url, "--state-dir",
+                                os.path.join(self.tmp, "state")], capture_output=True, text=True,
+                               timeout=20, env=self.env())
+            self.assertEqual(r.returncode, 2, url + ": " + r.stderr)
+            self.assertIn("loopback", r.stderr)
