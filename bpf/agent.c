@@ -190,6 +190,7 @@ int gmt_tracer_new(gmt_tracer_t **out, const gmt_tracer_opts_t *o)
   int rc = gmt_memhistory_new(&t->mh);
   if (rc == 0) {
     gmt_memhistory_set_max_events(t->mh, o->max_events);
+    gmt_memhistory_set_max_ended(t->mh, o->max_ended);
     rc = gmt_procmaps_new(&t->maps);
   }
   if (rc == 0)

@@ -32,6 +32,7 @@ typedef struct gmt_tracer_opts {
   bool own_thread;         /* poll on a thread of its own */
   const char *libcuda;     /* NULL: the one pid mapped */
   size_t max_events;       /* kept per allocation; 0: GMT_HISTORY_MAX_EVENTS */
+  size_t max_ended;        /* ended histories kept; 0: all (gmt_memhistory_set_max_ended) */
   bool bpf_stats;          /* count each BPF program's runs and time */
 } gmt_tracer_opts_t;
 

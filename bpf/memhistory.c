@@ -56,6 +56,8 @@ struct gmt_memhistory {
   size_t nall, capall;
   uint64_t last_id;
   size_t max_events;
+  size_t max_ended;           /* ended histories kept; 0: all (see prune_ended) */
+  uint64_t dropped_histories; /* ended histories let go past max_ended */
   range_t *active;
   size_t nactive, capactive;
   heap_t hot, cold;
@@ -577,6 +579,8 @@ void gmt_memhistory_free(gmt_memhistory_t *mh)
   free(mh);
 }
 
+static void prune_ended(gmt_memhistory_t *mh);
+
 static void wr(gmt_memhistory_t *mh)
 {
   pthread_rwlock_wrlock(&mh->lock);
@@ -625,6 +629,7 @@ int gmt_memhistory_alloc(gmt_memhistory_t *mh, uint32_t pid, int kind, int origi
   gmt_trace_process_t *p = rc == 0 ? proc_find(mh, pid) : NULL;
   if (p)
     p->allocations++;
+  prune_ended(mh);
   un(mh);
   if (rc != 0) {
     free(h->events);
@@ -643,6 +648,7 @@ int gmt_memhistory_free_at(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, ui
     end_history(mh, h, GMT_AEV_FREE, ts, tid);
     rc = 0;
   }
+  prune_ended(mh);
   un(mh);
   return rc;
 }
@@ -662,6 +668,7 @@ void gmt_memhistory_unmap(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uin
     else
       i++;
   }
+  prune_ended(mh);
   un(mh);
 }
 
@@ -1032,6 +1039,7 @@ int gmt_memhistory_unpin(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint
       add_event(mh, h, GMT_AEV_UNPIN, ts, 0, addr, 0, tid, 0);
     }
   }
+  prune_ended(mh);
   un(mh);
   return rc;
 }
@@ -1065,6 +1073,7 @@ void gmt_memhistory_process_exit(gmt_memhistory_t *mh, uint32_t pid, int code, u
   size_t i = range_upper(mh, pid, 0);
   while (i < mh->nactive && mh->active[i].pid == pid)
     end_history(mh, mh->active[i].h, GMT_AEV_EXIT, ts, pid);
+  prune_ended(mh);
   un(mh);
 }
 
@@ -1100,6 +1109,69 @@ static void heap_rebuild(heap_t *hp, gmt_alloc_history_t **all, size_t n)
     heap_set(hp, i, hp->v[i]);
   for (size_t i = hp->n / 2; i-- > 0;)
     heap_down(hp, i);
+}
+
+/* Ends in time order, ids breaking ties. */
+static int ended_before(const void *a, const void *b)
+{
+  const gmt_alloc_info_t *x = &(*(gmt_alloc_history_t *const *)a)->info;
+  const gmt_alloc_info_t *y = &(*(gmt_alloc_history_t *const *)b)->info;
+  if (x->free_ns != y->free_ns)
+    return x->free_ns < y->free_ns ? -1 : 1;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* A process that allocates and frees for hours would otherwise keep a
+ * history (about 1 KiB) per allocation it ever made. Past max_ended ended
+ * histories by an eighth, the oldest-ended go, down to 7/8 of it: one
+ * pass over the histories per quarter of the bound's frees. Their copies
+ * stay counted in the totals (copy_count); what was let go is counted. */
+static void prune_ended(gmt_memhistory_t *mh)
+{
+  size_t max = mh->max_ended, ended = mh->nall - mh->nactive;
+  if (!max || ended <= max + max / 8)
+    return;
+  gmt_alloc_history_t **v = malloc(ended * sizeof *v);
+  if (!v)
+    return; /* tried again at the next end */
+  size_t n = 0;
+  for (size_t i = 0; i < mh->nall; i++)
+    if (!mh->all[i]->info.active && n < ended)
+      v[n++] = mh->all[i];
+  size_t drop = n > max - max / 8 ? n - (max - max / 8) : 0;
+  if (drop == 0) {
+    free(v);
+    return;
+  }
+  qsort(v, n, sizeof *v, ended_before);
+  /* The last to go, by value: it is freed in the pass. */
+  gmt_alloc_history_t cut = {
+      .info = {.free_ns = v[drop - 1]->info.free_ns, .id = v[drop - 1]->info.id}};
+  const gmt_alloc_history_t *last = &cut;
+  size_t kept = 0;
+  for (size_t i = 0; i < mh->nall; i++) {
+    gmt_alloc_history_t *h = mh->all[i];
+    if (h->info.active || ended_before(&h, &last) > 0) {
+      mh->all[kept++] = h;
+      continue;
+    }
+    addr_unlink(mh, h);
+    free(h->events);
+    free(h);
+  }
+  mh->dropped_histories += mh->nall - kept;
+  mh->nall = kept;
+  heap_rebuild(&mh->hot, mh->all, kept);
+  heap_rebuild(&mh->cold, mh->all, kept);
+  free(v);
+}
+
+void gmt_memhistory_set_max_ended(gmt_memhistory_t *mh, size_t max)
+{
+  wr(mh);
+  mh->max_ended = max;
+  prune_ended(mh);
+  un(mh);
 }
 
 size_t gmt_memhistory_forget_process(gmt_memhistory_t *mh, uint32_t pid)
@@ -1265,6 +1337,7 @@ void gmt_memhistory_totals(gmt_memhistory_t *mh, gmt_memhistory_totals_t *t)
   t->allocations = mh->nall;
   t->active = mh->nactive;
   t->processes = mh->nprocs;
+  t->dropped_histories = mh->dropped_histories;
   for (size_t i = 0; i < mh->nall; i++) {
     const gmt_alloc_info_t *in = &mh->all[i]->info;
     t->by_kind[in->kind]++;

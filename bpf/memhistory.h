@@ -154,6 +154,10 @@ void gmt_memhistory_free(gmt_memhistory_t *mh);
 /* Events kept per allocation from now on (0: GMT_HISTORY_MAX_EVENTS). An
  * always-on tracer keeps fewer; the counters stay exact either way. */
 void gmt_memhistory_set_max_events(gmt_memhistory_t *mh, size_t max);
+/* Ended histories kept at most (0: every one); past it the oldest-ended
+ * are let go, their copies still counted in the totals and they in
+ * dropped_histories. */
+void gmt_memhistory_set_max_ended(gmt_memhistory_t *mh, size_t max);
 
 /* ---- the writer ---- */
 
@@ -276,7 +280,8 @@ typedef struct gmt_memhistory_totals {
   uint64_t h2d_count, h2d_bytes, d2h_count, d2h_bytes, d2d_count, d2d_bytes;
   uint64_t faults, unmatched_faults, unmatched_copies;
   size_t processes;
-  gmt_trace_kernel_t kernel; /* summed over the processes */
+  gmt_trace_kernel_t kernel;  /* summed over the processes */
+  uint64_t dropped_histories; /* ended ones let go (gmt_memhistory_set_max_ended) */
 } gmt_memhistory_totals_t;
 void gmt_memhistory_totals(gmt_memhistory_t *mh, gmt_memhistory_totals_t *t);
 

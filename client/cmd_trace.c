@@ -286,6 +286,7 @@ static json_object *spots_json(const char *pod, const Gmt__TraceSpotsReply *r)
   json_object *root = json_object_new_object();
   json_object_object_add(root, "pod", json_object_new_string(pod));
   json_object_object_add(root, "dropped_events", json_object_new_uint64(r->dropped_events));
+  json_object_object_add(root, "dropped_histories", json_object_new_uint64(r->dropped_histories));
   json_object_object_add(root, "allocations", json_object_new_uint64(r->allocations));
   json_object_object_add(root, "faults", json_object_new_uint64(r->faults));
   json_object *copies = json_object_new_object();
@@ -332,9 +333,14 @@ static void print_spots(FILE *f, const char *pod, const Gmt__TraceSpotsReply *r)
   size_t active = 0;
   for (size_t i = 0; i < r->n_processes; i++)
     active += r->processes[i]->active;
-  fprintf(f, "pod %s: %zu process%s traced (%zu running), %llu dropped events\n", pod,
-          r->n_processes, r->n_processes == 1 ? "" : "es", active,
-          (unsigned long long)r->dropped_events);
+  fprintf(f, "pod %s: %zu process%s traced (%zu running), %llu dropped events", pod, r->n_processes,
+          r->n_processes == 1 ? "" : "es", active, (unsigned long long)r->dropped_events);
+  if (r->dropped_histories)
+    fprintf(f,
+            ", %llu ended allocations let go (the node tracer's bound; their copies still "
+            "counted)",
+            (unsigned long long)r->dropped_histories);
+  fputc('\n', f);
   if (r->n_processes) {
     fprintf(f, "pids:");
     for (size_t i = 0; i < r->n_processes; i++) {

@@ -41,29 +41,30 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-  fprintf(f,
-          "usage: gmt-pmgr --name NAME [--port N] [--schd URL] [--ipc PATH] [--wait S]\n"
-          "                [--allow-uid USER]... [--allow-gid GROUP]... [--socket-group GROUP] [-v]\n"
-          "\n"
-          "The pod manager of one pod: registers the pod with gmt-schd and serves\n"
-          "the pod's hooked processes.\n"
-          "\n"
-          "  --name NAME   the pod, as resource-config.txt names it (required)\n"
-          "  --port N      serve processes on tcp://127.0.0.1:N (default %d)\n"
-          "  --schd URL    the scheduler (default %s)\n"
-          "  --ipc PATH    also serve on this ipc socket (default /run/gmt/pmgr-PORT.sock)\n"
-          "  --wait S      how long to wait for the scheduler at start (default 30)\n"
-          "  --allow-uid USER    also admit this user's processes into the pod\n"
-          "                      (repeatable; by default only our own user and root)\n"
-          "  --allow-gid GROUP   also admit processes of this group (repeatable)\n"
-          "  --socket-group GROUP  the ipc socket's group (mode 0660; default ours)\n"
-          "  -v            log every allocation and free (debug)\n"
-          "  -h, --help    show this help\n"
-          "\n"
-          "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 the scheduler could not be\n"
-          "reached or the sockets could not be opened, 2 bad flags or a pod the\n"
-          "scheduler does not list.\n",
-          GMT_DEFAULT_PMGR_PORT, GMT_DEFAULT_SCHD_IPC);
+  fprintf(
+      f,
+      "usage: gmt-pmgr --name NAME [--port N] [--schd URL] [--ipc PATH] [--wait S]\n"
+      "                [--allow-uid USER]... [--allow-gid GROUP]... [--socket-group GROUP] [-v]\n"
+      "\n"
+      "The pod manager of one pod: registers the pod with gmt-schd and serves\n"
+      "the pod's hooked processes.\n"
+      "\n"
+      "  --name NAME   the pod, as resource-config.txt names it (required)\n"
+      "  --port N      serve processes on tcp://127.0.0.1:N (default %d)\n"
+      "  --schd URL    the scheduler (default %s)\n"
+      "  --ipc PATH    also serve on this ipc socket (default /run/gmt/pmgr-PORT.sock)\n"
+      "  --wait S      how long to wait for the scheduler at start (default 30)\n"
+      "  --allow-uid USER    also admit this user's processes into the pod\n"
+      "                      (repeatable; by default only our own user and root)\n"
+      "  --allow-gid GROUP   also admit processes of this group (repeatable)\n"
+      "  --socket-group GROUP  the ipc socket's group (mode 0660; default ours)\n"
+      "  -v            log every allocation and free (debug)\n"
+      "  -h, --help    show this help\n"
+      "\n"
+      "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 the scheduler could not be\n"
+      "reached or the sockets could not be opened, 2 bad flags or a pod the\n"
+      "scheduler does not list.\n",
+      GMT_DEFAULT_PMGR_PORT, GMT_DEFAULT_SCHD_IPC);
 }
 
 static int bad_flag(const char *fmt, const char *arg)
@@ -91,9 +92,9 @@ static int parse_flags(int argc, char **argv, options_t *o)
       o->verbose = 1;
       continue;
     }
-    static const char *const with_value[] = {"--name",      "--port",      "--schd",        "--ipc",
-                                             "--wait",      "--allow-uid", "--allow-gid",
-                                             "--socket-group"};
+    static const char *const with_value[] = {"--name",      "--port",        "--schd",
+                                             "--ipc",       "--wait",        "--allow-uid",
+                                             "--allow-gid", "--socket-group"};
     const char *flag = NULL, *val = NULL;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
       size_t n = strlen(with_value[k]);

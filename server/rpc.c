@@ -209,8 +209,8 @@ static bool caller_may(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
   gmt_peer_t peer;
   char who[96];
   if (gmt_call_peer(call, &peer, true) < 0 || !gmt_admit_peer(&s->admit, &peer)) {
-    gmt_info("refused %s from %s: not a user this scheduler admits",
-             rpcs[req->body_case].name, gmt_peer_str(&peer, who, sizeof who));
+    gmt_info("refused %s from %s: not a user this scheduler admits", rpcs[req->body_case].name,
+             gmt_peer_str(&peer, who, sizeof who));
     gmt_call_reply_error(call, -EPERM,
                          "gmt-schd does not admit %s (it admits uid %u, root, and the users "
                          "and groups given by --allow-uid/--allow-gid)",

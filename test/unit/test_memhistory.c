@@ -1011,6 +1011,47 @@ static void test_procmaps_host_regions_of_this_process(void **state)
   gmt_procmaps_free(pm);
 }
 
+/* A process that allocates and frees for hours: past the bound the
+ * oldest-ended histories go, the active ones and the newest ended stay,
+ * and every copy stays counted. */
+static void test_ended_histories_are_bounded(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  gmt_memhistory_set_max_ended(mh, 64);
+  uint64_t ts = 0;
+  alloc(mh, 0x900000, 0x1000, ++ts); /* lives throughout, made first */
+  for (int i = 0; i < 1000; i++) {
+    uint64_t a = 0x1000000 + (uint64_t)i * 0x10000;
+    alloc(mh, a, 0x1000, ++ts);
+    copies(mh, a, 0x7f0000000000, 4096, 1, 1, &ts);
+    assert_int_equal(gmt_memhistory_free_at(mh, PID, a, ++ts, PID), 0);
+    gmt_memhistory_totals_t t;
+    gmt_memhistory_totals(mh, &t);
+    assert_true(t.allocations - t.active <= 64 + 64 / 8);
+  }
+  gmt_memhistory_totals_t t;
+  gmt_memhistory_totals(mh, &t);
+  assert_int_equal(t.active, 1);
+  assert_int_equal(t.h2d_count, 1000);
+  assert_int_equal(t.d2h_count, 1000);
+  assert_int_equal(t.dropped_histories + (t.allocations - 1), 1000);
+  assert_true(t.dropped_histories >= 1000 - 72);
+
+  gmt_alloc_info_t in;
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, 0x900000, &in), 0); /* the oldest, but active */
+  const gmt_alloc_history_t *h[2];
+  gmt_memhistory_rdlock(mh);
+  assert_int_equal(gmt_memhistory_at_address(mh, PID, 0x1000000 + 999 * 0x10000, h, 2), 1);
+  assert_int_equal(gmt_memhistory_at_address(mh, PID, 0x1000000, h, 2), 0);
+  /* The heaps hold exactly what is left: top-k sees no freed memory. */
+  gmt_memhistory_unlock(mh);
+  gmt_alloc_info_t hot[200];
+  assert_int_equal(gmt_memhistory_hotspots(mh, 200, hot), t.allocations);
+  gmt_memhistory_free(mh);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -1035,6 +1076,7 @@ int main(void)
       cmocka_unit_test(test_attach_device_spans_merge_and_unified_copies_place_their_ends),
       cmocka_unit_test(test_attach_buffers_rank_and_round_trip),
       cmocka_unit_test(test_procmaps_host_regions_of_this_process),
+      cmocka_unit_test(test_ended_histories_are_bounded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
