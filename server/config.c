@@ -507,9 +507,9 @@ int gmt_config_load(const char *path, gmt_config_t **out, char **errors)
   const char *why = NULL;
   int fd = gmt_config_open(path, &why);
   if (fd < 0) {
-    if (errors && asprintf(errors, "%s: %s%s%s\n", path, why,
-                           fd == -EINVAL || fd == -EFBIG ? "" : ": ",
-                           fd == -EINVAL || fd == -EFBIG ? "" : strerror(-fd)) < 0)
+    if (errors &&
+        asprintf(errors, "%s: %s%s%s\n", path, why, fd == -EINVAL || fd == -EFBIG ? "" : ": ",
+                 fd == -EINVAL || fd == -EFBIG ? "" : strerror(-fd)) < 0)
       *errors = NULL;
     return fd;
   }

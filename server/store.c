@@ -283,8 +283,8 @@ static int set_aside(const char *path, char *errbuf, size_t errlen)
     int bad = rename(from, to) < 0 && errno != ENOENT;
     int err = errno;
     if (!bad && i == 0)
-      gmt_error("state db %s is corrupt: moved aside to %s; starting with an empty history",
-                path, to);
+      gmt_error("state db %s is corrupt: moved aside to %s; starting with an empty history", path,
+                to);
     free(from);
     free(to);
     to = NULL;

@@ -124,6 +124,11 @@ class Heartbeats(GmtTestCase):
         rep = call_raw(self.schd_port, heartbeat("a", 4096), timeout=10)
         self.assertNotIn(b"at most", rep)
         self.assertEqual(len(self.pod("a")["processes"]), 4096)
+        # The status of the most processes one pod may have stays far
+        # below the 16 MiB frame cap (docs/protocol.md quotes this size).
+        status = call_raw(self.schd_port, field(1, 1) + field(24, b""))
+        print("status of 4096 processes: %d bytes" % len(status))
+        self.assertLess(len(status), 1 << 20)
 
 
 class Descriptors(GmtTestCase):
