@@ -7,6 +7,7 @@
 
 #include "cmd.h"
 #include "gmt_error.h"
+#include "gmt_log.h"
 #include "gmt_wire.h"
 #include "status_json.h"
 
@@ -117,6 +118,8 @@ int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv)
 
   gmt_client_t *c = NULL;
   Gmt__Envelope *rep = NULL;
+  /* The dial and the call share one bound. */
+  uint64_t start = gmt_now_ms();
   int rc = gmt_client_open(&c, ctx->schd_url, GMT_CLIENT_DIAL_NOW);
   if (rc < 0) {
     fprintf(stderr, "gmt: scheduler at %s: %s\n", ctx->schd_url, gmt_strerror(rc));
@@ -125,7 +128,9 @@ int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv)
   Gmt__StatusRequest sreq = GMT__STATUS_REQUEST__INIT;
   Gmt__Envelope req = GMT__ENVELOPE__INIT;
   gmt_wire_set_body(&req, GMT__ENVELOPE__BODY_STATUS_REQ, &sreq);
-  rc = gmt_client_call(c, &req, &rep, STATUS_TIMEOUT_MS);
+  uint64_t spent = gmt_now_ms() - start;
+  rc = gmt_client_call(c, &req, &rep,
+                       spent >= STATUS_TIMEOUT_MS ? 1 : STATUS_TIMEOUT_MS - (int)spent);
   if (rc < 0) {
     fprintf(stderr, "gmt: scheduler at %s: %s\n", ctx->schd_url, gmt_strerror(rc));
     gmt_client_close(c);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gmt_daemon.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "pmgr_calls.h"
@@ -284,6 +285,7 @@ int main(int argc, char **argv)
 
   gmt_log_init("gmt-pmgr", o.verbose ? GMT_LOG_DEBUG : GMT_LOG_INFO);
   signal(SIGPIPE, SIG_IGN);
+  gmt_daemon_raise_nofile();
   pm->name = o.name;
   pm->schd_url = o.schd_url;
   pm->admit = o.admit;

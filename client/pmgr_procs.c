@@ -127,6 +127,19 @@ static int set_exe(pmgr_proc_t *p, const char *exe)
   return 1;
 }
 
+/* A pod holds at most GMT_POD_MAX_PROCESSES (gmt-schd refuses a heartbeat
+ * with more); true when call was answered with that refusal. */
+static bool refuse_full(gmt_pmgr_t *pm, gmt_call_t *call, uint32_t pid)
+{
+  if (pm->nprocs < GMT_POD_MAX_PROCESSES)
+    return false;
+  gmt_warn("pid %u refused: the pod already has %zu processes (at most %d)", pid, pm->nprocs,
+           GMT_POD_MAX_PROCESSES);
+  gmt_call_reply_error(call, -E2BIG, "pid %u refused: the pod already has %d processes, the most",
+                       pid, GMT_POD_MAX_PROCESSES);
+  return true;
+}
+
 /* Adds pid and starts watching it. -ESRCH: no such process is visible
  * from here (it has exited, or lives in a pid namespace we cannot see). */
 static int add(gmt_pmgr_t *pm, uint32_t pid, const char *exe, pmgr_proc_t **out)
@@ -195,6 +208,8 @@ void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Regi
     if (set_exe(p, r->exe) > 0)
       pm->procs_cb(pm, p->pid, false);
   } else {
+    if (refuse_full(pm, call, r->pid))
+      return;
     int rc = add(pm, r->pid, r->exe, &p);
     if (rc == -ESRCH) {
       gmt_warn("pid %u (%s) registered but is not visible from this pod manager "
@@ -234,6 +249,8 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
   }
   pmgr_proc_t *p = find(pm, rep->pid);
   if (!p) {
+    if (refuse_full(pm, call, rep->pid))
+      return;
     int rc = add(pm, rep->pid, rep->exe, &p);
     if (rc < 0 && rc != -ESRCH) {
       gmt_call_reply_error(call, rc, "cannot watch pid %u: %s", rep->pid, gmt_strerror(rc));

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -20,6 +21,71 @@ struct gmt_client {
   int inflight;
 };
 
+/* A synchronous nng dial waits for the peer's handshake, which a peer out
+ * of descriptors never sends (its kernel completes the TCP connect all the
+ * same). So the dial runs on a thread, and closing the socket when the
+ * bound passes aborts it. */
+struct dial {
+  nng_socket sock;
+  const char *url;
+  pthread_mutex_t lock;
+  pthread_cond_t done_cv;
+  int done, rv;
+};
+
+static void *dial_thread(void *arg)
+{
+  struct dial *d = arg;
+  int rv = nng_dial(d->sock, d->url, NULL, 0);
+
+  pthread_mutex_lock(&d->lock);
+  d->rv = rv;
+  d->done = 1;
+  pthread_cond_signal(&d->done_cv);
+  pthread_mutex_unlock(&d->lock);
+  return NULL;
+}
+
+/* 0, the dial's error, or -ETIMEDOUT (the socket is then closed). */
+static int dial_bounded(nng_socket sock, const char *url, int timeout_ms)
+{
+  struct dial d = {.sock = sock, .url = url};
+  struct timespec until;
+  pthread_condattr_t attr;
+  pthread_t t;
+  int rv;
+
+  pthread_mutex_init(&d.lock, NULL);
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&d.done_cv, &attr);
+  pthread_condattr_destroy(&attr);
+  if ((rv = pthread_create(&t, NULL, dial_thread, &d)) != 0) {
+    rv = -rv;
+    goto out;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += timeout_ms / 1000;
+  until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&d.lock);
+  while (!d.done && pthread_cond_timedwait(&d.done_cv, &d.lock, &until) != ETIMEDOUT)
+    ;
+  int done = d.done;
+  pthread_mutex_unlock(&d.lock);
+  if (!done)
+    nng_close(sock); /* aborts the dial */
+  pthread_join(t, NULL);
+  rv = done ? gmt__from_nng(d.rv) : -ETIMEDOUT;
+out:
+  pthread_cond_destroy(&d.done_cv);
+  pthread_mutex_destroy(&d.lock);
+  return rv;
+}
+
 int gmt_client_open(gmt_client_t **out, const char *url, int flags)
 {
   gmt_client_t *c;
@@ -36,14 +102,18 @@ int gmt_client_open(gmt_client_t **out, const char *url, int flags)
     free(c);
     return gmt__from_nng(rv);
   }
+  nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, GMT_WIRE_MAX_FRAME);
   /* Reconnect quickly at first, then back off to 2 s. */
   nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 100);
   nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 2000);
-  rv = nng_dial(c->sock, url, NULL, (flags & GMT_CLIENT_DIAL_NOW) ? 0 : NNG_FLAG_NONBLOCK);
+  if (flags & GMT_CLIENT_DIAL_NOW)
+    rv = dial_bounded(c->sock, url, GMT_CLIENT_DIAL_MS);
+  else
+    rv = gmt__from_nng(nng_dial(c->sock, url, NULL, NNG_FLAG_NONBLOCK));
   if (rv) {
     nng_close(c->sock);
     free(c);
-    return gmt__from_nng(rv);
+    return rv;
   }
   *out = c;
   return 0;

@@ -20,6 +20,18 @@
 #define GMT_DEFAULT_SCHD_TCP "tcp://127.0.0.1:50051"
 #define GMT_DEFAULT_PMGR_PORT 50052
 
+/* The largest frame any socket accepts. A longer one closes its
+ * connection before anything is allocated for it, so a peer cannot make a
+ * daemon allocate what a frame header declares. The largest legitimate
+ * messages (a status of the most pods and processes allowed, a trace reply)
+ * are far below it: docs/protocol.md has the sizes. */
+#define GMT_WIRE_MAX_FRAME (16u << 20)
+
+/* The most processes one pod may have: a pod manager admits no more, and
+ * gmt-schd refuses a heartbeat that lists more, so one message cannot hold
+ * the scheduler's loop for long. */
+#define GMT_POD_MAX_PROCESSES 4096
+
 /* ---- envelopes ---- */
 
 /* Packs env (its version is set to ours) into a new buffer owned by the
@@ -50,10 +62,14 @@ typedef struct gmt_client gmt_client_t;
 
 enum {
   /* Dial now and fail at once if nobody listens (the hook wants this:
-   * it must not wait for a pod manager that is not there). Without it the
-   * dial goes on in the background and reconnects with backoff. */
+   * it must not wait for a pod manager that is not there), or with
+   * -ETIMEDOUT after GMT_CLIENT_DIAL_MS if the peer does not complete the
+   * handshake. Without it the dial goes on in the background and
+   * reconnects with backoff. */
   GMT_CLIENT_DIAL_NOW = 1,
 };
+
+#define GMT_CLIENT_DIAL_MS 1000
 
 int gmt_client_open(gmt_client_t **c, const char *url, int flags);
 /* Aborts calls in flight and waits until their callbacks have returned. */

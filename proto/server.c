@@ -190,6 +190,7 @@ int gmt_server_new(gmt_server_t **out, int ncontexts, gmt_server_cb cb, void *ar
     free(s);
     return gmt__from_nng(rv);
   }
+  nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, GMT_WIRE_MAX_FRAME);
   for (i = 0; i < ncontexts; i++) {
     struct gmt_call *call = &s->calls[i];
 

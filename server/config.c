@@ -23,8 +23,8 @@
 /* Enough to show every problem of any sane file without letting a binary
  * file passed by mistake produce megabytes of messages. */
 #define MAX_ERRORS 100
-#define MAX_PODS 100000
-#define MAX_FILE_BYTES (16u << 20)
+#define MAX_PODS GMT_CONFIG_MAX_PODS
+#define MAX_FILE_BYTES GMT_CONFIG_MAX_BYTES
 #define MAX_FIELDS 4
 
 typedef struct {
@@ -189,11 +189,9 @@ static bool parse_count(errlist_t *e, int lineno, char *line, long *count)
   }
   const char *p = f[0];
   long v = 0;
-  for (; isdigit((unsigned char)*p); p++) {
-    v = v * 10 + (*p - '0');
-    if (v > MAX_PODS)
-      break;
-  }
+  for (; isdigit((unsigned char)*p); p++)
+    if (v <= MAX_PODS) /* saturates: any longer number is too many */
+      v = v * 10 + (*p - '0');
   if (p == f[0] || *p) {
     err_add(e, lineno, "the first line must be the number of pods, got '%s'",
             gmt_shown(f[0], sb, sizeof sb));
@@ -319,6 +317,19 @@ static int cmp_pod(const void *a, const void *b)
   return strcmp(((const gmt_pod_config_t *)a)->name, ((const gmt_pod_config_t *)b)->name);
 }
 
+/* Requests are guarantees: together they cannot be more than the whole
+ * GPU. Gemini accepts such a file, and so does gmt, but says so. */
+static void warn_overcommit(const gmt_config_t *cfg)
+{
+  double sum = 0;
+  for (size_t i = 0; i < cfg->npods; i++)
+    sum += cfg->pods[i].request;
+  if (sum > 1.0 + 1e-9)
+    gmt_warn("%s: the pods' requests add up to %g, more than 1: not every pod can get its "
+             "guaranteed share when all are busy",
+             cfg->path, sum);
+}
+
 int gmt_config_parse(const char *path, const char *text, size_t len, gmt_config_t **out,
                      char **errors)
 {
@@ -374,6 +385,14 @@ int gmt_config_parse(const char *path, const char *text, size_t len, gmt_config_
       continue;
     }
     listed++;
+    if (listed > MAX_PODS) {
+      /* Checking names for duplicates grows with the square of the count:
+       * stop here, so that a huge file is refused at once. */
+      err_add(&e, lineno, "more than %d pods listed; gmt-schd serves at most %d", MAX_PODS,
+              MAX_PODS);
+      count = -1;
+      break;
+    }
     parse_pod(&e, lineno, line, &v);
   }
   free(line);
@@ -409,6 +428,7 @@ int gmt_config_parse(const char *path, const char *text, size_t len, gmt_config_
   cfg->pods = v.pods;
   if (cfg->npods)
     qsort(cfg->pods, cfg->npods, sizeof *cfg->pods, cmp_pod);
+  warn_overcommit(cfg);
   *out = cfg;
   return 0;
 
@@ -434,25 +454,64 @@ static int fail_io(const char *path, const char *what, int err, char **errors)
   return -err;
 }
 
+static const char *file_kind(mode_t m)
+{
+  return S_ISFIFO(m)   ? "not a regular file (a FIFO)"
+         : S_ISCHR(m)  ? "not a regular file (a character device)"
+         : S_ISBLK(m)  ? "not a regular file (a block device)"
+         : S_ISSOCK(m) ? "not a regular file (a socket)"
+                       : "not a regular file";
+}
+
+int gmt_config_open(const char *path, const char **why)
+{
+  /* Non-blocking, so that opening a FIFO with no writer returns at once;
+   * then anything but a regular file is refused before it is read. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    int err = errno;
+    *why = "cannot open";
+    return -err;
+  }
+  struct stat st;
+  if (fstat(fd, &st) < 0) {
+    int err = errno;
+    close(fd);
+    *why = "cannot read";
+    return -err;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    close(fd);
+    *why = "cannot read";
+    return -EISDIR;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    *why = file_kind(st.st_mode);
+    return -EINVAL;
+  }
+  if ((uint64_t)st.st_size > MAX_FILE_BYTES) {
+    close(fd);
+    *why = "larger than 16 MiB";
+    return -EFBIG;
+  }
+  return fd;
+}
+
 int gmt_config_load(const char *path, gmt_config_t **out, char **errors)
 {
   *out = NULL;
   if (errors)
     *errors = NULL;
 
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return fail_io(path, "cannot open", errno, errors);
-
-  struct stat st;
-  if (fstat(fd, &st) < 0) {
-    int err = errno;
-    close(fd);
-    return fail_io(path, "cannot read", err, errors);
-  }
-  if (S_ISDIR(st.st_mode)) {
-    close(fd);
-    return fail_io(path, "cannot read", EISDIR, errors);
+  const char *why = NULL;
+  int fd = gmt_config_open(path, &why);
+  if (fd < 0) {
+    if (errors &&
+        asprintf(errors, "%s: %s%s%s\n", path, why, fd == -EINVAL || fd == -EFBIG ? "" : ": ",
+                 fd == -EINVAL || fd == -EFBIG ? "" : strerror(-fd)) < 0)
+      *errors = NULL;
+    return fd;
   }
 
   size_t len = 0, cap = 4096;
@@ -464,6 +523,7 @@ int gmt_config_load(const char *path, gmt_config_t **out, char **errors)
   for (;;) {
     if (len == cap) {
       if (cap >= MAX_FILE_BYTES) {
+        /* It grew while being read. */
         free(buf);
         close(fd);
         return fail_io(path, "cannot read", EFBIG, errors);

@@ -7,7 +7,9 @@
  * ID is 1..62 characters of [A-Za-z0-9._-], unique. 0 <= REQUEST <= LIMIT
  * <= 1 are decimal numbers. GPU_MEM is a byte count, optionally with a
  * suffix K, M, G, T or Ki, Mi, Gi, Ti (any case; all powers of 1024).
- * Blank lines and lines starting with '#' are skipped. */
+ * Blank lines and lines starting with '#' are skipped. At most
+ * GMT_CONFIG_MAX_PODS pods; requests that add up to more than 1 are logged
+ * as a warning. */
 #ifndef GMT_SERVER_CONFIG_H
 #define GMT_SERVER_CONFIG_H
 
@@ -29,6 +31,18 @@ typedef struct gmt_config {
   size_t npods;
   gmt_pod_config_t *pods; /* sorted by name */
 } gmt_config_t;
+
+/* The most pods a config may list, and the largest file read. Checking a
+ * file costs time that grows with the square of its pods, so a bigger one
+ * is refused at once. */
+#define GMT_CONFIG_MAX_PODS 4096
+#define GMT_CONFIG_MAX_BYTES (16u << 20)
+
+/* Opens path for reading without blocking (a FIFO with no writer would
+ * hold the loop): a regular file of at most GMT_CONFIG_MAX_BYTES only.
+ * Returns the descriptor, or a negative code and *why says what is wrong
+ * ("a FIFO", "cannot open", ...). */
+int gmt_config_open(const char *path, const char **why);
 
 /* Reads path. On success returns 0, *out is the config (gmt_config_free())
  * and *errors is NULL. On failure *out is NULL and *errors (when errors is

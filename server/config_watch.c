@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "config_watch.h"
 #include "gmt_log.h"
 
@@ -81,14 +82,16 @@ static void sig_read(const char *path, file_sig_t *g)
   sig_stat(path, g);
   if (g->err)
     return;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* Not a plain open: a FIFO or a device must not hold the loop. */
+  const char *why;
+  int fd = gmt_config_open(path, &why);
   if (fd < 0) {
-    g->err = errno ? errno : EIO;
+    g->err = -fd;
     return;
   }
   uint64_t h = 1469598103934665603ULL;
   unsigned char buf[4096];
-  for (;;) {
+  for (size_t total = 0; total <= GMT_CONFIG_MAX_BYTES; total += sizeof buf) {
     ssize_t n = read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR)
       continue;

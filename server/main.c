@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_daemon.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "rpc_trace.h"
@@ -335,6 +336,7 @@ int main(int argc, char **argv)
   gmt_log_init("gmt-schd", f.verbose ? GMT_LOG_DEBUG : GMT_LOG_INFO);
   /* A peer that goes away mid-write must not kill the daemon. */
   signal(SIGPIPE, SIG_IGN);
+  gmt_daemon_raise_nofile();
 
   static gmt_schd_t schd;
   gmt_schd_t *s = &schd;

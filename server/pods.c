@@ -27,8 +27,10 @@ static void procs_free(gmt_proc_t *procs, size_t n)
 /* Drops every process of pod, recording them as ended. */
 static void pod_forget_procs(gmt_pods_t *p, gmt_pod_t *pod, int64_t wall_ms)
 {
+  gmt_store_batch_begin(p->store);
   for (size_t i = 0; i < pod->nprocs; i++)
     gmt_store_process_ended(p->store, pod->cfg.name, pod->procs[i].pid, wall_ms);
+  gmt_store_batch_end(p->store);
   procs_free(pod->procs, pod->nprocs);
   pod->procs = NULL;
   pod->nprocs = 0;
@@ -168,6 +170,7 @@ bool gmt_pods_heartbeat(gmt_pods_t *p, gmt_pod_t *pod, const Gmt__HeartbeatReque
              pod->cfg.name);
     return true;
   }
+  gmt_store_batch_begin(p->store);
 
   /* Both lists are sorted by pid: one pass finds who came and who went. */
   size_t i = 0, j = 0;
@@ -192,6 +195,7 @@ bool gmt_pods_heartbeat(gmt_pods_t *p, gmt_pod_t *pod, const Gmt__HeartbeatReque
     proc_ended(p, pod, &pod->procs[i], wall);
   for (; j < n; j++)
     proc_started(p, pod, &next[j], wall);
+  gmt_store_batch_end(p->store);
   procs_free(pod->procs, pod->nprocs);
   pod->procs = next;
   pod->nprocs = n;

@@ -52,6 +52,13 @@ static void on_heartbeat(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *r
     gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
+  if (r->n_processes > GMT_POD_MAX_PROCESSES) {
+    gmt_warn("pod '%s': heartbeat lists %zu processes (at most %d); refused", pod->cfg.name,
+             r->n_processes, GMT_POD_MAX_PROCESSES);
+    gmt_call_reply_error(call, -E2BIG, "heartbeat lists %zu processes; a pod may have at most %d",
+                         r->n_processes, GMT_POD_MAX_PROCESSES);
+    return;
+  }
   if (!gmt_pods_heartbeat(s->pods, pod, r, uv_now(s->loop)))
     gmt_debug("pod '%s': heartbeat seq %llu is not newer than %llu; ignored", pod->cfg.name,
               (unsigned long long)r->seq, (unsigned long long)pod->seq);

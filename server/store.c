@@ -8,6 +8,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@ enum {
   ST_POD_CONFIG,
   ST_PROC_STARTED,
   ST_PROC_ENDED,
+  ST_PRUNE_OLD,
+  ST_PRUNE_MANY,
   ST_COUNT,
 };
 
@@ -43,6 +46,10 @@ static const char *const stmt_sql[ST_COUNT] = {
                         " VALUES (?1, ?2, ?3, ?4)",
     [ST_PROC_ENDED] = "UPDATE processes SET ended_at = ?3"
                       " WHERE pod = ?1 AND pid = ?2 AND ended_at IS NULL",
+    [ST_PRUNE_OLD] = "DELETE FROM processes WHERE ended_at IS NOT NULL AND ended_at < ?1",
+    [ST_PRUNE_MANY] = "DELETE FROM processes WHERE id IN (SELECT id FROM processes"
+                      " WHERE ended_at IS NOT NULL ORDER BY ended_at DESC, id DESC"
+                      " LIMIT -1 OFFSET ?1)",
 };
 
 /* A process row is live while ended_at is NULL; the partial unique index
@@ -66,12 +73,16 @@ static const char schema_sql[] =
     " ended_at INTEGER);"
     "CREATE UNIQUE INDEX IF NOT EXISTS processes_live ON processes(pod, pid)"
     " WHERE ended_at IS NULL;"
-    "CREATE INDEX IF NOT EXISTS processes_pod ON processes(pod, started_at);";
+    "CREATE INDEX IF NOT EXISTS processes_pod ON processes(pod, started_at);"
+    "CREATE INDEX IF NOT EXISTS processes_ended ON processes(ended_at)"
+    " WHERE ended_at IS NOT NULL;";
 
 struct gmt_store {
   sqlite3 *db;
   char *path;
   sqlite3_stmt *stmt[ST_COUNT];
+  int64_t pruned_at_ms; /* wall clock of the last prune */
+  int in_batch;
 };
 
 static void say(char *errbuf, size_t errlen, const char *fmt, ...)
@@ -96,7 +107,8 @@ static int mkdir_p(const char *dir)
       continue;
     char c = *p;
     *p = '\0';
-    if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
+    /* Only the daemon's user reads its history. */
+    if (mkdir(tmp, c == '\0' ? 0700 : 0755) < 0 && errno != EEXIST) {
       int err = errno;
       free(tmp);
       return -err;
@@ -129,7 +141,7 @@ static int sql_code(int rc)
   }
 }
 
-static int schema_init(gmt_store_t *st, char *errbuf, size_t errlen)
+static int schema_init(gmt_store_t *st, int *sqlrc, char *errbuf, size_t errlen)
 {
   char *msg = NULL;
   sqlite3_stmt *q = NULL;
@@ -176,34 +188,35 @@ static int schema_init(gmt_store_t *st, char *errbuf, size_t errlen)
   return 0;
 
 fail:
+  *sqlrc = rc == SQLITE_MISMATCH ? rc : sqlite3_extended_errcode(st->db);
+  if (*sqlrc == SQLITE_OK)
+    *sqlrc = rc;
   sqlite3_free(msg);
   sqlite3_finalize(q);
   sqlite3_exec(st->db, "ROLLBACK;", NULL, NULL, NULL);
   return rc == SQLITE_MISMATCH ? -EPROTO : sql_code(rc);
 }
 
-int gmt_store_open(gmt_store_t **out, const char *dir, char *errbuf, size_t errlen)
+/* SQLite's codes for a file that is damaged or is not a database. */
+static bool is_corrupt(int rc)
 {
-  *out = NULL;
-  int rv = mkdir_p(dir);
-  if (rv < 0) {
-    say(errbuf, errlen, "state dir %s: cannot create: %s", dir, gmt_strerror(rv));
-    return rv;
-  }
-  gmt_store_t *st = calloc(1, sizeof *st);
-  if (!st || asprintf(&st->path, "%s/gmt.db", dir) < 0) {
-    free(st);
-    say(errbuf, errlen, "state db: out of memory");
-    return -ENOMEM;
-  }
+  return (rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB;
+}
 
+/* Opens st->path. On failure, *sqlrc is the SQLite code that caused it. */
+static int open_db(gmt_store_t *st, int *sqlrc, char *errbuf, size_t errlen)
+{
+  int rv;
+  /* The database holds who ran what: the daemon's user only (0600). */
+  mode_t old = umask(077);
   int rc = sqlite3_open_v2(st->path, &st->db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  umask(old);
+  *sqlrc = rc;
   if (rc != SQLITE_OK) {
     say(errbuf, errlen, "state db %s: cannot open: %s", st->path,
         st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
-    rv = sql_code(rc);
-    goto fail;
+    return sql_code(rc);
   }
   sqlite3_busy_timeout(st->db, 1000);
   char *msg = NULL;
@@ -214,40 +227,118 @@ int gmt_store_open(gmt_store_t **out, const char *dir, char *errbuf, size_t errl
   if (rc != SQLITE_OK) {
     say(errbuf, errlen, "state db %s: cannot open: %s", st->path, msg ? msg : sqlite3_errstr(rc));
     sqlite3_free(msg);
-    rv = sql_code(rc);
-    goto fail;
+    *sqlrc = rc;
+    return sql_code(rc);
   }
-  if ((rv = schema_init(st, errbuf, errlen)) < 0)
-    goto fail;
+  if ((rv = schema_init(st, sqlrc, errbuf, errlen)) < 0)
+    return rv;
+  /* A file made before this version may be wider open. */
+  if (chmod(st->path, 0600) < 0)
+    gmt_warn("state db %s: cannot make it private (0600): %s", st->path, strerror(errno));
 
   for (int i = 0; i < ST_COUNT; i++) {
     rc = sqlite3_prepare_v3(st->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &st->stmt[i], NULL);
     if (rc != SQLITE_OK) {
       say(errbuf, errlen, "state db %s: cannot prepare statement: %s", st->path,
           sqlite3_errmsg(st->db));
-      rv = sql_code(rc);
-      goto fail;
+      *sqlrc = rc;
+      return sql_code(rc);
     }
   }
+  return 0;
+}
+
+static void close_db(gmt_store_t *st)
+{
+  for (int i = 0; i < ST_COUNT; i++) {
+    sqlite3_finalize(st->stmt[i]);
+    st->stmt[i] = NULL;
+  }
+  if (st->db) {
+    int rc = sqlite3_close(st->db);
+    if (rc != SQLITE_OK)
+      gmt_warn("state db %s: close: %s", st->path, sqlite3_errstr(rc));
+  }
+  st->db = NULL;
+}
+
+/* Moves a damaged database (and its WAL and shared-memory files) aside as
+ * PATH.corrupt-TIMESTAMP, so that the daemon can start afresh and the old
+ * history is kept for whoever wants to look at it. */
+static int set_aside(const char *path, char *errbuf, size_t errlen)
+{
+  char stamp[32], *to = NULL;
+  time_t now = time(NULL);
+  struct tm tm;
+  strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", gmtime_r(&now, &tm));
+  static const char *const sfx[] = {"", "-wal", "-shm"};
+  for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+    char *from = NULL;
+    if (asprintf(&from, "%s%s", path, sfx[i]) < 0 ||
+        asprintf(&to, "%s.corrupt-%s%s", path, stamp, sfx[i]) < 0) {
+      free(from);
+      say(errbuf, errlen, "state db %s: out of memory", path);
+      return -ENOMEM;
+    }
+    int bad = rename(from, to) < 0 && errno != ENOENT;
+    int err = errno;
+    if (!bad && i == 0)
+      gmt_error("state db %s is corrupt: moved aside to %s; starting with an empty history", path,
+                to);
+    free(from);
+    free(to);
+    to = NULL;
+    if (bad) {
+      say(errbuf, errlen, "state db %s is corrupt and cannot be moved aside: %s", path,
+          strerror(err));
+      return -err;
+    }
+  }
+  return 0;
+}
+
+int gmt_store_open(gmt_store_t **out, const char *dir, char *errbuf, size_t errlen)
+{
+  *out = NULL;
+  int rv = mkdir_p(dir);
+  if (rv < 0) {
+    say(errbuf, errlen, "state dir %s: cannot create: %s", dir, gmt_strerror(rv));
+    return rv;
+  }
+  /* A folder we made is 0700; one that was there is the operator's, so it
+   * is not changed, only reported when others may look in. */
+  struct stat ds;
+  if (stat(dir, &ds) == 0 && (ds.st_mode & 077))
+    gmt_warn("state dir %s is mode %03o: others may read the history; 0700 is advised", dir,
+             (unsigned)(ds.st_mode & 0777));
+  gmt_store_t *st = calloc(1, sizeof *st);
+  if (!st || asprintf(&st->path, "%s/gmt.db", dir) < 0) {
+    free(st);
+    say(errbuf, errlen, "state db: out of memory");
+    return -ENOMEM;
+  }
+  int sqlrc = SQLITE_OK;
+  rv = open_db(st, &sqlrc, errbuf, errlen);
+  if (rv < 0 && is_corrupt(sqlrc)) {
+    gmt_error("%s", errbuf && errlen ? errbuf : "state db is corrupt");
+    close_db(st);
+    if ((rv = set_aside(st->path, errbuf, errlen)) == 0)
+      rv = open_db(st, &sqlrc, errbuf, errlen);
+  }
+  if (rv < 0) {
+    gmt_store_close(st);
+    return rv;
+  }
+  gmt_store_prune(st, gmt_store_now_ms(), GMT_STORE_KEEP_ENDED_MS, GMT_STORE_KEEP_ENDED_ROWS);
   *out = st;
   return 0;
-
-fail:
-  gmt_store_close(st);
-  return rv;
 }
 
 void gmt_store_close(gmt_store_t *st)
 {
   if (!st)
     return;
-  for (int i = 0; i < ST_COUNT; i++)
-    sqlite3_finalize(st->stmt[i]);
-  if (st->db) {
-    int rc = sqlite3_close(st->db);
-    if (rc != SQLITE_OK)
-      gmt_warn("state db %s: close: %s", st->path, sqlite3_errstr(rc));
-  }
+  close_db(st);
   free(st->path);
   free(st);
 }
@@ -327,7 +418,55 @@ int gmt_store_process_ended(gmt_store_t *st, const char *pod, uint32_t pid, int6
   sqlite3_bind_text(s, 1, pod, -1, SQLITE_STATIC);
   sqlite3_bind_int64(s, 2, pid);
   sqlite3_bind_int64(s, 3, now_ms);
-  return run(st, ST_PROC_ENDED, "record process end");
+  int rv = run(st, ST_PROC_ENDED, "record process end");
+  /* Ended rows are what grows: trim them now and then, not per row. */
+  if (now_ms - st->pruned_at_ms >= GMT_STORE_PRUNE_EVERY_MS)
+    gmt_store_prune(st, now_ms, GMT_STORE_KEEP_ENDED_MS, GMT_STORE_KEEP_ENDED_ROWS);
+  return rv;
+}
+
+int gmt_store_prune(gmt_store_t *st, int64_t now_ms, int64_t keep_ms, int64_t keep_rows)
+{
+  if (!st)
+    return 0;
+  st->pruned_at_ms = now_ms;
+  sqlite3_bind_int64(st->stmt[ST_PRUNE_OLD], 1, now_ms - keep_ms);
+  int rv = run(st, ST_PRUNE_OLD, "prune old processes");
+  if (rv < 0)
+    return rv;
+  int n = sqlite3_changes(st->db);
+  sqlite3_bind_int64(st->stmt[ST_PRUNE_MANY], 1, keep_rows);
+  if ((rv = run(st, ST_PRUNE_MANY, "prune processes beyond the most kept")) < 0)
+    return rv;
+  n += sqlite3_changes(st->db);
+  if (n > 0)
+    gmt_info("state db %s: pruned %d ended process%s", st->path, n, n == 1 ? "" : "es");
+  return n;
+}
+
+/* One transaction for many writes: a heartbeat's processes cost one
+ * commit, not one each. */
+void gmt_store_batch_begin(gmt_store_t *st)
+{
+  if (!st || st->in_batch++)
+    return;
+  char *msg = NULL;
+  if (sqlite3_exec(st->db, "BEGIN;", NULL, NULL, &msg) != SQLITE_OK)
+    gmt_warn("state db %s: begin: %s", st->path, msg ? msg : "?");
+  sqlite3_free(msg);
+}
+
+void gmt_store_batch_end(gmt_store_t *st)
+{
+  if (!st || --st->in_batch)
+    return;
+  char *msg = NULL;
+  if (!sqlite3_get_autocommit(st->db) &&
+      sqlite3_exec(st->db, "COMMIT;", NULL, NULL, &msg) != SQLITE_OK) {
+    gmt_warn("state db %s: commit: %s", st->path, msg ? msg : "?");
+    sqlite3_exec(st->db, "ROLLBACK;", NULL, NULL, NULL);
+  }
+  sqlite3_free(msg);
 }
 
 int64_t gmt_store_now_ms(void)

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -377,6 +379,112 @@ static void test_directory_says_cannot_read(void **state)
   assert_non_null(strstr(f->errors, ": cannot read: Is a directory"));
 }
 
+/* ---- files that are not config files, and huge ones ---- */
+
+static long elapsed_ms(const struct timespec *t0)
+{
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* A FIFO with no writer blocks a plain open() for ever. */
+static void test_fifo_is_refused_at_once(void **state)
+{
+  fixture_t *f = *state;
+  char want[PATH_MAX + 64];
+  assert_int_equal(mkfifo(f->path, 0600), 0);
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rc = gmt_config_load(f->path, &f->cfg, &f->errors);
+  assert_true(elapsed_ms(&t0) < 1000);
+  assert_int_equal(rc, -EINVAL);
+  assert_null(f->cfg);
+  snprintf(want, sizeof want, "%s: not a regular file (a FIFO)\n", f->path);
+  assert_string_equal(f->errors, want);
+}
+
+/* /dev/zero never ends: it must be refused, not read. */
+static void test_character_device_is_refused(void **state)
+{
+  fixture_t *f = *state;
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rc = gmt_config_load("/dev/zero", &f->cfg, &f->errors);
+  assert_true(elapsed_ms(&t0) < 1000);
+  assert_int_equal(rc, -EINVAL);
+  assert_string_equal(f->errors, "/dev/zero: not a regular file (a character device)\n");
+}
+
+static void test_file_over_16_mib_is_refused(void **state)
+{
+  fixture_t *f = *state;
+  assert_int_equal(truncate(f->path, 0) == 0 || errno == ENOENT, 1);
+  FILE *fp = fopen(f->path, "w");
+  assert_non_null(fp);
+  assert_int_equal(ftruncate(fileno(fp), (off_t)GMT_CONFIG_MAX_BYTES + 1), 0);
+  fclose(fp);
+  int rc = gmt_config_load(f->path, &f->cfg, &f->errors);
+  assert_int_equal(rc, -EFBIG);
+  assert_non_null(strstr(f->errors, ": larger than 16 MiB"));
+}
+
+/* Text for n pods whose first line says count. */
+static char *many_pods(long count, long n, size_t *len)
+{
+  size_t cap = 32 + (size_t)n * 40;
+  char *t = malloc(cap);
+  assert_non_null(t);
+  size_t k = (size_t)snprintf(t, cap, "%ld\n", count);
+  for (long i = 0; i < n; i++)
+    k += (size_t)snprintf(t + k, cap - k, "pod-%ld 0.0001 0.5 1M\n", i);
+  *len = k;
+  return t;
+}
+
+/* Checking 100,001 names for duplicates took 13 s: refused at once now. */
+static void test_too_many_pods_are_refused_fast(void **state)
+{
+  (void)state;
+  static const long counts[] = {100001, 1};
+  for (size_t c = 0; c < 2; c++) {
+    size_t len;
+    char *text = many_pods(counts[c], 100001, &len);
+    gmt_config_t *cfg = NULL;
+    char *errors = NULL;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(gmt_config_parse("big", text, len, &cfg, &errors), GMT_ECONFIG);
+    assert_true(elapsed_ms(&t0) < 2000);
+    assert_null(cfg);
+    assert_non_null(errors);
+    assert_non_null(strstr(errors, c == 0 ? "100001 pods is too many (at most 4096)"
+                                          : "more than 4096 pods listed"));
+    free(errors);
+    free(text);
+  }
+}
+
+static void test_most_pods_allowed_are_accepted(void **state)
+{
+  (void)state;
+  size_t len;
+  char *text = many_pods(GMT_CONFIG_MAX_PODS, GMT_CONFIG_MAX_PODS, &len);
+  gmt_config_t *cfg = NULL;
+  assert_int_equal(gmt_config_parse("max", text, len, &cfg, NULL), 0);
+  assert_int_equal(cfg->npods, GMT_CONFIG_MAX_PODS);
+  gmt_config_free(cfg);
+  free(text);
+}
+
+/* Overcommitted requests are Gemini-legal: a warning, not an error. */
+static void test_requests_above_one_are_accepted(void **state)
+{
+  fixture_t *f = *state;
+  assert_int_equal(load(f, "2\na 0.7 1 1M\nb 0.7 1 1M\n"), 0);
+  assert_int_equal(f->cfg->npods, 2);
+}
+
 /* ---- how errors are reported ---- */
 
 static void test_every_error_is_reported_with_file_and_line(void **state)
@@ -472,6 +580,12 @@ int main(void)
       T(test_count_mismatch_is_refused_on_count_line),
       T(test_missing_file_says_cannot_open),
       T(test_directory_says_cannot_read),
+      T(test_fifo_is_refused_at_once),
+      T(test_character_device_is_refused),
+      T(test_file_over_16_mib_is_refused),
+      T(test_too_many_pods_are_refused_fast),
+      T(test_most_pods_allowed_are_accepted),
+      T(test_requests_above_one_are_accepted),
       T(test_every_error_is_reported_with_file_and_line),
       T(test_many_errors_are_capped_with_a_count),
       T(test_parse_without_error_buffer_still_refuses),
