@@ -105,7 +105,8 @@ static void reply_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *r
                            " bytes (%.1f MiB); %" PRIu64
                            " more do not fit (counted by its pod manager: the scheduler is "
                            "unreachable)",
-                           pm->name, used, (double)used / MIB, limit, (double)limit / MIB, r->bytes);
+                           pm->name, used, (double)used / MIB, limit, (double)limit / MIB,
+                           r->bytes);
       return;
     }
     pmgr_mem_proc_t *m = local_find(pm, r->pid, true);

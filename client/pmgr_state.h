@@ -53,7 +53,7 @@ typedef struct gmt_pmgr {
   gmt_inbox_item_t hb_item;
   int hb_rc;
   Gmt__Envelope *hb_rep;
-  pmgr_tokens_t *tokens; /* pmgr_token.c, made at the first Token */
+  pmgr_tokens_t *tokens;      /* pmgr_token.c, made at the first Token */
   pmgr_mem_proc_t *mem_local; /* pmgr_memory.c: grants made here since the reports */
 
   /* Shared with nng threads (pmgr_schd.c). */
