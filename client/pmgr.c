@@ -19,6 +19,7 @@
 #include "gmt_log.h"
 #include "pmgr_calls.h"
 #include "pmgr_heartbeat.h"
+#include "pmgr_memory.h"
 #include "pmgr_procs.h"
 #include "pmgr_schd.h"
 #include "pmgr_state.h"
@@ -233,6 +234,7 @@ static void on_procs(gmt_pmgr_t *pm, uint32_t pid, bool gone)
 {
   if (gone)
     gmt__pmgr_token_proc_gone(pm, pid);
+  gmt__pmgr_memory_proc(pm, pid, gone);
   gmt__pmgr_changed(pm);
 }
 
@@ -245,6 +247,7 @@ static void quiesce(gmt_pmgr_t *pm)
   gmt_inbox_close(&pm->inbox);
   gmt__pmgr_schd_close(pm);
   gmt__pmgr_tokens_close(pm);
+  gmt__pmgr_memory_close(pm);
 }
 
 static void stop(gmt_pmgr_t *pm, const char *why)

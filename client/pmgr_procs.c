@@ -294,6 +294,21 @@ void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__Proces
   }
 }
 
+void gmt__pmgr_proc_reserved(gmt_pmgr_t *pm, uint32_t pid, uint64_t *bytes)
+{
+  pmgr_proc_t *p = find(pm, pid);
+  if (p)
+    *bytes = p->memory_reserved;
+}
+
+uint64_t gmt__pmgr_procs_reserved(gmt_pmgr_t *pm)
+{
+  uint64_t sum = 0;
+  for (pmgr_proc_t *p = pm->procs; p; p = p->next)
+    sum += p->memory_reserved;
+  return sum;
+}
+
 void gmt__pmgr_procs_close(gmt_pmgr_t *pm)
 {
   while (pm->procs) {

@@ -15,6 +15,10 @@ void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Regi
 void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__ReportRequest *r);
 /* Fills an array of nprocs reports (totals only) for a heartbeat. */
 void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__ProcessReport **ptrs);
+/* What pid last reported holding in the ledger (*bytes unchanged when the
+ * pid is unknown), and the sum over the pod. */
+void gmt__pmgr_proc_reserved(gmt_pmgr_t *pm, uint32_t pid, uint64_t *bytes);
+uint64_t gmt__pmgr_procs_reserved(gmt_pmgr_t *pm);
 void gmt__pmgr_procs_close(gmt_pmgr_t *pm);
 
 #endif

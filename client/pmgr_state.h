@@ -25,6 +25,7 @@ typedef struct pmgr_config {
 
 typedef struct pmgr_proc pmgr_proc_t;
 typedef struct pmgr_tokens pmgr_tokens_t;
+typedef struct pmgr_mem_proc pmgr_mem_proc_t;
 
 typedef struct gmt_pmgr {
   /* Fixed before the loop starts. */
@@ -54,7 +55,8 @@ typedef struct gmt_pmgr {
   gmt_inbox_item_t hb_item;
   int hb_rc;
   Gmt__Envelope *hb_rep;
-  pmgr_tokens_t *tokens; /* pmgr_token.c, made at the first Token */
+  pmgr_tokens_t *tokens;      /* pmgr_token.c, made at the first Token */
+  pmgr_mem_proc_t *mem_local; /* pmgr_memory.c: grants made here since the reports */
 
   /* Shared with nng threads (pmgr_schd.c). */
   pthread_mutex_t mu;

@@ -271,6 +271,26 @@ static void grant(tok_dev_t *d, uint64_t now, double quota_ms, bool local)
     maybe_release(d, pid);
 }
 
+/* The scheduler's answer for the pod is no (a pod it does not list, LIMIT
+ * 0): every waiting process gets it. An answer, not an outage: no local
+ * grant follows. */
+static void refuse(tok_dev_t *d, int rc, const char *why)
+{
+  gmt_info("tokens: device %d refused: %s", d->device, why);
+  while (d->waiters) {
+    tok_waiter_t *w = d->waiters;
+    d->waiters = w->next;
+    gmt_call_reply_error(w->call, rc, "%s", why);
+    free(w);
+  }
+  d->wtail = &d->waiters;
+}
+
+static bool is_refusal(int rc)
+{
+  return rc == GMT_ENOPOD || rc == -EPERM;
+}
+
 static void on_hold(uv_timer_t *h);
 
 /* The outage path: the base quota, then a pause of quota x (1 - LIMIT) /
@@ -279,6 +299,13 @@ static void local_grant(tok_dev_t *d)
 {
   if (!d->waiters)
     return;
+  pmgr_config_t *c = &d->t->pm->config;
+  if (d->t->pm->pod_unlisted || c->limit <= 0) {
+    refuse(d, d->t->pm->pod_unlisted ? GMT_ENOPOD : -EPERM,
+           d->t->pm->pod_unlisted ? "the scheduler no longer lists the pod: no GPU time"
+                                  : "the pod has LIMIT 0: no GPU time");
+    return;
+  }
   uint64_t now = gmt_now_ns();
   if (now < d->local_next_ns) {
     if (!uv_is_active((uv_handle_t *)&d->hold))
@@ -415,6 +442,10 @@ static void upstream_done(tok_up_t *u)
     return;
   }
   d->esrch_ns = 0;
+  if (is_refusal(rc)) {
+    refuse(d, rc, err[0] ? err : gmt_strerror(rc));
+    return;
+  }
   if (rc < 0 || quota <= 0) {
     char why[600];
     snprintf(why, sizeof why, "%s", rc < 0 ? (err[0] ? err : gmt_strerror(rc)) : "a grant of 0 ms");

@@ -1,5 +1,14 @@
 /* The hook's connections to its pod manager (see channel.h). Each channel
- * is a conn.c connection under its own mutex, opened on first use. */
+ * is a conn.c connection under its own mutex, opened on first use.
+ *
+ * Liveness: a call that should be quick (a report, a reservation) and gets
+ * no answer within its bound marks the pod manager down, whether it died
+ * or stopped (SIGSTOP, a stalled loop): the calls waiting on the other
+ * channels give up at once, and new ones fail at once (-EHOSTDOWN), so the
+ * process runs ungated within its last known quota instead of waiting. The
+ * report channel keeps asking (the reporter's keepalive) and its first
+ * answer marks the pod manager up again. A token call that waits long is
+ * not a sign of death: the pod may be waiting its turn. */
 #include "channel.h"
 
 #include <errno.h>
@@ -20,6 +29,7 @@ static struct {
 };
 static char *g_url;
 static _Atomic int g_started;
+static _Atomic int g_down; /* the pod manager did not answer a quick call */
 
 void gmt__channels_start(const char *url, gmt_conn_t *first)
 {
@@ -28,6 +38,8 @@ void gmt__channels_start(const char *url, gmt_conn_t *first)
   g_url = strdup(url);
   gmt__conn_close(g_ch[GMT_CH_REPORT].conn);
   g_ch[GMT_CH_REPORT].conn = first;
+  /* No connection yet: down until the first report goes through. */
+  atomic_store_explicit(&g_down, first == NULL, memory_order_relaxed);
   atomic_store_explicit(&g_started, g_url != NULL, memory_order_release);
   pthread_mutex_unlock(&g_ch[GMT_CH_REPORT].mu);
 }
@@ -39,16 +51,31 @@ int gmt__channel_call(int ch, const Gmt__Envelope *req, Gmt__Envelope **rep, int
     return -EINVAL;
   if (!atomic_load_explicit(&g_started, memory_order_acquire))
     return -ENOTCONN;
+  /* The report channel is the one that finds out when it is back. */
+  if (ch != GMT_CH_REPORT && atomic_load_explicit(&g_down, memory_order_relaxed))
+    return -EHOSTDOWN;
   pthread_mutex_lock(&g_ch[ch].mu);
   int rc = 0;
-  if (!g_ch[ch].conn)
+  if (!g_ch[ch].conn) {
     rc = gmt__conn_open(&g_ch[ch].conn, g_url,
                         timeout_ms < GMT_CHANNEL_OPEN_TIMEOUT_MS ? timeout_ms
                                                                  : GMT_CHANNEL_OPEN_TIMEOUT_MS);
+    if (rc == 0 && ch != GMT_CH_REPORT)
+      gmt__conn_set_give_up(g_ch[ch].conn, &g_down);
+  }
   if (rc == 0)
     rc = gmt__conn_call(g_ch[ch].conn, req, rep, timeout_ms);
   pthread_mutex_unlock(&g_ch[ch].mu);
+  if (rc == 0)
+    atomic_store_explicit(&g_down, 0, memory_order_relaxed);
+  else if (rc != -EHOSTDOWN && (ch != GMT_CH_TOKEN || rc != -ETIMEDOUT))
+    atomic_store_explicit(&g_down, 1, memory_order_relaxed);
   return rc;
+}
+
+int gmt__channel_down(void)
+{
+  return atomic_load_explicit(&g_down, memory_order_relaxed);
 }
 
 /* ---- fork ---- */
@@ -71,6 +98,7 @@ static void channels_child(void)
    * copies of the descriptors (nothing goes out on the wire while the
    * parent holds the socket) and registers itself on its next cuInit. */
   atomic_store_explicit(&g_started, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_down, 0, memory_order_relaxed);
   for (int i = 0; i < GMT_CH_COUNT; i++) {
     gmt__conn_close(g_ch[i].conn);
     g_ch[i].conn = NULL;

@@ -15,7 +15,9 @@ enum {
 };
 
 /* Once registered: calls may go to url; first (the registration's
- * connection) becomes the report channel's. */
+ * connection) becomes the report channel's. first NULL: the pod manager
+ * did not answer the registration, and counts as down until a report
+ * reaches it (the report registers the process there). */
 void gmt__channels_start(const char *url, gmt_conn_t *first);
 
 /* One call on channel ch, serialised with the channel's other callers;
@@ -23,5 +25,9 @@ void gmt__channels_start(const char *url, gmt_conn_t *first);
  * not registered (unhooked). Never call it with a lock held that a launch
  * or an allocation needs. */
 int gmt__channel_call(int ch, const Gmt__Envelope *req, Gmt__Envelope **rep, int timeout_ms);
+
+/* Nonzero while the pod manager counts as down (channel.c says when):
+ * calls other than reports fail at once with -EHOSTDOWN. */
+int gmt__channel_down(void);
 
 #endif

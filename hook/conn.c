@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,34 +36,43 @@
 #define SP_PROTO_REP 0x31
 #define MAX_REPLY (16u << 20)
 
+#define GIVE_UP_SLICE_MS 50 /* how soon a wait notices the give-up flag */
+
 struct gmt_conn {
   char *url;
   int fd; /* -1 while not connected */
   int ipc;
   uint32_t next_id;
+  const _Atomic int *give_up;
 };
 
-static int remaining_ms(uint64_t deadline)
-{
-  uint64_t now = gmt_now_ms();
-  return now >= deadline ? 0 : (int)(deadline - now);
-}
+/* How long a call may wait: until at, or until *give_up turns nonzero. */
+typedef struct {
+  uint64_t at;
+  const _Atomic int *give_up;
+} deadline_t;
 
-static int wait_fd(int fd, short events, uint64_t deadline)
+static int wait_fd(int fd, short events, const deadline_t *dl)
 {
   for (;;) {
+    if (dl->give_up && atomic_load_explicit(dl->give_up, memory_order_relaxed))
+      return -EHOSTDOWN;
+    uint64_t now = gmt_now_ms();
+    int left = now >= dl->at ? 0 : (int)(dl->at - now);
+    if (dl->give_up && left > GIVE_UP_SLICE_MS)
+      left = GIVE_UP_SLICE_MS;
     struct pollfd p = {.fd = fd, .events = events};
-    int r = poll(&p, 1, remaining_ms(deadline));
+    int r = poll(&p, 1, left);
     if (r > 0)
       return 0;
-    if (r == 0)
+    if (r == 0 && gmt_now_ms() >= dl->at)
       return -ETIMEDOUT;
-    if (errno != EINTR)
+    if (r < 0 && errno != EINTR)
       return -errno;
   }
 }
 
-static int send_all(int fd, const void *buf, size_t len, uint64_t deadline)
+static int send_all(int fd, const void *buf, size_t len, const deadline_t *dl)
 {
   const char *p = buf;
   while (len) {
@@ -75,7 +85,7 @@ static int send_all(int fd, const void *buf, size_t len, uint64_t deadline)
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      int rc = wait_fd(fd, POLLOUT, deadline);
+      int rc = wait_fd(fd, POLLOUT, dl);
       if (rc < 0)
         return rc;
       continue;
@@ -85,7 +95,7 @@ static int send_all(int fd, const void *buf, size_t len, uint64_t deadline)
   return 0;
 }
 
-static int recv_all(int fd, void *buf, size_t len, uint64_t deadline)
+static int recv_all(int fd, void *buf, size_t len, const deadline_t *dl)
 {
   char *p = buf;
   while (len) {
@@ -100,7 +110,7 @@ static int recv_all(int fd, void *buf, size_t len, uint64_t deadline)
     if (errno == EINTR)
       continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      int rc = wait_fd(fd, POLLIN, deadline);
+      int rc = wait_fd(fd, POLLIN, dl);
       if (rc < 0)
         return rc;
       continue;
@@ -124,13 +134,13 @@ static uint64_t get_be64(const unsigned char *p)
   return v;
 }
 
-static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, uint64_t deadline)
+static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, const deadline_t *dl)
 {
   if (connect(fd, sa, len) == 0)
     return 0;
   if (errno != EINPROGRESS && errno != EAGAIN)
     return -errno;
-  int rc = wait_fd(fd, POLLOUT, deadline);
+  int rc = wait_fd(fd, POLLOUT, dl);
   if (rc < 0)
     return rc;
   int err = 0;
@@ -141,7 +151,7 @@ static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, uint64_t
 }
 
 /* A connected, non-blocking socket for url, or a negative code. */
-static int dial(const char *url, int *ipc, uint64_t deadline)
+static int dial(const char *url, int *ipc, const deadline_t *dl)
 {
   int fd = -1, rc;
   if (!strncmp(url, "ipc://", 6)) {
@@ -152,7 +162,7 @@ static int dial(const char *url, int *ipc, uint64_t deadline)
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
       return -errno;
-    rc = connect_fd(fd, (struct sockaddr *)&sun, sizeof(sun), deadline);
+    rc = connect_fd(fd, (struct sockaddr *)&sun, sizeof(sun), dl);
     *ipc = 1;
   } else if (!strncmp(url, "tcp://", 6)) {
     char host[256];
@@ -178,7 +188,7 @@ static int dial(const char *url, int *ipc, uint64_t deadline)
         rc = -errno;
         continue;
       }
-      rc = connect_fd(fd, a->ai_addr, a->ai_addrlen, deadline);
+      rc = connect_fd(fd, a->ai_addr, a->ai_addrlen, dl);
       if (rc == 0)
         break;
       close(fd);
@@ -196,9 +206,9 @@ static int dial(const char *url, int *ipc, uint64_t deadline)
   }
   /* SP header both ways; the peer must be a REP. */
   unsigned char hdr[8] = {0, 'S', 'P', 0, 0, SP_PROTO_REQ, 0, 0}, peer[8];
-  rc = send_all(fd, hdr, sizeof(hdr), deadline);
+  rc = send_all(fd, hdr, sizeof(hdr), dl);
   if (rc == 0)
-    rc = recv_all(fd, peer, sizeof(peer), deadline);
+    rc = recv_all(fd, peer, sizeof(peer), dl);
   if (rc == 0 && (peer[0] != 0 || peer[1] != 'S' || peer[2] != 'P' || peer[3] != 0 ||
                   peer[4] != 0 || peer[5] != SP_PROTO_REP))
     rc = -EPROTO;
@@ -218,7 +228,8 @@ int gmt__conn_open(gmt_conn_t **out, const char *url, int timeout_ms)
     return -ENOMEM;
   }
   c->next_id = (uint32_t)getpid() * 2654435761u;
-  c->fd = dial(url, &c->ipc, gmt_now_ms() + (uint64_t)timeout_ms);
+  deadline_t dl = {gmt_now_ms() + (uint64_t)timeout_ms, NULL};
+  c->fd = dial(url, &c->ipc, &dl);
   if (c->fd < 0) {
     int rc = c->fd;
     free(c->url);
@@ -227,6 +238,11 @@ int gmt__conn_open(gmt_conn_t **out, const char *url, int timeout_ms)
   }
   *out = c;
   return 0;
+}
+
+void gmt__conn_set_give_up(gmt_conn_t *c, const _Atomic int *flag)
+{
+  c->give_up = flag;
 }
 
 void gmt__conn_close(gmt_conn_t *c)
@@ -240,10 +256,10 @@ void gmt__conn_close(gmt_conn_t *c)
 }
 
 static int call_once(gmt_conn_t *c, const void *body, size_t blen, void **reply, size_t *rlen,
-                     uint64_t deadline)
+                     const deadline_t *dl)
 {
   if (c->fd < 0) {
-    c->fd = dial(c->url, &c->ipc, deadline);
+    c->fd = dial(c->url, &c->ipc, dl);
     if (c->fd < 0) {
       int rc = c->fd;
       c->fd = -1;
@@ -265,14 +281,14 @@ static int call_once(gmt_conn_t *c, const void *body, size_t blen, void **reply,
   for (int i = 0; i < 4; i++)
     frame[o++] = (unsigned char)(id >> (24 - 8 * i));
   memcpy(frame + o, body, blen);
-  int rc = send_all(c->fd, frame, hl + blen, deadline);
+  int rc = send_all(c->fd, frame, hl + blen, dl);
   free(frame);
   /* Replies to earlier requests that timed out may still arrive: skip
    * every frame that is not the answer to this one. */
   while (rc == 0) {
     unsigned char fh[9];
     size_t fl = c->ipc ? 9 : 8;
-    rc = recv_all(c->fd, fh, fl, deadline);
+    rc = recv_all(c->fd, fh, fl, dl);
     if (rc < 0)
       break;
     uint64_t len = get_be64(fh + fl - 8);
@@ -285,7 +301,7 @@ static int call_once(gmt_conn_t *c, const void *body, size_t blen, void **reply,
       rc = -ENOMEM;
       break;
     }
-    rc = recv_all(c->fd, buf, (size_t)len, deadline);
+    rc = recv_all(c->fd, buf, (size_t)len, dl);
     if (rc < 0) {
       free(buf);
       break;
@@ -316,7 +332,8 @@ int gmt__conn_call(gmt_conn_t *c, const Gmt__Envelope *req, Gmt__Envelope **rep,
   int rc = gmt_wire_pack(req, &body, &blen);
   if (rc < 0)
     return rc;
-  rc = call_once(c, body, blen, &reply, &rlen, gmt_now_ms() + (uint64_t)timeout_ms);
+  deadline_t dl = {gmt_now_ms() + (uint64_t)timeout_ms, c->give_up};
+  rc = call_once(c, body, blen, &reply, &rlen, &dl);
   free(body);
   if (rc < 0)
     return rc;

@@ -6,10 +6,16 @@
  * The connection is conn.c's own SP peer, not nng: nng aborts a forked
  * child that uses it, and the children of a hooked process must register.
  *
- * No pod manager means the process runs unhooked: one line on stderr and
- * no RPC ever again. A pod manager that goes away later only delays the
- * reports: the totals make a late one complete. The RPC is never made with
- * a lock held that an allocation or a launch would need. */
+ * A pod manager that refuses the process leaves it unhooked for good. One
+ * that does not answer (not started yet, restarting, stalled) is not a
+ * refusal: the process runs ungated within what it last knew (one line on
+ * stderr), and the reporter keeps reporting, at least every
+ * GMT_REPORT_KEEPALIVE_MS even when nothing changed. That keepalive is
+ * cheap, and it is what finds a pod manager back (channel.c's liveness)
+ * and registers the process with a restarted one: a report from an
+ * unknown pid registers it, with the totals and the memory it holds. The
+ * RPC is never made with a lock held that an allocation or a launch would
+ * need. */
 #include "report.h"
 
 #include <errno.h>
@@ -36,7 +42,8 @@
 #define GMT_REPORT_TIMEOUT_MS 1000
 #define GMT_REPORT_MIN_GAP_MS 20 /* at most one report per 20 ms */
 #define GMT_REPORT_POLL_MS 100   /* how soon a launch alone is noticed */
-#define GMT_REPORT_BACKOFF_MAX_MS 2000
+#define GMT_REPORT_BACKOFF_MAX_MS 1000
+#define GMT_REPORT_KEEPALIVE_MS 500 /* a report at least this often */
 
 enum { REP_NONE = 0, REP_ACTIVE = 1, REP_UNHOOKED = 2 };
 
@@ -112,9 +119,9 @@ static void *reporter_main(void *arg)
     int changed = gmt__state_wait_change(sent_launches, GMT_REPORT_POLL_MS);
     /* Idle slack goes back to the ledger from here, never from a free. */
     changed |= gmt__reserve_tick(sent_reserved);
-    if (!changed)
-      continue;
     uint64_t now = gmt_now_ms();
+    if (!changed && now - last_send < GMT_REPORT_KEEPALIVE_MS)
+      continue;
     if (last_send && now - last_send < GMT_REPORT_MIN_GAP_MS)
       sleep_ms(GMT_REPORT_MIN_GAP_MS - (now - last_send));
     gmt_hook_totals_t t;
@@ -146,6 +153,19 @@ static void *reporter_main(void *arg)
   return NULL;
 }
 
+/* The pod manager did not answer the registration: run unhooked until it
+ * does, with the reporter asking (its first report registers us). */
+static int start_unanswered(int why)
+{
+  fprintf(stderr, "gmt: no pod manager at %s (%s); running unhooked until it answers\n", g_url,
+          gmt_strerror(why));
+  int rc = gmt__thread_start(reporter_main);
+  if (rc < 0)
+    return rc;
+  gmt__channels_start(g_url, NULL);
+  return 0;
+}
+
 static int do_register(void)
 {
   g_url = getenv("GMT_PMGR");
@@ -156,10 +176,8 @@ static int do_register(void)
 
   gmt_conn_t *c = NULL;
   int rc = gmt__conn_open(&c, g_url, GMT_REGISTER_TIMEOUT_MS);
-  if (rc < 0) {
-    fprintf(stderr, "gmt: no pod manager at %s (%s); running unhooked\n", g_url, gmt_strerror(rc));
-    return rc;
-  }
+  if (rc < 0)
+    return start_unanswered(rc);
   Gmt__RegisterRequest req = GMT__REGISTER_REQUEST__INIT;
   req.pid = (uint32_t)getpid();
   req.exe = g_exe;
@@ -169,9 +187,8 @@ static int do_register(void)
   Gmt__Envelope *rep = NULL;
   rc = gmt__conn_call(c, &env, &rep, GMT_REGISTER_TIMEOUT_MS);
   if (rc < 0) {
-    fprintf(stderr, "gmt: no pod manager at %s (%s); running unhooked\n", g_url, gmt_strerror(rc));
     gmt__conn_close(c);
-    return rc;
+    return start_unanswered(rc);
   }
   char err[256] = "";
   rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_REGISTER_REP, err, sizeof(err));

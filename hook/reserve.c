@@ -23,7 +23,7 @@
 
 #define GMT_RESERVE_RPC_TIMEOUT_MS 1500
 #define GMT_RESERVE_OFFLINE_MIN_MS 1000
-#define GMT_RESERVE_OFFLINE_MAX_MS 30000
+#define GMT_RESERVE_OFFLINE_MAX_MS 2000
 #define GMT_RESERVE_TRIES 8
 
 typedef struct {
@@ -36,6 +36,8 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static dev_t_ g_dev[GMT_RESERVE_DEVICES];
 static uint64_t g_last_activity_ms;
 static uint64_t g_limit;         /* the pod's, as last heard */
+static int g_limit_known;        /* g_limit was heard at all */
+static uint64_t g_others;        /* the pod's other processes held this, last heard */
 static uint64_t g_offline_until; /* no RPC before this (monotonic ms) */
 static uint64_t g_offline_backoff;
 static int g_offline_said;
@@ -49,7 +51,21 @@ void gmt__reserve_set_limit(uint64_t limit)
 {
   pthread_mutex_lock(&g_mu);
   g_limit = limit;
+  g_limit_known = 1;
   pthread_mutex_unlock(&g_mu);
+}
+
+/* What the pod's other processes hold, from the pod's total as just heard
+ * (g_mu held); ours excludes what this process granted itself offline,
+ * which the ledger has not seen, and adds what is being reserved now. */
+static void heard_pod(uint64_t pod_used, uint64_t limit, uint64_t reserving)
+{
+  uint64_t ours = reserving;
+  for (int d = 0; d < GMT_RESERVE_DEVICES; d++)
+    ours += g_dev[d].held - g_dev[d].local;
+  g_others = pod_used > ours ? pod_used - ours : 0;
+  g_limit = limit;
+  g_limit_known = 1;
 }
 
 uint64_t gmt__reserve_held(void)
@@ -66,9 +82,11 @@ uint64_t gmt__reserve_held(void)
 
 enum { RPC_OK = 0, RPC_QUOTA = 1, RPC_UNHOOKED = 2, RPC_UNREACHABLE = 3 };
 
+/* No RPC now: the pod manager counts as down (channel.c), or a failed call
+ * is backing off. */
 static int offline_now(uint64_t now)
 {
-  return g_offline_until && now < g_offline_until;
+  return gmt__channel_down() || (g_offline_until && now < g_offline_until);
 }
 
 static void went_offline(int rc, const char *err)
@@ -86,7 +104,8 @@ static void went_offline(int rc, const char *err)
   if (say)
     fprintf(stderr,
             "gmt[%d]: memory ledger unreachable (%s%s%s); allocations are checked against the "
-            "pod's last known limit of %llu bytes for this process alone until it is back\n",
+            "pod's last known limit of %llu bytes, less what its other processes held then, "
+            "until it is back\n",
             (int)getpid(), gmt_strerror(rc), err && *err ? ": " : "", err ? err : "",
             (unsigned long long)limit);
   GMT_HOOK_DEBUG("ledger unreachable (%s); again in %llu ms", gmt_strerror(rc),
@@ -134,7 +153,8 @@ static int rpc_memory(int release, int device, uint64_t bytes)
   if (rc == 0) {
     if (!release) {
       pthread_mutex_lock(&g_mu);
-      g_limit = rep->reserve_rep->memory_limit; /* a reload may have changed it */
+      /* A reload may have changed the limit. */
+      heard_pod(rep->reserve_rep->memory_used, rep->reserve_rep->memory_limit, bytes);
       pthread_mutex_unlock(&g_mu);
     }
     gmt_wire_free(rep);
@@ -142,7 +162,9 @@ static int rpc_memory(int release, int device, uint64_t bytes)
     return RPC_OK;
   }
   gmt_wire_free(rep);
-  if (rc == GMT_EQUOTA) {
+  /* A refusal is an answer: over the quota, or a pod the config no longer
+   * lists (no memory beyond what it holds). */
+  if (rc == GMT_EQUOTA || rc == GMT_ENOPOD) {
     came_back();
     GMT_HOOK_DEBUG("reserve of %llu bytes on device %d refused: %s", (unsigned long long)bytes,
                    device, err);
@@ -154,14 +176,22 @@ static int rpc_memory(int release, int device, uint64_t bytes)
 
 /* ---- the allocation side ---- */
 
-/* While offline: this process's charges against the pod's limit. */
+/* While the pod manager is down: this process's charges plus what the
+ * others held when last heard, against the pod's limit. A process that
+ * never heard its limit (started while the pod manager was away) counts
+ * what it takes, unchecked, and reports it once the pod manager answers. */
 static int grant_locally(int d, uint64_t bytes)
 {
   pthread_mutex_lock(&g_mu);
-  uint64_t charged = 0;
+  if (!g_offline_said) {
+    pthread_mutex_unlock(&g_mu);
+    went_offline(-EHOSTDOWN, "the pod manager does not answer");
+    pthread_mutex_lock(&g_mu);
+  }
+  uint64_t charged = g_others;
   for (int i = 0; i < GMT_RESERVE_DEVICES; i++)
     charged += g_dev[i].charged;
-  int ok = charged <= g_limit && bytes <= g_limit - charged;
+  int ok = !g_limit_known || (charged <= g_limit && bytes <= g_limit - charged);
   if (ok) {
     uint64_t slack = g_dev[d].held - g_dev[d].charged;
     if (slack < bytes) {
@@ -251,7 +281,7 @@ int gmt__reserve_meminfo(int device, uint64_t *pod_used, uint64_t *limit)
     *limit = rep->meminfo_rep->memory_limit;
     gmt_wire_free(rep);
     pthread_mutex_lock(&g_mu);
-    g_limit = *limit;
+    heard_pod(*pod_used, *limit, 0);
     /* Our own slack is reserved but ours to allocate: not used. */
     uint64_t slack = 0;
     for (int d = 0; d < GMT_RESERVE_DEVICES; d++)
@@ -264,9 +294,13 @@ int gmt__reserve_meminfo(int device, uint64_t *pod_used, uint64_t *limit)
   gmt_wire_free(rep);
   if (!offline)
     went_offline(rc, err);
-  /* What this process alone uses: the best we know. */
+  /* What this process uses and the others held: the best we know. */
   pthread_mutex_lock(&g_mu);
-  *pod_used = 0;
+  if (!g_limit_known) {
+    pthread_mutex_unlock(&g_mu);
+    return -ENOTCONN; /* no quota heard yet: the device's own numbers */
+  }
+  *pod_used = g_others;
   for (int d = 0; d < GMT_RESERVE_DEVICES; d++)
     *pod_used += g_dev[d].charged;
   *limit = g_limit;
@@ -340,6 +374,7 @@ static void reserve_child(void)
   g_last_activity_ms = 0;
   g_offline_until = g_offline_backoff = 0;
   g_offline_said = 0;
+  g_others = 0;
   pthread_mutex_init(&g_mu, NULL);
 }
 

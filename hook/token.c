@@ -48,6 +48,7 @@
 #define GMT_TOKEN_RELEASE_TIMEOUT_MS 2000
 #define GMT_TOKEN_EXIT_TIMEOUT_MS 500
 #define GMT_TOKEN_RETRY_NS 1000000000LL /* after a failed request: ungated this long */
+#define GMT_TOKEN_REFUSED_WAIT_MS 1000  /* a refused pod asks again this often */
 
 #define GMT_TLS __attribute__((tls_model("initial-exec")))
 
@@ -70,6 +71,7 @@ static tok_dev_t g_dev[GMT_TOKEN_MAX_DEVICES] = {
 static _Atomic int g_held;            /* devices with held set */
 static _Atomic int g_rpc_inflight;    /* token calls on the channel now */
 static _Atomic int g_outage;          /* a failed request was said on stderr */
+static _Atomic int g_refused;         /* a refusal was said on stderr */
 static _Atomic int64_t g_activity_ns; /* the launch counter was last seen moving */
 
 static pthread_mutex_t g_idle_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -254,7 +256,19 @@ __attribute__((noinline)) static void gate_slow(tok_dev_t *d, int dev)
   }
 
   double quota = 0;
-  int rc = token_rpc(dev, d->b.burst_ema_ms, overuse, 0, 0, &quota, GMT_TOKEN_RPC_TIMEOUT_MS);
+  int rc;
+  /* A refusal (a pod the config does not list, LIMIT 0) is an answer: the
+   * pod gets no GPU time, so the launch waits until it does. */
+  while ((rc = token_rpc(dev, d->b.burst_ema_ms, overuse, 0, 0, &quota,
+                         GMT_TOKEN_RPC_TIMEOUT_MS)) == GMT_ENOPOD ||
+         rc == -EPERM) {
+    if (!atomic_exchange(&g_refused, 1))
+      gmt__say("the pod gets no GPU time on device %d (%s); launches wait until it does", dev,
+               gmt_strerror(rc));
+    struct timespec ts = {GMT_TOKEN_REFUSED_WAIT_MS / 1000, 0};
+    nanosleep(&ts, NULL);
+    overuse = 0;
+  }
   int64_t t = now_ns();
   if (rc == 0 && quota > 0) {
     d->held = 1;
@@ -264,7 +278,7 @@ __attribute__((noinline)) static void gate_slow(tok_dev_t *d, int dev)
     held_one_more();
     GMT_HOOK_DEBUG("device %d: token for %.1f ms (overuse %.1f ms, burst estimate %.1f ms)", dev,
                    quota, overuse, d->b.burst_ema_ms);
-    if (atomic_exchange(&g_outage, 0))
+    if (atomic_exchange(&g_outage, 0) | atomic_exchange(&g_refused, 0))
       gmt__say("tokens from the pod manager again");
   } else if (rc == -ENOTCONN) {
     /* Not registered: no pod manager, so no gate, ever. */
@@ -359,6 +373,7 @@ static void token_child(void)
   atomic_store(&g_held, 0);
   atomic_store(&g_rpc_inflight, 0);
   atomic_store(&g_outage, 0);
+  atomic_store(&g_refused, 0);
   pthread_mutex_init(&g_idle_mu, NULL);
   pthread_cond_init(&g_idle_cv, NULL);
   g_idle_started = 0;

@@ -1,0 +1,124 @@
+"""End-to-end: quotas that hold through daemon faults (issue 10, parts 2
+and 3). With gmt-schd down the pod manager grants memory from its count of
+the whole pod, not each process the whole quota; a restarted pod manager
+learns its pod's processes again from their keepalive reports (an idle one
+and one started while it was away); a stopped (SIGSTOP) pod manager does
+not hold its processes: within about two seconds they launch ungated and
+allocate within the last known quota, and are gated and counted again once
+it runs (SIGCONT)."""
+import signal
+import time
+
+from gmt_e2e import GmtTestCase, build_path, wait_for
+
+MEM_PATHS = build_path("test", "e2e", "memprogs", "mem_paths")
+SPIN = build_path("test", "e2e", "tokenprogs", "spin_load")
+MIB = 1 << 20
+GIB = 1 << 30
+OOM = 2  # CUDA_ERROR_OUT_OF_MEMORY
+
+
+class Faults(GmtTestCase):
+    CONFIG = "1\na 0.5 1.0 1Gi\n"
+
+    def mem(self, limit, *args):
+        return self.run_prog("a", MEM_PATHS, "alloc", str(limit), *args)
+
+    def reserved(self, pid):
+        p = self.process("a", pid)
+        return p and p.get("memory_reserved")
+
+    def test_scheduler_down_pod_quota_holds_for_all_its_processes(self):
+        schd = self.start_schd()
+        self.start_pmgr("a")
+        progs = [self.mem(900 * MIB, "--step", str(900 * MIB)) for _ in range(4)]
+        for p in progs:
+            p.expect("INFO")
+            self.wait_process("a", p.proc.pid)
+        schd.proc.kill()
+        schd.proc.wait(timeout=5)
+        t0 = time.monotonic()
+        for p in progs:
+            p.send()
+        filled = [p.expect("FILLED") for p in progs]
+        oks = [f["ok"] for f in filled]
+        # 4 x 900 MiB in a 1 GiB pod: one fits, the others get OOM.
+        self.assertEqual(oks.count("1"), 1, filled)
+        self.assertLess(time.monotonic() - t0, 5.0)
+
+    def test_restarted_pod_manager_learns_an_idle_process_again(self):
+        self.start_schd()
+        pm = self.start_pmgr("a")
+        p = self.mem(40 * MIB, "--step", str(8 * MIB))
+        p.expect("INFO")
+        p.send()
+        self.assertEqual(p.expect("FILLED")["ok"], "1")
+        wait_for(lambda: self.reserved(p.proc.pid) == 40 * MIB, timeout=5,
+                 what="40 MiB in the ledger")
+        pm.proc.kill()
+        pm.proc.wait(timeout=5)
+        wait_for(lambda: self.process("a", p.proc.pid) is None, timeout=8,
+                 what="the scheduler to forget the pod's processes")
+        t0 = time.monotonic()
+        self.start_pmgr("a")
+        # The process does nothing: its keepalive report registers it again.
+        wait_for(lambda: self.reserved(p.proc.pid) == 40 * MIB, timeout=5,
+                 what="the idle process's 40 MiB back in the ledger")
+        self.assertLess(time.monotonic() - t0, 5.0)
+        p.stop()
+
+    def test_process_started_while_pod_manager_is_down_is_hooked_once_it_returns(self):
+        self.start_schd()
+        pm = self.start_pmgr("a")
+        pm.stop()
+        p = self.mem(GIB, "--step", str(256 * MIB), "--over", str(64 * MIB))
+        p.expect("INFO")
+        self.start_pmgr("a")
+        self.wait_process("a", p.proc.pid, timeout=5)
+        p.send()
+        self.assertEqual(p.expect("FILLED")["ok"], "1")
+        self.assertEqual(int(p.expect("OVER")["rc"]), OOM)  # the pod's quota applies
+        wait_for(lambda: self.reserved(p.proc.pid) == GIB, timeout=5, what="1 GiB in the ledger")
+        p.stop()
+
+    def test_stopped_pod_manager_does_not_hold_launches_or_allocations(self):
+        self.start_schd()
+        pm = self.start_pmgr("a")
+        spin = self.run_prog("a", SPIN, "--kernel-us", "1000", "--seconds", "0")
+        spin.expect("READY")
+        spin.expect("T")
+        m = self.mem(GIB, "--step", str(256 * MIB), "--over", str(64 * MIB))
+        m.expect("INFO")
+        self.wait_process("a", m.proc.pid)
+        pm.proc.send_signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            m.send()
+            self.assertEqual(m.expect("FILLED", timeout=10)["ok"], "1")
+            took = time.monotonic() - t0
+            self.assertLess(took, 3.0)  # not a token or RPC timeout
+            # Within the last known quota (1 GiB).
+            self.assertEqual(int(m.expect("OVER")["rc"]), OOM)
+            # Launches go on: most of 5 s of GPU time, not the rest of a grant.
+            start = spin.expect("T")
+            while True:
+                r = spin.expect("T")
+                if float(r["mono_ms"]) - float(start["mono_ms"]) >= 5000:
+                    break
+            gained = (float(r["busy_us"]) - float(start["busy_us"])) / 1e6
+            self.assertGreater(gained, 2.5, (start, r))
+        finally:
+            pm.proc.send_signal(signal.SIGCONT)
+        # Back: gated by tokens again.
+        wait_for(lambda: "tokens from the pod manager again" in spin.stderr(), timeout=8,
+                 what="the spin job to get tokens again")
+        # Its reports reach the pod manager again (what the ledger makes of
+        # memory granted while it was stopped: docs/status.md, known limits).
+        self.wait_process("a", m.proc.pid, timeout=8, memory_used=GIB)
+        spin.stop()
+        m.stop()
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
