@@ -52,6 +52,7 @@ struct gmt_server {
   pthread_mutex_t peers_mu;
   peer_entry_t *peers;
   int64_t ipc_gid; /* the group given the ipc sockets, -1: ours */
+  uint64_t refused_said_ms;
 };
 
 static void call_receive(struct gmt_call *call)
@@ -141,6 +142,50 @@ static void call_cb(void *arg)
   s->cb(s->arg, call, call->req);
 }
 
+static void resolve(nng_pipe p, gmt_peer_t *peer, bool want_pid);
+
+/* Connections one user other than root and ours may hold open: enough for
+ * hundreds of processes of a pod (a hooked process holds up to three),
+ * and far below the descriptors the daemon has (it raises its soft limit
+ * to the hard one, gmt_daemon_raise_nofile). */
+#define GMT_SERVER_MAX_PER_USER 1024
+
+/* A connection came: note who it is from, and turn it away if its user
+ * already holds GMT_SERVER_MAX_PER_USER (so that one user cannot take
+ * every descriptor and lock everyone else out). */
+static void on_pipe_added(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+  (void)ev;
+  gmt_server_t *s = arg;
+  peer_entry_t *e = calloc(1, sizeof *e);
+  if (!e)
+    return; /* looked up again at its first call */
+  e->peer = (gmt_peer_t){.pipe = (uint32_t)nng_pipe_id(p), .pid = -1, .uid = -1, .gid = -1};
+  resolve(p, &e->peer, false);
+  int64_t uid = e->peer.uid;
+  bool limited = uid > 0 && uid != (int64_t)geteuid();
+  size_t held = 0;
+  pthread_mutex_lock(&s->peers_mu);
+  for (peer_entry_t *q = s->peers; limited && q; q = q->next)
+    held += q->peer.uid == uid;
+  if (held < GMT_SERVER_MAX_PER_USER) {
+    e->next = s->peers;
+    s->peers = e;
+    e = NULL;
+  }
+  pthread_mutex_unlock(&s->peers_mu);
+  if (!e)
+    return;
+  free(e);
+  nng_pipe_close(p);
+  uint64_t now = gmt_now_ms();
+  if (now - s->refused_said_ms >= 1000) { /* a flood says it once a second */
+    s->refused_said_ms = now;
+    gmt_warn("uid %lld holds %d connections already; refusing more", (long long)uid,
+             GMT_SERVER_MAX_PER_USER);
+  }
+}
+
 /* A connection closed: forget its peer (its pipe id is not reused while
  * the socket lives, but the memory would grow with every connection). */
 static void on_pipe_removed(nng_pipe p, nng_pipe_ev ev, void *arg)
@@ -180,6 +225,8 @@ int gmt_server_new(gmt_server_t **out, int ncontexts, gmt_server_cb cb, void *ar
   }
   pthread_mutex_init(&s->peers_mu, NULL);
   rv = nng_rep0_open(&s->sock);
+  if (rv == 0)
+    rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, on_pipe_added, s);
   if (rv == 0)
     rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, on_pipe_removed, s);
   if (rv) {

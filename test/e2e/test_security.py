@@ -4,9 +4,11 @@ user (nobody) and by root from a process that is not the pod's pod
 manager; each must be refused and change nothing. A process registers
 only itself: the pid it names is replaced by the kernel's."""
 import os
+import resource
 import shutil
 import stat
 import subprocess
+import sys
 
 from gmt_e2e import BUILD, SCHD, GmtTestCase, cannot_run, wait_for
 
@@ -127,6 +129,64 @@ class Trust(GmtTestCase):
     def test_ipc_sockets_are_for_owner_and_group(self):
         for path in (self.schd_ipc, os.path.join(self.tmp, "run", "pmgr-a.sock")):
             self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o660, path)
+
+
+# Run as nobody: opens N connections to PORT with nng's SP handshake and
+# prints how many the daemon kept (it closes the ones it turns away).
+HOARD = r"""
+import socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+socks, kept = [], 0
+for _ in range(n):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"\x00SP\x00\x00\x30\x00\x00")
+    socks.append(s)
+time.sleep(1.0)
+for s in socks:
+    # The handshake, then EOF on one the daemon closed; nothing more on one it kept.
+    s.setblocking(False)
+    try:
+        while s.recv(64):
+            pass
+    except BlockingIOError:
+        kept += 1
+    except OSError:
+        pass
+print("KEPT", kept, flush=True)
+sys.stdin.readline()
+"""
+
+
+class Connections(GmtTestCase):
+    CONFIG = "1\na 0.5 1.0 1Gi\n"
+
+    def test_one_user_cannot_take_every_connection(self):
+        if os.geteuid() != 0:
+            cannot_run(self, "the connections are opened as nobody: needs root")
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard < 4096:
+            cannot_run(self, "hard open-file limit %d is too low for this test" % hard)
+        self.start_schd()
+
+        def nobody_with_fds():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (4096, hard))
+            as_nobody()
+        # The system's python: nobody may not enter a user's own install.
+        py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+        p = subprocess.Popen([py, "-c", HOARD, str(self.schd_port), "1100"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             preexec_fn=nobody_with_fds)
+        try:
+            line = p.stdout.readline()
+            self.assertTrue(line.startswith("KEPT"), line)
+            self.assertEqual(int(line.split()[1]), 1024)
+            self.assertIn("refusing more", self.daemons[0].output())
+            # Everyone else is still served.
+            r = self.gmt("status", "--json", timeout=10)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            p.stdin.close()
+            p.wait(timeout=20)
 
 
 class Listen(GmtTestCase):
