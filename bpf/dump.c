@@ -4,6 +4,7 @@
 #include "dump.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,9 +247,23 @@ static int alloc_from_json(gmt_memhistory_t *mh, json_object *o)
   return rc;
 }
 
-static int load_json(const char *path, gmt_memhistory_t *mh, gmt_trace_meta_t *meta)
+/* The JSON text in buf, as json_object_from_file reads a file: one value,
+ * anything after it ignored. NULL when it does not parse. */
+static json_object *parse_json(const uint8_t *buf, size_t len)
 {
-  json_object *root = json_object_from_file(path);
+  if (len > INT_MAX)
+    return NULL;
+  json_tokener *tok = json_tokener_new();
+  if (!tok)
+    return NULL;
+  json_object *root = json_tokener_parse_ex(tok, (const char *)buf, (int)len);
+  json_tokener_free(tok);
+  return root;
+}
+
+static int load_json(const uint8_t *buf, size_t len, gmt_memhistory_t *mh, gmt_trace_meta_t *meta)
+{
+  json_object *root = parse_json(buf, len);
   json_object *allocs, *procs;
   if (!root)
     return GMT_EDECODE;
@@ -622,21 +637,28 @@ int gmt_trace_load(const char *path, gmt_memhistory_t **out, gmt_trace_meta_t *m
     free(buf);
     return -EIO;
   }
+  rc = gmt_trace_load_buf(buf, len, out, meta);
+  free(buf);
+  return rc;
+}
 
+int gmt_trace_load_buf(const void *data, size_t len, gmt_memhistory_t **out,
+                       gmt_trace_meta_t *meta)
+{
+  const uint8_t *buf = data;
   gmt_memhistory_t *mh = NULL;
+  int rc;
   memset(meta, 0, sizeof *meta);
   if ((rc = gmt_memhistory_new(&mh)) != 0)
-    goto cleanup;
+    return rc;
   if (len >= 8 && !memcmp(buf, GMTZ_MAGIC, 4))
     rc = load_gmtz(buf, len, mh, meta);
   else
-    rc = load_json(path, mh, meta);
+    rc = load_json(buf, len, mh, meta);
   if (rc == 0) {
     *out = mh;
     mh = NULL;
   }
-cleanup:
   gmt_memhistory_free(mh);
-  free(buf);
   return rc;
 }
