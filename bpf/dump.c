@@ -16,6 +16,8 @@
 #include "gmt_error.h"
 
 static const char GMTZ_MAGIC[4] = {'G', 'M', 'T', 'Z'};
+/* The most a .gmtz may unpack to. */
+#define GMTZ_MAX_PACKED (1ull << 34)
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -521,6 +523,60 @@ cleanup:
   return rc;
 }
 
+/* The one zstd frame at z, whole (nothing after it), into a new buffer.
+ * The buffer grows with what really comes out, up to the size the frame
+ * declares: a few bytes that claim gigabytes (found by test/fuzz) cost what
+ * they hold, not what they claim. */
+static int unzstd(const uint8_t *z, size_t zlen, uint8_t **out, size_t *outlen)
+{
+  unsigned long long declared = ZSTD_getFrameContentSize(z, zlen);
+  if (declared == ZSTD_CONTENTSIZE_ERROR || declared == ZSTD_CONTENTSIZE_UNKNOWN ||
+      declared > GMTZ_MAX_PACKED)
+    return GMT_EDECODE;
+  ZSTD_DCtx *dc = ZSTD_createDCtx();
+  size_t cap = declared < (1u << 20) ? (size_t)declared : (1u << 20);
+  uint8_t *p = malloc(cap ? cap : 1);
+  int rc = GMT_EDECODE;
+  if (!dc || !p) {
+    rc = -ENOMEM;
+    goto fail;
+  }
+  ZSTD_inBuffer in = {z, zlen, 0};
+  ZSTD_outBuffer o = {p, cap, 0};
+  for (;;) {
+    size_t in_was = in.pos, out_was = o.pos;
+    size_t r = ZSTD_decompressStream(dc, &o, &in);
+    if (ZSTD_isError(r))
+      goto fail;
+    if (r == 0)
+      break; /* the frame is complete */
+    if (o.pos == o.size && o.size < declared) {
+      size_t ncap = o.size * 2 < declared ? o.size * 2 : (size_t)declared;
+      uint8_t *np = realloc(p, ncap);
+      if (!np) {
+        rc = -ENOMEM;
+        goto fail;
+      }
+      p = np;
+      o.dst = p;
+      o.size = ncap;
+      continue;
+    }
+    if (in.pos == in.size || (in.pos == in_was && o.pos == out_was))
+      goto fail; /* cut short, or more than it declared */
+  }
+  if (o.pos != declared || in.pos != in.size)
+    goto fail;
+  ZSTD_freeDCtx(dc);
+  *out = p;
+  *outlen = o.pos;
+  return 0;
+fail:
+  ZSTD_freeDCtx(dc);
+  free(p);
+  return rc;
+}
+
 static int load_gmtz(const uint8_t *buf, size_t len, gmt_memhistory_t *mh, gmt_trace_meta_t *meta)
 {
   uint32_t v = 0;
@@ -528,25 +584,16 @@ static int load_gmtz(const uint8_t *buf, size_t len, gmt_memhistory_t *mh, gmt_t
     v |= (uint32_t)buf[4 + i] << (8 * i);
   if (v > GMT_TRACE_DUMP_VERSION)
     return GMT_EVERSION;
-  const uint8_t *z = buf + 8;
-  size_t zlen = len - 8;
-  unsigned long long plen = ZSTD_getFrameContentSize(z, zlen);
-  if (plen == ZSTD_CONTENTSIZE_ERROR || plen == ZSTD_CONTENTSIZE_UNKNOWN || plen > (1ull << 34))
-    return GMT_EDECODE;
-  uint8_t *packed = malloc(plen ? plen : 1);
-  if (!packed)
-    return -ENOMEM;
-  size_t got = ZSTD_decompress(packed, plen, z, zlen);
-  if (ZSTD_isError(got) || got != plen) {
-    free(packed);
-    return GMT_EDECODE;
-  }
+  uint8_t *packed;
+  size_t plen;
+  int rc = unzstd(buf + 8, len - 8, &packed, &plen);
+  if (rc != 0)
+    return rc;
   Gmt__TraceDump *d = gmt__trace_dump__unpack(NULL, plen, packed);
   free(packed);
   if (!d)
     return GMT_EDECODE;
 
-  int rc = 0;
   meta->root_pid = d->root_pid;
   meta->start_ns = d->start_ns;
   meta->end_ns = d->end_ns;
@@ -642,8 +689,7 @@ int gmt_trace_load(const char *path, gmt_memhistory_t **out, gmt_trace_meta_t *m
   return rc;
 }
 
-int gmt_trace_load_buf(const void *data, size_t len, gmt_memhistory_t **out,
-                       gmt_trace_meta_t *meta)
+int gmt_trace_load_buf(const void *data, size_t len, gmt_memhistory_t **out, gmt_trace_meta_t *meta)
 {
   const uint8_t *buf = data;
   gmt_memhistory_t *mh = NULL;

@@ -44,33 +44,21 @@ static void fill_value(const ProtobufCFieldDescriptor *f, void *p, int depth)
   case PROTOBUF_C_TYPE_SINT32:
   case PROTOBUF_C_TYPE_SFIXED32:
   case PROTOBUF_C_TYPE_UINT32:
-  case PROTOBUF_C_TYPE_FIXED32:
-    *(uint32_t *)p = 7;
-    break;
+  case PROTOBUF_C_TYPE_FIXED32: *(uint32_t *)p = 7; break;
   case PROTOBUF_C_TYPE_INT64:
   case PROTOBUF_C_TYPE_SINT64:
   case PROTOBUF_C_TYPE_SFIXED64:
   case PROTOBUF_C_TYPE_UINT64:
-  case PROTOBUF_C_TYPE_FIXED64:
-    *(uint64_t *)p = 4096;
-    break;
-  case PROTOBUF_C_TYPE_FLOAT:
-    *(float *)p = 0.25f;
-    break;
-  case PROTOBUF_C_TYPE_DOUBLE:
-    *(double *)p = 0.5;
-    break;
-  case PROTOBUF_C_TYPE_BOOL:
-    *(protobuf_c_boolean *)p = 1;
-    break;
+  case PROTOBUF_C_TYPE_FIXED64: *(uint64_t *)p = 4096; break;
+  case PROTOBUF_C_TYPE_FLOAT: *(float *)p = 0.25f; break;
+  case PROTOBUF_C_TYPE_DOUBLE: *(double *)p = 0.5; break;
+  case PROTOBUF_C_TYPE_BOOL: *(protobuf_c_boolean *)p = 1; break;
   case PROTOBUF_C_TYPE_ENUM: {
     const ProtobufCEnumDescriptor *e = f->descriptor;
     *(int *)p = e->n_values ? e->values[e->n_values - 1].value : 0;
     break;
   }
-  case PROTOBUF_C_TYPE_STRING:
-    *(const char **)p = "pod-a";
-    break;
+  case PROTOBUF_C_TYPE_STRING: *(const char **)p = "pod-a"; break;
   case PROTOBUF_C_TYPE_BYTES:
     *(ProtobufCBinaryData *)p = (ProtobufCBinaryData){.len = 3, .data = (uint8_t *)"abc"};
     break;
@@ -88,17 +76,12 @@ static size_t value_size(const ProtobufCFieldDescriptor *f)
   case PROTOBUF_C_TYPE_SFIXED64:
   case PROTOBUF_C_TYPE_UINT64:
   case PROTOBUF_C_TYPE_FIXED64:
-  case PROTOBUF_C_TYPE_DOUBLE:
-    return 8;
-  case PROTOBUF_C_TYPE_BOOL:
-    return sizeof(protobuf_c_boolean);
+  case PROTOBUF_C_TYPE_DOUBLE: return 8;
+  case PROTOBUF_C_TYPE_BOOL: return sizeof(protobuf_c_boolean);
   case PROTOBUF_C_TYPE_STRING:
-  case PROTOBUF_C_TYPE_MESSAGE:
-    return sizeof(void *);
-  case PROTOBUF_C_TYPE_BYTES:
-    return sizeof(ProtobufCBinaryData);
-  default:
-    return 4;
+  case PROTOBUF_C_TYPE_MESSAGE: return sizeof(void *);
+  case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
+  default: return 4;
   }
 }
 
