@@ -192,6 +192,20 @@ static const char *get_str(json_object *o, const char *k)
   return s ? s : "";
 }
 
+/* o's array under k (NULL and n 0 when absent). GMT_EDECODE when k holds
+ * something else: json-c's array calls assert that they get an array. */
+static int get_array(json_object *o, const char *k, json_object **arr, size_t *n)
+{
+  *arr = NULL;
+  *n = 0;
+  if (!json_object_object_get_ex(o, k, arr) || !*arr)
+    return 0;
+  if (!json_object_is_type(*arr, json_type_array))
+    return GMT_EDECODE;
+  *n = json_object_array_length(*arr);
+  return 0;
+}
+
 static int alloc_from_json(gmt_memhistory_t *mh, json_object *o)
 {
   gmt_alloc_info_t in = {0};
@@ -224,8 +238,10 @@ static int alloc_from_json(gmt_memhistory_t *mh, json_object *o)
   in.prefetches = get_u64(o, "prefetches");
   in.events_dropped = get_u64(o, "events_dropped");
 
-  json_object *evs = NULL;
-  size_t n = json_object_object_get_ex(o, "events", &evs) ? json_object_array_length(evs) : 0;
+  json_object *evs;
+  size_t n;
+  if (get_array(o, "events", &evs, &n) != 0)
+    return GMT_EDECODE;
   gmt_alloc_event_t *ev = n ? calloc(n, sizeof *ev) : NULL;
   if (n && !ev)
     return -ENOMEM;
@@ -267,11 +283,12 @@ static int load_json(const uint8_t *buf, size_t len, gmt_memhistory_t *mh, gmt_t
 {
   json_object *root = parse_json(buf, len);
   json_object *allocs, *procs;
+  size_t nallocs, nprocs;
   if (!root)
     return GMT_EDECODE;
   int rc = 0;
-  if (!json_object_object_get_ex(root, "allocations", &allocs) ||
-      !json_object_is_type(allocs, json_type_array)) {
+  if (get_array(root, "allocations", &allocs, &nallocs) != 0 || !allocs ||
+      get_array(root, "processes", &procs, &nprocs) != 0) {
     rc = GMT_EDECODE;
     goto cleanup;
   }
@@ -291,26 +308,24 @@ static int load_json(const uint8_t *buf, size_t len, gmt_memhistory_t *mh, gmt_t
                                  .d2d_count = get_u64(copies, "d2d_count"),
                                  .d2d_bytes = get_u64(copies, "d2d_bytes")};
   gmt_memhistory_set_counters(mh, &c);
-  if (json_object_object_get_ex(root, "processes", &procs)) {
-    for (size_t i = 0; i < json_object_array_length(procs) && rc == 0; i++) {
-      json_object *jp = json_object_array_get_idx(procs, i);
-      json_object *code = NULL;
-      json_object_object_get_ex(jp, "exit_code", &code);
-      gmt_trace_process_t p = {.pid = (uint32_t)get_u64(jp, "pid"),
-                               .parent = (uint32_t)get_u64(jp, "parent"),
-                               .start_ns = get_u64(jp, "start_ns"),
-                               .exit_ns = get_u64(jp, "exit_ns"),
-                               .exited = get_bool(jp, "exited"),
-                               .exit_code = code ? json_object_get_int(code) : 0,
-                               .kernel = {.reclaim_stalls = get_u64(jp, "reclaim_stalls"),
-                                          .reclaim_ns = get_u64(jp, "reclaim_ns"),
-                                          .compact_stalls = get_u64(jp, "compact_stalls"),
-                                          .compact_ns = get_u64(jp, "compact_ns"),
-                                          .pagecache_faults = get_u64(jp, "pagecache_faults")}};
-      rc = gmt_memhistory_restore_process(mh, &p);
-    }
+  for (size_t i = 0; i < nprocs && rc == 0; i++) {
+    json_object *jp = json_object_array_get_idx(procs, i);
+    json_object *code = NULL;
+    json_object_object_get_ex(jp, "exit_code", &code);
+    gmt_trace_process_t p = {.pid = (uint32_t)get_u64(jp, "pid"),
+                             .parent = (uint32_t)get_u64(jp, "parent"),
+                             .start_ns = get_u64(jp, "start_ns"),
+                             .exit_ns = get_u64(jp, "exit_ns"),
+                             .exited = get_bool(jp, "exited"),
+                             .exit_code = code ? json_object_get_int(code) : 0,
+                             .kernel = {.reclaim_stalls = get_u64(jp, "reclaim_stalls"),
+                                        .reclaim_ns = get_u64(jp, "reclaim_ns"),
+                                        .compact_stalls = get_u64(jp, "compact_stalls"),
+                                        .compact_ns = get_u64(jp, "compact_ns"),
+                                        .pagecache_faults = get_u64(jp, "pagecache_faults")}};
+    rc = gmt_memhistory_restore_process(mh, &p);
   }
-  for (size_t i = 0; i < json_object_array_length(allocs) && rc == 0; i++)
+  for (size_t i = 0; i < nallocs && rc == 0; i++)
     rc = alloc_from_json(mh, json_object_array_get_idx(allocs, i));
 cleanup:
   json_object_put(root);

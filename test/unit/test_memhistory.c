@@ -681,6 +681,16 @@ static void test_load_refuses_what_is_not_a_dump(void **state)
   assert_int_equal(gmt_trace_load(path, &mh, &meta), GMT_EDECODE);
   unlink(path);
   assert_int_equal(gmt_trace_load("/nonexistent/x.json", &mh, &meta), -ENOENT);
+  /* Arrays that are not arrays: json-c asserts on them (test/fuzz found
+   * "events" as a string), so the loader checks every one. */
+  static const char *const not_arrays[] = {
+      "{\"allocations\": {}}",
+      "{\"allocations\": [], \"processes\": 7}",
+      "{\"allocations\": [{\"kind\": \"device\", \"events\": \"x\"}]}",
+  };
+  for (size_t i = 0; i < sizeof not_arrays / sizeof *not_arrays; i++)
+    assert_int_equal(gmt_trace_load_buf(not_arrays[i], strlen(not_arrays[i]), &mh, &meta),
+                     GMT_EDECODE);
   assert_null(mh);
 }
 
