@@ -4,6 +4,7 @@
 #include "dump.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,8 @@
 #include "gmt_error.h"
 
 static const char GMTZ_MAGIC[4] = {'G', 'M', 'T', 'Z'};
+/* The most a .gmtz may unpack to. */
+#define GMTZ_MAX_PACKED (1ull << 34)
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -189,6 +192,20 @@ static const char *get_str(json_object *o, const char *k)
   return s ? s : "";
 }
 
+/* o's array under k (NULL and n 0 when absent). GMT_EDECODE when k holds
+ * something else: json-c's array calls assert that they get an array. */
+static int get_array(json_object *o, const char *k, json_object **arr, size_t *n)
+{
+  *arr = NULL;
+  *n = 0;
+  if (!json_object_object_get_ex(o, k, arr) || !*arr)
+    return 0;
+  if (!json_object_is_type(*arr, json_type_array))
+    return GMT_EDECODE;
+  *n = json_object_array_length(*arr);
+  return 0;
+}
+
 static int alloc_from_json(gmt_memhistory_t *mh, json_object *o)
 {
   gmt_alloc_info_t in = {0};
@@ -221,8 +238,10 @@ static int alloc_from_json(gmt_memhistory_t *mh, json_object *o)
   in.prefetches = get_u64(o, "prefetches");
   in.events_dropped = get_u64(o, "events_dropped");
 
-  json_object *evs = NULL;
-  size_t n = json_object_object_get_ex(o, "events", &evs) ? json_object_array_length(evs) : 0;
+  json_object *evs;
+  size_t n;
+  if (get_array(o, "events", &evs, &n) != 0)
+    return GMT_EDECODE;
   gmt_alloc_event_t *ev = n ? calloc(n, sizeof *ev) : NULL;
   if (n && !ev)
     return -ENOMEM;
@@ -246,15 +265,30 @@ static int alloc_from_json(gmt_memhistory_t *mh, json_object *o)
   return rc;
 }
 
-static int load_json(const char *path, gmt_memhistory_t *mh, gmt_trace_meta_t *meta)
+/* The JSON text in buf, as json_object_from_file reads a file: one value,
+ * anything after it ignored. NULL when it does not parse. */
+static json_object *parse_json(const uint8_t *buf, size_t len)
 {
-  json_object *root = json_object_from_file(path);
+  if (len > INT_MAX)
+    return NULL;
+  json_tokener *tok = json_tokener_new();
+  if (!tok)
+    return NULL;
+  json_object *root = json_tokener_parse_ex(tok, (const char *)buf, (int)len);
+  json_tokener_free(tok);
+  return root;
+}
+
+static int load_json(const uint8_t *buf, size_t len, gmt_memhistory_t *mh, gmt_trace_meta_t *meta)
+{
+  json_object *root = parse_json(buf, len);
   json_object *allocs, *procs;
+  size_t nallocs, nprocs;
   if (!root)
     return GMT_EDECODE;
   int rc = 0;
-  if (!json_object_object_get_ex(root, "allocations", &allocs) ||
-      !json_object_is_type(allocs, json_type_array)) {
+  if (get_array(root, "allocations", &allocs, &nallocs) != 0 || !allocs ||
+      get_array(root, "processes", &procs, &nprocs) != 0) {
     rc = GMT_EDECODE;
     goto cleanup;
   }
@@ -274,26 +308,24 @@ static int load_json(const char *path, gmt_memhistory_t *mh, gmt_trace_meta_t *m
                                  .d2d_count = get_u64(copies, "d2d_count"),
                                  .d2d_bytes = get_u64(copies, "d2d_bytes")};
   gmt_memhistory_set_counters(mh, &c);
-  if (json_object_object_get_ex(root, "processes", &procs)) {
-    for (size_t i = 0; i < json_object_array_length(procs) && rc == 0; i++) {
-      json_object *jp = json_object_array_get_idx(procs, i);
-      json_object *code = NULL;
-      json_object_object_get_ex(jp, "exit_code", &code);
-      gmt_trace_process_t p = {.pid = (uint32_t)get_u64(jp, "pid"),
-                               .parent = (uint32_t)get_u64(jp, "parent"),
-                               .start_ns = get_u64(jp, "start_ns"),
-                               .exit_ns = get_u64(jp, "exit_ns"),
-                               .exited = get_bool(jp, "exited"),
-                               .exit_code = code ? json_object_get_int(code) : 0,
-                               .kernel = {.reclaim_stalls = get_u64(jp, "reclaim_stalls"),
-                                          .reclaim_ns = get_u64(jp, "reclaim_ns"),
-                                          .compact_stalls = get_u64(jp, "compact_stalls"),
-                                          .compact_ns = get_u64(jp, "compact_ns"),
-                                          .pagecache_faults = get_u64(jp, "pagecache_faults")}};
-      rc = gmt_memhistory_restore_process(mh, &p);
-    }
+  for (size_t i = 0; i < nprocs && rc == 0; i++) {
+    json_object *jp = json_object_array_get_idx(procs, i);
+    json_object *code = NULL;
+    json_object_object_get_ex(jp, "exit_code", &code);
+    gmt_trace_process_t p = {.pid = (uint32_t)get_u64(jp, "pid"),
+                             .parent = (uint32_t)get_u64(jp, "parent"),
+                             .start_ns = get_u64(jp, "start_ns"),
+                             .exit_ns = get_u64(jp, "exit_ns"),
+                             .exited = get_bool(jp, "exited"),
+                             .exit_code = code ? json_object_get_int(code) : 0,
+                             .kernel = {.reclaim_stalls = get_u64(jp, "reclaim_stalls"),
+                                        .reclaim_ns = get_u64(jp, "reclaim_ns"),
+                                        .compact_stalls = get_u64(jp, "compact_stalls"),
+                                        .compact_ns = get_u64(jp, "compact_ns"),
+                                        .pagecache_faults = get_u64(jp, "pagecache_faults")}};
+    rc = gmt_memhistory_restore_process(mh, &p);
   }
-  for (size_t i = 0; i < json_object_array_length(allocs) && rc == 0; i++)
+  for (size_t i = 0; i < nallocs && rc == 0; i++)
     rc = alloc_from_json(mh, json_object_array_get_idx(allocs, i));
 cleanup:
   json_object_put(root);
@@ -506,6 +538,32 @@ cleanup:
   return rc;
 }
 
+/* The one zstd frame at z, whole, into a new buffer of the size it
+ * declares, once that size is one the frame could hold: no zstd block
+ * gives more than 128 KiB from less than 4 bytes (a 3-byte header and an
+ * RLE byte). Without that bound a few bytes claiming gigabytes were
+ * allocated gigabytes (found by test/fuzz). Trailing bytes or a frame cut
+ * short do not decompress to the declared size. */
+#define ZSTD_MAX_RATIO 32768u
+static int unzstd(const uint8_t *z, size_t zlen, uint8_t **out, size_t *outlen)
+{
+  unsigned long long declared = ZSTD_getFrameContentSize(z, zlen);
+  if (declared == ZSTD_CONTENTSIZE_ERROR || declared == ZSTD_CONTENTSIZE_UNKNOWN ||
+      declared > GMTZ_MAX_PACKED || declared > (unsigned long long)zlen * ZSTD_MAX_RATIO)
+    return GMT_EDECODE;
+  uint8_t *p = malloc(declared ? (size_t)declared : 1);
+  if (!p)
+    return -ENOMEM;
+  size_t got = ZSTD_decompress(p, (size_t)declared, z, zlen);
+  if (ZSTD_isError(got) || got != declared) {
+    free(p);
+    return GMT_EDECODE;
+  }
+  *out = p;
+  *outlen = got;
+  return 0;
+}
+
 static int load_gmtz(const uint8_t *buf, size_t len, gmt_memhistory_t *mh, gmt_trace_meta_t *meta)
 {
   uint32_t v = 0;
@@ -513,25 +571,16 @@ static int load_gmtz(const uint8_t *buf, size_t len, gmt_memhistory_t *mh, gmt_t
     v |= (uint32_t)buf[4 + i] << (8 * i);
   if (v > GMT_TRACE_DUMP_VERSION)
     return GMT_EVERSION;
-  const uint8_t *z = buf + 8;
-  size_t zlen = len - 8;
-  unsigned long long plen = ZSTD_getFrameContentSize(z, zlen);
-  if (plen == ZSTD_CONTENTSIZE_ERROR || plen == ZSTD_CONTENTSIZE_UNKNOWN || plen > (1ull << 34))
-    return GMT_EDECODE;
-  uint8_t *packed = malloc(plen ? plen : 1);
-  if (!packed)
-    return -ENOMEM;
-  size_t got = ZSTD_decompress(packed, plen, z, zlen);
-  if (ZSTD_isError(got) || got != plen) {
-    free(packed);
-    return GMT_EDECODE;
-  }
+  uint8_t *packed;
+  size_t plen;
+  int rc = unzstd(buf + 8, len - 8, &packed, &plen);
+  if (rc != 0)
+    return rc;
   Gmt__TraceDump *d = gmt__trace_dump__unpack(NULL, plen, packed);
   free(packed);
   if (!d)
     return GMT_EDECODE;
 
-  int rc = 0;
   meta->root_pid = d->root_pid;
   meta->start_ns = d->start_ns;
   meta->end_ns = d->end_ns;
@@ -622,21 +671,27 @@ int gmt_trace_load(const char *path, gmt_memhistory_t **out, gmt_trace_meta_t *m
     free(buf);
     return -EIO;
   }
+  rc = gmt_trace_load_buf(buf, len, out, meta);
+  free(buf);
+  return rc;
+}
 
+int gmt_trace_load_buf(const void *data, size_t len, gmt_memhistory_t **out, gmt_trace_meta_t *meta)
+{
+  const uint8_t *buf = data;
   gmt_memhistory_t *mh = NULL;
+  int rc;
   memset(meta, 0, sizeof *meta);
   if ((rc = gmt_memhistory_new(&mh)) != 0)
-    goto cleanup;
+    return rc;
   if (len >= 8 && !memcmp(buf, GMTZ_MAGIC, 4))
     rc = load_gmtz(buf, len, mh, meta);
   else
-    rc = load_json(path, mh, meta);
+    rc = load_json(buf, len, mh, meta);
   if (rc == 0) {
     *out = mh;
     mh = NULL;
   }
-cleanup:
   gmt_memhistory_free(mh);
-  free(buf);
   return rc;
 }

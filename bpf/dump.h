@@ -33,6 +33,9 @@ int gmt_trace_dump(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, const cha
 /* Loads a .json or .gmtz dump (told apart by content) into a new
  * MemHistory. GMT_EDECODE for a file that is neither. */
 int gmt_trace_load(const char *path, gmt_memhistory_t **mh, gmt_trace_meta_t *meta);
+/* The same from len bytes in memory (what gmt_trace_load reads, and what
+ * test/fuzz/fuzz_dump.c feeds it). */
+int gmt_trace_load_buf(const void *buf, size_t len, gmt_memhistory_t **mh, gmt_trace_meta_t *meta);
 
 /* One allocation without its events, as the dumps and the TraceSpots RPC
  * carry it: the wire message (pointing into in and site, which must

@@ -1,5 +1,6 @@
 /* Envelopes: packing, unpacking with version and sanity checks, and the
  * check a caller makes on a reply. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,46 @@ int gmt_wire_pack(const Gmt__Envelope *env, void **buf, size_t *len)
   return 0;
 }
 
+/* Whether m or a message inside it kept an unknown field numbered 0.
+ * protobuf-c refuses field 0 written as 0x00 but keeps it when written as
+ * an overlong varint (0x80 0x00), and then packs it as 0x00: a frame we
+ * took would not decode again where a pod manager forwards it (found by
+ * test/fuzz). gmt.proto has no recursive message, so this ends. */
+static bool has_field_zero(const ProtobufCMessage *m)
+{
+  for (unsigned i = 0; i < m->n_unknown_fields; i++)
+    if (m->unknown_fields[i].tag == 0)
+      return true;
+  const ProtobufCMessageDescriptor *d = m->descriptor;
+  for (unsigned i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+    const char *at = (const char *)m + f->offset;
+    const ProtobufCMessage *sub;
+    if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+      continue;
+    if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+      uint32_t c; /* the members of a oneof share their storage */
+      memcpy(&c, (const char *)m + f->quantifier_offset, sizeof c);
+      if (c != f->id)
+        continue;
+    }
+    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+      size_t n;
+      ProtobufCMessage **v;
+      memcpy(&n, (const char *)m + f->quantifier_offset, sizeof n);
+      memcpy(&v, at, sizeof v);
+      for (size_t k = 0; k < n; k++)
+        if (has_field_zero(v[k]))
+          return true;
+    } else {
+      memcpy(&sub, at, sizeof sub);
+      if (sub && has_field_zero(sub))
+        return true;
+    }
+  }
+  return false;
+}
+
 int gmt_wire_unpack(const void *buf, size_t len, Gmt__Envelope **env)
 {
   Gmt__Envelope *e;
@@ -37,7 +78,7 @@ int gmt_wire_unpack(const void *buf, size_t len, Gmt__Envelope **env)
     return GMT_EVERSION;
   }
   /* Version 0 is an empty or foreign frame, not an old gmt. */
-  if (e->version == 0) {
+  if (e->version == 0 || has_field_zero(&e->base)) {
     gmt__envelope__free_unpacked(e, NULL);
     return GMT_EDECODE;
   }

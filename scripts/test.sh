@@ -3,8 +3,9 @@
 # formatted (scripts/format.sh), then builds and tests twice: with
 # ASan+UBSan and -Werror (every unit and end-to-end test, and the structure
 # check scripts/check-deps.py), and a plain -Werror build (the end-to-end
-# tests again, as the hook runs in production). No GPU needed: the tests
-# use the fake driver.
+# tests again, as the hook runs in production), then fuzzes the decoders of
+# outside input for $GMT_FUZZ_SECONDS each (default 60; 0 skips; clang
+# build, scripts/fuzz.sh). No GPU needed: the tests use the fake driver.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,3 +24,5 @@ echo "== tests, ASan+UBSan build"
 (cd "$asan" && ctest --output-on-failure --timeout 600 "$@")
 echo "== end-to-end tests, plain build"
 (cd "$plain" && ctest --output-on-failure --timeout 600 -L e2e "$@")
+echo "== fuzz: the envelope decoder, the config parser, the trace dump loader"
+"$root/scripts/fuzz.sh" "${GMT_FUZZ_SECONDS:-60}"

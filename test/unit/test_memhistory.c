@@ -681,7 +681,57 @@ static void test_load_refuses_what_is_not_a_dump(void **state)
   assert_int_equal(gmt_trace_load(path, &mh, &meta), GMT_EDECODE);
   unlink(path);
   assert_int_equal(gmt_trace_load("/nonexistent/x.json", &mh, &meta), -ENOENT);
+  /* Arrays that are not arrays: json-c asserts on them (test/fuzz found
+   * "events" as a string), so the loader checks every one. */
+  static const char *const not_arrays[] = {
+      "{\"allocations\": {}}",
+      "{\"allocations\": [], \"processes\": 7}",
+      "{\"allocations\": [{\"kind\": \"device\", \"events\": \"x\"}]}",
+  };
+  for (size_t i = 0; i < sizeof not_arrays / sizeof *not_arrays; i++)
+    assert_int_equal(gmt_trace_load_buf(not_arrays[i], strlen(not_arrays[i]), &mh, &meta),
+                     GMT_EDECODE);
   assert_null(mh);
+}
+
+/* A .gmtz's zstd frame is believed only as far as it decompresses: one
+ * that declares 4 GiB but holds a byte is refused without a 4 GiB buffer
+ * (test/fuzz found it; corpus/dump/declares-4gib.gmtz keeps its input), and
+ * a real dump cut short or with bytes after its frame is refused too. */
+static void test_gmtz_frame_is_checked_as_it_decompresses(void **state)
+{
+  (void)state;
+  static const uint8_t claims_4gib[] = {
+      'G',  'M',  'T',  'Z',  1, 0, 0, 0, /* header, version 1 */
+      0x28, 0xb5, 0x2f, 0xfd,             /* zstd frame magic */
+      0xe0,                               /* single segment, 8-byte size */
+      0,    0,    0,    0,    1, 0, 0, 0, /* content size 2^32 */
+      0x09, 0,    0,    'x',              /* last block, raw, 1 byte */
+  };
+  gmt_memhistory_t *mh = NULL;
+  gmt_trace_meta_t meta;
+  assert_int_equal(gmt_trace_load_buf(claims_4gib, sizeof claims_4gib, &mh, &meta), GMT_EDECODE);
+
+  gmt_trace_meta_t m0;
+  gmt_memhistory_t *orig = sample_history(&m0);
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/gmt-test-memhistory-%d.gmtz", (int)getpid());
+  assert_int_equal(gmt_trace_dump(orig, &m0, path), 0);
+  gmt_memhistory_free(orig);
+  uint8_t buf[64 << 10];
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  size_t len = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  unlink(path);
+  assert_true(len > 16 && len < sizeof buf - 1);
+  assert_int_equal(gmt_trace_load_buf(buf, len - 1, &mh, &meta), GMT_EDECODE);
+  buf[len] = 0;
+  assert_int_equal(gmt_trace_load_buf(buf, len + 1, &mh, &meta), GMT_EDECODE);
+  assert_null(mh);
+  assert_int_equal(gmt_trace_load_buf(buf, len, &mh, &meta), 0);
+  assert_int_equal(meta.root_pid, m0.root_pid);
+  gmt_memhistory_free(mh);
 }
 
 /* ---- attach buffers: memory never seen allocated ---- */
@@ -1071,6 +1121,7 @@ int main(void)
       cmocka_unit_test(test_gmtz_dump_round_trips),
       cmocka_unit_test(test_chrome_trace_is_written_and_not_loaded),
       cmocka_unit_test(test_load_refuses_what_is_not_a_dump),
+      cmocka_unit_test(test_gmtz_frame_is_checked_as_it_decompresses),
       cmocka_unit_test(test_attach_copies_make_buffers_of_the_spans_they_touch),
       cmocka_unit_test(test_attach_ranges_grow_and_overlapping_ones_merge),
       cmocka_unit_test(test_attach_device_spans_merge_and_unified_copies_place_their_ends),

@@ -75,6 +75,12 @@ static void test_garbage_frames_are_decode_errors(void **state)
   }
   /* An empty frame carries no version: not ours. */
   assert_int_equal(gmt_wire_unpack("", 0, &out), GMT_EDECODE);
+  /* Field number 0 as an overlong varint inside a MemInfoRequest: protobuf-c
+   * keeps it but would pack it as a frame it refuses (test/fuzz found it). */
+  static const unsigned char field0[] = {0x08, 0x01, 0xba, 0x01, 0x06, 0x08,
+                                         0x80, 0x20, 0x80, 0x00, 0x20};
+  assert_int_equal(gmt_wire_unpack(field0, sizeof field0, &out), GMT_EDECODE);
+  assert_null(out);
 }
 
 static void test_newer_protocol_version_is_refused(void **state)
