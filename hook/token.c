@@ -263,8 +263,9 @@ __attribute__((noinline)) static void gate_slow(tok_dev_t *d, int dev)
                          GMT_TOKEN_RPC_TIMEOUT_MS)) == GMT_ENOPOD ||
          rc == -EPERM) {
     if (!atomic_exchange(&g_refused, 1))
-      gmt__say("the pod gets no GPU time on device %d (%s); launches wait until it does", dev,
-               gmt_strerror(rc));
+      gmt__say("the pod gets no GPU time on device %d (%s: its LIMIT is 0, or the config "
+               "does not list it); launches wait until it does",
+               dev, gmt_strerror(rc));
     struct timespec ts = {GMT_TOKEN_REFUSED_WAIT_MS / 1000, 0};
     nanosleep(&ts, NULL);
     overuse = 0;

@@ -119,6 +119,34 @@ class Faults(GmtTestCase):
         m.stop()
 
 
+class Refusals(GmtTestCase):
+    """A pod at LIMIT 0 gets no GPU time: the scheduler's refusal is an
+    answer, not an outage to run ungated through."""
+    CONFIG = "1\na 0.0 0.0 1Gi\n"
+
+    def gained(self, spin, ms):
+        start = spin.expect("T")
+        while True:
+            r = spin.expect("T", timeout=ms / 1000 + 10)
+            if float(r["mono_ms"]) - float(start["mono_ms"]) >= ms:
+                return (float(r["busy_us"]) - float(start["busy_us"])) / 1e6
+
+    def test_pod_at_limit_zero_waits_until_its_limit_is_raised(self):
+        schd = self.start_schd()
+        self.start_pmgr("a")
+        spin = self.run_prog("a", SPIN, "--kernel-us", "1000", "--seconds", "0")
+        spin.expect("READY")
+        # Its first launch waits: no kernel runs, so no progress line.
+        time.sleep(3)
+        self.assertEqual(spin.lines.qsize(), 0, "the job ran at LIMIT 0")
+        self.assertIn("gets no GPU time", spin.stderr())
+        self.write_config("1\na 0.5 1.0 1Gi\n")
+        schd.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: self.gained(spin, 1000) > 0.5, timeout=15,
+                 what="the job to run once its LIMIT is 1")
+        spin.stop()
+
+
 if __name__ == "__main__":
     import unittest
     unittest.main()

@@ -46,12 +46,12 @@ static void test_proc_net_tcp_line(void **state)
   uint8_t lo[4] = {127, 0, 0, 1};
   uint32_t uid = 0;
   uint64_t ino = 0;
-  assert_int_equal(gmt_peer_tcp_parse(text, AF_INET, lo, htons(40000), lo, htons(50051), &uid, &ino),
-                   0);
+  assert_int_equal(
+      gmt_peer_tcp_parse(text, AF_INET, lo, htons(40000), lo, htons(50051), &uid, &ino), 0);
   assert_int_equal(uid, 1001);
   assert_int_equal(ino, 98765);
-  assert_int_equal(gmt_peer_tcp_parse(text, AF_INET, lo, htons(40001), lo, htons(50051), &uid, &ino),
-                   -ENOENT);
+  assert_int_equal(
+      gmt_peer_tcp_parse(text, AF_INET, lo, htons(40001), lo, htons(50051), &uid, &ino), -ENOENT);
 }
 
 /* A real loopback connection in this process: the kernel names our uid
