@@ -247,42 +247,37 @@ static int parse_id(const char *s, uint32_t *out)
   return 0;
 }
 
+/* A user or group by name or number into ids (--allow-uid, --allow-gid). */
+static int add_id(uint32_t *ids, size_t *n, size_t cap, bool user, const char *name, char *err,
+                  size_t errlen)
+{
+  const char *flag = user ? "--allow-uid" : "--allow-gid";
+  uint32_t id;
+  if (parse_id(name, &id) != 0) {
+    const struct passwd *pw = user ? getpwnam(name) : NULL;
+    const struct group *gr = user ? NULL : getgrnam(name);
+    if (!pw && !gr) {
+      snprintf(err, errlen, "%s %s: no such %s", flag, name, user ? "user" : "group");
+      return -EINVAL;
+    }
+    id = pw ? pw->pw_uid : gr->gr_gid;
+  }
+  if (*n >= cap) {
+    snprintf(err, errlen, "%s %s: at most %zu %s", flag, name, cap, user ? "users" : "groups");
+    return -EINVAL;
+  }
+  ids[(*n)++] = id;
+  return 0;
+}
+
 int gmt_admit_add_uid(gmt_admit_t *a, const char *name, char *err, size_t errlen)
 {
-  uint32_t id;
-  const struct passwd *pw = parse_id(name, &id) == 0 ? NULL : getpwnam(name);
-  if (pw)
-    id = pw->pw_uid;
-  else if (parse_id(name, &id) != 0) {
-    snprintf(err, errlen, "--allow-uid %s: no such user", name);
-    return -EINVAL;
-  }
-  if (a->nuids >= sizeof a->uids / sizeof a->uids[0]) {
-    snprintf(err, errlen, "--allow-uid %s: at most %zu users", name,
-             sizeof a->uids / sizeof a->uids[0]);
-    return -EINVAL;
-  }
-  a->uids[a->nuids++] = id;
-  return 0;
+  return add_id(a->uids, &a->nuids, sizeof a->uids / sizeof a->uids[0], true, name, err, errlen);
 }
 
 int gmt_admit_add_gid(gmt_admit_t *a, const char *name, char *err, size_t errlen)
 {
-  uint32_t id;
-  const struct group *gr = parse_id(name, &id) == 0 ? NULL : getgrnam(name);
-  if (gr)
-    id = gr->gr_gid;
-  else if (parse_id(name, &id) != 0) {
-    snprintf(err, errlen, "--allow-gid %s: no such group", name);
-    return -EINVAL;
-  }
-  if (a->ngids >= sizeof a->gids / sizeof a->gids[0]) {
-    snprintf(err, errlen, "--allow-gid %s: at most %zu groups", name,
-             sizeof a->gids / sizeof a->gids[0]);
-    return -EINVAL;
-  }
-  a->gids[a->ngids++] = id;
-  return 0;
+  return add_id(a->gids, &a->ngids, sizeof a->gids / sizeof a->gids[0], false, name, err, errlen);
 }
 
 static bool listed(const uint32_t *ids, size_t n, int64_t id)
