@@ -59,6 +59,7 @@ static void fill_config(const gmt_pmgr_t *pm, Gmt__PodConfig *out)
   out->request = pm->config.request;
   out->limit = pm->config.limit;
   out->memory_limit = pm->config.memory_limit;
+  out->pin = (Gmt__PinMode)pm->config.pin;
 }
 
 static pmgr_proc_t *find(gmt_pmgr_t *pm, uint32_t pid)

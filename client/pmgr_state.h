@@ -21,6 +21,7 @@ typedef struct pmgr_config {
   double request;
   double limit;
   uint64_t memory_limit;
+  int pin; /* a Gmt__PinMode */
 } pmgr_config_t;
 
 typedef struct pmgr_proc pmgr_proc_t;

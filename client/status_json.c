@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_wire.h"
+
 static json_object *new_u64(uint64_t v)
 {
   return json_object_new_int64(v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v);
@@ -97,6 +99,7 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "limit", new_share(cfg->limit));
   rc |= add(o, "memory_used", new_u64(pod->memory_used));
   rc |= add(o, "memory_limit", new_u64(cfg->memory_limit));
+  rc |= add(o, "pin", json_object_new_string(gmt_pin_mode_name(cfg->pin)));
   rc |= add(o, "connected", json_object_new_boolean(pod->connected));
   rc |= add(o, "memory_reserved", new_u64(pod->memory_reserved));
   rc |= add(o, "gpu_time_share", new_share(pod->gpu_time_share));

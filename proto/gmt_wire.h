@@ -86,6 +86,11 @@ typedef void (*gmt_client_cb)(void *arg, int rc, Gmt__Envelope *rep);
 int gmt_client_call_async(gmt_client_t *c, const Gmt__Envelope *req, int timeout_ms,
                           gmt_client_cb cb, void *arg);
 
+/* A PinMode's name ("off", "profile", "use", "adaptive": resource-config's
+ * pin= and gmt status), and back (-EINVAL when unknown). */
+const char *gmt_pin_mode_name(int mode);
+int gmt_pin_mode_parse(const char *name);
+
 /* ---- server ---- */
 
 typedef struct gmt_server gmt_server_t;

@@ -128,3 +128,24 @@ int gmt_wire_expect(const Gmt__Envelope *rep, Gmt__Envelope__BodyCase expect, ch
              (int)expect);
   return GMT_EUNEXPECTED;
 }
+
+static const char *const pin_names[] = {
+    [GMT__PIN_MODE__PIN_OFF] = "off",
+    [GMT__PIN_MODE__PIN_PROFILE] = "profile",
+    [GMT__PIN_MODE__PIN_USE] = "use",
+    [GMT__PIN_MODE__PIN_ADAPTIVE] = "adaptive",
+};
+
+const char *gmt_pin_mode_name(int mode)
+{
+  return mode >= 0 && (size_t)mode < sizeof pin_names / sizeof pin_names[0] ? pin_names[mode]
+                                                                            : "unknown";
+}
+
+int gmt_pin_mode_parse(const char *name)
+{
+  for (size_t i = 0; i < sizeof pin_names / sizeof pin_names[0]; i++)
+    if (strcmp(name, pin_names[i]) == 0)
+      return (int)i;
+  return -EINVAL;
+}

@@ -19,13 +19,15 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_wire.h"
 
 /* Enough to show every problem of any sane file without letting a binary
  * file passed by mistake produce megabytes of messages. */
 #define MAX_ERRORS 100
 #define MAX_PODS GMT_CONFIG_MAX_PODS
 #define MAX_FILE_BYTES GMT_CONFIG_MAX_BYTES
-#define MAX_FIELDS 4
+#define POSITIONAL 4  /* ID REQUEST LIMIT GPU_MEM */
+#define MAX_FIELDS 16 /* and key=value fields after them */
 
 typedef struct {
   const char *path;
@@ -238,6 +240,62 @@ static const gmt_pod_config_t *podvec_find(const podvec_t *v, const char *name)
   return NULL;
 }
 
+static bool parse_pin(errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
+{
+  char sb[96];
+  int m = gmt_pin_mode_parse(v);
+  if (m < 0) {
+    err_add(e, lineno, "pin '%s' is not one of off, profile, use, adaptive",
+            gmt_shown(v, sb, sizeof sb));
+    return false;
+  }
+  pod->pin = m;
+  return true;
+}
+
+/* The key=value fields a pod line may carry after GPU_MEM; the issues
+ * still to come (memory tiers, devices) add theirs here. */
+static const struct {
+  const char *key;
+  bool (*parse)(errlist_t *e, int lineno, const char *value, gmt_pod_config_t *pod);
+} pod_keys[] = {
+    {"pin", parse_pin},
+};
+#define NKEYS (sizeof pod_keys / sizeof pod_keys[0])
+
+/* Checks the key=value fields f[0..n). */
+static void parse_keys(errlist_t *e, int lineno, char **f, int n, gmt_pod_config_t *pod)
+{
+  char sb[96];
+  bool seen[NKEYS] = {false};
+  for (int i = 0; i < n; i++) {
+    if (f[i][0] == '#') {
+      err_add(e, lineno, "a comment goes on a line of its own, not after GPU_MEM");
+      return;
+    }
+    char *eq = strchr(f[i], '=');
+    if (!eq || eq == f[i]) {
+      err_add(e, lineno, "field '%s' after GPU_MEM is not key=value",
+              gmt_shown(f[i], sb, sizeof sb));
+      continue;
+    }
+    *eq = '\0';
+    size_t k = 0;
+    while (k < NKEYS && strcmp(pod_keys[k].key, f[i]) != 0)
+      k++;
+    if (k == NKEYS) {
+      err_add(e, lineno, "unknown key '%s' (known: pin)", gmt_shown(f[i], sb, sizeof sb));
+      continue;
+    }
+    if (seen[k]) {
+      err_add(e, lineno, "key '%s' given twice", pod_keys[k].key);
+      continue;
+    }
+    seen[k] = true;
+    pod_keys[k].parse(e, lineno, eq + 1, pod);
+  }
+}
+
 /* Checks one pod line; a good one is appended to v (also when an earlier
  * line was bad, so that duplicates are still found). */
 static void parse_pod(errlist_t *e, int lineno, char *line, podvec_t *v)
@@ -245,8 +303,9 @@ static void parse_pod(errlist_t *e, int lineno, char *line, podvec_t *v)
   char *f[MAX_FIELDS];
   char sb[96], sb2[96];
   int n = split(line, f, MAX_FIELDS);
-  if (n != MAX_FIELDS) {
-    err_add(e, lineno, "want 4 fields (ID REQUEST LIMIT GPU_MEM), got %d", n);
+  if (n < POSITIONAL || n > MAX_FIELDS) {
+    err_add(e, lineno, "want 4 fields (ID REQUEST LIMIT GPU_MEM) and at most %d key=value, got %d",
+            MAX_FIELDS - POSITIONAL, n);
     return;
   }
   gmt_pod_config_t pod = {.line = lineno};
@@ -293,6 +352,7 @@ static void parse_pod(errlist_t *e, int lineno, char *line, podvec_t *v)
             "memory '%s' is not a byte count (want digits and an optional suffix K, M, G, T, "
             "Ki, Mi, Gi or Ti)",
             gmt_shown(f[3], sb, sizeof sb));
+  parse_keys(e, lineno, f + POSITIONAL, n - POSITIONAL, &pod);
 
   /* A line with a good name but a bad share still claims the name, so that
    * a second line with it is reported as a duplicate too. Any error refuses

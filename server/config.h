@@ -1,12 +1,15 @@
 /* resource-config.txt (Gemini's format): which pods may use this node and
  * with what shares.
  *
- *   N                          number of pods
- *   ID REQUEST LIMIT GPU_MEM   one line per pod
+ *   N                                    number of pods
+ *   ID REQUEST LIMIT GPU_MEM [key=value]...  one line per pod
  *
  * ID is 1..62 characters of [A-Za-z0-9._-], unique. 0 <= REQUEST <= LIMIT
  * <= 1 are decimal numbers. GPU_MEM is a byte count, optionally with a
  * suffix K, M, G, T or Ki, Mi, Gi, Ti (any case; all powers of 1024).
+ * After GPU_MEM come optional key=value fields, each key at most once
+ * (an unknown key or a bad value is an error): pin=off|profile|use|adaptive
+ * (pin advice for host buffers; default off).
  * Blank lines and lines starting with '#' are skipped. At most
  * GMT_CONFIG_MAX_PODS pods; requests that add up to more than 1 are logged
  * as a warning. */
@@ -23,6 +26,7 @@ typedef struct gmt_pod_config {
   double request;        /* guaranteed share of GPU time */
   double limit;          /* most GPU time it may take */
   uint64_t memory_limit; /* bytes of device memory */
+  int pin;               /* pin=: a Gmt__PinMode (gmt_pin_mode_name()) */
   int line;              /* where it was read, for messages */
 } gmt_pod_config_t;
 

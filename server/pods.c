@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gmt_log.h"
+#include "gmt_wire.h"
 
 static void proc_clear(gmt_proc_t *pr)
 {
@@ -238,6 +239,9 @@ static bool log_change(const gmt_pod_config_t *a, const gmt_pod_config_t *b)
   if (a->memory_limit != b->memory_limit)
     n += snprintf(what + n, sizeof what - (size_t)n, ", memory %llu -> %llu",
                   (unsigned long long)a->memory_limit, (unsigned long long)b->memory_limit);
+  if (a->pin != b->pin)
+    n += snprintf(what + n, sizeof what - (size_t)n, ", pin %s -> %s", gmt_pin_mode_name(a->pin),
+                  gmt_pin_mode_name(b->pin));
   if (n == 0)
     return false;
   gmt_info("config: pod '%s' changed: %s", a->name, what + 2);

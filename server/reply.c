@@ -32,4 +32,5 @@ void gmt__pod_config_fill(const gmt_pod_t *pod, Gmt__PodConfig *pc)
   pc->request = pod->cfg.request;
   pc->limit = pod->cfg.limit;
   pc->memory_limit = pod->cfg.memory_limit;
+  pc->pin = (Gmt__PinMode)pod->cfg.pin;
 }

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "gmt_error.h"
+#include "gmt_wire.h"
 
 typedef struct {
   char dir[64];
@@ -265,10 +266,35 @@ static void test_empty_file_has_no_count(void **state)
 static void test_wrong_field_count_is_refused(void **state)
 {
   fixture_t *f = *state;
-  expect_one_error(f, "1\na 0.1 0.2\n", 2, "want 4 fields (ID REQUEST LIMIT GPU_MEM), got 3");
-  expect_one_error(f, "1\na 0.1 0.2 1M extra\n", 2,
-                   "want 4 fields (ID REQUEST LIMIT GPU_MEM), got 5");
-  expect_one_error(f, "1\na 0.1 0.2 1M # no trailing comments\n", 2, "got 8");
+  expect_one_error(f, "1\na 0.1 0.2\n", 2,
+                   "want 4 fields (ID REQUEST LIMIT GPU_MEM) and at most 12 key=value, got 3");
+  expect_one_error(f, "1\na 0.1 0.2 1M extra\n", 2, "field 'extra' after GPU_MEM is not key=value");
+  expect_one_error(f, "1\na 0.1 0.2 1M # no trailing comments\n", 2,
+                   "a comment goes on a line of its own");
+  expect_one_error(f,
+                   "1\na 0.1 0.2 1M pin=off pin=off pin=off pin=off pin=off pin=off pin=off "
+                   "pin=off pin=off pin=off pin=off pin=off pin=off\n",
+                   2, "at most 12 key=value, got 17");
+}
+
+/* key=value fields after GPU_MEM: pin= (the 4-field form stays valid, and
+ * means pin=off). */
+static void test_pin_key(void **state)
+{
+  fixture_t *f = *state;
+  assert_int_equal(load(f, "3\na 0.1 0.2 1M pin=adaptive\nb 0.1 0.2 1M\nc 0 0 1 pin=use\n"), 0);
+  assert_int_equal(f->cfg->pods[0].pin, 3);
+  assert_int_equal(f->cfg->pods[1].pin, 0);
+  assert_int_equal(f->cfg->pods[2].pin, 2);
+  assert_string_equal(gmt_pin_mode_name(f->cfg->pods[0].pin), "adaptive");
+  assert_int_equal(load(f, "1\na 0.1 0.2 1M pin=profile\n"), 0);
+  assert_string_equal(gmt_pin_mode_name(f->cfg->pods[0].pin), "profile");
+  expect_one_error(f, "1\na 0.1 0.2 1M pin=always\n", 2,
+                   "pin 'always' is not one of off, profile, use, adaptive");
+  expect_one_error(f, "1\na 0.1 0.2 1M pin=\n", 2, "pin '' is not one of");
+  expect_one_error(f, "1\na 0.1 0.2 1M mode=swap\n", 2, "unknown key 'mode' (known: pin)");
+  expect_one_error(f, "1\na 0.1 0.2 1M =use\n", 2, "field '=use' after GPU_MEM is not key=value");
+  expect_one_error(f, "1\na 0.1 0.2 1M pin=use pin=off\n", 2, "key 'pin' given twice");
 }
 
 static void test_bad_characters_in_name_are_refused(void **state)
@@ -568,6 +594,7 @@ int main(void)
       T(test_count_with_extra_fields_is_refused),
       T(test_empty_file_has_no_count),
       T(test_wrong_field_count_is_refused),
+      T(test_pin_key),
       T(test_bad_characters_in_name_are_refused),
       T(test_name_longer_than_62_is_refused),
       T(test_duplicate_name_is_refused_naming_first_line),

@@ -48,6 +48,7 @@ static void test_status_json_renders_every_field(void **state)
   cfg_a.request = 0.3;
   cfg_a.limit = 1.0;
   cfg_a.memory_limit = 1073741824ull;
+  cfg_a.pin = GMT__PIN_MODE__PIN_ADAPTIVE;
   cfg_b.name = "beta \"quoted\"";
   cfg_b.request = 0.25;
   cfg_b.limit = 0.5;
@@ -97,6 +98,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_true(json_object_get_double(field(ja, "limit", json_type_double)) == 1.0);
   assert_int_equal(int_field(ja, "memory_used"), (int64_t)((512ull << 20) + (6ull << 30)));
   assert_int_equal(int_field(ja, "memory_limit"), 1073741824);
+  assert_string_equal(json_object_get_string(field(ja, "pin", json_type_string)), "adaptive");
   assert_true(json_object_get_boolean(field(ja, "connected", json_type_boolean)));
   assert_int_equal(int_field(ja, "memory_reserved"), (int64_t)((6ull << 30) + (32ull << 20)));
   assert_true(json_object_get_double(field(ja, "gpu_time_share", json_type_double)) == 0.25);
@@ -130,10 +132,11 @@ static void test_status_json_renders_every_field(void **state)
   assert_true(json_object_get_double(field(jb, "limit", json_type_double)) == 0.5);
   assert_int_equal(int_field(jb, "memory_used"), 0);
   assert_int_equal(int_field(jb, "memory_limit"), 40ll << 30);
+  assert_string_equal(json_object_get_string(field(jb, "pin", json_type_string)), "off");
   assert_false(json_object_get_boolean(field(jb, "connected", json_type_boolean)));
   assert_int_equal(json_object_array_length(field(jb, "processes", json_type_array)), 0);
   assert_false(json_object_get_boolean(field(jb, "holds_token", json_type_boolean)));
-  assert_int_equal(json_object_object_length(jb), 10);
+  assert_int_equal(json_object_object_length(jb), 11);
   assert_int_equal(json_object_object_length(root), 1);
   json_object_put(root);
 }
