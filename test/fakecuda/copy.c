@@ -13,7 +13,10 @@
  *  - an async copy into pageable host memory has landed when the call
  *    returns, into page-locked memory when it runs.
  * Frees of device and page-locked memory wait for queued work first
- * (memory.c, vmm.c, hostmem.c), so the worker never moves freed memory. */
+ * (memory.c, vmm.c, hostmem.c), so the worker never moves freed memory.
+ * A host<->device copy also takes as long as its bytes take at the rate of
+ * its host memory (gmt__fake.pageable_bps or pinned_bps), as on a GPU,
+ * where pageable memory moves several times slower than page-locked. */
 #include "fakecuda.h"
 
 #include <stdlib.h>
@@ -73,9 +76,10 @@ struct job {
   size_t n, cap;
   char *staging; /* pageable source bytes taken at the call */
   size_t staged, cap_staging;
-  int async;      /* issued by an async call */
-  int wait;       /* the call returns once it has run */
-  unsigned width; /* memset: the element's width; 0 for a copy */
+  int async;        /* issued by an async call */
+  uint64_t cost_ns; /* how long its bytes take over PCIe */
+  int wait;         /* the call returns once it has run */
+  unsigned width;   /* memset: the element's width; 0 for a copy */
   unsigned char val[4];
 };
 
@@ -141,6 +145,12 @@ static CUresult job_xfer_locked(struct job *j, struct end dst, struct end src, s
   }
   if (!dst.dev && !gmt__hostmem_pinned_locked(dst.h, n))
     j->wait = 1;
+  if (dst.dev != src.dev) {
+    const char *h = dst.dev ? src.h : dst.h;
+    double bps = gmt__hostmem_pinned_locked(h, n) ? gmt__fake.pinned_bps : gmt__fake.pageable_bps;
+    if (bps > 0)
+      j->cost_ns += (uint64_t)((double)n * 1e9 / bps);
+  }
   for (size_t done = 0; done < n;) {
     size_t a = n - done, b = n - done;
     char *dp = dst.dev ? gmt__mem_resolve(dst.d + done, &a) : dst.h + done;
@@ -174,6 +184,10 @@ static void job_run(struct gmt__op *op)
       memmove(p->dst, p->src ? p->src : j->staging + p->off, p->n);
     }
   }
+  /* The link's time, on top of the memmove (which here stands for no
+   * transfer time at all: it is as fast for either kind of memory). */
+  if (j->cost_ns)
+    gmt__fake_run_until(gmt__fake_now_ns() + j->cost_ns);
 }
 
 static void job_drop(struct gmt__op *op)

@@ -41,6 +41,12 @@ struct gmt__fake {
   int inited;
   int ndev;
   uint64_t mem_bytes; /* per device */
+  /* Host<->device copy rates, bytes per second (0: free), so that pinned
+   * memory is worth pinning here too: GMT_FAKE_PAGEABLE_GBPS (default 4)
+   * and GMT_FAKE_PINNED_GBPS (default 20): the 5x of an H100 on PCIe Gen5
+   * (10 and 50 GB/s there), slower so that it shows beside the fake's
+   * own memmove. */
+  double pageable_bps, pinned_bps;
   char dir[PATH_MAX];
   pthread_mutex_t lock; /* guards every per-process table */
 };
@@ -174,6 +180,11 @@ struct gmt__op *gmt__kernel_op(int dev, uint64_t us);
  * before it ended, as kernels' starts are (kernel.c). */
 uint64_t gmt__kernel_clock(int dev, uint64_t ready_ns);
 void gmt__kernel_reset_child(void);
+
+/* The monotonic clock, and a wait until a time on it (spinning its tail,
+ * so that it ends on time). */
+uint64_t gmt__fake_now_ns(void);
+void gmt__fake_run_until(uint64_t end_ns);
 
 /* stream.c, graph.c */
 void gmt__stream_reset_child(void);

@@ -48,7 +48,7 @@ void gmt__kernel_reset_child(void)
   }
 }
 
-static uint64_t now_ns(void)
+uint64_t gmt__fake_now_ns(void)
 {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -59,9 +59,11 @@ static uint64_t now_ns(void)
  * kernel_start(). */
 #define CATCHUP_NS 2000000ull
 
+#define now_ns gmt__fake_now_ns
+
 /* Sleeps most of the time until end (CLOCK_MONOTONIC ns), then spins the
  * tail so the end is accurate. */
-static void run_until(uint64_t end)
+void gmt__fake_run_until(uint64_t end)
 {
   if (end > now_ns() + 300000ull) {
     uint64_t wake = end - 150000ull;
@@ -127,7 +129,7 @@ static void kernel_run(int dev, uint64_t us, uint64_t ready_ns)
   if (fd >= 0)
     flock(fd, LOCK_EX);
   uint64_t end = kernel_start(fd, ready_ns) + us * 1000ull;
-  run_until(end);
+  gmt__fake_run_until(end);
   dev_end[dev] = end;
   if (fd >= 0 && pwrite(fd, &end, sizeof end, 0) != (ssize_t)sizeof end)
     fprintf(stderr, "fakecuda: cannot record the device's time: %s\n", strerror(errno));

@@ -196,6 +196,23 @@ static int dir_ok(const char *d)
   return stat(d, &st) == 0 && S_ISDIR(st.st_mode) && access(d, W_OK) == 0;
 }
 
+/* A copy rate in GB/s (10^9 bytes) from the environment; 0 means free. */
+static int read_rate(const char *name, double dflt, double *bps)
+{
+  const char *v = getenv(name);
+  double gbps = dflt;
+  if (v && *v) {
+    char *end;
+    gbps = strtod(v, &end);
+    if (*end || !(gbps >= 0) || gbps > 1e6) {
+      fprintf(stderr, "fakecuda: %s='%s' is not a rate in GB/s (0: free)\n", name, v);
+      return -1;
+    }
+  }
+  *bps = gbps * 1e9;
+  return 0;
+}
+
 static CUresult read_env(void)
 {
   const char *m = getenv("GMT_FAKE_MEM");
@@ -228,6 +245,9 @@ static CUresult read_env(void)
   snprintf(gmt__fake.dir, sizeof gmt__fake.dir, "%s", dir);
   const char *l = getenv("GMT_FAKE_LOG");
   gmt__fake_log_on = l && *l && strcmp(l, "0") != 0;
+  if (read_rate("GMT_FAKE_PAGEABLE_GBPS", 4, &gmt__fake.pageable_bps) != 0 ||
+      read_rate("GMT_FAKE_PINNED_GBPS", 20, &gmt__fake.pinned_bps) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }
 
