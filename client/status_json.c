@@ -75,6 +75,21 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   rc |= add(o, "allocs", new_u64(p->allocs));
   rc |= add(o, "frees", new_u64(p->frees));
   rc |= add(o, "memory_reserved", new_u64(p->memory_reserved));
+  rc |= add(o, "pinned_bytes", new_u64(p->pinned_bytes));
+  if (rc) {
+    json_object_put(o);
+    return NULL;
+  }
+  return o;
+}
+
+static json_object *host_json(const Gmt__HostStatus *h)
+{
+  json_object *o = json_object_new_object();
+  if (!o)
+    return NULL;
+  int rc = add(o, "pinned_bytes", new_u64(h->pinned_bytes));
+  rc |= add(o, "pinned_limit", new_u64(h->pinned_limit));
   if (rc) {
     json_object_put(o);
     return NULL;
@@ -104,6 +119,7 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "memory_reserved", new_u64(pod->memory_reserved));
   rc |= add(o, "gpu_time_share", new_share(pod->gpu_time_share));
   rc |= add(o, "holds_token", json_object_new_boolean(pod->holds_token));
+  rc |= add(o, "pinned_bytes", new_u64(pod->pinned_bytes));
   for (size_t i = 0; i < pod->n_processes && !rc; i++)
     rc |= push(procs, process_json(pod->processes[i]));
   rc |= add(o, "processes", procs);
@@ -128,6 +144,8 @@ int gmt_status_json(const Gmt__StatusReply *st, char **out)
   for (size_t i = 0; i < st->n_pods && !rc; i++)
     rc |= push(pods, pod_json(st->pods[i]));
   rc |= add(root, "pods", pods);
+  if (st->host) /* an older scheduler sends none */
+    rc |= add(root, "host", host_json(st->host));
   if (!rc) {
     const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
                                                              JSON_C_TO_STRING_NOSLASHESCAPE);

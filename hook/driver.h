@@ -16,7 +16,7 @@
 
 /* Every driver entry point the hook exports and swaps in for the real one.
  * The wrapper of each is a function of the same name in hook/ (entry.c,
- * alloc.c, launch.c); the real one is looked up by name in the driver, so
+ * alloc.c, hostpin.c, launch.c); the real one is looked up by name in the driver, so
  * there is no table of versions to keep: whatever address the driver hands
  * out for any request is mapped back to the wrapper of the symbol at that
  * address. */
@@ -50,6 +50,13 @@
   X(cuMemGetInfo_v2)                                                                               \
   X(cuMemPoolTrimTo)                                                                               \
   X(cuMemPoolDestroy)                                                                              \
+  X(cuMemAllocHost)                                                                                \
+  X(cuMemAllocHost_v2)                                                                             \
+  X(cuMemHostAlloc)                                                                                \
+  X(cuMemFreeHost)                                                                                 \
+  X(cuMemHostRegister)                                                                             \
+  X(cuMemHostRegister_v2)                                                                          \
+  X(cuMemHostUnregister)                                                                           \
   X(cuLaunchKernel)                                                                                \
   X(cuLaunchKernel_ptsz)                                                                           \
   X(cuLaunchKernelEx)                                                                              \

@@ -24,11 +24,12 @@
  *   CHANNEL  channel.c: each channel's mutex, in channel order (all three
  *            only at fork), held across its RPC.
  *   STATE    state.c g_mu: calls nothing while held.
+ *   HOSTPIN  hostpin.c g_mu: calls nothing while held.
  *   COUNTERS counters.c: no lock.
  *
  * Below all of them come the driver's own locks and libc's.
  *
- * At fork the REPORT, RESERVE, CHANNEL and STATE locks are taken (a fork
+ * At fork the REPORT, RESERVE, CHANNEL, STATE and HOSTPIN locks are taken (a fork
  * waits for a registration or an RPC under way to end). The TOKEN and POOLS
  * locks are not: they are held across driver calls, and the driver may take
  * its own locks in its fork handler before ours run, so taking them there
@@ -47,6 +48,7 @@ enum {
   GMT_LOCK_RESERVE,
   GMT_LOCK_CHANNEL,
   GMT_LOCK_STATE,
+  GMT_LOCK_HOSTPIN,
   GMT_LOCK_COUNTERS,
   GMT_LOCK_RANKS
 };

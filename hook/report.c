@@ -30,6 +30,7 @@
 #include "channel.h"
 #include "conn.h"
 #include "fork.h"
+#include "hostpin.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
@@ -86,6 +87,7 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
   pr.allocs = t->allocs;
   pr.frees = t->frees;
   pr.memory_reserved = t->memory_reserved;
+  pr.pinned_bytes = gmt__hostpin_bytes();
   pr.n_events = n;
   pr.events = pev;
   Gmt__ReportRequest rr = GMT__REPORT_REQUEST__INIT;

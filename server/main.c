@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gmt_daemon.h"
 #include "gmt_error.h"
@@ -31,7 +32,8 @@ static void usage(FILE *f)
           "usage: gmt-schd -c resource-config.txt [--listen URL]... [--state-dir DIR]\n"
           "                [--pod-timeout MS] [--window-ms MS] [--base-quota-ms MS]\n"
           "                [--min-quota-ms MS] [--no-trace] [--allow-uid USER]...\n"
-          "                [--allow-gid GROUP]... [--socket-group GROUP] [-v]\n"
+          "                [--allow-gid GROUP]... [--socket-group GROUP]\n"
+          "                [--pinned-limit BYTES] [-v]\n"
           "\n"
           "The gmt node daemon: shares this node's GPUs between the pods listed in\n"
           "resource-config.txt.\n"
@@ -59,6 +61,10 @@ static void usage(FILE *f)
           "      --allow-gid GROUP also admit pod managers of this group (repeatable)\n"
           "      --socket-group GROUP\n"
           "                        the ipc sockets' group (mode 0660; default ours)\n"
+          "      --pinned-limit BYTES\n"
+          "                        the node's budget of page-locked host memory for\n"
+          "                        pin advice (suffixes as GPU_MEM; default a quarter\n"
+          "                        of this machine's memory)\n"
           "  -v, --verbose         log every request\n"
           "  -h, --help            this text\n",
           DEFAULT_POD_TIMEOUT_MS, GMT_TOKEN_WINDOW_MS, GMT_TOKEN_WINDOW_MIN_MS,
@@ -183,6 +189,14 @@ static void on_signal(uv_signal_t *h, int signum)
 
 /* ---- flags ---- */
 
+/* A quarter of the machine's memory: page-locked memory cannot be swapped
+ * or reclaimed, and too much of it starves everything else. */
+static uint64_t default_pinned_limit(void)
+{
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 4 : 1ull << 30;
+}
+
 typedef struct {
   const char *config;
   const char *listen[MAX_LISTEN];
@@ -193,7 +207,8 @@ typedef struct {
   bool no_trace;
   bool verbose;
   gmt_admit_t admit;
-  int64_t socket_gid; /* -1: ours */
+  int64_t socket_gid;    /* -1: ours */
+  uint64_t pinned_limit; /* 0: a quarter of RAM */
 } flags_t;
 
 /* A --*-ms flag of the token policy: a positive number of milliseconds
@@ -223,6 +238,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     OPT_ALLOW_UID,
     OPT_ALLOW_GID,
     OPT_SOCKET_GROUP,
+    OPT_PINNED_LIMIT,
   };
   static const struct option longopts[] = {
       {"config", required_argument, NULL, 'c'},
@@ -236,6 +252,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       {"allow-uid", required_argument, NULL, OPT_ALLOW_UID},
       {"allow-gid", required_argument, NULL, OPT_ALLOW_GID},
       {"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
+      {"pinned-limit", required_argument, NULL, OPT_PINNED_LIMIT},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -266,6 +283,12 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     case OPT_ALLOW_GID:
       if (gmt_admit_add_gid(&f->admit, optarg, err, sizeof err) < 0)
         return usage_error("%s", err);
+      break;
+    case OPT_PINNED_LIMIT:
+      if (gmt_config_parse_bytes(optarg, &f->pinned_limit) < 0 || f->pinned_limit == 0)
+        return usage_error("--pinned-limit '%s': want a byte count above 0 (suffixes K, M, G, "
+                           "T, Ki, Mi, Gi, Ti)",
+                           optarg);
       break;
     case OPT_SOCKET_GROUP: {
       gmt_admit_t one = {0};
@@ -344,6 +367,7 @@ int main(int argc, char **argv)
   s->pod_timeout_ms = f.pod_timeout_ms;
   s->token_params = f.token;
   s->admit = f.admit;
+  s->pinned_limit = f.pinned_limit ? f.pinned_limit : default_pinned_limit();
 
   char *errors = NULL;
   rc = gmt_config_load(f.config, &s->cfg, &errors);
@@ -406,9 +430,10 @@ int main(int argc, char **argv)
   } else {
     for (int i = 0; i < f.nlisten; i++)
       gmt_info("listening on %s", f.listen[i]);
-    gmt_info("%zu pod%s from %s, state in %s, pod timeout %llu ms", s->cfg->npods,
-             s->cfg->npods == 1 ? "" : "s", f.config, f.state_dir,
-             (unsigned long long)s->pod_timeout_ms);
+    gmt_info("%zu pod%s from %s, state in %s, pod timeout %llu ms, pinned host memory budget "
+             "%llu bytes",
+             s->cfg->npods, s->cfg->npods == 1 ? "" : "s", f.config, f.state_dir,
+             (unsigned long long)s->pod_timeout_ms, (unsigned long long)s->pinned_limit);
   }
 
   uv_run(&loop, UV_RUN_DEFAULT);

@@ -114,7 +114,8 @@ static gmt_proc_t *procs_from(const Gmt__HeartbeatRequest *req, size_t *n)
                         .launches = r->launches,
                         .allocs = r->allocs,
                         .frees = r->frees,
-                        .memory_reserved = r->memory_reserved};
+                        .memory_reserved = r->memory_reserved,
+                        .pinned_bytes = r->pinned_bytes};
     if (!(v[k].exe = strdup(r->exe ? r->exe : ""))) {
       procs_free(v, k);
       return NULL;

@@ -20,6 +20,7 @@ typedef struct gmt_proc {
   uint64_t allocs;
   uint64_t frees;
   uint64_t memory_reserved; /* as its report says; the ledger rebuilds from it */
+  uint64_t pinned_bytes;    /* page-locked host memory, as its report says */
 } gmt_proc_t;
 
 typedef struct gmt_pod {

@@ -93,6 +93,8 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     goto out;
   }
   size_t k = 0;
+  Gmt__HostStatus host = GMT__HOST_STATUS__INIT;
+  host.pinned_limit = s->pinned_limit;
   for (size_t i = 0; i < p->npods; i++) {
     const gmt_pod_t *pod = &p->pods[i];
     gmt__pod_status__init(&ps[i]);
@@ -112,9 +114,12 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
       pr[k].launches = src->launches;
       pr[k].allocs = src->allocs;
       pr[k].frees = src->frees;
+      pr[k].pinned_bytes = src->pinned_bytes;
+      ps[i].pinned_bytes += src->pinned_bytes;
       prp[k] = &pr[k];
     }
     gmt__ledger_status(s, pod, &ps[i]); /* after its processes: fills theirs too */
+    host.pinned_bytes += ps[i].pinned_bytes;
     psp[i] = &ps[i];
   }
 
@@ -122,6 +127,7 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   body.n_pods = p->npods;
   body.pods = psp;
   body.protocol_version = GMT_PROTOCOL_VERSION;
+  body.host = &host;
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_STATUS_REP, &body);
 
 out:

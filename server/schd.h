@@ -25,7 +25,8 @@ typedef struct gmt_schd {
   gmt_store_t *store;
   gmt_server_t *server;
   uint64_t pod_timeout_ms;
-  gmt_admit_t admit; /* the users whose pod managers may speak for pods */
+  gmt_admit_t admit;     /* the users whose pod managers may speak for pods */
+  uint64_t pinned_limit; /* the node's pinned host memory budget (--pinned-limit) */
 
   gmt_inbox_t inbox; /* nng threads -> loop: the requests */
 

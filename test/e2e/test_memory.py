@@ -10,6 +10,7 @@ import time
 from gmt_e2e import BUILD, GmtTestCase, wait_for
 
 MEM_PATHS = os.path.join(BUILD, "test", "e2e", "memprogs", "mem_paths")
+HOST_PINS = os.path.join(BUILD, "test", "e2e", "memprogs", "host_pins")
 MIB = 1 << 20
 GIB = 1 << 30
 OOM = 2  # CUDA_ERROR_OUT_OF_MEMORY
@@ -294,3 +295,34 @@ class HotReload(MemoryCase):
         self.assertEqual(p.expect("FILLED")["ok"], "1")
         self.assertEqual(int(p.expect("OVER")["rc"]), OOM)
         p.stop()
+
+
+class PinnedHostMemory(MemoryCase):
+    """Page-locked host memory a job holds (cuMemAllocHost, cuMemHostAlloc,
+    cuMemHostRegister) shows per process, per pod and for the node, beside
+    the node's budget, and goes back to 0 when freed."""
+    CONFIG = "1\na 0.5 1.0 1Gi\n"
+
+    def pinned(self, pid):
+        st = self.status()
+        pod = next(p for p in st["pods"] if p["name"] == "a")
+        proc = next((q for q in pod["processes"] if q["pid"] == pid), {})
+        return proc.get("pinned_bytes"), pod.get("pinned_bytes"), st["host"]["pinned_bytes"]
+
+    def test_pinned_bytes_per_process_pod_and_node(self):
+        self.start_schd("--pinned-limit", "3Gi")
+        self.start_pmgr("a")
+        p = self.run_prog("a", HOST_PINS)
+        want = int(p.expect("PINNED")["bytes"])
+        self.assertEqual(want, 14 * MIB)
+        wait_for(lambda: self.pinned(p.proc.pid) == (want, want, want) or None,
+                 what="14 MiB pinned in status (have %r)" % (self.pinned(p.proc.pid),))
+        self.assertEqual(self.status()["host"]["pinned_limit"], 3 * GIB)
+        self.assertEqual(self.reserved("a", p.proc.pid), 0)  # not device memory
+        p.send()
+        p.expect("FREED")
+        wait_for(lambda: self.pinned(p.proc.pid) == (0, 0, 0) or None,
+                 what="nothing pinned after the frees (have %r)" % (self.pinned(p.proc.pid),))
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)

@@ -1,0 +1,53 @@
+/* host_pins: pinned host memory, for test/e2e/test_memory.py's pinned
+ * accounting. Allocates 8 MiB with cuMemAllocHost, 4 MiB with
+ * cuMemHostAlloc and registers a 2 MiB malloc'd buffer, then prints
+ * PINNED; after a line on stdin frees and unregisters them all and prints
+ * FREED; after another line it exits. A failure prints FAIL and exits 1. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MiB (1u << 20)
+
+static int ok(CUresult r, const char *what)
+{
+  if (r == CUDA_SUCCESS)
+    return 1;
+  printf("FAIL what=%s rc=%d\n", what, (int)r);
+  fflush(stdout);
+  return 0;
+}
+
+static void wait_line(void)
+{
+  char buf[64];
+  if (!fgets(buf, sizeof buf, stdin))
+    exit(0);
+}
+
+int main(void)
+{
+  CUdevice dev;
+  CUcontext ctx;
+  void *a = NULL, *b = NULL;
+  char *c = malloc(2 * MiB);
+  if (!c || !ok(cuInit(0), "cuInit") || !ok(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
+      !ok(cuDevicePrimaryCtxRetain(&ctx, dev), "retain") || !ok(cuCtxSetCurrent(ctx), "set") ||
+      !ok(cuMemAllocHost_v2(&a, 8 * MiB), "cuMemAllocHost") ||
+      !ok(cuMemHostAlloc(&b, 4 * MiB, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc") ||
+      !ok(cuMemHostRegister_v2(c, 2 * MiB, 0), "cuMemHostRegister"))
+    return 1;
+  printf("PINNED bytes=%u\n", 14 * MiB);
+  fflush(stdout);
+  wait_line();
+  if (!ok(cuMemFreeHost(a), "cuMemFreeHost") || !ok(cuMemFreeHost(b), "cuMemFreeHost") ||
+      !ok(cuMemHostUnregister(c), "cuMemHostUnregister"))
+    return 1;
+  free(c);
+  printf("FREED\n");
+  fflush(stdout);
+  wait_line();
+  return 0;
+}
