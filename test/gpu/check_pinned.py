@@ -36,15 +36,13 @@ def job():
 
 def main():
     sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+    sys.path.insert(0, HERE)
     import gmt_e2e
+    import gpu_checks
 
     node = gmt_e2e.Node("1\nq 1.0 1.0 4Gi\n", fake=False)
-    rows, bad = [], []
-
-    def check(what, value, want, ok):
-        rows.append((what, value, want, "ok" if ok else "FAIL"))
-        if not ok:
-            bad.append(what)
+    checks = gpu_checks.Checks()
+    check = checks.check
 
     def pinned(pid):
         st = node.status()
@@ -82,14 +80,7 @@ def main():
     finally:
         node.stop()
 
-    print("pinned host memory of a PyTorch job")
-    print("%-34s %16s %16s  %s" % ("check", "seen", "want", ""))
-    for what, value, want, verdict in rows:
-        print("%-34s %16s %16s  %s" % (what, value, want, verdict))
-    if bad:
-        print("FAILED: " + ", ".join(bad))
-        return 1
-    return 0
+    return checks.report("pinned host memory of a PyTorch job")
 
 
 if __name__ == "__main__":

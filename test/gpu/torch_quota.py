@@ -57,15 +57,13 @@ def job():
 
 def main():
     sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+    sys.path.insert(0, HERE)
     import gmt_e2e
+    import gpu_checks
 
     node = gmt_e2e.Node("1\nq 1.0 1.0 4Gi\n", fake=False)
-    rows, bad = [], []
-
-    def check(what, value, want, ok):
-        rows.append((what, value, want, "ok" if ok else "FAIL"))
-        if not ok:
-            bad.append(what)
+    checks = gpu_checks.Checks()
+    check = checks.check
 
     try:
         node.start_schd()
@@ -94,14 +92,7 @@ def main():
     finally:
         node.stop()
 
-    print("PyTorch under a 4 GiB quota (GPU_MEM 4Gi)")
-    print("%-34s %16s %16s  %s" % ("check", "seen", "want", ""))
-    for what, value, want, verdict in rows:
-        print("%-34s %16s %16s  %s" % (what, value, want, verdict))
-    if bad:
-        print("FAILED: " + ", ".join(bad))
-        return 1
-    return 0
+    return checks.report("PyTorch under a 4 GiB quota (GPU_MEM 4Gi)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,23 @@
+"""The table the GPU checks print: each check's value against what was
+wanted, ok or FAIL, and an exit code that fails when any failed."""
+
+
+class Checks:
+    def __init__(self):
+        self.rows, self.bad = [], []
+
+    def check(self, what, value, want, ok):
+        self.rows.append((what, value, want, "ok" if ok else "FAIL"))
+        if not ok:
+            self.bad.append(what)
+
+    def report(self, title):
+        """Prints the table under title; returns the exit code."""
+        print(title)
+        print("%-34s %16s %16s  %s" % ("check", "seen", "want", ""))
+        for what, value, want, verdict in self.rows:
+            print("%-34s %16s %16s  %s" % (what, value, want, verdict))
+        if self.bad:
+            print("FAILED: " + ", ".join(self.bad))
+            return 1
+        return 0
