@@ -11,7 +11,7 @@
  * itself (docs/security.md). */
 #include <errno.h>
 #include <stdlib.h>
-#include <unistd.h>
+#include <stdio.h>
 
 #include "gmt_error.h"
 #include "gmt_log.h"
@@ -46,24 +46,10 @@ static void on_queued(void *data, gmt_call_t *call, int status)
 static bool admit_caller(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
 {
   gmt_peer_t peer;
-  char who[96];
-  int rc = gmt_call_peer(call, &peer, true);
-  if (rc < 0 || !gmt_admit_peer(&pm->admit, &peer)) {
-    gmt_info("refused a call from %s: not a user this pod manager admits",
-             gmt_peer_str(&peer, who, sizeof who));
-    gmt_call_reply_error(call, -EPERM,
-                         "pod manager of pod '%s' does not admit %s (it admits uid %u, root, "
-                         "and the users and groups given by --allow-uid/--allow-gid)",
-                         pm->name, gmt_peer_str(&peer, who, sizeof who), (unsigned)geteuid());
+  char who[160];
+  snprintf(who, sizeof who, "pod manager of pod '%s'", pm->name);
+  if (gmt_call_admit(call, &pm->admit, who, true, &peer) < 0)
     return false;
-  }
-  if (peer.pid <= 0 || peer.pid > UINT32_MAX) {
-    gmt_call_reply_error(call, -EPERM,
-                         "pod manager of pod '%s' cannot tell which process is calling (%s); "
-                         "connect through its ipc:// socket",
-                         pm->name, gmt_peer_str(&peer, who, sizeof who));
-    return false;
-  }
   uint32_t pid = (uint32_t)peer.pid, *claimed = NULL;
   switch (req->body_case) {
   case GMT__ENVELOPE__BODY_REGISTER_REQ: claimed = &req->register_req->pid; break;

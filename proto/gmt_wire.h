@@ -119,6 +119,13 @@ const Gmt__Envelope *gmt_call_request(const gmt_call_t *call);
  * its socket not found): such a peer is trusted with nothing. */
 struct gmt_peer;
 int gmt_call_peer(const gmt_call_t *call, struct gmt_peer *out, bool want_pid);
+/* Whether the caller's user is one a admits (gmt_peer.h) and, with
+ * need_pid, its process is known; *peer is who it is. Otherwise answers
+ * the call with -EPERM saying why, who (e.g. "gmt-schd") naming the daemon,
+ * and returns -EPERM. */
+struct gmt_admit;
+int gmt_call_admit(gmt_call_t *call, const struct gmt_admit *a, const char *who, bool need_pid,
+                   struct gmt_peer *peer);
 int gmt_call_reply(gmt_call_t *call, const Gmt__Envelope *rep);
 /* Answers with an envelope whose body is msg under case c (as
  * gmt_wire_set_body()): the usual reply, built in one place. */

@@ -447,20 +447,25 @@ static void resolve(nng_pipe p, gmt_peer_t *peer, bool want_pid)
   if (fam < 0 || tcp_addr(&la, &lb, &lport) != fam || !gmt_peer_addr_loopback(fam, rb))
     return;
   peer->loopback = true;
-  /* The peer's socket is the one whose local end is its address. */
+  bool need_pid = want_pid && peer->pid < 0;
+  if (peer->uid >= 0 && !need_pid)
+    return;
+  /* The peer's socket is the one whose local end is its address: one
+   * lookup gives its owner and the inode that leads to its process. */
   uint32_t uid;
   uint64_t ino;
-  if (peer->uid < 0 && gmt_peer_tcp_owner(fam, rb, rport, lb, lport, &uid, &ino) == 0)
-    peer->uid = uid;
-  if (want_pid && peer->pid < 0 && gmt_peer_tcp_owner(fam, rb, rport, lb, lport, &uid, &ino) == 0) {
-    int64_t pid;
-    int rc = gmt_peer_socket_pid(ino, &pid);
-    if (rc == 0)
-      peer->pid = pid;
-    else
-      gmt_debug("the process behind connection %u is not known: %s", peer->pipe,
-                rc == -EEXIST ? "several processes hold its socket" : gmt_strerror(rc));
-  }
+  if (gmt_peer_tcp_owner(fam, rb, rport, lb, lport, &uid, &ino) != 0)
+    return;
+  peer->uid = uid;
+  if (!need_pid)
+    return;
+  int64_t pid;
+  int rc = gmt_peer_socket_pid(ino, &pid);
+  if (rc == 0)
+    peer->pid = pid;
+  else
+    gmt_debug("the process behind connection %u is not known: %s", peer->pipe,
+              rc == -EEXIST ? "several processes hold its socket" : gmt_strerror(rc));
 }
 
 int gmt_call_peer(const gmt_call_t *call, gmt_peer_t *out, bool want_pid)
@@ -500,4 +505,27 @@ int gmt_call_peer(const gmt_call_t *call, gmt_peer_t *out, bool want_pid)
   pthread_mutex_unlock(&s->peers_mu);
   *out = p;
   return p.uid >= 0 ? 0 : -EPERM;
+}
+
+int gmt_call_admit(gmt_call_t *call, const gmt_admit_t *a, const char *who, bool need_pid,
+                   gmt_peer_t *peer)
+{
+  char str[96];
+  if (gmt_call_peer(call, peer, need_pid) < 0 || !gmt_admit_peer(a, peer)) {
+    gmt_peer_str(peer, str, sizeof str);
+    gmt_info("refused a call from %s: not a user %s admits", str, who);
+    gmt_call_reply_error(call, -EPERM,
+                         "%s does not admit %s (it admits uid %u, root, and the users and "
+                         "groups given by --allow-uid/--allow-gid)",
+                         who, str, (unsigned)geteuid());
+    return -EPERM;
+  }
+  if (need_pid && (peer->pid <= 0 || peer->pid > UINT32_MAX)) {
+    gmt_call_reply_error(call, -EPERM,
+                         "%s cannot tell which process is calling (%s); connect through its "
+                         "ipc:// socket",
+                         who, gmt_peer_str(peer, str, sizeof str));
+    return -EPERM;
+  }
+  return 0;
 }

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "gmt_error.h"
 #include "gmt_log.h"
@@ -219,28 +218,14 @@ static bool caller_may(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
 {
   if (req->body_case == GMT__ENVELOPE__BODY_STATUS_REQ)
     return true;
-  gmt_peer_t peer;
-  char who[96];
-  if (gmt_call_peer(call, &peer, true) < 0 || !gmt_admit_peer(&s->admit, &peer)) {
-    gmt_info("refused %s from %s: not a user this scheduler admits", rpcs[req->body_case].name,
-             gmt_peer_str(&peer, who, sizeof who));
-    gmt_call_reply_error(call, -EPERM,
-                         "gmt-schd does not admit %s (it admits uid %u, root, and the users "
-                         "and groups given by --allow-uid/--allow-gid)",
-                         gmt_peer_str(&peer, who, sizeof who), (unsigned)geteuid());
-    return false;
-  }
   const char *name = pod_named(req);
   gmt_pod_t *pod = name ? gmt_pods_find(s->pods, name) : NULL;
+  gmt_peer_t peer;
+  char who[96];
+  if (gmt_call_admit(call, &s->admit, "gmt-schd", pod != NULL, &peer) < 0)
+    return false;
   if (!pod || pod->owner_pid == peer.pid)
     return true; /* no pod: the handler says so */
-  if (peer.pid <= 0) {
-    gmt_call_reply_error(call, -EPERM,
-                         "gmt-schd cannot tell which process is calling (%s); connect "
-                         "through its ipc:// socket",
-                         gmt_peer_str(&peer, who, sizeof who));
-    return false;
-  }
   /* kill(pid, 0) fails with EPERM for a live process of another user. */
   if (pod->owner_pid > 0 && (kill((pid_t)pod->owner_pid, 0) == 0 || errno == EPERM)) {
     gmt_info("refused %s for pod '%s' from %s: pid %lld speaks for the pod",
