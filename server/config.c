@@ -284,7 +284,10 @@ static void parse_keys(errlist_t *e, int lineno, char **f, int n, gmt_pod_config
     while (k < NKEYS && strcmp(pod_keys[k].key, f[i]) != 0)
       k++;
     if (k == NKEYS) {
-      err_add(e, lineno, "unknown key '%s' (known: pin)", gmt_shown(f[i], sb, sizeof sb));
+      char known[128] = "";
+      for (size_t j = 0, n = 0; j < NKEYS && n < sizeof known; j++)
+        n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", j ? ", " : "", pod_keys[j].key);
+      err_add(e, lineno, "unknown key '%s' (known: %s)", gmt_shown(f[i], sb, sizeof sb), known);
       continue;
     }
     if (seen[k]) {
