@@ -73,10 +73,7 @@ def main():
         check("process pinned_bytes after frees", pinned(p.proc.pid)[0], 0,
               pinned(p.proc.pid)[0] == 0)
         p.send()
-        rc, err = p.finish(timeout=60)
-        check("job exit code", rc, 0, rc == 0)
-        if rc != 0:
-            print(err[-3000:], file=sys.stderr)
+        checks.finished(p)
     finally:
         node.stop()
 

@@ -1,5 +1,6 @@
 """The table the GPU checks print: each check's value against what was
 wanted, ok or FAIL, and an exit code that fails when any failed."""
+import sys
 
 
 class Checks:
@@ -10,6 +11,13 @@ class Checks:
         self.rows.append((what, value, want, "ok" if ok else "FAIL"))
         if not ok:
             self.bad.append(what)
+
+    def finished(self, prog, timeout=60):
+        """Lets prog finish; its exit code is a check (stderr shown on failure)."""
+        rc, err = prog.finish(timeout=timeout)
+        self.check("job exit code", rc, 0, rc == 0)
+        if rc != 0:
+            print(err[-3000:], file=sys.stderr)
 
     def report(self, title):
         """Prints the table under title; returns the exit code."""

@@ -85,10 +85,7 @@ def main():
         check("job still alive", int(p.proc.poll() is None), 1, p.proc.poll() is None)
         check("mem_get_info total after", int(after["total"]), QUOTA, int(after["total"]) == QUOTA)
         p.send()
-        rc, err = p.finish(timeout=60)
-        check("job exit code", rc, 0, rc == 0)
-        if rc != 0:
-            print(err[-3000:], file=sys.stderr)
+        checks.finished(p)
     finally:
         node.stop()
 
