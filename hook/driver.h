@@ -16,7 +16,7 @@
 
 /* Every driver entry point the hook exports and swaps in for the real one.
  * The wrapper of each is a function of the same name in hook/ (entry.c,
- * alloc.c, hostpin.c, launch.c); the real one is looked up by name in the driver, so
+ * alloc.c, hostpin.c, copy.c, launch.c); the real one is looked up by name in the driver, so
  * there is no table of versions to keep: whatever address the driver hands
  * out for any request is mapped back to the wrapper of the symbol at that
  * address. */
@@ -57,6 +57,18 @@
   X(cuMemHostRegister)                                                                             \
   X(cuMemHostRegister_v2)                                                                          \
   X(cuMemHostUnregister)                                                                           \
+  X(cuMemcpyHtoD_v2)                                                                               \
+  X(cuMemcpyHtoD_v2_ptds)                                                                          \
+  X(cuMemcpyDtoH_v2)                                                                               \
+  X(cuMemcpyDtoH_v2_ptds)                                                                          \
+  X(cuMemcpyHtoDAsync_v2)                                                                          \
+  X(cuMemcpyHtoDAsync_v2_ptsz)                                                                     \
+  X(cuMemcpyDtoHAsync_v2)                                                                          \
+  X(cuMemcpyDtoHAsync_v2_ptsz)                                                                     \
+  X(cuMemcpy)                                                                                      \
+  X(cuMemcpy_ptds)                                                                                 \
+  X(cuMemcpyAsync)                                                                                 \
+  X(cuMemcpyAsync_ptsz)                                                                            \
   X(cuLaunchKernel)                                                                                \
   X(cuLaunchKernel_ptsz)                                                                           \
   X(cuLaunchKernelEx)                                                                              \

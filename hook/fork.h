@@ -25,6 +25,11 @@
  *            only at fork), held across its RPC.
  *   STATE    state.c g_mu: calls nothing while held.
  *   HOSTPIN  hostpin.c g_mu: calls nothing while held.
+ *   HEAP     heap.c g_mu: the table of large host buffers and pin.c's
+ *            state; taken inside malloc and free; calls nothing while
+ *            held. Not taken at fork (the child forgets every buffer).
+ *   PIN      pin.c: no lock of its own at fork (its Advise mutex is held
+ *            across an RPC); the child owes nothing.
  *   COUNTERS counters.c: no lock.
  *
  * Below all of them come the driver's own locks and libc's.
@@ -49,6 +54,8 @@ enum {
   GMT_LOCK_CHANNEL,
   GMT_LOCK_STATE,
   GMT_LOCK_HOSTPIN,
+  GMT_LOCK_HEAP,
+  GMT_LOCK_PIN,
   GMT_LOCK_COUNTERS,
   GMT_LOCK_RANKS
 };

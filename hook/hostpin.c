@@ -11,6 +11,7 @@
 #include "driver.h"
 #include "fork.h"
 #include "log.h"
+#include "pin.h"
 
 typedef struct {
   void *p;
@@ -102,12 +103,16 @@ GMT_EXPORT CUresult cuMemFreeHost(void *p)
 GMT_EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int flags)
 {
   GMT_REAL(cuMemHostRegister);
+  if (!gmt__t_depth)
+    gmt__pin_yield(p, bytesize);
   PIN_CALL(real(p, bytesize, flags), pinned(p, bytesize));
 }
 
 GMT_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int flags)
 {
   GMT_REAL(cuMemHostRegister_v2);
+  if (!gmt__t_depth)
+    gmt__pin_yield(p, bytesize);
   PIN_CALL(real(p, bytesize, flags), pinned(p, bytesize));
 }
 

@@ -35,6 +35,7 @@
 #include "gmt_log.h"
 #include "gmt_wire.h"
 #include "log.h"
+#include "pin.h"
 #include "reserve.h"
 #include "state.h"
 #include "thread.h"
@@ -87,7 +88,8 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
   pr.allocs = t->allocs;
   pr.frees = t->frees;
   pr.memory_reserved = t->memory_reserved;
-  pr.pinned_bytes = gmt__hostpin_bytes();
+  pr.pinned_advised = gmt__pin_advised_bytes();
+  pr.pinned_bytes = gmt__hostpin_bytes() + pr.pinned_advised;
   pr.n_events = n;
   pr.events = pev;
   Gmt__ReportRequest rr = GMT__REPORT_REQUEST__INIT;
@@ -121,6 +123,8 @@ static void *reporter_main(void *arg)
     int changed = gmt__state_wait_change(sent_launches, GMT_REPORT_POLL_MS);
     /* Idle slack goes back to the ledger from here, never from a free. */
     changed |= gmt__reserve_tick(sent_reserved);
+    /* Pins given back and profile histories, from here, never from a free. */
+    gmt__pin_tick();
     uint64_t now = gmt_now_ms();
     if (!changed && now - last_send < GMT_REPORT_KEEPALIVE_MS)
       continue;
@@ -197,6 +201,7 @@ static int do_register(void)
   if (rc < 0) {
     fprintf(stderr, "gmt: pod manager at %s refused this process (%s%s%s); running unhooked\n",
             g_url, gmt_strerror(rc), *err ? ": " : "", err);
+    gmt__pin_set_mode(GMT__PIN_MODE__PIN_OFF);
     gmt_wire_free(rep);
     gmt__conn_close(c);
     return rc;
@@ -208,6 +213,7 @@ static int do_register(void)
                  (unsigned long long)(pc ? pc->memory_limit : 0));
   if (pc)
     gmt__reserve_set_limit(pc->memory_limit); /* the fallback while unreachable */
+  gmt__pin_set_mode(pc ? (int)pc->pin : GMT__PIN_MODE__PIN_OFF);
   gmt_wire_free(rep);
 
   rc = gmt__thread_start(reporter_main);

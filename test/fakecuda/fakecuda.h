@@ -47,6 +47,11 @@ struct gmt__fake {
    * (10 and 50 GB/s there), slower so that it shows beside the fake's
    * own memmove. */
   double pageable_bps, pinned_bps;
+  /* Page-locking costs, ns per byte: cuMemHostRegister and
+   * cuMemHostUnregister each GMT_FAKE_REGISTER_MS_PER_GIB (default 46, as
+   * measured on an H100), cuMemHostAlloc/cuMemAllocHost
+   * GMT_FAKE_HOSTALLOC_MS_PER_GIB (default 374). */
+  double register_npb, hostalloc_npb;
   char dir[PATH_MAX];
   pthread_mutex_t lock; /* guards every per-process table */
 };

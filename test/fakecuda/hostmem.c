@@ -6,8 +6,10 @@
  * to a device. */
 #include "fakecuda.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct pinned {
   char *p;
@@ -16,6 +18,17 @@ struct pinned {
 };
 static struct pinned *pins;
 static size_t npins, cappins;
+
+/* Page-locking takes time on a GPU (fakecuda.h): spent here, outside the
+ * lock, as the real driver's calls spend it. */
+static void spend(double npb, size_t bytes)
+{
+  double ns = npb * (double)bytes;
+  struct timespec ts = {.tv_sec = (time_t)(ns / 1e9),
+                        .tv_nsec = (long)((uint64_t)ns % 1000000000u)};
+  while (ns > 0 && nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  }
+}
 
 static struct pinned *pin_find(const void *p, int inside)
 {
@@ -62,6 +75,7 @@ static CUresult host_alloc(void **pp, size_t size)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!pp || size == 0)
     return CUDA_ERROR_INVALID_VALUE;
+  spend(gmt__fake.hostalloc_npb, size);
   gmt__fake_lock();
   int dev = 0;
   CUresult r = gmt__ctx_dev_locked(&dev);
@@ -119,6 +133,7 @@ static CUresult host_register(void *p, size_t size)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!p || size == 0)
     return CUDA_ERROR_INVALID_VALUE;
+  spend(gmt__fake.register_npb, size);
   gmt__fake_lock();
   CUresult r = CUDA_SUCCESS;
   for (size_t i = 0; i < npins; i++)
@@ -148,11 +163,14 @@ CUresult cuMemHostUnregister(void *p)
   gmt__fake_lock();
   struct pinned *e = pin_find(p, 0);
   CUresult r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  size_t size = 0;
   if (e && e->registered) {
+    size = e->size;
     pin_del(e);
     r = CUDA_SUCCESS;
   }
   gmt__fake_unlock();
+  spend(gmt__fake.register_npb, size);
   GMT_FAKE_RET(r);
 }
 

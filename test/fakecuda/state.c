@@ -213,6 +213,23 @@ static int read_rate(const char *name, double dflt, double *bps)
   return 0;
 }
 
+/* A cost in ms per GiB, kept as ns per byte. */
+static int read_cost(const char *name, double dflt, double *npb)
+{
+  const char *v = getenv(name);
+  double ms = dflt;
+  if (v && *v) {
+    char *end;
+    ms = strtod(v, &end);
+    if (*end || !(ms >= 0) || ms > 1e6) {
+      fprintf(stderr, "fakecuda: %s='%s' is not a cost in ms per GiB (0: free)\n", name, v);
+      return -1;
+    }
+  }
+  *npb = ms * 1e6 / 1073741824.0;
+  return 0;
+}
+
 static CUresult read_env(void)
 {
   const char *m = getenv("GMT_FAKE_MEM");
@@ -246,7 +263,9 @@ static CUresult read_env(void)
   const char *l = getenv("GMT_FAKE_LOG");
   gmt__fake_log_on = l && *l && strcmp(l, "0") != 0;
   if (read_rate("GMT_FAKE_PAGEABLE_GBPS", 4, &gmt__fake.pageable_bps) != 0 ||
-      read_rate("GMT_FAKE_PINNED_GBPS", 20, &gmt__fake.pinned_bps) != 0)
+      read_rate("GMT_FAKE_PINNED_GBPS", 20, &gmt__fake.pinned_bps) != 0 ||
+      read_cost("GMT_FAKE_REGISTER_MS_PER_GIB", 46, &gmt__fake.register_npb) != 0 ||
+      read_cost("GMT_FAKE_HOSTALLOC_MS_PER_GIB", 374, &gmt__fake.hostalloc_npb) != 0)
     return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }

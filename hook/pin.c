@@ -1,0 +1,526 @@
+/* Pin advice, the hook's side (see pin.h). The per-buffer state lives in
+ * the heap's records and, with the rates and the queues below, under the
+ * heap lock; the lock is never held across an RPC or a driver call. */
+#include "pin.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "driver.h"
+#include "fork.h"
+#include "gmt_error.h"
+#include "gmt_log.h"
+#include "gmt_wire.h"
+#include "heap.h"
+#include "log.h"
+
+#define ADVISE_TIMEOUT_MS 500
+#define RETRY_MS 1000          /* a buffer refused for the budget is asked again after this */
+#define COLD_MS 1000           /* a pinned buffer not copied for this long may make room */
+#define MEASURE_MIN (256 << 10) /* copies this small time the call, not the bus */
+#define HISTORY_CAP 1024
+#define EWMA 0.25
+
+/* Until measured: PCIe Gen5 as measured on an H100/H200 (docs/pinning.md):
+ * pageable copies ~12 GB/s, pinned ~50 GB/s, cuMemHostRegister ~46 ms/GiB;
+ * unregistering is taken to cost as much as registering until timed. */
+#define PRIOR_PAGEABLE_NPB (1.0 / 12.0)
+#define PRIOR_PINNED_NPB (1.0 / 50.0)
+#define PRIOR_REG_NPB (46e6 / 1073741824.0)
+
+static _Atomic int g_mode = -1; /* Gmt__PinMode; -1 until registration says */
+static _Atomic uint64_t g_advised;
+
+/* Under the heap lock. */
+static struct {
+  double pageable_npb, pinned_npb, reg_npb, unreg_npb; /* ns per byte */
+  int pageable_seen, pinned_seen, reg_seen, unreg_seen;
+  uint64_t release; /* advised bytes unpinned, not yet given back */
+  uint64_t budget_until_ms;
+  size_t nhist;
+  struct hist {
+    char module[GMT_HEAP_MODULE_MAX];
+    uint64_t offset, size, copies[2], bytes[2];
+    uint32_t nth;
+    double lifetime_ms;
+  } hist[HISTORY_CAP];
+} g = {.pageable_npb = PRIOR_PAGEABLE_NPB,
+       .pinned_npb = PRIOR_PINNED_NPB,
+       .reg_npb = PRIOR_REG_NPB,
+       .unreg_npb = PRIOR_REG_NPB};
+
+static char g_exe[4096];
+
+uint64_t gmt__pin_advised_bytes(void)
+{
+  return atomic_load_explicit(&g_advised, memory_order_relaxed);
+}
+
+static void ewma(double *v, int *seen, double x)
+{
+  *v = *seen ? (1 - EWMA) * *v + EWMA * x : x;
+  *seen = 1;
+}
+
+/* ---- the driver ---- */
+
+typedef CUresult (*ctx_fn)(CUcontext);
+
+/* Registers [addr, addr+size) in the calling thread's context (portable:
+ * any context's copies see it pinned). Returns the time it took, or -1. */
+static double do_register(uintptr_t addr, size_t size, CUcontext *ctx)
+{
+  CUresult (*reg)(void *, size_t, unsigned) =
+      (CUresult(*)(void *, size_t, unsigned))gmt__real(GMT_SYM_cuMemHostRegister_v2);
+  CUresult (*cur)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxGetCurrent);
+  if (!reg || !cur || cur(ctx) != CUDA_SUCCESS || !*ctx)
+    return -1;
+  uint64_t t0 = gmt_now_ns();
+  CUresult rc = reg((void *)addr, size, CU_MEMHOSTREGISTER_PORTABLE);
+  if (rc != CUDA_SUCCESS) {
+    GMT_HOOK_DEBUG("pin: cuMemHostRegister of %zu bytes at %#lx failed (%d); left pageable", size,
+                   (unsigned long)addr, (int)rc);
+    return -1;
+  }
+  return (double)(gmt_now_ns() - t0);
+}
+
+/* Unregisters, in ctx when this thread has another one current; sync
+ * first when the buffer stays live (a copy from it may be queued). */
+static double do_unregister(uintptr_t addr, CUcontext ctx, int sync)
+{
+  CUresult (*unreg)(void *) = (CUresult(*)(void *))gmt__real(GMT_SYM_cuMemHostUnregister);
+  CUresult (*cur)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxGetCurrent);
+  ctx_fn push = (ctx_fn)gmt__real(GMT_SYM_cuCtxPushCurrent_v2);
+  CUresult (*pop)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxPopCurrent_v2);
+  CUresult (*csync)(void) = (CUresult(*)(void))gmt__real(GMT_SYM_cuCtxSynchronize);
+  if (!unreg || !cur || !push || !pop || !csync)
+    return -1;
+  CUcontext now = NULL;
+  int pushed = cur(&now) == CUDA_SUCCESS && now != ctx && push(ctx) == CUDA_SUCCESS;
+  uint64_t t0 = gmt_now_ns();
+  CUresult src = sync ? csync() : CUDA_SUCCESS;
+  uint64_t t1 = gmt_now_ns();
+  CUresult rc = src == CUDA_SUCCESS ? unreg((void *)addr) : src;
+  uint64_t t2 = gmt_now_ns();
+  if (pushed) {
+    CUcontext popped;
+    if (pop(&popped) != CUDA_SUCCESS)
+      GMT_HOOK_DEBUG("pin: cannot pop the context pushed to unregister");
+  }
+  (void)t0;
+  if (rc != CUDA_SUCCESS) {
+    GMT_HOOK_DEBUG("pin: cuMemHostUnregister at %#lx failed (%d)", (unsigned long)addr, (int)rc);
+    return -1;
+  }
+  return (double)(t2 - t1);
+}
+
+/* ---- Advise ---- */
+
+typedef struct {
+  Gmt__PinSite site;
+  uint64_t bytes;
+  int pays_back;
+} ask_t;
+
+static void fill_site(Gmt__PinSite *s, const gmt_hostbuf_t *b)
+{
+  gmt__pin_site__init(s);
+  s->module = (char *)(b->site ? b->site->module : "");
+  s->offset = b->site ? b->site->offset : 0;
+  s->nth = b->nth;
+  s->size_class = b->size ? (uint32_t)(63 - __builtin_clzll((unsigned long long)b->size)) : 0;
+}
+
+/* Queues b's history (lock held). */
+static void note_history_locked(const gmt_hostbuf_t *b, uint64_t now)
+{
+  if (!b->pin.copies[0] && !b->pin.copies[1])
+    return; /* never transferred: nothing to learn */
+  if (g.nhist == HISTORY_CAP) {
+    GMT_HOOK_DEBUG("pin: history queue full; a buffer's history is dropped");
+    return;
+  }
+  struct hist *h = &g.hist[g.nhist++];
+  snprintf(h->module, sizeof h->module, "%s", b->site ? b->site->module : "");
+  h->offset = b->site ? b->site->offset : 0;
+  h->nth = b->nth;
+  h->size = b->size;
+  memcpy(h->copies, b->pin.copies, sizeof h->copies);
+  memcpy(h->bytes, b->pin.bytes, sizeof h->bytes);
+  h->lifetime_ms = (double)(now - b->born_ms);
+}
+
+/* One Advise: asks about q (may be NULL: give back and record only) and
+ * carries what is queued. *pin and *reason are the answer; returns 0, or
+ * a negative code when no answer came (the queue is put back). */
+static int advise(const ask_t *q, int *pin, int *reason)
+{
+  static struct hist sent[HISTORY_CAP]; /* under g_advise_mu */
+  static pthread_mutex_t g_advise_mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&g_advise_mu);
+  if (!g_exe[0]) {
+    ssize_t len = readlink("/proc/self/exe", g_exe, sizeof g_exe - 1);
+    g_exe[len > 0 ? len : 0] = '\0';
+  }
+  gmt__heap_lock();
+  uint64_t release = g.release;
+  size_t nh = g.nhist;
+  memcpy(sent, g.hist, nh * sizeof *sent);
+  g.release = 0;
+  g.nhist = 0;
+  gmt__heap_unlock();
+
+  static Gmt__BufferHistory hb[HISTORY_CAP];
+  static Gmt__BufferHistory *hp[HISTORY_CAP];
+  static Gmt__PinSite hs[HISTORY_CAP];
+  for (size_t i = 0; i < nh; i++) {
+    gmt__buffer_history__init(&hb[i]);
+    gmt__pin_site__init(&hs[i]);
+    hs[i].module = sent[i].module;
+    hs[i].offset = sent[i].offset;
+    hs[i].nth = sent[i].nth;
+    hs[i].size_class = sent[i].size ? (uint32_t)(63 - __builtin_clzll(sent[i].size)) : 0;
+    hb[i].site = &hs[i];
+    hb[i].size = sent[i].size;
+    hb[i].h2d_copies = sent[i].copies[0];
+    hb[i].d2h_copies = sent[i].copies[1];
+    hb[i].h2d_bytes = sent[i].bytes[0];
+    hb[i].d2h_bytes = sent[i].bytes[1];
+    hb[i].lifetime_ms = sent[i].lifetime_ms;
+    hp[i] = &hb[i];
+  }
+  Gmt__AdviseRequest rq = GMT__ADVISE_REQUEST__INIT;
+  rq.pid = (uint32_t)getpid();
+  rq.exe = g_exe;
+  if (q) {
+    rq.site = (Gmt__PinSite *)&q->site;
+    rq.bytes = q->bytes;
+    rq.pays_back = q->pays_back;
+  }
+  rq.release = release;
+  rq.n_history = nh;
+  rq.history = hp;
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  env.body_case = GMT__ENVELOPE__BODY_ADVISE_REQ;
+  env.advise_req = &rq;
+  Gmt__Envelope *rep = NULL;
+  int rc = gmt__channel_down() ? -EHOSTDOWN
+                               : gmt__channel_call(GMT_CH_MEMORY, &env, &rep, ADVISE_TIMEOUT_MS);
+  char err[256] = "";
+  if (rc == 0)
+    rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_ADVISE_REP, err, sizeof err);
+  if (rc == 0) {
+    *pin = rep->advise_rep->pin;
+    *reason = rep->advise_rep->reason;
+  } else {
+    GMT_HOOK_DEBUG("pin: Advise failed (%s%s%s)", gmt_strerror(rc), *err ? ": " : "", err);
+    /* Keep what did not go out for the next one (histories that no
+     * longer fit are dropped). */
+    gmt__heap_lock();
+    g.release += release;
+    size_t room = HISTORY_CAP - g.nhist, k = nh < room ? nh : room;
+    memmove(&g.hist[k], g.hist, g.nhist * sizeof *g.hist);
+    memcpy(g.hist, sent, k * sizeof *sent);
+    g.nhist += k;
+    gmt__heap_unlock();
+  }
+  gmt_wire_free(rep);
+  pthread_mutex_unlock(&g_advise_mu);
+  return rc;
+}
+
+/* ---- giving pins back ---- */
+
+static void unpinned(uint64_t size, double ns)
+{
+  atomic_fetch_sub_explicit(&g_advised, size, memory_order_relaxed);
+  gmt__heap_lock();
+  g.release += size;
+  if (ns >= 0 && size >= MEASURE_MIN)
+    ewma(&g.unreg_npb, &g.unreg_seen, ns / (double)size);
+  gmt__heap_unlock();
+}
+
+/* The heap's gone callback: b's memory is going back. */
+static void buffer_gone(gmt_hostbuf_t *b)
+{
+  if (b->pin.state == GMT_PINBUF_PINNED)
+    unpinned(b->size, do_unregister(b->addr, (CUcontext)b->pin.ctx, 0));
+  if (atomic_load_explicit(&g_mode, memory_order_relaxed) == GMT__PIN_MODE__PIN_PROFILE) {
+    gmt__heap_lock();
+    note_history_locked(b, gmt_now_ms());
+    gmt__heap_unlock();
+  }
+}
+
+typedef struct {
+  uint64_t now, older_than;
+  size_t n;
+  struct {
+    uint64_t id;
+    uintptr_t addr;
+    size_t size;
+    void *ctx;
+  } v[16];
+} cold_t;
+
+static void find_cold(gmt_hostbuf_t *b, void *arg)
+{
+  cold_t *c = arg;
+  if (c->n < 16 && b->pin.state == GMT_PINBUF_PINNED && b->pin.last_copy_ms < c->older_than) {
+    b->pin.state = GMT_PINBUF_ASKING; /* ours while we unpin it */
+    c->v[c->n].id = b->id;
+    c->v[c->n].addr = b->addr;
+    c->v[c->n].size = b->size;
+    c->v[c->n].ctx = b->pin.ctx;
+    c->n++;
+  }
+}
+
+/* The budget is short: unpins this process's buffers that went cold.
+ * Returns the bytes freed. */
+static uint64_t unpin_cold(void)
+{
+  cold_t c = {.now = gmt_now_ms()};
+  c.older_than = c.now > COLD_MS ? c.now - COLD_MS : 0;
+  gmt__heap_lock();
+  gmt__heap_each_locked(find_cold, &c);
+  gmt__heap_unlock();
+  uint64_t freed = 0;
+  for (size_t i = 0; i < c.n; i++) {
+    /* It stays live: a copy from it may still be queued. */
+    double ns = do_unregister(c.v[i].addr, (CUcontext)c.v[i].ctx, 1);
+    gmt__heap_lock();
+    gmt_hostbuf_t *b = gmt__heap_by_id_locked(c.v[i].id);
+    if (b)
+      b->pin.state = ns >= 0 ? GMT_PINBUF_NONE : GMT_PINBUF_PINNED;
+    gmt__heap_unlock();
+    if (ns >= 0) {
+      unpinned(c.v[i].size, ns);
+      freed += c.v[i].size;
+      GMT_HOOK_DEBUG("pin: unpinned a cold buffer of %zu bytes to make room", c.v[i].size);
+    }
+  }
+  return freed;
+}
+
+/* ---- the copy path ---- */
+
+/* Whether b should be asked about now (lock held). */
+static int wants_pin(const gmt_hostbuf_t *b, int mode, uint64_t now, int *pays_back)
+{
+  *pays_back = 0;
+  if (b->pin.state != GMT_PINBUF_NONE || now < b->pin.retry_ms || now < g.budget_until_ms)
+    return 0;
+  switch (mode) {
+  case GMT__PIN_MODE__PIN_PROFILE:
+  case GMT__PIN_MODE__PIN_USE: return 1;
+  case GMT__PIN_MODE__PIN_ADAPTIVE: {
+    /* Ski rental: pin once the extra time its pageable copies took pays
+     * for pinning it and unpinning it later. A buffer copied once shows
+     * no reuse yet, whatever the rates say (pin late). */
+    double cost = (double)b->size * (g.reg_npb + g.unreg_npb);
+    *pays_back = b->pin.copies[0] + b->pin.copies[1] >= 2 && b->pin.paid_ns >= cost;
+    return *pays_back;
+  }
+  default: return 0;
+  }
+}
+
+/* Asks about buffer id (state ASKING) and pins it on a yes. */
+static void ask_and_pin(uint64_t id, const ask_t *q, uintptr_t addr, size_t size)
+{
+  int pin = 0, reason = GMT__PIN_REASON__PIN_REASON_UNREACHABLE;
+  int rc = advise(q, &pin, &reason);
+  if (rc == 0 && !pin && reason == GMT__PIN_REASON__PIN_REASON_BUDGET && unpin_cold() > 0)
+    rc = advise(q, &pin, &reason); /* the room it made is given back first */
+  CUcontext ctx = NULL;
+  double ns = rc == 0 && pin ? do_register(addr, size, &ctx) : -1;
+  uint64_t now = gmt_now_ms();
+  gmt__heap_lock();
+  if (rc == 0 && pin && ns < 0)
+    g.release += size; /* granted but not pinned: give it back */
+  if (ns >= 0 && size >= MEASURE_MIN)
+    ewma(&g.reg_npb, &g.reg_seen, ns / (double)size);
+  gmt_hostbuf_t *b = gmt__heap_by_id_locked(id);
+  int orphan = ns >= 0 && !b; /* freed while we asked: a program bug, undone below */
+  if (b) {
+    b->pin.reason = (uint8_t)reason;
+    if (ns >= 0) {
+      b->pin.state = GMT_PINBUF_PINNED;
+      b->pin.ctx = ctx;
+      atomic_fetch_add_explicit(&g_advised, size, memory_order_relaxed);
+    } else if (rc == 0 && !pin && reason != GMT__PIN_REASON__PIN_REASON_BUDGET &&
+               reason != GMT__PIN_REASON__PIN_REASON_UNREACHABLE) {
+      b->pin.state = GMT_PINBUF_DECLINED;
+    } else {
+      b->pin.state = GMT_PINBUF_NONE;
+      b->pin.retry_ms = now + RETRY_MS;
+      if (reason == GMT__PIN_REASON__PIN_REASON_BUDGET)
+        g.budget_until_ms = now + RETRY_MS / 4;
+    }
+  }
+  gmt__heap_unlock();
+  if (orphan) {
+    atomic_fetch_add_explicit(&g_advised, size, memory_order_relaxed);
+    unpinned(size, do_unregister(addr, ctx, 0));
+  }
+  GMT_HOOK_DEBUG("pin: %zu bytes at %#lx: %s (reason %d)", size, (unsigned long)addr,
+                 ns >= 0 ? "pinned" : "left pageable", reason);
+}
+
+void gmt__pin_copy_begin(gmt_pin_copy_t *c, const void *src, const void *dst, size_t n, int sync)
+{
+  c->id = 0;
+  c->bytes = n;
+  c->sync = sync;
+  c->pinned = 0;
+  int mode = atomic_load_explicit(&g_mode, memory_order_relaxed);
+  if (mode <= GMT__PIN_MODE__PIN_OFF || !gmt__heap_tracking() || n == 0)
+    return;
+  uint64_t now = gmt_now_ms();
+  gmt__heap_lock();
+  int dir = 0;
+  gmt_hostbuf_t *b = src ? gmt__heap_find_locked(src, n) : NULL;
+  if (!b && dst) {
+    b = gmt__heap_find_locked(dst, n);
+    dir = 1;
+  }
+  if (!b) {
+    gmt__heap_unlock();
+    return;
+  }
+  int pays_back;
+  int ask = wants_pin(b, mode, now, &pays_back);
+  b->pin.copies[dir]++;
+  b->pin.bytes[dir] += n;
+  b->pin.last_copy_ms = now;
+  ask_t q;
+  uint64_t id = b->id;
+  uintptr_t addr = b->addr;
+  size_t size = b->size;
+  if (ask) {
+    b->pin.state = GMT_PINBUF_ASKING;
+    fill_site(&q.site, b);
+    q.bytes = b->size;
+    q.pays_back = pays_back;
+  }
+  gmt__heap_unlock();
+  /* The module string is the site table's, which lives as long as the
+   * process: safe to read without the lock. */
+  if (ask)
+    ask_and_pin(id, &q, addr, size);
+
+  gmt__heap_lock();
+  b = gmt__heap_by_id_locked(id);
+  if (b) {
+    c->id = id;
+    c->pinned = b->pin.state == GMT_PINBUF_PINNED;
+    if (!c->pinned) /* what this copy costs beyond a pinned one, as now estimated */
+      b->pin.paid_ns += (double)n * (g.pageable_npb - g.pinned_npb);
+  }
+  gmt__heap_unlock();
+  c->t0_ns = gmt_now_ns();
+}
+
+void gmt__pin_copy_end(const gmt_pin_copy_t *c, int ok)
+{
+  if (!c->id || !c->sync || !ok || c->bytes < MEASURE_MIN)
+    return;
+  double npb = (double)(gmt_now_ns() - c->t0_ns) / (double)c->bytes;
+  gmt__heap_lock();
+  if (c->pinned)
+    ewma(&g.pinned_npb, &g.pinned_seen, npb);
+  else
+    ewma(&g.pageable_npb, &g.pageable_seen, npb);
+  gmt__heap_unlock();
+}
+
+/* ---- the program's own registrations; the reporter; the mode ---- */
+
+void gmt__pin_yield(const void *p, size_t n)
+{
+  if (!gmt__pin_advised_bytes())
+    return;
+  for (;;) {
+    gmt__heap_lock();
+    gmt_hostbuf_t *b = NULL;
+    /* Each buffer that overlaps [p, p+n): ours to let go. */
+    for (uintptr_t a = (uintptr_t)p; a < (uintptr_t)p + n; a += 4096) {
+      gmt_hostbuf_t *x = gmt__heap_find_locked((const void *)a, 1);
+      if (x && x->pin.state == GMT_PINBUF_PINNED) {
+        b = x;
+        break;
+      }
+    }
+    uintptr_t addr = b ? b->addr : 0;
+    size_t size = b ? b->size : 0;
+    void *ctx = b ? b->pin.ctx : NULL;
+    if (b)
+      b->pin.state = GMT_PINBUF_DECLINED; /* the program pins it now */
+    gmt__heap_unlock();
+    if (!b)
+      return;
+    unpinned(size, do_unregister(addr, (CUcontext)ctx, 1));
+  }
+}
+
+void gmt__pin_tick(void)
+{
+  gmt__heap_lock();
+  int due = g.release || g.nhist;
+  gmt__heap_unlock();
+  int pin, reason;
+  if (due)
+    advise(NULL, &pin, &reason);
+}
+
+static void live_history(gmt_hostbuf_t *b, void *arg)
+{
+  note_history_locked(b, *(const uint64_t *)arg);
+}
+
+/* At exit, a profile run's live buffers have ended too. */
+__attribute__((destructor)) static void pin_exit(void)
+{
+  if (atomic_load_explicit(&g_mode, memory_order_relaxed) != GMT__PIN_MODE__PIN_PROFILE)
+    return;
+  uint64_t now = gmt_now_ms();
+  gmt__heap_lock();
+  gmt__heap_each_locked(live_history, &now);
+  gmt__heap_unlock();
+  gmt__pin_tick();
+}
+
+void gmt__pin_set_mode(int mode)
+{
+  atomic_store(&g_mode, mode);
+  if (mode == GMT__PIN_MODE__PIN_OFF)
+    gmt__heap_stop_tracking();
+  else
+    gmt__heap_set_gone(buffer_gone);
+  GMT_HOOK_DEBUG("pin advice: mode %d", mode);
+}
+
+/* A child has nothing registered (heap.c forgets its buffers) and owes
+ * nothing: the parent gives its own pins back. */
+static void pin_child(void)
+{
+  atomic_store(&g_advised, 0);
+  g.release = 0;
+  g.nhist = 0;
+}
+
+static const gmt_fork_ops_t g_fork_ops = {NULL, NULL, pin_child};
+
+__attribute__((constructor)) static void pin_register(void)
+{
+  gmt__fork_register(GMT_LOCK_PIN, &g_fork_ops);
+}
