@@ -1,0 +1,129 @@
+"""Pin advice end to end, the hook's side (issue 11): malloc'd buffers of a
+program under the hook, copied hot or cold on the fake driver, pinned or
+not by the pod's pin= mode; what the driver holds page-locked is read by
+the program itself (cuMemHostGetFlags), what gmt holds from `gmt status`.
+
+The hook tracks buffers only where it owns malloc: under the ASan build the
+ASan runtime does, so these run in the plain build (scripts/test.sh runs
+the end-to-end tests in both)."""
+import os
+import unittest
+
+from gmt_e2e import ASAN_PRELOAD, BUILD, GmtTestCase, wait_for
+
+PIN_BUFFERS = os.path.join(BUILD, "test", "e2e", "memprogs", "pin_buffers")
+MIB = 1 << 20
+SIZE_MIB = 8
+
+# The issue's CI workload: 2 hot buffers with 50 + 50 copies, 5 cold with
+# 1 + 1 (a round trip is one copy each way).
+HOT, HOT_TRIPS, COLD, COLD_TRIPS = 2, 50, 5, 1
+
+
+@unittest.skipIf(ASAN_PRELOAD, "under ASan the ASan runtime owns malloc: no buffer is tracked")
+class PinAdvice(GmtTestCase):
+    CONFIG = ("4\n"
+              "off 0.2 1.0 1Gi\n"
+              "adaptive 0.2 1.0 1Gi pin=adaptive\n"
+              "profile 0.2 1.0 1Gi pin=profile\n"
+              "use 0.2 1.0 1Gi pin=use\n")
+
+    def start(self, *pods, limit="1Gi"):
+        self.start_schd("--pinned-limit", limit)
+        for pod in pods:
+            self.start_pmgr(pod)
+
+    def workload(self, pod, *extra, hot=HOT, cold=COLD):
+        p = self.run_prog(pod, PIN_BUFFERS, str(SIZE_MIB), str(hot), str(HOT_TRIPS), str(cold),
+                          str(COLD_TRIPS), *extra)
+        got = p.expect("PINNED", timeout=60)
+        return p, int(got["hot"]), int(got["cold"])
+
+    def pinned(self, pod, pid):
+        """(pinned_bytes, pinned_advised) of the process, and the node's."""
+        st = self.status()
+        proc = self.process(pod, pid) or {}
+        host = st.get("host", {})
+        return (proc.get("pinned_bytes"), proc.get("pinned_advised"),
+                host.get("pinned_bytes"), host.get("pinned_advised"))
+
+    def wait_pinned(self, pod, pid, want):
+        return wait_for(lambda: self.pinned(pod, pid) == want or None, timeout=10,
+                        what="pinned %r for pid %d (have %r)" % (want, pid, self.pinned(pod, pid)))
+
+    def finish(self, p, pod):
+        p.send()
+        p.expect("FREED")
+        self.wait_pinned(pod, p.proc.pid, (0, 0, 0, 0))
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+
+    def test_adaptive_pins_exactly_the_hot_buffers(self):
+        self.start("adaptive")
+        p, hot, cold = self.workload("adaptive")
+        self.assertEqual((hot, cold), (HOT, 0))
+        want = HOT * SIZE_MIB * MIB
+        self.wait_pinned("adaptive", p.proc.pid, (want, want, want, want))
+        self.finish(p, "adaptive")
+
+    def test_adaptive_with_async_copies(self):
+        self.start("adaptive")
+        p, hot, cold = self.workload("adaptive", "async")
+        self.assertEqual((hot, cold), (HOT, 0))
+        self.finish(p, "adaptive")
+
+    def test_off_pins_nothing(self):
+        self.start("off")
+        p, hot, cold = self.workload("off")
+        self.assertEqual((hot, cold), (0, 0))
+        self.wait_pinned("off", p.proc.pid, (0, 0, 0, 0))
+        self.finish(p, "off")
+
+    def test_budget_runs_out(self):
+        """12 MiB of budget: one 8 MiB hot buffer is pinned, the other
+        stays pageable, and the program's bytes are right either way."""
+        self.start("adaptive", limit="12Mi")
+        p, hot, cold = self.workload("adaptive")
+        self.assertEqual((hot, cold), (1, 0))
+        want = SIZE_MIB * MIB
+        self.wait_pinned("adaptive", p.proc.pid, (want, want, want, want))
+        self.finish(p, "adaptive")
+
+    def test_realloc_and_free_unregister_first(self):
+        """Buffers gmt registered are grown with realloc (their bytes kept)
+        and freed: nothing stays pinned."""
+        self.start("adaptive")
+        p, hot, _ = self.workload("adaptive", "realloc")
+        self.assertEqual(hot, HOT)
+        self.finish(p, "adaptive")
+
+    def test_program_registers_a_buffer_gmt_pinned(self):
+        """The program's own cuMemHostRegister of a buffer gmt registered
+        succeeds as it would without gmt."""
+        self.start("adaptive")
+        p, hot, _ = self.workload("adaptive", "register")
+        self.assertEqual(hot, HOT)
+        p.expect("REGISTERED")
+        self.finish(p, "adaptive")
+
+    def test_profile_then_use(self):
+        """A profile run pins every buffer it transfers and records them;
+        a run of the same program in use mode pins only the hot ones."""
+        self.start("profile", "use")
+        p, hot, cold = self.workload("profile")
+        self.assertEqual((hot, cold), (HOT, COLD))
+        self.finish(p, "profile")
+        q, hot, cold = self.workload("use")
+        self.assertEqual((hot, cold), (HOT, 0))
+        self.finish(q, "use")
+
+    def test_use_without_a_profile_pins_nothing(self):
+        self.start("use")
+        p, hot, cold = self.workload("use")
+        self.assertEqual((hot, cold), (0, 0))
+        self.finish(p, "use")
+
+
+if __name__ == "__main__":
+    unittest.main()
