@@ -258,18 +258,24 @@ static gmt_heap_site_t *site_locked(uintptr_t pc, const Dl_info *di)
   return NULL;
 }
 
-static void track(void *p, size_t n, uintptr_t pc)
+/* Tracks [p, p+n) allocated at site pc, whose module di names (NULL:
+ * look it up). */
+static void track_at(void *p, size_t n, uintptr_t pc, Dl_info *named)
 {
   if (!atomic_load_explicit(&g_tracking, memory_order_relaxed) || t_locked || !p)
     return;
   /* A new site's module comes from dladdr, which takes the loader's lock:
    * never under ours, and once per site. */
-  gmt__heap_lock();
-  int known = site_locked(pc, NULL) != NULL;
-  gmt__heap_unlock();
   Dl_info di = {0};
-  if (!known && !dladdr((void *)pc, &di))
-    di.dli_fname = NULL;
+  if (named) {
+    di = *named;
+  } else {
+    gmt__heap_lock();
+    int known = site_locked(pc, NULL) != NULL;
+    gmt__heap_unlock();
+    if (!known && !dladdr((void *)pc, &di))
+      di.dli_fname = NULL;
+  }
   gmt_hostbuf_t old;
   int had_old = 0;
   gmt__heap_lock();
@@ -326,7 +332,37 @@ static void untrack(void *p)
     gone(&b, fn);
 }
 
+static void track(void *p, size_t n, uintptr_t pc)
+{
+  track_at(p, n, pc, NULL);
+}
+
 #define CALLER ((uintptr_t)__builtin_return_address(0))
+
+/* ---- gmt/alloc.h: buffers a program names ---- */
+
+GMT_EXPORT void *gmt_host_alloc_v1(size_t n, const char *site)
+{
+  void *p = NULL;
+  if (!ready() || r.posix_memalign(&p, 64, n ? n : 1) != 0)
+    return NULL;
+  /* The site's key is its name: a made-up pc with the top bit set (no
+   * user code lives there), the module "gmt_host_alloc:NAME", offset 0. */
+  char module[GMT_HEAP_MODULE_MAX];
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (const char *c = site ? site : ""; *c; c++)
+    h = (h ^ (unsigned char)*c) * 1099511628211ull;
+  snprintf(module, sizeof module, "gmt_host_alloc:%s", site ? site : "");
+  Dl_info di = {.dli_fname = module, .dli_fbase = (void *)(uintptr_t)(h | 1ull << 63)};
+  if (n >= GMT_HEAP_MIN) /* as for malloc: smaller ones are not worth pinning */
+    track_at(p, n, (uintptr_t)(h | 1ull << 63), &di);
+  return p;
+}
+
+GMT_EXPORT void gmt_host_free_v1(void *p)
+{
+  free(p);
+}
 
 GMT_EXPORT void *malloc(size_t n)
 {

@@ -107,6 +107,22 @@ class PinAdvice(GmtTestCase):
         p.expect("REGISTERED")
         self.finish(p, "adaptive")
 
+    def test_c_api_buffers(self):
+        """Buffers from gmt_host_alloc (gmt/alloc.h) are advised as
+        malloc'd ones are, and work without the hook as plain memory."""
+        self.start("adaptive")
+        p, hot, cold = self.workload("adaptive", "api")
+        self.assertEqual((hot, cold), (HOT, 0))
+        self.finish(p, "adaptive")
+        q = self.run_prog("adaptive", PIN_BUFFERS, "2", "1", "3", "1", "1", "api",
+                          env=self.prog_env())
+        self.assertEqual(int(q.expect("PINNED", timeout=60)["hot"]), 0)
+        q.send()
+        q.expect("FREED")
+        q.send()
+        rc, err = q.finish()
+        self.assertEqual(rc, 0, err)
+
     def test_profile_then_use(self):
         """A profile run pins every buffer it transfers and records them;
         a run of the same program in use mode pins only the hot ones."""

@@ -1,7 +1,7 @@
 /* pin_buffers: host buffers with hot and cold copies, for pin advice's
  * end-to-end tests (test_pinning.py).
  *
- *   pin_buffers SIZE_MIB HOT HOT_COPIES COLD COLD_COPIES [async] [register] [realloc]
+ *   pin_buffers SIZE_MIB HOT HOT_COPIES COLD COLD_COPIES [async] [register] [realloc] [api]
  *
  * Mallocs HOT + COLD buffers of SIZE_MIB at one call site (hot first), then
  * copies each hot buffer HOT_COPIES times to the device and back, and each
@@ -13,10 +13,13 @@
  * itself (and unregisters it) as a program that pins its own memory would.
  * After a line on stdin it frees every buffer (with `realloc`, first grows
  * each to twice its size and checks its bytes survived) and prints FREED;
- * after another line it exits. Any failure prints FAIL and exits 1. */
+ * after another line it exits. With `api` the buffers come from
+ * gmt_host_alloc (gmt/alloc.h) under one site name, and go back with
+ * gmt_host_free (no realloc). Any failure prints FAIL and exits 1. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
+#include <gmt/alloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,11 +107,12 @@ int main(int argc, char **argv)
   size_t size = (size_t)atoi(argv[1]) * MiB;
   int hot = atoi(argv[2]), hot_copies = atoi(argv[3]);
   int cold = atoi(argv[4]), cold_copies = atoi(argv[5]);
-  int do_register = 0, do_realloc = 0;
+  int do_register = 0, do_realloc = 0, api = 0;
   for (int i = 6; i < argc; i++) {
     use_async |= strcmp(argv[i], "async") == 0;
     do_register |= strcmp(argv[i], "register") == 0;
     do_realloc |= strcmp(argv[i], "realloc") == 0;
+    api |= strcmp(argv[i], "api") == 0;
   }
   int n = hot + cold;
   if (n <= 0 || n > MAXBUF || size == 0 || hot_copies < 0 || cold_copies < 0)
@@ -124,7 +128,7 @@ int main(int argc, char **argv)
     return 1;
   unsigned char *buf[MAXBUF];
   for (int i = 0; i < n; i++) /* one call site: the nth names the buffer */
-    if (!(buf[i] = malloc(size))) {
+    if (!(buf[i] = api ? gmt_host_alloc(size, "pin_buffers.buf") : malloc(size))) {
       printf("FAIL what=malloc\n");
       return 1;
     }
@@ -166,6 +170,10 @@ int main(int argc, char **argv)
 
   wait_line();
   for (int i = 0; i < n; i++) {
+    if (api) {
+      gmt_host_free(buf[i]);
+      continue;
+    }
     if (do_realloc) {
       fill(buf[i], size, i, 1000);
       unsigned char *q = realloc(buf[i], 2 * size);
