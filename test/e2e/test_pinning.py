@@ -12,6 +12,7 @@ import unittest
 from gmt_e2e import ASAN_PRELOAD, BUILD, GmtTestCase, wait_for
 
 PIN_BUFFERS = os.path.join(BUILD, "test", "e2e", "memprogs", "pin_buffers")
+HOST_PINS = os.path.join(BUILD, "test", "e2e", "memprogs", "host_pins")
 MIB = 1 << 20
 SIZE_MIB = 8
 
@@ -122,6 +123,19 @@ class PinAdvice(GmtTestCase):
         q.send()
         rc, err = q.finish()
         self.assertEqual(rc, 0, err)
+
+    def test_programs_pinned_memory_stays_pinned(self):
+        """What a program allocates pinned (cuMemAllocHost, cuMemHostAlloc
+        with flags, its own cuMemHostRegister) stays pinned in every mode:
+        with unified addressing its kernels may read it directly, whatever
+        the flags say, so gmt never hands out pageable memory for it."""
+        self.start("profile", "use", "adaptive")
+        for pod in ("profile", "use", "adaptive"):
+            p = self.run_prog(pod, HOST_PINS)
+            want = int(p.expect("PINNED")["bytes"])
+            self.assertEqual(want, 14 * MIB)
+            self.wait_pinned(pod, p.proc.pid, (want, 0, want, 0))
+            self.finish(p, pod)
 
     def test_profile_then_use(self):
         """A profile run pins every buffer it transfers and records them;

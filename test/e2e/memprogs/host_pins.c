@@ -39,6 +39,12 @@ int main(void)
       !ok(cuMemHostAlloc(&b, 4 * MiB, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc") ||
       !ok(cuMemHostRegister_v2(c, 2 * MiB, 0), "cuMemHostRegister"))
     return 1;
+  /* Page-locked as the driver sees it: it answers for such memory only. */
+  unsigned int flags;
+  if (!ok(cuMemHostGetFlags(&flags, a), "flags of cuMemAllocHost's") ||
+      !ok(cuMemHostGetFlags(&flags, b), "flags of cuMemHostAlloc's") ||
+      !ok(cuMemHostGetFlags(&flags, c), "flags of the registered buffer"))
+    return 1;
   printf("PINNED bytes=%u\n", 14 * MiB);
   fflush(stdout);
   wait_line();
