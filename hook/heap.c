@@ -48,9 +48,9 @@ static struct {
   munmap_fn munmap;
 } r;
 
-static _Atomic int g_ready;         /* r is filled in */
-static _Atomic int g_tracking = 1;  /* buffers are tracked */
-static _Atomic size_t g_count;      /* buffers tracked now */
+static _Atomic int g_ready;        /* r is filled in */
+static _Atomic int g_tracking = 1; /* buffers are tracked */
+static _Atomic size_t g_count;     /* buffers tracked now */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static __thread int t_resolving TLS_IE;
 /* Set while this thread holds the heap lock: an allocation the driver

@@ -36,20 +36,20 @@
 
 /* One allocation site: the code that called the allocator. */
 typedef struct {
-  uintptr_t pc;                       /* the return address in this process */
-  uint64_t offset;                    /* pc less its module's load address */
-  uint32_t count;                     /* buffers allocated here so far */
-  char module[GMT_HEAP_MODULE_MAX];   /* path of that module; "" when unknown */
+  uintptr_t pc;                     /* the return address in this process */
+  uint64_t offset;                  /* pc less its module's load address */
+  uint32_t count;                   /* buffers allocated here so far */
+  char module[GMT_HEAP_MODULE_MAX]; /* path of that module; "" when unknown */
 } gmt_heap_site_t;
 
 typedef struct {
   uintptr_t addr;
   size_t size;
-  uint64_t id;                /* unique in this process: finds it again after the lock was let go */
+  uint64_t id; /* unique in this process: finds it again after the lock was let go */
   uint64_t born_ms;
   const gmt_heap_site_t *site; /* NULL when the site table was full */
-  uint32_t nth;               /* buffers allocated at site before this one */
-  gmt_pinbuf_t pin;           /* pin.c's state, zero at birth */
+  uint32_t nth;                /* buffers allocated at site before this one */
+  gmt_pinbuf_t pin;            /* pin.c's state, zero at birth */
 } gmt_hostbuf_t;
 
 /* Called, without the lock, before b's memory goes back; b is a copy. */

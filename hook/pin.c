@@ -20,8 +20,8 @@
 #include "log.h"
 
 #define ADVISE_TIMEOUT_MS 500
-#define RETRY_MS 1000          /* a buffer refused for the budget is asked again after this */
-#define COLD_MS 1000           /* a pinned buffer not copied for this long may make room */
+#define RETRY_MS 1000           /* a buffer refused for the budget is asked again after this */
+#define COLD_MS 1000            /* a pinned buffer not copied for this long may make room */
 #define MEASURE_MIN (256 << 10) /* copies this small time the call, not the bus */
 #define HISTORY_CAP 1024
 #define EWMA 0.25
@@ -357,8 +357,10 @@ static void ask_and_pin(uint64_t id, const ask_t *q, uintptr_t addr, size_t size
       b->pin.state = GMT_PINBUF_PINNED;
       b->pin.ctx = ctx;
       atomic_fetch_add_explicit(&g_advised, size, memory_order_relaxed);
-    } else if (rc == 0 && !pin && reason != GMT__PIN_REASON__PIN_REASON_BUDGET &&
-               reason != GMT__PIN_REASON__PIN_REASON_UNREACHABLE) {
+    } else if (rc == 0 && (pin || (reason != GMT__PIN_REASON__PIN_REASON_BUDGET &&
+                                   reason != GMT__PIN_REASON__PIN_REASON_UNREACHABLE))) {
+      /* Said no for good, or the driver would not register it (it shares
+       * pages with a registered range, say): asking again would not help. */
       b->pin.state = GMT_PINBUF_DECLINED;
     } else {
       b->pin.state = GMT_PINBUF_NONE;

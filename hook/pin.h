@@ -30,8 +30,8 @@ typedef struct {
   uint64_t id;    /* the tracked buffer, 0 for none */
   uint64_t t0_ns; /* when the real copy began */
   size_t bytes;
-  int pinned;     /* the buffer was registered by gmt when the copy began */
-  int sync;       /* the call returns when the copy is done: its time is the copy's */
+  int pinned; /* the buffer was registered by gmt when the copy began */
+  int sync;   /* the call returns when the copy is done: its time is the copy's */
 } gmt_pin_copy_t;
 
 /* Before a copy of n bytes from src or into dst (either may be a device

@@ -17,11 +17,11 @@ typedef struct {
   uint64_t copies[2]; /* [0] host to device, [1] device to host */
   uint64_t bytes[2];
   uint64_t last_copy_ms;
-  double paid_ns;     /* what its pageable copies took beyond pinned ones */
-  uint64_t retry_ms;  /* refused for the budget: not asked again before */
-  void *ctx;          /* the context it was registered in */
-  uint8_t state;      /* GMT_PINBUF_* */
-  uint8_t reason;     /* the last answer's PinReason */
+  double paid_ns;    /* what its pageable copies took beyond pinned ones */
+  uint64_t retry_ms; /* refused for the budget: not asked again before */
+  void *ctx;         /* the context it was registered in */
+  uint8_t state;     /* GMT_PINBUF_* */
+  uint8_t reason;    /* the last answer's PinReason */
 } gmt_pinbuf_t;
 
 #endif
