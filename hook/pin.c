@@ -69,6 +69,15 @@ static void ewma(double *v, int *seen, double x)
 
 /* ---- the driver ---- */
 
+/* gmt's own pins, for the tracer: `gmt trace` puts a uprobe on this
+ * exported no-op (bpf/probes.c) and marks the host buffer at addr as pinned
+ * by gmt (pinned 1) or no longer (0). Called right after the driver call. */
+GMT_EXPORT __attribute__((noinline, used)) void gmt_trace_pinned(const void *addr, size_t size,
+                                                                 int pinned)
+{
+  __asm__ volatile("" : : "r"(addr), "r"(size), "r"(pinned) : "memory");
+}
+
 typedef CUresult (*ctx_fn)(CUcontext);
 
 /* Registers [addr, addr+size) in the calling thread's context (portable:
@@ -87,7 +96,9 @@ static double do_register(uintptr_t addr, size_t size, CUcontext *ctx)
                    (unsigned long)addr, (int)rc);
     return -1;
   }
-  return (double)(gmt_now_ns() - t0);
+  double ns = (double)(gmt_now_ns() - t0);
+  gmt_trace_pinned((const void *)addr, size, 1);
+  return ns;
 }
 
 /* Unregisters, in ctx when this thread has another one current; sync
@@ -118,6 +129,7 @@ static double do_unregister(uintptr_t addr, CUcontext ctx, int sync)
     GMT_HOOK_DEBUG("pin: cuMemHostUnregister at %#lx failed (%d)", (unsigned long)addr, (int)rc);
     return -1;
   }
+  gmt_trace_pinned((const void *)addr, 0, 0);
   return (double)(t2 - t1);
 }
 
