@@ -247,6 +247,11 @@ class Bench:
             out, err = p.communicate(timeout=30)
             poller.stop()
             raise RunError("timed out after %.0f s; stderr: %s" % (timeout, err[-1500:]))
+        except BaseException:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+            poller.stop()
+            raise
         peak = poller.stop()
         lines = [x for x in out.splitlines() if x.startswith("{")]
         got = None
@@ -397,9 +402,10 @@ def print_tables(summary, tgts, fake):
                 t["copy_vs_pinned"], fmt(t["pinned_pct"], "%.1f")))
 
 
-def run_dataloader(bench, args):
-    """The PyTorch training loop in each variant; a row per variant."""
-    rows = []
+def run_dataloader(bench, args, over_budget):
+    """The PyTorch training loop in each variant; a row per variant (none
+    started once over_budget() says the time is spent)."""
+    rows, unrun = [], []
     for rep in range(args.dl_reps):
         variants = DL_VARIANTS if rep % 2 == 0 else tuple(reversed(DL_VARIANTS))
         # profile before use, whatever the order.
@@ -407,6 +413,9 @@ def run_dataloader(bench, args):
             variants = [v for v in variants if v[0] != "profile"]
             variants.insert([v[0] for v in variants].index("use"), DL_VARIANTS[3])
         for name, pin, pin_memory in variants:
+            if over_budget():
+                unrun.append({"variant": name, "rep": rep})
+                continue
             argv = [args.dl_python, DATALOADER, "--pin-memory", "1" if pin_memory else "0",
                     "--device", args.dl_device] + args.dl_args
             row = {"variant": name, "pin": pin, "pin_memory": pin_memory, "rep": rep,
@@ -437,7 +446,7 @@ def run_dataloader(bench, args):
     ref = next((s for s in summary if s["variant"] == "native"), None)
     for s in summary:
         s["vs_native"] = s["steps_per_s"] / ref["steps_per_s"] if ref else None
-    return {"runs": rows, "summary": summary}
+    return {"runs": rows, "summary": summary, "not_run": unrun}
 
 
 def print_dataloader(summary):
@@ -522,12 +531,42 @@ def main():
     pinned_limit = max(GIB, 2 * nbuf * max(sizes or [MIB]))
 
     t_start = time.monotonic()
-    rows, unrun = [], []
-    dl = None
+    rows, unrun, dl_box = [], [], {}
+    gpu = None if args.fake else gpu_name()
+
+    def over_budget():
+        return bool(args.budget_s) and time.monotonic() - t_start > args.budget_s
+
+    def result(bench, complete):
+        summary, by = summarize(rows, sizes, args.modes)
+        return {
+            "bench": "pin_advice", "complete": complete,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "host": socket.gethostname(),
+            "gpu": gpu, "fake": args.fake, "build": gmt_e2e.BUILD, "args": vars(args),
+            "workload": {"hot": args.hot, "hot_copies": args.hot_copies, "cold": args.cold,
+                         "cold_copies": args.cold_copies},
+            "skipped_sizes": skipped, "not_run": unrun, "pod_manager_restarts": bench.restarts,
+            "elapsed_s": time.monotonic() - t_start, "runs": rows, "summary": summary,
+            "targets": targets(by, sizes), "dataloader": dl_box.get("dl"),
+        }
+
+    def save(res):
+        """Written after every run too, so that a run killed by a time limit
+        still leaves what it measured."""
+        if out:
+            with open(out + ".new", "w") as f:
+                json.dump(res, f, indent=1, default=str)
+            os.replace(out + ".new", out)
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+    signal.signal(signal.SIGTERM, on_term)
+
     bench = Bench(args, pinned_limit)
+    complete = False
     try:
         for rep, mode, size in order:
-            if args.budget_s and time.monotonic() - t_start > args.budget_s:
+            if over_budget():
                 unrun.append({"rep": rep, "mode": mode, "size": size})
                 continue
             row = bench.run_workload(mode, size, rep)
@@ -539,54 +578,42 @@ def main():
                  % (w["whole_s"], w["copy_s"], fmt(w.get("pinned_pct"), "%.1f"),
                     row["status_peak"]["host_pinned_bytes"] / MIB)) if row["ok"]
                 else "FAILED: " + row["error"][:400]), flush=True)
+            save(result(bench, False))
         if args.dataloader:
             if args.fake and args.dl_device == "cuda":
                 print("dataloader: skipped on the fake driver (PyTorch needs a GPU; "
                       "--dl-device cpu runs its plumbing)")
-            elif args.budget_s and time.monotonic() - t_start > args.budget_s:
-                print("dataloader: skipped, the time budget is spent")
-                unrun.append({"dataloader": True})
             else:
-                dl = run_dataloader(bench, args)
+                dl_box["dl"] = run_dataloader(bench, args, over_budget)
+                unrun += [dict(r, dataloader=True) for r in dl_box["dl"]["not_run"]]
+        complete = True
+    except KeyboardInterrupt as e:
+        print("\npin advice: stopped (%s); the results so far follow" % (e or "interrupted"))
     finally:
-        pmgr_restarts = bench.restarts
         bench.node.stop()
 
-    summary, by = summarize(rows, sizes, args.modes)
-    tgts = targets(by, sizes)
-    print_tables(summary, tgts, args.fake)
+    res = result(bench, complete)
+    save(res)
+    print_tables(res["summary"], res["targets"], args.fake)
+    dl = res["dataloader"]
     if dl:
         print_dataloader(dl["summary"])
-    failed = [r for r in rows if not r["ok"]]
-    if dl:
-        failed += [r for r in dl["runs"] if not r["ok"]]
+    failed = [r for r in rows if not r["ok"]] + (
+        [r for r in dl["runs"] if not r["ok"]] if dl else [])
     if unrun:
         print("\nthe time budget (%.0f s) ran out: %d runs not made" % (args.budget_s, len(unrun)))
-    if pmgr_restarts:
-        print("(the pod manager was restarted %d times to change pin=)" % pmgr_restarts)
+    if bench.restarts:
+        print("(the pod manager was restarted %d times to change pin=)" % bench.restarts)
     if failed:
         print("\nFAILED RUNS: %d" % len(failed))
         for r in failed:
             print("  %s: %s" % ({k: r[k] for k in r if k in ("mode", "size", "rep", "variant")},
                                 r["error"][:600]))
-    result = {
-        "bench": "pin_advice", "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
-        "host": socket.gethostname(), "gpu": None if args.fake else gpu_name(),
-        "fake": args.fake, "build": gmt_e2e.BUILD,
-        "args": {k: v for k, v in vars(args).items()},
-        "workload": {"hot": args.hot, "hot_copies": args.hot_copies, "cold": args.cold,
-                     "cold_copies": args.cold_copies},
-        "skipped_sizes": skipped, "not_run": unrun, "pod_manager_restarts": pmgr_restarts,
-        "elapsed_s": time.monotonic() - t_start,
-        "runs": rows, "summary": summary, "targets": tgts, "dataloader": dl,
-    }
     if out:
-        with open(out, "w") as f:
-            json.dump(result, f, indent=1, default=str)
         print("\nwrote %s (bench/pin_plot.py %s DIR draws it)" % (out, out))
-    print("elapsed %.0f s" % result["elapsed_s"])
-    bad_target = any(t["verdict"] == "FAIL" for t in tgts)
-    return 1 if failed or (args.strict and bad_target) else 0
+    print("elapsed %.0f s" % res["elapsed_s"])
+    bad_target = any(t["verdict"] == "FAIL" for t in res["targets"])
+    return 1 if failed or not complete or (args.strict and bad_target) else 0
 
 
 if __name__ == "__main__":
