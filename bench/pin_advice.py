@@ -21,8 +21,10 @@ reported. Time is the whole run (allocate, fill, copy, free: pinning costs
 time of its own) and the copy phase alone. Bytes pinned are counted twice:
 by the workload (which of its buffers the driver says are page-locked at
 the end of the copy phase) and by the peak of `gmt status --json`'s
-host.pinned_bytes, polled during the run (the workload holds still for
---hold-ms after its copies, untimed, so that the poll sees them).
+host.pinned_bytes, polled during the run; after its copies the workload
+waits, untimed, until `gmt status` shows its process with as many bytes
+pinned as the driver counted (at most --hold-max-s), so that the poll
+cannot miss them.
 
 Targets (the issue's, whole run unless said): use >= 0.95x the all-pinned
 speed with <= 10% of bytes pinned; adaptive >= 0.90x; profile <= 3% slower
@@ -142,27 +144,36 @@ class StatusPoller:
         self.peak = {"host_pinned_bytes": 0, "host_pinned_advised": 0, "pod_pinned_bytes": 0,
                      "process_pinned_bytes": 0}
         self.samples = 0
+        self.lock = threading.Lock()
         self.stop_ev = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
+    def sample(self):
+        """One read of `gmt status`, folded into the peaks; returns the
+        process's pinned bytes in it (None when it is not there)."""
+        try:
+            st = self.node.try_status()
+        except (subprocess.TimeoutExpired, ValueError):
+            st = None
+        if not st:
+            return None
+        with self.lock:
+            self.samples += 1
+            host = st.get("host", {})
+            pod = next((p for p in st.get("pods", []) if p.get("name") == POD), {})
+            proc = next((q for q in pod.get("processes", []) if q.get("pid") == self.pid), {})
+            for key, v in (("host_pinned_bytes", host.get("pinned_bytes")),
+                           ("host_pinned_advised", host.get("pinned_advised")),
+                           ("pod_pinned_bytes", pod.get("pinned_bytes")),
+                           ("process_pinned_bytes", proc.get("pinned_bytes"))):
+                if v is not None:
+                    self.peak[key] = max(self.peak[key], int(v))
+        return proc.get("pinned_bytes")
+
     def run(self):
         while not self.stop_ev.is_set():
-            try:
-                st = self.node.try_status()
-            except (subprocess.TimeoutExpired, ValueError):
-                st = None
-            if st:
-                self.samples += 1
-                host = st.get("host", {})
-                pod = next((p for p in st.get("pods", []) if p.get("name") == POD), {})
-                proc = next((q for q in pod.get("processes", []) if q.get("pid") == self.pid), {})
-                for key, v in (("host_pinned_bytes", host.get("pinned_bytes")),
-                               ("host_pinned_advised", host.get("pinned_advised")),
-                               ("pod_pinned_bytes", pod.get("pinned_bytes")),
-                               ("process_pinned_bytes", proc.get("pinned_bytes"))):
-                    if v is not None:
-                        self.peak[key] = max(self.peak[key], int(v))
+            self.sample()
             self.stop_ev.wait(self.interval)
 
     def stop(self):
@@ -217,51 +228,84 @@ class Bench:
         a = self.args
         return [WORKLOAD, "--size", str(size), "--hot", str(a.hot), "--hot-copies",
                 str(a.hot_copies), "--cold", str(a.cold), "--cold-copies", str(a.cold_copies),
-                "--alloc", "pinned" if mode == "pinned" else "malloc", "--hold-ms",
-                str(a.hold_ms)]
+                "--alloc", "pinned" if mode == "pinned" else "malloc", "--hold"]
 
     def run_timeout(self, size):
         a = self.args
         copied = 2 * size * (a.hot * a.hot_copies + a.cold * a.cold_copies)
         return a.run_timeout or 60 + copied / 1.5e9
 
-    def run_prog(self, argv, pin, timeout):
+    def wait_gone(self, pid, timeout=5.0):
+        """Waits until gmt-schd has forgotten process pid (its last report
+        in, its pinned bytes gone from the node's count), so that the next
+        run's peak of host.pinned_bytes is its own and a profile run's
+        histories are in before the use run asks. Returns the seconds it
+        took, or None when it did not happen in time (not an error)."""
+        t0 = time.monotonic()
+        try:
+            gmt_e2e.wait_for(lambda: self.node.process(POD, pid) is None, timeout=timeout,
+                             interval=0.05, what="pid %d to leave gmt status" % pid)
+        except AssertionError:
+            return None
+        return time.monotonic() - t0
+
+    def run_prog(self, argv, pin, timeout, hold=False):
         """Runs argv under the hook with pod pin=`pin` (None: no hook), with
         a status poller; returns (its last stdout line as JSON, the poll's
-        peaks, stderr)."""
+        peaks, stderr). With hold, the program says `HOLD pinned_bytes=N`
+        once its copies are done and waits: `gmt status` is read until it
+        shows the process with N bytes pinned too (at most --hold-max-s),
+        then the program goes on."""
         if pin:
             self.set_pin(pin)
         env = self.node.hook_env(POD) if pin else self.node.prog_env()
         poller = StatusPoller(self.node, self.args.poll_s)
         try:
-            p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+            p = gmt_e2e.Prog(argv, env)
         except OSError as e:
             poller.stop()
             raise RunError("cannot start %s: %s" % (argv[0], e))
-        poller.pid = p.pid
+        poller.pid = p.proc.pid
+        t0 = time.monotonic()
         try:
-            out, err = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            out, err = p.communicate(timeout=30)
+            if hold:
+                want = int(p.expect("HOLD", timeout=timeout)["pinned_bytes"])
+                t_hold = time.monotonic()
+                seen = poller.sample()
+                while pin and (seen is None or seen < want) and \
+                        time.monotonic() - t_hold < self.args.hold_max_s:
+                    time.sleep(0.02)
+                    seen = poller.sample()
+                poller.peak["hold_s"] = time.monotonic() - t_hold
+                poller.peak["hold_status_bytes"] = seen
+                p.send()
+            rc, err = p.finish(timeout=max(30.0, timeout - (time.monotonic() - t0)))
+        except AssertionError as e:  # a wait ran out: Prog has killed it
+            p.stop()
             poller.stop()
-            raise RunError("timed out after %.0f s; stderr: %s" % (timeout, err[-1500:]))
+            raise RunError(str(e)[-2000:])
         except BaseException:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=30)
+            p.stop()
             poller.stop()
             raise
         peak = poller.stop()
-        lines = [x for x in out.splitlines() if x.startswith("{")]
+        if pin:
+            peak["gone_s"] = self.wait_gone(p.proc.pid)
+        out = []
+        while not p.lines.empty():
+            line = p.lines.get_nowait()
+            if line is not None:
+                out.append(line)
         got = None
-        if lines:
-            try:
-                got = json.loads(lines[-1])
-            except ValueError:
-                pass
-        if p.returncode != 0 or got is None:
-            raise RunError("exit %d%s; stderr: %s" % (p.returncode, "" if got else ", no JSON",
+        for line in reversed(out):
+            if line.startswith("{"):
+                try:
+                    got = json.loads(line)
+                except ValueError:
+                    pass
+                break
+        if rc != 0 or got is None:
+            raise RunError("exit %d%s; stderr: %s" % (rc, "" if got else ", no JSON",
                                                       err.strip()[-1500:]))
         if pin and "unhooked" in err:
             raise RunError("the hook did not register with the pod manager: " + err[-1500:])
@@ -272,7 +316,7 @@ class Bench:
         t0 = time.monotonic()
         try:
             got, peak, _ = self.run_prog(self.workload_argv(mode, size), PIN[mode],
-                                         self.run_timeout(size))
+                                         self.run_timeout(size), hold=True)
             row.update(workload=got, status_peak=peak)
             if not got.get("verified"):
                 raise RunError("the data check failed: %d wrong words, %d round trips wrong"
@@ -343,6 +387,8 @@ def summarize(rows, sizes, modes):
                 "cold_pinned": median([x["cold_pinned"] for x in w]),
                 "status_peak_pinned_bytes": median(peaks) if PIN[mode] else None,
                 "status_peak_pinned_pct": 100.0 * median(peaks) / total if PIN[mode] else None,
+                "status_peak_process_pinned_bytes": median(
+                    [r["status_peak"]["process_pinned_bytes"] for r in ok]) if PIN[mode] else None,
                 "status_peak_advised_bytes": median(
                     [r["status_peak"]["host_pinned_advised"] for r in ok]) if PIN[mode] else None,
             })
@@ -490,8 +536,9 @@ def main():
     ap.add_argument("--hot-copies", type=int, default=175)
     ap.add_argument("--cold", type=int, default=25)
     ap.add_argument("--cold-copies", type=int, default=1)
-    ap.add_argument("--hold-ms", type=int, default=300,
-                    help="the workload's untimed pause after its copies, for the status poll")
+    ap.add_argument("--hold-max-s", type=float, default=2.0,
+                    help="how long the workload waits, untimed, after its copies for `gmt "
+                         "status` to show its pinned bytes")
     ap.add_argument("--poll-s", type=float, default=0.1, help="gmt status poll interval")
     ap.add_argument("--run-timeout", type=float, default=0,
                     help="seconds per run (default: 60 + its bytes at 1.5 GB/s)")

@@ -23,8 +23,9 @@
  * page-locked buffers are left out. The count asks the driver which
  * buffers are page-locked at the end of the copy phase.
  *
- * Prints one JSON line. --repeat R runs the whole thing R times in this
- * process (the allocations of run 2 are then the site's 28th and on). */
+ * Prints one JSON line (after a HOLD line per run with --hold). --repeat R
+ * runs the whole thing R times in this process (the allocations of run 2
+ * are then the site's 28th and on). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
@@ -48,7 +49,7 @@ typedef struct {
   int hot, hot_copies, cold, cold_copies;
   int pinned; /* --alloc pinned */
   int repeat;
-  int hold_ms;
+  int hold; /* --hold: wait for a line on stdin after the copy phase */
 } opts_t;
 
 /* What one run measured. */
@@ -279,8 +280,15 @@ static void one_run(const opts_t *o, CUdeviceptr d, run_t *r)
           r->cold_pinned++;
       }
   }
-  if (o->hold_ms > 0)
-    usleep((useconds_t)o->hold_ms * 1000);
+  if (o->hold) {
+    /* The runner reads `gmt status` now, while the buffers are pinned. */
+    char line[64];
+    printf("HOLD pinned_bytes=%lld pinned_buffers=%d\n",
+           r->pinned_buffers < 0 ? -1LL : (long long)r->pinned_bytes, r->pinned_buffers);
+    fflush(stdout);
+    if (!fgets(line, sizeof line, stdin))
+      clearerr(stdin);
+  }
   double t4 = gmt_prog_now_s();
   for (int i = 0; i < n; i++)
     r->bad_words += verify(g_bufs[i], i, o->size);
@@ -301,12 +309,13 @@ static void one_run(const opts_t *o, CUdeviceptr d, run_t *r)
 
 static void usage(void)
 {
-  fprintf(stderr, "usage: pin_workload --size BYTES [--hot N] [--hot-copies K] [--cold M]\n"
-                  "                    [--cold-copies C] [--alloc malloc|pinned] [--repeat R]\n"
-                  "                    [--hold-ms MS]\n"
-                  "  defaults: --hot 2 --hot-copies 175 --cold 25 --cold-copies 1 --alloc malloc\n"
-                  "  --repeat 1; --hold-ms waits that long after the copy phase, untimed, so\n"
-                  "  that a poller of `gmt status` sees the pinned bytes.\n");
+  fprintf(stderr,
+          "usage: pin_workload --size BYTES [--hot N] [--hot-copies K] [--cold M]\n"
+          "                    [--cold-copies C] [--alloc malloc|pinned] [--repeat R]\n"
+          "                    [--hold]\n"
+          "  defaults: --hot 2 --hot-copies 175 --cold 25 --cold-copies 1 --alloc malloc\n"
+          "  --repeat 1; --hold prints HOLD after the copy phase and waits for a line\n"
+          "  on stdin (untimed), so that a reader of `gmt status` sees the pinned bytes.\n");
   exit(2);
 }
 
@@ -333,7 +342,7 @@ static void parse(int argc, char **argv, opts_t *o)
       {"cold-copies", required_argument, NULL, O_COLD_COPIES},
       {"alloc", required_argument, NULL, O_ALLOC},
       {"repeat", required_argument, NULL, O_REPEAT},
-      {"hold-ms", required_argument, NULL, O_HOLD},
+      {"hold", no_argument, NULL, O_HOLD},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -358,7 +367,7 @@ static void parse(int argc, char **argv, opts_t *o)
       }
       break;
     case O_REPEAT: o->repeat = (int)parse_num("--repeat", optarg, 1, MAX_REPEAT); break;
-    case O_HOLD: o->hold_ms = (int)parse_num("--hold-ms", optarg, 0, 600000); break;
+    case O_HOLD: o->hold = 1; break;
     default: usage();
     }
   }
