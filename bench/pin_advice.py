@@ -377,6 +377,7 @@ def summarize(rows, sizes, modes):
                 "copy_s": median([x["copy_s"] for x in w]),
                 "alloc_s": median([x["alloc_s"] for x in w]),
                 "fill_s": median([x["fill_s"] for x in w]),
+                "nofill_s": median([x["whole_s"] - x["fill_s"] for x in w]),
                 "free_s": median([x["free_s"] for x in w]),
                 "whole_min_s": min(x["whole_s"] for x in w),
                 "whole_max_s": max(x["whole_s"] for x in w),
@@ -397,6 +398,7 @@ def summarize(rows, sizes, modes):
         ref = by.get((s["size"], "pinned"))
         s["speed_vs_pinned"] = ref["whole_s"] / s["whole_s"] if ref else None
         s["copy_speed_vs_pinned"] = ref["copy_s"] / s["copy_s"] if ref else None
+        s["nofill_speed_vs_pinned"] = ref["nofill_s"] / s["nofill_s"] if ref else None
         nat = by.get((s["size"], "native"))
         s["speed_vs_native"] = nat["whole_s"] / s["whole_s"] if nat else None
     return summary, by
@@ -424,17 +426,21 @@ def fmt(x, spec):
 def print_tables(summary, tgts, fake):
     print("\npin advice: the design's workload (%s); whole = alloc+fill+copies+free, medians"
           % ("FAKE DRIVER: a dry run" if fake else "real GPU"))
-    print("%8s %-9s %4s %9s %9s %9s %9s %8s %8s %8s %9s %7s  %s" % (
-        "size MiB", "mode", "reps", "whole s", "copy s", "whole x", "copy x", "copy GB/s",
-        "% pinned", "% status", "hot/cold", "x native", "whole min-max s"))
+    print("%8s %-9s %4s %9s %8s %9s %8s %8s %8s %9s %8s %8s %9s %7s  %s" % (
+        "size MiB", "mode", "reps", "whole s", "fill s", "copy s", "whole x", "-fill x",
+        "copy x", "copy GB/s", "% pinned", "% status", "hot/cold", "x native",
+        "whole min-max s"))
     for s in summary:
-        print("%8s %-9s %4d %9.4f %9.4f %9s %9s %8.2f %8s %8s %9s %7s  %.4f-%.4f" % (
-            mib(s["size"]), s["mode"], s["reps"], s["whole_s"], s["copy_s"],
-            fmt(s["speed_vs_pinned"], "%.3f"), fmt(s["copy_speed_vs_pinned"], "%.3f"),
+        print("%8s %-9s %4d %9.4f %8.4f %9.4f %8s %8s %8s %9.2f %8s %8s %9s %7s  %.4f-%.4f" % (
+            mib(s["size"]), s["mode"], s["reps"], s["whole_s"], s["fill_s"], s["copy_s"],
+            fmt(s["speed_vs_pinned"], "%.3f"), fmt(s["nofill_speed_vs_pinned"], "%.3f"),
+            fmt(s["copy_speed_vs_pinned"], "%.3f"),
             s["copy_gbps"], fmt(s["pinned_pct"], "%.1f"), fmt(s["status_peak_pinned_pct"], "%.1f"),
             "%s/%s" % (fmt(s["hot_pinned"], "%g"), fmt(s["cold_pinned"], "%g")),
             fmt(s["speed_vs_native"], "%.3f"), s["whole_min_s"], s["whole_max_s"]))
-    print("(whole x, copy x: all pinned's time / this mode's, so 1.0 = as fast as all pinned;"
+    print("(whole x, -fill x, copy x: all pinned's time / this mode's for the whole run, the"
+          " whole run less the fill (the pages' first touch) and the copies, so 1.0 = as fast"
+          " as all pinned;"
           " % pinned: the buffers' bytes the driver says are page-locked after the copies;"
           " % status: peak host.pinned_bytes in `gmt status` / the buffers' bytes;"
           " x native: native's whole time / this mode's)")
@@ -612,7 +618,22 @@ def main():
     bench = Bench(args, pinned_limit)
     complete = False
     try:
-        for rep, mode, size in order:
+        def dataloader():
+            if args.fake and args.dl_device == "cuda":
+                print("dataloader: skipped on the fake driver (PyTorch needs a GPU; "
+                      "--dl-device cpu runs its plumbing)")
+                return
+            dl_box["dl"] = run_dataloader(bench, args, over_budget)
+            unrun.extend(dict(r, dataloader=True) for r in dl_box["dl"]["not_run"])
+            save(result(bench, False))
+
+        # The DataLoader loop runs after the first round of every mode and
+        # size, before the repetitions: a time budget then cuts repetitions,
+        # not whole parts of the benchmark.
+        dl_at = next((i for i, (rep, _, _) in enumerate(order) if rep > 0), len(order))
+        for i, (rep, mode, size) in enumerate(order):
+            if i == dl_at and args.dataloader:
+                dataloader()
             if over_budget():
                 unrun.append({"rep": rep, "mode": mode, "size": size})
                 continue
@@ -621,18 +642,13 @@ def main():
             w = row.get("workload", {})
             print("  %-9s %6s MiB rep %d: %s" % (
                 mode, mib(size), rep,
-                ("whole %.4f s, copy %.4f s, %s%% pinned, status peak %.1f MiB"
-                 % (w["whole_s"], w["copy_s"], fmt(w.get("pinned_pct"), "%.1f"),
+                ("whole %.4f s (fill %.4f), copy %.4f s, %s%% pinned, status peak %.1f MiB"
+                 % (w["whole_s"], w["fill_s"], w["copy_s"], fmt(w.get("pinned_pct"), "%.1f"),
                     row["status_peak"]["host_pinned_bytes"] / MIB)) if row["ok"]
                 else "FAILED: " + row["error"][:400]), flush=True)
             save(result(bench, False))
-        if args.dataloader:
-            if args.fake and args.dl_device == "cuda":
-                print("dataloader: skipped on the fake driver (PyTorch needs a GPU; "
-                      "--dl-device cpu runs its plumbing)")
-            else:
-                dl_box["dl"] = run_dataloader(bench, args, over_budget)
-                unrun += [dict(r, dataloader=True) for r in dl_box["dl"]["not_run"]]
+        if dl_at == len(order) and args.dataloader:
+            dataloader()
         complete = True
     except KeyboardInterrupt as e:
         print("\npin advice: stopped (%s); the results so far follow" % (e or "interrupted"))

@@ -5,8 +5,9 @@ installed: the GPU machine may lack it, so fetch the JSON and draw here).
 usage: bench/pin_plot.py PIN_ADVICE_JSON OUT_DIR [--prefix NAME]
 
 Writes into OUT_DIR (e.g. docs/img/):
-  PREFIX_time.png      whole-run and copy-phase time against buffer size,
-                       per mode, log-log (bars: the runs' min-max)
+  PREFIX_time.png      whole-run time (with and without the fill) and
+                       copy-phase time against buffer size, per mode,
+                       log-log (bars: the runs' min-max of the whole run)
   PREFIX_bytes.png     % of the buffers' bytes pinned per mode and size: as
                        the driver says (bars) and as `gmt status` saw at
                        its peak (markers)
@@ -63,9 +64,11 @@ def series(summary, mode, key):
     return [s["size"] / MIB for s in rows], [s[key] for s in rows], rows
 
 
-def title(data, what):
+def title(data, what, workload=True):
     where = "fake driver (dry run)" if data.get("fake") else (data.get("gpu") or "GPU")
     w = data.get("workload", {})
+    if not workload:
+        return "%s\n%s, %s" % (what, where, data.get("date", "")[:10])
     return "%s\n%s, %s; %d hot x %d+%d copies, %d cold x %d+%d" % (
         what, where, data.get("date", "")[:10], w.get("hot", 0), w.get("hot_copies", 0),
         w.get("hot_copies", 0), w.get("cold", 0), w.get("cold_copies", 0),
@@ -82,9 +85,10 @@ def size_axis(ax, sizes):
 def plot_time(plt, data, path):
     summary = data["summary"]
     sizes = sorted({s["size"] / MIB for s in summary})
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5))
     for ax, key, name in ((axes[0], "whole_s", "whole run (alloc + fill + copies + free)"),
-                          (axes[1], "copy_s", "copy phase alone")):
+                          (axes[1], "nofill_s", "whole run less the fill (first touch)"),
+                          (axes[2], "copy_s", "copy phase alone")):
         for mode in MODES:
             x, y, rows = series(summary, mode, key)
             if not x:
@@ -201,7 +205,7 @@ def plot_dataloader(plt, data, path):
     ax.set_yticklabels(names)
     ax.invert_yaxis()
     ax.set_xlabel("training steps/s (median); gray: no hook")
-    ax.set_title(title(data, "PyTorch DataLoader training loop per pin mode"), fontsize=10)
+    ax.set_title(title(data, "PyTorch DataLoader training loop per pin mode", workload=False), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
