@@ -3,7 +3,9 @@
 # which builds .carry/ here first): the GPU check, the memory quota check,
 # the hook overhead and fairness benchmarks, the tracer's exact counts on
 # the real driver and its overhead benchmark (GMT_TRACE_ARGS, e.g.
-# "--rounds 24 --job-cpus 2,3 --tracer-cpus 6" as in docs/BENCHMARKS.md).
+# "--rounds 24 --job-cpus 2,3 --tracer-cpus 6" as in docs/BENCHMARKS.md),
+# and the pin-advice benchmark (bench/run_pin.sh; GMT_PIN_ARGS go to it,
+# GMT_PIN_BENCH=0 skips it).
 # Logs go to $OUT when set. Arguments go to bench/hook_overhead.py.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,4 +31,8 @@ echo "== the tracer on the real driver: exact counts"
 python3 "$root/test/gpu/check_trace.py" 2>&1 | tee "$out/check_trace.log" || rc=1
 echo "== tracer overhead"
 python3 "$root/bench/trace_overhead.py" ${GMT_TRACE_ARGS:-} 2>&1 | tee "$out/trace_overhead.log" || rc=1
+if [ "${GMT_PIN_BENCH:-1}" != 0 ]; then
+  echo "== pin advice: the hot/cold workload per pin= mode, and a DataLoader loop (about 6-7 min)"
+  OUT=$out "$root/bench/run_pin.sh" ${GMT_PIN_ARGS:-} || rc=1
+fi
 exit $rc
