@@ -19,8 +19,9 @@
  * process in the scheduler's ledger (until the process exits, or the pod
  * is forgotten and its reports rebuilt: over-counting is the safe error),
  * and its buffer histories are not recorded. (A call whose answer came too
- * late may have been granted there all the same: charged, never pinned,
- * until the process exits.)
+ * late may have been applied there all the same: a grant charged, never
+ * pinned, until the process exits; a release given back, which the
+ * process, having had an answer, does not send again.)
  *
  * A refusal by the scheduler (over quota, a pod it does not list) is an
  * answer and goes back as it is. */
@@ -37,6 +38,12 @@
 /* Well below the hook's own bound on a memory call (1.5 s), so that a
  * process gets the pod's answer, not its own. */
 #define PMGR_FORWARD_TIMEOUT_MS 800
+/* Below the hook's bound on an Advise (500 ms) for the same reason, and
+ * one more: a process that gets no answer sends its release again with
+ * its next call, so the pod manager must answer (UNREACHABLE: the release
+ * is lost, the safe error) before the process gives up, or a release the
+ * scheduler applied late would be given back twice. */
+#define PMGR_ADVISE_TIMEOUT_MS 400
 #define MIB (1024.0 * 1024.0)
 
 /* What was granted (up) and given back (down) here for pid since its last
@@ -207,6 +214,7 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
   Gmt__MemInfoRequest meminfo;
   Gmt__AdviseRequest advise;
   char *pod = (char *)pm->name;
+  int timeout_ms = PMGR_FORWARD_TIMEOUT_MS;
 
   /* Shallow copies: only the pod differs, and the request is packed
    * before gmt_client_call_async() returns. */
@@ -230,6 +238,7 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
     advise = *req->advise_req;
     advise.pod = pod;
     env.advise_req = &advise;
+    timeout_ms = PMGR_ADVISE_TIMEOUT_MS;
     break;
   default: gmt_call_reply_error(call, -EINVAL, "not a request to forward"); return;
   }
@@ -241,7 +250,7 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
   }
   f->pm = pm;
   f->call = call;
-  int rc = gmt__pmgr_schd_call(pm, &env, PMGR_FORWARD_TIMEOUT_MS, on_forwarded, f);
+  int rc = gmt__pmgr_schd_call(pm, &env, timeout_ms, on_forwarded, f);
   if (rc < 0) {
     free(f);
     if (rc == -ESHUTDOWN)
