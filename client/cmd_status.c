@@ -19,7 +19,8 @@ static void usage(FILE *f)
              "\n"
              "Shows every configured pod: whether its pod manager is connected,\n"
              "its request/limit share of GPU time, its device memory in use\n"
-             "against its limit, and its processes.\n"
+             "against its limit, and its processes; then the node's pinned host\n"
+             "memory, of which gmt pinned on advice, against its budget.\n"
              "\n"
              "  --json       print one line of JSON (see docs/protocol.md)\n"
              "  -h, --help   show this help\n");
@@ -97,6 +98,16 @@ static void print_text(const Gmt__StatusReply *st)
       print_safe(p->exe);
       putchar('\n');
     }
+  }
+  if (st->host) {
+    /* The node's page-locked host memory: what its processes hold, of
+     * which gmt pinned on advice, against --pinned-limit. */
+    char pinned[32], advised[32], budget[32];
+    human(pinned, sizeof pinned, st->host->pinned_bytes);
+    human(advised, sizeof advised, st->host->pinned_advised);
+    human(budget, sizeof budget, st->host->pinned_limit);
+    printf("\n%-12s  %-12s  %s\n", "HOST PINNED", "ON ADVICE", "BUDGET");
+    printf("%-12s  %-12s  %s\n", pinned, advised, budget);
   }
 }
 

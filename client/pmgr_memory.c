@@ -1,6 +1,7 @@
-/* gmt-pmgr: the pod's memory calls (Reserve, Release, MemInfo). They are
- * stamped with the pod's name (a process cannot name another pod) and
- * forwarded to the scheduler, whose ledger decides.
+/* gmt-pmgr: the pod's memory calls (Reserve, Release, MemInfo, and Advise
+ * for pinned host memory). They are stamped with the pod's name (a process
+ * cannot name another pod) and forwarded to the scheduler, whose ledger
+ * decides.
  *
  * While the scheduler cannot be reached (the heartbeat says so, or a
  * forwarded call gets no answer) the pod manager decides, from its view of
@@ -10,6 +11,16 @@
  * together through an outage, not for each alone. A report that shows
  * more held settles the grants it includes (a report from before a grant
  * settles nothing), so the count never drops below what is held.
+ *
+ * Advise is the exception: the pinned budget is the node's, shared by
+ * every pod, and no pod manager can know what the others took. So while
+ * the scheduler is away every Advise is answered no, PIN_REASON_UNREACHABLE,
+ * and what it carried is lost: the bytes it gave back stay charged to the
+ * process in the scheduler's ledger (until the process exits, or the pod
+ * is forgotten and its reports rebuilt: over-counting is the safe error),
+ * and its buffer histories are not recorded. (A call whose answer came too
+ * late may have been granted there all the same: charged, never pinned,
+ * until the process exits.)
  *
  * A refusal by the scheduler (over quota, a pod it does not list) is an
  * answer and goes back as it is. */
@@ -140,6 +151,18 @@ static void reply_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *r
     gmt_call_reply_body(call, GMT__ENVELOPE__BODY_MEMINFO_REP, &body);
     return;
   }
+  case GMT__ENVELOPE__BODY_ADVISE_REQ: {
+    /* Never a pin without the scheduler's ledger (see the top). */
+    const Gmt__AdviseRequest *r = req->advise_req;
+    if (r->bytes)
+      gmt_debug("pid %u: pin of %" PRIu64 " bytes refused: the scheduler is unreachable", r->pid,
+                r->bytes);
+    Gmt__AdviseReply body = GMT__ADVISE_REPLY__INIT;
+    body.pin = false;
+    body.reason = GMT__PIN_REASON__PIN_REASON_UNREACHABLE;
+    gmt_call_reply_body(call, GMT__ENVELOPE__BODY_ADVISE_REP, &body);
+    return;
+  }
   default: gmt_call_reply_error(call, -EINVAL, "not a memory call"); return;
   }
 }
@@ -182,6 +205,7 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
   Gmt__ReserveRequest reserve;
   Gmt__ReleaseRequest release;
   Gmt__MemInfoRequest meminfo;
+  Gmt__AdviseRequest advise;
   char *pod = (char *)pm->name;
 
   /* Shallow copies: only the pod differs, and the request is packed
@@ -201,6 +225,11 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
     meminfo = *req->meminfo_req;
     meminfo.pod = pod;
     env.meminfo_req = &meminfo;
+    break;
+  case GMT__ENVELOPE__BODY_ADVISE_REQ:
+    advise = *req->advise_req;
+    advise.pod = pod;
+    env.advise_req = &advise;
     break;
   default: gmt_call_reply_error(call, -EINVAL, "not a request to forward"); return;
   }

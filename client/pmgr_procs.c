@@ -28,6 +28,7 @@ struct pmgr_proc {
   uint64_t memory_used, launches, allocs, frees;
   uint64_t memory_reserved; /* what it holds in the ledger, as it reports */
   uint64_t pinned_bytes;    /* page-locked host memory, as it reports */
+  uint64_t pinned_advised;  /* of which pinned on advice (the scheduler rebuilds from it) */
   int pidfd;                /* -1: watched by the timer */
   union {
     uv_handle_t handle;
@@ -266,13 +267,15 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
     bool changed = set_exe(p, rep->exe) > 0;
     changed |= p->memory_used != rep->memory_used || p->launches != rep->launches ||
                p->allocs != rep->allocs || p->frees != rep->frees ||
-               p->memory_reserved != rep->memory_reserved || p->pinned_bytes != rep->pinned_bytes;
+               p->memory_reserved != rep->memory_reserved || p->pinned_bytes != rep->pinned_bytes ||
+               p->pinned_advised != rep->pinned_advised;
     p->memory_used = rep->memory_used;
     p->launches = rep->launches;
     p->allocs = rep->allocs;
     p->frees = rep->frees;
     p->memory_reserved = rep->memory_reserved;
     p->pinned_bytes = rep->pinned_bytes;
+    p->pinned_advised = rep->pinned_advised;
     if (changed)
       pm->procs_cb(pm, p->pid, false);
   }
@@ -294,6 +297,7 @@ void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__Proces
     out[i].frees = p->frees;
     out[i].memory_reserved = p->memory_reserved;
     out[i].pinned_bytes = p->pinned_bytes;
+    out[i].pinned_advised = p->pinned_advised;
     ptrs[i] = &out[i];
   }
 }

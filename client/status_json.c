@@ -76,6 +76,7 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   rc |= add(o, "frees", new_u64(p->frees));
   rc |= add(o, "memory_reserved", new_u64(p->memory_reserved));
   rc |= add(o, "pinned_bytes", new_u64(p->pinned_bytes));
+  rc |= add(o, "pinned_advised", new_u64(p->pinned_advised));
   if (rc) {
     json_object_put(o);
     return NULL;
@@ -89,6 +90,7 @@ static json_object *host_json(const Gmt__HostStatus *h)
   if (!o)
     return NULL;
   int rc = add(o, "pinned_bytes", new_u64(h->pinned_bytes));
+  rc |= add(o, "pinned_advised", new_u64(h->pinned_advised));
   rc |= add(o, "pinned_limit", new_u64(h->pinned_limit));
   if (rc) {
     json_object_put(o);
@@ -120,6 +122,7 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "gpu_time_share", new_share(pod->gpu_time_share));
   rc |= add(o, "holds_token", json_object_new_boolean(pod->holds_token));
   rc |= add(o, "pinned_bytes", new_u64(pod->pinned_bytes));
+  rc |= add(o, "pinned_advised", new_u64(pod->pinned_advised));
   for (size_t i = 0; i < pod->n_processes && !rc; i++)
     rc |= push(procs, process_json(pod->processes[i]));
   rc |= add(o, "processes", procs);

@@ -32,6 +32,12 @@
  * the scheduler's loop for long. */
 #define GMT_POD_MAX_PROCESSES 4096
 
+/* The most buffer histories one Advise may carry: gmt-schd records the
+ * first this many and skips the rest, so that one message cannot hold the
+ * scheduler's loop (and its store) for long. A hook with more sends them
+ * in several calls. */
+#define GMT_ADVISE_MAX_HISTORY 4096
+
 /* ---- envelopes ---- */
 
 /* Packs env (its version is set to ours) into a new buffer owned by the

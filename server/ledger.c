@@ -169,6 +169,14 @@ uint64_t gmt_ledger_pod_total(const gmt_ledger_t *l, const char *pod)
   return p ? p->total : 0;
 }
 
+uint64_t gmt_ledger_node_total(const gmt_ledger_t *l)
+{
+  uint64_t sum = 0;
+  for (size_t i = 0; i < l->npods; i++)
+    sum = sum > UINT64_MAX - l->pods[i].total ? UINT64_MAX : sum + l->pods[i].total;
+  return sum;
+}
+
 uint64_t gmt_ledger_pid_total(const gmt_ledger_t *l, const char *pod, uint32_t pid)
 {
   const lproc_t *pr = proc_find(pod_find(l, pod), pid);

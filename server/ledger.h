@@ -40,6 +40,9 @@ uint64_t gmt_ledger_release(gmt_ledger_t *l, const char *pod, uint32_t pid, int 
                             uint64_t bytes);
 
 uint64_t gmt_ledger_pod_total(const gmt_ledger_t *l, const char *pod);
+/* The sum over every pod (saturating): the node's total, for a ledger
+ * whose limit is the node's (the pinned host memory of pin advice). */
+uint64_t gmt_ledger_node_total(const gmt_ledger_t *l);
 uint64_t gmt_ledger_pid_total(const gmt_ledger_t *l, const char *pod, uint32_t pid);
 /* Whether pid has an entry: it reserved (or was adopted) since it joined,
  * even if it holds nothing now. */

@@ -115,7 +115,8 @@ static gmt_proc_t *procs_from(const Gmt__HeartbeatRequest *req, size_t *n)
                         .allocs = r->allocs,
                         .frees = r->frees,
                         .memory_reserved = r->memory_reserved,
-                        .pinned_bytes = r->pinned_bytes};
+                        .pinned_bytes = r->pinned_bytes,
+                        .pinned_advised = r->pinned_advised};
     if (!(v[k].exe = strdup(r->exe ? r->exe : ""))) {
       procs_free(v, k);
       return NULL;

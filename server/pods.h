@@ -21,6 +21,7 @@ typedef struct gmt_proc {
   uint64_t frees;
   uint64_t memory_reserved; /* as its report says; the ledger rebuilds from it */
   uint64_t pinned_bytes;    /* page-locked host memory, as its report says */
+  uint64_t pinned_advised;  /* of which pinned on advice; the pinned ledger rebuilds from it */
 } gmt_proc_t;
 
 typedef struct gmt_pod {

@@ -1,6 +1,6 @@
 /* gmt-schd's message handlers: one function per request kind, found in the
- * table below by the envelope's body case (the handlers of tokens, memory
- * and the tracer live in rpc_*.c; the replies they share, in reply.c below
+ * table below by the envelope's body case (the handlers of tokens, memory,
+ * pin advice and the tracer live in rpc_*.c; the replies they share, in reply.c below
  * them). Runs on the loop thread, so handlers read and change the daemon's
  * state freely. A handler answers its call exactly once; one that must
  * wait (a token) keeps the call and answers it when it can.
@@ -121,6 +121,7 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     host.pinned_bytes += ps[i].pinned_bytes;
     psp[i] = &ps[i];
   }
+  gmt__ledger_host_status(s, &host);
 
   Gmt__StatusReply body = GMT__STATUS_REPLY__INIT;
   body.n_pods = p->npods;
@@ -166,6 +167,8 @@ static const struct {
     [GMT__ENVELOPE__BODY_STATUS_REP] = {"StatusReply", on_reply_kind},
     [GMT__ENVELOPE__BODY_TRACE_SPOTS_REQ] = {"TraceSpots", gmt__rpc_trace_spots},
     [GMT__ENVELOPE__BODY_TRACE_SPOTS_REP] = {"TraceSpotsReply", on_reply_kind},
+    [GMT__ENVELOPE__BODY_ADVISE_REQ] = {"Advise", gmt__rpc_advise},
+    [GMT__ENVELOPE__BODY_ADVISE_REP] = {"AdviseReply", on_reply_kind},
 };
 
 static void on_unimplemented(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -206,6 +209,7 @@ static const char *pod_named(const Gmt__Envelope *req)
   case GMT__ENVELOPE__BODY_RESERVE_REQ: return req->reserve_req->pod;
   case GMT__ENVELOPE__BODY_RELEASE_REQ: return req->release_req->pod;
   case GMT__ENVELOPE__BODY_MEMINFO_REQ: return req->meminfo_req->pod;
+  case GMT__ENVELOPE__BODY_ADVISE_REQ: return req->advise_req->pod;
   default: return NULL;
   }
 }

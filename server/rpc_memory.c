@@ -1,10 +1,13 @@
-/* The memory ledger on the wire: Reserve, Release and MemInfo, reclaim when
- * a pod's processes go away, and the ledger's part of Status. The
+/* The memory ledgers on the wire: Reserve, Release and MemInfo, reclaim when
+ * a pod's processes go away, and the ledgers' part of Status. The
  * bookkeeping itself is server/ledger.c; this file decides which limit
  * applies (the pod's GPU_MEM in the config in force now, so a reload
  * applies to the next reservation) and what is logged.
  *
- * A pod's GPU_MEM is its total across every device of the node. */
+ * A pod's GPU_MEM is its total across every device of the node. The
+ * second ledger holds the host memory pinned on advice (the HOST tier):
+ * Advise (rpc_pin.c) charges it against the node's --pinned-limit; here
+ * it is kept in step with the pods' processes as the first one is. */
 #include <inttypes.h>
 #include <stdlib.h>
 
@@ -18,13 +21,17 @@
 
 int gmt__ledger_init(gmt_schd_t *s)
 {
-  return gmt_ledger_new(&s->ledger);
+  int rc = gmt_ledger_new(&s->ledger);
+  if (rc == 0 && (rc = gmt_ledger_new(&s->pinned_ledger)) < 0)
+    gmt__ledger_close(s);
+  return rc;
 }
 
 void gmt__ledger_close(gmt_schd_t *s)
 {
   gmt_ledger_free(s->ledger);
-  s->ledger = NULL;
+  gmt_ledger_free(s->pinned_ledger);
+  s->ledger = s->pinned_ledger = NULL;
 }
 
 void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -97,65 +104,110 @@ void gmt__rpc_meminfo(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_MEMINFO_REP, &body);
 }
 
+/* What sets one ledger apart when a pod's processes change: which of their
+ * reports' numbers it is rebuilt from, and how its bytes are named. */
+typedef struct {
+  const char *held; /* "reserved": "bytes (x MiB) it had reserved" */
+  uint64_t (*reported)(const gmt_proc_t *pr);
+} ledger_kind_t;
+
+static uint64_t reported_reserved(const gmt_proc_t *pr)
+{
+  return pr->memory_reserved;
+}
+
+static uint64_t reported_advised(const gmt_proc_t *pr)
+{
+  return pr->pinned_advised;
+}
+
+static const ledger_kind_t device_kind = {"reserved", reported_reserved};
+static const ledger_kind_t pinned_kind = {"pinned on advice", reported_advised};
+
+typedef struct {
+  gmt_schd_t *s;
+  const ledger_kind_t *kind;
+} sync_t;
+
 static void log_reclaim(void *arg, const char *pod, uint32_t pid, uint64_t bytes)
 {
-  (void)arg;
+  const sync_t *y = arg;
   if (bytes)
-    gmt_info("pod '%s': pid %u is gone; reclaimed %" PRIu64 " bytes (%.1f MiB) it had reserved",
-             pod, pid, bytes, (double)bytes / MIB);
+    gmt_info("pod '%s': pid %u is gone; reclaimed %" PRIu64 " bytes (%.1f MiB) it had %s", pod, pid,
+             bytes, (double)bytes / MIB, y->kind->held);
 }
 
 static bool pod_listed(void *arg, const char *name)
 {
-  gmt_schd_t *s = arg;
-  return gmt_pods_find(s->pods, name) != NULL;
+  const sync_t *y = arg;
+  return gmt_pods_find(y->s->pods, name) != NULL;
+}
+
+/* Keeps one ledger in step with the pod: what processes that are gone
+ * held is reclaimed, and after a restart of the scheduler or a
+ * reconnection what the processes report is taken in. */
+static void ledger_sync(gmt_schd_t *s, gmt_ledger_t *l, const ledger_kind_t *kind,
+                        const gmt_pod_t *pod, const uint32_t *pids)
+{
+  sync_t y = {s, kind};
+  /* A pod that a reload removed is no longer visited by name: sweep. */
+  gmt_ledger_retain_pods(l, pod_listed, log_reclaim, &y);
+
+  const char *name = pod->cfg.name;
+  gmt_ledger_retain(l, name, pids, pod->nprocs, uv_now(s->loop), log_reclaim, &y);
+  if (!pod->connected) {
+    gmt_ledger_set_synced(l, name, false);
+    return;
+  }
+  /* The processes still hold what they were granted. */
+  bool first = !gmt_ledger_synced(l, name);
+  for (size_t i = 0; i < pod->nprocs; i++) {
+    const gmt_proc_t *pr = &pod->procs[i];
+    uint64_t has = kind->reported(pr);
+    uint64_t add = gmt_ledger_adopt(l, name, pr->pid, has, first);
+    if (add)
+      gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes %s; taken into the ledger (+%" PRIu64
+               ")",
+               name, pr->pid, has, kind->held, add);
+  }
+  if (gmt_ledger_set_synced(l, name, true) < 0)
+    gmt_warn("pod '%s': out of memory in the ledger", name);
 }
 
 void gmt__ledger_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
 {
-  if (!s->ledger)
+  if (!s->ledger || !s->pinned_ledger)
     return;
-  /* A pod that a reload removed is no longer visited by name: sweep. */
-  gmt_ledger_retain_pods(s->ledger, pod_listed, log_reclaim, s);
-
-  const char *name = pod->cfg.name;
   uint32_t stack[64], *pids = stack;
   if (pod->nprocs > sizeof stack / sizeof stack[0] &&
       !(pids = malloc(pod->nprocs * sizeof *pids))) {
-    gmt_warn("pod '%s': out of memory checking its reservations; later", name);
+    gmt_warn("pod '%s': out of memory checking its reservations; later", pod->cfg.name);
     return;
   }
   for (size_t i = 0; i < pod->nprocs; i++)
     pids[i] = pod->procs[i].pid;
-  gmt_ledger_retain(s->ledger, name, pids, pod->nprocs, uv_now(s->loop), log_reclaim, s);
+  ledger_sync(s, s->ledger, &device_kind, pod, pids);
+  ledger_sync(s, s->pinned_ledger, &pinned_kind, pod, pids);
   if (pids != stack)
     free(pids);
-
-  if (!pod->connected) {
-    gmt_ledger_set_synced(s->ledger, name, false);
-    return;
-  }
-  /* Rebuild from the reports: after a restart of the scheduler or a
-   * reconnection the processes still hold what they reserved. */
-  bool first = !gmt_ledger_synced(s->ledger, name);
-  for (size_t i = 0; i < pod->nprocs; i++) {
-    const gmt_proc_t *pr = &pod->procs[i];
-    uint64_t add = gmt_ledger_adopt(s->ledger, name, pr->pid, pr->memory_reserved, first);
-    if (add)
-      gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes reserved; taken into the ledger "
-               "(+%" PRIu64 ")",
-               name, pr->pid, pr->memory_reserved, add);
-  }
-  if (gmt_ledger_set_synced(s->ledger, name, true) < 0)
-    gmt_warn("pod '%s': out of memory in the ledger", name);
 }
 
 void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
 {
-  if (!s->ledger)
+  if (!s->ledger || !s->pinned_ledger)
     return;
-  ps->memory_reserved = gmt_ledger_pod_total(s->ledger, pod->cfg.name);
-  for (size_t i = 0; i < ps->n_processes; i++)
-    ps->processes[i]->memory_reserved =
-        gmt_ledger_pid_total(s->ledger, pod->cfg.name, ps->processes[i]->pid);
+  const char *name = pod->cfg.name;
+  ps->memory_reserved = gmt_ledger_pod_total(s->ledger, name);
+  ps->pinned_advised = gmt_ledger_pod_total(s->pinned_ledger, name);
+  for (size_t i = 0; i < ps->n_processes; i++) {
+    Gmt__ProcessStatus *pr = ps->processes[i];
+    pr->memory_reserved = gmt_ledger_pid_total(s->ledger, name, pr->pid);
+    pr->pinned_advised = gmt_ledger_pid_total(s->pinned_ledger, name, pr->pid);
+  }
+}
+
+void gmt__ledger_host_status(gmt_schd_t *s, Gmt__HostStatus *host)
+{
+  if (s->pinned_ledger)
+    host->pinned_advised = gmt_ledger_node_total(s->pinned_ledger);
 }

@@ -33,8 +33,12 @@ typedef struct gmt_schd {
   struct gmt_tokens *tokens;       /* rpc_token.c: GPU time tokens */
   gmt_token_params_t token_params; /* --window-ms, --base-quota-ms, --min-quota-ms */
   struct gmt_ledger *ledger;       /* rpc_memory.c: memory reservations */
-  struct gmt_trace *trace;         /* rpc_trace.c: the node's eBPF tracer */
-  gmt_config_watch_t *cwatch;      /* main.c reloads the config when it says */
+  /* rpc_memory.c keeps it in step with the pods, rpc_pin.c charges it:
+   * the host memory pinned on advice, against pinned_limit. */
+  struct gmt_ledger *pinned_ledger;
+  struct gmt_pin_profiles *pin_profiles; /* rpc_pin.c: pin=use's profiles */
+  struct gmt_trace *trace;               /* rpc_trace.c: the node's eBPF tracer */
+  gmt_config_watch_t *cwatch;            /* main.c reloads the config when it says */
 
   uv_timer_t expiry; /* disconnects silent pods */
   uv_signal_t sigterm, sigint, sighup;
@@ -54,16 +58,24 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
 void gmt__tokens_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps);
 
-/* ---- rpc_memory.c: the memory ledger ---- */
+/* ---- rpc_memory.c: the memory ledgers (device, and pinned host) ---- */
 int gmt__ledger_init(gmt_schd_t *s);
 void gmt__ledger_close(gmt_schd_t *s);
 void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 void gmt__rpc_release(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 void gmt__rpc_meminfo(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
-/* As gmt__tokens_pod_changed: reservations of processes that are gone are
- * reclaimed. */
+/* As gmt__tokens_pod_changed: reservations and advised pins of processes
+ * that are gone are reclaimed. */
 void gmt__ledger_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
+/* memory_reserved and pinned_advised of the pod and its processes (after
+ * they are filled in), and the node's pinned_advised. */
 void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps);
+void gmt__ledger_host_status(gmt_schd_t *s, Gmt__HostStatus *host);
+
+/* ---- rpc_pin.c: pin advice ---- */
+int gmt__pin_init(gmt_schd_t *s);
+void gmt__pin_close(gmt_schd_t *s);
+void gmt__rpc_advise(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 
 /* Both of the above, for one pod or (pod NULL) for every pod. */
 void gmt__pods_changed(gmt_schd_t *s, const gmt_pod_t *pod);

@@ -1,4 +1,5 @@
-/* The scheduler's SQLite store: pod registrations and process lifetimes.
+/* The scheduler's SQLite store: pod registrations, process lifetimes and
+ * pin profiles.
  *
  * Only the loop thread uses it, so one connection with prepared statements
  * is enough. WAL lets an operator read the database (sqlite3 gmt.db) while
@@ -8,6 +9,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,8 +31,14 @@ enum {
   ST_PROC_ENDED,
   ST_PRUNE_OLD,
   ST_PRUNE_MANY,
+  ST_PROFILE_COUNT,
+  ST_PROFILE_UPDATE,
+  ST_PROFILE_INSERT,
+  ST_PROFILE_EACH,
   ST_COUNT,
 };
+
+#define MAXI "9223372036854775807"
 
 static const char *const stmt_sql[ST_COUNT] = {
     [ST_POD_REGISTERED] =
@@ -50,6 +58,22 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_PRUNE_MANY] = "DELETE FROM processes WHERE id IN (SELECT id FROM processes"
                       " WHERE ended_at IS NOT NULL ORDER BY ended_at DESC, id DESC"
                       " LIMIT -1 OFFSET ?1)",
+    /* A profile's columns are sums over its runs (clamped to what an
+     * SQLite integer holds: past it an addition would turn to REAL). */
+    [ST_PROFILE_COUNT] = "SELECT count(*) FROM pin_profiles WHERE exe = ?1",
+    [ST_PROFILE_UPDATE] =
+        "UPDATE pin_profiles SET size = min(size + ?6, " MAXI "),"
+        " h2d_copies = min(h2d_copies + ?7, " MAXI "), d2h_copies = min(d2h_copies + ?8, " MAXI "),"
+        " h2d_bytes = min(h2d_bytes + ?9, " MAXI "), d2h_bytes = min(d2h_bytes + ?10, " MAXI "),"
+        " lifetime_ms = lifetime_ms + ?11, runs = min(runs + 1, " MAXI "), updated_at = ?12"
+        " WHERE exe = ?1 AND module = ?2 AND site_offset = ?3 AND nth = ?4 AND size_class = ?5",
+    [ST_PROFILE_INSERT] =
+        "INSERT INTO pin_profiles(exe, module, site_offset, nth, size_class, size, h2d_copies,"
+        " d2h_copies, h2d_bytes, d2h_bytes, lifetime_ms, runs, updated_at)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1, ?12)",
+    [ST_PROFILE_EACH] = "SELECT module, site_offset, nth, size_class, size, h2d_copies,"
+                        " d2h_copies, h2d_bytes, d2h_bytes, lifetime_ms, runs, updated_at"
+                        " FROM pin_profiles WHERE exe = ?1 ORDER BY module",
 };
 
 /* A process row is live while ended_at is NULL; the partial unique index
@@ -75,7 +99,25 @@ static const char schema_sql[] =
     " WHERE ended_at IS NULL;"
     "CREATE INDEX IF NOT EXISTS processes_pod ON processes(pod, started_at);"
     "CREATE INDEX IF NOT EXISTS processes_ended ON processes(ended_at)"
-    " WHERE ended_at IS NOT NULL;";
+    " WHERE ended_at IS NOT NULL;"
+    /* Version 2. One row per buffer of a program, keyed as the hook names
+     * it from one run to the next (PinSite). site_offset holds the
+     * offset's 64 bits as SQLite's signed integer. */
+    "CREATE TABLE IF NOT EXISTS pin_profiles("
+    " exe TEXT NOT NULL,"
+    " module TEXT NOT NULL,"
+    " site_offset INTEGER NOT NULL,"
+    " nth INTEGER NOT NULL,"
+    " size_class INTEGER NOT NULL,"
+    " size INTEGER NOT NULL,"
+    " h2d_copies INTEGER NOT NULL,"
+    " d2h_copies INTEGER NOT NULL,"
+    " h2d_bytes INTEGER NOT NULL,"
+    " d2h_bytes INTEGER NOT NULL,"
+    " lifetime_ms REAL NOT NULL,"
+    " runs INTEGER NOT NULL,"
+    " updated_at INTEGER NOT NULL,"
+    " PRIMARY KEY(exe, module, site_offset, nth, size_class)) WITHOUT ROWID;";
 
 struct gmt_store {
   sqlite3 *db;
@@ -161,24 +203,33 @@ static int schema_init(gmt_store_t *st, int *sqlrc, char *errbuf, size_t errlen)
         sqlite3_errmsg(st->db));
     goto fail;
   }
-  if (sqlite3_column_type(q, 0) == SQLITE_NULL) {
-    rc = sqlite3_exec(st->db, "INSERT INTO schema_version(version) VALUES (1)", NULL, NULL, &msg);
+  sqlite3_int64 v = sqlite3_column_type(q, 0) == SQLITE_NULL ? 0 : sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  q = NULL;
+  if (v < 0 || v > GMT_STORE_SCHEMA_VERSION) {
+    say(errbuf, errlen, "state db %s: schema version %lld, this gmt-schd knows version %d only",
+        st->path, (long long)v, GMT_STORE_SCHEMA_VERSION);
+    rc = SQLITE_MISMATCH;
+    goto fail;
+  }
+  /* Every version so far only added tables, which schema_sql has just
+   * made where they were missing: a fresh file (no version) or an older
+   * one is upgraded by saying which version it is now. */
+  if (v < GMT_STORE_SCHEMA_VERSION) {
+    char sql[128];
+    snprintf(sql, sizeof sql,
+             "DELETE FROM schema_version; INSERT INTO schema_version(version) VALUES (%d)",
+             GMT_STORE_SCHEMA_VERSION);
+    rc = sqlite3_exec(st->db, sql, NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
       say(errbuf, errlen, "state db %s: cannot write schema_version: %s", st->path,
           msg ? msg : sqlite3_errstr(rc));
       goto fail;
     }
-  } else {
-    sqlite3_int64 v = sqlite3_column_int64(q, 0);
-    if (v != GMT_STORE_SCHEMA_VERSION) {
-      say(errbuf, errlen, "state db %s: schema version %lld, this gmt-schd knows version %d only",
-          st->path, (long long)v, GMT_STORE_SCHEMA_VERSION);
-      rc = SQLITE_MISMATCH;
-      goto fail;
-    }
+    if (v)
+      gmt_info("state db %s: schema upgraded from version %lld to %d", st->path, (long long)v,
+               GMT_STORE_SCHEMA_VERSION);
   }
-  sqlite3_finalize(q);
-  q = NULL;
   rc = sqlite3_exec(st->db, "COMMIT;", NULL, NULL, &msg);
   if (rc != SQLITE_OK) {
     say(errbuf, errlen, "state db %s: cannot commit schema: %s", st->path,
@@ -442,6 +493,148 @@ int gmt_store_prune(gmt_store_t *st, int64_t now_ms, int64_t keep_ms, int64_t ke
   if (n > 0)
     gmt_info("state db %s: pruned %d ended process%s", st->path, n, n == 1 ? "" : "es");
   return n;
+}
+
+/* ---- pin profiles ---- */
+
+/* A profile's key column holds the offset's bits: a cast both ways, so
+ * that every offset is its own key. */
+static sqlite3_int64 offset_bits(uint64_t v)
+{
+  sqlite3_int64 out;
+  memcpy(&out, &v, sizeof out);
+  return out;
+}
+
+/* The numbers come from a process: a lifetime that is no number is 0. */
+static double lifetime_of(double ms)
+{
+  return isfinite(ms) && ms > 0 ? ms : 0;
+}
+
+static void bind_history(sqlite3_stmt *s, const char *exe, const gmt_store_profile_row_t *h,
+                         int64_t now_ms)
+{
+  sqlite3_bind_text(s, 1, exe, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, h->module, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 3, offset_bits(h->offset));
+  sqlite3_bind_int64(s, 4, h->nth);
+  sqlite3_bind_int64(s, 5, h->size_class);
+  sqlite3_bind_int64(s, 6, clamp64(h->size));
+  sqlite3_bind_int64(s, 7, clamp64(h->h2d_copies));
+  sqlite3_bind_int64(s, 8, clamp64(h->d2h_copies));
+  sqlite3_bind_int64(s, 9, clamp64(h->h2d_bytes));
+  sqlite3_bind_int64(s, 10, clamp64(h->d2h_bytes));
+  sqlite3_bind_double(s, 11, lifetime_of(h->lifetime_ms));
+  sqlite3_bind_int64(s, 12, now_ms);
+}
+
+static bool path_ok(const char *p, bool empty_ok)
+{
+  if (!p)
+    return false;
+  size_t n = strnlen(p, GMT_STORE_PROFILE_PATH_MAX + 1);
+  return n <= GMT_STORE_PROFILE_PATH_MAX && (empty_ok || n > 0);
+}
+
+/* How many rows exe's profile holds; negative on failure. */
+static int64_t profile_rows(gmt_store_t *st, const char *exe)
+{
+  sqlite3_stmt *s = st->stmt[ST_PROFILE_COUNT];
+  sqlite3_bind_text(s, 1, exe, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(s);
+  int64_t n = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  if (n < 0) {
+    gmt_warn("state db %s: count a pin profile: %s", st->path, sqlite3_errmsg(st->db));
+    return sql_code(rc);
+  }
+  return n;
+}
+
+int gmt_store_profile_add(gmt_store_t *st, const char *exe, const gmt_store_profile_row_t *h,
+                          size_t n, int64_t now_ms, size_t *added)
+{
+  size_t done = 0, too_long = 0, full = 0;
+  if (added)
+    *added = 0;
+  if (!st)
+    return 0;
+  if (!path_ok(exe, false))
+    return -EINVAL;
+  gmt_store_batch_begin(st);
+  int64_t rows = profile_rows(st, exe);
+  int rv = rows < 0 ? (int)rows : 0;
+  for (size_t i = 0; i < n && rv == 0; i++) {
+    if (!path_ok(h[i].module, true)) {
+      too_long++;
+      continue;
+    }
+    bind_history(st->stmt[ST_PROFILE_UPDATE], exe, &h[i], now_ms);
+    if ((rv = run(st, ST_PROFILE_UPDATE, "add to a pin profile")) < 0)
+      break;
+    if (sqlite3_changes(st->db) > 0) {
+      done++;
+      continue;
+    }
+    /* A buffer it does not hold yet: a row of its own, within the bound. */
+    if (rows >= GMT_STORE_PROFILE_ROWS) {
+      full++;
+      continue;
+    }
+    bind_history(st->stmt[ST_PROFILE_INSERT], exe, &h[i], now_ms);
+    if ((rv = run(st, ST_PROFILE_INSERT, "add a buffer to a pin profile")) < 0)
+      break;
+    rows++;
+    done++;
+  }
+  gmt_store_batch_end(st);
+  if (too_long)
+    gmt_debug("pin profile of %s: %zu histories with a module path over %d bytes skipped", exe,
+              too_long, GMT_STORE_PROFILE_PATH_MAX);
+  if (full)
+    gmt_debug("pin profile of %s holds %d buffers, the most: %zu new ones skipped", exe,
+              GMT_STORE_PROFILE_ROWS, full);
+  if (added)
+    *added = done;
+  return rv;
+}
+
+int gmt_store_profile_each(gmt_store_t *st, const char *exe, gmt_store_profile_fn fn, void *arg)
+{
+  if (!st)
+    return 0;
+  sqlite3_stmt *s = st->stmt[ST_PROFILE_EACH];
+  sqlite3_bind_text(s, 1, exe, -1, SQLITE_STATIC);
+  int rc, rv = 0;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    const unsigned char *module = sqlite3_column_text(s, 0);
+    sqlite3_int64 off = sqlite3_column_int64(s, 1);
+    gmt_store_profile_row_t row = {
+        .module = module ? (const char *)module : "",
+        .nth = (uint32_t)sqlite3_column_int64(s, 2),
+        .size_class = (uint32_t)sqlite3_column_int64(s, 3),
+        .size = (uint64_t)sqlite3_column_int64(s, 4),
+        .h2d_copies = (uint64_t)sqlite3_column_int64(s, 5),
+        .d2h_copies = (uint64_t)sqlite3_column_int64(s, 6),
+        .h2d_bytes = (uint64_t)sqlite3_column_int64(s, 7),
+        .d2h_bytes = (uint64_t)sqlite3_column_int64(s, 8),
+        .lifetime_ms = sqlite3_column_double(s, 9),
+        .runs = (uint64_t)sqlite3_column_int64(s, 10),
+        .updated_ms = sqlite3_column_int64(s, 11),
+    };
+    memcpy(&row.offset, &off, sizeof row.offset);
+    if ((rv = fn(arg, &row)) != 0)
+      break;
+  }
+  if (rv == 0 && rc != SQLITE_DONE) {
+    gmt_warn("state db %s: read a pin profile: %s", st->path, sqlite3_errmsg(st->db));
+    rv = sql_code(rc);
+  }
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  return rv;
 }
 
 /* One transaction for many writes: a heartbeat's processes cost one

@@ -1,14 +1,18 @@
 /* The scheduler's state on disk (SQLite, STATE_DIR/gmt.db): which pods have
  * registered and which processes they ran, so that an operator (and later a
- * restarted scheduler) can see what happened. */
+ * restarted scheduler) can see what happened, and the pin profiles: what
+ * each program's host buffers did in the runs recorded (pin=profile), from
+ * which pin=use learns which are hot. */
 #ifndef GMT_SERVER_STORE_H
 #define GMT_SERVER_STORE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
 
-#define GMT_STORE_SCHEMA_VERSION 1
+/* 2 added pin_profiles; a version 1 file is upgraded at open. */
+#define GMT_STORE_SCHEMA_VERSION 2
 #define GMT_DEFAULT_STATE_DIR "/var/lib/gmt"
 
 typedef struct gmt_store gmt_store_t;
@@ -41,6 +45,48 @@ int gmt_store_process_ended(gmt_store_t *st, const char *pod, uint32_t pid, int6
 /* Deletes ended processes that ended before now_ms - keep_ms, then all but
  * the keep_rows that ended last. Returns how many it deleted. */
 int gmt_store_prune(gmt_store_t *st, int64_t now_ms, int64_t keep_ms, int64_t keep_rows);
+
+/* ---- pin profiles ---- */
+
+/* One buffer's row: where it was allocated (module, offset, nth,
+ * size_class: PinSite) and what it did. In a history being added, one run's
+ * numbers; in a row read back, the sums over the runs recorded (runs of
+ * them; size too, so that (h2d_bytes + d2h_bytes) / size is its reuse over
+ * them all). module points into the caller's (add) or the store's (each)
+ * memory. */
+typedef struct {
+  const char *module;
+  uint64_t offset;
+  uint32_t nth;
+  uint32_t size_class;
+  uint64_t size;
+  uint64_t h2d_copies, d2h_copies;
+  uint64_t h2d_bytes, d2h_bytes;
+  double lifetime_ms;
+  uint64_t runs;
+  int64_t updated_ms; /* wall clock of the last run added */
+} gmt_store_profile_row_t;
+
+/* A profile holds at most this many buffers per executable: a history of a
+ * buffer it does not hold yet is skipped beyond that (one that it holds is
+ * still added to). */
+#define GMT_STORE_PROFILE_ROWS 65536
+/* Longer executable or module paths are not recorded. */
+#define GMT_STORE_PROFILE_PATH_MAX 4096
+
+/* Adds n histories to exe's profile, one transaction: a site it holds
+ * gets the run added to its sums, a new one a row (while the executable
+ * has fewer than GMT_STORE_PROFILE_ROWS). *added (may be NULL) is how many
+ * were recorded; the others were skipped (logged at debug level). 0 or a
+ * negative code; -EINVAL for an empty or too long exe. */
+int gmt_store_profile_add(gmt_store_t *st, const char *exe, const gmt_store_profile_row_t *h,
+                          size_t n, int64_t now_ms, size_t *added);
+
+/* Calls fn with each row of exe's profile (rows sorted by module); a
+ * non-zero return from fn stops the walk and is returned. row and its
+ * module live only during the call. 0 or a negative code. */
+typedef int (*gmt_store_profile_fn)(void *arg, const gmt_store_profile_row_t *row);
+int gmt_store_profile_each(gmt_store_t *st, const char *exe, gmt_store_profile_fn fn, void *arg);
 
 /* Writes between these share one transaction; they nest. */
 void gmt_store_batch_begin(gmt_store_t *st);

@@ -213,6 +213,28 @@ static void test_rebuild_adopts_what_unknown_processes_report(void **state)
   assert_int_equal(gmt_ledger_pod_total(l, "a"), 250 * MIB);
 }
 
+static void test_node_total_sums_every_pod_and_follows_releases_and_reclaims(void **state)
+{
+  gmt_ledger_t *l = *state;
+  assert_int_equal(gmt_ledger_node_total(l), 0);
+  assert_int_equal(gmt_ledger_reserve(l, "a", 10, 0, 48 * MIB, UINT64_MAX, NOW, NULL), 0);
+  assert_int_equal(gmt_ledger_reserve(l, "a", 11, 0, 8 * MIB, UINT64_MAX, NOW, NULL), 0);
+  assert_int_equal(gmt_ledger_reserve(l, "b", 20, 0, 16 * MIB, UINT64_MAX, NOW, NULL), 0);
+  assert_int_equal(gmt_ledger_node_total(l), 72 * MIB);
+  assert_int_equal(gmt_ledger_release(l, "a", 10, 0, 32 * MIB), 32 * MIB);
+  assert_int_equal(gmt_ledger_node_total(l), 40 * MIB);
+  const uint32_t none[] = {0};
+  assert_int_equal(gmt_ledger_retain(l, "b", none, 0, NOW + GMT_LEDGER_GRACE_MS, NULL, NULL),
+                   16 * MIB);
+  assert_int_equal(gmt_ledger_node_total(l), 24 * MIB);
+  assert_int_equal(gmt_ledger_retain_pods(l, keep_b, NULL, NULL), 24 * MIB);
+  assert_int_equal(gmt_ledger_node_total(l), 0);
+  /* Adopted bytes count, and a sum past 2^64 saturates. */
+  assert_int_equal(gmt_ledger_adopt(l, "c", 30, UINT64_MAX - 1, true), UINT64_MAX - 1);
+  assert_int_equal(gmt_ledger_adopt(l, "d", 40, 5, true), 5);
+  assert_true(gmt_ledger_node_total(l) == UINT64_MAX);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -234,6 +256,8 @@ int main(void)
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_rebuild_adopts_what_unknown_processes_report, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(
+          test_node_total_sums_every_pod_and_follows_releases_and_reclaims, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -69,6 +69,7 @@ static void test_status_json_renders_every_field(void **state)
   p2.frees = 0;
   p2.memory_reserved = (6ull << 30) + (32ull << 20);
   p2.pinned_bytes = 5ull << 30; /* past 32 bits */
+  p2.pinned_advised = 4ull << 30;
   Gmt__ProcessStatus *procs_a[] = {&p1, &p2};
 
   Gmt__PodStatus a = GMT__POD_STATUS__INIT, b = GMT__POD_STATUS__INIT;
@@ -81,6 +82,7 @@ static void test_status_json_renders_every_field(void **state)
   a.gpu_time_share = 0.25;
   a.holds_token = 1;
   a.pinned_bytes = 5ull << 30;
+  a.pinned_advised = 4ull << 30;
   b.config = &cfg_b;
   b.connected = 0;
   b.memory_used = 0;
@@ -92,6 +94,7 @@ static void test_status_json_renders_every_field(void **state)
   Gmt__HostStatus host = GMT__HOST_STATUS__INIT;
   host.pinned_bytes = 5ull << 30;
   host.pinned_limit = 24ull << 30;
+  host.pinned_advised = 4ull << 30;
   st.host = &host;
 
   json_object *root = render(&st);
@@ -130,7 +133,9 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(j2, "frees"), 0);
   assert_int_equal(int_field(j2, "memory_reserved"), (int64_t)((6ull << 30) + (32ull << 20)));
   assert_int_equal(int_field(j2, "pinned_bytes"), 5ll << 30);
-  assert_int_equal(json_object_object_length(j2), 8); /* nothing undocumented */
+  assert_int_equal(int_field(j2, "pinned_advised"), 4ll << 30);
+  assert_int_equal(int_field(j1, "pinned_advised"), 0);
+  assert_int_equal(json_object_object_length(j2), 9); /* nothing undocumented */
 
   json_object *jb = json_object_array_get_idx(jpods, 1);
   assert_string_equal(json_object_get_string(field(jb, "name", json_type_string)),
@@ -145,11 +150,14 @@ static void test_status_json_renders_every_field(void **state)
   assert_false(json_object_get_boolean(field(jb, "holds_token", json_type_boolean)));
   assert_int_equal(int_field(ja, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(jb, "pinned_bytes"), 0);
-  assert_int_equal(json_object_object_length(jb), 12);
+  assert_int_equal(int_field(ja, "pinned_advised"), 4ll << 30);
+  assert_int_equal(int_field(jb, "pinned_advised"), 0);
+  assert_int_equal(json_object_object_length(jb), 13);
   json_object *jh = field(root, "host", json_type_object);
   assert_int_equal(int_field(jh, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(jh, "pinned_limit"), 24ll << 30);
-  assert_int_equal(json_object_object_length(jh), 2);
+  assert_int_equal(int_field(jh, "pinned_advised"), 4ll << 30);
+  assert_int_equal(json_object_object_length(jh), 3);
   assert_int_equal(json_object_object_length(root), 2);
   json_object_put(root);
 }
