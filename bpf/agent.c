@@ -96,6 +96,12 @@ static void on_call(gmt_tracer_t *t, const struct gmt_trace_event *e)
   case GMT_TFN_HOST_UNREGISTER:
     gmt_memhistory_unpin(t->mh, e->pid, e->addr, e->ts_ns, e->tid);
     break;
+  case GMT_TFN_GMT_PINNED: /* the (un)registration just before was gmt's */
+    if (gmt_memhistory_pinned_by_gmt(t->mh, e->pid, e->addr, e->size, e->flags != 0, e->ts_ns,
+                                     e->tid) != 0)
+      gmt_debug("trace: gmt %spinned 0x%llx in pid %u, which was not traced", e->flags ? "" : "un",
+                (unsigned long long)e->addr, e->pid);
+    break;
   case GMT_TFN_MEMCPY_HTOD:
   case GMT_TFN_MEMCPY_DTOH:
   case GMT_TFN_MEMCPY:
@@ -212,6 +218,22 @@ int gmt_tracer_new(gmt_tracer_t **out, const gmt_tracer_opts_t *o)
   return 0;
 }
 
+/* pid runs under gmt's hook (preloaded: mapped from its start): its marker
+ * is probed, so that gmt's own pins are told from the program's. Without
+ * the hook there is nothing to probe; a failure costs only that. */
+static void probe_hook(gmt_tracer_t *t, uint32_t pid)
+{
+  char path[4096], err[512];
+  int rc = gmt_probes_find_hook((int)pid, path, sizeof path);
+  if (rc != 0) {
+    if (rc != -ENOENT)
+      gmt_debug("trace: looking for gmt's hook in pid %u: %s", pid, strerror(-rc));
+    return;
+  }
+  if ((rc = gmt_probes_attach_hook(t->probes, path, err, sizeof err)) != 0)
+    gmt_warn("trace: %s; gmt's pins in pid %u look like the program's own", err, pid);
+}
+
 static void *poll_thread(void *arg)
 {
   gmt_tracer_t *t = arg;
@@ -259,6 +281,8 @@ int gmt_tracer_start(gmt_tracer_t *t, char *err, size_t errlen)
     return rc;
   if (t->libcuda[0] && (rc = gmt_probes_attach_libcuda(t->probes, t->libcuda, err, errlen)) != 0)
     goto fail;
+  if (t->opts.pid > 0)
+    probe_hook(t, (uint32_t)t->opts.pid);
   if (t->opts.own_thread) {
     atomic_store(&t->stop, false);
     if ((rc = -pthread_create(&t->thread, NULL, poll_thread, t)) != 0) {
@@ -334,7 +358,10 @@ int gmt_tracer_add_pid(gmt_tracer_t *t, uint32_t pid)
   gmt_trace_process_t p;
   if (gmt_memhistory_process_info(t->mh, pid, &p) != 0 || p.exited)
     gmt_memhistory_process_start(t->mh, pid, 0, gmt_now_ns());
-  return gmt_probes_add_pid(t->probes, pid);
+  int rc = gmt_probes_add_pid(t->probes, pid);
+  if (rc == 0)
+    probe_hook(t, pid);
+  return rc;
 }
 
 void gmt_tracer_pid_gone(gmt_tracer_t *t, uint32_t pid)

@@ -37,8 +37,10 @@ typedef struct gmt_tracer_opts {
 } gmt_tracer_opts_t;
 
 int gmt_tracer_new(gmt_tracer_t **t, const gmt_tracer_opts_t *o);
-/* Loads and attaches. On failure err holds one line saying what failed;
- * -EPERM/-EACCES when this user may not load BPF programs. */
+/* Loads and attaches (to opts.pid's libcuda, and to gmt's marker in the
+ * libgmthook.so it runs under, if any). On failure err holds one line
+ * saying what failed; -EPERM/-EACCES when this user may not load BPF
+ * programs. */
 int gmt_tracer_start(gmt_tracer_t *t, char *err, size_t errlen);
 /* Without own_thread: handle what the probes sent, waiting at most
  * timeout_ms. */
@@ -55,7 +57,8 @@ void gmt_tracer_free(gmt_tracer_t *t);
  * can open; gmt_probes_find_libcuda() gives one). Each file is probed
  * once, whatever path reaches it. */
 int gmt_tracer_attach_libcuda(gmt_tracer_t *t, const char *path, char *err, size_t errlen);
-/* Traces pid (and, with follow_forks, the children it forks from now on). */
+/* Traces pid (and, with follow_forks, the children it forks from now on),
+ * with gmt's marker probed in the libgmthook.so it runs under, if any. */
 int gmt_tracer_add_pid(gmt_tracer_t *t, uint32_t pid);
 /* pid ended without its exit reaching us (it exited before it was added,
  * or the event was lost): it is no longer traced, and what it held ends

@@ -83,9 +83,9 @@ int gmt_chrome_trace_write(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, c
             gmt_alloc_origin_name(in->origin));
     sep = ",";
     put_escaped(f, site);
-    fprintf(f, "\",\"h2d_count\":%llu,\"d2h_count\":%llu,\"faults\":%llu}}",
+    fprintf(f, "\",\"h2d_count\":%llu,\"d2h_count\":%llu,\"faults\":%llu%s}}",
             (unsigned long long)in->h2d_count, (unsigned long long)in->d2h_count,
-            (unsigned long long)in->faults);
+            (unsigned long long)in->faults, in->pinned_by_gmt ? ",\"pinned_by_gmt\":true" : "");
     fprintf(f,
             ",\n{\"ph\":\"e\",\"cat\":\"%s\",\"name\":\"%s %s #%llu\",\"id\":\"0x%llx\","
             "\"pid\":%u,\"tid\":%u,\"ts\":%.3f}",

@@ -13,7 +13,9 @@
  * in the user side's table, not a new program. Allocations and frees have
  * both (the result, the new address, is only there at the return); copies
  * and prefetches only the entry (GMT_TCOOKIE_ENTRY_ONLY), which sends the
- * event by itself: they are the calls a program makes by the thousand. */
+ * event by itself: they are the calls a program makes by the thousand.
+ * The same entry program serves gmt's own marker in libgmthook.so
+ * (GMT_TFN_GMT_PINNED), which says which registrations were gmt's. */
 #include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
@@ -377,6 +379,11 @@ static __always_inline int emit_entry_only(struct pt_regs *ctx, __u64 id, __u32 
     e->flags = (__u32)(a2 >> 32); /* CUmemLocation.id, passed in a register */
     e->stream = a4;
     break;
+  case GMT_TFN_GMT_PINNED:
+    e->addr = a0;
+    e->size = a1;
+    e->flags = (__u32)a2; /* 1: gmt registered it, 0: unregistered */
+    break;
   case GMT_TFN_MEMCPY_2D:
   case GMT_TFN_MEMCPY_3D:
     if (fn == GMT_TFN_MEMCPY_2D)
@@ -403,8 +410,9 @@ int BPF_KPROBE(cuda_enter)
   if (cookie & GMT_TCOOKIE_ENTRY_ONLY) {
     /* Inside another probed call (one with a return probe, so in the map)
      * a copy is the driver's own doing, as any nested call is: dropped.
-     * It has no return to undo a depth, so it takes none. */
-    if (!cur)
+     * It has no return to undo a depth, so it takes none. The hook's
+     * marker is never the driver's doing: it always goes. */
+    if (!cur || GMT_TCOOKIE_FN(cookie) == GMT_TFN_GMT_PINNED)
       emit_entry_only(ctx, id, cookie);
     return 0;
   }

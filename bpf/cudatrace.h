@@ -65,6 +65,12 @@ enum gmt_trace_fn {
   GMT_TFN_MEMCPY_3D,            /* cuMemcpy3D*(const CUDA_MEMCPY3D *[, stream]) */
   GMT_TFN_MEM_MAP,              /* cuMemMap(ptr, size, offset, handle, flags) */
   GMT_TFN_MEM_UNMAP,            /* cuMemUnmap(ptr, size) */
+  /* Not the driver's: gmt_trace_pinned(addr, size, pinned) in libgmthook.so,
+   * which the hook calls right after it registered a buffer itself (pinned
+   * 1) or unregistered one (0, size 0): the HOST_REGISTER or _UNREGISTER
+   * just before it on the thread was gmt's, not the program's. Entry only;
+   * the event's flags carry pinned. */
+  GMT_TFN_GMT_PINNED,
   GMT_TFN_MAX
 };
 

@@ -72,6 +72,7 @@ json_object *gmt_trace_alloc_json(const gmt_alloc_info_t *in)
   put_str(o, "kind", gmt_alloc_kind_name(in->kind));
   put_str(o, "origin", gmt_alloc_origin_name(in->origin));
   put_bool(o, "registered", in->registered);
+  put_bool(o, "pinned_by_gmt", in->pinned_by_gmt);
   put_u64(o, "address", in->address);
   snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)in->address);
   put_str(o, "address_hex", buf);
@@ -218,6 +219,7 @@ static int alloc_from_json(gmt_memhistory_t *mh, json_object *o)
   int origin = gmt_alloc_origin_parse(get_str(o, "origin"));
   in.origin = origin >= 0 ? (uint8_t)origin : GMT_ORIGIN_CALL; /* as in dumps without it */
   in.registered = get_bool(o, "registered");
+  in.pinned_by_gmt = get_bool(o, "pinned_by_gmt");
   in.address = get_u64(o, "address");
   in.size = get_u64(o, "size");
   in.site.pc = get_u64(o, "site_pc");
@@ -342,6 +344,7 @@ void gmt_trace_alloc_from_pb(const Gmt__TraceAllocation *a, gmt_alloc_info_t *in
                            .origin = a->origin < GMT_ORIGIN_MAX ? (uint8_t)a->origin
                                                                 : (uint8_t)GMT_ORIGIN_CALL,
                            .registered = a->registered,
+                           .pinned_by_gmt = a->pinned_by_gmt,
                            .active = a->active,
                            .address = a->address,
                            .size = a->size,
@@ -396,6 +399,7 @@ void gmt_trace_alloc_to_pb(const gmt_alloc_info_t *in, Gmt__TraceAllocation *a,
   a->events_dropped = in->events_dropped;
   a->origin = in->origin;
   a->registered = in->registered;
+  a->pinned_by_gmt = in->pinned_by_gmt;
 }
 
 static int alloc_to_pb(const gmt_alloc_history_t *h, Gmt__TraceAllocation *a, Gmt__TraceSite *site,

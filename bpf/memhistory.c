@@ -771,6 +771,7 @@ static void attach_fold(gmt_memhistory_t *mh, gmt_alloc_history_t *into, gmt_all
   a->faults += b->faults;
   a->prefetches += b->prefetches;
   a->events_dropped += b->events_dropped;
+  a->pinned_by_gmt |= b->pinned_by_gmt;
   if (b->alloc_ns < a->alloc_ns)
     a->alloc_ns = b->alloc_ns;
   merge_events(mh, into, h);
@@ -1042,6 +1043,30 @@ int gmt_memhistory_unpin(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint
   prune_ended(mh);
   un(mh);
   return rc;
+}
+
+int gmt_memhistory_pinned_by_gmt(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t size,
+                                 bool pinned, uint64_t ts, uint32_t tid)
+{
+  wr(mh);
+  gmt_alloc_history_t *h = find_active(mh, pid, addr);
+  if (!h && !pinned)
+    h = *addr_slot(mh, pid, addr); /* ended by that unregistration, if anything */
+  if (h || !pinned) {
+    if (h)
+      h->info.pinned_by_gmt = pinned;
+    un(mh);
+    return h ? 0 : -ENOENT;
+  }
+  un(mh);
+  int rc = gmt_memhistory_pin(mh, pid, addr, size, NULL, ts, tid);
+  if (rc != 0)
+    return rc;
+  wr(mh);
+  if ((h = find_active(mh, pid, addr)))
+    h->info.pinned_by_gmt = true;
+  un(mh);
+  return h ? 0 : -ENOENT;
 }
 
 /* ---- processes ---- */
@@ -1343,6 +1368,7 @@ void gmt_memhistory_totals(gmt_memhistory_t *mh, gmt_memhistory_totals_t *t)
     t->by_kind[in->kind]++;
     if (in->origin < GMT_ORIGIN_MAX)
       t->by_origin[in->origin]++;
+    t->pinned_by_gmt += in->pinned_by_gmt;
     t->faults += in->faults;
   }
   t->h2d_count = mh->copy_count[GMT_AEV_H2D];

@@ -90,6 +90,9 @@ typedef struct gmt_alloc_info {
   uint8_t kind;    /* gmt_alloc_kind_t */
   uint8_t origin;  /* gmt_alloc_origin_t */
   bool registered; /* host memory registered with the driver now */
+  /* gmt's hook registered it (pin advice), not the program, and has not
+   * unregistered it since; kept when the buffer ends while gmt holds it */
+  bool pinned_by_gmt;
   bool active;
   uint64_t address;
   uint64_t size;
@@ -234,6 +237,15 @@ int gmt_memhistory_pin(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64
                        const gmt_alloc_site_t *site, uint64_t ts, uint32_t tid);
 int gmt_memhistory_unpin(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t ts,
                          uint32_t tid);
+/* gmt's hook says that the registration (pinned) or unregistration (not)
+ * of the buffer at addr just before was its own: pinned_by_gmt of the
+ * allocation holding addr follows. A registration of memory not tracked
+ * makes it a host_pinned allocation of [addr, addr+size) first, as
+ * gmt_memhistory_pin() does (the registration's own event was missed);
+ * an unregistration that ended an allocation (one tracked only from its
+ * registration) clears it on that one. -ENOENT when nothing holds addr. */
+int gmt_memhistory_pinned_by_gmt(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t size,
+                                 bool pinned, uint64_t ts, uint32_t tid);
 
 int gmt_memhistory_process_start(gmt_memhistory_t *mh, uint32_t pid, uint32_t parent, uint64_t ts);
 /* Ends the process and every allocation it still held. */
@@ -277,6 +289,7 @@ typedef struct gmt_memhistory_totals {
   size_t allocations, active;
   size_t by_kind[GMT_ALLOC_KIND_MAX];
   size_t by_origin[GMT_ORIGIN_MAX];
+  size_t pinned_by_gmt; /* allocations marked pinned_by_gmt */
   uint64_t h2d_count, h2d_bytes, d2h_count, d2h_bytes, d2d_count, d2d_bytes;
   uint64_t faults, unmatched_faults, unmatched_copies;
   size_t processes;

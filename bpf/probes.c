@@ -1,7 +1,8 @@
 /* ProbeManager: open / configure / load / attach / poll / destroy of the
  * cudatrace skeleton (bpf/cudatrace.bpf.c). This file owns which driver
- * entry points are probed and how each one's arguments are read (the
- * cookie table below); the BPF side only follows the cookie. */
+ * entry points (and which function of gmt's hook) are probed and how each
+ * one's arguments are read (the cookie tables below); the BPF side only
+ * follows the cookie. */
 #include "probes.h"
 
 #include <bpf/bpf.h>
@@ -79,16 +80,24 @@ static const struct entry_point {
     {"cuMemcpy3DAsync_v2", GMT_TFN_MEMCPY_3D | GMT_TCOOKIE_ASYNC | EO},
     {"cuMemcpy3DAsync_v2_ptsz", GMT_TFN_MEMCPY_3D | GMT_TCOOKIE_ASYNC | EO},
 };
+/* gmt's own marker in libgmthook.so (hook/pin.c): an exported no-op that
+ * the hook calls right after each registration and unregistration it
+ * makes, so that the trace tells gmt's pins from the program's own. */
+static const struct entry_point hook_points[] = {
+    {"gmt_trace_pinned", GMT_TFN_GMT_PINNED | EO},
+};
 #undef EO
 #define N_ENTRY_POINTS (sizeof entry_points / sizeof entry_points[0])
+#define N_HOOK_POINTS (sizeof hook_points / sizeof hook_points[0])
+_Static_assert(N_HOOK_POINTS <= N_ENTRY_POINTS, "attach_file's arrays hold either table");
 
 struct gmt_probes {
   struct cudatrace_bpf *skel;
   struct ring_buffer *rb;
   struct bpf_link **links;
   size_t nlinks, caplinks;
-  struct stat *libcudas; /* files already probed (one file, many paths) */
-  size_t nlibcudas;
+  struct stat *files; /* libcudas and hooks already probed (one file, many paths) */
+  size_t nfiles;
   bool uprobe_multi; /* one link for all entry points (see attach_multi) */
   int *multi_fds;
   size_t nmulti;
@@ -346,13 +355,19 @@ cleanup:
   return rc;
 }
 
-int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, size_t errlen)
+/* Probes the entry points eps in the file at path, once per file whatever
+ * path reaches it. driver: they are libcuda's, whose absent entry points
+ * and slow prologues info reports; else they are the hook's marker, whose
+ * absence (a hook from before it) is only noted in the debug log, and
+ * which runs too seldom for its prologue to matter. */
+static int attach_file(gmt_probes_t *pm, const char *path, const struct entry_point *eps,
+                       size_t neps, bool driver, char *err, size_t errlen)
 {
   struct stat st;
   if (stat(path, &st) != 0)
     return errf(err, errlen, -errno, "attaching to %s", path);
-  for (size_t i = 0; i < pm->nlibcudas; i++)
-    if (pm->libcudas[i].st_dev == st.st_dev && pm->libcudas[i].st_ino == st.st_ino)
+  for (size_t i = 0; i < pm->nfiles; i++)
+    if (pm->files[i].st_dev == st.st_dev && pm->files[i].st_ino == st.st_ino)
       return 0;
 
   gmt_elf_t *elf = NULL;
@@ -364,13 +379,13 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
     rc = errf(err, errlen, -errno, "reading %s", path);
     goto cleanup;
   }
-  struct stat *nl = realloc(pm->libcudas, (pm->nlibcudas + 1) * sizeof *nl);
+  struct stat *nl = realloc(pm->files, (pm->nfiles + 1) * sizeof *nl);
   if (!nl) {
     rc = errf(err, errlen, -ENOMEM, "attaching to %s", path);
     goto cleanup;
   }
-  pm->libcudas = nl;
-  pm->libcudas[pm->nlibcudas++] = st;
+  pm->files = nl;
+  pm->files[pm->nfiles++] = st;
 
   /* With forks followed the uprobes fire for every process that maps this
    * file and the BPF side keeps the traced ones: a pid-bound uprobe would
@@ -380,11 +395,13 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
   uint64_t offs[N_ENTRY_POINTS], cookies[N_ENTRY_POINTS];
   uint64_t roffs[N_ENTRY_POINTS], rcookies[N_ENTRY_POINTS]; /* return probes */
   uint32_t n = 0, nret = 0;
-  for (size_t i = 0; i < N_ENTRY_POINTS; i++) {
-    const struct entry_point *ep = &entry_points[i];
+  for (size_t i = 0; i < neps; i++) {
+    const struct entry_point *ep = &eps[i];
     if (gmt_elf_func_offset(elf, ep->name, &offs[n]) != 0) {
-      pm->info.missing++;
-      note(pm->info.missing_names, sizeof pm->info.missing_names, ep->name);
+      if (driver) {
+        pm->info.missing++;
+        note(pm->info.missing_names, sizeof pm->info.missing_names, ep->name);
+      }
       gmt_debug("trace: %s has no %s, not probed", path, ep->name);
       continue;
     }
@@ -392,7 +409,7 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
     ssize_t got = pread(fd, code, sizeof code, (off_t)offs[n]);
     gmt_probe_site_t site = gmt_probe_site(code, got > 0 ? (size_t)got : 0);
     uint64_t off = offs[n] += site.skip;
-    if (!site.fast) {
+    if (!site.fast && driver) {
       pm->info.slow++;
       note(pm->info.slow_names, sizeof pm->info.slow_names, ep->name);
     }
@@ -433,6 +450,12 @@ int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, siz
       }
     }
   }
+  if (!driver) {
+    pm->info.hooks += n > 0;
+    if (n > 0)
+      gmt_debug("trace: %s: gmt's own pins are told apart", path);
+    goto cleanup;
+  }
   pm->info.uprobes += (int)n;
   pm->info.retprobes += (int)nret;
   if (pm->info.slow > slow_before)
@@ -444,6 +467,16 @@ cleanup:
     close(fd);
   gmt_elf_close(elf);
   return rc;
+}
+
+int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, size_t errlen)
+{
+  return attach_file(pm, path, entry_points, N_ENTRY_POINTS, true, err, errlen);
+}
+
+int gmt_probes_attach_hook(gmt_probes_t *pm, const char *path, char *err, size_t errlen)
+{
+  return attach_file(pm, path, hook_points, N_HOOK_POINTS, false, err, errlen);
 }
 
 int gmt_probes_add_pid(gmt_probes_t *pm, uint32_t pid)
@@ -640,14 +673,15 @@ void gmt_probes_free(gmt_probes_t *pm)
   for (size_t i = pm->nlinks; i-- > 0;)
     bpf_link__destroy(pm->links[i]);
   free(pm->links);
-  free(pm->libcudas);
+  free(pm->files);
   if (pm->stats_fd >= 0)
     close(pm->stats_fd);
   cudatrace_bpf__destroy(pm->skel);
   free(pm);
 }
 
-int gmt_probes_find_libcuda(int pid, char *path, size_t len)
+/* Where pid mapped a file whose name begins with prefix. */
+static int find_mapped(int pid, const char *prefix, char *path, size_t len)
 {
   gmt_procmap_list_t l;
   int rc = gmt_procmaps_read((uint32_t)pid, &l);
@@ -657,7 +691,7 @@ int gmt_probes_find_libcuda(int pid, char *path, size_t len)
   for (size_t i = 0; i < l.n && rc != 0; i++) {
     const char *p = l.maps[i].path, *base = strrchr(p, '/');
     if (l.maps[i].type != GMT_PMAP_FILE || l.maps[i].deleted || !base ||
-        strncmp(base + 1, "libcuda.so", 10) != 0)
+        strncmp(base + 1, prefix, strlen(prefix)) != 0)
       continue;
     /* The path as the process sees it, reached through its root: the
      * same file for a process on the host, the container's for one in a
@@ -670,4 +704,14 @@ int gmt_probes_find_libcuda(int pid, char *path, size_t len)
   }
   gmt_procmaps_list_free(&l);
   return rc;
+}
+
+int gmt_probes_find_libcuda(int pid, char *path, size_t len)
+{
+  return find_mapped(pid, "libcuda.so", path, len);
+}
+
+int gmt_probes_find_hook(int pid, char *path, size_t len)
+{
+  return find_mapped(pid, "libgmthook.so", path, len);
 }

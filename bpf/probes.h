@@ -1,8 +1,9 @@
 /* ProbeManager: the eBPF side of the tracer, seen from user space. Opens
  * the cudatrace skeleton, sets its configuration, loads it, attaches the
- * uprobes to a libcuda.so.1 and the kernel tracepoints, and hands each
- * ring-buffer event to a callback from gmt_probes_poll() (own thread) or
- * when gmt_probes_fd() is readable (a libuv loop's uv_poll).
+ * uprobes to a libcuda.so.1 (and to gmt's marker in libgmthook.so) and
+ * the kernel tracepoints, and hands each ring-buffer event to a callback
+ * from gmt_probes_poll() (own thread) or when gmt_probes_fd() is readable
+ * (a libuv loop's uv_poll).
  *
  * Uprobes are one uprobe_multi link per libcuda where the kernel has them
  * (6.6+), else one perf-event uprobe per entry point;
@@ -44,6 +45,7 @@ typedef struct gmt_probes_info {
   char missing_names[512];
   int slow; /* probed where a hit single-steps (~10x the cost, see prologue.c) */
   char slow_names[512];
+  int hooks;                /* libgmthook files whose gmt_trace_pinned is probed */
   int kernel_attached;      /* tracepoint programs attached */
   char kernel_skipped[256]; /* those that could not be, and why */
 } gmt_probes_info_t;
@@ -54,6 +56,10 @@ int gmt_probes_open(gmt_probes_t **pm, const gmt_probes_opts_t *o, char *err, si
 /* Probes the driver entry points in one libcuda (a path as this process
  * sees it). Entry points the file does not export are skipped. */
 int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, size_t errlen);
+/* Probes gmt's marker (gmt_trace_pinned, GMT_TFN_GMT_PINNED) in one
+ * libgmthook.so, once per file as libcuda is. A hook without the marker
+ * gets no probe, and that is no error (said in the debug log). */
+int gmt_probes_attach_hook(gmt_probes_t *pm, const char *path, char *err, size_t errlen);
 /* Traces pid too (the daemon adds processes as they register). */
 int gmt_probes_add_pid(gmt_probes_t *pm, uint32_t pid);
 /* Stops tracing pid (0, or -ENOENT when it was not traced). */
@@ -90,5 +96,8 @@ void gmt_probes_free(gmt_probes_t *pm);
 /* Where pid mapped libcuda.so.1, as a path this process can open
  * (through /proc/PID/root). -ESRCH: no such process; -ENOENT: not mapped. */
 int gmt_probes_find_libcuda(int pid, char *path, size_t len);
+/* The same for gmt's hook (libgmthook.so): -ENOENT for a process that
+ * runs without it. */
+int gmt_probes_find_hook(int pid, char *path, size_t len);
 
 #endif

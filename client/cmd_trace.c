@@ -163,7 +163,7 @@ static void print_rows(FILE *f, const gmt_alloc_info_t *rows, size_t n)
             (unsigned long long)a->d2h_count, hb, db, (unsigned long long)a->faults, site);
     if (a->origin != GMT_ORIGIN_ATTACH)
       fprintf(f, " #%u", a->site_nth);
-    fprintf(f, "%s\n", a->active ? "" : " (freed)");
+    fprintf(f, "%s%s\n", a->pinned_by_gmt ? " (pinned by gmt)" : "", a->active ? "" : " (freed)");
   }
 }
 
@@ -191,11 +191,11 @@ static void print_summary(FILE *f, gmt_tracer_t *tr, size_t k)
   fprintf(f, "trace of pid %u: %zu process%s, %.2f s, %llu dropped events\n", meta.root_pid,
           t.processes, t.processes == 1 ? "" : "es", secs, (unsigned long long)meta.dropped_events);
   fprintf(f,
-          "allocations: %zu (device %zu, host_pinned %zu, host_pageable %zu, managed %zu), "
-          "%zu still active, %zu not seen allocated (found by their copies)\n",
+          "allocations: %zu (device %zu, host_pinned %zu (%zu pinned by gmt), host_pageable %zu, "
+          "managed %zu), %zu still active, %zu not seen allocated (found by their copies)\n",
           t.allocations, t.by_kind[GMT_ALLOC_DEVICE], t.by_kind[GMT_ALLOC_HOST_PINNED],
-          t.by_kind[GMT_ALLOC_HOST_PAGEABLE], t.by_kind[GMT_ALLOC_MANAGED], t.active,
-          t.by_origin[GMT_ORIGIN_ATTACH]);
+          t.pinned_by_gmt, t.by_kind[GMT_ALLOC_HOST_PAGEABLE], t.by_kind[GMT_ALLOC_MANAGED],
+          t.active, t.by_origin[GMT_ORIGIN_ATTACH]);
   fprintf(f,
           "copies: H2D %llu (%s), D2H %llu (%s), D2D %llu, unmatched %llu; faults in host "
           "buffers %llu\n",
@@ -642,6 +642,9 @@ static int trace_main(const char *schd_url, int argc, char **argv)
   fprintf(stderr, "gmt trace: tracing pid %d (%s: %d entry points probed, %d absent)%s\n", pid,
           libcuda, pi->uprobes, pi->missing, duration > 0 ? "" : ", Ctrl-C to stop");
   if (verbose) {
+    fprintf(stderr, "gmt trace: gmt's hook: %d file%s probed%s\n", pi->hooks,
+            pi->hooks == 1 ? "" : "s",
+            pi->hooks ? " (gmt's own pins are told from the program's)" : "");
     if (pi->missing)
       fprintf(stderr, "gmt trace: not in this driver: %s\n", pi->missing_names);
     fprintf(stderr, "gmt trace: %d kernel tracepoints attached%s%s\n", pi->kernel_attached,

@@ -472,6 +472,88 @@ static void test_pinning_pageable_memory_changes_its_kind_and_back(void **state)
   gmt_memhistory_free(mh);
 }
 
+/* The hook's marker (GMT_TFN_GMT_PINNED) follows its own registrations:
+ * the buffer it registered is marked, the program's own registration is
+ * not, gmt's unregistration clears the mark. */
+static void test_gmt_marker_tells_gmts_pins_from_the_programs(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  gmt_alloc_info_t in;
+  gmt_alloc_site_t s = site_at("main", 2);
+  const uint64_t gmts = 0x7f0000000000, own = 0x7f1000000000, missed = 0x7f2000000000;
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  /* malloc'd through mmap: the buffer starts past malloc's header */
+  assert_int_equal(gmt_memhistory_alloc(mh, PID, GMT_ALLOC_HOST_PAGEABLE, GMT_ORIGIN_MMAP, gmts,
+                                        8 * MiB + 4096, &s, 1, PID),
+                   0);
+  assert_int_equal(gmt_memhistory_pin(mh, PID, gmts + 16, 8 * MiB, &s, 2, PID), 0);
+  assert_int_equal(gmt_memhistory_pinned_by_gmt(mh, PID, gmts + 16, 8 * MiB, true, 2, PID), 0);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, gmts, &in), 0);
+  assert_true(in.registered && in.pinned_by_gmt);
+  assert_int_equal(in.kind, GMT_ALLOC_HOST_PINNED);
+
+  /* the program's own registration: no marker follows */
+  assert_int_equal(gmt_memhistory_pin(mh, PID, own, 2 * MiB, &s, 3, PID), 0);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, own, &in), 0);
+  assert_true(in.registered);
+  assert_false(in.pinned_by_gmt);
+
+  /* a registration whose own event was missed: the marker makes the
+   * allocation as the registration would have */
+  assert_int_equal(gmt_memhistory_pinned_by_gmt(mh, PID, missed, 4 * MiB, true, 4, PID), 0);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, missed + MiB, &in), 0);
+  assert_true(in.registered && in.pinned_by_gmt);
+  assert_int_equal(in.origin, GMT_ORIGIN_REGISTER);
+  assert_int_equal(in.kind, GMT_ALLOC_HOST_PINNED);
+  assert_int_equal(in.size, 4 * MiB);
+
+  gmt_memhistory_totals_t t;
+  gmt_memhistory_totals(mh, &t);
+  assert_int_equal(t.pinned_by_gmt, 2);
+  assert_int_equal(t.by_kind[GMT_ALLOC_HOST_PINNED], 3);
+
+  /* gmt unregisters (before the free): the mark goes, the buffer stays */
+  assert_int_equal(gmt_memhistory_unpin(mh, PID, gmts + 16, 5, PID), 0);
+  assert_int_equal(gmt_memhistory_pinned_by_gmt(mh, PID, gmts + 16, 0, false, 5, PID), 0);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, gmts, &in), 0);
+  assert_true(in.active);
+  assert_false(in.registered || in.pinned_by_gmt);
+  /* one tracked only from its registration ends at the unregistration;
+   * the marker after it clears the ended one */
+  assert_int_equal(gmt_memhistory_unpin(mh, PID, missed, 6, PID), 0);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, missed, &in), -ENOENT);
+  assert_int_equal(gmt_memhistory_pinned_by_gmt(mh, PID, missed, 0, false, 6, PID), 0);
+  gmt_memhistory_totals(mh, &t);
+  assert_int_equal(t.pinned_by_gmt, 0);
+  /* an unregistration of nothing tracked */
+  assert_int_equal(gmt_memhistory_pinned_by_gmt(mh, PID, 0x1000, 0, false, 7, PID), -ENOENT);
+  gmt_memhistory_free(mh);
+}
+
+/* A buffer that ends while gmt holds its registration (the process exits)
+ * keeps the mark: the history says gmt had pinned it. */
+static void test_gmt_mark_stays_on_a_buffer_that_ends_pinned(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  gmt_alloc_site_t s = site_at("main", 2);
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  assert_int_equal(gmt_memhistory_process_start(mh, PID, 0, 1), 0);
+  assert_int_equal(gmt_memhistory_alloc(mh, PID, GMT_ALLOC_HOST_PAGEABLE, GMT_ORIGIN_MMAP,
+                                        0x7f0000000000, 8 * MiB, &s, 1, PID),
+                   0);
+  assert_int_equal(gmt_memhistory_pin(mh, PID, 0x7f0000000000, 8 * MiB, &s, 2, PID), 0);
+  assert_int_equal(gmt_memhistory_pinned_by_gmt(mh, PID, 0x7f0000000000, 8 * MiB, true, 2, PID), 0);
+  gmt_memhistory_process_exit(mh, PID, 0, 3);
+  gmt_memhistory_rdlock(mh);
+  const gmt_alloc_info_t *in = &gmt_memhistory_at(mh, 0)->info;
+  assert_false(in->active || in->registered);
+  assert_true(in->pinned_by_gmt);
+  gmt_memhistory_unlock(mh);
+  gmt_memhistory_free(mh);
+}
+
 static void test_process_exit_ends_what_it_held(void **state)
 {
   (void)state;
@@ -511,6 +593,8 @@ static gmt_memhistory_t *sample_history(gmt_trace_meta_t *meta)
                    0);
   assert_int_equal(gmt_memhistory_fault(mh, PID, 0x7f0000002000, 77, ++ts, PID), 0);
   assert_int_equal(gmt_memhistory_pin(mh, PID, 0x7f0000000000, 4 * MiB, &s, ++ts, PID), 0);
+  assert_int_equal(gmt_memhistory_pinned_by_gmt(mh, PID, 0x7f0000000000, 4 * MiB, true, ts, PID),
+                   0);
   assert_int_equal(gmt_memhistory_free_at(mh, PID, 0x200000000000, ++ts, PID), 0);
   alloc(mh, 0x200000000000, 256 << 10, ++ts); /* reuse */
   assert_int_equal(gmt_memhistory_alloc(mh, PID + 1, GMT_ALLOC_MANAGED, GMT_ORIGIN_CALL,
@@ -543,6 +627,7 @@ static void assert_same_info(const gmt_alloc_info_t *x, const gmt_alloc_info_t *
   assert_int_equal(x->kind, y->kind);
   assert_int_equal(x->origin, y->origin);
   assert_int_equal(x->registered, y->registered);
+  assert_int_equal(x->pinned_by_gmt, y->pinned_by_gmt);
   assert_int_equal(x->active, y->active);
   assert_int_equal(x->address, y->address);
   assert_int_equal(x->size, y->size);
@@ -626,6 +711,8 @@ static void round_trip(const char *ext)
   assert_same_history(mh, &meta, back, &meta2, 1, 50);
   /* the loaded history answers as the live one did */
   gmt_alloc_info_t in;
+  assert_int_equal(gmt_memhistory_lookup(back, PID, 0x7f0000000000, &in), 0);
+  assert_true(in.pinned_by_gmt); /* a field that is seldom true: truly carried */
   assert_int_equal(gmt_memhistory_lookup(back, PID, 0x200000000010, &in), 0);
   assert_int_equal(in.id, 3);
   assert_int_equal(gmt_memhistory_hotspots(back, 1, &in), 1);
@@ -1116,6 +1203,8 @@ int main(void)
       cmocka_unit_test(test_event_cap_keeps_counters_exact),
       cmocka_unit_test(test_unified_copy_is_classified_by_its_pointers),
       cmocka_unit_test(test_pinning_pageable_memory_changes_its_kind_and_back),
+      cmocka_unit_test(test_gmt_marker_tells_gmts_pins_from_the_programs),
+      cmocka_unit_test(test_gmt_mark_stays_on_a_buffer_that_ends_pinned),
       cmocka_unit_test(test_process_exit_ends_what_it_held),
       cmocka_unit_test(test_json_dump_round_trips),
       cmocka_unit_test(test_gmtz_dump_round_trips),

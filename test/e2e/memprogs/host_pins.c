@@ -2,12 +2,17 @@
  * accounting. Allocates 8 MiB with cuMemAllocHost, 4 MiB with
  * cuMemHostAlloc and registers a 2 MiB malloc'd buffer, then prints
  * PINNED; after a line on stdin frees and unregisters them all and prints
- * FREED; after another line it exits. A failure prints FAIL and exits 1. */
+ * FREED; after another line it exits. With the argument `gate` it says
+ * READY pid=N once the driver is up and waits for a line before it pins,
+ * so that a tracer can attach first (test_trace_pins.py). A failure prints
+ * FAIL and exits 1. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #define MiB (1u << 20)
 
@@ -27,15 +32,21 @@ static void wait_line(void)
     exit(0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
   CUdevice dev;
   CUcontext ctx;
   void *a = NULL, *b = NULL;
   char *c = malloc(2 * MiB);
   if (!c || !ok(cuInit(0), "cuInit") || !ok(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
-      !ok(cuDevicePrimaryCtxRetain(&ctx, dev), "retain") || !ok(cuCtxSetCurrent(ctx), "set") ||
-      !ok(cuMemAllocHost_v2(&a, 8 * MiB), "cuMemAllocHost") ||
+      !ok(cuDevicePrimaryCtxRetain(&ctx, dev), "retain") || !ok(cuCtxSetCurrent(ctx), "set"))
+    return 1;
+  if (argc > 1 && strcmp(argv[1], "gate") == 0) {
+    printf("READY pid=%d\n", (int)getpid());
+    fflush(stdout);
+    wait_line();
+  }
+  if (!ok(cuMemAllocHost_v2(&a, 8 * MiB), "cuMemAllocHost") ||
       !ok(cuMemHostAlloc(&b, 4 * MiB, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc") ||
       !ok(cuMemHostRegister_v2(c, 2 * MiB, 0), "cuMemHostRegister"))
     return 1;

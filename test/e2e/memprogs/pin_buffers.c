@@ -2,6 +2,7 @@
  * end-to-end tests (test_pinning.py).
  *
  *   pin_buffers SIZE_MIB HOT HOT_COPIES COLD COLD_COPIES [async] [register] [realloc] [api]
+ *               [gate]
  *
  * Mallocs HOT + COLD buffers of SIZE_MIB at one call site (hot first), then
  * copies each hot buffer HOT_COPIES times to the device and back, and each
@@ -15,7 +16,10 @@
  * each to twice its size and checks its bytes survived) and prints FREED;
  * after another line it exits. With `api` the buffers come from
  * gmt_host_alloc (gmt/alloc.h) under one site name, and go back with
- * gmt_host_free (no realloc). Any failure prints FAIL and exits 1. */
+ * gmt_host_free (no realloc). With `gate` it says READY pid=N once the
+ * driver is up (the hook registered) and waits for a line on stdin before
+ * it allocates, so that a tracer can attach first (test_trace_pins.py).
+ * Any failure prints FAIL and exits 1. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
 #define MAXBUF 64
@@ -101,18 +106,19 @@ int main(int argc, char **argv)
 {
   if (argc < 6) {
     fprintf(stderr, "usage: pin_buffers SIZE_MIB HOT HOT_COPIES COLD COLD_COPIES [async] "
-                    "[register] [realloc]\n");
+                    "[register] [realloc] [api] [gate]\n");
     return 2;
   }
   size_t size = (size_t)atoi(argv[1]) * MiB;
   int hot = atoi(argv[2]), hot_copies = atoi(argv[3]);
   int cold = atoi(argv[4]), cold_copies = atoi(argv[5]);
-  int do_register = 0, do_realloc = 0, api = 0;
+  int do_register = 0, do_realloc = 0, api = 0, gate = 0;
   for (int i = 6; i < argc; i++) {
     use_async |= strcmp(argv[i], "async") == 0;
     do_register |= strcmp(argv[i], "register") == 0;
     do_realloc |= strcmp(argv[i], "realloc") == 0;
     api |= strcmp(argv[i], "api") == 0;
+    gate |= strcmp(argv[i], "gate") == 0;
   }
   int n = hot + cold;
   if (n <= 0 || n > MAXBUF || size == 0 || hot_copies < 0 || cold_copies < 0)
@@ -126,6 +132,11 @@ int main(int argc, char **argv)
       !ok(cuMemAlloc_v2(&d, size), "cuMemAlloc") ||
       !ok(cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
     return 1;
+  if (gate) {
+    printf("READY pid=%d\n", (int)getpid());
+    fflush(stdout);
+    wait_line();
+  }
   unsigned char *buf[MAXBUF];
   for (int i = 0; i < n; i++) /* one call site: the nth names the buffer */
     if (!(buf[i] = api ? gmt_host_alloc(size, "pin_buffers.buf") : malloc(size))) {
