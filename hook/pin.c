@@ -137,9 +137,70 @@ static double do_unregister(uintptr_t addr, CUcontext ctx, int sync)
 
 typedef struct {
   Gmt__PinSite site;
+  const gmt_heap_site_t *where; /* the heap's site, for the site cache */
   uint64_t bytes;
   int pays_back;
 } ask_t;
+
+/* ---- pin=use: what the profile says of each site, kept ----
+ *
+ * The first answer about a site brings the profile's view of all its
+ * buffers (AdviseReply.site_profiled, hot_nths); later buffers there that
+ * are not hot are left pageable without asking. Under the heap lock. */
+
+#define SITE_CACHE 256
+#define SITE_NTHS 4096 /* nths past this are asked about one by one */
+
+static struct site_answer {
+  const gmt_heap_site_t *site; /* NULL: a free slot */
+  uint32_t size_class;
+  int profiled;
+  uint8_t hot[SITE_NTHS / 8];
+} g_sites[SITE_CACHE];
+
+static struct site_answer *site_answer_locked(const gmt_heap_site_t *site, uint32_t size_class)
+{
+  for (size_t i = 0; i < SITE_CACHE && g_sites[i].site; i++)
+    if (g_sites[i].site == site && g_sites[i].size_class == size_class)
+      return &g_sites[i];
+  return NULL;
+}
+
+static void keep_site_answer(const ask_t *q, const Gmt__AdviseReply *r)
+{
+  if (!q || !q->where)
+    return;
+  gmt__heap_lock();
+  struct site_answer *a = site_answer_locked(q->where, q->site.size_class);
+  for (size_t i = 0; !a && i < SITE_CACHE; i++)
+    if (!g_sites[i].site)
+      a = &g_sites[i];
+  if (a) {
+    memset(a, 0, sizeof *a);
+    a->site = q->where;
+    a->size_class = q->site.size_class;
+    a->profiled = r->site_profiled;
+    for (size_t i = 0; i < r->n_hot_nths; i++)
+      if (r->hot_nths[i] < SITE_NTHS)
+        a->hot[r->hot_nths[i] / 8] |= (uint8_t)(1u << (r->hot_nths[i] % 8));
+  }
+  gmt__heap_unlock();
+}
+
+/* Lock held: what the kept answer says of b without asking (a
+ * PinReason), or -1 when it must be asked about. */
+static int known_answer_locked(const gmt_hostbuf_t *b)
+{
+  uint32_t size_class = (uint32_t)(63 - __builtin_clzll((unsigned long long)b->size));
+  const struct site_answer *a = b->site ? site_answer_locked(b->site, size_class) : NULL;
+  if (!a)
+    return -1;
+  if (!a->profiled)
+    return GMT__PIN_REASON__PIN_REASON_UNPROFILED;
+  if (b->nth < SITE_NTHS && !(a->hot[b->nth / 8] & (1u << (b->nth % 8))))
+    return GMT__PIN_REASON__PIN_REASON_COLD;
+  return -1;
+}
 
 static void fill_site(Gmt__PinSite *s, const gmt_hostbuf_t *b)
 {
@@ -231,6 +292,8 @@ static int advise(const ask_t *q, int *pin, int *reason)
   if (rc == 0) {
     *pin = rep->advise_rep->pin;
     *reason = rep->advise_rep->reason;
+    if (q && atomic_load_explicit(&g_mode, memory_order_relaxed) == GMT__PIN_MODE__PIN_USE)
+      keep_site_answer(q, rep->advise_rep);
   } else {
     GMT_HOOK_DEBUG("pin: Advise failed (%s%s%s)", gmt_strerror(rc), *err ? ": " : "", err);
     /* Keep what did not go out for the next one (histories that no
@@ -332,8 +395,8 @@ static int wants_pin(const gmt_hostbuf_t *b, int mode, uint64_t now, int *pays_b
   if (b->pin.state != GMT_PINBUF_NONE || now < b->pin.retry_ms || now < g.budget_until_ms)
     return 0;
   switch (mode) {
-  case GMT__PIN_MODE__PIN_PROFILE:
-  case GMT__PIN_MODE__PIN_USE: return 1;
+  case GMT__PIN_MODE__PIN_PROFILE: return 1;
+  case GMT__PIN_MODE__PIN_USE: return 1; /* unless the site's answer is kept (copy_begin) */
   case GMT__PIN_MODE__PIN_ADAPTIVE: {
     /* Ski rental: pin once the extra time its pageable copies took pays
      * for pinning it and unpinning it later. A buffer copied once shows
@@ -420,9 +483,16 @@ void gmt__pin_copy_begin(gmt_pin_copy_t *c, const void *src, const void *dst, si
   uint64_t id = b->id;
   uintptr_t addr = b->addr;
   size_t size = b->size;
+  int known = ask && mode == GMT__PIN_MODE__PIN_USE ? known_answer_locked(b) : -1;
+  if (known >= 0) {
+    b->pin.state = GMT_PINBUF_DECLINED;
+    b->pin.reason = (uint8_t)known;
+    ask = 0;
+  }
   if (ask) {
     b->pin.state = GMT_PINBUF_ASKING;
     fill_site(&q.site, b);
+    q.where = b->site;
     q.bytes = b->size;
     q.pays_back = pays_back;
   }

@@ -37,6 +37,8 @@
  * scheduler's loop (and its store) for long. A hook with more sends them
  * in several calls. */
 #define GMT_ADVISE_MAX_HISTORY 4096
+/* The most hot nths an AdviseReply lists for one site. */
+#define GMT_ADVISE_MAX_HOT_NTHS 4096
 
 /* ---- envelopes ---- */
 

@@ -177,11 +177,10 @@ out:
   return rc;
 }
 
-gmt_pin_site_t gmt_pin_profiles_site(gmt_pin_profiles_t *p, const char *exe, const char *module,
-                                     uint64_t offset, uint32_t nth, uint32_t size_class)
+/* exe's classified profile, loaded when not in the cache; NULL when it
+ * cannot be read (logged). */
+static exe_t *profile_of(gmt_pin_profiles_t *p, const char *exe)
 {
-  if (!exe || !exe[0] || !module)
-    return GMT_PIN_SITE_UNKNOWN;
   exe_t *e = cached(p, exe);
   if (!e) {
     /* A free slot, else the one asked about least recently. */
@@ -194,14 +193,53 @@ gmt_pin_site_t gmt_pin_profiles_site(gmt_pin_profiles_t *p, const char *exe, con
     if (rc < 0) {
       gmt_warn("pin profile of %s cannot be read: %s; its sites count as unprofiled", exe,
                gmt_strerror(rc));
-      return GMT_PIN_SITE_UNKNOWN;
+      return NULL;
     }
   }
   e->used = ++p->tick;
+  return e;
+}
+
+gmt_pin_site_t gmt_pin_profiles_site(gmt_pin_profiles_t *p, const char *exe, const char *module,
+                                     uint64_t offset, uint32_t nth, uint32_t size_class)
+{
+  exe_t *e = exe && exe[0] && module ? profile_of(p, exe) : NULL;
+  if (!e)
+    return GMT_PIN_SITE_UNKNOWN;
   site_t key = {.module = module, .offset = offset, .nth = nth, .size_class = size_class};
   const site_t *s =
       e->nsites ? bsearch(&key, e->sites, e->nsites, sizeof *e->sites, site_cmp) : NULL;
   if (!s)
     return GMT_PIN_SITE_UNKNOWN;
   return s->hot ? GMT_PIN_SITE_HOT : GMT_PIN_SITE_COLD;
+}
+
+size_t gmt_pin_profiles_site_hot(gmt_pin_profiles_t *p, const char *exe, const char *module,
+                                 uint64_t offset, uint32_t size_class, uint32_t *nths, size_t cap,
+                                 bool *known)
+{
+  *known = false;
+  exe_t *e = exe && exe[0] && module ? profile_of(p, exe) : NULL;
+  if (!e)
+    return 0;
+  /* A site's buffers sit together, by nth: from the first at or past nth 0. */
+  site_t key = {.module = module, .offset = offset};
+  size_t lo = 0, hi = e->nsites, n = 0;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (site_cmp(&e->sites[mid], &key) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (size_t i = lo;
+       i < e->nsites && e->sites[i].offset == offset && strcmp(e->sites[i].module, module) == 0;
+       i++) {
+    if (e->sites[i].size_class != size_class)
+      continue;
+    *known = true;
+    if (e->sites[i].hot && n < cap)
+      nths[n++] = e->sites[i].nth;
+  }
+  return n;
 }

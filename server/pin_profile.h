@@ -6,6 +6,7 @@
 #ifndef GMT_SERVER_PIN_PROFILE_H
 #define GMT_SERVER_PIN_PROFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,5 +37,12 @@ int gmt_pin_profiles_add(gmt_pin_profiles_t *p, const char *exe, const gmt_store
  * read (logged). */
 gmt_pin_site_t gmt_pin_profiles_site(gmt_pin_profiles_t *p, const char *exe, const char *module,
                                      uint64_t offset, uint32_t nth, uint32_t size_class);
+
+/* The same profile, of a whole site: the nths at (module, offset,
+ * size_class) that it calls hot, up to cap of them into nths (the count
+ * is returned); *known says whether it holds any buffer of that site. */
+size_t gmt_pin_profiles_site_hot(gmt_pin_profiles_t *p, const char *exe, const char *module,
+                                 uint64_t offset, uint32_t size_class, uint32_t *nths, size_t cap,
+                                 bool *known);
 
 #endif

@@ -182,6 +182,17 @@ void gmt__rpc_advise(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
               reason_name(a.reason), used, limit);
 
   Gmt__AdviseReply body = GMT__ADVISE_REPLY__INIT;
+  uint32_t hot[GMT_ADVISE_MAX_HOT_NTHS];
+  if (pod->cfg.pin == GMT__PIN_MODE__PIN_USE && r->bytes && r->site) {
+    /* The site as a whole, for the hook to keep: it then asks only about
+     * the buffers the profile calls hot. */
+    bool known = false;
+    body.n_hot_nths =
+        gmt_pin_profiles_site_hot(s->pin_profiles, exe, r->site->module, r->site->offset,
+                                  r->site->size_class, hot, GMT_ADVISE_MAX_HOT_NTHS, &known);
+    body.hot_nths = hot;
+    body.site_profiled = known;
+  }
   body.pin = a.pin;
   body.reason = (Gmt__PinReason)a.reason;
   body.pinned_used = used;

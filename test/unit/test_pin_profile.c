@@ -4,6 +4,7 @@
  * (a new store on the same folder). */
 #include <limits.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -120,6 +121,34 @@ static void test_hot_cold_and_unknown_sites_of_a_recorded_run(void **state)
   assert_int_equal(site(f, "", 0x100, 0), GMT_PIN_SITE_UNKNOWN);
 }
 
+/* A whole site's answer, as the hook keeps it: its hot nths, and whether
+ * the profile knows it at all (in that size class). */
+static void test_a_site_as_a_whole(void **state)
+{
+  fixture_t *f = *state;
+  record_issue_run(f, EXE);
+  uint32_t nths[8];
+  bool known = false;
+  size_t n = gmt_pin_profiles_site_hot(f->p, EXE, LIB, 0x100, 22, nths, 8, &known);
+  assert_true(known);
+  assert_int_equal(n, 2);
+  assert_int_equal(nths[0], 0);
+  assert_int_equal(nths[1], 1);
+  n = gmt_pin_profiles_site_hot(f->p, EXE, LIB, 0x200, 22, nths, 8, &known);
+  assert_true(known);
+  assert_int_equal(n, 0);
+  n = gmt_pin_profiles_site_hot(f->p, EXE, LIB, 0x100, 1, nths, 1, &known); /* a cap of 1 */
+  assert_int_equal(n, 0);
+  assert_false(known); /* no buffer of that size class there */
+  n = gmt_pin_profiles_site_hot(f->p, EXE, LIB, 0x100, 22, nths, 1, &known);
+  assert_int_equal(n, 1);
+  n = gmt_pin_profiles_site_hot(f->p, EXE, LIB, 0x300, 22, nths, 8, &known);
+  assert_int_equal(n, 0);
+  assert_false(known);
+  n = gmt_pin_profiles_site_hot(f->p, "/bin/else", LIB, 0x100, 22, nths, 8, &known);
+  assert_false(known);
+}
+
 static void test_new_histories_are_learned_from_at_once(void **state)
 {
   fixture_t *f = *state;
@@ -174,6 +203,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
       T(test_hot_cold_and_unknown_sites_of_a_recorded_run),
+      T(test_a_site_as_a_whole),
       T(test_new_histories_are_learned_from_at_once),
       T(test_profiles_outlive_a_restart),
       T(test_every_exe_answers_past_the_cache_bound),
