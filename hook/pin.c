@@ -24,6 +24,10 @@
 #define COLD_MS 1000            /* a pinned buffer not copied for this long may make room */
 #define MEASURE_MIN (256 << 10) /* copies this small time the call, not the bus */
 #define HISTORY_CAP 1024
+/* Grants are asked for in chunks, so that a run of pins makes one Advise;
+ * what is left is given back after SLACK_IDLE_MS without a pin. */
+#define CHUNK ((uint64_t)64 << 20)
+#define SLACK_IDLE_MS 100
 #define EWMA 0.25
 
 /* Until measured: PCIe Gen5 as measured on an H100/H200 (docs/pinning.md):
@@ -41,6 +45,8 @@ static struct {
   double pageable_npb, pinned_npb, reg_npb, unreg_npb; /* ns per byte */
   int pageable_seen, pinned_seen, reg_seen, unreg_seen;
   uint64_t release; /* advised bytes unpinned, not yet given back */
+  uint64_t slack;   /* granted in a chunk and not pinned yet */
+  uint64_t slack_used_ms;
   uint64_t budget_until_ms;
   size_t nhist;
   struct hist {
@@ -187,8 +193,8 @@ static void keep_site_answer(const ask_t *q, const Gmt__AdviseReply *r)
   gmt__heap_unlock();
 }
 
-/* Lock held: what the kept answer says of b without asking (a
- * PinReason), or -1 when it must be asked about. */
+/* Lock held: what the kept answer says of b (a PinReason: HOT, COLD or
+ * UNPROFILED), or -1 when it must be asked about. */
 static int known_answer_locked(const gmt_hostbuf_t *b)
 {
   uint32_t size_class = (uint32_t)(63 - __builtin_clzll((unsigned long long)b->size));
@@ -197,9 +203,10 @@ static int known_answer_locked(const gmt_hostbuf_t *b)
     return -1;
   if (!a->profiled)
     return GMT__PIN_REASON__PIN_REASON_UNPROFILED;
-  if (b->nth < SITE_NTHS && !(a->hot[b->nth / 8] & (1u << (b->nth % 8))))
-    return GMT__PIN_REASON__PIN_REASON_COLD;
-  return -1;
+  if (b->nth >= SITE_NTHS)
+    return -1;
+  return a->hot[b->nth / 8] & (1u << (b->nth % 8)) ? GMT__PIN_REASON__PIN_REASON_HOT
+                                                   : GMT__PIN_REASON__PIN_REASON_COLD;
 }
 
 static void fill_site(Gmt__PinSite *s, const gmt_hostbuf_t *b)
@@ -409,13 +416,55 @@ static int wants_pin(const gmt_hostbuf_t *b, int mode, uint64_t now, int *pays_b
   }
 }
 
-/* Asks about buffer id (state ASKING) and pins it on a yes. */
-static void ask_and_pin(uint64_t id, const ask_t *q, uintptr_t addr, size_t size)
+/* Takes size from the slack when it holds that much. */
+static int take_slack(uint64_t size)
 {
-  int pin = 0, reason = GMT__PIN_REASON__PIN_REASON_UNREACHABLE;
-  int rc = advise(q, &pin, &reason);
-  if (rc == 0 && !pin && reason == GMT__PIN_REASON__PIN_REASON_BUDGET && unpin_cold() > 0)
-    rc = advise(q, &pin, &reason); /* the room it made is given back first */
+  gmt__heap_lock();
+  int ok = g.slack >= size;
+  if (ok) {
+    g.slack -= size;
+    g.slack_used_ms = gmt_now_ms();
+  }
+  gmt__heap_unlock();
+  return ok;
+}
+
+/* A grant for size, asked for as a chunk when one may be, and failing
+ * that exactly (the budget may have room for the one but not the other).
+ * Returns advise()'s code. */
+static int grant(const ask_t *q, uint64_t size, int *pin, int *reason)
+{
+  ask_t c = *q;
+  c.bytes = size < CHUNK ? CHUNK : size;
+  int rc = advise(&c, pin, reason);
+  if (rc == 0 && !*pin && *reason == GMT__PIN_REASON__PIN_REASON_BUDGET && c.bytes > size) {
+    c.bytes = size;
+    rc = advise(&c, pin, reason);
+  }
+  if (rc == 0 && *pin && c.bytes > size) {
+    gmt__heap_lock();
+    g.slack += c.bytes - size;
+    g.slack_used_ms = gmt_now_ms();
+    gmt__heap_unlock();
+  }
+  return rc;
+}
+
+/* Asks about buffer id (state ASKING) and pins it on a yes. sure: the
+ * answer is known to be yes but for the budget (profile, adaptive's pay
+ * back, use's kept hot site): the slack may do without asking. */
+static void ask_and_pin(uint64_t id, const ask_t *q, uintptr_t addr, size_t size, int sure,
+                        int sure_reason)
+{
+  int pin = 0, reason = GMT__PIN_REASON__PIN_REASON_UNREACHABLE, rc = 0;
+  if (sure && take_slack(size)) {
+    pin = 1;
+    reason = sure_reason;
+  } else {
+    rc = grant(q, size, &pin, &reason);
+    if (rc == 0 && !pin && reason == GMT__PIN_REASON__PIN_REASON_BUDGET && unpin_cold() > 0)
+      rc = grant(q, size, &pin, &reason); /* the room it made is given back first */
+  }
   CUcontext ctx = NULL;
   double ns = rc == 0 && pin ? do_register(addr, size, &ctx) : -1;
   uint64_t now = gmt_now_ms();
@@ -484,7 +533,12 @@ void gmt__pin_copy_begin(gmt_pin_copy_t *c, const void *src, const void *dst, si
   uintptr_t addr = b->addr;
   size_t size = b->size;
   int known = ask && mode == GMT__PIN_MODE__PIN_USE ? known_answer_locked(b) : -1;
-  if (known >= 0) {
+  int sure =
+      mode == GMT__PIN_MODE__PIN_PROFILE || pays_back || known == GMT__PIN_REASON__PIN_REASON_HOT;
+  int sure_reason = mode == GMT__PIN_MODE__PIN_PROFILE ? GMT__PIN_REASON__PIN_REASON_PROFILE
+                    : pays_back                        ? GMT__PIN_REASON__PIN_REASON_PAYS_BACK
+                                                       : GMT__PIN_REASON__PIN_REASON_HOT;
+  if (known >= 0 && known != GMT__PIN_REASON__PIN_REASON_HOT) {
     b->pin.state = GMT_PINBUF_DECLINED;
     b->pin.reason = (uint8_t)known;
     ask = 0;
@@ -500,7 +554,7 @@ void gmt__pin_copy_begin(gmt_pin_copy_t *c, const void *src, const void *dst, si
   /* The module string is the site table's, which lives as long as the
    * process: safe to read without the lock. */
   if (ask)
-    ask_and_pin(id, &q, addr, size);
+    ask_and_pin(id, &q, addr, size, sure, sure_reason);
 
   gmt__heap_lock();
   b = gmt__heap_by_id_locked(id);
@@ -559,6 +613,10 @@ void gmt__pin_yield(const void *p, size_t n)
 void gmt__pin_tick(void)
 {
   gmt__heap_lock();
+  if (g.slack && gmt_now_ms() - g.slack_used_ms >= SLACK_IDLE_MS) {
+    g.release += g.slack;
+    g.slack = 0;
+  }
   int due = g.release || g.nhist;
   gmt__heap_unlock();
   int pin, reason;
@@ -599,6 +657,7 @@ static void pin_child(void)
 {
   atomic_store(&g_advised, 0);
   g.release = 0;
+  g.slack = 0;
   g.nhist = 0;
 }
 
