@@ -24,6 +24,8 @@
 #include "log.h"
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
+/* Used by the wrappers only, which a sanitizer build leaves out. */
+#define WRAPPERS_ONLY __attribute__((unused))
 
 typedef void *(*malloc_fn)(size_t);
 typedef void *(*calloc_fn)(size_t, size_t);
@@ -48,9 +50,13 @@ static struct {
   munmap_fn munmap;
 } r;
 
-static _Atomic int g_ready;        /* r is filled in */
+static _Atomic int g_ready; /* r is filled in */
+#ifdef GMT_HEAP_NO_INTERPOSE
+static _Atomic int g_tracking = 0; /* nothing is seen: nothing is tracked */
+#else
 static _Atomic int g_tracking = 1; /* buffers are tracked */
-static _Atomic size_t g_count;     /* buffers tracked now */
+#endif
+static _Atomic size_t g_count; /* buffers tracked now */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static __thread int t_resolving TLS_IE;
 /* Set while this thread holds the heap lock: an allocation the driver
@@ -63,7 +69,7 @@ static __thread int t_locked TLS_IE;
 static _Alignas(64) char g_boot[64 * 1024];
 static _Atomic size_t g_boot_used;
 
-static void *boot_alloc(size_t n)
+WRAPPERS_ONLY static void *boot_alloc(size_t n)
 {
   size_t need = (n + 16 + 15) & ~(size_t)15;
   size_t at = atomic_fetch_add(&g_boot_used, need);
@@ -73,12 +79,12 @@ static void *boot_alloc(size_t n)
   return g_boot + at + 16;           /* zero: the arena is never reused */
 }
 
-static int in_boot(const void *p)
+WRAPPERS_ONLY static int in_boot(const void *p)
 {
   return (const char *)p >= g_boot && (const char *)p < g_boot + sizeof g_boot;
 }
 
-static size_t boot_size(const void *p)
+WRAPPERS_ONLY static size_t boot_size(const void *p)
 {
   size_t n;
   memcpy(&n, (const char *)p - 16, sizeof n);
@@ -312,7 +318,7 @@ out:
 }
 
 /* Before p goes back to the allocator. */
-static void untrack(void *p)
+WRAPPERS_ONLY static void untrack(void *p)
 {
   if (!p || atomic_load_explicit(&g_count, memory_order_relaxed) == 0 || t_locked || in_boot(p))
     return;
@@ -332,7 +338,7 @@ static void untrack(void *p)
     gone(&b, fn);
 }
 
-static void track(void *p, size_t n, uintptr_t pc)
+WRAPPERS_ONLY static void track(void *p, size_t n, uintptr_t pc)
 {
   track_at(p, n, pc, NULL);
 }
@@ -344,6 +350,10 @@ static void track(void *p, size_t n, uintptr_t pc)
 GMT_EXPORT void *gmt_host_alloc_v1(size_t n, const char *site)
 {
   void *p = NULL;
+#ifdef GMT_HEAP_NO_INTERPOSE
+  (void)site;
+  return posix_memalign(&p, 64, n ? n : 1) == 0 ? p : NULL;
+#endif
   if (!ready() || r.posix_memalign(&p, 64, n ? n : 1) != 0)
     return NULL;
   /* The site's key is its name: a made-up pc with the top bit set (no
@@ -364,6 +374,17 @@ GMT_EXPORT void gmt_host_free_v1(void *p)
   free(p);
 }
 
+#ifndef GMT_HEAP_NO_INTERPOSE
+static void *realloc_from_boot(void *p, size_t n)
+{
+  void *q = r.malloc(n);
+  if (q) {
+    size_t old = boot_size(p);
+    memcpy(q, p, old < n ? old : n);
+  }
+  return q;
+}
+
 GMT_EXPORT void *malloc(size_t n)
 {
   if (!ready())
@@ -382,16 +403,6 @@ GMT_EXPORT void *calloc(size_t nm, size_t sz)
   if (p && nm && sz >= GMT_HEAP_MIN / nm)
     track(p, nm * sz, CALLER);
   return p;
-}
-
-static void *realloc_from_boot(void *p, size_t n)
-{
-  void *q = r.malloc(n);
-  if (q) {
-    size_t old = boot_size(p);
-    memcpy(q, p, old < n ? old : n);
-  }
-  return q;
 }
 
 GMT_EXPORT void *realloc(void *p, size_t n)
@@ -495,6 +506,7 @@ GMT_EXPORT int munmap(void *addr, size_t len)
   }
   return r.munmap(addr, len);
 }
+#endif /* GMT_HEAP_NO_INTERPOSE */
 
 /* ---- fork ---- */
 
