@@ -22,6 +22,25 @@
     }                                                                                              \
   } while (0)
 
+/* For a program that a test drives line by line: a failed call prints
+ * "FAIL what=... rc=..." on stdout, where the test reads it, and gives 0. */
+static inline int gmt_prog_ok(CUresult r, const char *what)
+{
+  if (r == CUDA_SUCCESS)
+    return 1;
+  printf("FAIL what=%s rc=%d\n", what, (int)r);
+  fflush(stdout);
+  return 0;
+}
+
+/* Waits for the test's next line; exits when it closes stdin. */
+static inline void gmt_prog_wait_line(void)
+{
+  char buf[64];
+  if (!fgets(buf, sizeof buf, stdin))
+    exit(0);
+}
+
 static inline double gmt_prog_now_s(void)
 {
   struct timespec ts;

@@ -19,14 +19,14 @@ import unittest
 
 from gmt_e2e import (ASAN_PRELOAD, BUILD, GMT, GmtTestCase, tracer_missing, unless_runnable,
                      wait_for)
+import test_pinning as pins
 from test_trace import Tracer
 
-PIN_BUFFERS = os.path.join(BUILD, "test", "e2e", "memprogs", "pin_buffers")
-HOST_PINS = os.path.join(BUILD, "test", "e2e", "memprogs", "host_pins")
-MIB = 1 << 20
-SIZE_MIB = 8
-# The CI workload, as in test_pinning.py.
-HOT, HOT_TRIPS, COLD, COLD_TRIPS = 2, 50, 5, 1
+# The programs and the CI workload, as test_pinning.py runs them
+# (imported as a module, so that its test cases are not collected here).
+PIN_BUFFERS, HOST_PINS, MIB = pins.PIN_BUFFERS, pins.HOST_PINS, pins.MIB
+SIZE_MIB, HOT, HOT_TRIPS, COLD, COLD_TRIPS = (pins.SIZE_MIB, pins.HOT, pins.HOT_TRIPS, pins.COLD,
+                                              pins.COLD_TRIPS)
 
 
 @unittest.skipIf(ASAN_PRELOAD, "under ASan the ASan runtime owns malloc: no buffer is tracked")

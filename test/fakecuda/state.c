@@ -197,37 +197,34 @@ static int dir_ok(const char *d)
 }
 
 /* A copy rate in GB/s (10^9 bytes) from the environment; 0 means free. */
-static int read_rate(const char *name, double dflt, double *bps)
+/* A non-negative number from the environment (dflt when unset), times
+ * scale into *out; what names its unit in the error. */
+static int read_number(const char *name, double dflt, double scale, const char *what, double *out)
 {
   const char *v = getenv(name);
-  double gbps = dflt;
+  double x = dflt;
   if (v && *v) {
     char *end;
-    gbps = strtod(v, &end);
-    if (*end || !(gbps >= 0) || gbps > 1e6) {
-      fprintf(stderr, "fakecuda: %s='%s' is not a rate in GB/s (0: free)\n", name, v);
+    x = strtod(v, &end);
+    if (*end || !(x >= 0) || x > 1e6) {
+      fprintf(stderr, "fakecuda: %s='%s' is not %s (0: free)\n", name, v, what);
       return -1;
     }
   }
-  *bps = gbps * 1e9;
+  *out = x * scale;
   return 0;
+}
+
+/* A copy rate in GB/s, kept as bytes per second. */
+static int read_rate(const char *name, double dflt, double *bps)
+{
+  return read_number(name, dflt, 1e9, "a rate in GB/s", bps);
 }
 
 /* A cost in ms per GiB, kept as ns per byte. */
 static int read_cost(const char *name, double dflt, double *npb)
 {
-  const char *v = getenv(name);
-  double ms = dflt;
-  if (v && *v) {
-    char *end;
-    ms = strtod(v, &end);
-    if (*end || !(ms >= 0) || ms > 1e6) {
-      fprintf(stderr, "fakecuda: %s='%s' is not a cost in ms per GiB (0: free)\n", name, v);
-      return -1;
-    }
-  }
-  *npb = ms * 1e6 / 1073741824.0;
-  return 0;
+  return read_number(name, dflt, 1e6 / 1073741824.0, "a cost in ms per GiB", npb);
 }
 
 static CUresult read_env(void)

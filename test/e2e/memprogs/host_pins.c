@@ -9,6 +9,8 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
+#include "../../common/cudaprog.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,55 +18,42 @@
 
 #define MiB (1u << 20)
 
-static int ok(CUresult r, const char *what)
-{
-  if (r == CUDA_SUCCESS)
-    return 1;
-  printf("FAIL what=%s rc=%d\n", what, (int)r);
-  fflush(stdout);
-  return 0;
-}
-
-static void wait_line(void)
-{
-  char buf[64];
-  if (!fgets(buf, sizeof buf, stdin))
-    exit(0);
-}
-
 int main(int argc, char **argv)
 {
   CUdevice dev;
   CUcontext ctx;
   void *a = NULL, *b = NULL;
   char *c = malloc(2 * MiB);
-  if (!c || !ok(cuInit(0), "cuInit") || !ok(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
-      !ok(cuDevicePrimaryCtxRetain(&ctx, dev), "retain") || !ok(cuCtxSetCurrent(ctx), "set"))
+  if (!c || !gmt_prog_ok(cuInit(0), "cuInit") ||
+      !gmt_prog_ok(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
+      !gmt_prog_ok(cuDevicePrimaryCtxRetain(&ctx, dev), "retain") ||
+      !gmt_prog_ok(cuCtxSetCurrent(ctx), "set"))
     return 1;
   if (argc > 1 && strcmp(argv[1], "gate") == 0) {
     printf("READY pid=%d\n", (int)getpid());
     fflush(stdout);
-    wait_line();
+    gmt_prog_wait_line();
   }
-  if (!ok(cuMemAllocHost_v2(&a, 8 * MiB), "cuMemAllocHost") ||
-      !ok(cuMemHostAlloc(&b, 4 * MiB, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc") ||
-      !ok(cuMemHostRegister_v2(c, 2 * MiB, 0), "cuMemHostRegister"))
+  if (!gmt_prog_ok(cuMemAllocHost_v2(&a, 8 * MiB), "cuMemAllocHost") ||
+      !gmt_prog_ok(cuMemHostAlloc(&b, 4 * MiB, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc") ||
+      !gmt_prog_ok(cuMemHostRegister_v2(c, 2 * MiB, 0), "cuMemHostRegister"))
     return 1;
   /* Page-locked as the driver sees it: it answers for such memory only. */
   unsigned int flags;
-  if (!ok(cuMemHostGetFlags(&flags, a), "flags of cuMemAllocHost's") ||
-      !ok(cuMemHostGetFlags(&flags, b), "flags of cuMemHostAlloc's") ||
-      !ok(cuMemHostGetFlags(&flags, c), "flags of the registered buffer"))
+  if (!gmt_prog_ok(cuMemHostGetFlags(&flags, a), "flags of cuMemAllocHost's") ||
+      !gmt_prog_ok(cuMemHostGetFlags(&flags, b), "flags of cuMemHostAlloc's") ||
+      !gmt_prog_ok(cuMemHostGetFlags(&flags, c), "flags of the registered buffer"))
     return 1;
   printf("PINNED bytes=%u\n", 14 * MiB);
   fflush(stdout);
-  wait_line();
-  if (!ok(cuMemFreeHost(a), "cuMemFreeHost") || !ok(cuMemFreeHost(b), "cuMemFreeHost") ||
-      !ok(cuMemHostUnregister(c), "cuMemHostUnregister"))
+  gmt_prog_wait_line();
+  if (!gmt_prog_ok(cuMemFreeHost(a), "cuMemFreeHost") ||
+      !gmt_prog_ok(cuMemFreeHost(b), "cuMemFreeHost") ||
+      !gmt_prog_ok(cuMemHostUnregister(c), "cuMemHostUnregister"))
     return 1;
   free(c);
   printf("FREED\n");
   fflush(stdout);
-  wait_line();
+  gmt_prog_wait_line();
   return 0;
 }

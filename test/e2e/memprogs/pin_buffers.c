@@ -23,6 +23,8 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
+#include "../../common/cudaprog.h"
+
 #include <gmt/alloc.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,22 +34,6 @@
 
 #define MiB ((size_t)1 << 20)
 #define MAXBUF 64
-
-static int ok(CUresult r, const char *what)
-{
-  if (r == CUDA_SUCCESS)
-    return 1;
-  printf("FAIL what=%s rc=%d\n", what, (int)r);
-  fflush(stdout);
-  return 0;
-}
-
-static void wait_line(void)
-{
-  char buf[64];
-  if (!fgets(buf, sizeof buf, stdin))
-    exit(0);
-}
 
 static unsigned char pattern(int buf, int round, size_t k)
 {
@@ -79,18 +65,18 @@ static int round_trip(unsigned char *p, size_t n, CUdeviceptr d, int buf, int ro
 {
   fill(p, n, buf, round);
   if (use_async) {
-    if (!ok(cuMemcpyHtoDAsync_v2(d, p, n, g_stream), "htod_async") ||
-        !ok(cuStreamSynchronize(g_stream), "sync"))
+    if (!gmt_prog_ok(cuMemcpyHtoDAsync_v2(d, p, n, g_stream), "htod_async") ||
+        !gmt_prog_ok(cuStreamSynchronize(g_stream), "sync"))
       return 0;
     memset(p, 0, n);
-    if (!ok(cuMemcpyDtoHAsync_v2(p, d, n, g_stream), "dtoh_async") ||
-        !ok(cuStreamSynchronize(g_stream), "sync"))
+    if (!gmt_prog_ok(cuMemcpyDtoHAsync_v2(p, d, n, g_stream), "dtoh_async") ||
+        !gmt_prog_ok(cuStreamSynchronize(g_stream), "sync"))
       return 0;
   } else {
-    if (!ok(cuMemcpyHtoD_v2(d, p, n), "htod"))
+    if (!gmt_prog_ok(cuMemcpyHtoD_v2(d, p, n), "htod"))
       return 0;
     memset(p, 0, n);
-    if (!ok(cuMemcpyDtoH_v2(p, d, n), "dtoh"))
+    if (!gmt_prog_ok(cuMemcpyDtoH_v2(p, d, n), "dtoh"))
       return 0;
   }
   return check(p, n, buf, round);
@@ -127,15 +113,16 @@ int main(int argc, char **argv)
   CUdevice dev;
   CUcontext ctx;
   CUdeviceptr d;
-  if (!ok(cuInit(0), "cuInit") || !ok(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
-      !ok(cuDevicePrimaryCtxRetain(&ctx, dev), "retain") || !ok(cuCtxSetCurrent(ctx), "set") ||
-      !ok(cuMemAlloc_v2(&d, size), "cuMemAlloc") ||
-      !ok(cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
+  if (!gmt_prog_ok(cuInit(0), "cuInit") || !gmt_prog_ok(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
+      !gmt_prog_ok(cuDevicePrimaryCtxRetain(&ctx, dev), "retain") ||
+      !gmt_prog_ok(cuCtxSetCurrent(ctx), "set") ||
+      !gmt_prog_ok(cuMemAlloc_v2(&d, size), "cuMemAlloc") ||
+      !gmt_prog_ok(cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
     return 1;
   if (gate) {
     printf("READY pid=%d\n", (int)getpid());
     fflush(stdout);
-    wait_line();
+    gmt_prog_wait_line();
   }
   unsigned char *buf[MAXBUF];
   for (int i = 0; i < n; i++) /* one call site: the nth names the buffer */
@@ -171,15 +158,15 @@ int main(int argc, char **argv)
   fflush(stdout);
 
   if (do_register && hot > 0) {
-    if (!ok(cuMemHostRegister_v2(buf[0], size, 0), "program cuMemHostRegister") ||
+    if (!gmt_prog_ok(cuMemHostRegister_v2(buf[0], size, 0), "program cuMemHostRegister") ||
         !round_trip(buf[0], size, d, 0, rounds) ||
-        !ok(cuMemHostUnregister(buf[0]), "program cuMemHostUnregister"))
+        !gmt_prog_ok(cuMemHostUnregister(buf[0]), "program cuMemHostUnregister"))
       return 1;
     printf("REGISTERED\n");
     fflush(stdout);
   }
 
-  wait_line();
+  gmt_prog_wait_line();
   for (int i = 0; i < n; i++) {
     if (api) {
       gmt_host_free(buf[i]);
@@ -198,10 +185,10 @@ int main(int argc, char **argv)
     }
     free(buf[i]);
   }
-  if (!ok(cuMemFree_v2(d), "cuMemFree"))
+  if (!gmt_prog_ok(cuMemFree_v2(d), "cuMemFree"))
     return 1;
   printf("FREED\n");
   fflush(stdout);
-  wait_line();
+  gmt_prog_wait_line();
   return 0;
 }
