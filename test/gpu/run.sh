@@ -23,6 +23,8 @@ echo "== PyTorch under a memory quota"
 python3 "$root/test/gpu/torch_quota.py" 2>&1 | tee "$out/torch_quota.log" || rc=1
 echo "== pinned host memory of a PyTorch job"
 python3 "$root/test/gpu/check_pinned.py" 2>&1 | tee "$out/check_pinned.log" || rc=1
+echo "== pin advice on framework jobs (PyTorch, CuPy, JAX where installed)"
+python3 "$root/test/gpu/check_pin_jobs.py" 2>&1 | tee "$out/check_pin_jobs.log" || rc=1
 echo "== hook overhead"
 python3 "$root/bench/hook_overhead.py" "$@" 2>&1 | tee "$out/hook_overhead.log" || rc=1
 echo "== fairness: two jobs at REQUEST 0.3 / 0.7 (matmul fp16 sync 8, fp32 sync 10, training loop)"
