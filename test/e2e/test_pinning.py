@@ -38,6 +38,7 @@ class PinAdvice(GmtTestCase):
         p = self.run_prog(pod, PIN_BUFFERS, str(SIZE_MIB), str(hot), str(HOT_TRIPS), str(cold),
                           str(COLD_TRIPS), *extra)
         got = p.expect("PINNED", timeout=60)
+        self.last_which = got["which"]
         return p, int(got["hot"]), int(got["cold"])
 
     def pinned(self, pod, pid):
@@ -87,6 +88,18 @@ class PinAdvice(GmtTestCase):
         self.start("adaptive", limit="12Mi")
         p, hot, cold = self.workload("adaptive")
         self.assertEqual((hot, cold), (1, 0))
+        want = SIZE_MIB * MIB
+        self.wait_pinned("adaptive", p.proc.pid, (want, want, want, want))
+        self.finish(p, "adaptive")
+
+    def test_budget_short_unpins_a_cold_buffer(self):
+        """Room for one 8 MiB buffer: the first hot buffer is pinned, goes
+        cold (no copy for over a second) while the second heats up, and
+        is unpinned to make room for it."""
+        self.start("adaptive", limit="12Mi")
+        p, hot, cold = self.workload("adaptive", "phases")
+        self.assertEqual((hot, cold), (1, 0))
+        self.assertEqual(self.last_which, "1")  # the second buffer, the hot one now
         want = SIZE_MIB * MIB
         self.wait_pinned("adaptive", p.proc.pid, (want, want, want, want))
         self.finish(p, "adaptive")

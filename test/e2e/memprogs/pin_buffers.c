@@ -2,13 +2,14 @@
  * end-to-end tests (test_pinning.py).
  *
  *   pin_buffers SIZE_MIB HOT HOT_COPIES COLD COLD_COPIES [async] [register] [realloc] [api]
+ *               [gate] [phases]
  *               [gate]
  *
  * Mallocs HOT + COLD buffers of SIZE_MIB at one call site (hot first), then
  * copies each hot buffer HOT_COPIES times to the device and back, and each
  * cold one COLD_COPIES times, spread over the rounds. Every round trip
  * checks the bytes that come back. Then prints
- *   PINNED hot=<n pinned> cold=<n pinned> bytes=<pinned bytes>
+ *   PINNED hot=<n pinned> cold=<n pinned> bytes=<pinned bytes> which=<indices>
  * as the driver sees them (cuMemHostGetFlags answers for page-locked
  * memory only). With `register` it then registers the first hot buffer
  * itself (and unregisters it) as a program that pins its own memory would.
@@ -26,10 +27,12 @@
 #include "../../common/cudaprog.h"
 
 #include <gmt/alloc.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
@@ -55,6 +58,13 @@ static int check(const unsigned char *p, size_t n, int buf, int round)
       return 0;
     }
   return 1;
+}
+
+static void sleep_ms(long ms)
+{
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
 }
 
 static int use_async;
@@ -92,19 +102,20 @@ int main(int argc, char **argv)
 {
   if (argc < 6) {
     fprintf(stderr, "usage: pin_buffers SIZE_MIB HOT HOT_COPIES COLD COLD_COPIES [async] "
-                    "[register] [realloc] [api] [gate]\n");
+                    "[register] [realloc] [api] [gate] [phases]\n");
     return 2;
   }
   size_t size = (size_t)atoi(argv[1]) * MiB;
   int hot = atoi(argv[2]), hot_copies = atoi(argv[3]);
   int cold = atoi(argv[4]), cold_copies = atoi(argv[5]);
-  int do_register = 0, do_realloc = 0, api = 0, gate = 0;
+  int do_register = 0, do_realloc = 0, api = 0, gate = 0, phases = 0;
   for (int i = 6; i < argc; i++) {
     use_async |= strcmp(argv[i], "async") == 0;
     do_register |= strcmp(argv[i], "register") == 0;
     do_realloc |= strcmp(argv[i], "realloc") == 0;
     api |= strcmp(argv[i], "api") == 0;
     gate |= strcmp(argv[i], "gate") == 0;
+    phases |= strcmp(argv[i], "phases") == 0;
   }
   int n = hot + cold;
   if (n <= 0 || n > MAXBUF || size == 0 || hot_copies < 0 || cold_copies < 0)
@@ -131,9 +142,18 @@ int main(int argc, char **argv)
       return 1;
     }
 
+  /* phases: the hot buffers one after another, 1.2 s apart, so that each
+   * goes cold (no copy for over a second) before the next one heats up. */
+  for (int i = 0; phases && i < hot; i++) {
+    if (i > 0)
+      sleep_ms(1200);
+    for (int r = 0; r < hot_copies; r++)
+      if (!round_trip(buf[i], size, d, i, r))
+        return 1;
+  }
   int rounds = hot_copies > cold_copies ? hot_copies : cold_copies;
   for (int r = 0; r < rounds; r++) {
-    for (int i = 0; i < hot && r < hot_copies; i++)
+    for (int i = 0; !phases && i < hot && r < hot_copies; i++)
       if (!round_trip(buf[i], size, d, i, r))
         return 1;
     /* Cold buffers spread over the rounds: buffer j's copies start at
@@ -146,15 +166,17 @@ int main(int argc, char **argv)
   }
 
   int hot_pinned = 0, cold_pinned = 0;
+  char which[4 * MAXBUF] = "";
   for (int i = 0; i < n; i++)
     if (pinned(buf[i])) {
       if (i < hot)
         hot_pinned++;
       else
         cold_pinned++;
+      snprintf(which + strlen(which), sizeof which - strlen(which), "%s%d", *which ? "," : "", i);
     }
-  printf("PINNED hot=%d cold=%d bytes=%zu\n", hot_pinned, cold_pinned,
-         (size_t)(hot_pinned + cold_pinned) * size);
+  printf("PINNED hot=%d cold=%d bytes=%zu which=%s\n", hot_pinned, cold_pinned,
+         (size_t)(hot_pinned + cold_pinned) * size, *which ? which : "-");
   fflush(stdout);
 
   if (do_register && hot > 0) {
