@@ -583,21 +583,30 @@ void gmt__pin_copy_end(const gmt_pin_copy_t *c, int ok)
 
 /* ---- the program's own registrations; the reporter; the mode ---- */
 
+typedef struct {
+  uintptr_t lo, hi;
+  gmt_hostbuf_t *found;
+} overlap_t;
+
+static void find_pinned_overlap(gmt_hostbuf_t *b, void *arg)
+{
+  overlap_t *o = arg;
+  if (!o->found && b->pin.state == GMT_PINBUF_PINNED && b->addr < o->hi &&
+      b->addr + b->size > o->lo)
+    o->found = b;
+}
+
 void gmt__pin_yield(const void *p, size_t n)
 {
   if (!gmt__pin_advised_bytes())
     return;
+  /* Each buffer gmt pinned that overlaps [p, p+n) is let go, one at a
+   * time: the lock is not held across the driver call. */
   for (;;) {
+    overlap_t o = {(uintptr_t)p, (uintptr_t)p + n, NULL};
     gmt__heap_lock();
-    gmt_hostbuf_t *b = NULL;
-    /* Each buffer that overlaps [p, p+n): ours to let go. */
-    for (uintptr_t a = (uintptr_t)p; a < (uintptr_t)p + n; a += 4096) {
-      gmt_hostbuf_t *x = gmt__heap_find_locked((const void *)a, 1);
-      if (x && x->pin.state == GMT_PINBUF_PINNED) {
-        b = x;
-        break;
-      }
-    }
+    gmt__heap_each_locked(find_pinned_overlap, &o);
+    gmt_hostbuf_t *b = o.found;
     uintptr_t addr = b ? b->addr : 0;
     size_t size = b ? b->size : 0;
     void *ctx = b ? b->pin.ctx : NULL;
