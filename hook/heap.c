@@ -206,12 +206,11 @@ gmt_hostbuf_t *gmt__heap_find_locked(const void *p, size_t n)
   return a - b->addr < b->size && n <= b->size - (a - b->addr) ? b : NULL;
 }
 
-gmt_hostbuf_t *gmt__heap_by_id_locked(uint64_t id)
+gmt_hostbuf_t *gmt__heap_by_id_locked(const void *addr, uint64_t id)
 {
-  for (size_t i = 0; i < g_n; i++)
-    if (g_bufs[i].id == id)
-      return &g_bufs[i];
-  return NULL;
+  size_t i = upper((uintptr_t)addr);
+  return i > 0 && g_bufs[i - 1].addr == (uintptr_t)addr && g_bufs[i - 1].id == id ? &g_bufs[i - 1]
+                                                                                  : NULL;
 }
 
 void gmt__heap_each_locked(void (*fn)(gmt_hostbuf_t *b, void *arg), void *arg)

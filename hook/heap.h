@@ -65,8 +65,9 @@ void gmt__heap_lock(void);
 void gmt__heap_unlock(void);
 /* With the lock held: the buffer that holds [p, p+n), or NULL. */
 gmt_hostbuf_t *gmt__heap_find_locked(const void *p, size_t n);
-/* With the lock held: the buffer with this id, or NULL once it is gone. */
-gmt_hostbuf_t *gmt__heap_by_id_locked(uint64_t id);
+/* With the lock held: the buffer at addr with this id, or NULL once it is
+ * gone (another buffer at the same address has another id). */
+gmt_hostbuf_t *gmt__heap_by_id_locked(const void *addr, uint64_t id);
 /* With the lock held: calls fn on every live buffer. */
 void gmt__heap_each_locked(void (*fn)(gmt_hostbuf_t *b, void *arg), void *arg);
 

@@ -67,6 +67,12 @@ uint64_t gmt__pin_advised_bytes(void)
   return atomic_load_explicit(&g_advised, memory_order_relaxed);
 }
 
+/* A profile's size class: floor(log2(bytes)). */
+static uint32_t size_class(uint64_t bytes)
+{
+  return bytes ? (uint32_t)(63 - __builtin_clzll((unsigned long long)bytes)) : 0;
+}
+
 static void ewma(double *v, int *seen, double x)
 {
   *v = *seen ? (1 - EWMA) * *v + EWMA * x : x;
@@ -120,7 +126,6 @@ static double do_unregister(uintptr_t addr, CUcontext ctx, int sync)
     return -1;
   CUcontext now = NULL;
   int pushed = cur(&now) == CUDA_SUCCESS && now != ctx && push(ctx) == CUDA_SUCCESS;
-  uint64_t t0 = gmt_now_ns();
   CUresult src = sync ? csync() : CUDA_SUCCESS;
   uint64_t t1 = gmt_now_ns();
   CUresult rc = src == CUDA_SUCCESS ? unreg((void *)addr) : src;
@@ -130,7 +135,6 @@ static double do_unregister(uintptr_t addr, CUcontext ctx, int sync)
     if (pop(&popped) != CUDA_SUCCESS)
       GMT_HOOK_DEBUG("pin: cannot pop the context pushed to unregister");
   }
-  (void)t0;
   if (rc != CUDA_SUCCESS) {
     GMT_HOOK_DEBUG("pin: cuMemHostUnregister at %#lx failed (%d)", (unsigned long)addr, (int)rc);
     return -1;
@@ -197,8 +201,7 @@ static void keep_site_answer(const ask_t *q, const Gmt__AdviseReply *r)
  * UNPROFILED), or -1 when it must be asked about. */
 static int known_answer_locked(const gmt_hostbuf_t *b)
 {
-  uint32_t size_class = (uint32_t)(63 - __builtin_clzll((unsigned long long)b->size));
-  const struct site_answer *a = b->site ? site_answer_locked(b->site, size_class) : NULL;
+  const struct site_answer *a = b->site ? site_answer_locked(b->site, size_class(b->size)) : NULL;
   if (!a)
     return -1;
   if (!a->profiled)
@@ -215,7 +218,7 @@ static void fill_site(Gmt__PinSite *s, const gmt_hostbuf_t *b)
   s->module = (char *)(b->site ? b->site->module : "");
   s->offset = b->site ? b->site->offset : 0;
   s->nth = b->nth;
-  s->size_class = b->size ? (uint32_t)(63 - __builtin_clzll((unsigned long long)b->size)) : 0;
+  s->size_class = size_class(b->size);
 }
 
 /* Queues b's history (lock held). */
@@ -266,7 +269,7 @@ static int advise(const ask_t *q, int *pin, int *reason)
     hs[i].module = sent[i].module;
     hs[i].offset = sent[i].offset;
     hs[i].nth = sent[i].nth;
-    hs[i].size_class = sent[i].size ? (uint32_t)(63 - __builtin_clzll(sent[i].size)) : 0;
+    hs[i].size_class = size_class(sent[i].size);
     hb[i].site = &hs[i];
     hb[i].size = sent[i].size;
     hb[i].h2d_copies = sent[i].copies[0];
@@ -380,7 +383,7 @@ static uint64_t unpin_cold(void)
     /* It stays live: a copy from it may still be queued. */
     double ns = do_unregister(c.v[i].addr, (CUcontext)c.v[i].ctx, 1);
     gmt__heap_lock();
-    gmt_hostbuf_t *b = gmt__heap_by_id_locked(c.v[i].id);
+    gmt_hostbuf_t *b = gmt__heap_by_id_locked((const void *)c.v[i].addr, c.v[i].id);
     if (b)
       b->pin.state = ns >= 0 ? GMT_PINBUF_NONE : GMT_PINBUF_PINNED;
     gmt__heap_unlock();
@@ -473,7 +476,7 @@ static void ask_and_pin(uint64_t id, const ask_t *q, uintptr_t addr, size_t size
     g.release += size; /* granted but not pinned: give it back */
   if (ns >= 0 && size >= MEASURE_MIN)
     ewma(&g.reg_npb, &g.reg_seen, ns / (double)size);
-  gmt_hostbuf_t *b = gmt__heap_by_id_locked(id);
+  gmt_hostbuf_t *b = gmt__heap_by_id_locked((const void *)addr, id);
   int orphan = ns >= 0 && !b; /* freed while we asked: a program bug, undone below */
   if (b) {
     b->pin.reason = (uint8_t)reason;
@@ -549,15 +552,13 @@ void gmt__pin_copy_begin(gmt_pin_copy_t *c, const void *src, const void *dst, si
     q.where = b->site;
     q.bytes = b->size;
     q.pays_back = pays_back;
-  }
-  gmt__heap_unlock();
-  /* The module string is the site table's, which lives as long as the
-   * process: safe to read without the lock. */
-  if (ask)
+    gmt__heap_unlock();
+    /* The module string is the site table's, which lives as long as the
+     * process: safe to read without the lock. */
     ask_and_pin(id, &q, addr, size, sure, sure_reason);
-
-  gmt__heap_lock();
-  b = gmt__heap_by_id_locked(id);
+    gmt__heap_lock();
+    b = gmt__heap_by_id_locked((const void *)addr, id);
+  }
   if (b) {
     c->id = id;
     c->pinned = b->pin.state == GMT_PINBUF_PINNED;
