@@ -11,6 +11,8 @@ each mode:
   use       the hook, pin=use: pins what the profile says is hot (run
             after the profile run of the same size)
   adaptive  the hook, pin=adaptive: pins a buffer once its copies pay
+  use-nostage, adaptive-nostage  the same with staged copies off
+            (GMT_STAGE_THREADS=0); the others stage with --stage-threads
 
 One gmt-schd and one pod ("bench"), whose pin= is changed between modes
 (the config rewritten, gmt-schd reloaded, the pod manager's heartbeat
@@ -65,9 +67,13 @@ GIB = 1 << 30
 WORKLOAD = gmt_e2e.build_path("bench", "pin_workload")
 DATALOADER = os.path.join(HERE, "pin_dataloader.py")
 POD = "bench"
-MODES = ("native", "unpinned", "pinned", "profile", "use", "adaptive")
+MODES = ("native", "unpinned", "pinned", "profile", "use", "use-nostage", "adaptive",
+         "adaptive-nostage")
 PIN = {"native": None, "unpinned": "off", "pinned": "off", "profile": "profile", "use": "use",
-       "adaptive": "adaptive"}
+       "use-nostage": "use", "adaptive": "adaptive", "adaptive-nostage": "adaptive"}
+# Staged copies (hook/stage.c): on in every hooked mode with --stage-threads
+# threads, off in the -nostage modes, to compare side by side.
+NOSTAGE = ("use-nostage", "adaptive-nostage")
 # The dataloader's variants: (name, pin= or None for no hook, pin_memory).
 DL_VARIANTS = (("native", None, True), ("native, pin_memory=False", None, False),
                ("unpinned (pin=off)", "off", True), ("profile", "profile", True),
@@ -111,7 +117,7 @@ def parse_modes(s):
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise argparse.ArgumentTypeError("--modes: %s not among %s" % (bad, ",".join(MODES)))
-    if "use" in modes and "profile" not in modes:
+    if any(m.startswith("use") for m in modes) and "profile" not in modes:
         raise argparse.ArgumentTypeError("--modes: use needs profile (its profile run)")
     return [m for m in MODES if m in modes]
 
@@ -249,7 +255,7 @@ class Bench:
             return None
         return time.monotonic() - t0
 
-    def run_prog(self, argv, pin, timeout, hold=False):
+    def run_prog(self, argv, pin, timeout, hold=False, stage_threads=None):
         """Runs argv under the hook with pod pin=`pin` (None: no hook), with
         a status poller; returns (its last stdout line as JSON, the poll's
         peaks, stderr). With hold, the program says `HOLD pinned_bytes=N`
@@ -259,6 +265,8 @@ class Bench:
         if pin:
             self.set_pin(pin)
         env = self.node.hook_env(POD) if pin else self.node.prog_env()
+        if pin and stage_threads is not None:
+            env["GMT_STAGE_THREADS"] = str(stage_threads)
         poller = StatusPoller(self.node, self.args.poll_s)
         try:
             p = gmt_e2e.Prog(argv, env)
@@ -315,8 +323,9 @@ class Bench:
         row = {"mode": mode, "size": size, "rep": rep, "pin": PIN[mode], "ok": False}
         t0 = time.monotonic()
         try:
-            got, peak, _ = self.run_prog(self.workload_argv(mode, size), PIN[mode],
-                                         self.run_timeout(size), hold=True)
+            got, peak, _ = self.run_prog(
+                self.workload_argv(mode, size), PIN[mode], self.run_timeout(size), hold=True,
+                stage_threads=0 if mode in NOSTAGE else self.args.stage_threads)
             row.update(workload=got, status_peak=peak)
             if not got.get("verified"):
                 raise RunError("the data check failed: %d wrong words, %d round trips wrong"
@@ -356,7 +365,7 @@ def estimate_s(args, mode, size):
     if args.fake:
         rate = 20e9 if mode == "pinned" else 4e9
         return 0.3 + copied / rate + total / 1e9
-    rate = 50e9 if mode in ("pinned", "profile", "use", "adaptive") else 10e9
+    rate = 10e9 if mode in ("native", "unpinned") else 50e9
     alloc = 0.374 * total / GIB if mode == "pinned" else 0.05 * total / GIB
     return 1.0 + copied / rate + alloc + total / 2e9
 
@@ -538,6 +547,9 @@ def main():
                          "(default half of MemAvailable)")
     ap.add_argument("--budget-s", type=float, default=0,
                     help="start no run after this many seconds (0: no limit)")
+    ap.add_argument("--stage-threads", type=int, default=4,
+                    help="GMT_STAGE_THREADS in the hooked modes but the -nostage ones "
+                         "(default 4)")
     ap.add_argument("--hot", type=int, default=2)
     ap.add_argument("--hot-copies", type=int, default=175)
     ap.add_argument("--cold", type=int, default=25)

@@ -23,13 +23,16 @@ import os
 import sys
 
 MIB = 1 << 20
-MODES = ("native", "unpinned", "pinned", "profile", "use", "adaptive")
+MODES = ("native", "unpinned", "pinned", "profile", "use", "use-nostage", "adaptive",
+         "adaptive-nostage")
 LABEL = {"native": "native (no hook)", "unpinned": "unpinned (pin=off)",
          "pinned": "all pinned (cuMemHostAlloc)", "profile": "pin=profile", "use": "pin=use",
-         "adaptive": "pin=adaptive"}
+         "adaptive": "pin=adaptive", "use-nostage": "pin=use, copies not staged",
+         "adaptive-nostage": "pin=adaptive, copies not staged"}
 STYLE = {"native": ("tab:gray", "x", ":"), "unpinned": ("tab:red", "v", "-"),
          "pinned": ("black", "s", "-"), "profile": ("tab:orange", "^", "--"),
-         "use": ("tab:green", "o", "-"), "adaptive": ("tab:blue", "D", "-.")}
+         "use": ("tab:green", "o", "-"), "adaptive": ("tab:blue", "D", "-."),
+         "use-nostage": ("tab:olive", "o", ":"), "adaptive-nostage": ("tab:cyan", "D", ":")}
 # Speed relative to all pinned that each mode must reach (whole run).
 TARGET = {"use": 0.95, "adaptive": 0.90, "profile": 1 / 1.03}
 

@@ -20,7 +20,8 @@ static void usage(FILE *f)
              "Shows every configured pod: whether its pod manager is connected,\n"
              "its request/limit share of GPU time, its device memory in use\n"
              "against its limit, and its processes; then the node's pinned host\n"
-             "memory, of which gmt pinned on advice, against its budget.\n"
+             "memory, of which gmt pinned on advice, against its budget, and the\n"
+             "memory tiers' spaces (GPU, host, disk) with what each holds.\n"
              "\n"
              "  --json       print one line of JSON (see docs/protocol.md)\n"
              "  -h, --help   show this help\n");
@@ -50,6 +51,30 @@ static void print_safe(const char *s)
     putchar(iscntrl((unsigned char)*s) ? '?' : *s);
 }
 
+/* The memory tiers' spaces (docs/tiers.md): what each holds against its
+ * capacity, and how far past its trigger it is (PRESSURE, the bytes to
+ * move down). The JSON has the rest (limit, the exact bytes). */
+static void print_tiers(const Gmt__HostStatus *h)
+{
+  if (h->n_tiers == 0)
+    return;
+  printf("\n%-8s  %-10s  %-10s  %-10s  %-10s  %-9s  %s\n", "TIER", "CAPACITY", "RESERVED", "USED",
+         "PRESSURE", "DOWN/STOP", "PATH");
+  for (size_t i = 0; i < h->n_tiers; i++) {
+    const Gmt__TierSpace *t = h->tiers[i];
+    char name[32], cap[32], resv[32], used[32], pressure[32], at[32];
+    snprintf(name, sizeof name, "%.8s %d", t->tier ? t->tier : "?", t->index);
+    human(cap, sizeof cap, t->capacity);
+    human(resv, sizeof resv, t->reserved);
+    human(used, sizeof used, t->used);
+    human(pressure, sizeof pressure, t->pressure);
+    snprintf(at, sizeof at, "%.2f/%.2f", t->trigger, t->stop);
+    printf("%-8s  %-10s  %-10s  %-10s  %-10s  %-9s  ", name, cap, resv, used, pressure, at);
+    print_safe(t->path && t->path[0] ? t->path : "-");
+    putchar('\n');
+  }
+}
+
 static const char *pod_name(const Gmt__PodStatus *pod)
 {
   return pod->config && pod->config->name ? pod->config->name : "";
@@ -57,10 +82,9 @@ static const char *pod_name(const Gmt__PodStatus *pod)
 
 static void print_text(const Gmt__StatusReply *st)
 {
-  if (st->n_pods == 0) {
+  /* The node's part below is shown with or without pods. */
+  if (st->n_pods == 0)
     printf("no pods configured\n");
-    return;
-  }
   int w = 3;
   for (size_t i = 0; i < st->n_pods; i++) {
     int n = (int)strlen(pod_name(st->pods[i]));
@@ -101,13 +125,16 @@ static void print_text(const Gmt__StatusReply *st)
   }
   if (st->host) {
     /* The node's page-locked host memory: what its processes hold, of
-     * which gmt pinned on advice, against --pinned-limit. */
-    char pinned[32], advised[32], budget[32];
+     * which gmt pinned on advice and gmt's pools keep for reuse, against
+     * --pinned-limit. */
+    char pinned[32], advised[32], cached[32], budget[32];
     human(pinned, sizeof pinned, st->host->pinned_bytes);
     human(advised, sizeof advised, st->host->pinned_advised);
+    human(cached, sizeof cached, st->host->pinned_cached);
     human(budget, sizeof budget, st->host->pinned_limit);
-    printf("\n%-12s  %-12s  %s\n", "HOST PINNED", "ON ADVICE", "BUDGET");
-    printf("%-12s  %-12s  %s\n", pinned, advised, budget);
+    printf("\n%-12s  %-12s  %-12s  %s\n", "HOST PINNED", "ON ADVICE", "POOL CACHED", "BUDGET");
+    printf("%-12s  %-12s  %-12s  %s\n", pinned, advised, cached, budget);
+    print_tiers(st->host);
   }
 }
 

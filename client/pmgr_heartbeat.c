@@ -124,12 +124,14 @@ int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_chang
     return 0;
   pmgr_config_t *cur = &pm->config;
   if (log_changes && (!same_share(cur->request, c->request) || !same_share(cur->limit, c->limit) ||
-                      cur->memory_limit != c->memory_limit || cur->pin != (int)c->pin))
+                      cur->memory_limit != c->memory_limit || cur->pin != (int)c->pin ||
+                      cur->mode != (int)c->mode))
     gmt_info("pod '%s' config changed: request %g -> %g, limit %g -> %g, "
-             "memory limit %llu -> %llu bytes, pin %s -> %s",
+             "memory limit %llu -> %llu bytes, pin %s -> %s, mode %s -> %s",
              pm->name, cur->request, c->request, cur->limit, c->limit,
              (unsigned long long)cur->memory_limit, (unsigned long long)c->memory_limit,
-             gmt_pin_mode_name(cur->pin), gmt_pin_mode_name(c->pin));
+             gmt_pin_mode_name(cur->pin), gmt_pin_mode_name(c->pin), gmt_mem_mode_name(cur->mode),
+             gmt_mem_mode_name(c->mode));
   if (c->name && c->name[0] && (!cur->name || strcmp(cur->name, c->name))) {
     char *name = strdup(c->name);
     if (!name)
@@ -141,6 +143,7 @@ int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_chang
   cur->limit = c->limit;
   cur->memory_limit = c->memory_limit;
   cur->pin = c->pin;
+  cur->mode = c->mode;
   return 0;
 }
 

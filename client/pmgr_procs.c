@@ -29,7 +29,8 @@ struct pmgr_proc {
   uint64_t memory_reserved; /* what it holds in the ledger, as it reports */
   uint64_t pinned_bytes;    /* page-locked host memory, as it reports */
   uint64_t pinned_advised;  /* of which pinned on advice (the scheduler rebuilds from it) */
-  int pidfd;                /* -1: watched by the timer */
+  uint64_t pinned_cached, pinned_reused; /* its pinned pool, as it reports */
+  int pidfd;                             /* -1: watched by the timer */
   union {
     uv_handle_t handle;
     uv_poll_t poll;
@@ -62,6 +63,7 @@ static void fill_config(const gmt_pmgr_t *pm, Gmt__PodConfig *out)
   out->limit = pm->config.limit;
   out->memory_limit = pm->config.memory_limit;
   out->pin = (Gmt__PinMode)pm->config.pin;
+  out->mode = (Gmt__MemMode)pm->config.mode;
 }
 
 static pmgr_proc_t *find(gmt_pmgr_t *pm, uint32_t pid)
@@ -268,7 +270,8 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
     changed |= p->memory_used != rep->memory_used || p->launches != rep->launches ||
                p->allocs != rep->allocs || p->frees != rep->frees ||
                p->memory_reserved != rep->memory_reserved || p->pinned_bytes != rep->pinned_bytes ||
-               p->pinned_advised != rep->pinned_advised;
+               p->pinned_advised != rep->pinned_advised || p->pinned_cached != rep->pinned_cached ||
+               p->pinned_reused != rep->pinned_reused;
     p->memory_used = rep->memory_used;
     p->launches = rep->launches;
     p->allocs = rep->allocs;
@@ -276,6 +279,8 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
     p->memory_reserved = rep->memory_reserved;
     p->pinned_bytes = rep->pinned_bytes;
     p->pinned_advised = rep->pinned_advised;
+    p->pinned_cached = rep->pinned_cached;
+    p->pinned_reused = rep->pinned_reused;
     if (changed)
       pm->procs_cb(pm, p->pid, false);
   }
@@ -298,6 +303,8 @@ void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__Proces
     out[i].memory_reserved = p->memory_reserved;
     out[i].pinned_bytes = p->pinned_bytes;
     out[i].pinned_advised = p->pinned_advised;
+    out[i].pinned_cached = p->pinned_cached;
+    out[i].pinned_reused = p->pinned_reused;
     ptrs[i] = &out[i];
   }
 }

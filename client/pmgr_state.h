@@ -21,7 +21,8 @@ typedef struct pmgr_config {
   double request;
   double limit;
   uint64_t memory_limit;
-  int pin; /* a Gmt__PinMode */
+  int pin;  /* a Gmt__PinMode */
+  int mode; /* a Gmt__MemMode */
 } pmgr_config_t;
 
 typedef struct pmgr_proc pmgr_proc_t;

@@ -1,6 +1,7 @@
 /* StatusReply -> JSON with json-c. Integers stay JSON integers (memory as
- * int64, clamped: no device has 8 EiB), shares are doubles written in the
- * shortest form that reads back to the same value. */
+ * int64, clamped: no device has 8 EiB), shares and the tiers' thresholds
+ * are doubles written in the shortest form that reads back to the same
+ * value. */
 #include "status_json.h"
 
 #include <errno.h>
@@ -57,6 +58,17 @@ static int push(json_object *arr, json_object *val)
   return 0;
 }
 
+/* The end of each builder below: o, or NULL (and o freed) when one of its
+ * adds failed. */
+static json_object *built(json_object *o, int rc)
+{
+  if (rc) {
+    json_object_put(o);
+    return NULL;
+  }
+  return o;
+}
+
 static const char *str(const char *s)
 {
   return s ? s : "";
@@ -77,26 +89,49 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   rc |= add(o, "memory_reserved", new_u64(p->memory_reserved));
   rc |= add(o, "pinned_bytes", new_u64(p->pinned_bytes));
   rc |= add(o, "pinned_advised", new_u64(p->pinned_advised));
-  if (rc) {
-    json_object_put(o);
+  rc |= add(o, "pinned_cached", new_u64(p->pinned_cached));
+  rc |= add(o, "pinned_reused", new_u64(p->pinned_reused));
+  return built(o, rc);
+}
+
+/* One memory space of the tiers; "path" only for a disk space. */
+static json_object *tier_json(const Gmt__TierSpace *t)
+{
+  json_object *o = json_object_new_object();
+  if (!o)
     return NULL;
-  }
-  return o;
+  int rc = add(o, "tier", json_object_new_string(str(t->tier)));
+  rc |= add(o, "index", json_object_new_int64(t->index));
+  if (t->path && t->path[0])
+    rc |= add(o, "path", json_object_new_string(t->path));
+  rc |= add(o, "capacity", new_u64(t->capacity));
+  rc |= add(o, "limit", new_u64(t->limit));
+  rc |= add(o, "reserved", new_u64(t->reserved));
+  rc |= add(o, "used", new_u64(t->used));
+  rc |= add(o, "trigger", new_share(t->trigger));
+  rc |= add(o, "stop", new_share(t->stop));
+  rc |= add(o, "pressure", new_u64(t->pressure));
+  return built(o, rc);
 }
 
 static json_object *host_json(const Gmt__HostStatus *h)
 {
   json_object *o = json_object_new_object();
-  if (!o)
-    return NULL;
-  int rc = add(o, "pinned_bytes", new_u64(h->pinned_bytes));
-  rc |= add(o, "pinned_advised", new_u64(h->pinned_advised));
-  rc |= add(o, "pinned_limit", new_u64(h->pinned_limit));
-  if (rc) {
+  json_object *tiers = json_object_new_array();
+  if (!o || !tiers) {
     json_object_put(o);
+    json_object_put(tiers);
     return NULL;
   }
-  return o;
+  int rc = add(o, "pinned_bytes", new_u64(h->pinned_bytes));
+  rc |= add(o, "pinned_advised", new_u64(h->pinned_advised));
+  rc |= add(o, "pinned_cached", new_u64(h->pinned_cached));
+  rc |= add(o, "pinned_limit", new_u64(h->pinned_limit));
+  /* Always a list: empty from a scheduler older than the tiers. */
+  for (size_t i = 0; i < h->n_tiers && !rc; i++)
+    rc |= push(tiers, tier_json(h->tiers[i]));
+  rc |= add(o, "tiers", tiers);
+  return built(o, rc);
 }
 
 static json_object *pod_json(const Gmt__PodStatus *pod)
@@ -117,20 +152,18 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "memory_used", new_u64(pod->memory_used));
   rc |= add(o, "memory_limit", new_u64(cfg->memory_limit));
   rc |= add(o, "pin", json_object_new_string(gmt_pin_mode_name(cfg->pin)));
+  rc |= add(o, "mode", json_object_new_string(gmt_mem_mode_name(cfg->mode)));
   rc |= add(o, "connected", json_object_new_boolean(pod->connected));
   rc |= add(o, "memory_reserved", new_u64(pod->memory_reserved));
   rc |= add(o, "gpu_time_share", new_share(pod->gpu_time_share));
   rc |= add(o, "holds_token", json_object_new_boolean(pod->holds_token));
   rc |= add(o, "pinned_bytes", new_u64(pod->pinned_bytes));
   rc |= add(o, "pinned_advised", new_u64(pod->pinned_advised));
+  rc |= add(o, "pinned_cached", new_u64(pod->pinned_cached));
   for (size_t i = 0; i < pod->n_processes && !rc; i++)
     rc |= push(procs, process_json(pod->processes[i]));
   rc |= add(o, "processes", procs);
-  if (rc) {
-    json_object_put(o);
-    return NULL;
-  }
-  return o;
+  return built(o, rc);
 }
 
 int gmt_status_json(const Gmt__StatusReply *st, char **out)

@@ -5,6 +5,7 @@
  * batches are not counted (their buffers stay as they are). */
 #include "driver.h"
 #include "pin.h"
+#include "stage.h"
 
 /* Per-thread default stream variants: the driver exports them, cuda.h
  * names them only through macros. */
@@ -15,9 +16,12 @@ CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n,
 CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n);
 CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
 
-/* src, dst: the host side(s) to look up (NULL: device). A driver that
- * calls its own entry points is counted once (gmt__t_depth). */
-#define COPY_BODY(name, src, dst, n, sync, ...)                                                    \
+/* src, dst: the host side(s) to look up (NULL: device). staged: an
+ * expression that makes the copy through stage.h and gives 1, setting rc,
+ * or gives 0 (0: never staged); a host buffer gmt pinned is never staged.
+ * A driver that calls its own entry points is counted once
+ * (gmt__t_depth). */
+#define COPY_BODY(name, src, dst, n, sync, staged, ...)                                            \
   do {                                                                                             \
     GMT_REAL(name);                                                                                \
     if (gmt__t_depth)                                                                              \
@@ -25,7 +29,9 @@ CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, 
     gmt__t_depth++;                                                                                \
     gmt_pin_copy_t c;                                                                              \
     gmt__pin_copy_begin(&c, (const void *)(src), (const void *)(dst), n, sync);                    \
-    CUresult rc = real(__VA_ARGS__);                                                               \
+    CUresult rc = CUDA_SUCCESS;                                                                    \
+    if (c.pinned || !(staged))                                                                     \
+      rc = real(__VA_ARGS__);                                                                      \
     gmt__pin_copy_end(&c, rc == CUDA_SUCCESS);                                                     \
     gmt__t_depth--;                                                                                \
     return rc;                                                                                     \
@@ -33,62 +39,64 @@ CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, 
 
 GMT_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
-  COPY_BODY(cuMemcpyHtoD_v2, src, NULL, n, 1, dst, src, n);
+  COPY_BODY(cuMemcpyHtoD_v2, src, NULL, n, 1, gmt__stage_htod(dst, src, n, 0, &rc), dst, src, n);
 }
 
 GMT_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
 {
-  COPY_BODY(cuMemcpyHtoD_v2_ptds, src, NULL, n, 1, dst, src, n);
+  COPY_BODY(cuMemcpyHtoD_v2_ptds, src, NULL, n, 1, gmt__stage_htod(dst, src, n, 1, &rc), dst, src,
+            n);
 }
 
 GMT_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
-  COPY_BODY(cuMemcpyDtoH_v2, NULL, dst, n, 1, dst, src, n);
+  COPY_BODY(cuMemcpyDtoH_v2, NULL, dst, n, 1, gmt__stage_dtoh(dst, src, n, 0, &rc), dst, src, n);
 }
 
 GMT_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
 {
-  COPY_BODY(cuMemcpyDtoH_v2_ptds, NULL, dst, n, 1, dst, src, n);
+  COPY_BODY(cuMemcpyDtoH_v2_ptds, NULL, dst, n, 1, gmt__stage_dtoh(dst, src, n, 1, &rc), dst, src,
+            n);
 }
 
 GMT_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
-  COPY_BODY(cuMemcpyHtoDAsync_v2, src, NULL, n, 0, dst, src, n, s);
+  COPY_BODY(cuMemcpyHtoDAsync_v2, src, NULL, n, 0, 0, dst, src, n, s);
 }
 
 GMT_EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n,
                                               CUstream s)
 {
-  COPY_BODY(cuMemcpyHtoDAsync_v2_ptsz, src, NULL, n, 0, dst, src, n, s);
+  COPY_BODY(cuMemcpyHtoDAsync_v2_ptsz, src, NULL, n, 0, 0, dst, src, n, s);
 }
 
 GMT_EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
-  COPY_BODY(cuMemcpyDtoHAsync_v2, NULL, dst, n, 0, dst, src, n, s);
+  COPY_BODY(cuMemcpyDtoHAsync_v2, NULL, dst, n, 0, 0, dst, src, n, s);
 }
 
 GMT_EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
-  COPY_BODY(cuMemcpyDtoHAsync_v2_ptsz, NULL, dst, n, 0, dst, src, n, s);
+  COPY_BODY(cuMemcpyDtoHAsync_v2_ptsz, NULL, dst, n, 0, 0, dst, src, n, s);
 }
 
 /* Unified addressing: either side may be host memory. */
 GMT_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
-  COPY_BODY(cuMemcpy, src, dst, n, 1, dst, src, n);
+  COPY_BODY(cuMemcpy, src, dst, n, 1, 0, dst, src, n);
 }
 
 GMT_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
-  COPY_BODY(cuMemcpy_ptds, src, dst, n, 1, dst, src, n);
+  COPY_BODY(cuMemcpy_ptds, src, dst, n, 1, 0, dst, src, n);
 }
 
 GMT_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
-  COPY_BODY(cuMemcpyAsync, src, dst, n, 0, dst, src, n, s);
+  COPY_BODY(cuMemcpyAsync, src, dst, n, 0, 0, dst, src, n, s);
 }
 
 GMT_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
-  COPY_BODY(cuMemcpyAsync_ptsz, src, dst, n, 0, dst, src, n, s);
+  COPY_BODY(cuMemcpyAsync_ptsz, src, dst, n, 0, 0, dst, src, n, s);
 }

@@ -143,3 +143,28 @@ int gmt__current_device(void)
     return 0;
   return (int)d;
 }
+
+CUcontext gmt__current_ctx(void)
+{
+  CUresult (*cur)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxGetCurrent);
+  CUcontext c = NULL;
+  if (!cur || cur(&c) != CUDA_SUCCESS)
+    return NULL;
+  return c;
+}
+
+int gmt__ctx_enter(CUcontext ctx)
+{
+  CUresult (*push)(CUcontext) = (CUresult(*)(CUcontext))gmt__real(GMT_SYM_cuCtxPushCurrent_v2);
+  if (!ctx || gmt__current_ctx() == ctx)
+    return 0;
+  return push && push(ctx) == CUDA_SUCCESS ? 1 : -1;
+}
+
+void gmt__ctx_leave(int entered)
+{
+  CUresult (*pop)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxPopCurrent_v2);
+  CUcontext popped;
+  if (entered == 1 && (!pop || pop(&popped) != CUDA_SUCCESS))
+    GMT_HOOK_DEBUG("cannot pop a context pushed for the hook's own call");
+}

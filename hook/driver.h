@@ -16,7 +16,7 @@
 
 /* Every driver entry point the hook exports and swaps in for the real one.
  * The wrapper of each is a function of the same name in hook/ (entry.c,
- * alloc.c, hostpin.c, copy.c, launch.c); the real one is looked up by name in the driver, so
+ * alloc.c, hostpin.c, ctx.c, copy.c, launch.c); the real one is looked up by name in the driver, so
  * there is no table of versions to keep: whatever address the driver hands
  * out for any request is mapped back to the wrapper of the symbol at that
  * address. */
@@ -57,6 +57,12 @@
   X(cuMemHostRegister)                                                                             \
   X(cuMemHostRegister_v2)                                                                          \
   X(cuMemHostUnregister)                                                                           \
+  X(cuCtxDestroy)                                                                                  \
+  X(cuCtxDestroy_v2)                                                                               \
+  X(cuDevicePrimaryCtxRelease)                                                                     \
+  X(cuDevicePrimaryCtxRelease_v2)                                                                  \
+  X(cuDevicePrimaryCtxReset)                                                                       \
+  X(cuDevicePrimaryCtxReset_v2)                                                                    \
   X(cuMemcpyHtoD_v2)                                                                               \
   X(cuMemcpyHtoD_v2_ptds)                                                                          \
   X(cuMemcpyDtoH_v2)                                                                               \
@@ -89,7 +95,14 @@
   X(cuStreamGetCtx)                                                                                \
   X(cuDeviceGetMemPool)                                                                            \
   X(cuMemPoolGetAttribute)                                                                         \
-  X(cuStreamSynchronize)
+  X(cuStreamSynchronize)                                                                           \
+  X(cuMemHostGetFlags)                                                                             \
+  X(cuMemGetAddressRange_v2)                                                                       \
+  X(cuEventCreate)                                                                                 \
+  X(cuEventDestroy_v2)                                                                             \
+  X(cuEventRecord)                                                                                 \
+  X(cuEventRecord_ptsz)                                                                            \
+  X(cuEventSynchronize)
 
 enum {
 #define GMT__SYM_ENUM(name) GMT_SYM_##name,
@@ -142,5 +155,14 @@ extern __thread int gmt__t_depth;
 
 /* The device the calling thread's context is on, 0 without one. */
 int gmt__current_device(void);
+
+/* The calling thread's current context, NULL without one. */
+CUcontext gmt__current_ctx(void);
+
+/* Makes ctx current for a call of the hook's own on a block or range that
+ * belongs to it: 1 when it was pushed, 0 when it was current already,
+ * -1 when it could not be. gmt__ctx_leave(what enter returned) undoes it. */
+int gmt__ctx_enter(CUcontext ctx);
+void gmt__ctx_leave(int entered);
 
 #endif

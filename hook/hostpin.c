@@ -1,17 +1,29 @@
 /* Pinned host memory (see hostpin.h): a table of the ranges the program
- * pinned, so that a free or an unregister knows how many bytes went. The
- * calls are rare (pinning costs milliseconds a GiB), so one mutex and a
- * linear table are plenty; the count is read without the lock. */
+ * pinned, so that a free or an unregister knows how many bytes went, and
+ * the caching pool of its pinned blocks (hostpool.h) while pin advice is
+ * on. The calls are rare (pinning costs milliseconds a GiB), so one mutex
+ * and linear tables are plenty; the count is read without the lock. */
 #include "hostpin.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "driver.h"
 #include "fork.h"
+#include "gmt_log.h"
+#include "hostpool.h"
 #include "log.h"
 #include "pin.h"
+
+/* A cached block not asked for again this long is freed: a loop that
+ * frees and allocates each step comes back well within it. */
+#define HOSTPOOL_IDLE_MS 5000
+/* The most cached bytes, unless GMT_PIN_POOL_MIB says (0: no pool). */
+#define HOSTPOOL_DEFAULT_MIB 1024
+/* Blocks freed for real per call, at most (the rest at the next one). */
+#define HOSTPOOL_EVICT_BATCH 8
 
 typedef struct {
   void *p;
@@ -22,6 +34,13 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pin_t *g_pins;
 static size_t g_n, g_cap;
 static _Atomic uint64_t g_bytes;
+static gmt_hostpool_t g_pool = {.idle_ms = HOSTPOOL_IDLE_MS,
+                                .max_cached_bytes = (uint64_t)HOSTPOOL_DEFAULT_MIB << 20};
+static int g_pool_off; /* GMT_PIN_POOL_MIB=0 */
+/* Held while cached blocks are freed for real (by the reporter thread too)
+ * and while a context goes: a block is never freed in a context that is
+ * being destroyed. Taken before g_mu. */
+static pthread_mutex_t g_free_mu = PTHREAD_MUTEX_INITIALIZER;
 
 uint64_t gmt__hostpin_bytes(void)
 {
@@ -49,9 +68,8 @@ static void pinned(void *p, uint64_t bytes)
   pthread_mutex_unlock(&g_mu);
 }
 
-static void unpinned(void *p)
+static void unpinned_locked(const void *p)
 {
-  pthread_mutex_lock(&g_mu);
   for (size_t i = 0; i < g_n; i++) {
     if (g_pins[i].p != p)
       continue;
@@ -59,7 +77,225 @@ static void unpinned(void *p)
     g_pins[i] = g_pins[--g_n];
     break;
   }
+}
+
+static int is_block(const gmt_hostpool_block_t *b, void *p)
+{
+  return b->p == p;
+}
+
+int gmt__hostpin_overlaps(const void *p, size_t n)
+{
+  const char *a = p;
+  int hit = 0;
+  pthread_mutex_lock(&g_mu);
+  for (size_t i = 0; i < g_n && !hit; i++) {
+    const char *b = g_pins[i].p;
+    hit = a < b + g_pins[i].bytes && b < a + n;
+  }
   pthread_mutex_unlock(&g_mu);
+  return hit;
+}
+
+static void unpinned(void *p);
+
+void gmt__hostpin_note(void *p, uint64_t bytes)
+{
+  if (bytes)
+    pinned(p, bytes);
+  else
+    unpinned(p);
+}
+
+static void unpinned(void *p)
+{
+  pthread_mutex_lock(&g_mu);
+  unpinned_locked(p);
+  /* A pool block the driver freed (the sync before caching it failed). */
+  gmt__hostpool_forget(&g_pool, (int (*)(const gmt_hostpool_block_t *, void *))is_block, p);
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* ---- the caching pool ---- */
+
+void gmt__hostpin_pool_stats(uint64_t *cached, uint64_t *reused)
+{
+  pthread_mutex_lock(&g_mu);
+  *cached = g_pool.cached_bytes;
+  *reused = g_pool.hits;
+  pthread_mutex_unlock(&g_mu);
+}
+
+static int pool_on(void)
+{
+  return !g_pool_off && gmt__pin_on();
+}
+
+/* The block is still the driver's: a context that went without our
+ * seeing it took its blocks along. */
+static int block_alive(const void *p)
+{
+  CUresult (*flags)(unsigned *, void *) =
+      (CUresult(*)(unsigned *, void *))gmt__real(GMT_SYM_cuMemHostGetFlags);
+  unsigned f = 0;
+  return flags && flags(&f, (void *)p) == CUDA_SUCCESS;
+}
+
+/* Frees blocks the pool let go, outside g_mu, each in its context. */
+static void free_blocks(const gmt_hostpool_block_t *b, size_t n)
+{
+  CUresult (*fr)(void *) = (CUresult(*)(void *))gmt__real(GMT_SYM_cuMemFreeHost);
+  for (size_t i = 0; i < n; i++) {
+    gmt__t_depth++;
+    int entered = gmt__ctx_enter((CUcontext)b[i].ctx);
+    CUresult rc = fr ? fr(b[i].p) : CUDA_ERROR_NOT_FOUND;
+    gmt__ctx_leave(entered);
+    gmt__t_depth--;
+    if (rc != CUDA_SUCCESS)
+      GMT_HOOK_DEBUG("pinned pool: cuMemFreeHost of a cached block of %zu bytes failed (%d)",
+                     b[i].bytes, (int)rc);
+    pthread_mutex_lock(&g_mu);
+    unpinned_locked(b[i].p);
+    pthread_mutex_unlock(&g_mu);
+  }
+}
+
+/* Frees what has been idle too long or is over the cap; with all, every
+ * cached block (a context is about to go, or memory ran out). Returns how
+ * many blocks went. */
+static size_t pool_trim(int all)
+{
+  gmt_hostpool_block_t out[HOSTPOOL_EVICT_BATCH];
+  size_t n, total = 0;
+  pthread_mutex_lock(&g_free_mu);
+  do {
+    pthread_mutex_lock(&g_mu);
+    n = gmt__hostpool_evict(&g_pool, gmt_now_ms(), all, out, HOSTPOOL_EVICT_BATCH);
+    pthread_mutex_unlock(&g_mu);
+    free_blocks(out, n);
+    total += n;
+  } while (n == HOSTPOOL_EVICT_BATCH);
+  pthread_mutex_unlock(&g_free_mu);
+  return total;
+}
+
+int gmt__hostpin_tick(void)
+{
+  pthread_mutex_lock(&g_mu);
+  uint64_t cached = g_pool.cached_bytes;
+  pthread_mutex_unlock(&g_mu);
+  return cached && pool_trim(0) > 0;
+}
+
+static CUresult call_alloc(int sym, void **pp, size_t n, unsigned flags)
+{
+  void *real = gmt__real(sym);
+  if (!real)
+    return CUDA_ERROR_NOT_FOUND;
+  switch (sym) {
+  case GMT_SYM_cuMemAllocHost: return ((__typeof__(&cuMemAllocHost))real)(pp, (unsigned)n);
+  case GMT_SYM_cuMemAllocHost_v2: return ((__typeof__(&cuMemAllocHost_v2))real)(pp, n);
+  default: return ((__typeof__(&cuMemHostAlloc))real)(pp, n, flags);
+  }
+}
+
+/* cuMemAllocHost(_v2) and cuMemHostAlloc (sym says which; the first two
+ * have flags 0). With the pool on, a request of 1 MiB and up is rounded
+ * to its class and served from the cache when a block of that class,
+ * flags and context is there. */
+static CUresult host_alloc(int sym, void **pp, size_t n, unsigned flags)
+{
+  if (gmt__t_depth)
+    return call_alloc(sym, pp, n, flags);
+  size_t cls = pp && pool_on() ? gmt__hostpool_class(n) : 0;
+  if (sym == GMT_SYM_cuMemAllocHost && cls > UINT_MAX)
+    cls = 0;
+  CUcontext ctx = cls ? gmt__current_ctx() : NULL;
+  if (!ctx)
+    cls = 0; /* no context: the driver answers as it would */
+  if (cls) {
+    pthread_mutex_lock(&g_mu);
+    void *p = gmt__hostpool_take(&g_pool, cls, flags, ctx);
+    pthread_mutex_unlock(&g_mu);
+    if (p) {
+      *pp = p;
+      return CUDA_SUCCESS;
+    }
+  }
+  gmt__t_depth++;
+  CUresult rc = call_alloc(sym, pp, cls ? cls : n, flags);
+  if (rc == CUDA_ERROR_OUT_OF_MEMORY && cls) {
+    /* The cache may hold what is missing; and the rounding may be. */
+    gmt__t_depth--;
+    pool_trim(1);
+    gmt__t_depth++;
+    cls = 0;
+    rc = call_alloc(sym, pp, n, flags);
+  }
+  gmt__t_depth--;
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  pinned(*pp, cls ? cls : n);
+  if (cls) {
+    pthread_mutex_lock(&g_mu);
+    if (gmt__hostpool_made(&g_pool, *pp, cls, flags, ctx) < 0)
+      GMT_HOOK_DEBUG("pinned pool: out of memory; a block of %zu bytes is not cached", cls);
+    pthread_mutex_unlock(&g_mu);
+    pool_trim(0);
+  }
+  return rc;
+}
+
+/* cuMemFreeHost of a pool block: cached, after waiting as cuMemFreeHost
+ * does for the context's queued work (a copy still reading the block must
+ * not see its next user's bytes). 1 when kept. */
+static int pool_give(void *p)
+{
+  gmt_hostpool_block_t b;
+  pthread_mutex_lock(&g_mu);
+  int kept = g_pool.n && gmt__hostpool_give(&g_pool, p, gmt_now_ms(), &b);
+  pthread_mutex_unlock(&g_mu);
+  if (!kept)
+    return 0;
+  CUresult (*csync)(void) = (CUresult(*)(void))gmt__real(GMT_SYM_cuCtxSynchronize);
+  gmt__t_depth++;
+  int entered = gmt__ctx_enter((CUcontext)b.ctx);
+  int ok = entered >= 0 && csync && csync() == CUDA_SUCCESS && block_alive(p);
+  gmt__ctx_leave(entered);
+  gmt__t_depth--;
+  if (!ok) {
+    /* The driver frees it (or says what is wrong), as without gmt. */
+    pthread_mutex_lock(&g_mu);
+    gmt__hostpool_ungive(&g_pool, p);
+    pthread_mutex_unlock(&g_mu);
+    return 0;
+  }
+  pool_trim(0);
+  return 1;
+}
+
+static int block_dead(const gmt_hostpool_block_t *b, void *arg)
+{
+  (void)arg;
+  if (block_alive(b->p))
+    return 0;
+  unpinned_locked(b->p);
+  return 1;
+}
+
+void gmt__hostpin_ctx_going(void)
+{
+  pool_trim(1);
+  pthread_mutex_lock(&g_free_mu);
+}
+
+void gmt__hostpin_ctx_gone(void)
+{
+  pthread_mutex_lock(&g_mu);
+  if (g_pool.n)
+    gmt__hostpool_forget(&g_pool, block_dead, NULL);
+  pthread_mutex_unlock(&g_mu);
+  pthread_mutex_unlock(&g_free_mu);
 }
 
 /* A driver that calls its own entry points is counted once, at the
@@ -78,25 +314,24 @@ static void unpinned(void *p)
 
 GMT_EXPORT CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
 {
-  GMT_REAL(cuMemAllocHost);
-  PIN_CALL(real(pp, bytesize), pinned(*pp, bytesize));
+  return host_alloc(GMT_SYM_cuMemAllocHost, pp, bytesize, 0);
 }
 
 GMT_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
-  GMT_REAL(cuMemAllocHost_v2);
-  PIN_CALL(real(pp, bytesize), pinned(*pp, bytesize));
+  return host_alloc(GMT_SYM_cuMemAllocHost_v2, pp, bytesize, 0);
 }
 
 GMT_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 {
-  GMT_REAL(cuMemHostAlloc);
-  PIN_CALL(real(pp, bytesize, flags), pinned(*pp, bytesize));
+  return host_alloc(GMT_SYM_cuMemHostAlloc, pp, bytesize, flags);
 }
 
 GMT_EXPORT CUresult cuMemFreeHost(void *p)
 {
   GMT_REAL(cuMemFreeHost);
+  if (!gmt__t_depth && p && pool_give(p))
+    return CUDA_SUCCESS;
   PIN_CALL(real(p), unpinned(p));
 }
 
@@ -126,12 +361,14 @@ GMT_EXPORT CUresult cuMemHostUnregister(void *p)
 
 static void hostpin_prepare(void)
 {
+  pthread_mutex_lock(&g_free_mu);
   pthread_mutex_lock(&g_mu);
 }
 
 static void hostpin_parent(void)
 {
   pthread_mutex_unlock(&g_mu);
+  pthread_mutex_unlock(&g_free_mu);
 }
 
 /* A child has none of the parent's pinned memory as CUDA memory: it
@@ -139,13 +376,31 @@ static void hostpin_parent(void)
 static void hostpin_child(void)
 {
   pthread_mutex_init(&g_mu, NULL);
+  pthread_mutex_init(&g_free_mu, NULL);
   g_n = 0;
   atomic_store_explicit(&g_bytes, 0, memory_order_relaxed);
+  gmt__hostpool_reset(&g_pool);
 }
 
 static const gmt_fork_ops_t g_fork_ops = {hostpin_prepare, hostpin_parent, hostpin_child};
 
 __attribute__((constructor)) static void hostpin_register(void)
 {
+  const char *mib = getenv("GMT_PIN_POOL_MIB");
+  if (mib && *mib) {
+    char *end;
+    unsigned long long v = strtoull(mib, &end, 10);
+    if (*end || v > (UINT64_MAX >> 20))
+      GMT_HOOK_DEBUG("GMT_PIN_POOL_MIB=%s is not a number of MiB; kept %d", mib,
+                     HOSTPOOL_DEFAULT_MIB);
+    else if (v == 0)
+      g_pool_off = 1;
+    else
+      g_pool.max_cached_bytes = (uint64_t)v << 20;
+  }
+  /* Tests wait less than HOSTPOOL_IDLE_MS for a cached block to go. */
+  const char *idle = getenv("GMT_PIN_POOL_IDLE_MS");
+  if (idle && *idle)
+    g_pool.idle_ms = strtoull(idle, NULL, 10);
   gmt__fork_register(GMT_LOCK_HOSTPIN, &g_fork_ops);
 }

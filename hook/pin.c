@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -20,8 +21,13 @@
 #include "log.h"
 
 #define ADVISE_TIMEOUT_MS 500
-#define RETRY_MS 1000           /* a buffer refused for the budget is asked again after this */
-#define COLD_MS 1000            /* a pinned buffer not copied for this long may make room */
+#define RETRY_MS 1000 /* a buffer refused for the budget is asked again after this */
+#define COLD_MS 1000  /* a pinned buffer not copied for this long may make room */
+/* In adaptive mode a pinned buffer not copied for this long goes back to
+ * pageable even when the budget is not short (GMT_PIN_IDLE_MS for tests):
+ * long enough that a pause between epochs keeps it, short enough that a
+ * phase that is over gives its pins back to the node. */
+#define IDLE_UNPIN_MS 10000
 #define MEASURE_MIN (256 << 10) /* copies this small time the call, not the bus */
 #define HISTORY_CAP 1024
 /* Grants are asked for in chunks, so that a run of pins makes one Advise;
@@ -48,6 +54,9 @@ static struct {
   uint64_t slack;   /* granted in a chunk and not pinned yet */
   uint64_t slack_used_ms;
   uint64_t budget_until_ms;
+  /* The reporter thread's alone: adaptive's idle time before a pin goes,
+   * and when it last looked. */
+  uint64_t idle_unpin_ms, idle_scan_ms;
   size_t nhist;
   struct hist {
     char module[GMT_HEAP_MODULE_MAX];
@@ -90,16 +99,14 @@ GMT_EXPORT __attribute__((noinline, used)) void gmt_trace_pinned(const void *add
   __asm__ volatile("" : : "r"(addr), "r"(size), "r"(pinned) : "memory");
 }
 
-typedef CUresult (*ctx_fn)(CUcontext);
-
 /* Registers [addr, addr+size) in the calling thread's context (portable:
  * any context's copies see it pinned). Returns the time it took, or -1. */
 static double do_register(uintptr_t addr, size_t size, CUcontext *ctx)
 {
   CUresult (*reg)(void *, size_t, unsigned) =
       (CUresult(*)(void *, size_t, unsigned))gmt__real(GMT_SYM_cuMemHostRegister_v2);
-  CUresult (*cur)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxGetCurrent);
-  if (!reg || !cur || cur(ctx) != CUDA_SUCCESS || !*ctx)
+  *ctx = gmt__current_ctx();
+  if (!reg || !*ctx)
     return -1;
   uint64_t t0 = gmt_now_ns();
   CUresult rc = reg((void *)addr, size, CU_MEMHOSTREGISTER_PORTABLE);
@@ -118,23 +125,15 @@ static double do_register(uintptr_t addr, size_t size, CUcontext *ctx)
 static double do_unregister(uintptr_t addr, CUcontext ctx, int sync)
 {
   CUresult (*unreg)(void *) = (CUresult(*)(void *))gmt__real(GMT_SYM_cuMemHostUnregister);
-  CUresult (*cur)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxGetCurrent);
-  ctx_fn push = (ctx_fn)gmt__real(GMT_SYM_cuCtxPushCurrent_v2);
-  CUresult (*pop)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxPopCurrent_v2);
   CUresult (*csync)(void) = (CUresult(*)(void))gmt__real(GMT_SYM_cuCtxSynchronize);
-  if (!unreg || !cur || !push || !pop || !csync)
+  if (!unreg || !csync)
     return -1;
-  CUcontext now = NULL;
-  int pushed = cur(&now) == CUDA_SUCCESS && now != ctx && push(ctx) == CUDA_SUCCESS;
+  int entered = gmt__ctx_enter(ctx);
   CUresult src = sync ? csync() : CUDA_SUCCESS;
   uint64_t t1 = gmt_now_ns();
   CUresult rc = src == CUDA_SUCCESS ? unreg((void *)addr) : src;
   uint64_t t2 = gmt_now_ns();
-  if (pushed) {
-    CUcontext popped;
-    if (pop(&popped) != CUDA_SUCCESS)
-      GMT_HOOK_DEBUG("pin: cannot pop the context pushed to unregister");
-  }
+  gmt__ctx_leave(entered);
   if (rc != CUDA_SUCCESS) {
     GMT_HOOK_DEBUG("pin: cuMemHostUnregister at %#lx failed (%d)", (unsigned long)addr, (int)rc);
     return -1;
@@ -369,12 +368,12 @@ static void find_cold(gmt_hostbuf_t *b, void *arg)
   }
 }
 
-/* The budget is short: unpins this process's buffers that went cold.
- * Returns the bytes freed. */
-static uint64_t unpin_cold(void)
+/* Unpins this process's buffers not copied for cold_ms (the budget is
+ * short, or in adaptive mode they went cold). Returns the bytes freed. */
+static uint64_t unpin_cold(uint64_t cold_ms)
 {
   cold_t c = {.now = gmt_now_ms()};
-  c.older_than = c.now > COLD_MS ? c.now - COLD_MS : 0;
+  c.older_than = c.now > cold_ms ? c.now - cold_ms : 0;
   gmt__heap_lock();
   gmt__heap_each_locked(find_cold, &c);
   gmt__heap_unlock();
@@ -390,7 +389,8 @@ static uint64_t unpin_cold(void)
     if (ns >= 0) {
       unpinned(c.v[i].size, ns);
       freed += c.v[i].size;
-      GMT_HOOK_DEBUG("pin: unpinned a cold buffer of %zu bytes to make room", c.v[i].size);
+      GMT_HOOK_DEBUG("pin: unpinned a buffer of %zu bytes not copied for %llu ms", c.v[i].size,
+                     (unsigned long long)cold_ms);
     }
   }
   return freed;
@@ -465,7 +465,7 @@ static void ask_and_pin(uint64_t id, const ask_t *q, uintptr_t addr, size_t size
     reason = sure_reason;
   } else {
     rc = grant(q, size, &pin, &reason);
-    if (rc == 0 && !pin && reason == GMT__PIN_REASON__PIN_REASON_BUDGET && unpin_cold() > 0)
+    if (rc == 0 && !pin && reason == GMT__PIN_REASON__PIN_REASON_BUDGET && unpin_cold(COLD_MS) > 0)
       rc = grant(q, size, &pin, &reason); /* the room it made is given back first */
   }
   CUcontext ctx = NULL;
@@ -622,6 +622,14 @@ void gmt__pin_yield(const void *p, size_t n)
 
 void gmt__pin_tick(void)
 {
+  /* Adaptive pins that went cold go back (a quarter of the idle time
+   * apart at most, so a scan of the buffers stays rare). */
+  uint64_t now = gmt_now_ms();
+  if (atomic_load_explicit(&g_mode, memory_order_relaxed) == GMT__PIN_MODE__PIN_ADAPTIVE &&
+      gmt__pin_advised_bytes() && now - g.idle_scan_ms >= g.idle_unpin_ms / 4) {
+    g.idle_scan_ms = now;
+    unpin_cold(g.idle_unpin_ms);
+  }
   gmt__heap_lock();
   if (g.slack && gmt_now_ms() - g.slack_used_ms >= SLACK_IDLE_MS) {
     g.release += g.slack;
@@ -651,6 +659,12 @@ __attribute__((destructor)) static void pin_exit(void)
   gmt__pin_tick();
 }
 
+int gmt__pin_on(void)
+{
+  int mode = atomic_load_explicit(&g_mode, memory_order_relaxed);
+  return mode >= 0 && mode != GMT__PIN_MODE__PIN_OFF;
+}
+
 void gmt__pin_set_mode(int mode)
 {
   atomic_store(&g_mode, mode);
@@ -675,5 +689,7 @@ static const gmt_fork_ops_t g_fork_ops = {NULL, NULL, pin_child};
 
 __attribute__((constructor)) static void pin_register(void)
 {
+  const char *idle = getenv("GMT_PIN_IDLE_MS");
+  g.idle_unpin_ms = idle && *idle ? strtoull(idle, NULL, 10) : IDLE_UNPIN_MS;
   gmt__fork_register(GMT_LOCK_PIN, &g_fork_ops);
 }

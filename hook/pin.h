@@ -24,6 +24,10 @@
 /* The pod's pin mode (Gmt__PinMode), from registration; off stops the
  * heap's tracking for good. */
 void gmt__pin_set_mode(int mode);
+/* 1 once registration said pin advice is on for the pod (any mode but
+ * off): gmt may then manage the program's pinned memory too (hostpin.c's
+ * caching pool). */
+int gmt__pin_on(void);
 
 /* One copy as copy.c sees it. */
 typedef struct {

@@ -36,6 +36,7 @@
 #include "gmt_wire.h"
 #include "log.h"
 #include "pin.h"
+#include "stage.h"
 #include "reserve.h"
 #include "state.h"
 #include "thread.h"
@@ -90,6 +91,7 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
   pr.memory_reserved = t->memory_reserved;
   pr.pinned_advised = gmt__pin_advised_bytes();
   pr.pinned_bytes = gmt__hostpin_bytes() + pr.pinned_advised;
+  gmt__hostpin_pool_stats(&pr.pinned_cached, &pr.pinned_reused);
   pr.n_events = n;
   pr.events = pev;
   Gmt__ReportRequest rr = GMT__REPORT_REQUEST__INIT;
@@ -125,6 +127,9 @@ static void *reporter_main(void *arg)
     changed |= gmt__reserve_tick(sent_reserved);
     /* Pins given back and profile histories, from here, never from a free. */
     gmt__pin_tick();
+    /* Pinned blocks the pool kept too long, from here too. */
+    changed |= gmt__hostpin_tick();
+    changed |= gmt__stage_tick();
     uint64_t now = gmt_now_ms();
     if (!changed && now - last_send < GMT_REPORT_KEEPALIVE_MS)
       continue;
@@ -207,10 +212,12 @@ static int do_register(void)
     return rc;
   }
   const Gmt__PodConfig *pc = rep->register_rep ? rep->register_rep->config : NULL;
-  GMT_HOOK_DEBUG("registered pid %d (%s) with %s: pod %s request %.2f limit %.2f memory %llu",
+  GMT_HOOK_DEBUG("registered pid %d (%s) with %s: pod %s request %.2f limit %.2f memory %llu "
+                 "mode %s",
                  (int)getpid(), g_exe, g_url, pc && pc->name ? pc->name : "?",
                  pc ? pc->request : 0.0, pc ? pc->limit : 0.0,
-                 (unsigned long long)(pc ? pc->memory_limit : 0));
+                 (unsigned long long)(pc ? pc->memory_limit : 0),
+                 gmt_mem_mode_name(pc ? (int)pc->mode : 0));
   if (pc)
     gmt__reserve_set_limit(pc->memory_limit); /* the fallback while unreachable */
   gmt__pin_set_mode(pc ? (int)pc->pin : GMT__PIN_MODE__PIN_OFF);

@@ -129,6 +129,22 @@ int gmt_wire_expect(const Gmt__Envelope *rep, Gmt__Envelope__BodyCase expect, ch
   return GMT_EUNEXPECTED;
 }
 
+/* A config enum's value <-> its name in resource-config.txt and gmt status. */
+static const char *enum_name(const char *const *names, size_t n, int v)
+{
+  return v >= 0 && (size_t)v < n ? names[v] : "unknown";
+}
+
+static int enum_parse(const char *const *names, size_t n, const char *name)
+{
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(name, names[i]) == 0)
+      return (int)i;
+  return -EINVAL;
+}
+
+#define NAMES(a) (a), sizeof(a) / sizeof((a)[0])
+
 static const char *const pin_names[] = {
     [GMT__PIN_MODE__PIN_OFF] = "off",
     [GMT__PIN_MODE__PIN_PROFILE] = "profile",
@@ -136,16 +152,28 @@ static const char *const pin_names[] = {
     [GMT__PIN_MODE__PIN_ADAPTIVE] = "adaptive",
 };
 
+static const char *const mem_names[] = {
+    [GMT__MEM_MODE__MEM_STRICT] = "strict",
+    [GMT__MEM_MODE__MEM_SWAP] = "swap",
+    [GMT__MEM_MODE__MEM_UM] = "um",
+};
+
 const char *gmt_pin_mode_name(int mode)
 {
-  return mode >= 0 && (size_t)mode < sizeof pin_names / sizeof pin_names[0] ? pin_names[mode]
-                                                                            : "unknown";
+  return enum_name(NAMES(pin_names), mode);
 }
 
 int gmt_pin_mode_parse(const char *name)
 {
-  for (size_t i = 0; i < sizeof pin_names / sizeof pin_names[0]; i++)
-    if (strcmp(name, pin_names[i]) == 0)
-      return (int)i;
-  return -EINVAL;
+  return enum_parse(NAMES(pin_names), name);
+}
+
+const char *gmt_mem_mode_name(int mode)
+{
+  return enum_name(NAMES(mem_names), mode);
+}
+
+int gmt_mem_mode_parse(const char *name)
+{
+  return enum_parse(NAMES(mem_names), name);
 }

@@ -253,13 +253,26 @@ static bool parse_pin(errlist_t *e, int lineno, const char *v, gmt_pod_config_t 
   return true;
 }
 
+static bool parse_mode(errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
+{
+  char sb[96];
+  int m = gmt_mem_mode_parse(v);
+  if (m < 0) {
+    err_add(e, lineno, "mode '%s' is not one of strict, swap, um", gmt_shown(v, sb, sizeof sb));
+    return false;
+  }
+  pod->mode = m;
+  return true;
+}
+
 /* The key=value fields a pod line may carry after GPU_MEM; the issues
- * still to come (memory tiers, devices) add theirs here. */
+ * still to come (devices) add theirs here. */
 static const struct {
   const char *key;
   bool (*parse)(errlist_t *e, int lineno, const char *value, gmt_pod_config_t *pod);
 } pod_keys[] = {
     {"pin", parse_pin},
+    {"mode", parse_mode},
 };
 #define NKEYS (sizeof pod_keys / sizeof pod_keys[0])
 

@@ -9,7 +9,8 @@
  * suffix K, M, G, T or Ki, Mi, Gi, Ti (any case; all powers of 1024).
  * After GPU_MEM come optional key=value fields, each key at most once
  * (an unknown key or a bad value is an error): pin=off|profile|use|adaptive
- * (pin advice for host buffers; default off).
+ * (pin advice for host buffers; default off), mode=strict|swap|um (how the
+ * pod's device memory is held, docs/tiers.md; default strict).
  * Blank lines and lines starting with '#' are skipped. At most
  * GMT_CONFIG_MAX_PODS pods; requests that add up to more than 1 are logged
  * as a warning. */
@@ -27,6 +28,10 @@ typedef struct gmt_pod_config {
   double limit;          /* most GPU time it may take */
   uint64_t memory_limit; /* bytes of device memory */
   int pin;               /* pin=: a Gmt__PinMode (gmt_pin_mode_name()) */
+  int mode;              /* mode=: a Gmt__MemMode (gmt_mem_mode_name()); strict is the
+                          * hard quota on the device, swap lets gmt move the pod's
+                          * allocations to host or disk, um backs them with unified
+                          * memory. Only strict is built yet. */
   int line;              /* where it was read, for messages */
 } gmt_pod_config_t;
 

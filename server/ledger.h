@@ -43,6 +43,9 @@ uint64_t gmt_ledger_pod_total(const gmt_ledger_t *l, const char *pod);
 /* The sum over every pod (saturating): the node's total, for a ledger
  * whose limit is the node's (the pinned host memory of pin advice). */
 uint64_t gmt_ledger_node_total(const gmt_ledger_t *l);
+/* The sum over every pod on one device (saturating); bytes adopted from a
+ * report with no device known are not in it. */
+uint64_t gmt_ledger_device_total(const gmt_ledger_t *l, int device);
 uint64_t gmt_ledger_pid_total(const gmt_ledger_t *l, const char *pod, uint32_t pid);
 /* Whether pid has an entry: it reserved (or was adopted) since it joined,
  * even if it holds nothing now. */

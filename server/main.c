@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "gmt_daemon.h"
@@ -18,11 +20,13 @@
 #include "gmt_log.h"
 #include "rpc_trace.h"
 #include "schd.h"
+#include "tiers.h"
 
 #define SERVER_CONTEXTS 64
 #define EXPIRY_PERIOD_MS 250
 #define DEFAULT_POD_TIMEOUT_MS 3000
 #define MAX_LISTEN 16
+#define MAX_GPU_SPACES 64
 
 enum { EXIT_USAGE = 2 };
 
@@ -33,7 +37,9 @@ static void usage(FILE *f)
           "                [--pod-timeout MS] [--window-ms MS] [--base-quota-ms MS]\n"
           "                [--min-quota-ms MS] [--no-trace] [--allow-uid USER]...\n"
           "                [--allow-gid GROUP]... [--socket-group GROUP]\n"
-          "                [--pinned-limit BYTES] [-v]\n"
+          "                [--pinned-limit BYTES] [--gpu-capacity DEV=BYTES]...\n"
+          "                [--host-tier BYTES] [--disk-tier DIR[:BYTES]]...\n"
+          "                [--tier-trigger F] [--tier-stop F] [-v]\n"
           "\n"
           "The gmt node daemon: shares this node's GPUs between the pods listed in\n"
           "resource-config.txt.\n"
@@ -65,10 +71,23 @@ static void usage(FILE *f)
           "                        the node's budget of page-locked host memory for\n"
           "                        pin advice (suffixes as GPU_MEM; default a quarter\n"
           "                        of this machine's memory)\n"
+          "      --gpu-capacity DEV=BYTES\n"
+          "                        memory tiers: declare device DEV's space with\n"
+          "                        BYTES, less than the card has (repeatable)\n"
+          "      --host-tier BYTES the host memory tier (default the pinned limit)\n"
+          "      --disk-tier DIR[:BYTES]\n"
+          "                        a disk tier in DIR, an existing writable folder\n"
+          "                        (DIR without ':'; repeatable; default BYTES: the\n"
+          "                        free space of its filesystem at start)\n"
+          "      --tier-trigger F, --tier-stop F\n"
+          "                        move memory down a tier once a space is F full,\n"
+          "                        until it is F full (0 < stop < trigger <= 1;\n"
+          "                        default %g and %g; docs/tiers.md)\n"
           "  -v, --verbose         log every request\n"
           "  -h, --help            this text\n",
           DEFAULT_POD_TIMEOUT_MS, GMT_TOKEN_WINDOW_MS, GMT_TOKEN_WINDOW_MIN_MS,
-          GMT_TOKEN_WINDOW_MAX_MS, GMT_TOKEN_BASE_QUOTA_MS, GMT_TOKEN_MIN_QUOTA_MS);
+          GMT_TOKEN_WINDOW_MAX_MS, GMT_TOKEN_BASE_QUOTA_MS, GMT_TOKEN_MIN_QUOTA_MS,
+          GMT_TIERS_TRIGGER, GMT_TIERS_STOP);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -198,6 +217,11 @@ static uint64_t default_pinned_limit(void)
 }
 
 typedef struct {
+  int dev;
+  uint64_t bytes;
+} gpu_space_t;
+
+typedef struct {
   const char *config;
   const char *listen[MAX_LISTEN];
   int nlisten;
@@ -209,6 +233,14 @@ typedef struct {
   gmt_admit_t admit;
   int64_t socket_gid;    /* -1: ours */
   uint64_t pinned_limit; /* 0: a quarter of RAM */
+  gpu_space_t gpus[MAX_GPU_SPACES];
+  int ngpus;
+  uint64_t host_tier; /* 0: the pinned limit */
+  gmt_disk_tier_t disks[GMT_SCHD_MAX_DISK_TIERS];
+  dev_t disk_dev[GMT_SCHD_MAX_DISK_TIERS]; /* the same folder twice is refused */
+  ino_t disk_ino[GMT_SCHD_MAX_DISK_TIERS];
+  int ndisks;
+  double tier_trigger, tier_stop;
 } flags_t;
 
 /* A --*-ms flag of the token policy: a positive number of milliseconds
@@ -221,6 +253,90 @@ static int parse_ms(const char *flag, const char *arg, double *out)
   if (end == arg || *end || errno || !(v > 0) || v > 1e12)
     return usage_error("%s '%s': want a positive number of milliseconds", flag, arg);
   *out = v;
+  return -1;
+}
+
+/* A byte count above 0 for flag. Returns -1 to go on, or the exit code. */
+static int parse_bytes(const char *flag, const char *arg, uint64_t *out)
+{
+  if (gmt_config_parse_bytes(arg, out) < 0 || *out == 0)
+    return usage_error("%s '%s': want a byte count above 0 (suffixes K, M, G, T, Ki, Mi, Gi, Ti)",
+                       flag, arg);
+  return -1;
+}
+
+/* --tier-trigger, --tier-stop: a fraction (their order is checked once
+ * both are known). */
+static int parse_fraction(const char *flag, const char *arg, double *out)
+{
+  char *end;
+  errno = 0;
+  double v = strtod(arg, &end);
+  if (end == arg || *end || errno || !(v > 0 && v <= 1))
+    return usage_error("%s '%s': want a fraction above 0, at most 1", flag, arg);
+  *out = v;
+  return -1;
+}
+
+/* --gpu-capacity DEV=BYTES */
+static int parse_gpu_capacity(const char *arg, flags_t *f)
+{
+  const char *eq = strchr(arg, '=');
+  char *end = NULL;
+  errno = 0;
+  long dev = eq && arg[0] >= '0' && arg[0] <= '9' ? strtol(arg, &end, 10) : -1;
+  uint64_t bytes;
+  if (dev < 0 || end != eq || errno || dev >= MAX_GPU_SPACES ||
+      gmt_config_parse_bytes(eq + 1, &bytes) < 0 || bytes == 0)
+    return usage_error("--gpu-capacity '%s': want DEV=BYTES, a device 0 to %d and a byte count "
+                       "above 0",
+                       arg, MAX_GPU_SPACES - 1);
+  for (int i = 0; i < f->ngpus; i++)
+    if (f->gpus[i].dev == dev)
+      return usage_error("--gpu-capacity: device %ld given twice", dev);
+  f->gpus[f->ngpus++] = (gpu_space_t){.dev = (int)dev, .bytes = bytes};
+  return -1;
+}
+
+/* --disk-tier DIR[:BYTES]: DIR must be a folder this process may write
+ * (spill files go there); without BYTES, what its filesystem has free. */
+static int parse_disk_tier(const char *arg, flags_t *f)
+{
+  if (f->ndisks == GMT_SCHD_MAX_DISK_TIERS)
+    return usage_error("too many --disk-tier (at most %d)", GMT_SCHD_MAX_DISK_TIERS);
+  gmt_disk_tier_t *d = &f->disks[f->ndisks];
+  const char *colon = strrchr(arg, ':');
+  size_t len = colon ? (size_t)(colon - arg) : strlen(arg);
+  if (len == 0 || len >= sizeof d->dir)
+    return usage_error("--disk-tier '%s': want DIR[:BYTES], DIR 1 to %zu characters", arg,
+                       sizeof d->dir - 1);
+  memcpy(d->dir, arg, len);
+  d->dir[len] = '\0';
+  if (colon && (gmt_config_parse_bytes(colon + 1, &d->bytes) < 0 || d->bytes == 0))
+    return usage_error("--disk-tier '%s': BYTES '%s' is not a byte count above 0 (suffixes K, "
+                       "M, G, T, Ki, Mi, Gi, Ti)",
+                       arg, colon + 1);
+  struct stat st;
+  if (stat(d->dir, &st) < 0)
+    return usage_error("--disk-tier %s: %s", d->dir, strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return usage_error("--disk-tier %s: not a directory", d->dir);
+  if (access(d->dir, W_OK | X_OK) < 0)
+    return usage_error("--disk-tier %s: not writable by this process", d->dir);
+  for (int i = 0; i < f->ndisks; i++)
+    if (f->disk_dev[i] == st.st_dev && f->disk_ino[i] == st.st_ino)
+      return usage_error("--disk-tier %s: the same directory as %s", d->dir, f->disks[i].dir);
+  f->disk_dev[f->ndisks] = st.st_dev;
+  f->disk_ino[f->ndisks] = st.st_ino;
+  struct statvfs vfs;
+  if (statvfs(d->dir, &vfs) < 0)
+    return usage_error("--disk-tier %s: statvfs: %s", d->dir, strerror(errno));
+  d->fs_free = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+  if (!colon)
+    d->bytes = d->fs_free;
+  if (d->bytes == 0)
+    return usage_error("--disk-tier %s: its filesystem has no free space; give BYTES", d->dir);
+  f->ndisks++;
   return -1;
 }
 
@@ -239,6 +355,11 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     OPT_ALLOW_GID,
     OPT_SOCKET_GROUP,
     OPT_PINNED_LIMIT,
+    OPT_GPU_CAPACITY,
+    OPT_HOST_TIER,
+    OPT_DISK_TIER,
+    OPT_TIER_TRIGGER,
+    OPT_TIER_STOP,
   };
   static const struct option longopts[] = {
       {"config", required_argument, NULL, 'c'},
@@ -253,13 +374,20 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       {"allow-gid", required_argument, NULL, OPT_ALLOW_GID},
       {"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
       {"pinned-limit", required_argument, NULL, OPT_PINNED_LIMIT},
+      {"gpu-capacity", required_argument, NULL, OPT_GPU_CAPACITY},
+      {"host-tier", required_argument, NULL, OPT_HOST_TIER},
+      {"disk-tier", required_argument, NULL, OPT_DISK_TIER},
+      {"tier-trigger", required_argument, NULL, OPT_TIER_TRIGGER},
+      {"tier-stop", required_argument, NULL, OPT_TIER_STOP},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
   *f = (flags_t){.state_dir = GMT_DEFAULT_STATE_DIR,
                  .pod_timeout_ms = DEFAULT_POD_TIMEOUT_MS,
-                 .socket_gid = -1};
+                 .socket_gid = -1,
+                 .tier_trigger = GMT_TIERS_TRIGGER,
+                 .tier_stop = GMT_TIERS_STOP};
   char err[160];
   gmt_token_params_default(&f->token);
   opterr = 0;
@@ -285,10 +413,28 @@ static int parse_flags(int argc, char **argv, flags_t *f)
         return usage_error("%s", err);
       break;
     case OPT_PINNED_LIMIT:
-      if (gmt_config_parse_bytes(optarg, &f->pinned_limit) < 0 || f->pinned_limit == 0)
-        return usage_error("--pinned-limit '%s': want a byte count above 0 (suffixes K, M, G, "
-                           "T, Ki, Mi, Gi, Ti)",
-                           optarg);
+      if ((rc = parse_bytes("--pinned-limit", optarg, &f->pinned_limit)) >= 0)
+        return rc;
+      break;
+    case OPT_GPU_CAPACITY:
+      if ((rc = parse_gpu_capacity(optarg, f)) >= 0)
+        return rc;
+      break;
+    case OPT_HOST_TIER:
+      if ((rc = parse_bytes("--host-tier", optarg, &f->host_tier)) >= 0)
+        return rc;
+      break;
+    case OPT_DISK_TIER:
+      if ((rc = parse_disk_tier(optarg, f)) >= 0)
+        return rc;
+      break;
+    case OPT_TIER_TRIGGER:
+      if ((rc = parse_fraction("--tier-trigger", optarg, &f->tier_trigger)) >= 0)
+        return rc;
+      break;
+    case OPT_TIER_STOP:
+      if ((rc = parse_fraction("--tier-stop", optarg, &f->tier_stop)) >= 0)
+        return rc;
       break;
     case OPT_SOCKET_GROUP: {
       gmt_admit_t one = {0};
@@ -335,6 +481,9 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     return usage_error("no config file: use -c resource-config.txt");
   if (gmt_token_params_check(&f->token, err, sizeof err) < 0)
     return usage_error("%s", err);
+  if (!(f->tier_stop < f->tier_trigger))
+    return usage_error("--tier-stop %g must be below --tier-trigger %g", f->tier_stop,
+                       f->tier_trigger);
   if (f->nlisten == 0) {
     f->listen[f->nlisten++] = GMT_DEFAULT_SCHD_IPC;
     f->listen[f->nlisten++] = GMT_DEFAULT_SCHD_TCP;
@@ -350,9 +499,51 @@ static int parse_flags(int argc, char **argv, flags_t *f)
   return -1;
 }
 
+/* The memory tiers' spaces, from the flags. A GPU space exists only where
+ * --gpu-capacity declares it: the daemon does not learn the node's devices
+ * yet (a later step declares each card at its size, or less). The host is
+ * one space (NUMA node 0) for now; one per NUMA node comes with topology. */
+static int tiers_init(gmt_schd_t *s, const flags_t *f)
+{
+  int rc = gmt_tiers_new(&s->tiers);
+  for (int i = 0; rc == 0 && i < f->ngpus; i++)
+    rc = gmt_tiers_add_space(s->tiers, GMT_TIER_GPU, f->gpus[i].dev, f->gpus[i].bytes, 0,
+                             f->tier_trigger, f->tier_stop);
+  if (rc == 0)
+    rc = gmt_tiers_add_space(s->tiers, GMT_TIER_HOST, 0,
+                             f->host_tier ? f->host_tier : s->pinned_limit, 0, f->tier_trigger,
+                             f->tier_stop);
+  for (int i = 0; rc == 0 && i < f->ndisks; i++) {
+    s->disks[i] = f->disks[i];
+    rc = gmt_tiers_add_space(s->tiers, GMT_TIER_DISK, i, f->disks[i].bytes, 0, f->tier_trigger,
+                             f->tier_stop);
+  }
+  s->ndisks = f->ndisks;
+  return rc;
+}
+
+/* One line per space of the tiers, at start. */
+static void tiers_log(const gmt_schd_t *s)
+{
+  for (size_t i = 0; i < gmt_tiers_nspaces(s->tiers); i++) {
+    gmt_tier_space_info_t sp;
+    if (gmt_tiers_space_info(s->tiers, i, &sp) < 0)
+      continue;
+    if (sp.tier == GMT_TIER_DISK)
+      gmt_info("memory tier %s %d: %llu bytes in %s (%llu free there at start), downgrade at "
+               "%g, stop at %g",
+               gmt_tier_name(sp.tier), sp.index, (unsigned long long)sp.capacity,
+               s->disks[sp.index].dir, (unsigned long long)s->disks[sp.index].fs_free, sp.trigger,
+               sp.stop);
+    else
+      gmt_info("memory tier %s %d: %llu bytes, downgrade at %g, stop at %g", gmt_tier_name(sp.tier),
+               sp.index, (unsigned long long)sp.capacity, sp.trigger, sp.stop);
+  }
+}
+
 int main(int argc, char **argv)
 {
-  flags_t f;
+  static flags_t f; /* the disk tiers' paths make it large */
   int rc = parse_flags(argc, argv, &f);
   if (rc >= 0)
     return rc;
@@ -418,7 +609,8 @@ int main(int argc, char **argv)
 
   int code = EXIT_SUCCESS;
   if ((rc = gmt__tokens_init(s)) < 0 || (rc = gmt__ledger_init(s)) < 0 ||
-      (rc = gmt__pin_init(s)) < 0 || (rc = gmt__trace_init(s, !f.no_trace)) < 0 ||
+      (rc = tiers_init(s, &f)) < 0 || (rc = gmt__pin_init(s)) < 0 ||
+      (rc = gmt__trace_init(s, !f.no_trace)) < 0 ||
       (rc = gmt_config_watch_init(&s->cwatch, &loop, s->config_path, on_config_changed, s)) < 0) {
     gmt_error("cannot start: %s", gmt_strerror(rc));
     code = EXIT_FAILURE;
@@ -431,15 +623,18 @@ int main(int argc, char **argv)
     for (int i = 0; i < f.nlisten; i++)
       gmt_info("listening on %s", f.listen[i]);
     gmt_info("%zu pod%s from %s, state in %s, pod timeout %llu ms, pinned host memory budget "
-             "%llu bytes",
+             "%llu bytes, memory tiers: %d gpu, 1 host, %d disk",
              s->cfg->npods, s->cfg->npods == 1 ? "" : "s", f.config, f.state_dir,
-             (unsigned long long)s->pod_timeout_ms, (unsigned long long)s->pinned_limit);
+             (unsigned long long)s->pod_timeout_ms, (unsigned long long)s->pinned_limit, f.ngpus,
+             f.ndisks);
+    tiers_log(s);
   }
 
   uv_run(&loop, UV_RUN_DEFAULT);
   if ((rc = uv_loop_close(&loop)) < 0)
     gmt_warn("event loop close: %s", uv_strerror(rc));
   gmt__pin_close(s);
+  gmt_tiers_free(s->tiers);
   gmt__ledger_close(s);
   gmt_pods_free(s->pods);
   gmt_store_close(s->store);

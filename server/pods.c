@@ -116,7 +116,9 @@ static gmt_proc_t *procs_from(const Gmt__HeartbeatRequest *req, size_t *n)
                         .frees = r->frees,
                         .memory_reserved = r->memory_reserved,
                         .pinned_bytes = r->pinned_bytes,
-                        .pinned_advised = r->pinned_advised};
+                        .pinned_advised = r->pinned_advised,
+                        .pinned_cached = r->pinned_cached,
+                        .pinned_reused = r->pinned_reused};
     if (!(v[k].exe = strdup(r->exe ? r->exe : ""))) {
       procs_free(v, k);
       return NULL;
@@ -244,6 +246,9 @@ static bool log_change(const gmt_pod_config_t *a, const gmt_pod_config_t *b)
   if (a->pin != b->pin)
     n += snprintf(what + n, sizeof what - (size_t)n, ", pin %s -> %s", gmt_pin_mode_name(a->pin),
                   gmt_pin_mode_name(b->pin));
+  if (a->mode != b->mode)
+    n += snprintf(what + n, sizeof what - (size_t)n, ", mode %s -> %s", gmt_mem_mode_name(a->mode),
+                  gmt_mem_mode_name(b->mode));
   if (n == 0)
     return false;
   gmt_info("config: pod '%s' changed: %s", a->name, what + 2);

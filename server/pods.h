@@ -22,6 +22,8 @@ typedef struct gmt_proc {
   uint64_t memory_reserved; /* as its report says; the ledger rebuilds from it */
   uint64_t pinned_bytes;    /* page-locked host memory, as its report says */
   uint64_t pinned_advised;  /* of which pinned on advice; the pinned ledger rebuilds from it */
+  uint64_t pinned_cached;   /* of pinned_bytes, its pinned pool's freed blocks */
+  uint64_t pinned_reused;   /* allocations its pinned pool served */
 } gmt_proc_t;
 
 typedef struct gmt_pod {

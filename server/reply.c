@@ -33,4 +33,5 @@ void gmt__pod_config_fill(const gmt_pod_t *pod, Gmt__PodConfig *pc)
   pc->limit = pod->cfg.limit;
   pc->memory_limit = pod->cfg.memory_limit;
   pc->pin = (Gmt__PinMode)pod->cfg.pin;
+  pc->mode = (Gmt__MemMode)pod->cfg.mode;
 }

@@ -1,9 +1,10 @@
 /* gmt-schd's message handlers: one function per request kind, found in the
  * table below by the envelope's body case (the handlers of tokens, memory,
- * pin advice and the tracer live in rpc_*.c; the replies they share, in reply.c below
- * them). Runs on the loop thread, so handlers read and change the daemon's
- * state freely. A handler answers its call exactly once; one that must
- * wait (a token) keeps the call and answers it when it can.
+ * pin advice and the tracer, and the tiers' part of Status, live in
+ * rpc_*.c; the replies they share, in reply.c below them). Runs on the
+ * loop thread, so handlers read and change the daemon's state freely. A
+ * handler answers its call exactly once; one that must wait (a token)
+ * keeps the call and answers it when it can.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -87,12 +88,12 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   Gmt__PodConfig *pcs = calloc(p->npods + 1, sizeof *pcs);
   Gmt__ProcessStatus *pr = calloc(nprocs + 1, sizeof *pr);
   Gmt__ProcessStatus **prp = calloc(nprocs + 1, sizeof *prp);
+  Gmt__HostStatus host = GMT__HOST_STATUS__INIT;
   if (!ps || !psp || !pcs || !pr || !prp) {
     gmt_call_reply_error(call, -ENOMEM, "out of memory building the status");
     goto out;
   }
   size_t k = 0;
-  Gmt__HostStatus host = GMT__HOST_STATUS__INIT;
   host.pinned_limit = s->pinned_limit;
   for (size_t i = 0; i < p->npods; i++) {
     const gmt_pod_t *pod = &p->pods[i];
@@ -115,13 +116,21 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
       pr[k].frees = src->frees;
       pr[k].pinned_bytes = src->pinned_bytes;
       ps[i].pinned_bytes += src->pinned_bytes;
+      pr[k].pinned_cached = src->pinned_cached;
+      pr[k].pinned_reused = src->pinned_reused;
+      ps[i].pinned_cached += src->pinned_cached;
       prp[k] = &pr[k];
     }
     gmt__ledger_status(s, pod, &ps[i]); /* after its processes: fills theirs too */
     host.pinned_bytes += ps[i].pinned_bytes;
+    host.pinned_cached += ps[i].pinned_cached;
     psp[i] = &ps[i];
   }
   gmt__ledger_host_status(s, &host);
+  if (gmt__tiers_host_status(s, &host) < 0) {
+    gmt_call_reply_error(call, -ENOMEM, "out of memory building the status");
+    goto out;
+  }
 
   Gmt__StatusReply body = GMT__STATUS_REPLY__INIT;
   body.n_pods = p->npods;
@@ -136,6 +145,7 @@ out:
   free(pcs);
   free(pr);
   free(prp);
+  free(host.tiers);
 }
 
 /* Reports go to pod managers, not here. */

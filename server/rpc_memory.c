@@ -42,6 +42,19 @@ void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
+  /* The card first: with --gpu-capacity the pods' reservations on a device
+   * together stay within what was declared for it. */
+  uint64_t room = 0;
+  if (gmt__tiers_device_room(s, r->device, &room) == 0 && r->bytes > room) {
+    gmt_debug("pod '%s' pid %u: %" PRIu64 " bytes on device %d refused: %" PRIu64
+              " left of its declared capacity",
+              pod->cfg.name, r->pid, r->bytes, r->device, room);
+    gmt_call_reply_error(call, GMT_EQUOTA,
+                         "device %d has %" PRIu64 " bytes (%.1f MiB) left of its declared capacity "
+                         "(gmt-schd --gpu-capacity); %" PRIu64 " more do not fit",
+                         r->device, room, (double)room / MIB, r->bytes);
+    return;
+  }
   uint64_t limit = pod->cfg.memory_limit, total = 0;
   int rc = gmt_ledger_reserve(s->ledger, pod->cfg.name, r->pid, r->device, r->bytes, limit,
                               uv_now(s->loop), &total);

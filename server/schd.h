@@ -3,6 +3,7 @@
 #ifndef GMT_SERVER_SCHD_H
 #define GMT_SERVER_SCHD_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -17,6 +18,15 @@
 #include "store.h"
 #include "token.h"
 
+/* A --disk-tier: the folder where spill files are to go, and its space's
+ * bytes (DISK space i is disks[i]). */
+#define GMT_SCHD_MAX_DISK_TIERS 16
+typedef struct gmt_disk_tier {
+  char dir[PATH_MAX];
+  uint64_t bytes;
+  uint64_t fs_free; /* free on its filesystem at start */
+} gmt_disk_tier_t;
+
 typedef struct gmt_schd {
   uv_loop_t *loop;
   gmt_config_t *cfg;
@@ -27,6 +37,13 @@ typedef struct gmt_schd {
   uint64_t pod_timeout_ms;
   gmt_admit_t admit;     /* the users whose pod managers may speak for pods */
   uint64_t pinned_limit; /* the node's pinned host memory budget (--pinned-limit) */
+  /* Memory tiers (tiers.h), built at start by main.c from --gpu-capacity,
+   * --host-tier, --disk-tier and the thresholds; rpc_tiers.c shows them in
+   * Status. Nothing places or moves memory with it yet; its HOST space is
+   * apart from pinned_ledger. */
+  struct gmt_tiers *tiers;
+  gmt_disk_tier_t disks[GMT_SCHD_MAX_DISK_TIERS];
+  int ndisks;
 
   gmt_inbox_t inbox; /* nng threads -> loop: the requests */
 
@@ -71,6 +88,16 @@ void gmt__ledger_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
  * they are filled in), and the node's pinned_advised. */
 void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps);
 void gmt__ledger_host_status(gmt_schd_t *s, Gmt__HostStatus *host);
+
+/* ---- rpc_tiers.c: the memory tiers ---- */
+/* host->tiers: every space of s->tiers, in the order declared. It is one
+ * allocation: the caller free()s host->tiers once the reply is sent.
+ * 0 or -ENOMEM. */
+int gmt__tiers_host_status(gmt_schd_t *s, Gmt__HostStatus *host);
+/* Room left on device's GPU space (--gpu-capacity) for more device
+ * reservations, its held bytes first brought in step with the device
+ * ledger; -ENOENT when no capacity was declared for it. */
+int gmt__tiers_device_room(gmt_schd_t *s, int device, uint64_t *room);
 
 /* ---- rpc_pin.c: pin advice ---- */
 int gmt__pin_init(gmt_schd_t *s);

@@ -300,6 +300,12 @@ class Node:
         the folder of the few libraries the hook needs, kept apart so that
         a framework's own libraries are not shadowed)."""
         env = dict(self.base_env)
+        # Staged copies (hook/stage.c) count their pinned buffers in a
+        # process's pinned_bytes, and start by the machine's CPU count: off
+        # on the fake unless a test asks, so that its pinned counts do not
+        # depend on the machine.
+        if self.fake:
+            env.setdefault("GMT_STAGE_THREADS", "0")
         if os.environ.get("GMT_HOOK_LIBS"):
             env["LD_LIBRARY_PATH"] = os.environ["GMT_HOOK_LIBS"]
         if self.fake:
@@ -400,12 +406,22 @@ class GmtTestCase(unittest.TestCase):
     """Each test gets its own Node; its methods are the test's."""
 
     CONFIG = "2\na 0.3 1.0 1Gi\nb 0.7 1.0 2Gi\n"
+    FAKE = True  # False: the real driver (a test run again on the GPU machine)
 
     def setUp(self):
-        self.node = Node(self.CONFIG)
+        self.node = Node(self.CONFIG, fake=self.FAKE)
 
     def tearDown(self):
         self.node.stop()
+
+    def finish_freed(self, p):
+        """For a memprog that frees at one line (printing FREED) and exits at
+        the next: both, and its exit must be clean."""
+        p.send()
+        p.expect("FREED")
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
 
     def __getattr__(self, name):
         # Only called for names the test case lacks: the node's.

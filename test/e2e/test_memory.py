@@ -281,6 +281,18 @@ class HotReload(MemoryCase):
         for x in (p, q):
             x.stop()
 
+    def test_mode_reaches_status_and_the_pod_manager(self):
+        """mode= (issue 12) travels with the pod's config: gmt status shows
+        it, and a reload that changes it reaches the pod manager."""
+        self.write_config("1\na 0.5 1.0 64Mi mode=swap\n")
+        self.start_schd()
+        pmgr = self.start_pmgr("a")
+        wait_for(lambda: self.pod("a").get("mode") == "swap", what="pod a with mode swap")
+        self.reload("1\na 0.5 1.0 64Mi mode=um\n")
+        wait_for(lambda: self.pod("a").get("mode") == "um", what="pod a with mode um")
+        wait_for(lambda: "mode swap -> um" in pmgr.output() or None, timeout=10,
+                 what="the pod manager to log the new mode")
+
     def test_broken_config_on_reload_keeps_the_old_limits(self):
         self.start_schd()
         self.start_pmgr("a")

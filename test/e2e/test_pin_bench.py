@@ -18,7 +18,8 @@ from gmt_e2e import BUILD
 HERE = os.path.dirname(os.path.abspath(__file__))
 PIN_ADVICE = os.path.join(HERE, "..", "..", "bench", "pin_advice.py")
 WORKLOAD = os.path.join(BUILD, "bench", "pin_workload")
-MODES = ("native", "unpinned", "pinned", "profile", "use", "adaptive")
+MODES = ("native", "unpinned", "pinned", "profile", "use", "use-nostage", "adaptive",
+         "adaptive-nostage")
 
 
 @unittest.skipUnless(os.path.exists(WORKLOAD), "bench/pin_workload not built")

@@ -69,6 +69,19 @@ class PinAdvice(GmtTestCase):
         self.wait_pinned("adaptive", p.proc.pid, (want, want, want, want))
         self.finish(p, "adaptive")
 
+    def test_adaptive_gives_idle_pins_back(self):
+        """A buffer adaptive pinned goes back to pageable once it has not
+        been copied for a while (GMT_PIN_IDLE_MS), budget short or not,
+        and its bytes go back to the node's ledger."""
+        self.start("adaptive")
+        p = self.run_prog("adaptive", PIN_BUFFERS, str(SIZE_MIB), str(HOT), str(HOT_TRIPS),
+                          str(COLD), str(COLD_TRIPS),
+                          env=self.hook_env("adaptive", GMT_PIN_IDLE_MS="500"))
+        got = p.expect("PINNED", timeout=60)
+        self.assertEqual((int(got["hot"]), int(got["cold"])), (HOT, 0))
+        self.wait_pinned("adaptive", p.proc.pid, (0, 0, 0, 0))
+        self.finish(p, "adaptive")
+
     def test_adaptive_with_async_copies(self):
         self.start("adaptive")
         p, hot, cold = self.workload("adaptive", "async")
@@ -144,7 +157,8 @@ class PinAdvice(GmtTestCase):
         the flags say, so gmt never hands out pageable memory for it."""
         self.start("profile", "use", "adaptive")
         for pod in ("profile", "use", "adaptive"):
-            p = self.run_prog(pod, HOST_PINS)
+            # The pool keeps its freed blocks 300 ms (test_pin_pool.py).
+            p = self.run_prog(pod, HOST_PINS, env=self.hook_env(pod, GMT_PIN_POOL_IDLE_MS="300"))
             want = int(p.expect("PINNED")["bytes"])
             self.assertEqual(want, 14 * MIB)
             self.wait_pinned(pod, p.proc.pid, (want, 0, want, 0))

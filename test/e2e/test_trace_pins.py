@@ -65,13 +65,6 @@ class TracePins(GmtTestCase):
         with open(out) as f:
             return json.load(f)
 
-    def finish(self, p):
-        p.send()
-        p.expect("FREED")
-        p.send()
-        rc, err = p.finish()
-        self.assertEqual(rc, 0, err)
-
     @staticmethod
     def copied_host(allocs, pid):
         """pid's host buffers that copies touched: pin_buffers' 7."""
@@ -86,7 +79,7 @@ class TracePins(GmtTestCase):
         got = p.expect("PINNED", timeout=60)
         self.assertEqual((int(got["hot"]), int(got["cold"])), (HOT, 0))
         dump = self.stop_tracer(t, out)
-        self.finish(p)
+        self.finish_freed(p)
 
         host = self.copied_host(dump["allocations"], pid)
         self.assertEqual(sorted(a["h2d_count"] for a in host), [1] * COLD + [HOT_TRIPS] * HOT, host)
@@ -123,7 +116,7 @@ class TracePins(GmtTestCase):
         p.send()
         p.expect("PINNED")
         dump = self.stop_tracer(t, out)
-        self.finish(p)
+        self.finish_freed(p)
         pinned = [a for a in dump["allocations"] if a["pid"] == pid and a["kind"] == "host_pinned"]
         self.assertEqual(sorted(a["size"] for a in pinned), [2 * MIB, 4 * MIB, 8 * MIB], pinned)
         for a in pinned:
@@ -141,7 +134,7 @@ class TracePins(GmtTestCase):
         self.assertEqual(int(p.expect("PINNED", timeout=60)["hot"]), HOT)
         p.expect("REGISTERED")
         dump = self.stop_tracer(t, out)
-        self.finish(p)
+        self.finish_freed(p)
         host = {a["h2d_count"]: a for a in self.copied_host(dump["allocations"], pid)
                 if a["h2d_count"] > 1}
         self.assertEqual(sorted(host), [HOT_TRIPS, HOT_TRIPS + 1], host)  # its own round trip
@@ -180,7 +173,7 @@ class TracePins(GmtTestCase):
         r = self.gmt("trace", "--pod", "a", "-k", "20")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.split("coldest")[0].count("(pinned by gmt)"), HOT, r.stdout)
-        self.finish(p)
+        self.finish_freed(p)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@
 # the hook overhead and fairness benchmarks, the tracer's exact counts on
 # the real driver and its overhead benchmark (GMT_TRACE_ARGS, e.g.
 # "--rounds 24 --job-cpus 2,3 --tracer-cpus 6" as in docs/BENCHMARKS.md),
-# and the pin-advice benchmark (bench/run_pin.sh; GMT_PIN_ARGS go to it,
-# GMT_PIN_BENCH=0 skips it).
+# the caching pinned pool's check and benchmark, and the pin-advice
+# benchmark (bench/run_pin.sh; GMT_PIN_ARGS go to it, GMT_PIN_BENCH=0 skips
+# it).
 # Logs go to $OUT when set. Arguments go to bench/hook_overhead.py.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,6 +26,10 @@ echo "== pinned host memory of a PyTorch job"
 python3 "$root/test/gpu/check_pinned.py" 2>&1 | tee "$out/check_pinned.log" || rc=1
 echo "== pin advice on framework jobs (PyTorch, CuPy, JAX where installed)"
 python3 "$root/test/gpu/check_pin_jobs.py" 2>&1 | tee "$out/check_pin_jobs.log" || rc=1
+echo "== the caching pinned pool on the real driver"
+python3 "$root/test/gpu/check_pin_pool.py" 2>&1 | tee "$out/check_pin_pool.log" || rc=1
+echo "== the caching pinned pool: cuMemHostAlloc/cuMemFreeHost per round, native / no pool / pool"
+python3 "$root/bench/pin_pool.py" 2>&1 | tee "$out/pin_pool.log" || rc=1
 echo "== hook overhead"
 python3 "$root/bench/hook_overhead.py" "$@" 2>&1 | tee "$out/hook_overhead.log" || rc=1
 echo "== fairness: two jobs at REQUEST 0.3 / 0.7 (matmul fp16 sync 8, fp32 sync 10, training loop)"

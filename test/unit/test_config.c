@@ -292,9 +292,40 @@ static void test_pin_key(void **state)
   expect_one_error(f, "1\na 0.1 0.2 1M pin=always\n", 2,
                    "pin 'always' is not one of off, profile, use, adaptive");
   expect_one_error(f, "1\na 0.1 0.2 1M pin=\n", 2, "pin '' is not one of");
-  expect_one_error(f, "1\na 0.1 0.2 1M mode=swap\n", 2, "unknown key 'mode' (known: pin)");
+  expect_one_error(f, "1\na 0.1 0.2 1M devices=0\n", 2, "unknown key 'devices' (known: pin, mode)");
   expect_one_error(f, "1\na 0.1 0.2 1M =use\n", 2, "field '=use' after GPU_MEM is not key=value");
   expect_one_error(f, "1\na 0.1 0.2 1M pin=use pin=off\n", 2, "key 'pin' given twice");
+}
+
+/* mode=: strict unless said otherwise, in any order with pin=. */
+static void test_mode_key(void **state)
+{
+  fixture_t *f = *state;
+  assert_int_equal(load(f, "4\na 0.1 0.2 1M mode=swap\nb 0.1 0.2 1M\nc 0 0 1 pin=use mode=um\n"
+                           "d 0 0 1 mode=strict pin=adaptive\n"),
+                   0);
+  assert_int_equal(f->cfg->pods[0].mode, GMT__MEM_MODE__MEM_SWAP);
+  assert_int_equal(f->cfg->pods[1].mode, GMT__MEM_MODE__MEM_STRICT);
+  assert_int_equal(f->cfg->pods[2].mode, GMT__MEM_MODE__MEM_UM);
+  assert_string_equal(gmt_pin_mode_name(f->cfg->pods[2].pin), "use");
+  assert_int_equal(f->cfg->pods[3].mode, GMT__MEM_MODE__MEM_STRICT);
+  assert_string_equal(gmt_pin_mode_name(f->cfg->pods[3].pin), "adaptive");
+  assert_string_equal(gmt_mem_mode_name(f->cfg->pods[0].mode), "swap");
+  assert_string_equal(gmt_mem_mode_name(GMT__MEM_MODE__MEM_UM), "um");
+  assert_string_equal(gmt_mem_mode_name(9), "unknown");
+  assert_int_equal(gmt_mem_mode_parse("SWAP"), -EINVAL);
+  assert_int_equal(gmt_mem_mode_parse("swap"), GMT__MEM_MODE__MEM_SWAP);
+  expect_one_error(f, "1\na 0.1 0.2 1M mode=oversubscribe\n", 2,
+                   "mode 'oversubscribe' is not one of strict, swap, um");
+  expect_one_error(f, "1\na 0.1 0.2 1M mode=\n", 2, "mode '' is not one of");
+  expect_one_error(f, "1\na 0.1 0.2 1M mode=Swap\n", 2, "mode 'Swap' is not one of");
+  expect_one_error(f, "1\na 0.1 0.2 1M mode=um mode=swap\n", 2, "key 'mode' given twice");
+  /* Each bad line says so, on its own line. */
+  assert_int_equal(load(f, "2\na 0.1 0.2 1M mode=x\nb 0.1 0.2 1M mode=y pin=z\n"), GMT_ECONFIG);
+  assert_int_equal(count_lines(f->errors), 3);
+  assert_non_null(strstr(f->errors, ":2: mode 'x'"));
+  assert_non_null(strstr(f->errors, ":3: mode 'y'"));
+  assert_non_null(strstr(f->errors, ":3: pin 'z'"));
 }
 
 static void test_bad_characters_in_name_are_refused(void **state)
@@ -595,6 +626,7 @@ int main(void)
       T(test_empty_file_has_no_count),
       T(test_wrong_field_count_is_refused),
       T(test_pin_key),
+      T(test_mode_key),
       T(test_bad_characters_in_name_are_refused),
       T(test_name_longer_than_62_is_refused),
       T(test_duplicate_name_is_refused_naming_first_line),

@@ -220,8 +220,17 @@ static void test_node_total_sums_every_pod_and_follows_releases_and_reclaims(voi
   assert_int_equal(gmt_ledger_reserve(l, "a", 10, 0, 48 * MIB, UINT64_MAX, NOW, NULL), 0);
   assert_int_equal(gmt_ledger_reserve(l, "a", 11, 0, 8 * MIB, UINT64_MAX, NOW, NULL), 0);
   assert_int_equal(gmt_ledger_reserve(l, "b", 20, 0, 16 * MIB, UINT64_MAX, NOW, NULL), 0);
-  assert_int_equal(gmt_ledger_node_total(l), 72 * MIB);
+  assert_int_equal(gmt_ledger_reserve(l, "b", 20, 1, 4 * MIB, UINT64_MAX, NOW, NULL), 0);
+  assert_int_equal(gmt_ledger_node_total(l), 76 * MIB);
+  /* Per device, every pod's processes (--gpu-capacity's check). */
+  assert_int_equal(gmt_ledger_device_total(l, 0), 72 * MIB);
+  assert_int_equal(gmt_ledger_device_total(l, 1), 4 * MIB);
+  assert_int_equal(gmt_ledger_device_total(l, 2), 0);
+  assert_int_equal(gmt_ledger_device_total(l, -1), 0);
+  assert_int_equal(gmt_ledger_device_total(l, GMT_LEDGER_DEVICES), 0);
+  assert_int_equal(gmt_ledger_release(l, "b", 20, 1, 4 * MIB), 4 * MIB);
   assert_int_equal(gmt_ledger_release(l, "a", 10, 0, 32 * MIB), 32 * MIB);
+  assert_int_equal(gmt_ledger_device_total(l, 0), 40 * MIB);
   assert_int_equal(gmt_ledger_node_total(l), 40 * MIB);
   const uint32_t none[] = {0};
   assert_int_equal(gmt_ledger_retain(l, "b", none, 0, NOW + GMT_LEDGER_GRACE_MS, NULL, NULL),

@@ -15,12 +15,27 @@
 
 #define TRICKY_EXE "/opt/\"odd\" dir\\bin\n\ttab\x01/π"
 
-static json_object *render(const Gmt__StatusReply *st)
+/* The JSON text (free() it). */
+static char *render_text(const Gmt__StatusReply *st)
 {
   char *text = NULL;
   assert_int_equal(gmt_status_json(st, &text), 0);
   assert_non_null(text);
   assert_null(strchr(text, '\n')); /* one line */
+  return text;
+}
+
+/* The JSON text of a reply of no pods and this host (free() it). */
+static char *render_host(Gmt__HostStatus *host)
+{
+  Gmt__StatusReply st = GMT__STATUS_REPLY__INIT;
+  st.host = host;
+  return render_text(&st);
+}
+
+static json_object *render(const Gmt__StatusReply *st)
+{
+  char *text = render_text(st);
   json_object *root = json_tokener_parse(text);
   free(text);
   assert_non_null(root);
@@ -49,6 +64,7 @@ static void test_status_json_renders_every_field(void **state)
   cfg_a.limit = 1.0;
   cfg_a.memory_limit = 1073741824ull;
   cfg_a.pin = GMT__PIN_MODE__PIN_ADAPTIVE;
+  cfg_a.mode = GMT__MEM_MODE__MEM_SWAP;
   cfg_b.name = "beta \"quoted\"";
   cfg_b.request = 0.25;
   cfg_b.limit = 0.5;
@@ -70,6 +86,8 @@ static void test_status_json_renders_every_field(void **state)
   p2.memory_reserved = (6ull << 30) + (32ull << 20);
   p2.pinned_bytes = 5ull << 30; /* past 32 bits */
   p2.pinned_advised = 4ull << 30;
+  p2.pinned_cached = 256ull << 20;
+  p2.pinned_reused = 99;
   Gmt__ProcessStatus *procs_a[] = {&p1, &p2};
 
   Gmt__PodStatus a = GMT__POD_STATUS__INIT, b = GMT__POD_STATUS__INIT;
@@ -83,6 +101,7 @@ static void test_status_json_renders_every_field(void **state)
   a.holds_token = 1;
   a.pinned_bytes = 5ull << 30;
   a.pinned_advised = 4ull << 30;
+  a.pinned_cached = 256ull << 20;
   b.config = &cfg_b;
   b.connected = 0;
   b.memory_used = 0;
@@ -95,6 +114,27 @@ static void test_status_json_renders_every_field(void **state)
   host.pinned_bytes = 5ull << 30;
   host.pinned_limit = 24ull << 30;
   host.pinned_advised = 4ull << 30;
+  host.pinned_cached = 256ull << 20;
+  Gmt__TierSpace gpu = GMT__TIER_SPACE__INIT, disk = GMT__TIER_SPACE__INIT;
+  gpu.tier = "gpu";
+  gpu.index = 1;
+  gpu.capacity = 80ull << 30; /* past 32 bits */
+  gpu.limit = 72ull << 30;
+  gpu.reserved = 70ull << 30;
+  gpu.used = 69ull << 30;
+  gpu.trigger = 0.85;
+  gpu.stop = 0.65;
+  gpu.pressure = 18ull << 30;
+  disk.tier = "disk";
+  disk.index = 0;
+  disk.path = "/var/spill \"gmt\"";
+  disk.capacity = 1ull << 40;
+  disk.limit = 1ull << 40;
+  disk.trigger = 0.9;
+  disk.stop = 0.5;
+  Gmt__TierSpace *tiers[] = {&gpu, &disk};
+  host.n_tiers = 2;
+  host.tiers = tiers;
   st.host = &host;
 
   json_object *root = render(&st);
@@ -108,6 +148,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(ja, "memory_used"), (int64_t)((512ull << 20) + (6ull << 30)));
   assert_int_equal(int_field(ja, "memory_limit"), 1073741824);
   assert_string_equal(json_object_get_string(field(ja, "pin", json_type_string)), "adaptive");
+  assert_string_equal(json_object_get_string(field(ja, "mode", json_type_string)), "swap");
   assert_true(json_object_get_boolean(field(ja, "connected", json_type_boolean)));
   assert_int_equal(int_field(ja, "memory_reserved"), (int64_t)((6ull << 30) + (32ull << 20)));
   assert_true(json_object_get_double(field(ja, "gpu_time_share", json_type_double)) == 0.25);
@@ -135,7 +176,10 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(j2, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(j2, "pinned_advised"), 4ll << 30);
   assert_int_equal(int_field(j1, "pinned_advised"), 0);
-  assert_int_equal(json_object_object_length(j2), 9); /* nothing undocumented */
+  assert_int_equal(int_field(j2, "pinned_cached"), 256ll << 20);
+  assert_int_equal(int_field(j2, "pinned_reused"), 99);
+  assert_int_equal(int_field(j1, "pinned_reused"), 0);
+  assert_int_equal(json_object_object_length(j2), 11); /* nothing undocumented */
 
   json_object *jb = json_object_array_get_idx(jpods, 1);
   assert_string_equal(json_object_get_string(field(jb, "name", json_type_string)),
@@ -145,6 +189,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(jb, "memory_used"), 0);
   assert_int_equal(int_field(jb, "memory_limit"), 40ll << 30);
   assert_string_equal(json_object_get_string(field(jb, "pin", json_type_string)), "off");
+  assert_string_equal(json_object_get_string(field(jb, "mode", json_type_string)), "strict");
   assert_false(json_object_get_boolean(field(jb, "connected", json_type_boolean)));
   assert_int_equal(json_object_array_length(field(jb, "processes", json_type_array)), 0);
   assert_false(json_object_get_boolean(field(jb, "holds_token", json_type_boolean)));
@@ -152,12 +197,41 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(jb, "pinned_bytes"), 0);
   assert_int_equal(int_field(ja, "pinned_advised"), 4ll << 30);
   assert_int_equal(int_field(jb, "pinned_advised"), 0);
-  assert_int_equal(json_object_object_length(jb), 13);
+  assert_int_equal(int_field(ja, "pinned_cached"), 256ll << 20);
+  assert_int_equal(int_field(jb, "pinned_cached"), 0);
+  assert_int_equal(json_object_object_length(jb), 15);
   json_object *jh = field(root, "host", json_type_object);
   assert_int_equal(int_field(jh, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(jh, "pinned_limit"), 24ll << 30);
   assert_int_equal(int_field(jh, "pinned_advised"), 4ll << 30);
-  assert_int_equal(json_object_object_length(jh), 3);
+  assert_int_equal(int_field(jh, "pinned_cached"), 256ll << 20);
+  json_object *jtiers = field(jh, "tiers", json_type_array);
+  assert_int_equal(json_object_array_length(jtiers), 2);
+  json_object *jg = json_object_array_get_idx(jtiers, 0);
+  assert_string_equal(json_object_get_string(field(jg, "tier", json_type_string)), "gpu");
+  assert_int_equal(int_field(jg, "index"), 1);
+  assert_int_equal(int_field(jg, "capacity"), 80ll << 30);
+  assert_int_equal(int_field(jg, "limit"), 72ll << 30);
+  assert_int_equal(int_field(jg, "reserved"), 70ll << 30);
+  assert_int_equal(int_field(jg, "used"), 69ll << 30);
+  assert_true(json_object_get_double(field(jg, "trigger", json_type_double)) == 0.85);
+  assert_true(json_object_get_double(field(jg, "stop", json_type_double)) == 0.65);
+  assert_int_equal(int_field(jg, "pressure"), 18ll << 30);
+  assert_false(json_object_object_get_ex(jg, "path", NULL)); /* a disk's only */
+  assert_int_equal(json_object_object_length(jg), 9);
+  json_object *jd = json_object_array_get_idx(jtiers, 1);
+  assert_string_equal(json_object_get_string(field(jd, "tier", json_type_string)), "disk");
+  assert_int_equal(int_field(jd, "index"), 0);
+  assert_string_equal(json_object_get_string(field(jd, "path", json_type_string)),
+                      "/var/spill \"gmt\"");
+  assert_int_equal(int_field(jd, "capacity"), 1ll << 40);
+  assert_int_equal(int_field(jd, "reserved"), 0);
+  assert_int_equal(int_field(jd, "used"), 0);
+  assert_true(json_object_get_double(field(jd, "trigger", json_type_double)) == 0.9);
+  assert_true(json_object_get_double(field(jd, "stop", json_type_double)) == 0.5);
+  assert_int_equal(int_field(jd, "pressure"), 0);
+  assert_int_equal(json_object_object_length(jd), 10);
+  assert_int_equal(json_object_object_length(jh), 5);
   assert_int_equal(json_object_object_length(root), 2);
   json_object_put(root);
 }
@@ -195,6 +269,38 @@ static void test_status_json_of_no_pods_is_an_empty_list(void **state)
   free(text);
 }
 
+/* A scheduler older than the tiers sends a host without them: the list is
+ * there, empty, so that a reader need not test for the key. */
+static void test_status_json_host_without_tiers_has_an_empty_list(void **state)
+{
+  (void)state;
+  Gmt__HostStatus host = GMT__HOST_STATUS__INIT;
+  char *text = render_host(&host);
+  assert_non_null(strstr(text, "\"tiers\":[]"));
+  free(text);
+}
+
+/* In the order documented, and not 0.84999999999999998. */
+static void test_status_json_writes_tier_thresholds_as_declared(void **state)
+{
+  (void)state;
+  Gmt__TierSpace sp = GMT__TIER_SPACE__INIT;
+  sp.tier = "host";
+  sp.capacity = 512ull << 20;
+  sp.limit = 512ull << 20;
+  sp.trigger = 0.85;
+  sp.stop = 0.65;
+  Gmt__TierSpace *tiers[] = {&sp};
+  Gmt__HostStatus host = GMT__HOST_STATUS__INIT;
+  host.n_tiers = 1;
+  host.tiers = tiers;
+  char *text = render_host(&host);
+  assert_non_null(
+      strstr(text, "\"tiers\":[{\"tier\":\"host\",\"index\":0,\"capacity\":536870912,"));
+  assert_non_null(strstr(text, "\"trigger\":0.85,\"stop\":0.65,\"pressure\":0}]"));
+  free(text);
+}
+
 static void test_status_json_clamps_memory_past_int64(void **state)
 {
   (void)state;
@@ -222,6 +328,8 @@ int main(void)
       cmocka_unit_test(test_status_json_renders_every_field),
       cmocka_unit_test(test_status_json_writes_shares_as_configured),
       cmocka_unit_test(test_status_json_of_no_pods_is_an_empty_list),
+      cmocka_unit_test(test_status_json_host_without_tiers_has_an_empty_list),
+      cmocka_unit_test(test_status_json_writes_tier_thresholds_as_declared),
       cmocka_unit_test(test_status_json_clamps_memory_past_int64),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

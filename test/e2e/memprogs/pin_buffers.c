@@ -1,8 +1,8 @@
 /* pin_buffers: host buffers with hot and cold copies, for pin advice's
  * end-to-end tests (test_pinning.py).
  *
- *   pin_buffers SIZE_MIB HOT HOT_COPIES COLD COLD_COPIES [async] [register] [realloc] [api]
- *               [gate] [phases]
+ *   pin_buffers SIZE_MIB HOT HOT_COPIES COLD COLD_COPIES [async] [ptds] [register] [realloc]
+ *               [api] [gate] [phases]
  *               [gate]
  *
  * Mallocs HOT + COLD buffers of SIZE_MIB at one call site (hot first), then
@@ -67,8 +67,13 @@ static void sleep_ms(long ms)
   }
 }
 
-static int use_async;
+static int use_async, use_ptds;
 static CUstream g_stream;
+
+/* The per-thread default stream's copies: the driver exports them, cuda.h
+ * names them only through macros. */
+CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n);
+CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n);
 
 /* One round trip: to the device, scrub, back, check. */
 static int round_trip(unsigned char *p, size_t n, CUdeviceptr d, int buf, int round)
@@ -81,6 +86,12 @@ static int round_trip(unsigned char *p, size_t n, CUdeviceptr d, int buf, int ro
     memset(p, 0, n);
     if (!gmt_prog_ok(cuMemcpyDtoHAsync_v2(p, d, n, g_stream), "dtoh_async") ||
         !gmt_prog_ok(cuStreamSynchronize(g_stream), "sync"))
+      return 0;
+  } else if (use_ptds) {
+    if (!gmt_prog_ok(cuMemcpyHtoD_v2_ptds(d, p, n), "htod_ptds"))
+      return 0;
+    memset(p, 0, n);
+    if (!gmt_prog_ok(cuMemcpyDtoH_v2_ptds(p, d, n), "dtoh_ptds"))
       return 0;
   } else {
     if (!gmt_prog_ok(cuMemcpyHtoD_v2(d, p, n), "htod"))
@@ -102,7 +113,7 @@ int main(int argc, char **argv)
 {
   if (argc < 6) {
     fprintf(stderr, "usage: pin_buffers SIZE_MIB HOT HOT_COPIES COLD COLD_COPIES [async] "
-                    "[register] [realloc] [api] [gate] [phases]\n");
+                    "[ptds] [register] [realloc] [api] [gate] [phases]\n");
     return 2;
   }
   size_t size = (size_t)atoi(argv[1]) * MiB;
@@ -111,6 +122,7 @@ int main(int argc, char **argv)
   int do_register = 0, do_realloc = 0, api = 0, gate = 0, phases = 0;
   for (int i = 6; i < argc; i++) {
     use_async |= strcmp(argv[i], "async") == 0;
+    use_ptds |= strcmp(argv[i], "ptds") == 0;
     do_register |= strcmp(argv[i], "register") == 0;
     do_realloc |= strcmp(argv[i], "realloc") == 0;
     api |= strcmp(argv[i], "api") == 0;

@@ -1,0 +1,167 @@
+"""End-to-end: gmt-schd's memory tier flags. Each bad --gpu-capacity,
+--host-tier, --disk-tier, --tier-trigger or --tier-stop is a usage error
+(exit 2) that names the flag and what is wrong; good ones declare the
+spaces the startup log lists and `gmt status` shows. (The tiers' ledger
+itself is unit tested: test/unit/test_tiers.c.)"""
+import os
+import subprocess
+
+from gmt_e2e import BUILD, SCHD, GmtTestCase, wait_for
+
+
+class TierFlags(GmtTestCase):
+    CONFIG = "1\na 0.5 1.0 1Gi\n"
+
+    def run_schd(self, *flags):
+        return subprocess.run([SCHD, "-c", self.config_path, "--listen", self.schd_url,
+                               "--state-dir", os.path.join(self.tmp, "state")] + list(flags),
+                              capture_output=True, text=True, timeout=20, env=self.env())
+
+    def test_bad_tier_flags_are_usage_errors(self):
+        a_file = os.path.join(self.tmp, "a-file")
+        open(a_file, "w").close()
+        cases = [
+            (["--gpu-capacity", "0"], "--gpu-capacity '0': want DEV=BYTES"),
+            (["--gpu-capacity", "x=1Gi"], "--gpu-capacity 'x=1Gi': want DEV=BYTES"),
+            (["--gpu-capacity", "0=0"], "--gpu-capacity '0=0': want DEV=BYTES"),
+            (["--gpu-capacity", "0=1Gi", "--gpu-capacity", "0=2Gi"], "device 0 given twice"),
+            (["--host-tier", "12Q"], "--host-tier '12Q': want a byte count above 0"),
+            (["--disk-tier", os.path.join(self.tmp, "none")], "No such file or directory"),
+            (["--disk-tier", a_file], a_file + ": not a directory"),
+            (["--disk-tier", self.tmp + ":lots"], "BYTES 'lots' is not a byte count"),
+            (["--disk-tier", self.tmp, "--disk-tier", self.tmp + "/."], "the same directory as"),
+            (["--tier-trigger", "1.5"], "--tier-trigger '1.5': want a fraction above 0"),
+            (["--tier-stop", "0"], "--tier-stop '0': want a fraction above 0"),
+            (["--tier-stop", "0.9"], "--tier-stop 0.9 must be below --tier-trigger 0.85"),
+            (["--tier-trigger", "0.5", "--tier-stop", "0.5"], "must be below --tier-trigger 0.5"),
+        ]
+        for flags, want in cases:
+            r = self.run_schd(*flags)
+            self.assertEqual(r.returncode, 2, (flags, r.stderr))
+            self.assertIn(want, r.stderr, flags)
+            self.assertIn("Try 'gmt-schd --help'", r.stderr, flags)
+
+    def test_tier_flags_declare_the_spaces_logged_at_start(self):
+        disk = os.path.join(self.tmp, "spill")
+        os.mkdir(disk)
+        schd = self.start_schd("--gpu-capacity", "1=512Mi", "--host-tier", "2Gi", "--disk-tier",
+                               disk + ":3Gi", "--disk-tier", self.tmp, "--tier-trigger", "0.9",
+                               "--tier-stop", "0.5")
+        wait_for(lambda: "memory tier disk 1" in schd.output(), timeout=5, what="the tier lines")
+        out = schd.output()
+        self.assertIn("memory tiers: 1 gpu, 1 host, 2 disk", out)
+        self.assertIn("memory tier gpu 1: %d bytes, downgrade at 0.9, stop at 0.5" % (512 << 20),
+                      out)
+        self.assertIn("memory tier host 0: %d bytes" % (2 << 30), out)
+        self.assertIn("memory tier disk 0: %d bytes in %s" % (3 << 30, disk), out)
+        # Without BYTES: what the filesystem had free (changes as others
+        # write: only its presence is checked).
+        self.assertIn("memory tier disk 1: ", out)
+        self.assertIn(" bytes in %s (" % self.tmp, out)
+
+    def test_host_tier_defaults_to_the_pinned_limit(self):
+        schd = self.start_schd("--pinned-limit", "96Mi")
+        wait_for(lambda: "memory tier host 0" in schd.output(), timeout=5, what="the tier line")
+        self.assertIn("memory tier host 0: %d bytes, downgrade at 0.85, stop at 0.65" % (96 << 20),
+                      schd.output())
+
+
+class TierStatus(GmtTestCase):
+    """gmt status shows the node's spaces under host.tiers, in the order
+    declared (GPUs, the host, the disks), as the ledger counts them."""
+    CONFIG = "1\na 0.5 1.0 1Gi\n"
+
+    @staticmethod
+    def space(tier, index, capacity, **more):
+        sp = {"tier": tier, "index": index, "capacity": capacity, "limit": capacity,
+              "reserved": 0, "used": 0, "trigger": 0.85, "stop": 0.65, "pressure": 0}
+        sp.update(more)
+        return sp
+
+    def test_status_shows_the_declared_spaces(self):
+        disk = os.path.join(self.tmp, "spill")
+        os.mkdir(disk)
+        self.start_schd("--gpu-capacity", "0=1Gi", "--host-tier", "512Mi", "--disk-tier",
+                        disk + ":256Mi")
+        self.assertEqual(self.status()["host"]["tiers"], [
+            self.space("gpu", 0, 1 << 30),
+            self.space("host", 0, 512 << 20),
+            self.space("disk", 0, 256 << 20, path=disk),
+        ])
+        r = self.gmt("status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        head = next(i for i, line in enumerate(lines) if line.startswith("TIER "))
+        self.assertEqual(lines[head].split(), ["TIER", "CAPACITY", "RESERVED", "USED", "PRESSURE",
+                                               "DOWN/STOP", "PATH"])
+        self.assertEqual([line.split() for line in lines[head + 1:]], [
+            ["gpu", "0", "1.0", "GiB", "0", "B", "0", "B", "0", "B", "0.85/0.65", "-"],
+            ["host", "0", "512.0", "MiB", "0", "B", "0", "B", "0", "B", "0.85/0.65", "-"],
+            ["disk", "0", "256.0", "MiB", "0", "B", "0", "B", "0", "B", "0.85/0.65", disk],
+        ])
+
+    def test_thresholds_flags_show_in_every_space(self):
+        self.start_schd("--gpu-capacity", "3=2Gi", "--tier-trigger", "0.9", "--tier-stop", "0.5")
+        tiers = self.status()["host"]["tiers"]
+        self.assertEqual([(t["tier"], t["index"]) for t in tiers], [("gpu", 3), ("host", 0)])
+        for t in tiers:
+            self.assertEqual((t["trigger"], t["stop"]), (0.9, 0.5), t)
+
+    def test_without_tier_flags_only_the_host_space_of_the_pinned_limit(self):
+        self.start_schd()
+        st = self.status()
+        # --pinned-limit's default (a quarter of RAM) is the host space's.
+        self.assertEqual(st["host"]["tiers"],
+                         [self.space("host", 0, st["host"]["pinned_limit"])])
+        self.start_schd_again("--pinned-limit", "96Mi")
+        self.assertEqual(self.status()["host"]["tiers"], [self.space("host", 0, 96 << 20)])
+
+    def start_schd_again(self, *flags):
+        self.daemons[-1].stop()
+        self.daemons.pop()
+        self.start_schd(*flags)
+
+
+class DeclaredCapacity(GmtTestCase):
+    """--gpu-capacity bounds the pods' device reservations together: two
+    pods whose quotas each allow 700 MiB cannot hold 1400 MiB on a device
+    declared as 1 GiB (strict mode: the second gets out of memory), and
+    the second fits once the first has freed. The fake card has 8 GiB."""
+    CONFIG = "2\na 0.5 1.0 1Gi\nb 0.5 1.0 1Gi mode=swap\n"
+    MEM_PATHS = os.path.join(BUILD, "test", "e2e", "memprogs", "mem_paths")
+    MIB = 1 << 20
+
+    def gpu_reserved(self):
+        return self.status()["host"]["tiers"][0]["reserved"]
+
+    def fill(self, pod):
+        p = self.run_prog(pod, self.MEM_PATHS, "alloc", str(700 * self.MIB), "--step",
+                          str(700 * self.MIB), "--over", "1")
+        p.expect("INFO")
+        p.send()
+        return p, p.expect("FILLED")
+
+    def test_strict_refuses_what_the_card_cannot_hold(self):
+        self.start_schd("--gpu-capacity", "0=1Gi")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        a, filled = self.fill("a")
+        self.assertEqual(filled["ok"], "1", filled)
+        held = self.gpu_reserved()
+        self.assertTrue(700 * self.MIB <= held <= 1 << 30, held)
+        # b's quota allows it, the card as declared does not (swap runs as
+        # strict until it is built).
+        b, filled = self.fill("b")
+        self.assertEqual(filled["ok"], "0", filled)
+        self.assertEqual(filled["name"], "CUDA_ERROR_OUT_OF_MEMORY", filled)
+        rc, _ = b.finish()
+        self.assertEqual(rc, 1)
+        a.expect("OVER")
+        a.send()
+        a.expect("FREED")
+        wait_for(lambda: self.gpu_reserved() == 0 or None, timeout=10,
+                 what="a's reservations to go back")
+        c, filled = self.fill("b")
+        self.assertEqual(filled["ok"], "1", filled)
+        for p in (a, c):
+            p.stop()
