@@ -145,7 +145,9 @@ class Limit(Tokens):
 
     def test_one_pod_alone_gets_its_limit(self):
         self.start("a")
-        (ra,) = self.run_together(["a"], 10)
+        # 10 ms kernels, as in IdlePeer: the fake driver's cost per kernel
+        # (with 2 ms ones one CI run saw 0.469) weighs a fifth as much.
+        (ra,) = self.run_together(["a"], 10, args=[("--kernel-us", "10000")])
         sa = share(ra)
         print("\nshare a=%.3f (limit 0.5, alone)" % sa)
         self.assertAlmostEqual(sa, 0.5, delta=0.05)
@@ -186,14 +188,26 @@ class IdlePeer(Tokens):
         # b's process launches a burst now and then and idles in between:
         # it gives the token back as soon as it goes idle.
         idle = self.spin("b", "--burst-ms", "5", "--gap-ms", "100000")
-        (beside,) = self.run_together(["a"], 6, args=busy)
+        pa = self.spin("a", *busy[0], "--seconds", "6")
+        # Past one window (2 s) after b's burst, b's part of the window is
+        # what an idle pod takes from a busy one: nothing.
+        time.sleep(4)
+        a_share, b_share = (self.pod(n).get("gpu_time_share") for n in "ab")
+        beside = progress(pa, timeout=40)
+        rc, err = pa.finish()
+        self.assertEqual(rc, 0, err)
         s_beside = share(beside, start_ms=1000)
         rc, err = idle.finish()
         self.assertEqual(rc, 0, err)
-        print("\nshare a alone=%.3f beside an idle pod=%.3f ratio=%.3f"
-              % (s_alone, s_beside, s_beside / s_alone))
+        print("\nshare a alone=%.3f beside an idle pod=%.3f ratio=%.3f; gmt status: a %s b %s"
+              % (s_alone, s_beside, s_beside / s_alone, a_share, b_share))
         self.assertGreater(s_alone, 0.9)
-        self.assertGreaterEqual(s_beside / s_alone, 0.95)
+        self.assertGreater(a_share, 0.8, self.logs())
+        self.assertEqual(b_share, 0, self.logs())
+        # a is not held to its request (0.5); the margin is for the fake
+        # driver's cost per kernel, which a loaded two-core machine varies
+        # between the two runs (one CI run saw 0.926).
+        self.assertGreaterEqual(s_beside / s_alone, 0.85)
 
     def test_killed_pod_manager_does_not_stop_the_other_pod(self):
         self.start("a", "b")
