@@ -37,8 +37,8 @@ static world_t nobody_runs;
 /* A 1 GiB space with base bytes of strict reservations in it. */
 static gmt_swap_space_t space(uint64_t base, world_t *w, uint64_t now)
 {
-  return (gmt_swap_space_t){.limit = GIB, .base = base, .now_ms = now, .may_ask = may_ask,
-                            .arg = w ? w : &nobody_runs};
+  return (gmt_swap_space_t){
+      .limit = GIB, .base = base, .now_ms = now, .may_ask = may_ask, .arg = w ? w : &nobody_runs};
 }
 
 static int setup(void **state)
@@ -347,13 +347,11 @@ static void test_swap_targets_expire_after_their_bound(void **state)
   gmt_swap_answer_t a;
   assert_int_equal(gmt_swap_request(sw, "c", 3, 0, 400 * MIB, &sp, &a), 0);
   drops_t d = {0};
-  assert_int_equal(gmt_swap_expire(sw, NOW + GMT_SWAP_TARGET_MS - 1, may_ask, &nobody_runs,
-                                   on_drop, &d),
-                   0);
+  assert_int_equal(
+      gmt_swap_expire(sw, NOW + GMT_SWAP_TARGET_MS - 1, may_ask, &nobody_runs, on_drop, &d), 0);
   assert_true(gmt_swap_target(sw, "b", 2, 0, NULL));
-  assert_int_equal(gmt_swap_expire(sw, NOW + GMT_SWAP_TARGET_MS, may_ask, &nobody_runs, on_drop,
-                                   &d),
-                   1);
+  assert_int_equal(
+      gmt_swap_expire(sw, NOW + GMT_SWAP_TARGET_MS, may_ask, &nobody_runs, on_drop, &d), 1);
   assert_int_equal(d.n, 1);
   assert_int_equal(d.why[0], GMT_SWAP_DROP_EXPIRED);
   assert_false(gmt_swap_target(sw, "b", 2, 0, NULL));
