@@ -58,8 +58,8 @@ static void log_drop(void *arg, const char *pod, uint32_t pid, int device, uint6
              "asked to keep %" PRIu64 "; the target is dropped",
              pod, pid, resident, device, GMT_SWAP_TARGET_MS, keep);
   else
-    gmt_debug("swap: pod '%s' pid %u device %d: target %" PRIu64 " (has %" PRIu64 ") %s", pod,
-              pid, device, keep, resident, drop_why(why));
+    gmt_debug("swap: pod '%s' pid %u device %d: target %" PRIu64 " (has %" PRIu64 ") %s", pod, pid,
+              device, keep, resident, drop_why(why));
 }
 
 static void expire(gmt_schd_t *s)
@@ -210,8 +210,8 @@ void gmt__swap_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
    * it, until their own Resident calls say more. */
   for (size_t i = 0; i < pod->nprocs; i++) {
     const gmt_proc_t *pr = &pod->procs[i];
-    uint64_t add = gmt_swap_adopt(s->swap, pod->cfg.name, pr->pid, pr->swap_device, pr->swap_gpu,
-                                  now);
+    uint64_t add =
+        gmt_swap_adopt(s->swap, pod->cfg.name, pr->pid, pr->swap_device, pr->swap_gpu, now);
     if (add)
       gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes on device %d in swap mode; counted "
                "as resident",
