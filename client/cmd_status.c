@@ -19,9 +19,11 @@ static void usage(FILE *f)
              "\n"
              "Shows every configured pod: whether its pod manager is connected,\n"
              "its request/limit share of GPU time, its device memory in use\n"
-             "against its limit, and its processes; then the node's pinned host\n"
-             "memory, of which gmt pinned on advice, against its budget, and the\n"
-             "memory tiers' spaces (GPU, host, disk) with what each holds.\n"
+             "against its limit, and its processes (for a mode=swap pod, where their\n"
+             "allocations' bytes are: GPU, host, disk, and moves out/in); then the\n"
+             "node's pinned host memory, of which gmt pinned on advice, against its\n"
+             "budget, and the memory tiers' spaces (GPU, host, disk) with what each\n"
+             "holds.\n"
              "\n"
              "  --json       print one line of JSON (see docs/protocol.md)\n"
              "  -h, --help   show this help\n");
@@ -109,16 +111,38 @@ static void print_text(const Gmt__StatusReply *st)
            "MEMORY");
     printf("%-*s  %-9s  %-13s  %-10s  %s / %s\n", w, pod_name(pod), pod->connected ? "yes" : "no",
            share, gpu, used, limit);
+    /* mode=swap: where its allocations' bytes are now, per tier. */
+    bool swap = pod->config && pod->config->mode == GMT__MEM_MODE__MEM_SWAP;
+    if (swap) {
+      char g[32], hst[32], dsk[32];
+      human(g, sizeof g, pod->swap_gpu);
+      human(hst, sizeof hst, pod->swap_host);
+      human(dsk, sizeof dsk, pod->swap_disk);
+      printf("  swap: gpu %s, host %s, disk %s\n", g, hst, dsk);
+    }
     if (pod->n_processes == 0) {
       printf("  (no processes)\n");
       continue;
     }
-    printf("  %8s  %-10s  %10s  %s\n", "PID", "MEMORY", "LAUNCHES", "EXE");
+    if (swap)
+      printf("  %8s  %-10s  %10s  %-10s  %-10s  %-10s  %-11s  %s\n", "PID", "MEMORY", "LAUNCHES",
+             "GPU", "HOST", "DISK", "OUT/IN", "EXE");
+    else
+      printf("  %8s  %-10s  %10s  %s\n", "PID", "MEMORY", "LAUNCHES", "EXE");
     for (size_t j = 0; j < pod->n_processes; j++) {
       const Gmt__ProcessStatus *p = pod->processes[j];
       char mem[32];
       human(mem, sizeof mem, p->memory_used);
       printf("  %8u  %-10s  %10llu  ", p->pid, mem, (unsigned long long)p->launches);
+      if (swap) {
+        char g[32], hst[32], dsk[32], moves[48];
+        human(g, sizeof g, p->swap_gpu);
+        human(hst, sizeof hst, p->swap_host);
+        human(dsk, sizeof dsk, p->swap_disk);
+        snprintf(moves, sizeof moves, "%llu/%llu", (unsigned long long)p->swap_outs,
+                 (unsigned long long)p->swap_ins);
+        printf("%-10s  %-10s  %-10s  %-11s  ", g, hst, dsk, moves);
+      }
       print_safe(p->exe);
       putchar('\n');
     }

@@ -17,6 +17,10 @@
 #define PMGR_HB_TIMEOUT_MS 1000 /* the scheduler forgets a pod after 3 s */
 #define PMGR_HB_PERIOD_MS 500
 #define PMGR_HB_SOON_MS 5 /* after a change: coalesces a burst of reports */
+/* While the scheduler has eviction targets pending for the pod (mode=swap),
+ * the next heartbeat goes this soon, so that a target that changes or ends
+ * is heard quickly; bounded by how long targets stand (10 s). */
+#define PMGR_HB_EVICT_MS 100
 
 static void send_heartbeat(gmt_pmgr_t *pm);
 static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep);
@@ -151,6 +155,7 @@ int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_chang
 static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep)
 {
   char err[512] = "";
+  bool evicting = false;
 
   pm->hb_in_flight = false;
   if (rc < 0) {
@@ -178,10 +183,16 @@ static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep)
     }
     if (gmt__pmgr_set_config(pm, rep->heartbeat_rep->config, true) < 0)
       gmt_warn("heartbeat: out of memory keeping the config");
+    const Gmt__HeartbeatReply *hb = rep->heartbeat_rep;
+    evicting = gmt__pmgr_procs_evict(pm, hb->evict, hb->n_evict) > 0;
   }
   gmt_wire_free(rep);
-  if (pm->hb_dirty)
+  if (pm->hb_dirty) {
     send_heartbeat(pm);
+  } else if (evicting) {
+    pm->hb_dirty = true;
+    uv_timer_start(&pm->hb_soon, on_soon, PMGR_HB_EVICT_MS, 0);
+  }
 }
 
 int gmt__pmgr_heartbeat_init(gmt_pmgr_t *pm)

@@ -1,5 +1,5 @@
-/* gmt-pmgr: the pod's memory calls (Reserve, Release, MemInfo, and Advise
- * for pinned host memory). They are stamped with the pod's name (a process
+/* gmt-pmgr: the pod's memory calls (Reserve, Release, MemInfo, Advise for
+ * pinned host memory, and mode=swap's Resident). They are stamped with the pod's name (a process
  * cannot name another pod) and forwarded to the scheduler, whose ledger
  * decides.
  *
@@ -23,6 +23,13 @@
  * pinned, until the process exits; a release given back, which the
  * process, having had an answer, does not send again.)
  *
+ * Resident (mode=swap: the bytes a process wants on the GPU) is granted
+ * while the scheduler is away, RESIDENT_REASON_UNREACHABLE: the node's
+ * other pods are out of sight, and refusing would stall the process for
+ * nothing; the card's own out-of-memory is then the bound (the hook's
+ * side). The scheduler learns the bytes again from the process's next
+ * Resident call or, after its restart, from its reports.
+ *
  * A refusal by the scheduler (over quota, a pod it does not list) is an
  * answer and goes back as it is. */
 #include <errno.h>
@@ -44,6 +51,10 @@
  * is lost, the safe error) before the process gives up, or a release the
  * scheduler applied late would be given back twice. */
 #define PMGR_ADVISE_TIMEOUT_MS 400
+/* A Resident comes before an allocation's memory is made or brought back:
+ * the process waits for it, so the pod manager answers (UNREACHABLE) well
+ * before the hook would give up on it. */
+#define PMGR_RESIDENT_TIMEOUT_MS 400
 #define MIB (1024.0 * 1024.0)
 
 /* What was granted (up) and given back (down) here for pid since its last
@@ -170,6 +181,16 @@ static void reply_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *r
     gmt_call_reply_body(call, GMT__ENVELOPE__BODY_ADVISE_REP, &body);
     return;
   }
+  case GMT__ENVELOPE__BODY_RESIDENT_REQ: {
+    const Gmt__ResidentRequest *r = req->resident_req;
+    gmt_debug("pid %u: %llu bytes resident on device %d granted: the scheduler is unreachable",
+              r->pid, (unsigned long long)r->bytes, r->device);
+    Gmt__ResidentReply body = GMT__RESIDENT_REPLY__INIT;
+    body.granted = true;
+    body.reason = GMT__RESIDENT_REASON__RESIDENT_REASON_UNREACHABLE;
+    gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RESIDENT_REP, &body);
+    return;
+  }
   default: gmt_call_reply_error(call, -EINVAL, "not a memory call"); return;
   }
 }
@@ -213,6 +234,7 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
   Gmt__ReleaseRequest release;
   Gmt__MemInfoRequest meminfo;
   Gmt__AdviseRequest advise;
+  Gmt__ResidentRequest resident;
   char *pod = (char *)pm->name;
   int timeout_ms = PMGR_FORWARD_TIMEOUT_MS;
 
@@ -239,6 +261,12 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
     advise.pod = pod;
     env.advise_req = &advise;
     timeout_ms = PMGR_ADVISE_TIMEOUT_MS;
+    break;
+  case GMT__ENVELOPE__BODY_RESIDENT_REQ:
+    resident = *req->resident_req;
+    resident.pod = pod;
+    env.resident_req = &resident;
+    timeout_ms = PMGR_RESIDENT_TIMEOUT_MS;
     break;
   default: gmt_call_reply_error(call, -EINVAL, "not a request to forward"); return;
   }

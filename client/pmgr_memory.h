@@ -4,7 +4,7 @@
 
 #include "pmgr_state.h"
 
-/* On the loop: a process's Reserve, Release, MemInfo or Advise. */
+/* On the loop: a process's Reserve, Release, MemInfo, Advise or Resident. */
 void gmt__pmgr_handle_memory(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req);
 /* On the loop: pid's report changed (gone false) or it exited. */
 void gmt__pmgr_memory_proc(gmt_pmgr_t *pm, uint32_t pid, bool gone);

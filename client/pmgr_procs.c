@@ -30,7 +30,12 @@ struct pmgr_proc {
   uint64_t pinned_bytes;    /* page-locked host memory, as it reports */
   uint64_t pinned_advised;  /* of which pinned on advice (the scheduler rebuilds from it) */
   uint64_t pinned_cached, pinned_reused; /* its pinned pool, as it reports */
-  int pidfd;                             /* -1: watched by the timer */
+  /* mode=swap, as it reports: bytes per tier, moves, its device. */
+  uint64_t swap_gpu, swap_host, swap_disk, swap_outs, swap_ins;
+  int32_t swap_device;
+  bool evict;          /* a target the scheduler set, not yet told to the process */
+  uint64_t keep_bytes; /* that target: how much may stay on the GPU */
+  int pidfd;           /* -1: watched by the timer */
   union {
     uv_handle_t handle;
     uv_poll_t poll;
@@ -271,7 +276,10 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
                p->allocs != rep->allocs || p->frees != rep->frees ||
                p->memory_reserved != rep->memory_reserved || p->pinned_bytes != rep->pinned_bytes ||
                p->pinned_advised != rep->pinned_advised || p->pinned_cached != rep->pinned_cached ||
-               p->pinned_reused != rep->pinned_reused;
+               p->pinned_reused != rep->pinned_reused || p->swap_gpu != rep->swap_gpu ||
+               p->swap_host != rep->swap_host || p->swap_disk != rep->swap_disk ||
+               p->swap_outs != rep->swap_outs || p->swap_ins != rep->swap_ins ||
+               p->swap_device != rep->swap_device;
     p->memory_used = rep->memory_used;
     p->launches = rep->launches;
     p->allocs = rep->allocs;
@@ -281,11 +289,25 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
     p->pinned_advised = rep->pinned_advised;
     p->pinned_cached = rep->pinned_cached;
     p->pinned_reused = rep->pinned_reused;
+    p->swap_gpu = rep->swap_gpu;
+    p->swap_host = rep->swap_host;
+    p->swap_disk = rep->swap_disk;
+    p->swap_outs = rep->swap_outs;
+    p->swap_ins = rep->swap_ins;
+    p->swap_device = rep->swap_device;
     if (changed)
       pm->procs_cb(pm, p->pid, false);
   }
 
   Gmt__ReportReply reply = GMT__REPORT_REPLY__INIT;
+  if (p && p->evict) {
+    /* Told once; the scheduler sends it again while it stands. */
+    reply.evict = true;
+    reply.keep_bytes = p->keep_bytes;
+    p->evict = false;
+    gmt_debug("pid %u: asked to keep at most %llu bytes on the GPU", p->pid,
+              (unsigned long long)p->keep_bytes);
+  }
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REPORT_REP, &reply);
 }
 
@@ -305,8 +327,30 @@ void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__Proces
     out[i].pinned_advised = p->pinned_advised;
     out[i].pinned_cached = p->pinned_cached;
     out[i].pinned_reused = p->pinned_reused;
+    out[i].swap_gpu = p->swap_gpu;
+    out[i].swap_host = p->swap_host;
+    out[i].swap_disk = p->swap_disk;
+    out[i].swap_outs = p->swap_outs;
+    out[i].swap_ins = p->swap_ins;
+    out[i].swap_device = p->swap_device;
     ptrs[i] = &out[i];
   }
+}
+
+size_t gmt__pmgr_procs_evict(gmt_pmgr_t *pm, Gmt__Evict **evict, size_t n)
+{
+  size_t known = 0;
+  for (pmgr_proc_t *p = pm->procs; p; p = p->next) {
+    p->evict = false;
+    for (size_t i = 0; i < n; i++) {
+      if (evict[i] && evict[i]->pid == p->pid) {
+        p->evict = true;
+        p->keep_bytes = evict[i]->keep_bytes;
+      }
+    }
+    known += p->evict;
+  }
+  return known;
 }
 
 void gmt__pmgr_proc_reserved(gmt_pmgr_t *pm, uint32_t pid, uint64_t *bytes)

@@ -15,6 +15,11 @@ void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Regi
 void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__ReportRequest *r);
 /* Fills an array of nprocs reports (totals only) for a heartbeat. */
 void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__ProcessReport **ptrs);
+/* mode=swap: the scheduler's eviction targets for the pod's processes, as
+ * its heartbeat reply listed them (pids not listed have none pending): each
+ * process hears its own in the reply to its next Report, once. Returns how
+ * many of the listed pids are in the table. */
+size_t gmt__pmgr_procs_evict(gmt_pmgr_t *pm, Gmt__Evict **evict, size_t n);
 /* What pid last reported holding in the ledger (*bytes unchanged when the
  * pid is unknown), and the sum over the pod. */
 void gmt__pmgr_proc_reserved(gmt_pmgr_t *pm, uint32_t pid, uint64_t *bytes);

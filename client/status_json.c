@@ -74,6 +74,18 @@ static const char *str(const char *s)
   return s ? s : "";
 }
 
+/* mode=swap: where an owner's allocations' bytes are, per tier. */
+static json_object *tiers_json(uint64_t gpu, uint64_t host, uint64_t disk)
+{
+  json_object *o = json_object_new_object();
+  if (!o)
+    return NULL;
+  int rc = add(o, "gpu", new_u64(gpu));
+  rc |= add(o, "host", new_u64(host));
+  rc |= add(o, "disk", new_u64(disk));
+  return built(o, rc);
+}
+
 static json_object *process_json(const Gmt__ProcessStatus *p)
 {
   json_object *o = json_object_new_object();
@@ -91,6 +103,9 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   rc |= add(o, "pinned_advised", new_u64(p->pinned_advised));
   rc |= add(o, "pinned_cached", new_u64(p->pinned_cached));
   rc |= add(o, "pinned_reused", new_u64(p->pinned_reused));
+  rc |= add(o, "tiers", tiers_json(p->swap_gpu, p->swap_host, p->swap_disk));
+  rc |= add(o, "swap_outs", new_u64(p->swap_outs));
+  rc |= add(o, "swap_ins", new_u64(p->swap_ins));
   return built(o, rc);
 }
 
@@ -160,6 +175,7 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "pinned_bytes", new_u64(pod->pinned_bytes));
   rc |= add(o, "pinned_advised", new_u64(pod->pinned_advised));
   rc |= add(o, "pinned_cached", new_u64(pod->pinned_cached));
+  rc |= add(o, "tiers", tiers_json(pod->swap_gpu, pod->swap_host, pod->swap_disk));
   for (size_t i = 0; i < pod->n_processes && !rc; i++)
     rc |= push(procs, process_json(pod->processes[i]));
   rc |= add(o, "processes", procs);

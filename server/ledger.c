@@ -179,14 +179,23 @@ uint64_t gmt_ledger_node_total(const gmt_ledger_t *l)
 
 uint64_t gmt_ledger_device_total(const gmt_ledger_t *l, int device)
 {
+  return gmt_ledger_device_total_if(l, device, NULL, NULL);
+}
+
+uint64_t gmt_ledger_device_total_if(const gmt_ledger_t *l, int device,
+                                    bool (*count)(void *arg, const char *pod), void *arg)
+{
   if (device < 0 || device >= GMT_LEDGER_DEVICES)
     return 0;
   uint64_t sum = 0;
-  for (size_t i = 0; i < l->npods; i++)
+  for (size_t i = 0; i < l->npods; i++) {
+    if (count && !count(arg, l->pods[i].name))
+      continue;
     for (size_t j = 0; j < l->pods[i].nprocs; j++) {
       uint64_t b = l->pods[i].procs[j].dev[device];
       sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
     }
+  }
   return sum;
 }
 

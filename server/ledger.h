@@ -46,6 +46,9 @@ uint64_t gmt_ledger_node_total(const gmt_ledger_t *l);
 /* The sum over every pod on one device (saturating); bytes adopted from a
  * report with no device known are not in it. */
 uint64_t gmt_ledger_device_total(const gmt_ledger_t *l, int device);
+/* The same over the pods for which count(arg, pod) is true (NULL: all). */
+uint64_t gmt_ledger_device_total_if(const gmt_ledger_t *l, int device,
+                                    bool (*count)(void *arg, const char *pod), void *arg);
 uint64_t gmt_ledger_pid_total(const gmt_ledger_t *l, const char *pod, uint32_t pid);
 /* Whether pid has an entry: it reserved (or was adopted) since it joined,
  * even if it holds nothing now. */

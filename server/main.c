@@ -609,7 +609,7 @@ int main(int argc, char **argv)
 
   int code = EXIT_SUCCESS;
   if ((rc = gmt__tokens_init(s)) < 0 || (rc = gmt__ledger_init(s)) < 0 ||
-      (rc = tiers_init(s, &f)) < 0 || (rc = gmt__pin_init(s)) < 0 ||
+      (rc = gmt__swap_init(s)) < 0 || (rc = tiers_init(s, &f)) < 0 || (rc = gmt__pin_init(s)) < 0 ||
       (rc = gmt__trace_init(s, !f.no_trace)) < 0 ||
       (rc = gmt_config_watch_init(&s->cwatch, &loop, s->config_path, on_config_changed, s)) < 0) {
     gmt_error("cannot start: %s", gmt_strerror(rc));
@@ -635,6 +635,7 @@ int main(int argc, char **argv)
     gmt_warn("event loop close: %s", uv_strerror(rc));
   gmt__pin_close(s);
   gmt_tiers_free(s->tiers);
+  gmt__swap_close(s);
   gmt__ledger_close(s);
   gmt_pods_free(s->pods);
   gmt_store_close(s->store);

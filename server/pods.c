@@ -118,7 +118,13 @@ static gmt_proc_t *procs_from(const Gmt__HeartbeatRequest *req, size_t *n)
                         .pinned_bytes = r->pinned_bytes,
                         .pinned_advised = r->pinned_advised,
                         .pinned_cached = r->pinned_cached,
-                        .pinned_reused = r->pinned_reused};
+                        .pinned_reused = r->pinned_reused,
+                        .swap_gpu = r->swap_gpu,
+                        .swap_host = r->swap_host,
+                        .swap_disk = r->swap_disk,
+                        .swap_outs = r->swap_outs,
+                        .swap_ins = r->swap_ins,
+                        .swap_device = r->swap_device};
     if (!(v[k].exe = strdup(r->exe ? r->exe : ""))) {
       procs_free(v, k);
       return NULL;

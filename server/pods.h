@@ -24,6 +24,12 @@ typedef struct gmt_proc {
   uint64_t pinned_advised;  /* of which pinned on advice; the pinned ledger rebuilds from it */
   uint64_t pinned_cached;   /* of pinned_bytes, its pinned pool's freed blocks */
   uint64_t pinned_reused;   /* allocations its pinned pool served */
+  /* mode=swap, as its report says: its allocations' bytes on the GPU, in
+   * host memory and in spill files, moves out and in, and the device
+   * (-1: none yet). rpc_swap.c rebuilds resident bytes from swap_gpu. */
+  uint64_t swap_gpu, swap_host, swap_disk;
+  uint64_t swap_outs, swap_ins;
+  int32_t swap_device;
 } gmt_proc_t;
 
 typedef struct gmt_pod {

@@ -1,6 +1,6 @@
 /* gmt-schd's message handlers: one function per request kind, found in the
  * table below by the envelope's body case (the handlers of tokens, memory,
- * pin advice and the tracer, and the tiers' part of Status, live in
+ * mode=swap, pin advice and the tracer, and the tiers' part of Status, live in
  * rpc_*.c; the replies they share, in reply.c below them). Runs on the
  * loop thread, so handlers read and change the daemon's state freely. A
  * handler answers its call exactly once; one that must wait (a token)
@@ -69,7 +69,17 @@ static void on_heartbeat(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *r
   Gmt__HeartbeatReply body = GMT__HEARTBEAT_REPLY__INIT;
   gmt__pod_config_fill(pod, &pc);
   body.config = &pc;
+  /* mode=swap: what its processes are asked to move out. Resent while
+   * pending: a target heard twice moves nothing more. */
+  if (gmt__swap_heartbeat_evicts(s, pod, &body) < 0)
+    gmt_warn("pod '%s': out of memory listing its eviction targets; next heartbeat", pod->cfg.name);
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_HEARTBEAT_REP, &body);
+  free(body.evict);
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -119,6 +129,14 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
       pr[k].pinned_cached = src->pinned_cached;
       pr[k].pinned_reused = src->pinned_reused;
       ps[i].pinned_cached += src->pinned_cached;
+      pr[k].swap_gpu = src->swap_gpu;
+      pr[k].swap_host = src->swap_host;
+      pr[k].swap_disk = src->swap_disk;
+      pr[k].swap_outs = src->swap_outs;
+      pr[k].swap_ins = src->swap_ins;
+      ps[i].swap_gpu = sat_add(ps[i].swap_gpu, src->swap_gpu);
+      ps[i].swap_host = sat_add(ps[i].swap_host, src->swap_host);
+      ps[i].swap_disk = sat_add(ps[i].swap_disk, src->swap_disk);
       prp[k] = &pr[k];
     }
     gmt__ledger_status(s, pod, &ps[i]); /* after its processes: fills theirs too */
@@ -179,6 +197,8 @@ static const struct {
     [GMT__ENVELOPE__BODY_TRACE_SPOTS_REP] = {"TraceSpotsReply", on_reply_kind},
     [GMT__ENVELOPE__BODY_ADVISE_REQ] = {"Advise", gmt__rpc_advise},
     [GMT__ENVELOPE__BODY_ADVISE_REP] = {"AdviseReply", on_reply_kind},
+    [GMT__ENVELOPE__BODY_RESIDENT_REQ] = {"Resident", gmt__rpc_resident},
+    [GMT__ENVELOPE__BODY_RESIDENT_REP] = {"ResidentReply", on_reply_kind},
 };
 
 static void on_unimplemented(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -200,6 +220,7 @@ void gmt__pods_changed(gmt_schd_t *s, const gmt_pod_t *pod)
   if (pod) {
     gmt__tokens_pod_changed(s, pod);
     gmt__ledger_pod_changed(s, pod);
+    gmt__swap_pod_changed(s, pod);
     gmt__trace_pod_changed(s, pod);
     return;
   }
@@ -220,6 +241,7 @@ static const char *pod_named(const Gmt__Envelope *req)
   case GMT__ENVELOPE__BODY_RELEASE_REQ: return req->release_req->pod;
   case GMT__ENVELOPE__BODY_MEMINFO_REQ: return req->meminfo_req->pod;
   case GMT__ENVELOPE__BODY_ADVISE_REQ: return req->advise_req->pod;
+  case GMT__ENVELOPE__BODY_RESIDENT_REQ: return req->resident_req->pod;
   default: return NULL;
   }
 }

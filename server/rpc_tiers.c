@@ -1,8 +1,9 @@
 /* The memory tiers on the wire: their part of Status (docs/tiers.md,
- * "Seeing the spaces"), and the GPU spaces kept in step with the device
- * ledger, whose reservations occupy them. main.c builds s->tiers from the
- * flags; the ledger itself is server/tiers.c. Nothing asks for a tier over
- * the wire yet. */
+ * "Seeing the spaces"), and the GPU spaces kept in step with what occupies
+ * them: the device reservations of pods not in swap mode (the device
+ * ledger's) and the resident bytes of swap pods' processes (rpc_swap.c).
+ * main.c builds s->tiers from the flags; the ledger itself is
+ * server/tiers.c. */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -10,18 +11,34 @@
 #include "schd.h"
 #include "tiers.h"
 
-/* What the pods reserved on each device occupies its GPU space: read from
- * the device ledger whenever the spaces are looked at, so that no path
- * that changes the ledger (reserve, release, reclaim, a report adopted)
- * can leave them behind. */
+/* A pod whose device reservations occupy the GPU spaces: every pod but
+ * those in swap mode, whose resident bytes do instead (a pod the config no
+ * longer lists still counts until its reservations are reclaimed). */
+static bool reservations_occupy(void *arg, const char *name)
+{
+  const gmt_pod_t *pod = gmt_pods_find(((gmt_schd_t *)arg)->pods, name);
+  return !pod || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* What occupies each device's GPU space, read whenever the spaces are
+ * looked at, so that no path that changes it (reserve, release, reclaim,
+ * a report adopted, a Resident, a reload that changes a mode) can leave
+ * them behind. */
 static void sync_devices(gmt_schd_t *s)
 {
   size_t n = s->tiers ? gmt_tiers_nspaces(s->tiers) : 0;
   for (size_t i = 0; i < n; i++) {
     gmt_tier_space_info_t sp;
-    if (gmt_tiers_space_info(s->tiers, i, &sp) == 0 && sp.tier == GMT_TIER_GPU)
-      (void)gmt_tiers_set_held(s->tiers, GMT_TIER_GPU, sp.index,
-                               gmt_ledger_device_total(s->ledger, sp.index));
+    if (gmt_tiers_space_info(s->tiers, i, &sp) < 0 || sp.tier != GMT_TIER_GPU)
+      continue;
+    uint64_t held = gmt_ledger_device_total_if(s->ledger, sp.index, reservations_occupy, s);
+    (void)gmt_tiers_set_held(s->tiers, GMT_TIER_GPU, sp.index,
+                             sat_add(held, gmt__swap_device_resident(s, sp.index)));
   }
 }
 
@@ -31,6 +48,25 @@ int gmt__tiers_device_room(gmt_schd_t *s, int device, uint64_t *room)
     return -ENOENT;
   sync_devices(s);
   return gmt_tiers_room(s->tiers, GMT_TIER_GPU, device, room);
+}
+
+int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *base)
+{
+  if (!s->tiers || !s->ledger)
+    return -ENOENT;
+  sync_devices(s);
+  size_t n = gmt_tiers_nspaces(s->tiers);
+  for (size_t i = 0; i < n; i++) {
+    gmt_tier_space_info_t sp;
+    if (gmt_tiers_space_info(s->tiers, i, &sp) < 0 || sp.tier != GMT_TIER_GPU || sp.index != device)
+      continue;
+    /* occupied = the space's own reservations + held (above). */
+    uint64_t own = sp.occupied > sp.held ? sp.occupied - sp.held : 0;
+    *limit = sp.limit;
+    *base = sat_add(own, gmt_ledger_device_total_if(s->ledger, device, reservations_occupy, s));
+    return 0;
+  }
+  return -ENOENT;
 }
 
 int gmt__tiers_host_status(gmt_schd_t *s, Gmt__HostStatus *host)

@@ -401,3 +401,15 @@ void gmt__tokens_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
   ps->gpu_time_share = share;
   ps->holds_token = holds;
 }
+
+bool gmt__tokens_holds(gmt_schd_t *s, const char *pod, int device)
+{
+  struct gmt_tokens *t = s->tokens;
+  for (tdev_t *d = t ? t->devs : NULL; d; d = d->next) {
+    if (d->device != device)
+      continue;
+    const char *holder = gmt_token_holder(d->pol);
+    return holder && pod && strcmp(holder, pod) == 0;
+  }
+  return false;
+}

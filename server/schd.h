@@ -50,6 +50,7 @@ typedef struct gmt_schd {
   struct gmt_tokens *tokens;       /* rpc_token.c: GPU time tokens */
   gmt_token_params_t token_params; /* --window-ms, --base-quota-ms, --min-quota-ms */
   struct gmt_ledger *ledger;       /* rpc_memory.c: memory reservations */
+  struct gmt_swap *swap;           /* rpc_swap.c: mode=swap's resident bytes, targets */
   /* rpc_memory.c keeps it in step with the pods, rpc_pin.c charges it:
    * the host memory pinned on advice, against pinned_limit. */
   struct gmt_ledger *pinned_ledger;
@@ -74,6 +75,8 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
  * name: gmt_pods_reload() may move them. */
 void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
 void gmt__tokens_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps);
+/* Whether pod holds device's token now (its grant runs, or drains). */
+bool gmt__tokens_holds(gmt_schd_t *s, const char *pod, int device);
 
 /* ---- rpc_memory.c: the memory ledgers (device, and pinned host) ---- */
 int gmt__ledger_init(gmt_schd_t *s);
@@ -96,15 +99,35 @@ void gmt__ledger_host_status(gmt_schd_t *s, Gmt__HostStatus *host);
 int gmt__tiers_host_status(gmt_schd_t *s, Gmt__HostStatus *host);
 /* Room left on device's GPU space (--gpu-capacity) for more device
  * reservations, its held bytes first brought in step with the device
- * ledger; -ENOENT when no capacity was declared for it. */
+ * ledger and the swap processes' resident bytes; -ENOENT when no capacity
+ * was declared for it. */
 int gmt__tiers_device_room(gmt_schd_t *s, int device, uint64_t *room);
+/* The device's GPU space as mode=swap sees it: its limit, and what
+ * occupies it besides the swap processes' resident bytes (the device
+ * reservations of pods not in swap mode, and any reservation in the
+ * space). -ENOENT when no capacity was declared for it. */
+int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *base);
+
+/* ---- rpc_swap.c: mode=swap's resident bytes and eviction targets ---- */
+int gmt__swap_init(gmt_schd_t *s);
+void gmt__swap_close(gmt_schd_t *s);
+void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+/* As gmt__ledger_pod_changed: the resident bytes and targets of processes
+ * (and pods) that are gone, or no longer in swap mode, are dropped; after
+ * a restart what the processes report is taken in. */
+void gmt__swap_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
+/* The swap processes' resident bytes on device. */
+uint64_t gmt__swap_device_resident(gmt_schd_t *s, int device);
+/* reply->evict: the targets pending for pod's processes (one allocation:
+ * the caller free()s reply->evict once the reply is sent). 0 or -ENOMEM. */
+int gmt__swap_heartbeat_evicts(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__HeartbeatReply *reply);
 
 /* ---- rpc_pin.c: pin advice ---- */
 int gmt__pin_init(gmt_schd_t *s);
 void gmt__pin_close(gmt_schd_t *s);
 void gmt__rpc_advise(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 
-/* Both of the above, for one pod or (pod NULL) for every pod. */
+/* All of the above, for one pod or (pod NULL) for every pod. */
 void gmt__pods_changed(gmt_schd_t *s, const gmt_pod_t *pod);
 
 #endif

@@ -123,11 +123,13 @@ class TierStatus(GmtTestCase):
 
 
 class DeclaredCapacity(GmtTestCase):
-    """--gpu-capacity bounds the pods' device reservations together: two
-    pods whose quotas each allow 700 MiB cannot hold 1400 MiB on a device
-    declared as 1 GiB (strict mode: the second gets out of memory), and
-    the second fits once the first has freed. The fake card has 8 GiB."""
-    CONFIG = "2\na 0.5 1.0 1Gi\nb 0.5 1.0 1Gi mode=swap\n"
+    """--gpu-capacity bounds the strict pods' device reservations together:
+    two pods whose quotas each allow 700 MiB cannot hold 1400 MiB on a
+    device declared as 1 GiB (strict mode: the second gets out of memory),
+    and the second fits once the first has freed. The fake card has 8 GiB.
+    (A mode=swap pod's reservations do not occupy the space, its resident
+    bytes do: test_swap.py.)"""
+    CONFIG = "2\na 0.5 1.0 1Gi\nb 0.5 1.0 1Gi\n"
     MEM_PATHS = os.path.join(BUILD, "test", "e2e", "memprogs", "mem_paths")
     MIB = 1 << 20
 
@@ -149,8 +151,7 @@ class DeclaredCapacity(GmtTestCase):
         self.assertEqual(filled["ok"], "1", filled)
         held = self.gpu_reserved()
         self.assertTrue(700 * self.MIB <= held <= 1 << 30, held)
-        # b's quota allows it, the card as declared does not (swap runs as
-        # strict until it is built).
+        # b's quota allows it, the card as declared does not.
         b, filled = self.fill("b")
         self.assertEqual(filled["ok"], "0", filled)
         self.assertEqual(filled["name"], "CUDA_ERROR_OUT_OF_MEMORY", filled)

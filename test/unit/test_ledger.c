@@ -228,6 +228,10 @@ static void test_node_total_sums_every_pod_and_follows_releases_and_reclaims(voi
   assert_int_equal(gmt_ledger_device_total(l, 2), 0);
   assert_int_equal(gmt_ledger_device_total(l, -1), 0);
   assert_int_equal(gmt_ledger_device_total(l, GMT_LEDGER_DEVICES), 0);
+  /* Only the pods asked for (mode=swap's are counted apart, rpc_tiers.c). */
+  assert_int_equal(gmt_ledger_device_total_if(l, 0, keep_b, NULL), 16 * MIB);
+  assert_int_equal(gmt_ledger_device_total_if(l, 1, keep_b, NULL), 4 * MIB);
+  assert_int_equal(gmt_ledger_device_total_if(l, 0, NULL, NULL), 72 * MIB);
   assert_int_equal(gmt_ledger_release(l, "b", 20, 1, 4 * MIB), 4 * MIB);
   assert_int_equal(gmt_ledger_release(l, "a", 10, 0, 32 * MIB), 32 * MIB);
   assert_int_equal(gmt_ledger_device_total(l, 0), 40 * MIB);

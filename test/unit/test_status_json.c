@@ -88,6 +88,11 @@ static void test_status_json_renders_every_field(void **state)
   p2.pinned_advised = 4ull << 30;
   p2.pinned_cached = 256ull << 20;
   p2.pinned_reused = 99;
+  p2.swap_gpu = 300ull << 20;
+  p2.swap_host = 5ull << 30; /* past 32 bits */
+  p2.swap_disk = 7;
+  p2.swap_outs = 12;
+  p2.swap_ins = 9;
   Gmt__ProcessStatus *procs_a[] = {&p1, &p2};
 
   Gmt__PodStatus a = GMT__POD_STATUS__INIT, b = GMT__POD_STATUS__INIT;
@@ -102,6 +107,9 @@ static void test_status_json_renders_every_field(void **state)
   a.pinned_bytes = 5ull << 30;
   a.pinned_advised = 4ull << 30;
   a.pinned_cached = 256ull << 20;
+  a.swap_gpu = 300ull << 20;
+  a.swap_host = 5ull << 30;
+  a.swap_disk = 7;
   b.config = &cfg_b;
   b.connected = 0;
   b.memory_used = 0;
@@ -179,7 +187,22 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(j2, "pinned_cached"), 256ll << 20);
   assert_int_equal(int_field(j2, "pinned_reused"), 99);
   assert_int_equal(int_field(j1, "pinned_reused"), 0);
-  assert_int_equal(json_object_object_length(j2), 11); /* nothing undocumented */
+  /* mode=swap: bytes per tier, and moves. */
+  json_object *jt2 = field(j2, "tiers", json_type_object);
+  assert_int_equal(int_field(jt2, "gpu"), 300ll << 20);
+  assert_int_equal(int_field(jt2, "host"), 5ll << 30);
+  assert_int_equal(int_field(jt2, "disk"), 7);
+  assert_int_equal(json_object_object_length(jt2), 3);
+  assert_int_equal(int_field(j2, "swap_outs"), 12);
+  assert_int_equal(int_field(j2, "swap_ins"), 9);
+  json_object *jt1 = field(j1, "tiers", json_type_object);
+  assert_int_equal(int_field(jt1, "gpu"), 0);
+  assert_int_equal(int_field(j1, "swap_outs"), 0);
+  json_object *jta = field(ja, "tiers", json_type_object);
+  assert_int_equal(int_field(jta, "gpu"), 300ll << 20);
+  assert_int_equal(int_field(jta, "host"), 5ll << 30);
+  assert_int_equal(int_field(jta, "disk"), 7);
+  assert_int_equal(json_object_object_length(j2), 14); /* nothing undocumented */
 
   json_object *jb = json_object_array_get_idx(jpods, 1);
   assert_string_equal(json_object_get_string(field(jb, "name", json_type_string)),
@@ -199,7 +222,8 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(jb, "pinned_advised"), 0);
   assert_int_equal(int_field(ja, "pinned_cached"), 256ll << 20);
   assert_int_equal(int_field(jb, "pinned_cached"), 0);
-  assert_int_equal(json_object_object_length(jb), 15);
+  assert_int_equal(int_field(field(jb, "tiers", json_type_object), "host"), 0);
+  assert_int_equal(json_object_object_length(jb), 16);
   json_object *jh = field(root, "host", json_type_object);
   assert_int_equal(int_field(jh, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(jh, "pinned_limit"), 24ll << 30);

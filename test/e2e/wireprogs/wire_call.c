@@ -7,7 +7,9 @@
  *   wire_call URL release POD PID BYTES
  *   wire_call URL token POD PID BURST_MS [release]
  *   wire_call URL heartbeat POD EPOCH SEQ [PID...]
- *   wire_call URL report PID PINNED_BYTES PINNED_ADVISED
+ *   wire_call URL report PID PINNED_BYTES PINNED_ADVISED [swap_gpu=N] [swap_host=N]
+ *             [swap_disk=N] [swap_outs=N] [swap_ins=N] [swap_device=N]
+ *   wire_call URL resident POD PID DEVICE BYTES
  *   wire_call URL advise POD PID BYTES [pays_back] [release=N] [exe=PATH]
  *             [site=MODULE:OFFSET:NTH:SIZE_CLASS]
  *             [history=MODULE:OFFSET:NTH:SIZE_CLASS:SIZE:H2D:D2H]...
@@ -49,6 +51,7 @@ typedef struct {
   Gmt__StatusRequest st;
   Gmt__ReportRequest rep;
   Gmt__AdviseRequest adv;
+  Gmt__ResidentRequest resident;
   Gmt__PinSite site;
   Gmt__ProcessReport procs[MAX_PROCS], *pp[MAX_PROCS];
   Gmt__BufferHistory hist[MAX_HISTORY], *hp[MAX_HISTORY];
@@ -180,15 +183,45 @@ static int build(req_t *q, const char *kind, char **a, int n)
     q->hb.processes = q->pp;
     return gmt_wire_set_body(&q->env, GMT__ENVELOPE__BODY_HEARTBEAT_REQ, &q->hb);
   }
-  if (!strcmp(kind, "report") && n == 3) {
+  if (!strcmp(kind, "report") && n >= 3) {
     gmt__report_request__init(&q->rep);
-    gmt__process_report__init(&q->procs[0]);
-    q->procs[0].pid = (uint32_t)num(a[0]);
-    q->procs[0].exe = (char *)"wire_call";
-    q->procs[0].pinned_bytes = num(a[1]);
-    q->procs[0].pinned_advised = num(a[2]);
-    q->rep.process = &q->procs[0];
+    Gmt__ProcessReport *p = &q->procs[0];
+    gmt__process_report__init(p);
+    p->pid = (uint32_t)num(a[0]);
+    p->exe = (char *)"wire_call";
+    p->pinned_bytes = num(a[1]);
+    p->pinned_advised = num(a[2]);
+    p->swap_device = -1;
+    for (int i = 3; i < n; i++) {
+      char *v = strchr(a[i], '=');
+      if (!v)
+        return -EINVAL;
+      *v++ = '\0';
+      if (!strcmp(a[i], "swap_gpu"))
+        p->swap_gpu = num(v);
+      else if (!strcmp(a[i], "swap_host"))
+        p->swap_host = num(v);
+      else if (!strcmp(a[i], "swap_disk"))
+        p->swap_disk = num(v);
+      else if (!strcmp(a[i], "swap_outs"))
+        p->swap_outs = num(v);
+      else if (!strcmp(a[i], "swap_ins"))
+        p->swap_ins = num(v);
+      else if (!strcmp(a[i], "swap_device"))
+        p->swap_device = (int32_t)strtol(v, NULL, 10);
+      else
+        return -EINVAL;
+    }
+    q->rep.process = p;
     return gmt_wire_set_body(&q->env, GMT__ENVELOPE__BODY_REPORT_REQ, &q->rep);
+  }
+  if (!strcmp(kind, "resident") && n == 4) {
+    gmt__resident_request__init(&q->resident);
+    q->resident.pod = a[0];
+    q->resident.pid = (uint32_t)num(a[1]);
+    q->resident.device = (int32_t)strtol(a[2], NULL, 10);
+    q->resident.bytes = num(a[3]);
+    return gmt_wire_set_body(&q->env, GMT__ENVELOPE__BODY_RESIDENT_REQ, &q->resident);
   }
   if (!strcmp(kind, "advise") && n >= 3)
     return build_advise(q, a, n);
@@ -214,6 +247,15 @@ static void print_reply(const Gmt__Envelope *rep)
         protobuf_c_enum_descriptor_get_value(&gmt__pin_reason__descriptor, a->reason);
     printf("OK pin=%d reason=%s used=%llu limit=%llu\n", a->pin ? 1 : 0, v ? v->name : "?",
            (unsigned long long)a->pinned_used, (unsigned long long)a->pinned_limit);
+  } else if (rep->body_case == GMT__ENVELOPE__BODY_RESIDENT_REP) {
+    const Gmt__ResidentReply *r = rep->resident_rep;
+    const ProtobufCEnumValue *v =
+        protobuf_c_enum_descriptor_get_value(&gmt__resident_reason__descriptor, r->reason);
+    printf("OK granted=%d reason=%s retry=%u room=%llu\n", r->granted ? 1 : 0, v ? v->name : "?",
+           r->retry_ms, (unsigned long long)r->room);
+  } else if (rep->body_case == GMT__ENVELOPE__BODY_REPORT_REP) {
+    printf("OK evict=%d keep=%llu\n", rep->report_rep->evict ? 1 : 0,
+           (unsigned long long)rep->report_rep->keep_bytes);
   } else {
     printf("OK\n");
   }

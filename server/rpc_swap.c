@@ -1,0 +1,220 @@
+/* mode=swap on the wire: Resident (a swap process's bytes on the GPU, as a
+ * total), the eviction targets that heartbeat replies carry to the pods
+ * whose processes are asked to move memory out, and their upkeep when pods
+ * and processes change. The bookkeeping and the decision are server/swap.c;
+ * this file gathers what they need (the GPU space's limit and what else
+ * occupies it, from rpc_tiers.c; who holds a token, from rpc_token.c), and
+ * logs. docs/tiers.md, "Swap mode in the scheduler". */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "gmt_error.h"
+#include "gmt_log.h"
+#include "reply.h"
+#include "schd.h"
+#include "swap.h"
+
+#define MIB (1024.0 * 1024.0)
+
+int gmt__swap_init(gmt_schd_t *s)
+{
+  return gmt_swap_new(&s->swap);
+}
+
+void gmt__swap_close(gmt_schd_t *s)
+{
+  gmt_swap_free(s->swap);
+  s->swap = NULL;
+}
+
+uint64_t gmt__swap_device_resident(gmt_schd_t *s, int device)
+{
+  return s->swap ? gmt_swap_device_total(s->swap, device) : 0;
+}
+
+/* A pod running on the device (it holds the token) is never asked. */
+static bool may_ask(void *arg, const char *pod, int device)
+{
+  return !gmt__tokens_holds(arg, pod, device);
+}
+
+static const char *drop_why(gmt_swap_drop_t why)
+{
+  switch (why) {
+  case GMT_SWAP_DROP_MET: return "met";
+  case GMT_SWAP_DROP_EXPIRED: return "not met in time; dropped";
+  case GMT_SWAP_DROP_RUNNING: return "dropped: the pod holds the token now";
+  case GMT_SWAP_DROP_GONE: break;
+  }
+  return "dropped: the process is gone";
+}
+
+static void log_drop(void *arg, const char *pod, uint32_t pid, int device, uint64_t keep,
+                     uint64_t resident, gmt_swap_drop_t why)
+{
+  (void)arg;
+  if (why == GMT_SWAP_DROP_EXPIRED)
+    gmt_info("swap: pod '%s' pid %u still has %" PRIu64 " bytes on device %d %d ms after it was "
+             "asked to keep %" PRIu64 "; the target is dropped",
+             pod, pid, resident, device, GMT_SWAP_TARGET_MS, keep);
+  else
+    gmt_debug("swap: pod '%s' pid %u device %d: target %" PRIu64 " (has %" PRIu64 ") %s", pod, pid,
+              device, keep, resident, drop_why(why));
+}
+
+static void expire(gmt_schd_t *s)
+{
+  gmt_swap_expire(s->swap, uv_now(s->loop), may_ask, s, log_drop, NULL);
+}
+
+static Gmt__ResidentReason wire_reason(gmt_swap_reason_t r)
+{
+  switch (r) {
+  case GMT_SWAP_ROOM: return GMT__RESIDENT_REASON__RESIDENT_REASON_ROOM;
+  case GMT_SWAP_WAIT: return GMT__RESIDENT_REASON__RESIDENT_REASON_WAIT;
+  case GMT_SWAP_TOO_BIG: break;
+  }
+  return GMT__RESIDENT_REASON__RESIDENT_REASON_TOO_BIG;
+}
+
+void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
+{
+  const Gmt__ResidentRequest *r = req->resident_req;
+  const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
+  if (!pod) {
+    gmt__reply_nopod(call, s->cfg, r->pod);
+    return;
+  }
+  if (r->pid == 0) {
+    gmt_call_reply_error(call, -EINVAL, "Resident names its process (pid 0 is none)");
+    return;
+  }
+  if (r->device < 0 || r->device >= GMT_SWAP_DEVICES) {
+    gmt_call_reply_error(call, -EINVAL, "device %d is out of range (0 to %d)", r->device,
+                         GMT_SWAP_DEVICES - 1);
+    return;
+  }
+  if (pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP) {
+    /* Its reservations occupy the card already; resident bytes would
+     * count them twice. */
+    gmt_call_reply_error(call, -EPERM,
+                         "pod '%s' is in mode %s: Resident is for mode=swap pods (docs/tiers.md)",
+                         pod->cfg.name, gmt_mem_mode_name(pod->cfg.mode));
+    return;
+  }
+  Gmt__ResidentReply body = GMT__RESIDENT_REPLY__INIT;
+  uint64_t limit = 0, base = 0;
+  if (gmt__tiers_gpu_space(s, r->device, &limit, &base) < 0) {
+    /* No space declared: the card's own out-of-memory is the bound. */
+    body.granted = true;
+    body.reason = GMT__RESIDENT_REASON__RESIDENT_REASON_NO_SPACE;
+    gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RESIDENT_REP, &body);
+    return;
+  }
+  expire(s);
+  gmt_swap_space_t sp = {
+      .limit = limit, .base = base, .now_ms = uv_now(s->loop), .may_ask = may_ask, .arg = s};
+  gmt_swap_answer_t a;
+  uint64_t had = gmt_swap_resident(s->swap, pod->cfg.name, r->pid, r->device);
+  int rc = gmt_swap_request(s->swap, pod->cfg.name, r->pid, r->device, r->bytes, &sp, &a);
+  if (rc < 0) {
+    gmt_call_reply_error(call, rc, "cannot count resident bytes on device %d: %s", r->device,
+                         gmt_strerror(rc));
+    return;
+  }
+  if (a.reason == GMT_SWAP_WAIT && a.asked)
+    gmt_info("swap: pod '%s' pid %u wants %" PRIu64 " bytes (%.1f MiB) on device %d, %" PRIu64
+             " short; %zu process%s of idle pods asked to move out",
+             pod->cfg.name, r->pid, r->bytes, (double)r->bytes / MIB, r->device, a.shortfall,
+             a.asked, a.asked == 1 ? "" : "es");
+  else if (a.reason == GMT_SWAP_WAIT)
+    gmt_debug("swap: pod '%s' pid %u wants %" PRIu64 " bytes on device %d, %" PRIu64
+              " short, %" PRIu64 " coming from targets already set: wait",
+              pod->cfg.name, r->pid, r->bytes, r->device, a.shortfall, a.coming);
+  else
+    gmt_debug("swap: pod '%s' pid %u device %d: %" PRIu64 " -> %" PRIu64 " bytes %s, room %" PRIu64,
+              pod->cfg.name, r->pid, r->device, had, r->bytes,
+              a.granted ? "granted" : "refused (more than the space's limit)", a.room);
+  body.granted = a.granted;
+  body.reason = wire_reason(a.reason);
+  body.retry_ms = a.retry_ms;
+  body.room = a.room;
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RESIDENT_REP, &body);
+}
+
+int gmt__swap_heartbeat_evicts(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__HeartbeatReply *reply)
+{
+  if (!s->swap || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP)
+    return 0;
+  expire(s);
+  size_t n = gmt_swap_evicts(s->swap, pod->cfg.name, NULL, 0);
+  if (n == 0)
+    return 0;
+  /* One block: the pointers, the messages, then the policy's list. */
+  Gmt__Evict **pp = calloc(n, sizeof *pp + sizeof **pp + sizeof(gmt_swap_evict_t));
+  if (!pp)
+    return -ENOMEM;
+  Gmt__Evict *ev = (Gmt__Evict *)(pp + n);
+  gmt_swap_evict_t *list = (gmt_swap_evict_t *)(ev + n);
+  n = gmt_swap_evicts(s->swap, pod->cfg.name, list, n);
+  for (size_t i = 0; i < n; i++) {
+    gmt__evict__init(&ev[i]);
+    ev[i].pid = list[i].pid;
+    ev[i].keep_bytes = list[i].keep_bytes;
+    pp[i] = &ev[i];
+    gmt_debug("swap: pod '%s' pid %u is asked to keep at most %" PRIu64 " bytes on the GPU",
+              pod->cfg.name, list[i].pid, list[i].keep_bytes);
+  }
+  reply->n_evict = n;
+  reply->evict = pp;
+  return 0;
+}
+
+static void log_reclaim(void *arg, const char *pod, uint32_t pid, int device, uint64_t resident,
+                        bool had_target)
+{
+  (void)arg;
+  gmt_debug("swap: pod '%s' pid %u is gone (or no longer in swap mode): its %" PRIu64
+            " resident bytes on device %d are no longer counted%s",
+            pod, pid, resident, device, had_target ? ", its target is dropped" : "");
+}
+
+static bool pod_swaps(void *arg, const char *name)
+{
+  const gmt_pod_t *pod = gmt_pods_find(((gmt_schd_t *)arg)->pods, name);
+  return pod && pod->cfg.mode == GMT__MEM_MODE__MEM_SWAP;
+}
+
+void gmt__swap_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
+{
+  if (!s->swap)
+    return;
+  /* A pod that a reload removed, or took out of swap mode, is no longer
+   * visited by name: sweep. */
+  gmt_swap_retain_pods(s->swap, pod_swaps, log_reclaim, s);
+  if (pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP)
+    return;
+  uint32_t stack[64] = {0}, *pids = stack;
+  if (pod->nprocs > sizeof stack / sizeof stack[0] &&
+      !(pids = malloc(pod->nprocs * sizeof *pids))) {
+    gmt_warn("pod '%s': out of memory checking its resident bytes; later", pod->cfg.name);
+    return;
+  }
+  for (size_t i = 0; i < pod->nprocs; i++)
+    pids[i] = pod->procs[i].pid;
+  uint64_t now = uv_now(s->loop);
+  gmt_swap_retain(s->swap, pod->cfg.name, pids, pod->nprocs, now, log_reclaim, s);
+  if (pids != stack)
+    free(pids);
+  /* After a restart: what the processes have on the GPU, as they report
+   * it, until their own Resident calls say more. */
+  for (size_t i = 0; i < pod->nprocs; i++) {
+    const gmt_proc_t *pr = &pod->procs[i];
+    uint64_t add =
+        gmt_swap_adopt(s->swap, pod->cfg.name, pr->pid, pr->swap_device, pr->swap_gpu, now);
+    if (add)
+      gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes on device %d in swap mode; counted "
+               "as resident",
+               pod->cfg.name, pr->pid, add, pr->swap_device);
+  }
+}

@@ -1,0 +1,136 @@
+/* mode=swap in the scheduler: how many bytes of each swap process's
+ * allocations are on each GPU now (its "resident" bytes, as the Resident
+ * RPC tells them), whether a raise fits the device's space, and, when it
+ * does not, which idle processes of other swap pods are asked to move
+ * memory out (eviction targets: how much of theirs may stay).
+ *
+ * Pure bookkeeping and policy: no loop, no wire, no config. The caller
+ * passes the space's limit, what else occupies it (the reservations of
+ * pods not in swap mode), the clock, and who may be asked (a pod that
+ * holds the device's token is running: never). docs/tiers.md, "Swap mode
+ * in the scheduler", says the rules; test/unit/test_swap.c checks them. */
+#ifndef GMT_SERVER_SWAP_H
+#define GMT_SERVER_SWAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Devices a request may name (as the quota ledger's). */
+#define GMT_SWAP_DEVICES 64
+/* When a WAIT answer tells the requester to ask again. */
+#define GMT_SWAP_RETRY_MS 25
+/* How long an eviction target stands unmet before it is dropped. */
+#define GMT_SWAP_TARGET_MS 10000
+/* A process that told its resident bytes but was never listed by a
+ * heartbeat is kept this long (its Resident may overtake the heartbeat
+ * that lists it), as the quota ledger does. */
+#define GMT_SWAP_GRACE_MS 2000
+
+typedef struct gmt_swap gmt_swap_t;
+
+int gmt_swap_new(gmt_swap_t **out);
+void gmt_swap_free(gmt_swap_t *sw);
+
+/* Whether the processes of pod may be asked to move memory off device now
+ * (false while the pod holds the device's token). */
+typedef bool (*gmt_swap_may_ask_fn)(void *arg, const char *pod, int device);
+
+/* One device's space as the caller sees it at the request. */
+typedef struct gmt_swap_space {
+  uint64_t limit; /* what may be occupied */
+  uint64_t base;  /* occupied by everything but swap processes' resident bytes */
+  uint64_t now_ms;
+  gmt_swap_may_ask_fn may_ask;
+  void *arg;
+} gmt_swap_space_t;
+
+typedef enum gmt_swap_reason {
+  GMT_SWAP_ROOM,    /* granted */
+  GMT_SWAP_WAIT,    /* not yet: ask again in retry_ms */
+  GMT_SWAP_TOO_BIG, /* never: bytes above the space's limit */
+} gmt_swap_reason_t;
+
+typedef struct gmt_swap_answer {
+  bool granted;
+  gmt_swap_reason_t reason;
+  uint32_t retry_ms;  /* WAIT: GMT_SWAP_RETRY_MS; else 0 */
+  uint64_t room;      /* the space's limit less what is occupied after the answer */
+  uint64_t shortfall; /* WAIT: the bytes missing */
+  uint64_t coming;    /* WAIT: what targets already set will free */
+  size_t asked;       /* WAIT: targets set or lowered by this request */
+} gmt_swap_answer_t;
+
+/* pid of pod wants bytes of its swap allocations on device, as a new total.
+ * At or below what it has: granted (ROOM), and a target it had is met when
+ * bytes are at or below it. Above: TOO_BIG when bytes alone pass
+ * space->limit; granted when base + every resident byte with this new
+ * total stays within it (fits exactly: granted); otherwise WAIT, and idle
+ * processes of other pods (space->may_ask) with resident bytes on device
+ * get targets, the largest first, so that together with the targets
+ * already pending the shortfall is covered; when even all of them cannot
+ * cover it, none is asked (the requester waits for memory to come back
+ * otherwise). A raise ends a target the requester itself had. Returns 0,
+ * -EINVAL (device out of range, pid 0, no pod) or -ENOMEM. */
+int gmt_swap_request(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, uint64_t bytes,
+                     const gmt_swap_space_t *space, gmt_swap_answer_t *out);
+
+/* What pid has on device (0 when unknown), and the sum over every process
+ * on device (saturating). */
+uint64_t gmt_swap_resident(const gmt_swap_t *sw, const char *pod, uint32_t pid, int device);
+uint64_t gmt_swap_device_total(const gmt_swap_t *sw, int device);
+
+/* Why a target was dropped, for the caller's log. */
+typedef enum gmt_swap_drop {
+  GMT_SWAP_DROP_MET,     /* resident bytes at or below it */
+  GMT_SWAP_DROP_EXPIRED, /* GMT_SWAP_TARGET_MS passed */
+  GMT_SWAP_DROP_RUNNING, /* its pod may not be asked now (it holds the token) */
+  GMT_SWAP_DROP_GONE,    /* the process or its pod went away */
+} gmt_swap_drop_t;
+
+typedef void (*gmt_swap_drop_fn)(void *arg, const char *pod, uint32_t pid, int device,
+                                 uint64_t keep, uint64_t resident, gmt_swap_drop_t why);
+
+/* Drops the targets set more than GMT_SWAP_TARGET_MS before now_ms and
+ * those of pods that may not be asked now (may_ask NULL: none of those).
+ * fn (may be NULL) hears each. Returns how many. */
+size_t gmt_swap_expire(gmt_swap_t *sw, uint64_t now_ms, gmt_swap_may_ask_fn may_ask, void *arg,
+                       gmt_swap_drop_fn fn, void *fn_arg);
+
+/* Whether pid of pod has a target on device, and its keep bytes. */
+bool gmt_swap_target(const gmt_swap_t *sw, const char *pod, uint32_t pid, int device,
+                     uint64_t *keep);
+
+/* The targets of pod's processes as their pod manager is to pass them on:
+ * one per process that has one, keep_bytes over all its devices (on a
+ * device without a target, what it has there stays). Writes at most max
+ * into out, sorted by pid; returns how many there are. */
+typedef struct gmt_swap_evict {
+  uint32_t pid;
+  uint64_t keep_bytes;
+} gmt_swap_evict_t;
+size_t gmt_swap_evicts(const gmt_swap_t *sw, const char *pod, gmt_swap_evict_t *out, size_t max);
+
+/* Told for each process forgotten, once per device it had bytes or a
+ * target on: what it had there and whether a target was pending. */
+typedef void (*gmt_swap_reclaim_fn)(void *arg, const char *pod, uint32_t pid, int device,
+                                    uint64_t resident, bool had_target);
+
+/* Keeps the processes of pod listed in pids (in any order) and forgets the
+ * others, but those never listed and younger than GMT_SWAP_GRACE_MS.
+ * Returns the resident bytes forgotten. */
+uint64_t gmt_swap_retain(gmt_swap_t *sw, const char *pod, const uint32_t *pids, size_t npids,
+                         uint64_t now_ms, gmt_swap_reclaim_fn fn, void *arg);
+/* Forgets every process of the pods for which keep(arg, pod) is false (a
+ * pod removed from the config, or no longer in swap mode). */
+uint64_t gmt_swap_retain_pods(gmt_swap_t *sw, bool (*keep)(void *arg, const char *pod),
+                              gmt_swap_reclaim_fn fn, void *arg);
+
+/* After a restart of the scheduler: a process it does not know reports
+ * bytes on device (its last report's swap_gpu). Taken as resident, without
+ * a check (the memory is on the card already); a known process is left as
+ * its own Resident calls said. Returns the bytes added. */
+uint64_t gmt_swap_adopt(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, uint64_t bytes,
+                        uint64_t now_ms);
+
+#endif
