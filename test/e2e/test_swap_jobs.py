@@ -1,0 +1,109 @@
+"""End-to-end: mode=swap as a user runs it (issue 12, docs/tiers.md). Two
+swap pods each hold 700 MiB on a card of 1 GiB (the fake driver's, and
+gmt-schd's --gpu-capacity): they cannot both be on it, so each time one
+reads back what it wrote the other's allocation must have moved out to host
+memory, asked by the scheduler through its pod manager, and come back at
+the same address before its next copy or kernel. Every read-back compares
+every byte; the fake card refuses any byte past 1 GiB, so a move that came
+too late would be a CUDA error, not a pass."""
+import os
+
+from gmt_e2e import BUILD, GmtTestCase, wait_for
+
+SWAP_JOB = os.path.join(BUILD, "test", "e2e", "memprogs", "swap_job")
+MIB = 1 << 20
+HELD = 700 * MIB
+
+
+class TwoSwapPods(GmtTestCase):
+    CONFIG = "2\na 0.5 1.0 1Gi mode=swap\nb 0.5 1.0 1Gi mode=swap\n"
+
+    def job(self, pod, *args):
+        env = self.hook_env(pod, GMT_FAKE_MEM="1Gi")
+        p = self.run_prog(pod, SWAP_JOB, "--mib", str(HELD // MIB), *args, env=env)
+        ready = p.expect("READY", timeout=60)
+        self.assertEqual(int(ready["bytes"]), HELD)
+        return p
+
+    def result(self, p):
+        """The next OK/BAD/CUDAFAIL line of p."""
+        while True:
+            line = p.lines.get(timeout=60)
+            if line is None:
+                self.fail("swap_job ended; stderr: %s%s" % (p.stderr()[-3000:], self.logs()))
+            if line.startswith(("OK", "BAD", "CUDAFAIL")):
+                return line
+
+    def logs(self):
+        return "".join("\n%s: %s" % (d.name, d.output()[-2000:]) for d in self.daemons)
+
+    def tiers(self, pod, pid):
+        proc = self.process(pod, pid) or {}
+        return proc.get("tiers"), proc.get("swap_outs", 0), proc.get("swap_ins", 0)
+
+    def alternate(self, *args):
+        self.start_schd("--gpu-capacity", "0=1Gi")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", *args)
+        # b's 700 MiB fit only once a's have moved out.
+        pb = self.job("b", *args)
+        wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": HELD, "disk": 0},
+                 timeout=10, what="a's allocation in host memory")
+        rounds = 3
+        for _ in range(rounds):
+            for p in (pa, pb):
+                p.send("check")
+                self.assertEqual(self.result(p), "OK %d" % HELD, p.stderr()[-3000:])
+        # b checked last: its bytes are on the card, a's in host memory.
+        wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": HELD, "disk": 0}
+                 and self.tiers("b", pb.proc.pid)[0] == {"gpu": HELD, "host": 0, "disk": 0},
+                 timeout=10, what="a out, b in")
+        # Each check but b's first brought its allocation back, and each
+        # check of the other moved it out.
+        _, outs_a, ins_a = self.tiers("a", pa.proc.pid)
+        _, outs_b, ins_b = self.tiers("b", pb.proc.pid)
+        self.assertEqual((outs_a, ins_a), (rounds + 1, rounds))
+        self.assertEqual((outs_b, ins_b), (rounds, rounds))
+        space = self.status()["host"]["tiers"][0]
+        self.assertEqual((space["tier"], space["index"]), ("gpu", 0))
+        self.assertLessEqual(space["reserved"], space["capacity"])
+        for p in (pa, pb):
+            p.send("exit")
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err[-3000:])
+
+    def test_two_copying_jobs_get_their_bytes_back(self):
+        self.alternate()
+
+    def test_two_jobs_launching_kernels_get_their_bytes_back(self):
+        # A kernel before each read-back: each pod takes the GPU time token
+        # in turn, and the one without it is the one asked to move out.
+        self.alternate("--kernel-us", "2000")
+
+
+class TwoStrictPods(GmtTestCase):
+    """The same two jobs in strict mode: the second is refused."""
+    CONFIG = "2\na 0.5 1.0 1Gi\nb 0.5 1.0 1Gi\n"
+
+    def test_the_second_strict_job_gets_out_of_memory(self):
+        self.start_schd("--gpu-capacity", "0=1Gi")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        env = {pod: self.hook_env(pod, GMT_FAKE_MEM="1Gi") for pod in "ab"}
+        pa = self.run_prog("a", SWAP_JOB, "--mib", "700", env=env["a"])
+        pa.expect("READY", timeout=60)
+        pb = self.run_prog("b", SWAP_JOB, "--mib", "700", env=env["b"])
+        line = self.result(pb)
+        self.assertTrue(line.startswith("CUDAFAIL") and line.endswith("CUDA_ERROR_OUT_OF_MEMORY"),
+                        line)
+        rc, _ = pb.finish()
+        self.assertEqual(rc, 1)
+        pa.send("check")
+        self.assertEqual(self.result(pa), "OK %d" % HELD)
+        pa.send("exit")
+        rc, err = pa.finish()
+        self.assertEqual(rc, 0, err[-3000:])
+
+    result = TwoSwapPods.result
+    logs = TwoSwapPods.logs
