@@ -101,6 +101,28 @@ size_t gmt__swaptab_of_ctx(const gmt_swaptab_t *t, const void *ctx, uint64_t *ad
   return n;
 }
 
+size_t gmt__swaptab_out_on(const gmt_swaptab_t *t, int device, uint64_t *addrs, size_t cap,
+                           uint64_t *bytes)
+{
+  size_t n = 0;
+  *bytes = 0;
+  for (size_t i = 0; i < t->n; i++)
+    if (t->v[i].out && t->v[i].device == device) {
+      if (n < cap)
+        addrs[n++] = t->v[i].addr;
+      *bytes += t->v[i].span;
+    }
+  return n;
+}
+
+int gmt__swaptab_out_device(const gmt_swaptab_t *t)
+{
+  for (size_t i = 0; i < t->n; i++)
+    if (t->v[i].out)
+      return t->v[i].device;
+  return -1;
+}
+
 void gmt__swaptab_mark_out(gmt_swaptab_t *t, gmt_swap_entry_t *e, void *host, int pinned)
 {
   if (e->out)

@@ -58,6 +58,13 @@ size_t gmt__swaptab_pick_out(const gmt_swaptab_t *t, uint64_t keep, uint64_t *ad
 /* The addresses of the entries made in ctx (up to cap); returns how many. */
 size_t gmt__swaptab_of_ctx(const gmt_swaptab_t *t, const void *ctx, uint64_t *addrs, size_t cap);
 
+/* The addresses of the entries out on device (up to cap; returns how
+ * many) and, in *bytes, the spans of all of them (cap 0: only that). */
+size_t gmt__swaptab_out_on(const gmt_swaptab_t *t, int device, uint64_t *addrs, size_t cap,
+                           uint64_t *bytes);
+/* A device with an entry out, or -1 when none is out. */
+int gmt__swaptab_out_device(const gmt_swaptab_t *t);
+
 /* e was moved out: its bytes are now in host, pinned or not. */
 void gmt__swaptab_mark_out(gmt_swaptab_t *t, gmt_swap_entry_t *e, void *host, int pinned);
 /* e was brought back into physical allocation handle; its host copy is

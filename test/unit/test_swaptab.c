@@ -153,6 +153,33 @@ static void test_swaptab_lists_a_contexts_allocations_only(void **state)
   gmt__swaptab_close(&t);
 }
 
+static void test_swaptab_lists_what_is_out_per_device(void **state)
+{
+  (void)state;
+  gmt_swaptab_t t;
+  gmt__swaptab_init(&t);
+  add(&t, 0xa, 3 * MIB, NULL);
+  add(&t, 0xb, MIB, NULL);
+  gmt_swap_entry_t e1 = {.addr = 0xc, .size = MIB, .span = 2 * MIB, .device = 1};
+  assert_int_equal(gmt__swaptab_add(&t, &e1), 0);
+  assert_int_equal(gmt__swaptab_out_device(&t), -1);
+  uint64_t got[8], bytes = 99;
+  assert_int_equal(gmt__swaptab_out_on(&t, 0, got, 8, &bytes), 0);
+  assert_int_equal(bytes, 0);
+  move_out(&t, 0xc);
+  assert_int_equal(gmt__swaptab_out_device(&t), 1);
+  move_out(&t, 0xa);
+  assert_int_equal(gmt__swaptab_out_on(&t, 0, got, 8, &bytes), 1);
+  assert_int_equal(got[0], 0xa);
+  assert_int_equal(bytes, 4 * MIB); /* the span: what the GPU must hold again */
+  assert_int_equal(gmt__swaptab_out_on(&t, 0, got, 0, &bytes), 0);
+  assert_int_equal(bytes, 4 * MIB); /* cap 0 still sums */
+  assert_int_equal(gmt__swaptab_out_on(&t, 1, got, 8, &bytes), 1);
+  assert_int_equal(got[0], 0xc);
+  assert_int_equal(bytes, 2 * MIB);
+  gmt__swaptab_close(&t);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -160,6 +187,7 @@ int main(void)
       cmocka_unit_test(test_swaptab_moves_out_least_recently_brought_in_first),
       cmocka_unit_test(test_swaptab_target_twice_or_above_resident_moves_nothing),
       cmocka_unit_test(test_swaptab_lists_a_contexts_allocations_only),
+      cmocka_unit_test(test_swaptab_lists_what_is_out_per_device),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
