@@ -146,6 +146,7 @@ class SwapOutAndBack(SwapHookCase):
                 created, released = calls(err, "cuMemCreate"), calls(err, "cuMemRelease")
                 self.assertEqual(created, released, "out: every physical allocation released")
                 ins = self.ins(p)
+                mark = len(err)
                 self.assertEqual(calls(err, "cuMemAddressFree"), 0)  # the address stays
                 if step == "memset":
                     p.send("memset 0x01020304")
@@ -153,6 +154,10 @@ class SwapOutAndBack(SwapHookCase):
                 else:
                     # A kernel is launched first: the launch gate brings it back.
                     self.ok(p, 48 * MIB)
+                    step_err = p.stderr()[mark:]
+                    self.assertLess(step_err.find("brought "),
+                                    step_err.find("cuLaunchKernel -> 0"), step_err[-3000:])
+                    self.assertGreaterEqual(step_err.find("brought "), 0)
                 # Brought back by the first call that touched it (on a loaded
                 # machine the knob may move it out again between the launch
                 # and the copy of one check: then the copy brings it back).
