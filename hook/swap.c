@@ -139,7 +139,7 @@ static int rpc_resident(int dev, uint64_t total, uint32_t *retry_ms)
     return RES_GRANTED;
   }
   const Gmt__ResidentReply *r = rep->resident_rep;
-  int out = r->granted ? RES_GRANTED
+  int out = r->granted                                                   ? RES_GRANTED
             : r->reason == GMT__RESIDENT_REASON__RESIDENT_REASON_TOO_BIG ? RES_NEVER
                                                                          : RES_WAIT;
   uint32_t ms = r->retry_ms;
@@ -298,8 +298,8 @@ CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_
   }
   CUmemGenericAllocationHandle h = 0;
   rc = back(base, span, dev, &h);
-  gmt_swap_entry_t e = {.addr = base, .size = bytes, .span = span, .handle = h, .ctx = ctx,
-                        .device = dev};
+  gmt_swap_entry_t e = {
+      .addr = base, .size = bytes, .span = span, .handle = h, .ctx = ctx, .device = dev};
   if (rc == CUDA_SUCCESS) {
     pthread_mutex_lock(&g_tab_mu);
     int added = gmt__swaptab_add(&g_tab, &e);
@@ -463,8 +463,7 @@ static int sync_contexts(const gmt_swap_entry_t *es, size_t n)
     CUresult rc = entered < 0 ? CUDA_ERROR_INVALID_CONTEXT : sync();
     gmt__ctx_leave(entered);
     if (rc != CUDA_SUCCESS) {
-      SAY_ONCE("cannot synchronize before moving memory off the GPU (%d); nothing moved",
-               (int)rc);
+      SAY_ONCE("cannot synchronize before moving memory off the GPU (%d); nothing moved", (int)rc);
       return -1;
     }
   }
