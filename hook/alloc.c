@@ -15,8 +15,15 @@
  *    allocation and free, trim and memory query, so freed blocks a pool
  *    keeps stay charged and blocks it reuses are not charged twice.
  * The device of a charge is the current context's (the quota is the pod's
- * total across devices, so this only affects the per-device breakdown). */
+ * total across devices, so this only affects the per-device breakdown).
+ *
+ * In mode=swap, cuMemAlloc* and cuMemAllocPitch* are charged the same but
+ * backed by the driver's virtual memory (swap.c), so that their bytes can
+ * leave the GPU and come back; every other path allocates as in strict
+ * mode. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 
 #include "driver.h"
 #include "fork.h"
@@ -26,6 +33,7 @@
 #include "report.h"
 #include "reserve.h"
 #include "state.h"
+#include "swap.h"
 
 #define GMT_PITCH_ALIGN 512u
 #define GMT_MAX_POOLS 64
@@ -92,13 +100,27 @@ static void settle(CUresult rc, int ns, uint64_t handle, uint64_t size, int kind
 
 /* ---- linear allocations ---- */
 
+/* mode=swap: the allocation backed by swap.c, its last byte at most
+ * max_addr. CUDA_ERROR_NOT_SUPPORTED: allocate as in strict mode. */
+static CUresult swap_alloc(CUdeviceptr *p, uint64_t bytes, int dev, uint64_t max_addr)
+{
+  if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
+    return CUDA_ERROR_NOT_SUPPORTED;
+  return gmt__swap_alloc(p, bytes, dev, max_addr);
+}
+
 GMT_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
   GMT_REAL(cuMemAlloc);
   GMT_ENTER(dptr, bytesize);
   int dev = gmt__current_device();
   GMT_CHARGE(dev, bytesize);
-  CUresult rc = real(dptr, bytesize);
+  CUdeviceptr p = 0;
+  CUresult rc = dptr ? swap_alloc(&p, bytesize, dev, UINT32_MAX) : CUDA_ERROR_NOT_SUPPORTED;
+  if (rc == CUDA_SUCCESS)
+    *dptr = (CUdeviceptr_v1)p;
+  else if (rc == CUDA_ERROR_NOT_SUPPORTED)
+    rc = real(dptr, bytesize);
   settle(rc, GMT_NS_PTR, dptr ? *dptr : 0, bytesize, KIND_DEVICE, dev);
   GMT_LEAVE();
   return rc;
@@ -110,7 +132,9 @@ GMT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
   GMT_ENTER(dptr, bytesize);
   int dev = gmt__current_device();
   GMT_CHARGE(dev, bytesize);
-  CUresult rc = real(dptr, bytesize);
+  CUresult rc = dptr ? swap_alloc(dptr, bytesize, dev, UINT64_MAX) : CUDA_ERROR_NOT_SUPPORTED;
+  if (rc == CUDA_ERROR_NOT_SUPPORTED)
+    rc = real(dptr, bytesize);
   settle(rc, GMT_NS_PTR, dptr ? *dptr : 0, bytesize, KIND_DEVICE, dev);
   GMT_LEAVE();
   return rc;
@@ -143,6 +167,25 @@ static CUresult pitch_settle(CUresult rc, uint64_t ptr, uint64_t pitch, uint64_t
   return rc;
 }
 
+/* mode=swap's pitched allocation: gmt picks the pitch as drivers do (the
+ * width rounded up to GMT_PITCH_ALIGN), so pitch x height is the guess. */
+static CUresult swap_pitch(CUdeviceptr *p, uint64_t *pitch, uint64_t width, uint64_t height,
+                           unsigned int elem, int dev, uint64_t max_addr)
+{
+  if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
+    return CUDA_ERROR_NOT_SUPPORTED;
+  if (!p || !width || !height || (elem != 4 && elem != 8 && elem != 16))
+    return CUDA_ERROR_INVALID_VALUE;
+  *pitch = pitch_guess(width, 1);
+  return gmt__swap_alloc(p, *pitch * height, dev, max_addr);
+}
+
+static CUresult free_swap(CUdeviceptr p)
+{
+  int owned = 0;
+  return gmt__swap_free(p, &owned);
+}
+
 static CUresult free_v2(CUdeviceptr p)
 {
   CUresult (*f)(CUdeviceptr) = (CUresult(*)(CUdeviceptr))gmt__real(GMT_SYM_cuMemFree_v2);
@@ -164,9 +207,22 @@ GMT_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
   int dev = gmt__current_device();
   uint64_t guess = pitch_guess(WidthInBytes, Height);
   GMT_CHARGE(dev, guess);
-  CUresult rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-  rc = pitch_settle(rc, dptr && pPitch ? *dptr : 0, pPitch ? *pPitch : 0, Height, guess, dev,
-                    free_v1);
+  CUdeviceptr p = 0;
+  uint64_t pitch = 0;
+  CUresult rc = dptr && pPitch ? swap_pitch(&p, &pitch, WidthInBytes, Height, ElementSizeBytes, dev,
+                                            UINT32_MAX)
+                               : CUDA_ERROR_NOT_SUPPORTED;
+  if (rc == CUDA_SUCCESS) {
+    *dptr = (CUdeviceptr_v1)p;
+    *pPitch = (unsigned int)pitch;
+    rc = pitch_settle(rc, p, pitch, Height, guess, dev, free_swap);
+  } else if (rc == CUDA_ERROR_NOT_SUPPORTED) {
+    rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    rc = pitch_settle(rc, dptr && pPitch ? *dptr : 0, pPitch ? *pPitch : 0, Height, guess, dev,
+                      free_v1);
+  } else {
+    gmt__unreserve(dev, guess);
+  }
   GMT_LEAVE();
   return rc;
 }
@@ -179,9 +235,20 @@ GMT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
   int dev = gmt__current_device();
   uint64_t guess = pitch_guess(WidthInBytes, Height);
   GMT_CHARGE(dev, guess);
-  CUresult rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-  rc = pitch_settle(rc, dptr && pPitch ? *dptr : 0, pPitch ? *pPitch : 0, Height, guess, dev,
-                    free_v2);
+  uint64_t pitch = 0;
+  CUresult rc =
+      pPitch ? swap_pitch(dptr, &pitch, WidthInBytes, Height, ElementSizeBytes, dev, UINT64_MAX)
+             : CUDA_ERROR_NOT_SUPPORTED;
+  if (rc == CUDA_SUCCESS) {
+    *pPitch = (size_t)pitch;
+    rc = pitch_settle(rc, *dptr, pitch, Height, guess, dev, free_swap);
+  } else if (rc == CUDA_ERROR_NOT_SUPPORTED) {
+    rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    rc = pitch_settle(rc, dptr && pPitch ? *dptr : 0, pPitch ? *pPitch : 0, Height, guess, dev,
+                      free_v2);
+  } else {
+    gmt__unreserve(dev, guess);
+  }
   GMT_LEAVE();
   return rc;
 }
@@ -472,24 +539,38 @@ static void uncharge(int ns, uint64_t handle)
   GMT_LEAVE();                                                                                     \
   return rc
 
+/* A pointer free: a mode=swap allocation is swap.c's to free (an async
+ * free of one is made at once, which its stream's order allows). */
+#define GMT_PTR_FREE_BODY(name, ...)                                                               \
+  GMT_REAL(name);                                                                                  \
+  GMT_ENTER(__VA_ARGS__);                                                                          \
+  int owned = 0;                                                                                   \
+  CUresult rc = gmt__swap_free((CUdeviceptr)dptr, &owned);                                         \
+  if (!owned)                                                                                      \
+    rc = real(__VA_ARGS__);                                                                        \
+  if (rc == CUDA_SUCCESS)                                                                          \
+    uncharge(GMT_NS_PTR, (uint64_t)dptr);                                                          \
+  GMT_LEAVE();                                                                                     \
+  return rc
+
 GMT_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
-  GMT_FREE_BODY(cuMemFree, GMT_NS_PTR, dptr, dptr);
+  GMT_PTR_FREE_BODY(cuMemFree, dptr);
 }
 
 GMT_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-  GMT_FREE_BODY(cuMemFree_v2, GMT_NS_PTR, dptr, dptr);
+  GMT_PTR_FREE_BODY(cuMemFree_v2, dptr);
 }
 
 GMT_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-  GMT_FREE_BODY(cuMemFreeAsync, GMT_NS_PTR, dptr, dptr, hStream);
+  GMT_PTR_FREE_BODY(cuMemFreeAsync, dptr, hStream);
 }
 
 GMT_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-  GMT_FREE_BODY(cuMemFreeAsync_ptsz, GMT_NS_PTR, dptr, dptr, hStream);
+  GMT_PTR_FREE_BODY(cuMemFreeAsync_ptsz, dptr, hStream);
 }
 
 /* ---- virtual memory management (PyTorch expandable segments) ---- */

@@ -2,10 +2,13 @@
  * copy to or from a tracked host buffer is counted before it is made (and
  * may pin the buffer first); a synchronous one is timed. Nothing else
  * changes: the real call gets the same arguments. 2D and 3D copies and
- * batches are not counted (their buffers stay as they are). */
+ * batches are not counted (their buffers stay as they are; memops.c wraps
+ * them for the swap gate). Each copy here passes the swap gate (swap.h)
+ * first and holds it across the copy. */
 #include "driver.h"
 #include "pin.h"
 #include "stage.h"
+#include "swap.h"
 
 /* Per-thread default stream variants: the driver exports them, cuda.h
  * names them only through macros. */
@@ -26,14 +29,18 @@ CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, 
     GMT_REAL(name);                                                                                \
     if (gmt__t_depth)                                                                              \
       return real(__VA_ARGS__);                                                                    \
+    int held;                                                                                      \
+    CUresult rc = gmt__swap_enter(&held);                                                          \
+    if (rc != CUDA_SUCCESS)                                                                        \
+      return rc;                                                                                   \
     gmt__t_depth++;                                                                                \
     gmt_pin_copy_t c;                                                                              \
     gmt__pin_copy_begin(&c, (const void *)(src), (const void *)(dst), n, sync);                    \
-    CUresult rc = CUDA_SUCCESS;                                                                    \
     if (c.pinned || !(staged))                                                                     \
       rc = real(__VA_ARGS__);                                                                      \
     gmt__pin_copy_end(&c, rc == CUDA_SUCCESS);                                                     \
     gmt__t_depth--;                                                                                \
+    gmt__swap_leave(held);                                                                         \
     return rc;                                                                                     \
   } while (0)
 

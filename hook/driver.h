@@ -16,10 +16,9 @@
 
 /* Every driver entry point the hook exports and swaps in for the real one.
  * The wrapper of each is a function of the same name in hook/ (entry.c,
- * alloc.c, hostpin.c, ctx.c, copy.c, launch.c); the real one is looked up by name in the driver, so
- * there is no table of versions to keep: whatever address the driver hands
- * out for any request is mapped back to the wrapper of the symbol at that
- * address. */
+ * alloc.c, hostpin.c, ctx.c, copy.c, memops.c, launch.c); the real one is looked up by name in the
+ * driver, so there is no table of versions to keep: whatever address the driver hands out for any
+ * request is mapped back to the wrapper of the symbol at that address. */
 #define GMT_HOOK_SYMBOLS(X)                                                                        \
   X(cuInit)                                                                                        \
   X(cuGetProcAddress)                                                                              \
@@ -75,6 +74,79 @@
   X(cuMemcpy_ptds)                                                                                 \
   X(cuMemcpyAsync)                                                                                 \
   X(cuMemcpyAsync_ptsz)                                                                            \
+  X(cuMemcpyHtoD)                                                                                  \
+  X(cuMemcpyDtoH)                                                                                  \
+  X(cuMemcpyDtoD)                                                                                  \
+  X(cuMemcpyDtoD_v2)                                                                               \
+  X(cuMemcpyDtoD_v2_ptds)                                                                          \
+  X(cuMemcpyHtoDAsync)                                                                             \
+  X(cuMemcpyDtoHAsync)                                                                             \
+  X(cuMemcpyDtoDAsync)                                                                             \
+  X(cuMemcpyDtoDAsync_v2)                                                                          \
+  X(cuMemcpyDtoDAsync_v2_ptsz)                                                                     \
+  X(cuMemcpyDtoA)                                                                                  \
+  X(cuMemcpyDtoA_v2)                                                                               \
+  X(cuMemcpyDtoA_v2_ptds)                                                                          \
+  X(cuMemcpyAtoD)                                                                                  \
+  X(cuMemcpyAtoD_v2)                                                                               \
+  X(cuMemcpyAtoD_v2_ptds)                                                                          \
+  X(cuMemcpy2D)                                                                                    \
+  X(cuMemcpy2DUnaligned)                                                                           \
+  X(cuMemcpy2D_v2)                                                                                 \
+  X(cuMemcpy2D_v2_ptds)                                                                            \
+  X(cuMemcpy2DUnaligned_v2)                                                                        \
+  X(cuMemcpy2DUnaligned_v2_ptds)                                                                   \
+  X(cuMemcpy2DAsync)                                                                               \
+  X(cuMemcpy2DAsync_v2)                                                                            \
+  X(cuMemcpy2DAsync_v2_ptsz)                                                                       \
+  X(cuMemcpy3D)                                                                                    \
+  X(cuMemcpy3D_v2)                                                                                 \
+  X(cuMemcpy3D_v2_ptds)                                                                            \
+  X(cuMemcpy3DAsync)                                                                               \
+  X(cuMemcpy3DAsync_v2)                                                                            \
+  X(cuMemcpy3DAsync_v2_ptsz)                                                                       \
+  X(cuMemcpyPeer)                                                                                  \
+  X(cuMemcpyPeer_ptds)                                                                             \
+  X(cuMemcpyPeerAsync)                                                                             \
+  X(cuMemcpyPeerAsync_ptsz)                                                                        \
+  X(cuMemcpy3DPeer)                                                                                \
+  X(cuMemcpy3DPeer_ptds)                                                                           \
+  X(cuMemcpy3DPeerAsync)                                                                           \
+  X(cuMemcpy3DPeerAsync_ptsz)                                                                      \
+  X(cuMemcpyBatchAsync_v2)                                                                         \
+  X(cuMemcpyBatchAsync_v2_ptsz)                                                                    \
+  X(cuMemcpy3DBatchAsync_v2)                                                                       \
+  X(cuMemcpy3DBatchAsync_v2_ptsz)                                                                  \
+  X(cuMemsetD8)                                                                                    \
+  X(cuMemsetD8_v2)                                                                                 \
+  X(cuMemsetD8_v2_ptds)                                                                            \
+  X(cuMemsetD2D8)                                                                                  \
+  X(cuMemsetD2D8_v2)                                                                               \
+  X(cuMemsetD2D8_v2_ptds)                                                                          \
+  X(cuMemsetD8Async)                                                                               \
+  X(cuMemsetD8Async_ptsz)                                                                          \
+  X(cuMemsetD2D8Async)                                                                             \
+  X(cuMemsetD2D8Async_ptsz)                                                                        \
+  X(cuMemsetD16)                                                                                   \
+  X(cuMemsetD16_v2)                                                                                \
+  X(cuMemsetD16_v2_ptds)                                                                           \
+  X(cuMemsetD2D16)                                                                                 \
+  X(cuMemsetD2D16_v2)                                                                              \
+  X(cuMemsetD2D16_v2_ptds)                                                                         \
+  X(cuMemsetD16Async)                                                                              \
+  X(cuMemsetD16Async_ptsz)                                                                         \
+  X(cuMemsetD2D16Async)                                                                            \
+  X(cuMemsetD2D16Async_ptsz)                                                                       \
+  X(cuMemsetD32)                                                                                   \
+  X(cuMemsetD32_v2)                                                                                \
+  X(cuMemsetD32_v2_ptds)                                                                           \
+  X(cuMemsetD2D32)                                                                                 \
+  X(cuMemsetD2D32_v2)                                                                              \
+  X(cuMemsetD2D32_v2_ptds)                                                                         \
+  X(cuMemsetD32Async)                                                                              \
+  X(cuMemsetD32Async_ptsz)                                                                         \
+  X(cuMemsetD2D32Async)                                                                            \
+  X(cuMemsetD2D32Async_ptsz)                                                                       \
   X(cuLaunchKernel)                                                                                \
   X(cuLaunchKernel_ptsz)                                                                           \
   X(cuLaunchKernelEx)                                                                              \
@@ -102,7 +174,15 @@
   X(cuEventDestroy_v2)                                                                             \
   X(cuEventRecord)                                                                                 \
   X(cuEventRecord_ptsz)                                                                            \
-  X(cuEventSynchronize)
+  X(cuEventSynchronize)                                                                            \
+  X(cuMemGetAllocationGranularity)                                                                 \
+  X(cuMemAddressReserve)                                                                           \
+  X(cuMemAddressFree)                                                                              \
+  X(cuMemMap)                                                                                      \
+  X(cuMemUnmap)                                                                                    \
+  X(cuMemSetAccess)                                                                                \
+  X(cuDevicePrimaryCtxGetState)                                                                    \
+  X(cuDevicePrimaryCtxRetain)
 
 enum {
 #define GMT__SYM_ENUM(name) GMT_SYM_##name,

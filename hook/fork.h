@@ -20,6 +20,14 @@
  *            RPC) and the driver (cuCtxSynchronize).
  *   POOLS    alloc.c g_pool_mu: held while it calls reserve
  *            (gmt__unreserve) and the driver (pool attributes).
+ *   SWAP     swap.c, three locks in this order. gmt__swap_rw: held shared
+ *            across a wrapper's real call that touches the GPU (copy.c's
+ *            pin and stage calls included) and across a free of a swap
+ *            allocation, exclusively across the driver calls of moves;
+ *            never while waiting for a token or a Resident retry. Then
+ *            g_res_mu: held across the Resident RPC (channel), never
+ *            together with gmt__swap_rw. Then g_tab_mu: the table of swap
+ *            allocations, calls nothing while held.
  *   RESERVE  reserve.c g_mu: calls nothing while held.
  *   CHANNEL  channel.c: each channel's mutex, in channel order (all three
  *            only at fork), held across its RPC.
@@ -34,9 +42,10 @@
  *
  * Below all of them come the driver's own locks and libc's.
  *
- * At fork the REPORT, RESERVE, CHANNEL, STATE and HOSTPIN locks are taken (a fork
+ * At fork the REPORT, RESERVE, CHANNEL, STATE and HOSTPIN locks, and swap.c's
+ * g_res_mu and g_tab_mu, are taken (a fork
  * waits for a registration or an RPC under way to end). The TOKEN and POOLS
- * locks are not: they are held across driver calls, and the driver may take
+ * locks and gmt__swap_rw are not: they are held across driver calls, and the driver may take
  * its own locks in its fork handler before ours run, so taking them there
  * could wait forever on a thread that waits for the driver. Their modules
  * only reset their state in the child, which does not need it quiescent.
@@ -50,6 +59,7 @@ enum {
   GMT_LOCK_REPORT,
   GMT_LOCK_TOKEN,
   GMT_LOCK_POOLS,
+  GMT_LOCK_SWAP,
   GMT_LOCK_RESERVE,
   GMT_LOCK_CHANNEL,
   GMT_LOCK_STATE,

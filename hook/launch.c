@@ -4,9 +4,12 @@
  * path one clock read against the device's token expiry), then does one
  * relaxed atomic increment of the launch counter: no lock, no signal, no
  * syscall. The reporter and the token's idle thread notice the counter
- * move on their own. Memory copies are not gated. */
+ * move on their own. Memory copies are not gated by the token; launches,
+ * copies and memsets all pass the swap gate (swap.h), which outside
+ * mode=swap is one relaxed atomic load. */
 #include "counters.h"
 #include "driver.h"
+#include "swap.h"
 #include "token.h"
 
 static inline void count(uint64_t n)
@@ -14,10 +17,17 @@ static inline void count(uint64_t n)
   atomic_fetch_add_explicit(&gmt__launches, n, memory_order_relaxed);
 }
 
+/* After the token gate, the swap gate (swap.h): a mode=swap process's
+ * memory is brought back, and held there across the launch. */
 #define GMT_LAUNCH_BODY(name, ...)                                                                 \
   GMT_REAL(name);                                                                                  \
   gmt__token_gate();                                                                               \
-  CUresult rc = real(__VA_ARGS__);                                                                 \
+  int held;                                                                                        \
+  CUresult rc = gmt__swap_enter(&held);                                                            \
+  if (rc != CUDA_SUCCESS)                                                                          \
+    return rc;                                                                                     \
+  rc = real(__VA_ARGS__);                                                                          \
+  gmt__swap_leave(held);                                                                           \
   if (rc == CUDA_SUCCESS)                                                                          \
     count(1);                                                                                      \
   return rc
@@ -84,7 +94,12 @@ GMT_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *lau
   GMT_REAL(cuLaunchCooperativeKernelMultiDevice);
   for (unsigned int i = 0; launchParamsList && i < numDevices; i++)
     gmt__token_gate_stream(launchParamsList[i].hStream);
-  CUresult rc = real(launchParamsList, numDevices, flags);
+  int held;
+  CUresult rc = gmt__swap_enter(&held);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  rc = real(launchParamsList, numDevices, flags);
+  gmt__swap_leave(held);
   if (rc == CUDA_SUCCESS)
     count(numDevices);
   return rc;

@@ -38,6 +38,7 @@
 #include "pin.h"
 #include "stage.h"
 #include "reserve.h"
+#include "swap.h"
 #include "state.h"
 #include "thread.h"
 
@@ -63,7 +64,9 @@ static void sleep_ms(uint64_t ms)
   }
 }
 
-static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, size_t n)
+/* One report; *evict and *keep get the reply's Evict (mode=swap). */
+static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, size_t n, int *evict,
+                       uint64_t *keep)
 {
   Gmt__MemEvent *evs = n ? calloc(n, sizeof(*evs)) : NULL;
   Gmt__MemEvent **pev = n ? calloc(n, sizeof(*pev)) : NULL;
@@ -92,6 +95,14 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
   pr.pinned_advised = gmt__pin_advised_bytes();
   pr.pinned_bytes = gmt__hostpin_bytes() + pr.pinned_advised;
   gmt__hostpin_pool_stats(&pr.pinned_cached, &pr.pinned_reused);
+  gmt_swap_stats_t sw;
+  gmt__swap_stats(&sw);
+  pr.swap_gpu = sw.gpu;
+  pr.swap_host = sw.host;
+  pr.swap_disk = 0; /* no spill files yet */
+  pr.swap_outs = sw.outs;
+  pr.swap_ins = sw.ins;
+  pr.swap_device = sw.device;
   pr.n_events = n;
   pr.events = pev;
   Gmt__ReportRequest rr = GMT__REPORT_REQUEST__INIT;
@@ -107,6 +118,10 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
     rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_REPORT_REP, err, sizeof(err));
     if (rc < 0)
       GMT_HOOK_DEBUG("report refused: %s (%s)", gmt_strerror(rc), err);
+    else if (rep->report_rep && rep->report_rep->evict) {
+      *evict = 1;
+      *keep = rep->report_rep->keep_bytes;
+    }
     gmt_wire_free(rep);
   }
   free(evs);
@@ -130,6 +145,7 @@ static void *reporter_main(void *arg)
     /* Pinned blocks the pool kept too long, from here too. */
     changed |= gmt__hostpin_tick();
     changed |= gmt__stage_tick();
+    changed |= gmt__swap_tick();
     uint64_t now = gmt_now_ms();
     if (!changed && now - last_send < GMT_REPORT_KEEPALIVE_MS)
       continue;
@@ -138,8 +154,13 @@ static void *reporter_main(void *arg)
     gmt_hook_totals_t t;
     size_t n = gmt__state_take(&t, buf, GMT_HOOK_EVENT_CAP);
     t.memory_reserved = gmt__reserve_held();
-    int rc = send_report(&t, buf, n);
+    int evict = 0;
+    uint64_t keep = 0;
+    int rc = send_report(&t, buf, n, &evict, &keep);
     last_send = gmt_now_ms();
+    /* Here, not inside the RPC: the eviction synchronizes and copies. */
+    if (evict)
+      gmt__swap_evict(keep);
     if (rc == 0) {
       if (backoff)
         GMT_HOOK_DEBUG("reports go through again");
@@ -221,6 +242,7 @@ static int do_register(void)
   if (pc)
     gmt__reserve_set_limit(pc->memory_limit); /* the fallback while unreachable */
   gmt__pin_set_mode(pc ? (int)pc->pin : GMT__PIN_MODE__PIN_OFF);
+  gmt__swap_configure(pc && pc->mode == GMT__MEM_MODE__MEM_SWAP, pc ? pc->name : NULL);
   gmt_wire_free(rep);
 
   rc = gmt__thread_start(reporter_main);

@@ -1,0 +1,744 @@
+/* mode=swap's driver work (see swap.h): allocations backed by cuMemCreate
+ * and cuMemMap of the REAL driver (gmt's own wrappers of those would
+ * charge the quota a second time), moved out to host memory and back at
+ * the same address, and the Resident RPC that asks the scheduler for the
+ * bytes on the GPU.
+ *
+ * Locks (hook/fork.h has the whole order): gmt__swap_rw (SWAP), then
+ * g_tab_mu (SWAPTAB: the table, calls nothing while held). g_res_mu
+ * (RESIDENT) serialises Resident RPCs and the granted totals; it is held
+ * across the RPC, never with gmt__swap_rw.
+ *
+ * Test knob: GMT_SWAP_TEST_EVICT_MS=N makes the reporter thread move every
+ * swap allocation out once N ms have passed since the last allocation or
+ * restore, without a scheduler's Evict. For end-to-end tests of the data
+ * path only (test/e2e/test_swap_hook.py); never set it in production. */
+#include "swap.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "fork.h"
+#include "gmt_error.h"
+#include "gmt_log.h"
+#include "gmt_wire.h"
+#include "log.h"
+#include "swaptab.h"
+
+#define GMT_SWAP_DEVICES 64
+#define GMT_SWAP_WAIT_DEFAULT_MS 60000
+#define GMT_SWAP_RETRY_MIN_MS 5
+#define GMT_SWAP_RETRY_MAX_MS 200
+#define GMT_SWAP_OOM_RETRY_MS 20 /* the card itself was full during a restore */
+#define GMT_RESIDENT_TIMEOUT_MS 1500
+
+_Atomic int gmt__swap_on;
+_Atomic int gmt__swap_nout;
+pthread_rwlock_t gmt__swap_rw = PTHREAD_RWLOCK_INITIALIZER;
+
+static pthread_mutex_t g_tab_mu = PTHREAD_MUTEX_INITIALIZER;
+static gmt_swaptab_t g_tab;
+static int g_device = -1;
+static uint64_t g_gen, g_gen_seen; /* moves, for the reporter */
+static uint64_t g_last_in_ms;      /* the last allocation or restore (the test knob) */
+
+static pthread_mutex_t g_res_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_claimed[GMT_SWAP_DEVICES]; /* the totals Resident granted, per device */
+static char g_pod[256];
+static int g_res_said; /* "acting as granted" logged */
+static int g_move_said;
+
+static uint64_t g_wait_ms = GMT_SWAP_WAIT_DEFAULT_MS;
+static uint64_t g_test_evict_ms;
+
+#define REAL(name) ((__typeof__(&name))gmt__real(GMT_SYM_##name))
+
+static void sleep_ms(uint64_t ms)
+{
+  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  }
+}
+
+static uint64_t env_ms(const char *name, uint64_t dflt)
+{
+  const char *v = getenv(name);
+  if (!v || !*v)
+    return dflt;
+  char *end;
+  unsigned long long n = strtoull(v, &end, 10);
+  if (*end) {
+    fprintf(stderr, "gmt: %s=%s is not a number of ms; using %llu\n", name, v,
+            (unsigned long long)dflt);
+    return dflt;
+  }
+  return n;
+}
+
+void gmt__swap_configure(int on, const char *pod)
+{
+  pthread_mutex_lock(&g_res_mu);
+  snprintf(g_pod, sizeof g_pod, "%s", pod ? pod : "");
+  pthread_mutex_unlock(&g_res_mu);
+  g_wait_ms = env_ms("GMT_SWAP_WAIT_MS", GMT_SWAP_WAIT_DEFAULT_MS);
+  g_test_evict_ms = env_ms("GMT_SWAP_TEST_EVICT_MS", 0);
+  atomic_store_explicit(&gmt__swap_on, on, memory_order_release);
+}
+
+/* A failed move, on stderr the first time, in the debug log after. */
+#define SAY_ONCE(...)                                                                              \
+  do {                                                                                             \
+    if (!g_move_said) {                                                                            \
+      g_move_said = 1;                                                                             \
+      fprintf(stderr, "gmt[%d]: ", (int)getpid());                                                 \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+    } else {                                                                                       \
+      GMT_HOOK_DEBUG(__VA_ARGS__);                                                                 \
+    }                                                                                              \
+  } while (0)
+
+/* ---- Resident ---- */
+
+enum { RES_GRANTED, RES_WAIT, RES_NEVER };
+
+/* Asks for total swap bytes on dev (g_res_mu held). A pod manager that
+ * cannot be reached or does not serve Resident counts as a grant: the
+ * card's own out-of-memory is then the backstop. */
+static int rpc_resident(int dev, uint64_t total, uint32_t *retry_ms)
+{
+  Gmt__ResidentRequest rq = GMT__RESIDENT_REQUEST__INIT;
+  rq.pod = g_pod;
+  rq.pid = (uint32_t)getpid();
+  rq.device = dev;
+  rq.bytes = total;
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  env.body_case = GMT__ENVELOPE__BODY_RESIDENT_REQ;
+  env.resident_req = &rq;
+  Gmt__Envelope *rep = NULL;
+  char err[256] = "";
+  int rc = gmt__channel_call(GMT_CH_MEMORY, &env, &rep, GMT_RESIDENT_TIMEOUT_MS);
+  if (rc == 0)
+    rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_RESIDENT_REP, err, sizeof err);
+  if (rc == 0 && !rep->resident_rep)
+    rc = -EPROTO;
+  if (rc < 0) {
+    gmt_wire_free(rep);
+    if (rc != -ENOTCONN && !g_res_said) {
+      g_res_said = 1;
+      fprintf(stderr,
+              "gmt[%d]: Resident not answered (%s%s%s); swap allocations go on the GPU as if "
+              "granted\n",
+              (int)getpid(), gmt_strerror(rc), *err ? ": " : "", err);
+    }
+    return RES_GRANTED;
+  }
+  const Gmt__ResidentReply *r = rep->resident_rep;
+  int out = r->granted                                                   ? RES_GRANTED
+            : r->reason == GMT__RESIDENT_REASON__RESIDENT_REASON_TOO_BIG ? RES_NEVER
+                                                                         : RES_WAIT;
+  uint32_t ms = r->retry_ms;
+  *retry_ms = ms < GMT_SWAP_RETRY_MIN_MS   ? GMT_SWAP_RETRY_MIN_MS
+              : ms > GMT_SWAP_RETRY_MAX_MS ? GMT_SWAP_RETRY_MAX_MS
+                                           : ms;
+  GMT_HOOK_DEBUG("resident %llu bytes on device %d: %s (reason %d, room %llu)",
+                 (unsigned long long)total, dev, r->granted ? "granted" : "not granted",
+                 (int)r->reason, (unsigned long long)r->room);
+  gmt_wire_free(rep);
+  return out;
+}
+
+static int clamp_dev(int dev)
+{
+  return dev >= 0 && dev < GMT_SWAP_DEVICES ? dev : 0;
+}
+
+/* Adds bytes to dev's granted total, waiting (no lock held) while the
+ * scheduler says not yet, until deadline_ms. 0, -E2BIG (never: more than
+ * the space's limit), or -ENOSPC (not by the deadline). */
+static int claim(int dev, uint64_t bytes, uint64_t deadline_ms)
+{
+  int d = clamp_dev(dev);
+  for (;;) {
+    uint32_t retry = GMT_SWAP_RETRY_MIN_MS;
+    pthread_mutex_lock(&g_res_mu);
+    int r = rpc_resident(dev, g_claimed[d] + bytes, &retry);
+    if (r == RES_GRANTED)
+      g_claimed[d] += bytes;
+    pthread_mutex_unlock(&g_res_mu);
+    if (r == RES_GRANTED)
+      return 0;
+    if (r == RES_NEVER)
+      return -E2BIG;
+    if (gmt_now_ms() + retry > deadline_ms)
+      return -ENOSPC;
+    sleep_ms(retry);
+  }
+}
+
+/* Takes bytes off dev's granted total and says so (lowering is always
+ * granted: the answer does not matter). */
+static void unclaim(int dev, uint64_t bytes)
+{
+  if (!bytes)
+    return;
+  int d = clamp_dev(dev);
+  uint32_t retry;
+  pthread_mutex_lock(&g_res_mu);
+  g_claimed[d] -= bytes < g_claimed[d] ? bytes : g_claimed[d];
+  rpc_resident(dev, g_claimed[d], &retry);
+  pthread_mutex_unlock(&g_res_mu);
+}
+
+/* ---- driver steps ---- */
+
+static CUmemAllocationProp dev_prop(int dev)
+{
+  CUmemAllocationProp p;
+  memset(&p, 0, sizeof p);
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  p.location.id = dev;
+  return p;
+}
+
+/* Physical memory for [addr, addr+span) on dev, mapped read/write. */
+static CUresult back(CUdeviceptr addr, uint64_t span, int dev, CUmemGenericAllocationHandle *out)
+{
+  __typeof__(&cuMemCreate) create = REAL(cuMemCreate);
+  __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
+  __typeof__(&cuMemMap) map = REAL(cuMemMap);
+  __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
+  __typeof__(&cuMemSetAccess) access = REAL(cuMemSetAccess);
+  if (!create || !release || !map || !unmap || !access)
+    return CUDA_ERROR_NOT_FOUND;
+  CUmemAllocationProp prop = dev_prop(dev);
+  CUmemGenericAllocationHandle h = 0;
+  CUresult rc = create(&h, span, &prop, 0);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  rc = map(addr, span, 0, h, 0);
+  if (rc == CUDA_SUCCESS) {
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location = prop.location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    rc = access(addr, span, &acc, 1);
+    if (rc != CUDA_SUCCESS)
+      unmap(addr, span);
+  }
+  if (rc != CUDA_SUCCESS) {
+    release(h);
+    return rc;
+  }
+  *out = h;
+  return CUDA_SUCCESS;
+}
+
+static void free_host(void *p, int pinned)
+{
+  if (!p)
+    return;
+  if (!pinned) {
+    free(p);
+    return;
+  }
+  __typeof__(&cuMemFreeHost) fh = REAL(cuMemFreeHost);
+  if (!fh || fh(p) != CUDA_SUCCESS)
+    GMT_HOOK_DEBUG("cannot free a pinned swap copy at %p", p);
+}
+
+static void publish_nout(void)
+{
+  atomic_store_explicit(&gmt__swap_nout, (int)g_tab.nout, memory_order_relaxed);
+}
+
+/* ---- allocation and free ---- */
+
+CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_addr)
+{
+  __typeof__(&cuMemGetAllocationGranularity) gran_fn = REAL(cuMemGetAllocationGranularity);
+  __typeof__(&cuMemAddressReserve) reserve = REAL(cuMemAddressReserve);
+  __typeof__(&cuMemAddressFree) addr_free = REAL(cuMemAddressFree);
+  __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
+  __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
+  if (!gran_fn || !reserve || !addr_free || !unmap || !release)
+    return CUDA_ERROR_NOT_FOUND;
+  if (!dptr || !bytes)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUcontext ctx = gmt__current_ctx();
+  if (!ctx)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  CUmemAllocationProp prop = dev_prop(dev);
+  size_t gran = 0;
+  CUresult rc = gran_fn(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (!gran)
+    return CUDA_ERROR_INVALID_VALUE;
+  uint64_t span = ((uint64_t)bytes + gran - 1) / gran * gran;
+  CUdeviceptr base = 0;
+  rc = reserve(&base, span, 0, 0, 0);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (base + span - 1 > max_addr) {
+    addr_free(base, span);
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (claim(dev, span, gmt_now_ms() + g_wait_ms) < 0) {
+    addr_free(base, span);
+    fprintf(stderr, "gmt[%d]: the scheduler did not grant %llu more bytes on device %d\n",
+            (int)getpid(), (unsigned long long)span, dev);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUmemGenericAllocationHandle h = 0;
+  rc = back(base, span, dev, &h);
+  gmt_swap_entry_t e = {
+      .addr = base, .size = bytes, .span = span, .handle = h, .ctx = ctx, .device = dev};
+  if (rc == CUDA_SUCCESS) {
+    pthread_mutex_lock(&g_tab_mu);
+    int added = gmt__swaptab_add(&g_tab, &e);
+    if (added == 0) {
+      if (g_device < 0)
+        g_device = dev;
+      g_last_in_ms = gmt_now_ms();
+    }
+    pthread_mutex_unlock(&g_tab_mu);
+    if (added < 0) {
+      unmap(base, span);
+      release(h);
+      rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  if (rc != CUDA_SUCCESS) {
+    addr_free(base, span);
+    unclaim(dev, span);
+    return rc;
+  }
+  *dptr = base;
+  return CUDA_SUCCESS;
+}
+
+CUresult gmt__swap_free(CUdeviceptr p, int *owned)
+{
+  *owned = 0;
+  if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed) || !p)
+    return CUDA_SUCCESS;
+  __typeof__(&cuMemAddressFree) addr_free = REAL(cuMemAddressFree);
+  __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
+  __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
+  __typeof__(&cuCtxSynchronize) sync = REAL(cuCtxSynchronize);
+  /* Shared: a free of one allocation may run beside the program's other
+   * calls, but not beside a move. */
+  pthread_rwlock_rdlock(&gmt__swap_rw);
+  gmt_swap_entry_t e;
+  pthread_mutex_lock(&g_tab_mu);
+  int found = gmt__swaptab_remove(&g_tab, (uint64_t)p, &e) == 0;
+  publish_nout();
+  pthread_mutex_unlock(&g_tab_mu);
+  if (!found) {
+    pthread_rwlock_unlock(&gmt__swap_rw);
+    return CUDA_SUCCESS;
+  }
+  *owned = 1;
+  CUresult rc = CUDA_SUCCESS;
+  if (!addr_free || !unmap || !release || !sync) {
+    rc = CUDA_ERROR_NOT_FOUND;
+    goto undo;
+  }
+  int entered = gmt__ctx_enter(e.ctx);
+  if (!e.out) {
+    /* cuMemFree waits for work that may still use the memory; unmapping
+     * does not, so wait here. */
+    rc = sync();
+    if (rc == CUDA_SUCCESS)
+      rc = unmap(p, e.span);
+    if (rc != CUDA_SUCCESS) {
+      gmt__ctx_leave(entered);
+      goto undo;
+    }
+    rc = release(e.handle);
+    if (rc != CUDA_SUCCESS)
+      GMT_HOOK_DEBUG("cuMemRelease of a freed swap allocation failed (%d)", (int)rc);
+  } else {
+    free_host(e.host, e.host_pinned);
+  }
+  CUresult rc2 = addr_free(p, e.span);
+  if (rc2 != CUDA_SUCCESS)
+    GMT_HOOK_DEBUG("cuMemAddressFree of a freed swap allocation failed (%d)", (int)rc2);
+  gmt__ctx_leave(entered);
+  pthread_rwlock_unlock(&gmt__swap_rw);
+  if (!e.out)
+    unclaim(e.device, e.span);
+  return rc == CUDA_SUCCESS ? rc2 : rc;
+undo:
+  /* Nothing was let go: the allocation stays as it was. */
+  pthread_mutex_lock(&g_tab_mu);
+  if (gmt__swaptab_add(&g_tab, &e) == 0 && e.out) {
+    gmt_swap_entry_t *back_e = gmt__swaptab_find(&g_tab, e.addr);
+    gmt__swaptab_mark_out(&g_tab, back_e, e.host, e.host_pinned);
+    g_tab.outs--; /* not a new move */
+  }
+  publish_nout();
+  pthread_mutex_unlock(&g_tab_mu);
+  pthread_rwlock_unlock(&gmt__swap_rw);
+  return rc;
+}
+
+/* ---- moving out ---- */
+
+/* One allocation off the GPU (exclusive lock held, its context current,
+ * its work synchronized). 0, or -1 when it stays where it was. */
+static int move_out(gmt_swap_entry_t *e)
+{
+  __typeof__(&cuMemHostAlloc) host_alloc = REAL(cuMemHostAlloc);
+  __typeof__(&cuMemcpyDtoH_v2) dtoh = REAL(cuMemcpyDtoH_v2);
+  __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
+  __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
+  __typeof__(&cuMemMap) map = REAL(cuMemMap);
+  __typeof__(&cuMemSetAccess) access = REAL(cuMemSetAccess);
+  if (!dtoh || !unmap || !release || !map || !access)
+    return -1;
+  void *host = NULL;
+  int pinned = host_alloc && host_alloc(&host, e->size, 0) == CUDA_SUCCESS && host;
+  if (!pinned)
+    host = malloc(e->size);
+  if (!host) {
+    SAY_ONCE("cannot move %llu bytes at 0x%llx off the GPU: no host memory",
+             (unsigned long long)e->size, (unsigned long long)e->addr);
+    return -1;
+  }
+  CUresult rc = dtoh(host, e->addr, e->size);
+  if (rc == CUDA_SUCCESS)
+    rc = unmap(e->addr, e->span);
+  if (rc != CUDA_SUCCESS) {
+    SAY_ONCE("cannot move %llu bytes at 0x%llx off the GPU: copy or unmap failed (%d)",
+             (unsigned long long)e->size, (unsigned long long)e->addr, (int)rc);
+    free_host(host, pinned);
+    return -1;
+  }
+  rc = release(e->handle);
+  if (rc != CUDA_SUCCESS) {
+    /* Map it back: the allocation stays on the GPU. */
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = e->device;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CUresult rb = map(e->addr, e->span, 0, e->handle, 0);
+    if (rb == CUDA_SUCCESS)
+      rb = access(e->addr, e->span, &acc, 1);
+    SAY_ONCE("cannot release %llu bytes at 0x%llx (%d); mapped back (%d)",
+             (unsigned long long)e->span, (unsigned long long)e->addr, (int)rc, (int)rb);
+    free_host(host, pinned);
+    return -1;
+  }
+  pthread_mutex_lock(&g_tab_mu);
+  gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, e->addr);
+  if (t)
+    gmt__swaptab_mark_out(&g_tab, t, host, pinned);
+  pthread_mutex_unlock(&g_tab_mu);
+  return 0;
+}
+
+/* Synchronizes each distinct context among n entries; 0, or -1 when one
+ * could not be (its work may still use the memory: nothing moves). */
+static int sync_contexts(const gmt_swap_entry_t *es, size_t n)
+{
+  __typeof__(&cuCtxSynchronize) sync = REAL(cuCtxSynchronize);
+  if (!sync)
+    return -1;
+  for (size_t i = 0; i < n; i++) {
+    int seen = 0;
+    for (size_t j = 0; j < i && !seen; j++)
+      seen = es[j].ctx == es[i].ctx;
+    if (seen)
+      continue;
+    int entered = gmt__ctx_enter(es[i].ctx);
+    CUresult rc = entered < 0 ? CUDA_ERROR_INVALID_CONTEXT : sync();
+    gmt__ctx_leave(entered);
+    if (rc != CUDA_SUCCESS) {
+      SAY_ONCE("cannot synchronize before moving memory off the GPU (%d); nothing moved", (int)rc);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+void gmt__swap_evict(uint64_t keep)
+{
+  if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
+    return;
+  pthread_rwlock_wrlock(&gmt__swap_rw);
+  pthread_mutex_lock(&g_tab_mu);
+  size_t cap = g_tab.n;
+  uint64_t *addrs = cap ? malloc(cap * sizeof(*addrs)) : NULL;
+  gmt_swap_entry_t *es = cap ? malloc(cap * sizeof(*es)) : NULL;
+  size_t n = addrs && es ? gmt__swaptab_pick_out(&g_tab, keep, addrs, cap) : 0;
+  for (size_t i = 0; i < n; i++)
+    es[i] = *gmt__swaptab_find(&g_tab, addrs[i]);
+  pthread_mutex_unlock(&g_tab_mu);
+  uint64_t moved[GMT_SWAP_DEVICES] = {0};
+  size_t nmoved = 0;
+  gmt__t_depth++; /* a driver calling its own entry points passes the gates */
+  if (n && sync_contexts(es, n) == 0) {
+    for (size_t i = 0; i < n; i++) {
+      int entered = gmt__ctx_enter(es[i].ctx);
+      if (entered >= 0 && move_out(&es[i]) == 0) {
+        moved[clamp_dev(es[i].device)] += es[i].span;
+        nmoved++;
+      }
+      gmt__ctx_leave(entered);
+    }
+  }
+  gmt__t_depth--;
+  pthread_mutex_lock(&g_tab_mu);
+  publish_nout();
+  if (nmoved)
+    g_gen++;
+  pthread_mutex_unlock(&g_tab_mu);
+  pthread_rwlock_unlock(&gmt__swap_rw);
+  free(addrs);
+  free(es);
+  if (nmoved)
+    GMT_HOOK_DEBUG("moved %zu allocations off the GPU (keep %llu)", nmoved,
+                   (unsigned long long)keep);
+  for (int d = 0; d < GMT_SWAP_DEVICES; d++)
+    unclaim(d, moved[d]);
+}
+
+/* ---- bringing back ---- */
+
+/* One allocation back at its address (exclusive lock held, its context
+ * current); its host copy is freed once the bytes are on the GPU. */
+static CUresult move_in(const gmt_swap_entry_t *e)
+{
+  __typeof__(&cuMemcpyHtoD_v2) htod = REAL(cuMemcpyHtoD_v2);
+  __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
+  __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
+  if (!htod || !unmap || !release)
+    return CUDA_ERROR_NOT_FOUND;
+  CUmemGenericAllocationHandle h = 0;
+  CUresult rc = back(e->addr, e->span, e->device, &h);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  rc = htod(e->addr, e->host, e->size);
+  if (rc != CUDA_SUCCESS) {
+    unmap(e->addr, e->span);
+    release(h);
+    return rc;
+  }
+  pthread_mutex_lock(&g_tab_mu);
+  gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, e->addr);
+  if (t)
+    gmt__swaptab_mark_in(&g_tab, t, h);
+  g_last_in_ms = gmt_now_ms();
+  pthread_mutex_unlock(&g_tab_mu);
+  free_host(e->host, e->host_pinned);
+  return CUDA_SUCCESS;
+}
+
+/* Brings back what is out on one device, within what Resident granted:
+ * CUDA_SUCCESS (maybe with some still out: the caller goes around),
+ * CUDA_ERROR_OUT_OF_MEMORY from the card, or another driver error. */
+static CUresult restore_device(int dev, uint64_t granted)
+{
+  pthread_rwlock_wrlock(&gmt__swap_rw);
+  pthread_mutex_lock(&g_tab_mu);
+  size_t cap = g_tab.n;
+  uint64_t *addrs = cap ? malloc(cap * sizeof(*addrs)) : NULL;
+  uint64_t need = 0;
+  size_t n = addrs ? gmt__swaptab_out_on(&g_tab, dev, addrs, cap, &need) : 0;
+  pthread_mutex_unlock(&g_tab_mu);
+  CUresult rc = addrs || !cap ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  uint64_t used = 0;
+  gmt__t_depth++;
+  for (size_t i = 0; i < n && rc == CUDA_SUCCESS; i++) {
+    pthread_mutex_lock(&g_tab_mu);
+    gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, addrs[i]);
+    gmt_swap_entry_t e = t ? *t : (gmt_swap_entry_t){0};
+    pthread_mutex_unlock(&g_tab_mu);
+    if (!t || !e.out || used + e.span > granted)
+      continue;
+    int entered = gmt__ctx_enter(e.ctx);
+    rc = entered < 0 ? CUDA_ERROR_INVALID_CONTEXT : move_in(&e);
+    gmt__ctx_leave(entered);
+    if (rc == CUDA_SUCCESS)
+      used += e.span;
+  }
+  gmt__t_depth--;
+  pthread_mutex_lock(&g_tab_mu);
+  publish_nout();
+  if (used)
+    g_gen++;
+  pthread_mutex_unlock(&g_tab_mu);
+  pthread_rwlock_unlock(&gmt__swap_rw);
+  free(addrs);
+  if (used)
+    GMT_HOOK_DEBUG("brought %llu bytes back to device %d", (unsigned long long)used, dev);
+  unclaim(dev, granted - used); /* asked for but not brought back */
+  return rc;
+}
+
+CUresult gmt__swap_enter_slow(int *held)
+{
+  uint64_t deadline = gmt_now_ms() + g_wait_ms;
+  for (;;) {
+    pthread_mutex_lock(&g_tab_mu);
+    int dev = gmt__swaptab_out_device(&g_tab);
+    uint64_t need = 0, none[1];
+    if (dev >= 0)
+      gmt__swaptab_out_on(&g_tab, dev, none, 0, &need);
+    pthread_mutex_unlock(&g_tab_mu);
+    if (dev < 0) {
+      pthread_rwlock_rdlock(&gmt__swap_rw);
+      if (!atomic_load_explicit(&gmt__swap_nout, memory_order_relaxed)) {
+        *held = 1;
+        return CUDA_SUCCESS;
+      }
+      pthread_rwlock_unlock(&gmt__swap_rw); /* moved out again meanwhile */
+      continue;
+    }
+    int c = claim(dev, need, deadline);
+    if (c == -E2BIG) {
+      fprintf(stderr,
+              "gmt[%d]: %llu bytes of swap allocations can never come back to device %d: more "
+              "than its space's limit; the call fails with CUDA_ERROR_OUT_OF_MEMORY\n",
+              (int)getpid(), (unsigned long long)need, dev);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult rc = c == 0 ? restore_device(dev, need) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS)
+      continue;
+    if (rc != CUDA_ERROR_OUT_OF_MEMORY)
+      return rc;
+    /* Not granted in time, or the card itself is full (another process
+     * beside gmt): wait as if not granted, within the same bound. */
+    if (gmt_now_ms() + GMT_SWAP_OOM_RETRY_MS > deadline) {
+      fprintf(stderr,
+              "gmt[%d]: %llu bytes of swap allocations could not come back to device %d within "
+              "GMT_SWAP_WAIT_MS=%llu; the call fails with CUDA_ERROR_OUT_OF_MEMORY\n",
+              (int)getpid(), (unsigned long long)need, dev, (unsigned long long)g_wait_ms);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    sleep_ms(GMT_SWAP_OOM_RETRY_MS);
+  }
+}
+
+/* ---- contexts, reports, fork ---- */
+
+void gmt__swap_ctx_going(CUcontext ctx)
+{
+  if (!ctx || !atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
+    return;
+  __typeof__(&cuMemAddressFree) addr_free = REAL(cuMemAddressFree);
+  __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
+  __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
+  pthread_rwlock_wrlock(&gmt__swap_rw);
+  pthread_mutex_lock(&g_tab_mu);
+  size_t cap = g_tab.n;
+  uint64_t *addrs = cap ? malloc(cap * sizeof(*addrs)) : NULL;
+  gmt_swap_entry_t *es = cap ? malloc(cap * sizeof(*es)) : NULL;
+  size_t n = addrs && es ? gmt__swaptab_of_ctx(&g_tab, ctx, addrs, cap) : 0;
+  for (size_t i = 0; i < n; i++)
+    gmt__swaptab_remove(&g_tab, addrs[i], &es[i]);
+  publish_nout();
+  pthread_mutex_unlock(&g_tab_mu);
+  uint64_t was_in[GMT_SWAP_DEVICES] = {0};
+  /* Best effort: the context may be gone already (a primary context's last
+   * release), and then so are its pinned host copies. */
+  int entered = gmt__ctx_enter(ctx);
+  for (size_t i = 0; i < n; i++) {
+    gmt_swap_entry_t *e = &es[i];
+    if (!e->out) {
+      was_in[clamp_dev(e->device)] += e->span;
+      if (unmap && unmap(e->addr, e->span) == CUDA_SUCCESS && release)
+        release(e->handle);
+    } else {
+      free_host(e->host, e->host_pinned);
+    }
+    if (addr_free)
+      addr_free(e->addr, e->span);
+  }
+  gmt__ctx_leave(entered);
+  pthread_rwlock_unlock(&gmt__swap_rw);
+  free(addrs);
+  free(es);
+  if (n)
+    GMT_HOOK_DEBUG("a context went with %zu swap allocations", n);
+  for (int d = 0; d < GMT_SWAP_DEVICES; d++)
+    unclaim(d, was_in[d]);
+}
+
+void gmt__swap_stats(gmt_swap_stats_t *s)
+{
+  pthread_mutex_lock(&g_tab_mu);
+  s->gpu = g_tab.gpu_bytes;
+  s->host = g_tab.host_bytes;
+  s->outs = g_tab.outs;
+  s->ins = g_tab.ins;
+  s->device = g_device;
+  pthread_mutex_unlock(&g_tab_mu);
+}
+
+int gmt__swap_tick(void)
+{
+  if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
+    return 0;
+  pthread_mutex_lock(&g_tab_mu);
+  int due = g_test_evict_ms && g_tab.gpu_bytes && gmt_now_ms() - g_last_in_ms >= g_test_evict_ms;
+  pthread_mutex_unlock(&g_tab_mu);
+  if (due)
+    gmt__swap_evict(0);
+  pthread_mutex_lock(&g_tab_mu);
+  int changed = g_gen != g_gen_seen;
+  g_gen_seen = g_gen;
+  pthread_mutex_unlock(&g_tab_mu);
+  return changed;
+}
+
+/* The exclusive lock is not taken at fork (it is held across driver calls,
+ * like the token's); the table's and Resident's are. The child holds no
+ * device memory: it starts with an empty table and registers again. */
+static void swap_prepare(void)
+{
+  pthread_mutex_lock(&g_res_mu);
+  pthread_mutex_lock(&g_tab_mu);
+}
+
+static void swap_parent(void)
+{
+  pthread_mutex_unlock(&g_tab_mu);
+  pthread_mutex_unlock(&g_res_mu);
+}
+
+static void swap_child(void)
+{
+  /* Host copies from malloc are the child's memory too; pinned ones are
+   * the parent's driver's, and forgotten. */
+  for (size_t i = 0; i < g_tab.n; i++)
+    if (g_tab.v[i].out && !g_tab.v[i].host_pinned)
+      free(g_tab.v[i].host);
+  gmt__swaptab_close(&g_tab);
+  memset(g_claimed, 0, sizeof g_claimed);
+  g_device = -1;
+  g_gen = g_gen_seen = 0;
+  g_res_said = g_move_said = 0;
+  atomic_store_explicit(&gmt__swap_on, 0, memory_order_relaxed);
+  atomic_store_explicit(&gmt__swap_nout, 0, memory_order_relaxed);
+  pthread_mutex_init(&g_tab_mu, NULL);
+  pthread_mutex_init(&g_res_mu, NULL);
+  pthread_rwlock_init(&gmt__swap_rw, NULL);
+}
+
+static const gmt_fork_ops_t g_fork_ops = {swap_prepare, swap_parent, swap_child};
+
+__attribute__((constructor)) static void swap_register(void)
+{
+  gmt__fork_register(GMT_LOCK_SWAP, &g_fork_ops);
+}

@@ -1,0 +1,94 @@
+/* mode=swap in the process (docs/tiers.md, "Swap mode in the process"):
+ * cuMemAlloc and cuMemAllocPitch backed by the driver's virtual memory, so
+ * that an allocation's bytes can leave the GPU for host memory (evict)
+ * and come back at the same address before the process next touches the
+ * GPU (restore), with the scheduler's leave (Resident) for the bytes on
+ * the GPU. The table is swaptab.c's; this file makes the driver calls.
+ *
+ * The gate: every wrapper of a call that touches the GPU (launches,
+ * copies, memsets) brackets its real call with gmt__swap_enter and
+ * gmt__swap_leave. Not in swap mode: one relaxed atomic load. In swap mode
+ * with everything on the GPU: a shared lock, one atomic load, the call,
+ * the unlock. The lock is held shared across the real call so that an
+ * eviction cannot start between the check and the enqueue; an eviction
+ * takes it exclusively and synchronizes first, so work already queued
+ * finishes before its memory goes. It is glibc's default rwlock, which
+ * prefers readers, so a driver that calls its own entry point while a
+ * wrapper holds it shared does not deadlock (an eviction may wait while
+ * calls keep overlapping; the scheduler evicts pods that are not running).
+ * Never held while waiting for a token or sleeping for a Resident retry. */
+#ifndef GMT_HOOK_SWAP_H
+#define GMT_HOOK_SWAP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "driver.h"
+
+extern _Atomic int gmt__swap_on;   /* this process is in mode=swap */
+extern _Atomic int gmt__swap_nout; /* its allocations off the GPU now */
+extern pthread_rwlock_t gmt__swap_rw;
+
+/* The slow path of the gate: brings every allocation back (waiting for
+ * Resident, bounded by GMT_SWAP_WAIT_MS), then holds the lock shared. */
+CUresult gmt__swap_enter_slow(int *held);
+
+/* Before a call that touches the GPU: CUDA_SUCCESS and *held (pass it to
+ * gmt__swap_leave after the call), or the error to return instead
+ * (CUDA_ERROR_OUT_OF_MEMORY when the memory could not come back). */
+static inline CUresult gmt__swap_enter(int *held)
+{
+  *held = 0;
+  if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
+    return CUDA_SUCCESS;
+  pthread_rwlock_rdlock(&gmt__swap_rw);
+  /* Relaxed: moves change it under the exclusive lock, which we now hold
+   * shared. */
+  if (!atomic_load_explicit(&gmt__swap_nout, memory_order_relaxed)) {
+    *held = 1;
+    return CUDA_SUCCESS;
+  }
+  pthread_rwlock_unlock(&gmt__swap_rw);
+  return gmt__swap_enter_slow(held);
+}
+
+static inline void gmt__swap_leave(int held)
+{
+  if (held)
+    pthread_rwlock_unlock(&gmt__swap_rw);
+}
+
+/* At registration (report.c): the pod's mode and name. */
+void gmt__swap_configure(int on, const char *pod);
+
+/* cuMemAlloc's and cuMemAllocPitch's allocation in swap mode: bytes on
+ * device dev of the calling thread's context, at an address whose last
+ * byte is at most max_addr (the v1 entry points' 32-bit pointers).
+ * CUDA_ERROR_NOT_SUPPORTED when the driver placed it higher: the caller
+ * then allocates as in strict mode. The quota is the caller's. */
+CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_addr);
+
+/* cuMemFree of p: *owned 0 when p is not a swap allocation (the caller
+ * frees it as usual); else the result of freeing it here. */
+CUresult gmt__swap_free(CUdeviceptr p, int *owned);
+
+/* Reporter thread: moves allocations off the GPU until at most keep bytes
+ * of them stay there (ReportReply's evict). */
+void gmt__swap_evict(uint64_t keep);
+
+/* A context goes (ctx.c): its swap allocations go with it. */
+void gmt__swap_ctx_going(CUcontext ctx);
+
+typedef struct {
+  uint64_t gpu, host, outs, ins;
+  int device; /* -1 until a swap allocation exists */
+} gmt_swap_stats_t;
+
+void gmt__swap_stats(gmt_swap_stats_t *s);
+
+/* Reporter thread: the test knob GMT_SWAP_TEST_EVICT_MS (swap.c). 1 when
+ * an allocation moved since the last call (a report is due). */
+int gmt__swap_tick(void);
+
+#endif

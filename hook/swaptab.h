@@ -1,0 +1,74 @@
+/* The table of a mode=swap process's allocations (docs/tiers.md, "Swap
+ * mode in the process"): where each one's bytes are, the totals per place,
+ * and which to move out for a target. Pure bookkeeping, no driver calls
+ * and no lock: swap.c holds its own around every call, and
+ * test/unit/test_swaptab.c checks it with made-up addresses. */
+#ifndef GMT_HOOK_SWAPTAB_H
+#define GMT_HOOK_SWAPTAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  uint64_t addr;   /* the reserved range's base: the address the program holds */
+  uint64_t size;   /* bytes the program asked for: what a move copies */
+  uint64_t span;   /* bytes reserved and mapped (size rounded up): what the GPU holds */
+  uint64_t handle; /* the physical allocation while on the GPU, else 0 */
+  void *host;      /* the host copy while out, else NULL */
+  void *ctx;       /* the context it was made in */
+  int device;
+  int host_pinned; /* host came from cuMemHostAlloc (else malloc) */
+  int out;         /* 1: moved off the GPU */
+  uint64_t stamp;  /* when made or last brought back, in the table's own ticks */
+} gmt_swap_entry_t;
+
+typedef struct {
+  gmt_swap_entry_t *v;
+  size_t n, cap;
+  uint64_t clock;      /* the next stamp */
+  uint64_t gpu_bytes;  /* spans of the entries on the GPU */
+  uint64_t out_bytes;  /* spans of the entries out: what a restore needs granted */
+  uint64_t host_bytes; /* sizes of the host copies */
+  uint64_t nout;       /* entries out */
+  uint64_t outs, ins;  /* moves off and back since start */
+} gmt_swaptab_t;
+
+void gmt__swaptab_init(gmt_swaptab_t *t);
+/* Frees the table's memory (not the entries' host copies: the caller's). */
+void gmt__swaptab_close(gmt_swaptab_t *t);
+
+/* Adds e as on the GPU, stamped now. -EEXIST when addr is in the table,
+ * -ENOMEM. */
+int gmt__swaptab_add(gmt_swaptab_t *t, const gmt_swap_entry_t *e);
+
+/* The entry at addr (its base), or NULL. Valid until the table changes. */
+gmt_swap_entry_t *gmt__swaptab_find(gmt_swaptab_t *t, uint64_t addr);
+
+/* Removes the entry at addr, copied to *out (may be NULL). 0, or -ENOENT. */
+int gmt__swaptab_remove(gmt_swaptab_t *t, uint64_t addr, gmt_swap_entry_t *out);
+
+/* Whom to move out so that at most keep bytes stay on the GPU: the
+ * addresses, in the order to move them, into addrs (up to cap); returns
+ * how many. The least recently made or brought back go first: a cheap
+ * stand-in for "least recently used" until the tracer's per-allocation
+ * history can say which are cold. Nothing when the GPU holds keep bytes or
+ * fewer, so hearing a target twice moves nothing more. */
+size_t gmt__swaptab_pick_out(const gmt_swaptab_t *t, uint64_t keep, uint64_t *addrs, size_t cap);
+
+/* The addresses of the entries made in ctx (up to cap); returns how many. */
+size_t gmt__swaptab_of_ctx(const gmt_swaptab_t *t, const void *ctx, uint64_t *addrs, size_t cap);
+
+/* The addresses of the entries out on device (up to cap; returns how
+ * many) and, in *bytes, the spans of all of them (cap 0: only that). */
+size_t gmt__swaptab_out_on(const gmt_swaptab_t *t, int device, uint64_t *addrs, size_t cap,
+                           uint64_t *bytes);
+/* A device with an entry out, or -1 when none is out. */
+int gmt__swaptab_out_device(const gmt_swaptab_t *t);
+
+/* e was moved out: its bytes are now in host, pinned or not. */
+void gmt__swaptab_mark_out(gmt_swaptab_t *t, gmt_swap_entry_t *e, void *host, int pinned);
+/* e was brought back into physical allocation handle; its host copy is
+ * the caller's to free (taken before the call). */
+void gmt__swaptab_mark_in(gmt_swaptab_t *t, gmt_swap_entry_t *e, uint64_t handle);
+
+#endif

@@ -1,0 +1,151 @@
+/* swap_job: one allocation whose bytes must survive whatever mode=swap
+ * does to it (test/e2e/test_swap_hook.py). Usage:
+ *   swap_job [--mib N] [--seed S] [--kernel-us U] [--pitch]
+ * Allocates N MiB (default 64) with cuMemAlloc_v2 (--pitch: with
+ * cuMemAllocPitch_v2, rows of 1 MiB less 100 bytes, so the pitch is the
+ * driver's or gmt's choice), fills it with a pattern of the seed (default
+ * the pid) by cuMemcpyHtoD, prints "READY ptr=0x... bytes=B pitch=P" and
+ * then, for each line on stdin:
+ *   check      (with --kernel-us, a spin kernel is launched first) reads
+ *              the whole allocation back with cuMemcpyDtoH and prints
+ *              "OK <bytes>" or "BAD <offset>";
+ *   memset V   sets every 32-bit word to V with cuMemsetD32_v2 (the
+ *              pattern from then on), prints "SET";
+ *   free       frees it with cuMemFree_v2, prints "FREED";
+ *   exit       exits 0.
+ * Any CUDA failure prints "CUDAFAIL <call> <error name>" and exits 1. */
+#include <cuda.h>
+
+#include "../../common/cudaprog.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MiB ((size_t)1 << 20)
+
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    CUresult rc_ = (call);                                                                         \
+    if (rc_ != CUDA_SUCCESS) {                                                                     \
+      const char *name_ = NULL;                                                                    \
+      cuGetErrorName(rc_, &name_);                                                                 \
+      printf("CUDAFAIL %s %s\n", #call, name_ ? name_ : "?");                                      \
+      fflush(stdout);                                                                              \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+/* Word i of the pattern of seed (0: the memset value instead). */
+static uint32_t word(uint64_t seed, uint32_t set, int is_set, size_t i)
+{
+  if (is_set)
+    return set;
+  uint64_t x = seed * 0x9e3779b97f4a7c15ULL + i;
+  x ^= x >> 29;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 32;
+  return (uint32_t)x;
+}
+
+int main(int argc, char **argv)
+{
+  size_t mib = 64;
+  uint64_t seed = (uint64_t)getpid();
+  unsigned int kernel_us = 0;
+  int pitched = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--mib") && i + 1 < argc)
+      mib = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+      seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--kernel-us") && i + 1 < argc)
+      kernel_us = (unsigned int)strtoul(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--pitch"))
+      pitched = 1;
+    else {
+      fprintf(stderr, "usage: swap_job [--mib N] [--seed S] [--kernel-us U] [--pitch]\n");
+      return 2;
+    }
+  }
+  if (!mib) {
+    fprintf(stderr, "swap_job: --mib must be > 0\n");
+    return 2;
+  }
+  CUdevice dev;
+  CUcontext ctx;
+  CHECK(cuInit(0));
+  CHECK(cuDeviceGet(&dev, 0));
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CHECK(cuCtxSetCurrent(ctx));
+  CUmodule mod = NULL;
+  CUfunction spin = NULL;
+  if (kernel_us) {
+    CHECK(cuModuleLoadData(&mod, gmt_spin_ptx));
+    CHECK(cuModuleGetFunction(&spin, mod, "spin"));
+  }
+  CUdeviceptr d = 0;
+  size_t pitch = 0, bytes = mib * MiB;
+  if (pitched) {
+    CHECK(cuMemAllocPitch_v2(&d, &pitch, MiB - 100, mib, 4));
+    bytes = pitch * mib;
+  } else {
+    CHECK(cuMemAlloc_v2(&d, bytes));
+  }
+  size_t words = bytes / 4;
+  uint32_t *host = malloc(bytes), *back = malloc(bytes);
+  if (!host || !back) {
+    fprintf(stderr, "swap_job: no host memory for %zu bytes\n", bytes);
+    return 1;
+  }
+  uint32_t set = 0;
+  int is_set = 0;
+  for (size_t i = 0; i < words; i++)
+    host[i] = word(seed, set, is_set, i);
+  CHECK(cuMemcpyHtoD_v2(d, host, bytes));
+  printf("READY ptr=0x%llx bytes=%zu pitch=%zu\n", (unsigned long long)d, bytes, pitch);
+  fflush(stdout);
+
+  char line[128];
+  while (fgets(line, sizeof line, stdin)) {
+    if (!strncmp(line, "check", 5)) {
+      if (spin) {
+        void *params[] = {&kernel_us};
+        CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+      }
+      memset(back, 0, bytes);
+      CHECK(cuMemcpyDtoH_v2(back, d, bytes));
+      size_t bad = bytes;
+      for (size_t i = 0; i < words && bad == bytes; i++)
+        if (back[i] != word(seed, set, is_set, i))
+          for (size_t b = 0; b < 4; b++)
+            if (((unsigned char *)&back[i])[b] !=
+                    ((unsigned char *)&(uint32_t){word(seed, set, is_set, i)})[b] &&
+                bad == bytes)
+              bad = i * 4 + b;
+      if (bad == bytes)
+        printf("OK %zu\n", bytes);
+      else
+        printf("BAD %zu\n", bad);
+    } else if (!strncmp(line, "memset", 6)) {
+      set = (uint32_t)strtoul(line + 6, NULL, 0);
+      is_set = 1;
+      CHECK(cuMemsetD32_v2(d, set, words));
+      printf("SET\n");
+    } else if (!strncmp(line, "free", 4)) {
+      CHECK(cuMemFree_v2(d));
+      d = 0;
+      printf("FREED\n");
+    } else if (!strncmp(line, "exit", 4)) {
+      break;
+    }
+    fflush(stdout);
+  }
+  if (mod)
+    CHECK(cuModuleUnload(mod));
+  free(host);
+  free(back);
+  return 0;
+}
