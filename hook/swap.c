@@ -36,6 +36,9 @@
 #define GMT_SWAP_RETRY_MAX_MS 200
 #define GMT_SWAP_OOM_RETRY_MS 20 /* the card itself was full during a restore */
 #define GMT_RESIDENT_TIMEOUT_MS 1500
+/* How long a host copy stays with an allocation brought back, for its
+ * next move out (GMT_SWAP_KEEP_MS; 0: freed at once). */
+#define GMT_SWAP_KEEP_DEFAULT_MS 10000
 
 _Atomic int gmt__swap_on;
 _Atomic int gmt__swap_nout;
@@ -55,6 +58,7 @@ static int g_move_said;
 
 static uint64_t g_wait_ms = GMT_SWAP_WAIT_DEFAULT_MS;
 static uint64_t g_test_evict_ms;
+static uint64_t g_keep_ms = GMT_SWAP_KEEP_DEFAULT_MS;
 
 #define REAL(name) ((__typeof__(&name))gmt__real(GMT_SYM_##name))
 
@@ -87,6 +91,7 @@ void gmt__swap_configure(int on, const char *pod)
   pthread_mutex_unlock(&g_res_mu);
   g_wait_ms = env_ms("GMT_SWAP_WAIT_MS", GMT_SWAP_WAIT_DEFAULT_MS);
   g_test_evict_ms = env_ms("GMT_SWAP_TEST_EVICT_MS", 0);
+  g_keep_ms = env_ms("GMT_SWAP_KEEP_MS", GMT_SWAP_KEEP_DEFAULT_MS);
   atomic_store_explicit(&gmt__swap_on, on, memory_order_release);
 }
 
@@ -365,6 +370,7 @@ CUresult gmt__swap_free(CUdeviceptr p, int *owned)
     rc = release(e.handle);
     if (rc != CUDA_SUCCESS)
       GMT_HOOK_DEBUG("cuMemRelease of a freed swap allocation failed (%d)", (int)rc);
+    free_host(e.kept, e.host_pinned);
   } else {
     free_host(e.host, e.host_pinned);
   }
@@ -404,10 +410,17 @@ static int move_out(gmt_swap_entry_t *e)
   __typeof__(&cuMemSetAccess) access = REAL(cuMemSetAccess);
   if (!dtoh || !unmap || !release || !map || !access)
     return -1;
-  void *host = NULL;
-  int pinned = host_alloc && host_alloc(&host, e->size, 0) == CUDA_SUCCESS && host;
-  if (!pinned)
-    host = malloc(e->size);
+  /* The copy it came back from, if still kept, takes the bytes again. */
+  pthread_mutex_lock(&g_tab_mu);
+  gmt_swap_entry_t *k = gmt__swaptab_find(&g_tab, e->addr);
+  void *host = k ? gmt__swaptab_take_kept(&g_tab, k) : NULL;
+  int pinned = k ? k->host_pinned : 0;
+  pthread_mutex_unlock(&g_tab_mu);
+  if (!host) {
+    pinned = host_alloc && host_alloc(&host, e->size, 0) == CUDA_SUCCESS && host;
+    if (!pinned)
+      host = malloc(e->size);
+  }
   if (!host) {
     SAY_ONCE("cannot move %llu bytes at 0x%llx off the GPU: no host memory",
              (unsigned long long)e->size, (unsigned long long)e->addr);
@@ -515,7 +528,8 @@ void gmt__swap_evict(uint64_t keep)
 /* ---- bringing back ---- */
 
 /* One allocation back at its address (exclusive lock held, its context
- * current); its host copy is freed once the bytes are on the GPU. */
+ * current); its host copy is kept for the next move out (GMT_SWAP_KEEP_MS),
+ * or freed. */
 static CUresult move_in(const gmt_swap_entry_t *e)
 {
   __typeof__(&cuMemcpyHtoD_v2) htod = REAL(cuMemcpyHtoD_v2);
@@ -535,11 +549,13 @@ static CUresult move_in(const gmt_swap_entry_t *e)
   }
   pthread_mutex_lock(&g_tab_mu);
   gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, e->addr);
+  int keep = t && g_keep_ms > 0;
   if (t)
-    gmt__swaptab_mark_in(&g_tab, t, h);
+    gmt__swaptab_mark_in(&g_tab, t, h, keep, gmt_now_ms());
   g_last_in_ms = gmt_now_ms();
   pthread_mutex_unlock(&g_tab_mu);
-  free_host(e->host, e->host_pinned);
+  if (!keep)
+    free_host(e->host, e->host_pinned);
   return CUDA_SUCCESS;
 }
 
@@ -659,6 +675,7 @@ void gmt__swap_ctx_going(CUcontext ctx)
       was_in[clamp_dev(e->device)] += e->span;
       if (unmap && unmap(e->addr, e->span) == CUDA_SUCCESS && release)
         release(e->handle);
+      free_host(e->kept, e->host_pinned);
     } else {
       free_host(e->host, e->host_pinned);
     }
@@ -686,10 +703,44 @@ void gmt__swap_stats(gmt_swap_stats_t *s)
   pthread_mutex_unlock(&g_tab_mu);
 }
 
+/* Frees the kept host copies older than GMT_SWAP_KEEP_MS. Exclusive: a move out may be reusing one.
+ * Skipped when the program is using the GPU now; the next tick tries again. */
+static void release_kept(void)
+{
+  if (pthread_rwlock_trywrlock(&gmt__swap_rw) != 0)
+    return;
+  uint64_t now = gmt_now_ms();
+  pthread_mutex_lock(&g_tab_mu);
+  size_t cap = g_tab.kept_bytes ? g_tab.n : 0, n = 0;
+  gmt_swap_entry_t *es = cap ? malloc(cap * sizeof(*es)) : NULL;
+  for (size_t i = 0; es && i < g_tab.n; i++) {
+    gmt_swap_entry_t *e = &g_tab.v[i];
+    if (e->kept && now - e->kept_ms >= g_keep_ms) {
+      es[n] = *e;
+      es[n++].kept = gmt__swaptab_take_kept(&g_tab, e);
+    }
+  }
+  pthread_mutex_unlock(&g_tab_mu);
+  gmt__t_depth++;
+  for (size_t i = 0; i < n; i++) {
+    int entered = es[i].host_pinned ? gmt__ctx_enter(es[i].ctx) : 0;
+    free_host(es[i].kept, es[i].host_pinned);
+    gmt__ctx_leave(entered);
+  }
+  gmt__t_depth--;
+  pthread_rwlock_unlock(&gmt__swap_rw);
+  free(es);
+}
+
 int gmt__swap_tick(void)
 {
   if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
     return 0;
+  pthread_mutex_lock(&g_tab_mu);
+  int stale = g_tab.kept_bytes != 0;
+  pthread_mutex_unlock(&g_tab_mu);
+  if (stale)
+    release_kept();
   pthread_mutex_lock(&g_tab_mu);
   int due = g_test_evict_ms && g_tab.gpu_bytes && gmt_now_ms() - g_last_in_ms >= g_test_evict_ms;
   pthread_mutex_unlock(&g_tab_mu);
@@ -722,8 +773,8 @@ static void swap_child(void)
   /* Host copies from malloc are the child's memory too; pinned ones are
    * the parent's driver's, and forgotten. */
   for (size_t i = 0; i < g_tab.n; i++)
-    if (g_tab.v[i].out && !g_tab.v[i].host_pinned)
-      free(g_tab.v[i].host);
+    if (!g_tab.v[i].host_pinned)
+      free(g_tab.v[i].out ? g_tab.v[i].host : g_tab.v[i].kept);
   gmt__swaptab_close(&g_tab);
   memset(g_claimed, 0, sizeof g_claimed);
   g_device = -1;

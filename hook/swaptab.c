@@ -42,7 +42,10 @@ int gmt__swaptab_add(gmt_swaptab_t *t, const gmt_swap_entry_t *e)
   *n = *e;
   n->out = 0;
   n->host = NULL;
-  n->host_pinned = 0;
+  if (n->kept) /* put back as it was (an undone free) */
+    t->kept_bytes += n->size;
+  else
+    n->host_pinned = 0;
   n->stamp = t->clock++;
   t->gpu_bytes += n->span;
   return 0;
@@ -64,6 +67,8 @@ int gmt__swaptab_remove(gmt_swaptab_t *t, uint64_t addr, gmt_swap_entry_t *out)
     t->nout--;
   } else {
     t->gpu_bytes -= e->span;
+    if (e->kept)
+      t->kept_bytes -= e->size;
   }
   if (out)
     *out = *e;
@@ -115,6 +120,16 @@ size_t gmt__swaptab_out_on(const gmt_swaptab_t *t, int device, uint64_t *addrs, 
   return n;
 }
 
+void *gmt__swaptab_take_kept(gmt_swaptab_t *t, gmt_swap_entry_t *e)
+{
+  void *k = e->kept;
+  if (k) {
+    t->kept_bytes -= e->size;
+    e->kept = NULL;
+  }
+  return k;
+}
+
 int gmt__swaptab_out_device(const gmt_swaptab_t *t)
 {
   for (size_t i = 0; i < t->n; i++)
@@ -138,14 +153,21 @@ void gmt__swaptab_mark_out(gmt_swaptab_t *t, gmt_swap_entry_t *e, void *host, in
   t->outs++;
 }
 
-void gmt__swaptab_mark_in(gmt_swaptab_t *t, gmt_swap_entry_t *e, uint64_t handle)
+void gmt__swaptab_mark_in(gmt_swaptab_t *t, gmt_swap_entry_t *e, uint64_t handle, int keep,
+                          uint64_t now_ms)
 {
   if (!e->out)
     return;
   e->out = 0;
   e->handle = handle;
+  if (keep) {
+    e->kept = e->host;
+    e->kept_ms = now_ms;
+    t->kept_bytes += e->size;
+  } else {
+    e->host_pinned = 0;
+  }
   e->host = NULL;
-  e->host_pinned = 0;
   e->stamp = t->clock++;
   t->out_bytes -= e->span;
   t->host_bytes -= e->size;

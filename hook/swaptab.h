@@ -20,6 +20,13 @@ typedef struct {
   int host_pinned; /* host came from cuMemHostAlloc (else malloc) */
   int out;         /* 1: moved off the GPU */
   uint64_t stamp;  /* when made or last brought back, in the table's own ticks */
+  /* On the GPU: the host copy it came back from, kept (size bytes, pinned
+   * or not as host_pinned says) so that moving it out again copies into
+   * memory already pinned and touched instead of allocating anew: on a
+   * GPU, pinning costs about ten times the copy. Stale while on the GPU;
+   * NULL when none is kept. */
+  void *kept;
+  uint64_t kept_ms; /* when it was kept (swap.c's clock) */
 } gmt_swap_entry_t;
 
 typedef struct {
@@ -28,7 +35,8 @@ typedef struct {
   uint64_t clock;      /* the next stamp */
   uint64_t gpu_bytes;  /* spans of the entries on the GPU */
   uint64_t out_bytes;  /* spans of the entries out: what a restore needs granted */
-  uint64_t host_bytes; /* sizes of the host copies */
+  uint64_t host_bytes; /* sizes of the host copies of the entries out */
+  uint64_t kept_bytes; /* sizes of the host copies kept by entries on the GPU */
   uint64_t nout;       /* entries out */
   uint64_t outs, ins;  /* moves off and back since start */
 } gmt_swaptab_t;
@@ -67,8 +75,13 @@ int gmt__swaptab_out_device(const gmt_swaptab_t *t);
 
 /* e was moved out: its bytes are now in host, pinned or not. */
 void gmt__swaptab_mark_out(gmt_swaptab_t *t, gmt_swap_entry_t *e, void *host, int pinned);
-/* e was brought back into physical allocation handle; its host copy is
+/* e was brought back into physical allocation handle. Its host copy stays
+ * with it as e->kept (stamped now_ms) when keep is set; otherwise it is
  * the caller's to free (taken before the call). */
-void gmt__swaptab_mark_in(gmt_swaptab_t *t, gmt_swap_entry_t *e, uint64_t handle);
+void gmt__swaptab_mark_in(gmt_swaptab_t *t, gmt_swap_entry_t *e, uint64_t handle, int keep,
+                          uint64_t now_ms);
+/* Takes e's kept host copy (NULL when none) out of the table: the caller
+ * reuses or frees it. */
+void *gmt__swaptab_take_kept(gmt_swaptab_t *t, gmt_swap_entry_t *e);
 
 #endif

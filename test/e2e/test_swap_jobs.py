@@ -1,28 +1,30 @@
 """End-to-end: mode=swap as a user runs it (issue 12, docs/tiers.md). Two
 swap pods each hold 700 MiB on a card of 1 GiB (the fake driver's, and
-gmt-schd's --gpu-capacity): they cannot both be on it, so each time one
+gmt-schd's --gpu-capacity; the test with kernels scales both by 1/10, as
+this machine's first touch of memory costs about 3 ms per MiB and every
+move touches fresh memory): they cannot both be on it, so each time one
 reads back what it wrote the other's allocation must have moved out to host
 memory, asked by the scheduler through its pod manager, and come back at
 the same address before its next copy or kernel. Every read-back compares
 every byte; the fake card refuses any byte past 1 GiB, so a move that came
 too late would be a CUDA error, not a pass."""
 import os
+import re
 
 from gmt_e2e import BUILD, GmtTestCase, wait_for
 
 SWAP_JOB = os.path.join(BUILD, "test", "e2e", "memprogs", "swap_job")
 MIB = 1 << 20
-HELD = 700 * MIB
 
 
 class TwoSwapPods(GmtTestCase):
     CONFIG = "2\na 0.5 1.0 1Gi mode=swap\nb 0.5 1.0 1Gi mode=swap\n"
 
-    def job(self, pod, *args):
-        env = self.hook_env(pod, GMT_FAKE_MEM="1Gi")
-        p = self.run_prog(pod, SWAP_JOB, "--mib", str(HELD // MIB), *args, env=env)
+    def job(self, pod, held, card, *args):
+        env = self.hook_env(pod, GMT_FAKE_MEM=str(card), GMT_FAKE_LOG="1")
+        p = self.run_prog(pod, SWAP_JOB, "--mib", str(held // MIB), *args, env=env)
         ready = p.expect("READY", timeout=60)
-        self.assertEqual(int(ready["bytes"]), HELD)
+        self.assertEqual(int(ready["bytes"]), held)
         return p
 
     def result(self, p):
@@ -41,23 +43,22 @@ class TwoSwapPods(GmtTestCase):
         proc = self.process(pod, pid) or {}
         return proc.get("tiers"), proc.get("swap_outs", 0), proc.get("swap_ins", 0)
 
-    def alternate(self, *args):
-        self.start_schd("--gpu-capacity", "0=1Gi")
+    def alternate(self, held, card, rounds, *args):
+        self.start_schd("--gpu-capacity", "0=%d" % card)
         self.start_pmgr("a")
         self.start_pmgr("b")
-        pa = self.job("a", *args)
-        # b's 700 MiB fit only once a's have moved out.
-        pb = self.job("b", *args)
-        wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": HELD, "disk": 0},
+        pa = self.job("a", held, card, *args)
+        # b's bytes fit only once a's have moved out.
+        pb = self.job("b", held, card, *args)
+        wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": held, "disk": 0},
                  timeout=10, what="a's allocation in host memory")
-        rounds = 3
         for _ in range(rounds):
             for p in (pa, pb):
                 p.send("check")
-                self.assertEqual(self.result(p), "OK %d" % HELD, p.stderr()[-3000:])
+                self.assertEqual(self.result(p), "OK %d" % held, p.stderr()[-3000:])
         # b checked last: its bytes are on the card, a's in host memory.
-        wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": HELD, "disk": 0}
-                 and self.tiers("b", pb.proc.pid)[0] == {"gpu": HELD, "host": 0, "disk": 0},
+        wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": held, "disk": 0}
+                 and self.tiers("b", pb.proc.pid)[0] == {"gpu": held, "host": 0, "disk": 0},
                  timeout=10, what="a out, b in")
         # Each check but b's first brought its allocation back, and each
         # check of the other moved it out.
@@ -72,14 +73,17 @@ class TwoSwapPods(GmtTestCase):
             p.send("exit")
             rc, err = p.finish()
             self.assertEqual(rc, 0, err[-3000:])
+            # Each moved out into the host copy it came back from (kept
+            # for GMT_SWAP_KEEP_MS): one pinned allocation, not one a move.
+            self.assertEqual(len(re.findall(r"fakecuda\[\d+\]: cuMemHostAlloc -> 0\b", err)), 1)
 
     def test_two_copying_jobs_get_their_bytes_back(self):
-        self.alternate()
+        self.alternate(700 * MIB, 1 << 30, 2)
 
     def test_two_jobs_launching_kernels_get_their_bytes_back(self):
         # A kernel before each read-back: each pod takes the GPU time token
         # in turn, and the one without it is the one asked to move out.
-        self.alternate("--kernel-us", "2000")
+        self.alternate(70 * MIB, 100 * MIB, 3, "--kernel-us", "2000")
 
 
 class TwoStrictPods(GmtTestCase):
@@ -100,7 +104,7 @@ class TwoStrictPods(GmtTestCase):
         rc, _ = pb.finish()
         self.assertEqual(rc, 1)
         pa.send("check")
-        self.assertEqual(self.result(pa), "OK %d" % HELD)
+        self.assertEqual(self.result(pa), "OK %d" % (700 * MIB))
         pa.send("exit")
         rc, err = pa.finish()
         self.assertEqual(rc, 0, err[-3000:])

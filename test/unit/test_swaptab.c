@@ -38,7 +38,7 @@ static void move_in(gmt_swaptab_t *t, uint64_t addr)
 {
   gmt_swap_entry_t *e = gmt__swaptab_find(t, addr);
   assert_non_null(e);
-  gmt__swaptab_mark_in(t, e, addr + 9);
+  gmt__swaptab_mark_in(t, e, addr + 9, 0, 0);
 }
 
 static void test_swaptab_totals_follow_every_move_and_free(void **state)
@@ -180,10 +180,47 @@ static void test_swaptab_lists_what_is_out_per_device(void **state)
   gmt__swaptab_close(&t);
 }
 
+/* A host copy kept after a move in is counted apart from the copies of
+ * entries out, taken back exactly once, and put back by an undone free. */
+static void test_swaptab_a_kept_copy_is_counted_once_and_taken_once(void **state)
+{
+  (void)state;
+  gmt_swaptab_t t;
+  gmt__swaptab_init(&t);
+  add(&t, 0x1000, 3 * MIB, NULL);
+  move_out(&t, 0x1000);
+  gmt_swap_entry_t *e = gmt__swaptab_find(&t, 0x1000);
+  gmt__swaptab_mark_in(&t, e, 0x1009, 1, 500);
+  assert_ptr_equal(e->kept, A(0x1007));
+  assert_int_equal(e->kept_ms, 500);
+  assert_int_equal(e->host_pinned, 1); /* how to free it, later */
+  assert_null(e->host);
+  assert_int_equal(t.host_bytes, 0);
+  assert_int_equal(t.kept_bytes, 3 * MIB);
+
+  assert_ptr_equal(gmt__swaptab_take_kept(&t, e), A(0x1007));
+  assert_null(gmt__swaptab_take_kept(&t, e));
+  assert_int_equal(t.kept_bytes, 0);
+
+  /* Out again into the same copy, in and kept, then removed and added
+   * back (a free that failed): kept once, not twice. */
+  gmt__swaptab_mark_out(&t, e, A(0x1007), 1);
+  gmt__swaptab_mark_in(&t, e, 0x100a, 1, 900);
+  gmt_swap_entry_t gone;
+  assert_int_equal(gmt__swaptab_remove(&t, 0x1000, &gone), 0);
+  assert_int_equal(t.kept_bytes, 0);
+  assert_ptr_equal(gone.kept, A(0x1007));
+  assert_int_equal(gmt__swaptab_add(&t, &gone), 0);
+  assert_int_equal(t.kept_bytes, 3 * MIB);
+  assert_ptr_equal(gmt__swaptab_find(&t, 0x1000)->kept, A(0x1007));
+  gmt__swaptab_close(&t);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_swaptab_totals_follow_every_move_and_free),
+      cmocka_unit_test(test_swaptab_a_kept_copy_is_counted_once_and_taken_once),
       cmocka_unit_test(test_swaptab_moves_out_least_recently_brought_in_first),
       cmocka_unit_test(test_swaptab_target_twice_or_above_resident_moves_nothing),
       cmocka_unit_test(test_swaptab_lists_a_contexts_allocations_only),
