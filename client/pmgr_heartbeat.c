@@ -21,6 +21,12 @@
  * the next heartbeat goes this soon, so that a target that changes or ends
  * is heard quickly; bounded by how long targets stand (10 s). */
 #define PMGR_HB_EVICT_MS 100
+/* A mode=swap pod heartbeats this often: the scheduler cannot call a pod
+ * manager, so a target set for one of its processes (another pod waits on
+ * it) is heard at the next heartbeat; at 500 ms that wait was most of a
+ * swap's time. The timer ticks at this period for every pod; others send
+ * at PMGR_HB_PERIOD_MS still. */
+#define PMGR_HB_SWAP_MS 100
 
 static void send_heartbeat(gmt_pmgr_t *pm);
 static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep);
@@ -49,7 +55,9 @@ static void on_reply(void *arg, int rc, Gmt__Envelope *rep)
 static void on_tick(uv_timer_t *h)
 {
   gmt_pmgr_t *pm = h->data;
-  if (!pm->hb_in_flight)
+  uint64_t period =
+      pm->config.mode == GMT__MEM_MODE__MEM_SWAP ? PMGR_HB_SWAP_MS : PMGR_HB_PERIOD_MS;
+  if (!pm->hb_in_flight && uv_now(pm->loop) - pm->hb_sent_ms + 5 >= period)
     send_heartbeat(pm);
 }
 
@@ -85,6 +93,7 @@ static void reachable(gmt_pmgr_t *pm)
 
 static void send_heartbeat(gmt_pmgr_t *pm)
 {
+  pm->hb_sent_ms = uv_now(pm->loop);
   size_t n = pm->nprocs;
   Gmt__ProcessReport *reports = calloc(n ? n : 1, sizeof *reports);
   Gmt__ProcessReport **ptrs = calloc(n ? n : 1, sizeof *ptrs);
@@ -205,7 +214,7 @@ int gmt__pmgr_heartbeat_init(gmt_pmgr_t *pm)
   pm->hb_tick.data = pm;
   pm->hb_soon.data = pm;
   pm->hb_item.data = pm;
-  rc = uv_timer_start(&pm->hb_tick, on_tick, PMGR_HB_PERIOD_MS, PMGR_HB_PERIOD_MS);
+  rc = uv_timer_start(&pm->hb_tick, on_tick, PMGR_HB_SWAP_MS, PMGR_HB_SWAP_MS);
   if (rc == 0)
     send_heartbeat(pm);
   return rc;

@@ -51,7 +51,8 @@ typedef struct gmt_pmgr {
   void (*procs_cb)(struct gmt_pmgr *pm, uint32_t pid, bool gone);
   uint64_t seq;
   bool hb_in_flight, hb_dirty;
-  bool schd_down; /* an outage has been logged and not yet its end */
+  uint64_t hb_sent_ms; /* the loop's clock when the last heartbeat went */
+  bool schd_down;      /* an outage has been logged and not yet its end */
   bool pod_unlisted;
   /* The outcome of the heartbeat in flight, on its way to the loop. */
   gmt_inbox_item_t hb_item;

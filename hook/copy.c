@@ -8,7 +8,7 @@
 #include "driver.h"
 #include "pin.h"
 #include "stage.h"
-#include "swap.h"
+#include "swapgate.h"
 
 /* Per-thread default stream variants: the driver exports them, cuda.h
  * names them only through macros. */
@@ -30,7 +30,7 @@ CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, 
     if (gmt__t_depth)                                                                              \
       return real(__VA_ARGS__);                                                                    \
     int held;                                                                                      \
-    CUresult rc = gmt__swap_enter(&held);                                                          \
+    CUresult rc = gmt__swap_gate_enter(&held);                                                     \
     if (rc != CUDA_SUCCESS)                                                                        \
       return rc;                                                                                   \
     gmt__t_depth++;                                                                                \

@@ -5,7 +5,7 @@
  * arguments. A driver that calls its own entry points passes straight
  * through (gmt__t_depth), as do the hook's own moves. */
 #include "driver.h"
-#include "swap.h"
+#include "swapgate.h"
 
 #define GATED(name, params, args)                                                                  \
   GMT_EXPORT CUresult name params                                                                  \
@@ -14,7 +14,7 @@
     if (gmt__t_depth)                                                                              \
       return real args;                                                                            \
     int held;                                                                                      \
-    CUresult rc = gmt__swap_enter(&held);                                                          \
+    CUresult rc = gmt__swap_gate_enter(&held);                                                     \
     if (rc != CUDA_SUCCESS)                                                                        \
       return rc;                                                                                   \
     rc = real args;                                                                                \

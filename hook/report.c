@@ -48,6 +48,10 @@
 #define GMT_REPORT_POLL_MS 100   /* how soon a launch alone is noticed */
 #define GMT_REPORT_BACKOFF_MAX_MS 1000
 #define GMT_REPORT_KEEPALIVE_MS 500 /* a report at least this often */
+/* In mode=swap: a move-out target for this process comes back in the
+ * reply to a report, so it is heard within this (and the pod manager's
+ * heartbeat, 100 ms for a swap pod). */
+#define GMT_REPORT_SWAP_KEEPALIVE_MS 100
 
 enum { REP_NONE = 0, REP_ACTIVE = 1, REP_UNHOOKED = 2 };
 
@@ -147,7 +151,10 @@ static void *reporter_main(void *arg)
     changed |= gmt__stage_tick();
     changed |= gmt__swap_tick();
     uint64_t now = gmt_now_ms();
-    if (!changed && now - last_send < GMT_REPORT_KEEPALIVE_MS)
+    uint64_t keepalive = atomic_load_explicit(&gmt__swap_on, memory_order_relaxed)
+                             ? GMT_REPORT_SWAP_KEEPALIVE_MS
+                             : GMT_REPORT_KEEPALIVE_MS;
+    if (!changed && now - last_send < keepalive)
       continue;
     if (last_send && now - last_send < GMT_REPORT_MIN_GAP_MS)
       sleep_ms(GMT_REPORT_MIN_GAP_MS - (now - last_send));

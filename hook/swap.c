@@ -62,6 +62,15 @@ static uint64_t g_keep_ms = GMT_SWAP_KEEP_DEFAULT_MS;
 
 #define REAL(name) ((__typeof__(&name))gmt__real(GMT_SYM_##name))
 
+/* A monotonic clock in ms with sub-ms precision, for the moves' log lines
+ * (bench/swap_bw.py reads their bandwidth from them). */
+static double now_ms_f(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static void sleep_ms(uint64_t ms)
 {
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
@@ -496,14 +505,16 @@ void gmt__swap_evict(uint64_t keep)
   for (size_t i = 0; i < n; i++)
     es[i] = *gmt__swaptab_find(&g_tab, addrs[i]);
   pthread_mutex_unlock(&g_tab_mu);
-  uint64_t moved[GMT_SWAP_DEVICES] = {0};
+  uint64_t moved[GMT_SWAP_DEVICES] = {0}, moved_bytes = 0;
   size_t nmoved = 0;
+  double t0 = now_ms_f();
   gmt__t_depth++; /* a driver calling its own entry points passes the gates */
   if (n && sync_contexts(es, n) == 0) {
     for (size_t i = 0; i < n; i++) {
       int entered = gmt__ctx_enter(es[i].ctx);
       if (entered >= 0 && move_out(&es[i]) == 0) {
         moved[clamp_dev(es[i].device)] += es[i].span;
+        moved_bytes += es[i].size;
         nmoved++;
       }
       gmt__ctx_leave(entered);
@@ -519,8 +530,8 @@ void gmt__swap_evict(uint64_t keep)
   free(addrs);
   free(es);
   if (nmoved)
-    GMT_HOOK_DEBUG("moved %zu allocations off the GPU (keep %llu)", nmoved,
-                   (unsigned long long)keep);
+    GMT_HOOK_DEBUG("moved %zu allocations (%llu bytes) off the GPU in %.3f ms (keep %llu)", nmoved,
+                   (unsigned long long)moved_bytes, now_ms_f() - t0, (unsigned long long)keep);
   for (int d = 0; d < GMT_SWAP_DEVICES; d++)
     unclaim(d, moved[d]);
 }
@@ -572,7 +583,8 @@ static CUresult restore_device(int dev, uint64_t granted)
   size_t n = addrs ? gmt__swaptab_out_on(&g_tab, dev, addrs, cap, &need) : 0;
   pthread_mutex_unlock(&g_tab_mu);
   CUresult rc = addrs || !cap ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-  uint64_t used = 0;
+  uint64_t used = 0, copied = 0;
+  double t0 = now_ms_f();
   gmt__t_depth++;
   for (size_t i = 0; i < n && rc == CUDA_SUCCESS; i++) {
     pthread_mutex_lock(&g_tab_mu);
@@ -584,8 +596,10 @@ static CUresult restore_device(int dev, uint64_t granted)
     int entered = gmt__ctx_enter(e.ctx);
     rc = entered < 0 ? CUDA_ERROR_INVALID_CONTEXT : move_in(&e);
     gmt__ctx_leave(entered);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
       used += e.span;
+      copied += e.size;
+    }
   }
   gmt__t_depth--;
   pthread_mutex_lock(&g_tab_mu);
@@ -596,7 +610,8 @@ static CUresult restore_device(int dev, uint64_t granted)
   pthread_rwlock_unlock(&gmt__swap_rw);
   free(addrs);
   if (used)
-    GMT_HOOK_DEBUG("brought %llu bytes back to device %d", (unsigned long long)used, dev);
+    GMT_HOOK_DEBUG("brought %llu bytes back to device %d in %.3f ms", (unsigned long long)copied,
+                   dev, now_ms_f() - t0);
   unclaim(dev, granted - used); /* asked for but not brought back */
   return rc;
 }

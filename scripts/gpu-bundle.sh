@@ -27,7 +27,7 @@ deps "$out/server/gmt-schd" "$out/client/gmt-pmgr" "$out/client/gmt" |
 deps "$out/hook/libgmthook.so" | while read -r lib; do cp -L "$lib" "$out/hooklib/"; done
 # The benchmarks' programs that the GPU machine runs from the build tree.
 for prog in bench/hook_overhead bench/copy_job bench/pin_workload bench/pin_pool \
-    test/e2e/memprogs/host_pool test/e2e/memprogs/host_pins; do
+    test/e2e/memprogs/host_pool test/e2e/memprogs/host_pins test/e2e/memprogs/swap_job; do
   [ -x "$out/$prog" ] || { echo "gpu-bundle: $out/$prog was not built" >&2; exit 1; }
 done
 # Keep only what the GPU machine runs: the build tree's objects are large.

@@ -27,11 +27,6 @@ void gmt__swap_close(gmt_schd_t *s)
   s->swap = NULL;
 }
 
-uint64_t gmt__swap_device_resident(gmt_schd_t *s, int device)
-{
-  return s->swap ? gmt_swap_device_total(s->swap, device) : 0;
-}
-
 /* A pod running on the device (it holds the token) is never asked. */
 static bool may_ask(void *arg, const char *pod, int device)
 {

@@ -9,6 +9,7 @@
 
 #include "ledger.h"
 #include "schd.h"
+#include "swap.h"
 #include "tiers.h"
 
 /* A pod whose device reservations occupy the GPU spaces: every pod but
@@ -38,7 +39,7 @@ static void sync_devices(gmt_schd_t *s)
       continue;
     uint64_t held = gmt_ledger_device_total_if(s->ledger, sp.index, reservations_occupy, s);
     (void)gmt_tiers_set_held(s->tiers, GMT_TIER_GPU, sp.index,
-                             sat_add(held, gmt__swap_device_resident(s, sp.index)));
+                             sat_add(held, s->swap ? gmt_swap_device_total(s->swap, sp.index) : 0));
   }
 }
 

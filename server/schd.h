@@ -116,8 +116,6 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
  * (and pods) that are gone, or no longer in swap mode, are dropped; after
  * a restart what the processes report is taken in. */
 void gmt__swap_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
-/* The swap processes' resident bytes on device. */
-uint64_t gmt__swap_device_resident(gmt_schd_t *s, int device);
 /* reply->evict: the targets pending for pod's processes (one allocation:
  * the caller free()s reply->evict once the reply is sent). 0 or -ENOMEM. */
 int gmt__swap_heartbeat_evicts(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__HeartbeatReply *reply);

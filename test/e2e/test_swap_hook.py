@@ -123,7 +123,7 @@ class SwapOutAndBack(SwapHookCase):
     many ms without an allocation or a restore."""
 
     def outs(self, p):
-        return len(re.findall(r"moved 1 allocations off the GPU", p.stderr()))
+        return len(re.findall(r"moved 1 allocations \(\d+ bytes\) off the GPU", p.stderr()))
 
     def ins(self, p):
         return len(re.findall(r"brought \d+ bytes back to device 0", p.stderr()))

@@ -74,8 +74,11 @@ class TwoSwapPods(GmtTestCase):
             rc, err = p.finish()
             self.assertEqual(rc, 0, err[-3000:])
             # Each moved out into the host copy it came back from (kept
-            # for GMT_SWAP_KEEP_MS): one pinned allocation, not one a move.
-            self.assertEqual(len(re.findall(r"fakecuda\[\d+\]: cuMemHostAlloc -> 0\b", err)), 1)
+            # for GMT_SWAP_KEEP_MS): one pinned allocation, not one a move
+            # (counted in the fake driver's log).
+            if self.fake:
+                self.assertEqual(
+                    len(re.findall(r"fakecuda\[\d+\]: cuMemHostAlloc -> 0\b", err)), 1)
 
     def test_two_copying_jobs_get_their_bytes_back(self):
         self.alternate(700 * MIB, 1 << 30, 2)

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""mode=swap's moves against plain pinned copies (issue 12, item 7). Two
+swap pods each hold SIZE bytes (test/e2e/memprogs/swap_job) on a device
+declared with --gpu-capacity at 1.5 x SIZE, so only one fits: each of the
+--rounds read-backs of one makes the other move out, and brings its own
+back. The hook logs every move with its bytes and time (GMT_HOOK_DEBUG);
+side by side in the same run, a pinned cuMemcpy of SIZE each way (PyTorch,
+pinned tensor) is the baseline. Prints per size: the first move out (which
+pins a host copy), the median later one (into the kept copy), the median
+move in, each in GB/s and against the pinned copy; and the median time of a
+read-back that had to swap against one that did not. Exits 1 when a byte
+came back wrong or a run failed.
+
+usage: bench/swap_bw.py [--sizes MIB,..] [--rounds N] [--fake] [--out FILE]
+GMT_BUILD_DIR names the build (.carry on the GPU machine); --fake is a dry
+run on the fake driver (its copies run at its simulated rates)."""
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "test", "e2e"))
+import gmt_e2e  # noqa: E402
+
+JOB = gmt_e2e.build_path("test", "e2e", "memprogs", "swap_job")
+MIB = 1 << 20
+OUT_RE = re.compile(r"moved \d+ allocations \((\d+) bytes\) off the GPU in ([\d.]+) ms")
+IN_RE = re.compile(r"brought (\d+) bytes back to device \d+ in ([\d.]+) ms")
+
+
+def pinned_copy_gbps(size):
+    """Median GB/s of a pinned H2D and D2H copy of size bytes (PyTorch)."""
+    import torch
+    host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+    dev = torch.empty(size, dtype=torch.uint8, device="cuda")
+    h2d, d2h = [], []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        dev.copy_(host, non_blocking=False)
+        torch.cuda.synchronize()
+        h2d.append(size / (time.perf_counter() - t) / 1e9)
+        t = time.perf_counter()
+        host.copy_(dev, non_blocking=False)
+        torch.cuda.synchronize()
+        d2h.append(size / (time.perf_counter() - t) / 1e9)
+    del host, dev
+    torch.cuda.empty_cache()
+    return statistics.median(h2d), statistics.median(d2h)
+
+
+def result(p, timeout=120):
+    while True:
+        line = p.lines.get(timeout=timeout)
+        if line is None:
+            raise RuntimeError("swap_job ended: " + p.stderr()[-2000:])
+        if line.startswith(("OK", "BAD", "CUDAFAIL")):
+            return line
+
+
+def moves(err, regex):
+    return [(int(b), float(ms)) for b, ms in regex.findall(err)]
+
+
+def run_size(size_mib, rounds, fake):
+    size = size_mib * MIB
+    node = gmt_e2e.Node("2\na 0.5 1.0 %dMi mode=swap\nb 0.5 1.0 %dMi mode=swap\n"
+                        % (size_mib + 64, size_mib + 64), fake=fake)
+    try:
+        node.start_schd("--gpu-capacity", "0=%d" % (size * 3 // 2))
+        node.start_pmgr("a")
+        node.start_pmgr("b")
+        progs = []
+        for pod in "ab":
+            env = node.hook_env(pod, GMT_HOOK_DEBUG="1", GMT_FAKE_MEM="%dMi" % (size_mib * 2))
+            p = node.run_prog(pod, JOB, "--mib", str(size_mib), env=env)
+            p.expect("READY", timeout=300)
+            progs.append(p)
+        swapped, resident = [], []
+        for _ in range(rounds):
+            for p in progs:
+                for times in (swapped, resident):  # the second finds it on the GPU
+                    t = time.perf_counter()
+                    p.send("check")
+                    line = result(p)
+                    if line != "OK %d" % size:
+                        raise RuntimeError("read-back: %s; %s" % (line, p.stderr()[-2000:]))
+                    times.append((time.perf_counter() - t) * 1e3)
+        outs, ins = [], []
+        for p in progs:
+            p.send("exit")
+            rc, err = p.finish(timeout=120)
+            if rc != 0:
+                raise RuntimeError("swap_job exit %d: %s" % (rc, err[-2000:]))
+            outs.append(moves(err, OUT_RE))
+            ins.extend(moves(err, IN_RE))
+        # a's first move out was when b filled: it pinned a's host copy.
+        first = [o[0] for o in outs if o]
+        later = [m for o in outs for m in o[1:]]
+        return {"size_mib": size_mib, "first_out": first, "later_out": later, "in": ins,
+                "check_swapped_ms": swapped, "check_resident_ms": resident}
+    finally:
+        node.stop()
+
+
+def gbps(moves_):
+    return statistics.median(b / (ms / 1e3) / 1e9 for b, ms in moves_) if moves_ else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="256,1024,4096")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--fake", action="store_true")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    rows, failed = [], False
+    for s in (int(x) for x in a.sizes.split(",")):
+        try:
+            r = run_size(s, a.rounds, a.fake)
+        except Exception as e:  # report the size and go on
+            print("size %d MiB failed: %s" % (s, e), flush=True)
+            failed = True
+            continue
+        r["pinned_h2d_gbps"], r["pinned_d2h_gbps"] = (
+            (float("nan"), float("nan")) if a.fake else pinned_copy_gbps(s * MIB))
+        rows.append(r)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(rows, f, indent=1)
+    print("%8s %10s %10s %10s %10s %10s %10s %10s %10s %12s %12s"
+          % ("MiB", "out1 GB/s", "out GB/s", "in GB/s", "pin D2H", "pin H2D", "out/pin",
+             "in/pin", "out1/pin", "check swap", "check res"))
+    for r in rows:
+        out1, out, inn = gbps(r["first_out"]), gbps(r["later_out"]), gbps(r["in"])
+        d2h, h2d = r["pinned_d2h_gbps"], r["pinned_h2d_gbps"]
+        print("%8d %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.1f ms %9.1f ms"
+              % (r["size_mib"], out1, out, inn, d2h, h2d, out / d2h, inn / h2d, out1 / d2h,
+                 statistics.median(r["check_swapped_ms"]),
+                 statistics.median(r["check_resident_ms"])))
+    sys.exit(1 if failed or not rows else 0)
+
+
+if __name__ == "__main__":
+    main()
