@@ -9,10 +9,14 @@ both at once on a device declared at 2/3 of their sum (--gpu-capacity): the
 card cannot hold both, so they take turns, moved out and back by gmt. The
 losses of every step must equal the runs alone, bit for bit. Prints the
 makespan together against the two alone one after the other, and how many
-moves each made. Exits non-zero on a failed check. GMT_BUILD_DIR names the
-build.
+moves each made, for each time quantum of --quanta (gmt-schd's
+--min-quota-ms and --base-quota-ms: how long a pod holds the GPU before the
+other may take it, and so how often they swap). Exits non-zero on a failed
+check. GMT_BUILD_DIR names the build.
 
+usage: check_swap_torch.py [--steps N] [--quanta MS,..]
 `check_swap_torch.py --job STEPS BALLAST_MIB SEED` is the job itself."""
+import argparse
 import os
 import sys
 import time
@@ -54,14 +58,15 @@ def job(steps, ballast_mib, seed):
     want = sum(float(j + 1) * n for j in range(64))
     print("DONE seconds=%.3f ballast_sum=%d" % (time.monotonic() - t0, int(total == want)),
           flush=True)
+    sys.stdin.readline()  # alive until the check has read gmt status
 
 
-def run(node, pods, seeds):
+def run(node, pods, seeds, steps):
     """Starts one job per pod, lets them go at once; {pod: (losses, seconds, ok)}."""
     procs = []
     for pod, seed in zip(pods, seeds):
         env = node.hook_env(pod, CUBLAS_WORKSPACE_CONFIG=":4096:8")
-        p = node.run_prog(pod, sys.executable, os.path.abspath(__file__), "--job", str(STEPS),
+        p = node.run_prog(pod, sys.executable, os.path.abspath(__file__), "--job", str(steps),
                           str(BALLAST_MIB), str(seed), env=env)
         p.expect("READY", timeout=300)
         procs.append((pod, p))
@@ -74,9 +79,10 @@ def run(node, pods, seeds):
         steps = [r for r in rows if "loss" in r]
         done = rows[-1]
         out[pod] = ([r["loss"] for r in steps], float(done["seconds"]),
-                    all(r["ballast"] == "1" for r in steps) and done["ballast_sum"] == "1",
-                    node.process(pod, p.proc.pid) or {})
+                    all(r["ballast"] == "1" for r in steps) and done["ballast_sum"] == "1")
     wall = time.monotonic() - t0
+    for pod, p in procs:  # every job is done and alive: what gmt counted
+        out[pod] += (node.process(pod, p.proc.pid) or {},)
     for _, p in procs:
         rc, err = p.finish(timeout=60)
         if rc != 0:
@@ -85,6 +91,10 @@ def run(node, pods, seeds):
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=STEPS)
+    ap.add_argument("--quanta", default="100")
+    a = ap.parse_args()
     sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
     sys.path.insert(0, HERE)
     import gmt_e2e
@@ -100,7 +110,7 @@ def main():
         try:
             node.start_schd()
             node.start_pmgr(pod)
-            res, wall = run(node, [pod], [seed])
+            res, wall = run(node, [pod], [seed], a.steps)
             alone[pod] = res[pod]
             seq += wall
         finally:
@@ -109,28 +119,32 @@ def main():
     check("footprint alone (swap bytes on the GPU)", foot, "> %d" % (BALLAST_MIB * MIB),
           foot > BALLAST_MIB * MIB)
     capacity = 2 * foot * 2 // 3 // MIB * MIB
-    node = gmt_e2e.Node(config, fake=False)
-    try:
-        node.start_schd("--gpu-capacity", "0=%d" % capacity)
-        node.start_pmgr("a")
-        node.start_pmgr("b")
-        both, wall = run(node, ["a", "b"], [1, 2])
-    finally:
-        node.stop()
-    for pod in "ab":
-        la, lb = alone[pod][0], both[pod][0]
-        same = la == lb
-        first = next((i for i, (x, y) in enumerate(zip(la, lb)) if x != y), None)
-        check("pod %s: %d losses equal alone and together" % (pod, STEPS),
-              "equal" if same else "first differs at step %s" % first, "equal", same)
-        check("pod %s: ballast intact every step" % pod, int(both[pod][2]), 1, both[pod][2])
-        proc = both[pod][3]
-        check("pod %s: moves out/in" % pod, "%s/%s" % (proc.get("swap_outs"), proc.get("swap_ins")),
-              "> 0", (proc.get("swap_outs") or 0) > 0)
     print("capacity declared %.2f GiB for footprints of %.2f GiB each (sum/capacity %.2f)"
           % (capacity / 2**30, foot / 2**30, 2 * foot / capacity))
-    print("makespan together %.1f s, alone one after the other %.1f s, ratio %.2f"
-          % (wall, seq, wall / seq))
+    for q in (int(x) for x in a.quanta.split(",")):
+        node = gmt_e2e.Node(config, fake=False)
+        try:
+            node.start_schd("--gpu-capacity", "0=%d" % capacity, "--min-quota-ms", str(q),
+                            "--base-quota-ms", str(q))
+            node.start_pmgr("a")
+            node.start_pmgr("b")
+            both, wall = run(node, ["a", "b"], [1, 2], a.steps)
+        finally:
+            node.stop()
+        for pod in "ab":
+            la, lb = alone[pod][0], both[pod][0]
+            same = la == lb
+            first = next((i for i, (x, y) in enumerate(zip(la, lb)) if x != y), None)
+            check("quantum %d ms, pod %s: %d losses equal alone and together" % (q, pod, a.steps),
+                  "equal" if same else "first differs at step %s" % first, "equal", same)
+            check("quantum %d ms, pod %s: ballast intact every step" % (q, pod),
+                  int(both[pod][2]), 1, both[pod][2])
+            proc = both[pod][3]
+            check("quantum %d ms, pod %s: moves out/in" % (q, pod),
+                  "%s/%s" % (proc.get("swap_outs"), proc.get("swap_ins")), "> 0",
+                  (proc.get("swap_outs") or 0) > 0)
+        print("quantum %5d ms: makespan together %.1f s, alone one after the other %.1f s, "
+              "ratio %.2f" % (q, wall, seq, wall / seq), flush=True)
     return checks.report("two PyTorch jobs in mode=swap on a device declared at 2/3 of their sum")
 
 
