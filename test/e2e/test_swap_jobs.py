@@ -17,7 +17,8 @@ SWAP_JOB = os.path.join(BUILD, "test", "e2e", "memprogs", "swap_job")
 MIB = 1 << 20
 
 
-class TwoSwapPods(GmtTestCase):
+class SwapJobs(GmtTestCase):
+    """Two swap pods' jobs: what the tests below share."""
     CONFIG = "2\na 0.5 1.0 1Gi mode=swap\nb 0.5 1.0 1Gi mode=swap\n"
 
     def job(self, pod, held, card, *args):
@@ -80,6 +81,8 @@ class TwoSwapPods(GmtTestCase):
                 self.assertEqual(
                     len(re.findall(r"fakecuda\[\d+\]: cuMemHostAlloc -> 0\b", err)), 1)
 
+
+class TwoSwapPods(SwapJobs):
     def test_two_copying_jobs_get_their_bytes_back(self):
         self.alternate(700 * MIB, 1 << 30, 2)
 
@@ -87,6 +90,47 @@ class TwoSwapPods(GmtTestCase):
         # A kernel before each read-back: each pod takes the GPU time token
         # in turn, and the one without it is the one asked to move out.
         self.alternate(70 * MIB, 100 * MIB, 3, "--kernel-us", "2000")
+
+
+class KilledSwapJob(SwapJobs):
+    """A process killed with its memory on the card, or moved out, loses
+    only its own: the other's bytes come back exact, its room on the card
+    is given back (the fake card refuses any byte past its size), and
+    nothing of it stays counted."""
+
+    def test_a_killed_job_gives_its_room_back(self):
+        held, card = 70 * MIB, 100 * MIB
+        self.start_schd("--gpu-capacity", "0=%d" % card)
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", held, card)
+        pb = self.job("b", held, card)  # a moved out for it
+        wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": held, "disk": 0},
+                 timeout=10, what="a's allocation in host memory")
+        # b dies holding the card: a comes back once b is gone.
+        pb.stop()
+        pa.send("check")
+        self.assertEqual(self.result(pa), "OK %d" % held, pa.stderr()[-3000:])
+        wait_for(lambda: self.process("b", pb.proc.pid) is None, timeout=10,
+                 what="b's process forgotten")
+        wait_for(lambda: self.status()["host"]["tiers"][0]["reserved"]
+                 == self.tiers("a", pa.proc.pid)[0]["gpu"] > 0, timeout=10,
+                 what="the card's space to count a alone")
+        # A new b moves a out again; then a dies while out: b is untouched.
+        pb2 = self.job("b", held, card)
+        wait_for(lambda: self.tiers("a", pa.proc.pid)[0]["host"] == held, timeout=10,
+                 what="a moved out again")
+        pa.stop()
+        pb2.send("check")
+        self.assertEqual(self.result(pb2), "OK %d" % held, pb2.stderr()[-3000:])
+        wait_for(lambda: self.process("a", pa.proc.pid) is None, timeout=10,
+                 what="a's process forgotten")
+        wait_for(lambda: self.status()["host"]["tiers"][0]["reserved"]
+                 == self.tiers("b", pb2.proc.pid)[0]["gpu"], timeout=10,
+                 what="the card's space to count b alone")
+        pb2.send("exit")
+        rc, err = pb2.finish()
+        self.assertEqual(rc, 0, err[-3000:])
 
 
 class TwoStrictPods(GmtTestCase):
@@ -112,5 +156,5 @@ class TwoStrictPods(GmtTestCase):
         rc, err = pa.finish()
         self.assertEqual(rc, 0, err[-3000:])
 
-    result = TwoSwapPods.result
-    logs = TwoSwapPods.logs
+    result = SwapJobs.result
+    logs = SwapJobs.logs
