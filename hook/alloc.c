@@ -34,6 +34,7 @@
 #include "reserve.h"
 #include "state.h"
 #include "swap.h"
+#include "token.h"
 
 #define GMT_PITCH_ALIGN 512u
 #define GMT_MAX_POOLS 64
@@ -106,7 +107,7 @@ static CUresult swap_alloc(CUdeviceptr *p, uint64_t bytes, int dev, uint64_t max
 {
   if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
     return CUDA_ERROR_NOT_SUPPORTED;
-  return gmt__swap_alloc(p, bytes, dev, max_addr);
+  return gmt__swap_alloc(p, bytes, dev, max_addr, gmt__token_gate);
 }
 
 GMT_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
@@ -177,7 +178,7 @@ static CUresult swap_pitch(CUdeviceptr *p, uint64_t *pitch, uint64_t width, uint
   if (!p || !width || !height || (elem != 4 && elem != 8 && elem != 16))
     return CUDA_ERROR_INVALID_VALUE;
   *pitch = pitch_guess(width, 1);
-  return gmt__swap_alloc(p, *pitch * height, dev, max_addr);
+  return gmt__swap_alloc(p, *pitch * height, dev, max_addr, gmt__token_gate);
 }
 
 static CUresult free_swap(CUdeviceptr p)

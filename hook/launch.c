@@ -23,7 +23,7 @@ static inline void count(uint64_t n)
   GMT_REAL(name);                                                                                  \
   gmt__token_gate();                                                                               \
   int held;                                                                                        \
-  CUresult rc = gmt__swap_enter(&held);                                                            \
+  CUresult rc = gmt__swap_enter(&held, gmt__token_gate);                                           \
   if (rc != CUDA_SUCCESS)                                                                          \
     return rc;                                                                                     \
   rc = real(__VA_ARGS__);                                                                          \
@@ -95,7 +95,7 @@ GMT_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *lau
   for (unsigned int i = 0; launchParamsList && i < numDevices; i++)
     gmt__token_gate_stream(launchParamsList[i].hStream);
   int held;
-  CUresult rc = gmt__swap_enter(&held);
+  CUresult rc = gmt__swap_enter(&held, gmt__token_gate);
   if (rc != CUDA_SUCCESS)
     return rc;
   rc = real(launchParamsList, numDevices, flags);

@@ -42,6 +42,7 @@
 
 _Atomic int gmt__swap_on;
 _Atomic int gmt__swap_nout;
+_Atomic int gmt__swap_waiting;
 pthread_rwlock_t gmt__swap_rw = PTHREAD_RWLOCK_INITIALIZER;
 
 static pthread_mutex_t g_tab_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -172,22 +173,45 @@ static int clamp_dev(int dev)
   return dev >= 0 && dev < GMT_SWAP_DEVICES ? dev : 0;
 }
 
-/* Adds bytes to dev's granted total, waiting (no lock held) while the
- * scheduler says not yet, until deadline_ms. 0, -E2BIG (never: more than
- * the space's limit), or -ENOSPC (not by the deadline). */
-static int claim(int dev, uint64_t bytes, uint64_t deadline_ms)
+/* The spans of what is out on dev (the Resident lock held: a move out
+ * changes the table and its claim under that lock, so the two agree). */
+static uint64_t out_on(int dev)
+{
+  uint64_t need = 0, none[1];
+  pthread_mutex_lock(&g_tab_mu);
+  gmt__swaptab_out_on(&g_tab, dev, none, 0, &need);
+  pthread_mutex_unlock(&g_tab_mu);
+  return need;
+}
+
+/* Asks Resident for bytes more on dev (restore: for what is out there
+ * now, read at each try), waiting out refusals until deadline_ms. 0 with
+ * *got the bytes granted (0 when nothing was left to ask for), -E2BIG when
+ * they can never fit, -ENOSPC past the deadline. A refusal as too big
+ * while this process holds grants of its own is waited out like any
+ * other: a move out or a free in flight is about to lower them. */
+static int claim(int dev, uint64_t bytes, int restore, uint64_t deadline_ms, gmt_swap_gate_fn gate,
+                 uint64_t *got)
 {
   int d = clamp_dev(dev);
-  for (;;) {
+  *got = 0;
+  for (int tries = 0;; tries++) {
     uint32_t retry = GMT_SWAP_RETRY_MIN_MS;
+    if (tries && gate)
+      gate(); /* asks again holding the token: see gmt_swap_gate_fn */
     pthread_mutex_lock(&g_res_mu);
-    int r = rpc_resident(dev, g_claimed[d] + bytes, &retry);
+    if (restore)
+      bytes = out_on(dev);
+    int r = bytes ? rpc_resident(dev, g_claimed[d] + bytes, &retry) : RES_GRANTED;
     if (r == RES_GRANTED)
       g_claimed[d] += bytes;
+    uint64_t own = g_claimed[d];
     pthread_mutex_unlock(&g_res_mu);
-    if (r == RES_GRANTED)
+    if (r == RES_GRANTED) {
+      *got = bytes;
       return 0;
-    if (r == RES_NEVER)
+    }
+    if (r == RES_NEVER && own == 0)
       return -E2BIG;
     if (gmt_now_ms() + retry > deadline_ms)
       return -ENOSPC;
@@ -197,15 +221,20 @@ static int claim(int dev, uint64_t bytes, uint64_t deadline_ms)
 
 /* Takes bytes off dev's granted total and says so (lowering is always
  * granted: the answer does not matter). */
-static void unclaim(int dev, uint64_t bytes)
+static void unclaim_locked(int dev, uint64_t bytes)
 {
   if (!bytes)
     return;
   int d = clamp_dev(dev);
   uint32_t retry;
-  pthread_mutex_lock(&g_res_mu);
   g_claimed[d] -= bytes < g_claimed[d] ? bytes : g_claimed[d];
   rpc_resident(dev, g_claimed[d], &retry);
+}
+
+static void unclaim(int dev, uint64_t bytes)
+{
+  pthread_mutex_lock(&g_res_mu);
+  unclaim_locked(dev, bytes);
   pthread_mutex_unlock(&g_res_mu);
 }
 
@@ -274,7 +303,8 @@ static void publish_nout(void)
 
 /* ---- allocation and free ---- */
 
-CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_addr)
+CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_addr,
+                         gmt_swap_gate_fn gate)
 {
   __typeof__(&cuMemGetAllocationGranularity) gran_fn = REAL(cuMemGetAllocationGranularity);
   __typeof__(&cuMemAddressReserve) reserve = REAL(cuMemAddressReserve);
@@ -304,7 +334,11 @@ CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_
     addr_free(base, span);
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  if (claim(dev, span, gmt_now_ms() + g_wait_ms) < 0) {
+  uint64_t got;
+  atomic_fetch_add(&gmt__swap_waiting, 1);
+  int c = claim(dev, span, 0, gmt_now_ms() + g_wait_ms, gate, &got);
+  atomic_fetch_sub(&gmt__swap_waiting, 1);
+  if (c < 0) {
     addr_free(base, span);
     fprintf(stderr, "gmt[%d]: the scheduler did not grant %llu more bytes on device %d\n",
             (int)getpid(), (unsigned long long)span, dev);
@@ -497,6 +531,9 @@ void gmt__swap_evict(uint64_t keep)
   if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
     return;
   pthread_rwlock_wrlock(&gmt__swap_rw);
+  /* Held until the claims are lowered: a restore asking meanwhile sees
+   * the table and the claims agree (see out_on). */
+  pthread_mutex_lock(&g_res_mu);
   pthread_mutex_lock(&g_tab_mu);
   size_t cap = g_tab.n;
   uint64_t *addrs = cap ? malloc(cap * sizeof(*addrs)) : NULL;
@@ -526,14 +563,15 @@ void gmt__swap_evict(uint64_t keep)
   if (nmoved)
     g_gen++;
   pthread_mutex_unlock(&g_tab_mu);
+  for (int d = 0; d < GMT_SWAP_DEVICES; d++)
+    unclaim_locked(d, moved[d]);
+  pthread_mutex_unlock(&g_res_mu);
   pthread_rwlock_unlock(&gmt__swap_rw);
   free(addrs);
   free(es);
   if (nmoved)
     GMT_HOOK_DEBUG("moved %zu allocations (%llu bytes) off the GPU in %.3f ms (keep %llu)", nmoved,
                    (unsigned long long)moved_bytes, now_ms_f() - t0, (unsigned long long)keep);
-  for (int d = 0; d < GMT_SWAP_DEVICES; d++)
-    unclaim(d, moved[d]);
 }
 
 /* ---- bringing back ---- */
@@ -616,15 +654,22 @@ static CUresult restore_device(int dev, uint64_t granted)
   return rc;
 }
 
-CUresult gmt__swap_enter_slow(int *held)
+static CUresult enter_slow(int *held, gmt_swap_gate_fn gate);
+
+CUresult gmt__swap_enter_slow(int *held, gmt_swap_gate_fn gate)
+{
+  atomic_fetch_add(&gmt__swap_waiting, 1);
+  CUresult rc = enter_slow(held, gate);
+  atomic_fetch_sub(&gmt__swap_waiting, 1);
+  return rc;
+}
+
+static CUresult enter_slow(int *held, gmt_swap_gate_fn gate)
 {
   uint64_t deadline = gmt_now_ms() + g_wait_ms;
   for (;;) {
     pthread_mutex_lock(&g_tab_mu);
     int dev = gmt__swaptab_out_device(&g_tab);
-    uint64_t need = 0, none[1];
-    if (dev >= 0)
-      gmt__swaptab_out_on(&g_tab, dev, none, 0, &need);
     pthread_mutex_unlock(&g_tab_mu);
     if (dev < 0) {
       pthread_rwlock_rdlock(&gmt__swap_rw);
@@ -635,15 +680,16 @@ CUresult gmt__swap_enter_slow(int *held)
       pthread_rwlock_unlock(&gmt__swap_rw); /* moved out again meanwhile */
       continue;
     }
-    int c = claim(dev, need, deadline);
+    uint64_t got = 0;
+    int c = claim(dev, 0, 1, deadline, gate, &got);
     if (c == -E2BIG) {
       fprintf(stderr,
               "gmt[%d]: %llu bytes of swap allocations can never come back to device %d: more "
               "than its space's limit; the call fails with CUDA_ERROR_OUT_OF_MEMORY\n",
-              (int)getpid(), (unsigned long long)need, dev);
+              (int)getpid(), (unsigned long long)out_on(dev), dev);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    CUresult rc = c == 0 ? restore_device(dev, need) : CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = c < 0 ? CUDA_ERROR_OUT_OF_MEMORY : got ? restore_device(dev, got) : CUDA_SUCCESS;
     if (rc == CUDA_SUCCESS)
       continue;
     if (rc != CUDA_ERROR_OUT_OF_MEMORY)
@@ -654,7 +700,7 @@ CUresult gmt__swap_enter_slow(int *held)
       fprintf(stderr,
               "gmt[%d]: %llu bytes of swap allocations could not come back to device %d within "
               "GMT_SWAP_WAIT_MS=%llu; the call fails with CUDA_ERROR_OUT_OF_MEMORY\n",
-              (int)getpid(), (unsigned long long)need, dev, (unsigned long long)g_wait_ms);
+              (int)getpid(), (unsigned long long)out_on(dev), dev, (unsigned long long)g_wait_ms);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     sleep_ms(GMT_SWAP_OOM_RETRY_MS);
@@ -797,6 +843,7 @@ static void swap_child(void)
   g_res_said = g_move_said = 0;
   atomic_store_explicit(&gmt__swap_on, 0, memory_order_relaxed);
   atomic_store_explicit(&gmt__swap_nout, 0, memory_order_relaxed);
+  atomic_store_explicit(&gmt__swap_waiting, 0, memory_order_relaxed); /* the waiters stayed */
   pthread_mutex_init(&g_tab_mu, NULL);
   pthread_mutex_init(&g_res_mu, NULL);
   pthread_rwlock_init(&gmt__swap_rw, NULL);

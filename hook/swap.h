@@ -29,15 +29,26 @@
 extern _Atomic int gmt__swap_on;   /* this process is in mode=swap */
 extern _Atomic int gmt__swap_nout; /* its allocations off the GPU now */
 extern pthread_rwlock_t gmt__swap_rw;
+/* Threads now waiting for the scheduler's leave to bring memory back or
+ * allocate: the token's idle thread counts them as busy, so a pod does
+ * not give its token back while it waits for room (token.c). */
+extern _Atomic int gmt__swap_waiting;
+
+/* What a wait for room passes before each ask: the caller's token gate.
+ * The scheduler asks only pods that are not running to make room, so the
+ * asker must hold its token while it asks, or a busy holder is never
+ * asked and the asker starves (docs/tiers.md). A parameter, not a call:
+ * the token's files reach this one through the reporter. */
+typedef void (*gmt_swap_gate_fn)(void);
 
 /* The slow path of the gate: brings every allocation back (waiting for
  * Resident, bounded by GMT_SWAP_WAIT_MS), then holds the lock shared. */
-CUresult gmt__swap_enter_slow(int *held);
+CUresult gmt__swap_enter_slow(int *held, gmt_swap_gate_fn gate);
 
 /* Before a call that touches the GPU: CUDA_SUCCESS and *held (pass it to
  * gmt__swap_leave after the call), or the error to return instead
  * (CUDA_ERROR_OUT_OF_MEMORY when the memory could not come back). */
-static inline CUresult gmt__swap_enter(int *held)
+static inline CUresult gmt__swap_enter(int *held, gmt_swap_gate_fn gate)
 {
   *held = 0;
   if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
@@ -50,7 +61,7 @@ static inline CUresult gmt__swap_enter(int *held)
     return CUDA_SUCCESS;
   }
   pthread_rwlock_unlock(&gmt__swap_rw);
-  return gmt__swap_enter_slow(held);
+  return gmt__swap_enter_slow(held, gate);
 }
 
 static inline void gmt__swap_leave(int held)
@@ -67,7 +78,8 @@ void gmt__swap_configure(int on, const char *pod);
  * byte is at most max_addr (the v1 entry points' 32-bit pointers).
  * CUDA_ERROR_NOT_SUPPORTED when the driver placed it higher: the caller
  * then allocates as in strict mode. The quota is the caller's. */
-CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_addr);
+CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_addr,
+                         gmt_swap_gate_fn gate);
 
 /* cuMemFree of p: *owned 0 when p is not a swap allocation (the caller
  * frees it as usual); else the result of freeing it here. */

@@ -16,7 +16,7 @@ static inline CUresult gmt__swap_gate_enter(int *held)
 {
   if (atomic_load_explicit(&gmt__swap_nout, memory_order_relaxed))
     gmt__token_gate();
-  return gmt__swap_enter(held);
+  return gmt__swap_enter(held, gmt__token_gate);
 }
 
 #endif

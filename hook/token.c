@@ -42,6 +42,7 @@
 #include "log.h"
 #include "thread.h"
 #include "report.h"
+#include "swap.h"
 
 /* The pod manager answers within its own 30 s upstream timeout. */
 #define GMT_TOKEN_RPC_TIMEOUT_MS 35000
@@ -160,6 +161,8 @@ static void give_back(tok_dev_t *d, int dev, gmt_busy_end_t e, int timeout_ms, c
  * move at last_ns. */
 static void idle_step(tok_dev_t *d, int dev, uint64_t launches, int64_t last_ns)
 {
+  if (atomic_load(&gmt__swap_waiting) > 0)
+    return; /* waiting for room to bring memory back: busy (swap.h) */
   if (pthread_mutex_trylock(&d->mu) != 0)
     return; /* a launch is in the slow path: not idle */
   if (d->held) {

@@ -97,6 +97,52 @@ class TwoSwapPods(SwapJobs):
         self.alternate(70 * MIB, 100 * MIB, 3, "--kernel-us", "2000")
 
 
+class TwoBusySwapPods(SwapJobs):
+    """Both jobs check over and over at once, each with a kernel before
+    its read-back: they must take turns on the card. The one that waits for
+    room holds its pod's token while it waits, so the scheduler may ask the
+    other, which does not run then, to move out (a waiter that gave its
+    token back while the other kept launching got one check in 15 s)."""
+
+    def test_both_busy_jobs_take_turns(self):
+        import threading
+        import time
+        held, card = 70 * MIB, 100 * MIB
+        self.start_schd("--gpu-capacity", "0=%d" % card, "--base-quota-ms", "300")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        jobs = {pod: self.job(pod, held, card, "--kernel-us", "20000") for pod in "ab"}
+        done = {pod: [] for pod in "ab"}
+        stop = time.monotonic() + 10
+
+        def loop(pod):
+            p = jobs[pod]
+            while time.monotonic() < stop:
+                p.send("check")
+                done[pod].append(self.result(p))
+                if done[pod][-1] != "OK %d" % held:
+                    return
+
+        threads = [threading.Thread(target=loop, args=(pod,)) for pod in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        for pod, p in jobs.items():
+            self.assertTrue(done[pod] and all(r == "OK %d" % held for r in done[pod]),
+                            "%s: %s\n%s" % (pod, done[pod][-3:], p.stderr()[-3000:]))
+            _, outs, ins = self.tiers(pod, p.proc.pid)
+            # Turns, not one job alone: each came back to the card again
+            # and again, and did several checks.
+            self.assertGreaterEqual(ins, 3, "%s: %d checks, moved in %d times" %
+                                    (pod, len(done[pod]), ins))
+            self.assertGreaterEqual(len(done[pod]), 3)
+        for p in jobs.values():
+            p.send("exit")
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err[-3000:])
+
+
 class KilledSwapJob(SwapJobs):
     """A process killed with its memory on the card, or moved out, loses
     only its own: the other's bytes come back exact, its room on the card
