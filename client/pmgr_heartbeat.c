@@ -20,13 +20,16 @@
 /* While the scheduler has eviction targets pending for the pod (mode=swap),
  * the next heartbeat goes this soon, so that a target that changes or ends
  * is heard quickly; bounded by how long targets stand (10 s). */
-#define PMGR_HB_EVICT_MS 100
+#define PMGR_HB_EVICT_MS 20
 /* A mode=swap pod heartbeats this often: the scheduler cannot call a pod
  * manager, so a target set for one of its processes (another pod waits on
- * it) is heard at the next heartbeat; at 500 ms that wait was most of a
- * swap's time. The timer ticks at this period for every pod; others send
- * at PMGR_HB_PERIOD_MS still. */
-#define PMGR_HB_SWAP_MS 100
+ * it, holding the token) is heard at the next heartbeat. At 500 ms that
+ * wait was most of a swap's time; at 100 ms, with the process's own 100 ms
+ * report, two busy swap pods lost about 90 ms a turn to it on the fake
+ * driver (bench/swap_quantum.py). A heartbeat is one small message on
+ * loopback. The timer ticks at this period for every pod; others send at
+ * PMGR_HB_PERIOD_MS still. */
+#define PMGR_HB_SWAP_MS 20
 
 static void send_heartbeat(gmt_pmgr_t *pm);
 static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep);

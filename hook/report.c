@@ -50,8 +50,8 @@
 #define GMT_REPORT_KEEPALIVE_MS 500 /* a report at least this often */
 /* In mode=swap: a move-out target for this process comes back in the
  * reply to a report, so it is heard within this (and the pod manager's
- * heartbeat, 100 ms for a swap pod). */
-#define GMT_REPORT_SWAP_KEEPALIVE_MS 100
+ * heartbeat, 20 ms for a swap pod: client/pmgr_heartbeat.c says why). */
+#define GMT_REPORT_SWAP_KEEPALIVE_MS 20
 
 enum { REP_NONE = 0, REP_ACTIVE = 1, REP_UNHOOKED = 2 };
 
@@ -141,7 +141,9 @@ static void *reporter_main(void *arg)
     return NULL;
   uint64_t sent_launches = 0, sent_reserved = 0, last_send = 0, backoff = 0;
   for (;;) {
-    int changed = gmt__state_wait_change(sent_launches, GMT_REPORT_POLL_MS);
+    int swap = atomic_load_explicit(&gmt__swap_on, memory_order_relaxed);
+    int changed = gmt__state_wait_change(sent_launches,
+                                         swap ? GMT_REPORT_SWAP_KEEPALIVE_MS : GMT_REPORT_POLL_MS);
     /* Idle slack goes back to the ledger from here, never from a free. */
     changed |= gmt__reserve_tick(sent_reserved);
     /* Pins given back and profile histories, from here, never from a free. */
@@ -151,9 +153,7 @@ static void *reporter_main(void *arg)
     changed |= gmt__stage_tick();
     changed |= gmt__swap_tick();
     uint64_t now = gmt_now_ms();
-    uint64_t keepalive = atomic_load_explicit(&gmt__swap_on, memory_order_relaxed)
-                             ? GMT_REPORT_SWAP_KEEPALIVE_MS
-                             : GMT_REPORT_KEEPALIVE_MS;
+    uint64_t keepalive = swap ? GMT_REPORT_SWAP_KEEPALIVE_MS : GMT_REPORT_KEEPALIVE_MS;
     if (!changed && now - last_send < keepalive)
       continue;
     if (last_send && now - last_send < GMT_REPORT_MIN_GAP_MS)

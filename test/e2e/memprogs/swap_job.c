@@ -11,6 +11,10 @@
  *              "OK <bytes>" or "BAD <offset>";
  *   memset V   sets every 32-bit word to V with cuMemsetD32_v2 (the
  *              pattern from then on), prints "SET";
+ *   spin MS    (with --kernel-us) launches spin kernels, waiting for
+ *              each 4 to finish (a training loop's loss.item()), until MS
+ *              milliseconds have passed; prints "SPUN <kernels done>"
+ *              (bench/swap_quantum.py: GPU work done while swapping);
  *   free       frees it with cuMemFree_v2, prints "FREED";
  *   exit       exits 0.
  * Any CUDA failure prints "CUDAFAIL <call> <error name>" and exits 1. */
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
@@ -37,6 +42,13 @@
       exit(1);                                                                                     \
     }                                                                                              \
   } while (0)
+
+static double now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 /* Word i of the pattern of seed (0: the memset value instead). */
 static uint32_t word(uint64_t seed, uint32_t set, int is_set, size_t i)
@@ -129,6 +141,17 @@ int main(int argc, char **argv)
         printf("OK %zu\n", bytes);
       else
         printf("BAD %zu\n", bad);
+    } else if (!strncmp(line, "spin", 4) && spin) {
+      double until = now_ms() + strtod(line + 4, NULL);
+      unsigned long done = 0;
+      while (now_ms() < until) {
+        void *params[] = {&kernel_us};
+        for (int k = 0; k < 4; k++)
+          CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+        CHECK(cuCtxSynchronize());
+        done += 4;
+      }
+      printf("SPUN %lu\n", done);
     } else if (!strncmp(line, "memset", 6)) {
       set = (uint32_t)strtoul(line + 6, NULL, 0);
       is_set = 1;
