@@ -39,6 +39,13 @@
 /* How long a host copy stays with an allocation brought back, for its
  * next move out (GMT_SWAP_KEEP_MS; 0: freed at once). */
 #define GMT_SWAP_KEEP_DEFAULT_MS 10000
+/* A turn that began with a wait for memory of W ms asks for quanta of at
+ * least this many times W (GMT_SWAP_QUANTUM_FACTOR; 0: off), so that
+ * swapping costs about a tenth of the turn (bench/swap_quantum.py). */
+#define GMT_SWAP_QUANTUM_FACTOR_DEFAULT 10
+/* ...while the last such wait is this recent: swapping has stopped once a
+ * token window (server/token.h) has passed without one. */
+#define GMT_SWAP_QUANTUM_FRESH_MS 10000
 
 _Atomic int gmt__swap_on;
 _Atomic int gmt__swap_nout;
@@ -50,6 +57,9 @@ static gmt_swaptab_t g_tab;
 static int g_device = -1;
 static uint64_t g_gen, g_gen_seen; /* moves, for the reporter */
 static uint64_t g_last_in_ms;      /* the last allocation or restore (the test knob) */
+static uint64_t g_quantum_factor = GMT_SWAP_QUANTUM_FACTOR_DEFAULT;
+/* The last wait for memory that brought something back (ms, and when). */
+static _Atomic uint64_t g_turn_wait_ms, g_turn_at_ms;
 
 static pthread_mutex_t g_res_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t g_claimed[GMT_SWAP_DEVICES]; /* the totals Resident granted, per device */
@@ -102,6 +112,7 @@ void gmt__swap_configure(int on, const char *pod)
   g_wait_ms = env_ms("GMT_SWAP_WAIT_MS", GMT_SWAP_WAIT_DEFAULT_MS);
   g_test_evict_ms = env_ms("GMT_SWAP_TEST_EVICT_MS", 0);
   g_keep_ms = env_ms("GMT_SWAP_KEEP_MS", GMT_SWAP_KEEP_DEFAULT_MS);
+  g_quantum_factor = env_ms("GMT_SWAP_QUANTUM_FACTOR", GMT_SWAP_QUANTUM_FACTOR_DEFAULT);
   atomic_store_explicit(&gmt__swap_on, on, memory_order_release);
 }
 
@@ -654,17 +665,34 @@ static CUresult restore_device(int dev, uint64_t granted)
   return rc;
 }
 
-static CUresult enter_slow(int *held, gmt_swap_gate_fn gate);
+static CUresult enter_slow(int *held, gmt_swap_gate_fn gate, int *restored);
 
 CUresult gmt__swap_enter_slow(int *held, gmt_swap_gate_fn gate)
 {
+  uint64_t t0 = gmt_now_ms();
+  int restored = 0;
   atomic_fetch_add(&gmt__swap_waiting, 1);
-  CUresult rc = enter_slow(held, gate);
+  CUresult rc = enter_slow(held, gate, &restored);
   atomic_fetch_sub(&gmt__swap_waiting, 1);
+  if (rc == CUDA_SUCCESS && restored) {
+    uint64_t waited = gmt_now_ms() - t0;
+    atomic_store(&g_turn_wait_ms, waited);
+    atomic_store(&g_turn_at_ms, gmt_now_ms());
+    GMT_HOOK_DEBUG("waited %llu ms for memory to come back: quanta of at least %llu ms asked",
+                   (unsigned long long)waited, (unsigned long long)(g_quantum_factor * waited));
+  }
   return rc;
 }
 
-static CUresult enter_slow(int *held, gmt_swap_gate_fn gate)
+double gmt__swap_quantum_ms(void)
+{
+  uint64_t at = atomic_load(&g_turn_at_ms);
+  if (!at || gmt_now_ms() - at > GMT_SWAP_QUANTUM_FRESH_MS)
+    return 0;
+  return (double)g_quantum_factor * (double)atomic_load(&g_turn_wait_ms);
+}
+
+static CUresult enter_slow(int *held, gmt_swap_gate_fn gate, int *restored)
 {
   uint64_t deadline = gmt_now_ms() + g_wait_ms;
   for (;;) {
@@ -690,8 +718,10 @@ static CUresult enter_slow(int *held, gmt_swap_gate_fn gate)
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     CUresult rc = c < 0 ? CUDA_ERROR_OUT_OF_MEMORY : got ? restore_device(dev, got) : CUDA_SUCCESS;
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
+      *restored |= got > 0;
       continue;
+    }
     if (rc != CUDA_ERROR_OUT_OF_MEMORY)
       return rc;
     /* Not granted in time, or the card itself is full (another process

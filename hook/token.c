@@ -262,8 +262,12 @@ __attribute__((noinline)) static void gate_slow(tok_dev_t *d, int dev)
   int rc;
   /* A refusal (a pod the config does not list, LIMIT 0) is an answer: the
    * pod gets no GPU time, so the launch waits until it does. */
-  while ((rc = token_rpc(dev, d->b.burst_ema_ms, overuse, 0, 0, &quota,
-                         GMT_TOKEN_RPC_TIMEOUT_MS)) == GMT_ENOPOD ||
+  /* A swap process that waited for memory at its last turn asks for a
+   * quantum long enough to pay for it (swap.h). */
+  double floor_ms = gmt__swap_quantum_ms();
+  double burst = d->b.burst_ema_ms > floor_ms ? d->b.burst_ema_ms : floor_ms;
+  while ((rc = token_rpc(dev, burst, overuse, 0, 0, &quota, GMT_TOKEN_RPC_TIMEOUT_MS)) ==
+             GMT_ENOPOD ||
          rc == -EPERM) {
     if (!atomic_exchange(&g_refused, 1))
       gmt__say("the pod gets no GPU time on device %d (%s: its LIMIT is 0, or the config "

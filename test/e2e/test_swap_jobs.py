@@ -22,8 +22,8 @@ class SwapJobs(GmtTestCase):
     """Two swap pods' jobs: what the tests below share."""
     CONFIG = "2\na 0.5 1.0 1Gi mode=swap\nb 0.5 1.0 1Gi mode=swap\n"
 
-    def job(self, pod, held, card, *args):
-        env = self.hook_env(pod, GMT_FAKE_MEM=str(card), GMT_FAKE_LOG="1")
+    def job(self, pod, held, card, *args, **env):
+        env = self.hook_env(pod, GMT_FAKE_MEM=str(card), GMT_FAKE_LOG="1", **env)
         p = self.run_prog(pod, SWAP_JOB, "--mib", str(held // MIB), *args, env=env)
         ready = p.expect("READY", timeout=60)
         self.assertEqual(int(ready["bytes"]), held)
@@ -104,16 +104,18 @@ class TwoBusySwapPods(SwapJobs):
     other, which does not run then, to move out (a waiter that gave its
     token back while the other kept launching got one check in 15 s)."""
 
-    def test_both_busy_jobs_take_turns(self):
+    def busy(self, seconds, base_quota_ms, **env):
+        """Both jobs check for seconds at once: their jobs and results."""
         import threading
         import time
         held, card = 70 * MIB, 100 * MIB
-        self.start_schd("--gpu-capacity", "0=%d" % card, "--base-quota-ms", "300")
+        self.start_schd("--gpu-capacity", "0=%d" % card, "--base-quota-ms", str(base_quota_ms),
+                        "--min-quota-ms", str(base_quota_ms))
         self.start_pmgr("a")
         self.start_pmgr("b")
-        jobs = {pod: self.job(pod, held, card, "--kernel-us", "20000") for pod in "ab"}
+        jobs = {pod: self.job(pod, held, card, "--kernel-us", "20000", **env) for pod in "ab"}
         done = {pod: [] for pod in "ab"}
-        stop = time.monotonic() + 10
+        stop = time.monotonic() + seconds
 
         def loop(pod):
             p = jobs[pod]
@@ -131,16 +133,53 @@ class TwoBusySwapPods(SwapJobs):
         for pod, p in jobs.items():
             self.assertTrue(done[pod] and all(r == "OK %d" % held for r in done[pod]),
                             "%s: %s\n%s" % (pod, done[pod][-3:], p.stderr()[-3000:]))
+        return jobs, done
+
+    def stop_jobs(self, jobs):
+        errs = {}
+        for pod, p in jobs.items():
+            p.send("exit")
+            rc, errs[pod] = p.finish()
+            self.assertEqual(rc, 0, errs[pod][-3000:])
+        return errs
+
+    def test_both_busy_jobs_take_turns(self):
+        # Quanta as configured (no floor from the moves' cost: below).
+        jobs, done = self.busy(10, 300, GMT_SWAP_QUANTUM_FACTOR="0")
+        for pod, p in jobs.items():
             _, outs, ins = self.tiers(pod, p.proc.pid)
             # Turns, not one job alone: each came back to the card again
             # and again, and did several checks.
             self.assertGreaterEqual(ins, 3, "%s: %d checks, moved in %d times" %
                                     (pod, len(done[pod]), ins))
             self.assertGreaterEqual(len(done[pod]), 3)
-        for p in jobs.values():
-            p.send("exit")
-            rc, err = p.finish()
-            self.assertEqual(rc, 0, err[-3000:])
+        self.stop_jobs(jobs)
+
+    def test_a_turn_that_waited_asks_for_ten_times_the_wait(self):
+        # A 100 ms quantum, and moves of about 100 ms or more on this
+        # machine: at 100 ms a turn would be all moves. After a turn that
+        # waited W ms for its memory, the job's next grant is at least
+        # 10 W (GMT_SWAP_QUANTUM_FACTOR's default), within LIMIT x window.
+        jobs, _ = self.busy(8, 100, GMT_HOOK_DEBUG="1")
+        errs = self.stop_jobs(jobs)
+        floors = 0
+        for pod, err in errs.items():
+            asked = None
+            for line in err.splitlines():
+                m = re.search(r"quanta of at least (\d+) ms asked", line)
+                if m:
+                    asked = int(m.group(1))
+                    self.assertGreater(asked, 0, line)
+                    continue
+                m = re.search(r"device 0: token for ([\d.]+) ms", line)
+                if m and asked is not None:
+                    # The pod's allowance in the 10 s window caps it too:
+                    # with two pods taking turns it stays above 2 s.
+                    self.assertGreaterEqual(float(m.group(1)), min(asked, 2000) - 1,
+                                            "%s: %s" % (pod, err[-3000:]))
+                    floors += 1
+                    asked = None
+        self.assertGreater(floors, 0, "no grant followed a turn that waited")
 
 
 class KilledSwapJob(SwapJobs):
