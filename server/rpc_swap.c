@@ -62,6 +62,27 @@ static void expire(gmt_schd_t *s)
   gmt_swap_expire(s->swap, uv_now(s->loop), may_ask, s, log_drop, NULL);
 }
 
+/* Past the GPU space's trigger, idle swap processes are asked to move
+ * out down to its stop threshold (docs/tiers.md, "Pressure"): after a
+ * raise is granted (but the raising pod's, about to run), and at swap
+ * pods' heartbeats (a pod that ran at the raise may be idle now). */
+static void relieve(gmt_schd_t *s, const char *spare, int device)
+{
+  uint64_t limit, base, trigger, stop, excess = 0;
+  if (!s->swap || gmt__tiers_gpu_space(s, device, &limit, &base, &trigger, &stop) < 0)
+    return;
+  gmt_swap_space_t sp = {
+      .limit = limit, .base = base, .now_ms = uv_now(s->loop), .may_ask = may_ask, .arg = s};
+  long asked = gmt_swap_pressure(s->swap, spare, device, &sp, trigger, stop, &excess);
+  if (asked > 0)
+    gmt_info("swap: device %d is occupied past its trigger (%.1f MiB); %ld idle process%s asked "
+             "to move %.1f MiB out, down to its stop threshold (%.1f MiB)",
+             device, (double)trigger / MIB, asked, asked == 1 ? "" : "es", (double)excess / MIB,
+             (double)stop / MIB);
+  else if (asked < 0)
+    gmt_warn("swap: device %d past its trigger: %s", device, gmt_strerror((int)asked));
+}
+
 static Gmt__ResidentReason wire_reason(gmt_swap_reason_t r)
 {
   switch (r) {
@@ -99,7 +120,7 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
   }
   Gmt__ResidentReply body = GMT__RESIDENT_REPLY__INIT;
   uint64_t limit = 0, base = 0;
-  if (gmt__tiers_gpu_space(s, r->device, &limit, &base) < 0) {
+  if (gmt__tiers_gpu_space(s, r->device, &limit, &base, NULL, NULL) < 0) {
     /* No space declared: the card's own out-of-memory is the bound. */
     body.granted = true;
     body.reason = GMT__RESIDENT_REASON__RESIDENT_REASON_NO_SPACE;
@@ -130,6 +151,8 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
     gmt_debug("swap: pod '%s' pid %u device %d: %" PRIu64 " -> %" PRIu64 " bytes %s, room %" PRIu64,
               pod->cfg.name, r->pid, r->device, had, r->bytes,
               a.granted ? "granted" : "refused (more than the space's limit)", a.room);
+  if (a.granted && r->bytes > had)
+    relieve(s, pod->cfg.name, r->device);
   body.granted = a.granted;
   body.reason = wire_reason(a.reason);
   body.retry_ms = a.retry_ms;
@@ -142,6 +165,9 @@ int gmt__swap_heartbeat_evicts(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__Heartbe
   if (!s->swap || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP)
     return 0;
   expire(s);
+  for (int d = 0; d < GMT_SWAP_DEVICES; d++)
+    if (gmt_swap_device_total(s->swap, d) > 0)
+      relieve(s, NULL, d);
   size_t n = gmt_swap_evicts(s->swap, pod->cfg.name, NULL, 0);
   if (n == 0)
     return 0;

@@ -51,7 +51,8 @@ int gmt__tiers_device_room(gmt_schd_t *s, int device, uint64_t *room)
   return gmt_tiers_room(s->tiers, GMT_TIER_GPU, device, room);
 }
 
-int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *base)
+int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *base,
+                         uint64_t *trigger, uint64_t *stop)
 {
   if (!s->tiers || !s->ledger)
     return -ENOENT;
@@ -65,6 +66,10 @@ int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *b
     uint64_t own = sp.occupied > sp.held ? sp.occupied - sp.held : 0;
     *limit = sp.limit;
     *base = sat_add(own, gmt_ledger_device_total_if(s->ledger, device, reservations_occupy, s));
+    if (trigger)
+      *trigger = (uint64_t)(sp.trigger * (double)sp.capacity);
+    if (stop)
+      *stop = (uint64_t)(sp.stop * (double)sp.capacity);
     return 0;
   }
   return -ENOENT;

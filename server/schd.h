@@ -102,11 +102,13 @@ int gmt__tiers_host_status(gmt_schd_t *s, Gmt__HostStatus *host);
  * ledger and the swap processes' resident bytes; -ENOENT when no capacity
  * was declared for it. */
 int gmt__tiers_device_room(gmt_schd_t *s, int device, uint64_t *room);
-/* The device's GPU space as mode=swap sees it: its limit, and what
- * occupies it besides the swap processes' resident bytes (the device
- * reservations of pods not in swap mode, and any reservation in the
- * space). -ENOENT when no capacity was declared for it. */
-int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *base);
+/* The device's GPU space as mode=swap sees it: its limit, what occupies
+ * it besides the swap processes' resident bytes (the device reservations
+ * of pods not in swap mode, and any reservation in the space), and its
+ * downgrade thresholds in bytes (trigger and stop may be NULL). -ENOENT
+ * when no capacity was declared for it. */
+int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *base,
+                         uint64_t *trigger, uint64_t *stop);
 
 /* ---- rpc_swap.c: mode=swap's resident bytes and eviction targets ---- */
 int gmt__swap_init(gmt_schd_t *s);

@@ -143,9 +143,10 @@ static int by_give_desc(const void *a, const void *b)
 
 /* Asks the idle processes of other pods on device to free remaining bytes
  * more than their pending targets do, the largest first. Sets nothing
- * when they cannot cover it all. Returns how many were asked, or -ENOMEM. */
+ * when they cannot cover it all, unless partial (then as much as they
+ * can). Returns how many were asked, or -ENOMEM. */
 static long ask(gmt_swap_t *sw, const char *pod, int device, uint64_t remaining,
-                const gmt_swap_space_t *sp)
+                const gmt_swap_space_t *sp, bool partial)
 {
   size_t n = 0;
   uint64_t available = 0;
@@ -156,7 +157,7 @@ static long ask(gmt_swap_t *sw, const char *pod, int device, uint64_t remaining,
       n++;
     }
   }
-  if (available < remaining || n == 0)
+  if (n == 0 || (available < remaining && !partial))
     return 0;
   entry_t **c = malloc(n * sizeof *c);
   if (!c)
@@ -180,6 +181,35 @@ static long ask(gmt_swap_t *sw, const char *pod, int device, uint64_t remaining,
   }
   free(c);
   return asked;
+}
+
+/* What the targets already pending on device will free (those of pods
+ * that may not be asked now are not counted: they will not move). */
+static uint64_t coming(const gmt_swap_t *sw, int device, const gmt_swap_space_t *space)
+{
+  uint64_t c = 0;
+  for (size_t i = 0; i < sw->n; i++) {
+    const entry_t *v = &sw->e[i];
+    if (v->device == device && v->has_target && v->keep < v->resident && askable(space, v, NULL))
+      c = sat_add(c, v->resident - v->keep);
+  }
+  return c;
+}
+
+long gmt_swap_pressure(gmt_swap_t *sw, const char *spare, int device, const gmt_swap_space_t *space,
+                       uint64_t trigger, uint64_t stop, uint64_t *excess)
+{
+  *excess = 0;
+  if (device < 0 || device >= GMT_SWAP_DEVICES)
+    return -EINVAL;
+  uint64_t occupied = sat_add(space->base, gmt_swap_device_total(sw, device));
+  if (occupied < trigger || occupied <= stop)
+    return 0;
+  uint64_t c = coming(sw, device, space);
+  if (c >= occupied - stop)
+    return 0;
+  *excess = occupied - stop - c;
+  return ask(sw, spare, device, *excess, space, true);
 }
 
 int gmt_swap_request(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, uint64_t bytes,
@@ -227,16 +257,10 @@ int gmt_swap_request(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, 
   out->retry_ms = GMT_SWAP_RETRY_MS;
   out->room = room_left(space->limit, occupied);
   out->shortfall = need - space->limit;
-  /* What the targets already pending on the device will free (those of
-   * pods that may not be asked now are not counted: they will not move). */
-  for (size_t i = 0; i < sw->n; i++) {
-    const entry_t *v = &sw->e[i];
-    if (v->device == device && v->has_target && v->keep < v->resident && askable(space, v, NULL))
-      out->coming = sat_add(out->coming, v->resident - v->keep);
-  }
+  out->coming = coming(sw, device, space);
   if (out->coming >= out->shortfall)
     return 0;
-  long asked = ask(sw, pod, device, out->shortfall - out->coming, space);
+  long asked = ask(sw, pod, device, out->shortfall - out->coming, space, false);
   if (asked < 0)
     return (int)asked;
   out->asked = (size_t)asked;

@@ -75,6 +75,18 @@ typedef struct gmt_swap_answer {
 int gmt_swap_request(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, uint64_t bytes,
                      const gmt_swap_space_t *space, gmt_swap_answer_t *out);
 
+/* The space's pressure (cuCascade's downgrade thresholds): once what is
+ * occupied on device (space->base and every resident byte) reaches
+ * trigger bytes, idle processes (space->may_ask) of pods other than spare
+ * (may be NULL: the pod that just raised, about to run) are asked to move out,
+ * the largest first, until what stays would be at most stop bytes, with
+ * the targets already pending counted; as much as they have when that is
+ * not enough. *excess: the bytes asked for beyond what was pending.
+ * Returns how many processes were asked (0 below the trigger), -EINVAL
+ * or -ENOMEM. */
+long gmt_swap_pressure(gmt_swap_t *sw, const char *spare, int device, const gmt_swap_space_t *space,
+                       uint64_t trigger, uint64_t stop, uint64_t *excess);
+
 /* What pid has on device (0 when unknown), and the sum over every process
  * on device (saturating). */
 uint64_t gmt_swap_resident(const gmt_swap_t *sw, const char *pod, uint32_t pid, int device);

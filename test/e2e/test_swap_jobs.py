@@ -182,6 +182,39 @@ class TwoBusySwapPods(SwapJobs):
         self.assertGreater(floors, 0, "no grant followed a turn that waited")
 
 
+class SwapPressure(SwapJobs):
+    """Past the card's trigger (85% of its capacity), idle swap processes
+    move out down to its stop threshold (65%) though every request fits:
+    the room is there before the next one needs it (cuCascade's downgrade
+    thresholds). Below the trigger nothing moves."""
+
+    def test_past_the_trigger_idle_jobs_move_out(self):
+        import time
+        card = 100 * MIB
+        self.start_schd("--gpu-capacity", "0=%d" % card)
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", 50 * MIB, card)
+        pb = self.job("b", 30 * MIB, card)  # 80%: below the trigger
+        time.sleep(1)
+        self.assertEqual(self.tiers("a", pa.proc.pid)[0], {"gpu": 50 * MIB, "host": 0, "disk": 0})
+        self.assertEqual(self.tiers("b", pb.proc.pid)[0], {"gpu": 30 * MIB, "host": 0, "disk": 0})
+        # A second allocation of b takes the card to 90%: the idle one with
+        # the most moves out (its one allocation: all of it).
+        pc = self.job("b", 10 * MIB, card)
+        wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": 50 * MIB, "disk": 0},
+                 timeout=10, what="a moved out past the trigger")
+        self.assertEqual(self.tiers("b", pb.proc.pid)[0]["gpu"], 30 * MIB)
+        self.assertIn("past its trigger", self.daemons[0].output())
+        # It comes back whole when it runs again.
+        pa.send("check")
+        self.assertEqual(self.result(pa), "OK %d" % (50 * MIB), pa.stderr()[-3000:])
+        for p in (pa, pb, pc):
+            p.send("exit")
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err[-3000:])
+
+
 class KilledSwapJob(SwapJobs):
     """A process killed with its memory on the card, or moved out, loses
     only its own: the other's bytes come back exact, its room on the card

@@ -495,6 +495,71 @@ static void test_swap_adopt_takes_reports_only_for_unknown_processes(void **stat
   assert_int_equal(gmt_swap_retain(sw, "b", NULL, 0, NOW, NULL, NULL), 10);
 }
 
+/* The thresholds of a 1 GiB space as bytes: cuCascade's 0.85 / 0.65. */
+#define TRIGGER (GIB * 85 / 100)
+#define STOP (GIB * 65 / 100)
+
+static void test_swap_pressure_below_the_trigger_asks_nobody(void **state)
+{
+  gmt_swap_t *sw = *state;
+  have(sw, "a", 1, 400 * MIB);
+  have(sw, "b", 2, 400 * MIB); /* 800 MiB: 78%, below 85% */
+  gmt_swap_space_t sp = space(0, NULL, NOW);
+  uint64_t excess = 1;
+  assert_int_equal(gmt_swap_pressure(sw, NULL, 0, &sp, TRIGGER, STOP, &excess), 0);
+  assert_int_equal(excess, 0);
+  uint64_t keep;
+  assert_false(gmt_swap_target(sw, "a", 1, 0, &keep));
+  assert_false(gmt_swap_target(sw, "b", 2, 0, &keep));
+}
+
+static void test_swap_pressure_asks_idle_ones_largest_first_down_to_stop(void **state)
+{
+  gmt_swap_t *sw = *state;
+  have(sw, "a", 1, 300 * MIB);
+  have(sw, "b", 2, 500 * MIB);
+  /* With 100 MiB of strict reservations: 900 MiB, 88%, past the trigger;
+   * down to 65% (665.6 MiB) is 234.4 MiB, all from the largest. */
+  gmt_swap_space_t sp = space(100 * MIB, NULL, NOW);
+  uint64_t excess = 0, keep = 0;
+  /* Sparing b (it just raised): a is asked for all of the excess. */
+  gmt_swap_t *other;
+  assert_int_equal(gmt_swap_new(&other), 0);
+  have(other, "a", 1, 300 * MIB);
+  have(other, "b", 2, 500 * MIB);
+  assert_int_equal(gmt_swap_pressure(other, "b", 0, &sp, TRIGGER, STOP, &excess), 1);
+  assert_true(gmt_swap_target(other, "a", 1, 0, &keep));
+  assert_int_equal(keep, 300 * MIB - (900 * MIB - STOP));
+  assert_false(gmt_swap_target(other, "b", 2, 0, &keep));
+  gmt_swap_free(other);
+  assert_int_equal(gmt_swap_pressure(sw, NULL, 0, &sp, TRIGGER, STOP, &excess), 1);
+  assert_int_equal(excess, 900 * MIB - STOP);
+  assert_true(gmt_swap_target(sw, "b", 2, 0, &keep));
+  assert_int_equal(keep, 500 * MIB - (900 * MIB - STOP));
+  assert_false(gmt_swap_target(sw, "a", 1, 0, &keep));
+  /* The pending target counts: asking again asks nothing more. */
+  assert_int_equal(gmt_swap_pressure(sw, NULL, 0, &sp, TRIGGER, STOP, &excess), 0);
+  assert_int_equal(excess, 0);
+}
+
+static void test_swap_pressure_spares_running_pods_and_asks_what_idle_ones_have(void **state)
+{
+  gmt_swap_t *sw = *state;
+  have(sw, "a", 1, 100 * MIB);
+  have(sw, "b", 2, 850 * MIB); /* 950 MiB, 93% */
+  world_t w = {{"b"}};         /* b runs: only a may be asked */
+  gmt_swap_space_t sp = space(0, &w, NOW);
+  uint64_t excess = 0, keep = 1;
+  assert_int_equal(gmt_swap_pressure(sw, NULL, 0, &sp, TRIGGER, STOP, &excess), 1);
+  assert_int_equal(excess, 950 * MIB - STOP);
+  /* a cannot cover it: it is asked for all it has, not nothing. */
+  assert_true(gmt_swap_target(sw, "a", 1, 0, &keep));
+  assert_int_equal(keep, 0);
+  assert_false(gmt_swap_target(sw, "b", 2, 0, &keep));
+  assert_int_equal(gmt_swap_pressure(sw, NULL, 1, &sp, TRIGGER, STOP, &excess), 0); /* empty */
+  assert_int_equal(gmt_swap_pressure(sw, NULL, -1, &sp, TRIGGER, STOP, &excess), -EINVAL);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -519,6 +584,9 @@ int main(void)
       T(test_swap_process_in_grace_is_kept_then_reclaimed),
       T(test_swap_retain_pods_forgets_pods_removed_or_out_of_swap),
       T(test_swap_adopt_takes_reports_only_for_unknown_processes),
+      T(test_swap_pressure_below_the_trigger_asks_nobody),
+      T(test_swap_pressure_asks_idle_ones_largest_first_down_to_stop),
+      T(test_swap_pressure_spares_running_pods_and_asks_what_idle_ones_have),
 #undef T
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
