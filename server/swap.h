@@ -76,7 +76,7 @@ int gmt_swap_request(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, 
                      const gmt_swap_space_t *space, gmt_swap_answer_t *out);
 
 /* The space's pressure (cuCascade's downgrade thresholds): once what is
- * occupied on device (space->base and every resident byte) reaches
+ * occupied on device (space->base and every resident byte) passes
  * trigger bytes, idle processes (space->may_ask) of pods other than spare
  * (may be NULL: the pod that just raised, about to run) are asked to move out,
  * the largest first, until what stays would be at most stop bytes, with

@@ -91,7 +91,9 @@ class SwapCase(GmtTestCase):
 
 class Resident(SwapCase):
     def test_raise_within_room_granted_past_it_waits_and_the_idle_pod_is_asked(self):
-        self.start_schd("--gpu-capacity", "0=1Gi")
+        # Victims of a request that waits only: no pressure at a full card
+        # (test_swap_jobs.SwapPressure has it).
+        self.start_schd("--gpu-capacity", "0=1Gi", "--tier-trigger", "1")
         self.start_pmgr("b")
         self.start_pmgr("c")
         b, c = self.caller("b"), self.caller("c")
