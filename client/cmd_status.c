@@ -114,11 +114,12 @@ static void print_text(const Gmt__StatusReply *st)
     /* mode=swap: where its allocations' bytes are now, per tier. */
     bool swap = pod->config && pod->config->mode == GMT__MEM_MODE__MEM_SWAP;
     if (swap) {
-      char g[32], hst[32], dsk[32];
+      char g[32], hst[32], dsk[32], kept[32];
       human(g, sizeof g, pod->swap_gpu);
       human(hst, sizeof hst, pod->swap_host);
       human(dsk, sizeof dsk, pod->swap_disk);
-      printf("  swap: gpu %s, host %s, disk %s\n", g, hst, dsk);
+      human(kept, sizeof kept, pod->swap_kept);
+      printf("  swap: gpu %s, host %s, disk %s; host copies kept %s\n", g, hst, dsk, kept);
     }
     if (pod->n_processes == 0) {
       printf("  (no processes)\n");

@@ -31,7 +31,7 @@ struct pmgr_proc {
   uint64_t pinned_advised;  /* of which pinned on advice (the scheduler rebuilds from it) */
   uint64_t pinned_cached, pinned_reused; /* its pinned pool, as it reports */
   /* mode=swap, as it reports: bytes per tier, moves, its device. */
-  uint64_t swap_gpu, swap_host, swap_disk, swap_outs, swap_ins;
+  uint64_t swap_gpu, swap_host, swap_disk, swap_kept, swap_outs, swap_ins;
   int32_t swap_device;
   bool evict;          /* a target the scheduler set, not yet told to the process */
   uint64_t keep_bytes; /* that target: how much may stay on the GPU */
@@ -278,8 +278,8 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
                p->pinned_advised != rep->pinned_advised || p->pinned_cached != rep->pinned_cached ||
                p->pinned_reused != rep->pinned_reused || p->swap_gpu != rep->swap_gpu ||
                p->swap_host != rep->swap_host || p->swap_disk != rep->swap_disk ||
-               p->swap_outs != rep->swap_outs || p->swap_ins != rep->swap_ins ||
-               p->swap_device != rep->swap_device;
+               p->swap_kept != rep->swap_kept || p->swap_outs != rep->swap_outs ||
+               p->swap_ins != rep->swap_ins || p->swap_device != rep->swap_device;
     p->memory_used = rep->memory_used;
     p->launches = rep->launches;
     p->allocs = rep->allocs;
@@ -292,6 +292,7 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
     p->swap_gpu = rep->swap_gpu;
     p->swap_host = rep->swap_host;
     p->swap_disk = rep->swap_disk;
+    p->swap_kept = rep->swap_kept;
     p->swap_outs = rep->swap_outs;
     p->swap_ins = rep->swap_ins;
     p->swap_device = rep->swap_device;
@@ -330,6 +331,7 @@ void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__Proces
     out[i].swap_gpu = p->swap_gpu;
     out[i].swap_host = p->swap_host;
     out[i].swap_disk = p->swap_disk;
+    out[i].swap_kept = p->swap_kept;
     out[i].swap_outs = p->swap_outs;
     out[i].swap_ins = p->swap_ins;
     out[i].swap_device = p->swap_device;

@@ -104,6 +104,7 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   rc |= add(o, "pinned_cached", new_u64(p->pinned_cached));
   rc |= add(o, "pinned_reused", new_u64(p->pinned_reused));
   rc |= add(o, "tiers", tiers_json(p->swap_gpu, p->swap_host, p->swap_disk));
+  rc |= add(o, "swap_kept", new_u64(p->swap_kept));
   rc |= add(o, "swap_outs", new_u64(p->swap_outs));
   rc |= add(o, "swap_ins", new_u64(p->swap_ins));
   return built(o, rc);
@@ -176,6 +177,7 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "pinned_advised", new_u64(pod->pinned_advised));
   rc |= add(o, "pinned_cached", new_u64(pod->pinned_cached));
   rc |= add(o, "tiers", tiers_json(pod->swap_gpu, pod->swap_host, pod->swap_disk));
+  rc |= add(o, "swap_kept", new_u64(pod->swap_kept));
   for (size_t i = 0; i < pod->n_processes && !rc; i++)
     rc |= push(procs, process_json(pod->processes[i]));
   rc |= add(o, "processes", procs);

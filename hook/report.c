@@ -103,6 +103,7 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
   gmt__swap_stats(&sw);
   pr.swap_gpu = sw.gpu;
   pr.swap_host = sw.host;
+  pr.swap_kept = sw.kept;
   pr.swap_disk = 0; /* no spill files yet */
   pr.swap_outs = sw.outs;
   pr.swap_ins = sw.ins;

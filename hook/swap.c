@@ -788,6 +788,7 @@ void gmt__swap_stats(gmt_swap_stats_t *s)
   pthread_mutex_lock(&g_tab_mu);
   s->gpu = g_tab.gpu_bytes;
   s->host = g_tab.host_bytes;
+  s->kept = g_tab.kept_bytes;
   s->outs = g_tab.outs;
   s->ins = g_tab.ins;
   s->device = g_device;

@@ -100,7 +100,7 @@ void gmt__swap_evict(uint64_t keep);
 void gmt__swap_ctx_going(CUcontext ctx);
 
 typedef struct {
-  uint64_t gpu, host, outs, ins;
+  uint64_t gpu, host, kept, outs, ins;
   int device; /* -1 until a swap allocation exists */
 } gmt_swap_stats_t;
 

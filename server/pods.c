@@ -122,6 +122,7 @@ static gmt_proc_t *procs_from(const Gmt__HeartbeatRequest *req, size_t *n)
                         .swap_gpu = r->swap_gpu,
                         .swap_host = r->swap_host,
                         .swap_disk = r->swap_disk,
+                        .swap_kept = r->swap_kept,
                         .swap_outs = r->swap_outs,
                         .swap_ins = r->swap_ins,
                         .swap_device = r->swap_device};

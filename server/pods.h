@@ -27,7 +27,7 @@ typedef struct gmt_proc {
   /* mode=swap, as its report says: its allocations' bytes on the GPU, in
    * host memory and in spill files, moves out and in, and the device
    * (-1: none yet). rpc_swap.c rebuilds resident bytes from swap_gpu. */
-  uint64_t swap_gpu, swap_host, swap_disk;
+  uint64_t swap_gpu, swap_host, swap_disk, swap_kept;
   uint64_t swap_outs, swap_ins;
   int32_t swap_device;
 } gmt_proc_t;

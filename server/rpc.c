@@ -132,11 +132,13 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
       pr[k].swap_gpu = src->swap_gpu;
       pr[k].swap_host = src->swap_host;
       pr[k].swap_disk = src->swap_disk;
+      pr[k].swap_kept = src->swap_kept;
       pr[k].swap_outs = src->swap_outs;
       pr[k].swap_ins = src->swap_ins;
       ps[i].swap_gpu = sat_add(ps[i].swap_gpu, src->swap_gpu);
       ps[i].swap_host = sat_add(ps[i].swap_host, src->swap_host);
       ps[i].swap_disk = sat_add(ps[i].swap_disk, src->swap_disk);
+      ps[i].swap_kept = sat_add(ps[i].swap_kept, src->swap_kept);
       prp[k] = &pr[k];
     }
     gmt__ledger_status(s, pod, &ps[i]); /* after its processes: fills theirs too */

@@ -41,6 +41,16 @@ static void sync_devices(gmt_schd_t *s)
     (void)gmt_tiers_set_held(s->tiers, GMT_TIER_GPU, sp.index,
                              sat_add(held, s->swap ? gmt_swap_device_total(s->swap, sp.index) : 0));
   }
+  /* The host space holds what swap processes moved out and the copies
+   * they keep for the next move, as their reports say (one host space:
+   * NUMA node 0). */
+  uint64_t host = 0;
+  for (size_t i = 0; s->pods && i < s->pods->npods; i++)
+    for (size_t j = 0; j < s->pods->pods[i].nprocs; j++) {
+      const gmt_proc_t *p = &s->pods->pods[i].procs[j];
+      host = sat_add(host, sat_add(p->swap_host, p->swap_kept));
+    }
+  (void)gmt_tiers_set_held(s->tiers, GMT_TIER_HOST, 0, host);
 }
 
 int gmt__tiers_device_room(gmt_schd_t *s, int device, uint64_t *room)

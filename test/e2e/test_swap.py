@@ -201,7 +201,7 @@ class Status(SwapCase):
         self.assertEqual(b1.resident(300 * MIB)[:2], (True, "ROOM"))
         self.assertEqual(b2.resident(100 * MIB)[:2], (True, "ROOM"))
         b1.report(swap_gpu=300 * MIB, swap_host=200 * MIB, swap_disk=MIB, swap_outs=5,
-                  swap_ins=3, swap_device=0)
+                  swap_ins=3, swap_device=0, swap_kept=50 * MIB)
         b2.report(swap_gpu=100 * MIB, swap_device=0)
 
         def shown():
@@ -209,7 +209,7 @@ class Status(SwapCase):
             return p if p and p["tiers"]["host"] == 200 * MIB else None
         p = wait_for(shown, timeout=5, what="b1's report in gmt status")
         self.assertEqual(p["tiers"], {"gpu": 300 * MIB, "host": 200 * MIB, "disk": MIB})
-        self.assertEqual((p["swap_outs"], p["swap_ins"]), (5, 3))
+        self.assertEqual((p["swap_outs"], p["swap_ins"], p["swap_kept"]), (5, 3, 50 * MIB))
         wait_for(lambda: self.pod("b")["tiers"]["gpu"] == 400 * MIB or None, timeout=5,
                  what="b's tiers summed")
         self.assertEqual(self.pod("b")["tiers"], {"gpu": 400 * MIB, "host": 200 * MIB,
@@ -218,7 +218,12 @@ class Status(SwapCase):
         self.assertEqual(self.gpu_space()["reserved"], 400 * MIB)
         r = self.gmt("status")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("  swap: gpu 400.0 MiB, host 200.0 MiB, disk 1.0 MiB", r.stdout)
+        self.assertEqual(self.pod("b")["swap_kept"], 50 * MIB)
+        # The host space holds what was moved out and what is kept.
+        host = next(t for t in self.status()["host"]["tiers"] if t["tier"] == "host")
+        self.assertEqual(host["reserved"], 250 * MIB)
+        self.assertIn("  swap: gpu 400.0 MiB, host 200.0 MiB, disk 1.0 MiB; host copies kept "
+                      "50.0 MiB", r.stdout)
         row = next(line.split() for line in r.stdout.splitlines()
                    if line.split()[:1] == [str(b1.pid)])
         self.assertEqual(row[4:11], ["300.0", "MiB", "200.0", "MiB", "1.0", "MiB", "5/3"])

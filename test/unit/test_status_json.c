@@ -92,6 +92,7 @@ static void test_status_json_renders_every_field(void **state)
   p2.swap_host = 5ull << 30; /* past 32 bits */
   p2.swap_disk = 7;
   p2.swap_outs = 12;
+  p2.swap_kept = 6ull << 30;
   p2.swap_ins = 9;
   Gmt__ProcessStatus *procs_a[] = {&p1, &p2};
 
@@ -194,6 +195,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(jt2, "disk"), 7);
   assert_int_equal(json_object_object_length(jt2), 3);
   assert_int_equal(int_field(j2, "swap_outs"), 12);
+  assert_true(int_field(j2, "swap_kept") == (int64_t)(6ull << 30));
   assert_int_equal(int_field(j2, "swap_ins"), 9);
   json_object *jt1 = field(j1, "tiers", json_type_object);
   assert_int_equal(int_field(jt1, "gpu"), 0);
@@ -202,7 +204,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(jta, "gpu"), 300ll << 20);
   assert_int_equal(int_field(jta, "host"), 5ll << 30);
   assert_int_equal(int_field(jta, "disk"), 7);
-  assert_int_equal(json_object_object_length(j2), 14); /* nothing undocumented */
+  assert_int_equal(json_object_object_length(j2), 15); /* nothing undocumented */
 
   json_object *jb = json_object_array_get_idx(jpods, 1);
   assert_string_equal(json_object_get_string(field(jb, "name", json_type_string)),
@@ -223,7 +225,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(ja, "pinned_cached"), 256ll << 20);
   assert_int_equal(int_field(jb, "pinned_cached"), 0);
   assert_int_equal(int_field(field(jb, "tiers", json_type_object), "host"), 0);
-  assert_int_equal(json_object_object_length(jb), 16);
+  assert_int_equal(json_object_object_length(jb), 17);
   json_object *jh = field(root, "host", json_type_object);
   assert_int_equal(int_field(jh, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(jh, "pinned_limit"), 24ll << 30);

@@ -8,7 +8,7 @@
  *   wire_call URL token POD PID BURST_MS [release]
  *   wire_call URL heartbeat POD EPOCH SEQ [PID...]
  *   wire_call URL report PID PINNED_BYTES PINNED_ADVISED [swap_gpu=N] [swap_host=N]
- *             [swap_disk=N] [swap_outs=N] [swap_ins=N] [swap_device=N]
+ *             [swap_disk=N] [swap_kept=N] [swap_outs=N] [swap_ins=N] [swap_device=N]
  *   wire_call URL resident POD PID DEVICE BYTES
  *   wire_call URL advise POD PID BYTES [pays_back] [release=N] [exe=PATH]
  *             [site=MODULE:OFFSET:NTH:SIZE_CLASS]
@@ -203,6 +203,8 @@ static int build(req_t *q, const char *kind, char **a, int n)
         p->swap_host = num(v);
       else if (!strcmp(a[i], "swap_disk"))
         p->swap_disk = num(v);
+      else if (!strcmp(a[i], "swap_kept"))
+        p->swap_kept = num(v);
       else if (!strcmp(a[i], "swap_outs"))
         p->swap_outs = num(v);
       else if (!strcmp(a[i], "swap_ins"))
