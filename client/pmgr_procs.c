@@ -5,6 +5,7 @@
  * kill(pid, 0) instead. Every change is told to the owner's callback. */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -19,6 +20,10 @@
 #endif
 
 #define PMGR_PROC_POLL_MS 200
+
+/* The spill folder the scheduler's targets name (its first --disk-tier),
+ * passed on to the processes with their targets. */
+static char g_spill_dir[4096];
 
 struct pmgr_proc {
   pmgr_proc_t *next;
@@ -35,7 +40,9 @@ struct pmgr_proc {
   int32_t swap_device;
   bool evict;          /* a target the scheduler set, not yet told to the process */
   uint64_t keep_bytes; /* that target: how much may stay on the GPU */
-  int pidfd;           /* -1: watched by the timer */
+  bool bounded;        /* and where its bytes may go (Evict's rooms) */
+  uint64_t host_room, disk_room;
+  int pidfd; /* -1: watched by the timer */
   union {
     uv_handle_t handle;
     uv_poll_t poll;
@@ -305,6 +312,10 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
     /* Told once; the scheduler sends it again while it stands. */
     reply.evict = true;
     reply.keep_bytes = p->keep_bytes;
+    reply.bounded = p->bounded;
+    reply.host_room = p->host_room;
+    reply.disk_room = p->disk_room;
+    reply.spill_dir = g_spill_dir;
     p->evict = false;
     gmt_debug("pid %u: asked to keep at most %llu bytes on the GPU", p->pid,
               (unsigned long long)p->keep_bytes);
@@ -348,6 +359,12 @@ size_t gmt__pmgr_procs_evict(gmt_pmgr_t *pm, Gmt__Evict **evict, size_t n)
       if (evict[i] && evict[i]->pid == p->pid) {
         p->evict = true;
         p->keep_bytes = evict[i]->keep_bytes;
+        p->bounded = evict[i]->bounded;
+        p->host_room = evict[i]->host_room;
+        p->disk_room = evict[i]->disk_room;
+        /* One disk tier folder for the node: the latest said. */
+        snprintf(g_spill_dir, sizeof g_spill_dir, "%s",
+                 evict[i]->spill_dir ? evict[i]->spill_dir : "");
       }
     }
     known += p->evict;

@@ -68,9 +68,9 @@ static void sleep_ms(uint64_t ms)
   }
 }
 
-/* One report; *evict and *keep get the reply's Evict (mode=swap). */
+/* One report; *evict, *keep and *where get the reply's Evict (mode=swap). */
 static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, size_t n, int *evict,
-                       uint64_t *keep)
+                       uint64_t *keep, gmt_swap_where_t *where)
 {
   Gmt__MemEvent *evs = n ? calloc(n, sizeof(*evs)) : NULL;
   Gmt__MemEvent **pev = n ? calloc(n, sizeof(*pev)) : NULL;
@@ -104,7 +104,7 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
   pr.swap_gpu = sw.gpu;
   pr.swap_host = sw.host;
   pr.swap_kept = sw.kept;
-  pr.swap_disk = 0; /* no spill files yet */
+  pr.swap_disk = sw.disk;
   pr.swap_outs = sw.outs;
   pr.swap_ins = sw.ins;
   pr.swap_device = sw.device;
@@ -124,8 +124,13 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
     if (rc < 0)
       GMT_HOOK_DEBUG("report refused: %s (%s)", gmt_strerror(rc), err);
     else if (rep->report_rep && rep->report_rep->evict) {
+      const Gmt__ReportReply *rr = rep->report_rep;
       *evict = 1;
-      *keep = rep->report_rep->keep_bytes;
+      *keep = rr->keep_bytes;
+      where->bounded = rr->bounded;
+      where->host_room = rr->host_room;
+      where->disk_room = rr->disk_room;
+      snprintf(where->dir, sizeof where->dir, "%s", rr->spill_dir ? rr->spill_dir : "");
     }
     gmt_wire_free(rep);
   }
@@ -164,11 +169,12 @@ static void *reporter_main(void *arg)
     t.memory_reserved = gmt__reserve_held();
     int evict = 0;
     uint64_t keep = 0;
-    int rc = send_report(&t, buf, n, &evict, &keep);
+    gmt_swap_where_t where = {0};
+    int rc = send_report(&t, buf, n, &evict, &keep, &where);
     last_send = gmt_now_ms();
     /* Here, not inside the RPC: the eviction synchronizes and copies. */
     if (evict)
-      gmt__swap_evict(keep);
+      gmt__swap_evict(keep, &where);
     if (rc == 0) {
       if (backoff)
         GMT_HOOK_DEBUG("reports go through again");

@@ -16,9 +16,11 @@
 #include "swap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -294,12 +296,17 @@ static CUresult back(CUdeviceptr addr, uint64_t span, int dev, CUmemGenericAlloc
   return CUDA_SUCCESS;
 }
 
-static void free_host(void *p, int pinned)
+static void free_host(void *p, int kind, uint64_t size)
 {
   if (!p)
     return;
-  if (!pinned) {
+  if (kind == GMT_SWAP_HOST_MALLOC) {
     free(p);
+    return;
+  }
+  if (kind == GMT_SWAP_HOST_FILE) {
+    if (munmap(p, size) != 0) /* the unlinked file goes with its last mapping */
+      GMT_HOOK_DEBUG("cannot unmap a spill file's copy at %p: %s", p, strerror(errno));
     return;
   }
   __typeof__(&cuMemFreeHost) fh = REAL(cuMemFreeHost);
@@ -424,9 +431,9 @@ CUresult gmt__swap_free(CUdeviceptr p, int *owned)
     rc = release(e.handle);
     if (rc != CUDA_SUCCESS)
       GMT_HOOK_DEBUG("cuMemRelease of a freed swap allocation failed (%d)", (int)rc);
-    free_host(e.kept, e.host_pinned);
+    free_host(e.kept, e.host_kind, e.size);
   } else {
-    free_host(e.host, e.host_pinned);
+    free_host(e.host, e.host_kind, e.size);
   }
   CUresult rc2 = addr_free(p, e.span);
   if (rc2 != CUDA_SUCCESS)
@@ -441,7 +448,7 @@ undo:
   pthread_mutex_lock(&g_tab_mu);
   if (gmt__swaptab_add(&g_tab, &e) == 0 && e.out) {
     gmt_swap_entry_t *back_e = gmt__swaptab_find(&g_tab, e.addr);
-    gmt__swaptab_mark_out(&g_tab, back_e, e.host, e.host_pinned);
+    gmt__swaptab_mark_out(&g_tab, back_e, e.host, e.host_kind);
     g_tab.outs--; /* not a new move */
   }
   publish_nout();
@@ -454,9 +461,80 @@ undo:
 
 /* One allocation off the GPU (exclusive lock held, its context current,
  * its work synchronized). 0, or -1 when it stays where it was. */
-static int move_out(gmt_swap_entry_t *e)
+/* A host copy of size bytes in a spill file under dir: an unlinked file
+ * (O_TMPFILE, else a named one unlinked at once: it goes with its last
+ * mapping, so a killed process leaves nothing behind), its blocks
+ * allocated first (a full disk is an error here, not a SIGBUS at the
+ * copy), mapped shared. NULL with *err an errno when it cannot be. */
+static void *spill_map(const char *dir, uint64_t size, int *err)
+{
+  int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 && errno != ENOENT && errno != EACCES) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/gmt-spill-XXXXXX", dir);
+    fd = mkostemp(path, O_CLOEXEC);
+    if (fd >= 0)
+      unlink(path);
+  }
+  if (fd < 0) {
+    *err = errno;
+    return NULL;
+  }
+  int r = posix_fallocate(fd, 0, (off_t)size);
+  void *p = MAP_FAILED;
+  if (r == 0) {
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    r = p == MAP_FAILED ? errno : 0;
+  }
+  close(fd);
+  *err = r;
+  return p == MAP_FAILED ? NULL : p;
+}
+
+/* A host copy for e, within what w allows (taken off w): new host memory
+ * (pinned if the driver will, else malloc), else a spill file. NULL when
+ * neither may or can be had (said once, with why). */
+static void *new_copy(const gmt_swap_entry_t *e, gmt_swap_where_t *w, int *kind)
 {
   __typeof__(&cuMemHostAlloc) host_alloc = REAL(cuMemHostAlloc);
+  void *host = NULL;
+  if (!w->bounded || e->size <= w->host_room) {
+    *kind = host_alloc && host_alloc(&host, e->size, 0) == CUDA_SUCCESS && host
+                ? GMT_SWAP_HOST_PINNED
+                : GMT_SWAP_HOST_MALLOC;
+    if (*kind == GMT_SWAP_HOST_MALLOC)
+      host = malloc(e->size);
+    if (!host)
+      SAY_ONCE("cannot move %llu bytes at 0x%llx off the GPU: no host memory",
+               (unsigned long long)e->size, (unsigned long long)e->addr);
+    else if (w->bounded)
+      w->host_room -= e->size;
+    return host;
+  }
+  if (!w->dir[0] || e->size > w->disk_room) {
+    SAY_ONCE("cannot move %llu bytes at 0x%llx off the GPU: the host space has room for %llu "
+             "more and %s %llu; it stays on the GPU",
+             (unsigned long long)e->size, (unsigned long long)e->addr,
+             (unsigned long long)w->host_room,
+             w->dir[0] ? "the disk tier for" : "there is no disk tier (gmt-schd --disk-tier), room",
+             (unsigned long long)(w->dir[0] ? w->disk_room : 0));
+    return NULL;
+  }
+  int err = 0;
+  host = spill_map(w->dir, e->size, &err);
+  if (!host) {
+    SAY_ONCE("cannot move %llu bytes at 0x%llx off the GPU into a spill file in %s: %s; it "
+             "stays on the GPU",
+             (unsigned long long)e->size, (unsigned long long)e->addr, w->dir, strerror(err));
+    return NULL;
+  }
+  *kind = GMT_SWAP_HOST_FILE;
+  w->disk_room -= e->size;
+  return host;
+}
+
+static int move_out(gmt_swap_entry_t *e, gmt_swap_where_t *w)
+{
   __typeof__(&cuMemcpyDtoH_v2) dtoh = REAL(cuMemcpyDtoH_v2);
   __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
   __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
@@ -468,25 +546,17 @@ static int move_out(gmt_swap_entry_t *e)
   pthread_mutex_lock(&g_tab_mu);
   gmt_swap_entry_t *k = gmt__swaptab_find(&g_tab, e->addr);
   void *host = k ? gmt__swaptab_take_kept(&g_tab, k) : NULL;
-  int pinned = k ? k->host_pinned : 0;
+  int pinned = k ? k->host_kind : GMT_SWAP_HOST_MALLOC;
   pthread_mutex_unlock(&g_tab_mu);
-  if (!host) {
-    pinned = host_alloc && host_alloc(&host, e->size, 0) == CUDA_SUCCESS && host;
-    if (!pinned)
-      host = malloc(e->size);
-  }
-  if (!host) {
-    SAY_ONCE("cannot move %llu bytes at 0x%llx off the GPU: no host memory",
-             (unsigned long long)e->size, (unsigned long long)e->addr);
+  if (!host && !(host = new_copy(e, w, &pinned)))
     return -1;
-  }
   CUresult rc = dtoh(host, e->addr, e->size);
   if (rc == CUDA_SUCCESS)
     rc = unmap(e->addr, e->span);
   if (rc != CUDA_SUCCESS) {
     SAY_ONCE("cannot move %llu bytes at 0x%llx off the GPU: copy or unmap failed (%d)",
              (unsigned long long)e->size, (unsigned long long)e->addr, (int)rc);
-    free_host(host, pinned);
+    free_host(host, pinned, e->size);
     return -1;
   }
   rc = release(e->handle);
@@ -502,7 +572,7 @@ static int move_out(gmt_swap_entry_t *e)
       rb = access(e->addr, e->span, &acc, 1);
     SAY_ONCE("cannot release %llu bytes at 0x%llx (%d); mapped back (%d)",
              (unsigned long long)e->span, (unsigned long long)e->addr, (int)rc, (int)rb);
-    free_host(host, pinned);
+    free_host(host, pinned, e->size);
     return -1;
   }
   pthread_mutex_lock(&g_tab_mu);
@@ -537,10 +607,11 @@ static int sync_contexts(const gmt_swap_entry_t *es, size_t n)
   return 0;
 }
 
-void gmt__swap_evict(uint64_t keep)
+void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
 {
   if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
     return;
+  gmt_swap_where_t w = where ? *where : (gmt_swap_where_t){0};
   pthread_rwlock_wrlock(&gmt__swap_rw);
   /* Held until the claims are lowered: a restore asking meanwhile sees
    * the table and the claims agree (see out_on). */
@@ -560,7 +631,7 @@ void gmt__swap_evict(uint64_t keep)
   if (n && sync_contexts(es, n) == 0) {
     for (size_t i = 0; i < n; i++) {
       int entered = gmt__ctx_enter(es[i].ctx);
-      if (entered >= 0 && move_out(&es[i]) == 0) {
+      if (entered >= 0 && move_out(&es[i], &w) == 0) {
         moved[clamp_dev(es[i].device)] += es[i].span;
         moved_bytes += es[i].size;
         nmoved++;
@@ -609,13 +680,13 @@ static CUresult move_in(const gmt_swap_entry_t *e)
   }
   pthread_mutex_lock(&g_tab_mu);
   gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, e->addr);
-  int keep = t && g_keep_ms > 0;
+  int keep = t && g_keep_ms > 0 && e->host_kind != GMT_SWAP_HOST_FILE;
   if (t)
     gmt__swaptab_mark_in(&g_tab, t, h, keep, gmt_now_ms());
   g_last_in_ms = gmt_now_ms();
   pthread_mutex_unlock(&g_tab_mu);
   if (!keep)
-    free_host(e->host, e->host_pinned);
+    free_host(e->host, e->host_kind, e->size);
   return CUDA_SUCCESS;
 }
 
@@ -766,9 +837,9 @@ void gmt__swap_ctx_going(CUcontext ctx)
       was_in[clamp_dev(e->device)] += e->span;
       if (unmap && unmap(e->addr, e->span) == CUDA_SUCCESS && release)
         release(e->handle);
-      free_host(e->kept, e->host_pinned);
+      free_host(e->kept, e->host_kind, e->size);
     } else {
-      free_host(e->host, e->host_pinned);
+      free_host(e->host, e->host_kind, e->size);
     }
     if (addr_free)
       addr_free(e->addr, e->span);
@@ -789,6 +860,7 @@ void gmt__swap_stats(gmt_swap_stats_t *s)
   s->gpu = g_tab.gpu_bytes;
   s->host = g_tab.host_bytes;
   s->kept = g_tab.kept_bytes;
+  s->disk = g_tab.disk_bytes;
   s->outs = g_tab.outs;
   s->ins = g_tab.ins;
   s->device = g_device;
@@ -815,8 +887,8 @@ static void release_kept(void)
   pthread_mutex_unlock(&g_tab_mu);
   gmt__t_depth++;
   for (size_t i = 0; i < n; i++) {
-    int entered = es[i].host_pinned ? gmt__ctx_enter(es[i].ctx) : 0;
-    free_host(es[i].kept, es[i].host_pinned);
+    int entered = es[i].host_kind == GMT_SWAP_HOST_PINNED ? gmt__ctx_enter(es[i].ctx) : 0;
+    free_host(es[i].kept, es[i].host_kind, es[i].size);
     gmt__ctx_leave(entered);
   }
   gmt__t_depth--;
@@ -837,7 +909,7 @@ int gmt__swap_tick(void)
   int due = g_test_evict_ms && g_tab.gpu_bytes && gmt_now_ms() - g_last_in_ms >= g_test_evict_ms;
   pthread_mutex_unlock(&g_tab_mu);
   if (due)
-    gmt__swap_evict(0);
+    gmt__swap_evict(0, NULL);
   pthread_mutex_lock(&g_tab_mu);
   int changed = g_gen != g_gen_seen;
   g_gen_seen = g_gen;
@@ -862,11 +934,12 @@ static void swap_parent(void)
 
 static void swap_child(void)
 {
-  /* Host copies from malloc are the child's memory too; pinned ones are
-   * the parent's driver's, and forgotten. */
+  /* Host copies from malloc, and spill files' mappings, are the child's
+   * too; pinned ones are the parent's driver's, and forgotten. */
   for (size_t i = 0; i < g_tab.n; i++)
-    if (!g_tab.v[i].host_pinned)
-      free(g_tab.v[i].out ? g_tab.v[i].host : g_tab.v[i].kept);
+    if (g_tab.v[i].host_kind != GMT_SWAP_HOST_PINNED)
+      free_host(g_tab.v[i].out ? g_tab.v[i].host : g_tab.v[i].kept, g_tab.v[i].host_kind,
+                g_tab.v[i].size);
   gmt__swaptab_close(&g_tab);
   memset(g_claimed, 0, sizeof g_claimed);
   g_device = -1;

@@ -92,15 +92,25 @@ CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_
  * frees it as usual); else the result of freeing it here. */
 CUresult gmt__swap_free(CUdeviceptr p, int *owned);
 
+/* Where moved bytes may go (ReportReply's rooms): when bounded, at most
+ * host_room bytes of new host copies, then at most disk_room bytes in
+ * spill files in dir ("" : no disk tier). Not bounded: host memory. */
+typedef struct {
+  int bounded;
+  uint64_t host_room, disk_room;
+  char dir[4096];
+} gmt_swap_where_t;
+
 /* Reporter thread: moves allocations off the GPU until at most keep bytes
- * of them stay there (ReportReply's evict). */
-void gmt__swap_evict(uint64_t keep);
+ * of them stay there (ReportReply's evict), where w allows (NULL:
+ * unbounded host memory). */
+void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *w);
 
 /* A context goes (ctx.c): its swap allocations go with it. */
 void gmt__swap_ctx_going(CUcontext ctx);
 
 typedef struct {
-  uint64_t gpu, host, kept, outs, ins;
+  uint64_t gpu, host, disk, kept, outs, ins;
   int device; /* -1 until a swap allocation exists */
 } gmt_swap_stats_t;
 

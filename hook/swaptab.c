@@ -45,7 +45,7 @@ int gmt__swaptab_add(gmt_swaptab_t *t, const gmt_swap_entry_t *e)
   if (n->kept) /* put back as it was (an undone free) */
     t->kept_bytes += n->size;
   else
-    n->host_pinned = 0;
+    n->host_kind = GMT_SWAP_HOST_MALLOC;
   n->stamp = t->clock++;
   t->gpu_bytes += n->span;
   return 0;
@@ -63,7 +63,10 @@ int gmt__swaptab_remove(gmt_swaptab_t *t, uint64_t addr, gmt_swap_entry_t *out)
     return -ENOENT;
   if (e->out) {
     t->out_bytes -= e->span;
-    t->host_bytes -= e->size;
+    if (e->host_kind == GMT_SWAP_HOST_FILE)
+      t->disk_bytes -= e->size;
+    else
+      t->host_bytes -= e->size;
     t->nout--;
   } else {
     t->gpu_bytes -= e->span;
@@ -138,17 +141,20 @@ int gmt__swaptab_out_device(const gmt_swaptab_t *t)
   return -1;
 }
 
-void gmt__swaptab_mark_out(gmt_swaptab_t *t, gmt_swap_entry_t *e, void *host, int pinned)
+void gmt__swaptab_mark_out(gmt_swaptab_t *t, gmt_swap_entry_t *e, void *host, int kind)
 {
   if (e->out)
     return;
   e->out = 1;
   e->handle = 0;
   e->host = host;
-  e->host_pinned = pinned;
+  e->host_kind = kind;
   t->gpu_bytes -= e->span;
   t->out_bytes += e->span;
-  t->host_bytes += e->size;
+  if (kind == GMT_SWAP_HOST_FILE)
+    t->disk_bytes += e->size;
+  else
+    t->host_bytes += e->size;
   t->nout++;
   t->outs++;
 }
@@ -160,17 +166,20 @@ void gmt__swaptab_mark_in(gmt_swaptab_t *t, gmt_swap_entry_t *e, uint64_t handle
     return;
   e->out = 0;
   e->handle = handle;
-  if (keep) {
+  if (e->host_kind == GMT_SWAP_HOST_FILE)
+    t->disk_bytes -= e->size;
+  else
+    t->host_bytes -= e->size;
+  if (keep && e->host_kind != GMT_SWAP_HOST_FILE) {
     e->kept = e->host;
     e->kept_ms = now_ms;
     t->kept_bytes += e->size;
   } else {
-    e->host_pinned = 0;
+    e->host_kind = GMT_SWAP_HOST_MALLOC;
   }
   e->host = NULL;
   e->stamp = t->clock++;
   t->out_bytes -= e->span;
-  t->host_bytes -= e->size;
   t->gpu_bytes += e->span;
   t->nout--;
   t->ins++;

@@ -9,6 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Where a host copy lives: malloc'd, cuMemHostAlloc'd (pinned), or a
+ * shared mapping of an unlinked spill file on the disk tier (its pages go
+ * to the disk as the kernel writes them back; counted as disk bytes). */
+enum { GMT_SWAP_HOST_MALLOC = 0, GMT_SWAP_HOST_PINNED = 1, GMT_SWAP_HOST_FILE = 2 };
+
 typedef struct {
   uint64_t addr;   /* the reserved range's base: the address the program holds */
   uint64_t size;   /* bytes the program asked for: what a move copies */
@@ -17,11 +22,11 @@ typedef struct {
   void *host;      /* the host copy while out, else NULL */
   void *ctx;       /* the context it was made in */
   int device;
-  int host_pinned; /* host came from cuMemHostAlloc (else malloc) */
-  int out;         /* 1: moved off the GPU */
-  uint64_t stamp;  /* when made or last brought back, in the table's own ticks */
+  int host_kind;  /* what host is: GMT_SWAP_HOST_MALLOC, _PINNED or _FILE */
+  int out;        /* 1: moved off the GPU */
+  uint64_t stamp; /* when made or last brought back, in the table's own ticks */
   /* On the GPU: the host copy it came back from, kept (size bytes, pinned
-   * or not as host_pinned says) so that moving it out again copies into
+   * or not as host_kind says) so that moving it out again copies into
    * memory already pinned and touched instead of allocating anew: on a
    * GPU, pinning costs about ten times the copy. Stale while on the GPU;
    * NULL when none is kept. */
@@ -35,7 +40,8 @@ typedef struct {
   uint64_t clock;      /* the next stamp */
   uint64_t gpu_bytes;  /* spans of the entries on the GPU */
   uint64_t out_bytes;  /* spans of the entries out: what a restore needs granted */
-  uint64_t host_bytes; /* sizes of the host copies of the entries out */
+  uint64_t host_bytes; /* sizes of the host copies of the entries out, in memory */
+  uint64_t disk_bytes; /* sizes of those in spill files */
   uint64_t kept_bytes; /* sizes of the host copies kept by entries on the GPU */
   uint64_t nout;       /* entries out */
   uint64_t outs, ins;  /* moves off and back since start */
@@ -73,11 +79,12 @@ size_t gmt__swaptab_out_on(const gmt_swaptab_t *t, int device, uint64_t *addrs, 
 /* A device with an entry out, or -1 when none is out. */
 int gmt__swaptab_out_device(const gmt_swaptab_t *t);
 
-/* e was moved out: its bytes are now in host, pinned or not. */
-void gmt__swaptab_mark_out(gmt_swaptab_t *t, gmt_swap_entry_t *e, void *host, int pinned);
+/* e was moved out: its bytes are now in host, of kind (GMT_SWAP_HOST_*). */
+void gmt__swaptab_mark_out(gmt_swaptab_t *t, gmt_swap_entry_t *e, void *host, int kind);
 /* e was brought back into physical allocation handle. Its host copy stays
- * with it as e->kept (stamped now_ms) when keep is set; otherwise it is
- * the caller's to free (taken before the call). */
+ * with it as e->kept (stamped now_ms) when keep is set (never a spill
+ * file's); otherwise it is the caller's to free (taken before the
+ * call). */
 void gmt__swaptab_mark_in(gmt_swaptab_t *t, gmt_swap_entry_t *e, uint64_t handle, int keep,
                           uint64_t now_ms);
 /* Takes e's kept host copy (NULL when none) out of the table: the caller

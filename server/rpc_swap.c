@@ -178,10 +178,19 @@ int gmt__swap_heartbeat_evicts(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__Heartbe
   Gmt__Evict *ev = (Gmt__Evict *)(pp + n);
   gmt_swap_evict_t *list = (gmt_swap_evict_t *)(ev + n);
   n = gmt_swap_evicts(s->swap, pod->cfg.name, list, n);
+  uint64_t host_room, disk_room;
+  const char *dir;
+  bool bounded = gmt__tiers_swap_rooms(s, &host_room, &disk_room, &dir);
   for (size_t i = 0; i < n; i++) {
     gmt__evict__init(&ev[i]);
     ev[i].pid = list[i].pid;
     ev[i].keep_bytes = list[i].keep_bytes;
+    /* Each is told the whole room: victims of one heartbeat may together
+     * pass it by what they move at once (docs/tiers.md). */
+    ev[i].bounded = bounded;
+    ev[i].host_room = host_room;
+    ev[i].disk_room = disk_room;
+    ev[i].spill_dir = (char *)dir;
     pp[i] = &ev[i];
     gmt_debug("swap: pod '%s' pid %u is asked to keep at most %" PRIu64 " bytes on the GPU",
               pod->cfg.name, list[i].pid, list[i].keep_bytes);

@@ -44,13 +44,31 @@ static void sync_devices(gmt_schd_t *s)
   /* The host space holds what swap processes moved out and the copies
    * they keep for the next move, as their reports say (one host space:
    * NUMA node 0). */
-  uint64_t host = 0;
+  uint64_t host = 0, disk = 0;
   for (size_t i = 0; s->pods && i < s->pods->npods; i++)
     for (size_t j = 0; j < s->pods->pods[i].nprocs; j++) {
       const gmt_proc_t *p = &s->pods->pods[i].procs[j];
       host = sat_add(host, sat_add(p->swap_host, p->swap_kept));
+      disk = sat_add(disk, p->swap_disk);
     }
   (void)gmt_tiers_set_held(s->tiers, GMT_TIER_HOST, 0, host);
+  /* Spill files go to the first disk space (the hook's, rpc_swap.c). */
+  (void)gmt_tiers_set_held(s->tiers, GMT_TIER_DISK, 0, disk);
+}
+
+bool gmt__tiers_swap_rooms(gmt_schd_t *s, uint64_t *host_room, uint64_t *disk_room,
+                           const char **spill_dir)
+{
+  *host_room = *disk_room = 0;
+  *spill_dir = "";
+  if (!s->tiers || !s->ledger)
+    return false;
+  sync_devices(s);
+  if (gmt_tiers_room(s->tiers, GMT_TIER_HOST, 0, host_room) < 0)
+    return false;
+  if (s->ndisks > 0 && gmt_tiers_room(s->tiers, GMT_TIER_DISK, 0, disk_room) == 0)
+    *spill_dir = s->disks[0].dir;
+  return true;
 }
 
 int gmt__tiers_device_room(gmt_schd_t *s, int device, uint64_t *room)

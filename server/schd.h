@@ -109,6 +109,11 @@ int gmt__tiers_device_room(gmt_schd_t *s, int device, uint64_t *room);
  * when no capacity was declared for it. */
 int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *base,
                          uint64_t *trigger, uint64_t *stop);
+/* Where swap processes' moved bytes may go now: the host space's room,
+ * and the first disk space's room and folder ("" and 0 without one).
+ * False when there is no host space (no bound). */
+bool gmt__tiers_swap_rooms(gmt_schd_t *s, uint64_t *host_room, uint64_t *disk_room,
+                           const char **spill_dir);
 
 /* ---- rpc_swap.c: mode=swap's resident bytes and eviction targets ---- */
 int gmt__swap_init(gmt_schd_t *s);

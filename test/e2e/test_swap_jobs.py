@@ -215,6 +215,68 @@ class SwapPressure(SwapJobs):
             self.assertEqual(rc, 0, err[-3000:])
 
 
+class DiskSpill(SwapJobs):
+    """With the host space too small for what must move (--host-tier), it
+    goes to a spill file in the disk tier's folder (--disk-tier): an
+    unlinked file, so the folder stays empty and a killed job leaves
+    nothing; the bytes come back exact. With the disk tier too small as
+    well, nothing moves: the data stays where it was, the job that moved
+    nothing says why, and the one that waited for room fails after its
+    bound with CUDA_ERROR_OUT_OF_MEMORY."""
+
+    def spill_dir(self):
+        d = os.path.join(self.node.tmp, "spill")
+        os.mkdir(d)
+        return d
+
+    def test_moved_out_past_the_host_space_into_a_spill_file(self):
+        held, card = 70 * MIB, 100 * MIB
+        spill = self.spill_dir()
+        self.start_schd("--gpu-capacity", "0=%d" % card, "--host-tier", "10Mi",
+                        "--disk-tier", spill)
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", held, card)
+        pb = self.job("b", held, card)  # a moves out: to the disk
+        wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": 0, "disk": held},
+                 timeout=10, what="a's allocation in a spill file")
+        disk = next(t for t in self.status()["host"]["tiers"] if t["tier"] == "disk")
+        self.assertEqual(disk["reserved"], held)
+        self.assertEqual(os.listdir(spill), [])  # unlinked: gone with the job
+        for p in (pa, pb, pa):
+            p.send("check")
+            self.assertEqual(self.result(p), "OK %d" % held, p.stderr()[-3000:])
+        wait_for(lambda: self.tiers("b", pb.proc.pid)[0]["disk"] == held, timeout=10,
+                 what="b's allocation in a spill file")
+        for p in (pa, pb):
+            p.send("exit")
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err[-3000:])
+
+    def test_no_room_on_host_or_disk_moves_nothing(self):
+        held, card = 70 * MIB, 100 * MIB
+        spill = self.spill_dir()
+        self.start_schd("--gpu-capacity", "0=%d" % card, "--host-tier", "10Mi",
+                        "--disk-tier", spill + ":20Mi")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", held, card)
+        env = self.hook_env("b", GMT_FAKE_MEM=str(card), GMT_SWAP_WAIT_MS="3000")
+        pb = self.run_prog("b", SWAP_JOB, "--mib", "70", env=env)
+        line = self.result(pb)  # its allocation, after GMT_SWAP_WAIT_MS
+        self.assertTrue(line.startswith("CUDAFAIL cuMemAlloc"), line)
+        self.assertIn("CUDA_ERROR_OUT_OF_MEMORY", line)
+        rc, _ = pb.finish()
+        self.assertEqual(rc, 1)
+        self.assertEqual(self.tiers("a", pa.proc.pid)[0], {"gpu": held, "host": 0, "disk": 0})
+        self.assertIn("the disk tier for 20971520; it stays on the GPU", pa.stderr())
+        pa.send("check")
+        self.assertEqual(self.result(pa), "OK %d" % held, pa.stderr()[-3000:])
+        pa.send("exit")
+        rc, err = pa.finish()
+        self.assertEqual(rc, 0, err[-3000:])
+
+
 class KilledSwapJob(SwapJobs):
     """A process killed with its memory on the card, or moved out, loses
     only its own: the other's bytes come back exact, its room on the card

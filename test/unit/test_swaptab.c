@@ -180,6 +180,33 @@ static void test_swaptab_lists_what_is_out_per_device(void **state)
   gmt__swaptab_close(&t);
 }
 
+/* A copy in a spill file counts as disk bytes, not host ones, and is
+ * never kept after a move in (the caller unmaps it); a removed entry out
+ * takes its disk bytes with it. */
+static void test_swaptab_a_spill_file_copy_counts_on_disk_and_is_not_kept(void **state)
+{
+  (void)state;
+  gmt_swaptab_t t;
+  gmt__swaptab_init(&t);
+  add(&t, 0x1000, 3 * MIB, NULL);
+  add(&t, 0x9000, 1 * MIB, NULL);
+  gmt__swaptab_mark_out(&t, gmt__swaptab_find(&t, 0x1000), A(0x1007), GMT_SWAP_HOST_FILE);
+  gmt__swaptab_mark_out(&t, gmt__swaptab_find(&t, 0x9000), A(0x9007), GMT_SWAP_HOST_PINNED);
+  assert_int_equal(t.disk_bytes, 3 * MIB);
+  assert_int_equal(t.host_bytes, 1 * MIB);
+  gmt_swap_entry_t *e = gmt__swaptab_find(&t, 0x1000);
+  gmt__swaptab_mark_in(&t, e, 0x1009, 1, 500); /* keep asked: not for a file */
+  assert_null(e->kept);
+  assert_int_equal(e->host_kind, GMT_SWAP_HOST_MALLOC);
+  assert_int_equal(t.disk_bytes, 0);
+  assert_int_equal(t.kept_bytes, 0);
+  gmt__swaptab_mark_out(&t, e, A(0x1007), GMT_SWAP_HOST_FILE);
+  assert_int_equal(gmt__swaptab_remove(&t, 0x1000, NULL), 0);
+  assert_int_equal(t.disk_bytes, 0);
+  assert_int_equal(t.host_bytes, 1 * MIB);
+  gmt__swaptab_close(&t);
+}
+
 /* A host copy kept after a move in is counted apart from the copies of
  * entries out, taken back exactly once, and put back by an undone free. */
 static void test_swaptab_a_kept_copy_is_counted_once_and_taken_once(void **state)
@@ -193,7 +220,7 @@ static void test_swaptab_a_kept_copy_is_counted_once_and_taken_once(void **state
   gmt__swaptab_mark_in(&t, e, 0x1009, 1, 500);
   assert_ptr_equal(e->kept, A(0x1007));
   assert_int_equal(e->kept_ms, 500);
-  assert_int_equal(e->host_pinned, 1); /* how to free it, later */
+  assert_int_equal(e->host_kind, 1); /* how to free it, later */
   assert_null(e->host);
   assert_int_equal(t.host_bytes, 0);
   assert_int_equal(t.kept_bytes, 3 * MIB);
@@ -221,6 +248,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_swaptab_totals_follow_every_move_and_free),
       cmocka_unit_test(test_swaptab_a_kept_copy_is_counted_once_and_taken_once),
+      cmocka_unit_test(test_swaptab_a_spill_file_copy_counts_on_disk_and_is_not_kept),
       cmocka_unit_test(test_swaptab_moves_out_least_recently_brought_in_first),
       cmocka_unit_test(test_swaptab_target_twice_or_above_resident_moves_nothing),
       cmocka_unit_test(test_swaptab_lists_a_contexts_allocations_only),
