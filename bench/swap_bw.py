@@ -11,7 +11,10 @@ move in, each in GB/s and against the pinned copy; and the median time of a
 read-back that had to swap against one that did not. Exits 1 when a byte
 came back wrong or a run failed.
 
-usage: bench/swap_bw.py [--sizes MIB,..] [--rounds N] [--fake] [--out FILE]
+With --spill DIR every move goes to a spill file in DIR instead (the host
+space declared at 1 MiB): "first out" and "out" are then both new files.
+
+usage: bench/swap_bw.py [--sizes MIB,..] [--rounds N] [--fake] [--spill DIR] [--out FILE]
 GMT_BUILD_DIR names the build (.carry on the GPU machine); --fake is a dry
 run on the fake driver (its copies run at its simulated rates)."""
 import argparse
@@ -66,12 +69,13 @@ def moves(err, regex):
     return [(int(b), float(ms)) for b, ms in regex.findall(err)]
 
 
-def run_size(size_mib, rounds, fake):
+def run_size(size_mib, rounds, fake, spill=None):
     size = size_mib * MIB
     node = gmt_e2e.Node("2\na 0.5 1.0 %dMi mode=swap\nb 0.5 1.0 %dMi mode=swap\n"
                         % (size_mib + 64, size_mib + 64), fake=fake)
     try:
-        node.start_schd("--gpu-capacity", "0=%d" % (size * 3 // 2))
+        tiers = ["--host-tier", "1Mi", "--disk-tier", spill] if spill else []
+        node.start_schd("--gpu-capacity", "0=%d" % (size * 3 // 2), *tiers)
         node.start_pmgr("a")
         node.start_pmgr("b")
         progs = []
@@ -116,12 +120,14 @@ def main():
     ap.add_argument("--sizes", default="256,1024,4096")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fake", action="store_true")
+    ap.add_argument("--spill", metavar="DIR",
+                    help="every move goes to a spill file in DIR (--host-tier 1Mi --disk-tier DIR)")
     ap.add_argument("--out")
     a = ap.parse_args()
     rows, failed = [], False
     for s in (int(x) for x in a.sizes.split(",")):
         try:
-            r = run_size(s, a.rounds, a.fake)
+            r = run_size(s, a.rounds, a.fake, a.spill)
         except Exception as e:  # report the size and go on
             print("size %d MiB failed: %s" % (s, e), flush=True)
             failed = True
