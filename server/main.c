@@ -513,6 +513,7 @@ static int tiers_init(gmt_schd_t *s, const flags_t *f)
     rc = gmt_tiers_add_space(s->tiers, GMT_TIER_HOST, 0,
                              f->host_tier ? f->host_tier : s->pinned_limit, 0, f->tier_trigger,
                              f->tier_stop);
+  s->swap_host_bounded = f->host_tier || f->ndisks > 0;
   for (int i = 0; rc == 0 && i < f->ndisks; i++) {
     s->disks[i] = f->disks[i];
     rc = gmt_tiers_add_space(s->tiers, GMT_TIER_DISK, i, f->disks[i].bytes, 0, f->tier_trigger,

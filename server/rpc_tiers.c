@@ -61,7 +61,7 @@ bool gmt__tiers_swap_rooms(gmt_schd_t *s, uint64_t *host_room, uint64_t *disk_ro
 {
   *host_room = *disk_room = 0;
   *spill_dir = "";
-  if (!s->tiers || !s->ledger)
+  if (!s->tiers || !s->ledger || !s->swap_host_bounded)
     return false;
   sync_devices(s);
   if (gmt_tiers_room(s->tiers, GMT_TIER_HOST, 0, host_room) < 0)

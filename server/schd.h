@@ -37,6 +37,9 @@ typedef struct gmt_schd {
   uint64_t pod_timeout_ms;
   gmt_admit_t admit;     /* the users whose pod managers may speak for pods */
   uint64_t pinned_limit; /* the node's pinned host memory budget (--pinned-limit) */
+  /* --host-tier was given, or a --disk-tier: swap's moves are bounded by
+   * the host space's room (rpc_tiers.c); else host memory is unbounded. */
+  bool swap_host_bounded;
   /* Memory tiers (tiers.h), built at start by main.c from --gpu-capacity,
    * --host-tier, --disk-tier and the thresholds; rpc_tiers.c shows them in
    * Status. Nothing places or moves memory with it yet; its HOST space is
@@ -111,7 +114,9 @@ int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *b
                          uint64_t *trigger, uint64_t *stop);
 /* Where swap processes' moved bytes may go now: the host space's room,
  * and the first disk space's room and folder ("" and 0 without one).
- * False when there is no host space (no bound). */
+ * False when unbounded: no --host-tier and no --disk-tier given (the host
+ * space's default, the pinned limit, is pin advice's budget: swapping is
+ * not held to it unless asked). */
 bool gmt__tiers_swap_rooms(gmt_schd_t *s, uint64_t *host_room, uint64_t *disk_room,
                            const char **spill_dir);
 

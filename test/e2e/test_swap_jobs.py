@@ -253,6 +253,24 @@ class DiskSpill(SwapJobs):
             rc, err = p.finish()
             self.assertEqual(rc, 0, err[-3000:])
 
+    def test_without_tier_flags_host_memory_is_not_bounded(self):
+        # The host space defaults to the pinned budget (here 10 MiB): it
+        # bounds swap's copies only when --host-tier or --disk-tier says so.
+        held, card = 70 * MIB, 100 * MIB
+        self.start_schd("--gpu-capacity", "0=%d" % card, "--pinned-limit", "10Mi")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", held, card)
+        pb = self.job("b", held, card)
+        wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": held, "disk": 0},
+                 timeout=10, what="a's allocation in host memory")
+        host = next(t for t in self.status()["host"]["tiers"] if t["tier"] == "host")
+        self.assertEqual((host["capacity"], host["reserved"]), (10 * MIB, held))
+        for p in (pa, pb):
+            p.send("exit")
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err[-3000:])
+
     def test_no_room_on_host_or_disk_moves_nothing(self):
         held, card = 70 * MIB, 100 * MIB
         spill = self.spill_dir()
