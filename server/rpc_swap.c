@@ -33,6 +33,12 @@ static bool may_ask(void *arg, const char *pod, int device)
   return !gmt__tokens_holds(arg, pod, device);
 }
 
+/* Victims: the least recently run first (server/swap.c). */
+static double last_run(void *arg, const char *pod, int device)
+{
+  return gmt__tokens_last_run(arg, pod, device);
+}
+
 static const char *drop_why(gmt_swap_drop_t why)
 {
   switch (why) {
@@ -62,6 +68,17 @@ static void expire(gmt_schd_t *s)
   gmt_swap_expire(s->swap, uv_now(s->loop), may_ask, s, log_drop, NULL);
 }
 
+/* A device's GPU space as server/swap.c takes it. */
+static gmt_swap_space_t space_of(gmt_schd_t *s, uint64_t limit, uint64_t base)
+{
+  return (gmt_swap_space_t){.limit = limit,
+                            .base = base,
+                            .now_ms = uv_now(s->loop),
+                            .may_ask = may_ask,
+                            .last_run = last_run,
+                            .arg = s};
+}
+
 /* Past the GPU space's trigger, idle swap processes are asked to move
  * out down to its stop threshold (docs/tiers.md, "Pressure"): after a
  * raise is granted (but the raising pod's, about to run), and at swap
@@ -71,8 +88,7 @@ static void relieve(gmt_schd_t *s, const char *spare, int device)
   uint64_t limit, base, trigger, stop, excess = 0;
   if (!s->swap || gmt__tiers_gpu_space(s, device, &limit, &base, &trigger, &stop) < 0)
     return;
-  gmt_swap_space_t sp = {
-      .limit = limit, .base = base, .now_ms = uv_now(s->loop), .may_ask = may_ask, .arg = s};
+  gmt_swap_space_t sp = space_of(s, limit, base);
   long asked = gmt_swap_pressure(s->swap, spare, device, &sp, trigger, stop, &excess);
   if (asked > 0)
     gmt_info("swap: device %d is occupied past its trigger (%.1f MiB); %ld idle process%s asked "
@@ -128,8 +144,7 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
     return;
   }
   expire(s);
-  gmt_swap_space_t sp = {
-      .limit = limit, .base = base, .now_ms = uv_now(s->loop), .may_ask = may_ask, .arg = s};
+  gmt_swap_space_t sp = space_of(s, limit, base);
   gmt_swap_answer_t a;
   uint64_t had = gmt_swap_resident(s->swap, pod->cfg.name, r->pid, r->device);
   int rc = gmt_swap_request(s->swap, pod->cfg.name, r->pid, r->device, r->bytes, &sp, &a);

@@ -402,6 +402,15 @@ void gmt__tokens_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
   ps->holds_token = holds;
 }
 
+double gmt__tokens_last_run(gmt_schd_t *s, const char *pod, int device)
+{
+  struct gmt_tokens *t = s->tokens;
+  for (tdev_t *d = t ? t->devs : NULL; d; d = d->next)
+    if (d->device == device)
+      return gmt_token_last_end(d->pol, pod);
+  return -INFINITY;
+}
+
 bool gmt__tokens_holds(gmt_schd_t *s, const char *pod, int device)
 {
   struct gmt_tokens *t = s->tokens;

@@ -80,6 +80,8 @@ void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
 void gmt__tokens_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps);
 /* Whether pod holds device's token now (its grant runs, or drains). */
 bool gmt__tokens_holds(gmt_schd_t *s, const char *pod, int device);
+/* When pod's last grant on device ended (-INFINITY: never, or forgotten). */
+double gmt__tokens_last_run(gmt_schd_t *s, const char *pod, int device);
 
 /* ---- rpc_memory.c: the memory ledgers (device, and pinned host) ---- */
 int gmt__ledger_init(gmt_schd_t *s);

@@ -129,9 +129,20 @@ static uint64_t would_keep(const entry_t *e)
   return e->has_target && e->keep < e->resident ? e->keep : e->resident;
 }
 
-static int by_give_desc(const void *a, const void *b)
+/* A victim and when its pod last ran. */
+typedef struct {
+  entry_t *e;
+  double last;
+} cand_t;
+
+/* The least recently run first (the least likely to run next), then the
+ * largest (the fewest moves), then by name and pid (a stable order). */
+static int by_victim_order(const void *a, const void *b)
 {
-  const entry_t *x = *(entry_t *const *)a, *y = *(entry_t *const *)b;
+  const cand_t *p = a, *q = b;
+  if (p->last != q->last)
+    return p->last < q->last ? -1 : 1;
+  const entry_t *x = p->e, *y = q->e;
   uint64_t gx = would_keep(x), gy = would_keep(y);
   if (gx != gy)
     return gx < gy ? 1 : -1;
@@ -142,7 +153,7 @@ static int by_give_desc(const void *a, const void *b)
 }
 
 /* Asks the idle processes of other pods on device to free remaining bytes
- * more than their pending targets do, the largest first. Sets nothing
+ * more than their pending targets do, in by_victim_order. Sets nothing
  * when they cannot cover it all, unless partial (then as much as they
  * can). Returns how many were asked, or -ENOMEM. */
 static long ask(gmt_swap_t *sw, const char *pod, int device, uint64_t remaining,
@@ -159,19 +170,19 @@ static long ask(gmt_swap_t *sw, const char *pod, int device, uint64_t remaining,
   }
   if (n == 0 || (available < remaining && !partial))
     return 0;
-  entry_t **c = malloc(n * sizeof *c);
+  cand_t *c = malloc(n * sizeof *c);
   if (!c)
     return -ENOMEM;
   size_t k = 0;
   for (size_t i = 0; i < sw->n; i++) {
     entry_t *e = &sw->e[i];
     if (e->device == device && would_keep(e) > 0 && askable(sp, e, pod))
-      c[k++] = e;
+      c[k++] = (cand_t){e, sp->last_run ? sp->last_run(sp->arg, e->pod, device) : 0};
   }
-  qsort(c, k, sizeof *c, by_give_desc);
+  qsort(c, k, sizeof *c, by_victim_order);
   long asked = 0;
   for (size_t i = 0; i < k && remaining > 0; i++) {
-    entry_t *e = c[i];
+    entry_t *e = c[i].e;
     uint64_t give = would_keep(e), take = give < remaining ? give : remaining;
     e->keep = give - take;
     e->has_target = true;

@@ -42,6 +42,9 @@ typedef struct gmt_swap_space {
   uint64_t base;  /* occupied by everything but swap processes' resident bytes */
   uint64_t now_ms;
   gmt_swap_may_ask_fn may_ask;
+  /* When the pod last ran on device (its last token grant's end;
+   * -INFINITY: never). NULL: victims by size alone. */
+  double (*last_run)(void *arg, const char *pod, int device);
   void *arg;
 } gmt_swap_space_t;
 

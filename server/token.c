@@ -402,6 +402,14 @@ static podrec_t *rec_find(gmt_token_dev_t *d, const char *pod)
   return NULL;
 }
 
+double gmt_token_last_end(const gmt_token_dev_t *d, const char *pod)
+{
+  for (size_t i = 0; pod && i < d->nrecs; i++)
+    if (strcmp(d->recs[i].pod, pod) == 0)
+      return d->recs[i].last_end;
+  return -INFINITY;
+}
+
 static podrec_t *rec_get(gmt_token_dev_t *d, const char *pod)
 {
   podrec_t *r = rec_find(d, pod);

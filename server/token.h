@@ -51,6 +51,10 @@ double gmt_token_grant_end(const gmt_token_dev_t *d);
 /* How many finished grants (and overuse charges) are kept. */
 size_t gmt_token_history(const gmt_token_dev_t *d);
 
+/* When the pod's last finished grant ended (-INFINITY: never, or so long
+ * ago that it was forgotten). */
+double gmt_token_last_end(const gmt_token_dev_t *d, const char *pod);
+
 /* The pod's usage in [now - W, now], the holder's running grant counted up
  * to now. */
 double gmt_token_usage(const gmt_token_dev_t *d, const char *pod, double window_ms, double now);

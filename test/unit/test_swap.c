@@ -2,6 +2,7 @@
  * occupancy rule, Resident's answers, who is asked to move out and how
  * much, when targets end, and reclaim. */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -495,6 +496,37 @@ static void test_swap_adopt_takes_reports_only_for_unknown_processes(void **stat
   assert_int_equal(gmt_swap_retain(sw, "b", NULL, 0, NOW, NULL, NULL), 10);
 }
 
+/* When each pod last ran: c never, a at 10, b at 50. */
+static double last_run(void *arg, const char *pod, int device)
+{
+  (void)arg;
+  (void)device;
+  return strcmp(pod, "a") == 0 ? 10 : strcmp(pod, "b") == 0 ? 50 : -INFINITY;
+}
+
+static void test_swap_victims_least_recently_run_first(void **state)
+{
+  gmt_swap_t *sw = *state;
+  have(sw, "a", 1, 100 * MIB);
+  have(sw, "b", 2, 300 * MIB);
+  have(sw, "c", 3, 200 * MIB);
+  /* d wants 674 MiB: 250 MiB short. c (never ran) gives all it has, then
+   * a (ran at 10) the rest; b, the largest but the last to run, stays. */
+  gmt_swap_space_t sp = space(0, NULL, NOW);
+  sp.last_run = last_run;
+  gmt_swap_answer_t a;
+  assert_int_equal(gmt_swap_request(sw, "d", 4, 0, 674 * MIB, &sp, &a), 0);
+  assert_int_equal(a.reason, GMT_SWAP_WAIT);
+  assert_int_equal(a.shortfall, 250 * MIB);
+  assert_int_equal(a.asked, 2);
+  uint64_t keep;
+  assert_true(gmt_swap_target(sw, "c", 3, 0, &keep));
+  assert_int_equal(keep, 0);
+  assert_true(gmt_swap_target(sw, "a", 1, 0, &keep));
+  assert_int_equal(keep, 50 * MIB);
+  assert_false(gmt_swap_target(sw, "b", 2, 0, &keep));
+}
+
 /* The thresholds of a 1 GiB space as bytes: cuCascade's 0.85 / 0.65. */
 #define TRIGGER (GIB * 85 / 100)
 #define STOP (GIB * 65 / 100)
@@ -584,6 +616,7 @@ int main(void)
       T(test_swap_process_in_grace_is_kept_then_reclaimed),
       T(test_swap_retain_pods_forgets_pods_removed_or_out_of_swap),
       T(test_swap_adopt_takes_reports_only_for_unknown_processes),
+      T(test_swap_victims_least_recently_run_first),
       T(test_swap_pressure_below_the_trigger_asks_nobody),
       T(test_swap_pressure_asks_idle_ones_largest_first_down_to_stop),
       T(test_swap_pressure_spares_running_pods_and_asks_what_idle_ones_have),
