@@ -13,8 +13,12 @@ came back wrong or a run failed.
 
 With --spill DIR every move goes to a spill file in DIR instead (the host
 space declared at 1 MiB): "first out" and "out" are then both new files.
+With --mode um the pods are in mode=um: a move is a prefetch of managed
+memory (docs/tiers.md, "Unified memory"), and nothing is pinned, so "first
+out" is no different from "out".
 
-usage: bench/swap_bw.py [--sizes MIB,..] [--rounds N] [--fake] [--spill DIR] [--out FILE]
+usage: bench/swap_bw.py [--sizes MIB,..] [--rounds N] [--fake] [--spill DIR] [--mode swap|um]
+                        [--out FILE]
 GMT_BUILD_DIR names the build (.carry on the GPU machine); --fake is a dry
 run on the fake driver (its copies run at its simulated rates)."""
 import argparse
@@ -69,10 +73,10 @@ def moves(err, regex):
     return [(int(b), float(ms)) for b, ms in regex.findall(err)]
 
 
-def run_size(size_mib, rounds, fake, spill=None):
+def run_size(size_mib, rounds, fake, spill=None, mode="swap"):
     size = size_mib * MIB
-    node = gmt_e2e.Node("2\na 0.5 1.0 %dMi mode=swap\nb 0.5 1.0 %dMi mode=swap\n"
-                        % (size_mib + 64, size_mib + 64), fake=fake)
+    node = gmt_e2e.Node("2\na 0.5 1.0 {0}Mi mode={1}\nb 0.5 1.0 {0}Mi mode={1}\n"
+                        .format(size_mib + 64, mode), fake=fake)
     try:
         tiers = ["--host-tier", "1Mi", "--disk-tier", spill] if spill else []
         node.start_schd("--gpu-capacity", "0=%d" % (size * 3 // 2), *tiers)
@@ -80,7 +84,9 @@ def run_size(size_mib, rounds, fake, spill=None):
         node.start_pmgr("b")
         progs = []
         for pod in "ab":
-            env = node.hook_env(pod, GMT_HOOK_DEBUG="1", GMT_FAKE_MEM="%dMi" % (size_mib * 2))
+            # The fake card holds both (mode=um's managed memory may not
+            # pass it); the space declared for it, one.
+            env = node.hook_env(pod, GMT_HOOK_DEBUG="1", GMT_FAKE_MEM="%dMi" % (size_mib * 3))
             p = node.run_prog(pod, JOB, "--mib", str(size_mib), env=env)
             p.expect("READY", timeout=300)
             progs.append(p)
@@ -122,12 +128,13 @@ def main():
     ap.add_argument("--fake", action="store_true")
     ap.add_argument("--spill", metavar="DIR",
                     help="every move goes to a spill file in DIR (--host-tier 1Mi --disk-tier DIR)")
+    ap.add_argument("--mode", choices=("swap", "um"), default="swap")
     ap.add_argument("--out")
     a = ap.parse_args()
     rows, failed = [], False
     for s in (int(x) for x in a.sizes.split(",")):
         try:
-            r = run_size(s, a.rounds, a.fake, a.spill)
+            r = run_size(s, a.rounds, a.fake, a.spill, a.mode)
         except Exception as e:  # report the size and go on
             print("size %d MiB failed: %s" % (s, e), flush=True)
             failed = True

@@ -112,7 +112,7 @@ static void print_text(const Gmt__StatusReply *st)
     printf("%-*s  %-9s  %-13s  %-10s  %s / %s\n", w, pod_name(pod), pod->connected ? "yes" : "no",
            share, gpu, used, limit);
     /* mode=swap: where its allocations' bytes are now, per tier. */
-    bool swap = pod->config && pod->config->mode == GMT__MEM_MODE__MEM_SWAP;
+    bool swap = pod->config && gmt_mem_mode_moves(pod->config->mode);
     if (swap) {
       char g[32], hst[32], dsk[32], kept[32];
       human(g, sizeof g, pod->swap_gpu);

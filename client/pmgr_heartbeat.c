@@ -58,8 +58,7 @@ static void on_reply(void *arg, int rc, Gmt__Envelope *rep)
 static void on_tick(uv_timer_t *h)
 {
   gmt_pmgr_t *pm = h->data;
-  uint64_t period =
-      pm->config.mode == GMT__MEM_MODE__MEM_SWAP ? PMGR_HB_SWAP_MS : PMGR_HB_PERIOD_MS;
+  uint64_t period = gmt_mem_mode_moves(pm->config.mode) ? PMGR_HB_SWAP_MS : PMGR_HB_PERIOD_MS;
   if (!pm->hb_in_flight && uv_now(pm->loop) - pm->hb_sent_ms + 5 >= period)
     send_heartbeat(pm);
 }

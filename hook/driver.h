@@ -181,6 +181,8 @@
   X(cuMemMap)                                                                                      \
   X(cuMemUnmap)                                                                                    \
   X(cuMemSetAccess)                                                                                \
+  X(cuMemPrefetchAsync)                                                                            \
+  X(cuMemPrefetchAsync_v2)                                                                         \
   X(cuDevicePrimaryCtxGetState)                                                                    \
   X(cuDevicePrimaryCtxRetain)
 

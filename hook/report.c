@@ -256,7 +256,11 @@ static int do_register(void)
   if (pc)
     gmt__reserve_set_limit(pc->memory_limit); /* the fallback while unreachable */
   gmt__pin_set_mode(pc ? (int)pc->pin : GMT__PIN_MODE__PIN_OFF);
-  gmt__swap_configure(pc && pc->mode == GMT__MEM_MODE__MEM_SWAP, pc ? pc->name : NULL);
+  int how = !pc                                   ? GMT_SWAP_OFF
+            : pc->mode == GMT__MEM_MODE__MEM_SWAP ? GMT_SWAP_COPIES
+            : pc->mode == GMT__MEM_MODE__MEM_UM   ? GMT_SWAP_MANAGED
+                                                  : GMT_SWAP_OFF;
+  gmt__swap_configure(how, pc ? pc->name : NULL);
   gmt_wire_free(rep);
 
   rc = gmt__thread_start(reporter_main);

@@ -31,6 +31,7 @@
 #include "gmt_wire.h"
 #include "log.h"
 #include "swaptab.h"
+#include "swapum.h"
 
 #define GMT_SWAP_DEVICES 64
 #define GMT_SWAP_WAIT_DEFAULT_MS 60000
@@ -106,7 +107,7 @@ static uint64_t env_ms(const char *name, uint64_t dflt)
   return n;
 }
 
-void gmt__swap_configure(int on, const char *pod)
+void gmt__swap_configure(int how, const char *pod)
 {
   pthread_mutex_lock(&g_res_mu);
   snprintf(g_pod, sizeof g_pod, "%s", pod ? pod : "");
@@ -115,7 +116,12 @@ void gmt__swap_configure(int on, const char *pod)
   g_test_evict_ms = env_ms("GMT_SWAP_TEST_EVICT_MS", 0);
   g_keep_ms = env_ms("GMT_SWAP_KEEP_MS", GMT_SWAP_KEEP_DEFAULT_MS);
   g_quantum_factor = env_ms("GMT_SWAP_QUANTUM_FACTOR", GMT_SWAP_QUANTUM_FACTOR_DEFAULT);
-  atomic_store_explicit(&gmt__swap_on, on, memory_order_release);
+  atomic_store_explicit(&gmt__swap_on, how, memory_order_release);
+}
+
+static int managed_mode(void)
+{
+  return atomic_load_explicit(&gmt__swap_on, memory_order_relaxed) == GMT_SWAP_MANAGED;
 }
 
 /* A failed move, on stderr the first time, in the debug log after. */
@@ -133,18 +139,22 @@ void gmt__swap_configure(int on, const char *pod)
 
 /* ---- Resident ---- */
 
-enum { RES_GRANTED, RES_WAIT, RES_NEVER };
+/* RES_CARD: never, mode=um's managed memory would pass the card's free
+ * memory (ResidentRequest.card_free). */
+enum { RES_GRANTED, RES_WAIT, RES_NEVER, RES_CARD };
 
-/* Asks for total swap bytes on dev (g_res_mu held). A pod manager that
- * cannot be reached or does not serve Resident counts as a grant: the
- * card's own out-of-memory is then the backstop. */
-static int rpc_resident(int dev, uint64_t total, uint32_t *retry_ms)
+/* Asks for total swap bytes on dev (g_res_mu held); card_free: a new
+ * managed allocation's (0: none). A pod manager that cannot be reached or
+ * does not serve Resident counts as a grant: the card's own out-of-memory
+ * is then the backstop. */
+static int rpc_resident(int dev, uint64_t total, uint64_t card_free, uint32_t *retry_ms)
 {
   Gmt__ResidentRequest rq = GMT__RESIDENT_REQUEST__INIT;
   rq.pod = g_pod;
   rq.pid = (uint32_t)getpid();
   rq.device = dev;
   rq.bytes = total;
+  rq.card_free = card_free;
   Gmt__Envelope env = GMT__ENVELOPE__INIT;
   env.body_case = GMT__ENVELOPE__BODY_RESIDENT_REQ;
   env.resident_req = &rq;
@@ -167,9 +177,10 @@ static int rpc_resident(int dev, uint64_t total, uint32_t *retry_ms)
     return RES_GRANTED;
   }
   const Gmt__ResidentReply *r = rep->resident_rep;
-  int out = r->granted                                                   ? RES_GRANTED
-            : r->reason == GMT__RESIDENT_REASON__RESIDENT_REASON_TOO_BIG ? RES_NEVER
-                                                                         : RES_WAIT;
+  int out = r->granted                                                     ? RES_GRANTED
+            : r->reason == GMT__RESIDENT_REASON__RESIDENT_REASON_TOO_BIG   ? RES_NEVER
+            : r->reason == GMT__RESIDENT_REASON__RESIDENT_REASON_CARD_FULL ? RES_CARD
+                                                                           : RES_WAIT;
   uint32_t ms = r->retry_ms;
   *retry_ms = ms < GMT_SWAP_RETRY_MIN_MS   ? GMT_SWAP_RETRY_MIN_MS
               : ms > GMT_SWAP_RETRY_MAX_MS ? GMT_SWAP_RETRY_MAX_MS
@@ -198,13 +209,15 @@ static uint64_t out_on(int dev)
 }
 
 /* Asks Resident for bytes more on dev (restore: for what is out there
- * now, read at each try), waiting out refusals until deadline_ms. 0 with
- * *got the bytes granted (0 when nothing was left to ask for), -E2BIG when
- * they can never fit, -ENOSPC past the deadline. A refusal as too big
+ * now, read at each try; card_free: a new managed allocation's, else 0),
+ * waiting out refusals until deadline_ms. 0 with *got the bytes granted (0
+ * when nothing was left to ask for), -E2BIG when they can never fit,
+ * -EFBIG when managed memory would pass the card's, -ENOSPC past the
+ * deadline. A refusal as too big
  * while this process holds grants of its own is waited out like any
  * other: a move out or a free in flight is about to lower them. */
-static int claim(int dev, uint64_t bytes, int restore, uint64_t deadline_ms, gmt_swap_gate_fn gate,
-                 uint64_t *got)
+static int claim(int dev, uint64_t bytes, int restore, uint64_t card_free, uint64_t deadline_ms,
+                 gmt_swap_gate_fn gate, uint64_t *got)
 {
   int d = clamp_dev(dev);
   *got = 0;
@@ -215,7 +228,7 @@ static int claim(int dev, uint64_t bytes, int restore, uint64_t deadline_ms, gmt
     pthread_mutex_lock(&g_res_mu);
     if (restore)
       bytes = out_on(dev);
-    int r = bytes ? rpc_resident(dev, g_claimed[d] + bytes, &retry) : RES_GRANTED;
+    int r = bytes ? rpc_resident(dev, g_claimed[d] + bytes, card_free, &retry) : RES_GRANTED;
     if (r == RES_GRANTED)
       g_claimed[d] += bytes;
     uint64_t own = g_claimed[d];
@@ -226,6 +239,8 @@ static int claim(int dev, uint64_t bytes, int restore, uint64_t deadline_ms, gmt
     }
     if (r == RES_NEVER && own == 0)
       return -E2BIG;
+    if (r == RES_CARD)
+      return -EFBIG;
     if (gmt_now_ms() + retry > deadline_ms)
       return -ENOSPC;
     sleep_ms(retry);
@@ -241,7 +256,7 @@ static void unclaim_locked(int dev, uint64_t bytes)
   int d = clamp_dev(dev);
   uint32_t retry;
   g_claimed[d] -= bytes < g_claimed[d] ? bytes : g_claimed[d];
-  rpc_resident(dev, g_claimed[d], &retry);
+  rpc_resident(dev, g_claimed[d], 0, &retry);
 }
 
 static void unclaim(int dev, uint64_t bytes)
@@ -321,9 +336,78 @@ static void publish_nout(void)
 
 /* ---- allocation and free ---- */
 
+/* mode=um: managed memory (swapum.h), granted as a swap allocation is;
+ * bounded too by the card's free memory less every process's managed
+ * bytes off the card (they come back): this process's here, the others'
+ * by the scheduler. */
+static CUresult alloc_managed(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_addr,
+                              gmt_swap_gate_fn gate, CUcontext ctx)
+{
+  uint64_t span = gmt__um_span(bytes), card = 0;
+  CUresult rc = gmt__um_card_free(&card);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  uint64_t own_off = out_on(dev), avail = card > own_off ? card - own_off : 0;
+  if (span > avail) {
+    fprintf(stderr,
+            "gmt[%d]: %llu bytes of managed memory refused on device %d: the card has %llu free "
+            "and %llu of this process's managed memory off it comes back first; managed memory "
+            "past the card's free memory can hang the GPU\n",
+            (int)getpid(), (unsigned long long)span, dev, (unsigned long long)card,
+            (unsigned long long)own_off);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  uint64_t got;
+  atomic_fetch_add(&gmt__swap_waiting, 1);
+  int c = claim(dev, span, 0, avail, gmt_now_ms() + g_wait_ms, gate, &got);
+  atomic_fetch_sub(&gmt__swap_waiting, 1);
+  if (c < 0) {
+    fprintf(stderr, "gmt[%d]: the scheduler did not grant %llu more bytes on device %d%s\n",
+            (int)getpid(), (unsigned long long)span, dev,
+            c == -EFBIG ? ": with other processes' managed memory off the card, it would pass the "
+                          "card's free memory"
+                        : "");
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUdeviceptr p = 0;
+  rc = gmt__um_alloc(&p, bytes);
+  if (rc == CUDA_SUCCESS && p + bytes - 1 > max_addr) {
+    gmt__um_free(p);
+    rc = CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (rc == CUDA_SUCCESS) {
+    gmt_swap_entry_t e = {
+        .addr = p, .size = bytes, .span = span, .ctx = ctx, .device = dev, .managed = 1};
+    pthread_mutex_lock(&g_tab_mu);
+    int added = gmt__swaptab_add(&g_tab, &e);
+    if (added == 0) {
+      if (g_device < 0)
+        g_device = dev;
+      g_last_in_ms = gmt_now_ms();
+    }
+    pthread_mutex_unlock(&g_tab_mu);
+    if (added < 0) {
+      gmt__um_free(p);
+      rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  if (rc != CUDA_SUCCESS) {
+    unclaim(dev, span);
+    return rc;
+  }
+  *dptr = p;
+  return CUDA_SUCCESS;
+}
+
 CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_addr,
                          gmt_swap_gate_fn gate)
 {
+  if (managed_mode()) {
+    if (!dptr || !bytes)
+      return CUDA_ERROR_INVALID_VALUE;
+    CUcontext ctx = gmt__current_ctx();
+    return ctx ? alloc_managed(dptr, bytes, dev, max_addr, gate, ctx) : CUDA_ERROR_INVALID_CONTEXT;
+  }
   __typeof__(&cuMemGetAllocationGranularity) gran_fn = REAL(cuMemGetAllocationGranularity);
   __typeof__(&cuMemAddressReserve) reserve = REAL(cuMemAddressReserve);
   __typeof__(&cuMemAddressFree) addr_free = REAL(cuMemAddressFree);
@@ -354,7 +438,7 @@ CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_
   }
   uint64_t got;
   atomic_fetch_add(&gmt__swap_waiting, 1);
-  int c = claim(dev, span, 0, gmt_now_ms() + g_wait_ms, gate, &got);
+  int c = claim(dev, span, 0, 0, gmt_now_ms() + g_wait_ms, gate, &got);
   atomic_fetch_sub(&gmt__swap_waiting, 1);
   if (c < 0) {
     addr_free(base, span);
@@ -418,6 +502,16 @@ CUresult gmt__swap_free(CUdeviceptr p, int *owned)
     goto undo;
   }
   int entered = gmt__ctx_enter(e.ctx);
+  if (e.managed) {
+    rc = gmt__um_free(p);
+    gmt__ctx_leave(entered);
+    if (rc != CUDA_SUCCESS)
+      goto undo;
+    pthread_rwlock_unlock(&gmt__swap_rw);
+    if (!e.out)
+      unclaim(e.device, e.span);
+    return rc;
+  }
   if (!e.out) {
     /* cuMemFree waits for work that may still use the memory; unmapping
      * does not, so wait here. */
@@ -533,8 +627,38 @@ static void *new_copy(const gmt_swap_entry_t *e, gmt_swap_where_t *w, int *kind)
   return host;
 }
 
+/* mode=um: prefetched to the host, within the host space's room (managed
+ * memory has no spill file). */
+static int move_out_managed(const gmt_swap_entry_t *e, gmt_swap_where_t *w)
+{
+  if (w->bounded && e->size > w->host_room) {
+    SAY_ONCE("cannot move %llu bytes of managed memory at 0x%llx off the GPU: the host space has "
+             "room for %llu more (managed memory does not go to a disk tier); it stays on the GPU",
+             (unsigned long long)e->size, (unsigned long long)e->addr,
+             (unsigned long long)w->host_room);
+    return -1;
+  }
+  CUresult rc = gmt__um_move(e->addr, e->size, -1);
+  if (rc != CUDA_SUCCESS) {
+    SAY_ONCE("cannot prefetch %llu bytes of managed memory at 0x%llx to the host (%d); counted as "
+             "on the GPU",
+             (unsigned long long)e->size, (unsigned long long)e->addr, (int)rc);
+    return -1;
+  }
+  if (w->bounded)
+    w->host_room -= e->size;
+  pthread_mutex_lock(&g_tab_mu);
+  gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, e->addr);
+  if (t)
+    gmt__swaptab_mark_out(&g_tab, t, NULL, GMT_SWAP_HOST_MALLOC);
+  pthread_mutex_unlock(&g_tab_mu);
+  return 0;
+}
+
 static int move_out(gmt_swap_entry_t *e, gmt_swap_where_t *w)
 {
+  if (e->managed)
+    return move_out_managed(e, w);
   __typeof__(&cuMemcpyDtoH_v2) dtoh = REAL(cuMemcpyDtoH_v2);
   __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
   __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
@@ -663,6 +787,18 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
  * or freed. */
 static CUresult move_in(const gmt_swap_entry_t *e)
 {
+  if (e->managed) {
+    CUresult rc = gmt__um_move(e->addr, e->size, e->device);
+    if (rc != CUDA_SUCCESS)
+      return rc;
+    pthread_mutex_lock(&g_tab_mu);
+    gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, e->addr);
+    if (t)
+      gmt__swaptab_mark_in(&g_tab, t, 0, 0, gmt_now_ms());
+    g_last_in_ms = gmt_now_ms();
+    pthread_mutex_unlock(&g_tab_mu);
+    return CUDA_SUCCESS;
+  }
   __typeof__(&cuMemcpyHtoD_v2) htod = REAL(cuMemcpyHtoD_v2);
   __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
   __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
@@ -780,7 +916,7 @@ static CUresult enter_slow(int *held, gmt_swap_gate_fn gate, int *restored)
       continue;
     }
     uint64_t got = 0;
-    int c = claim(dev, 0, 1, deadline, gate, &got);
+    int c = claim(dev, 0, 1, 0, deadline, gate, &got);
     if (c == -E2BIG) {
       fprintf(stderr,
               "gmt[%d]: %llu bytes of swap allocations can never come back to device %d: more "
@@ -833,6 +969,11 @@ void gmt__swap_ctx_going(CUcontext ctx)
   int entered = gmt__ctx_enter(ctx);
   for (size_t i = 0; i < n; i++) {
     gmt_swap_entry_t *e = &es[i];
+    if (e->managed) { /* the driver's, gone with the context */
+      if (!e->out)
+        was_in[clamp_dev(e->device)] += e->span;
+      continue;
+    }
     if (!e->out) {
       was_in[clamp_dev(e->device)] += e->span;
       if (unmap && unmap(e->addr, e->span) == CUDA_SUCCESS && release)

@@ -26,7 +26,11 @@
 
 #include "driver.h"
 
-extern _Atomic int gmt__swap_on;   /* this process is in mode=swap */
+/* How a process's cuMemAlloc* memory moves: not at all (strict), by copies
+ * to host memory and back (mode=swap), or by prefetches of managed memory
+ * (mode=um, swapum.h). Everything else in this file is the same for both. */
+enum { GMT_SWAP_OFF = 0, GMT_SWAP_COPIES = 1, GMT_SWAP_MANAGED = 2 };
+extern _Atomic int gmt__swap_on;   /* GMT_SWAP_*: this process's mode */
 extern _Atomic int gmt__swap_nout; /* its allocations off the GPU now */
 extern pthread_rwlock_t gmt__swap_rw;
 /* Threads now waiting for the scheduler's leave to bring memory back or
@@ -77,14 +81,17 @@ static inline void gmt__swap_leave(int held)
     pthread_rwlock_unlock(&gmt__swap_rw);
 }
 
-/* At registration (report.c): the pod's mode and name. */
-void gmt__swap_configure(int on, const char *pod);
+/* At registration (report.c): how memory moves (GMT_SWAP_*) and the pod's
+ * name. */
+void gmt__swap_configure(int how, const char *pod);
 
-/* cuMemAlloc's and cuMemAllocPitch's allocation in swap mode: bytes on
- * device dev of the calling thread's context, at an address whose last
+/* cuMemAlloc's and cuMemAllocPitch's allocation in swap or um mode: bytes
+ * on device dev of the calling thread's context, at an address whose last
  * byte is at most max_addr (the v1 entry points' 32-bit pointers).
  * CUDA_ERROR_NOT_SUPPORTED when the driver placed it higher: the caller
- * then allocates as in strict mode. The quota is the caller's. */
+ * then allocates as in strict mode. The quota is the caller's. In um mode,
+ * CUDA_ERROR_OUT_OF_MEMORY when the card's free memory could not take it
+ * with every process's managed bytes off the card (docs/tiers.md). */
 CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_addr,
                          gmt_swap_gate_fn gate);
 

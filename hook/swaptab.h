@@ -22,6 +22,7 @@ typedef struct {
   void *host;      /* the host copy while out, else NULL */
   void *ctx;       /* the context it was made in */
   int device;
+  int managed;    /* mode=um: managed memory, moved by prefetch (host stays NULL) */
   int host_kind;  /* what host is: GMT_SWAP_HOST_MALLOC, _PINNED or _FILE */
   int out;        /* 1: moved off the GPU */
   uint64_t stamp; /* when made or last brought back, in the table's own ticks */

@@ -103,6 +103,9 @@ int gmt_pin_mode_parse(const char *name);
  * gmt status), and back (-EINVAL when unknown). */
 const char *gmt_mem_mode_name(int mode);
 int gmt_mem_mode_parse(const char *name);
+/* Whether a pod in mode moves its allocations between tiers (swap, um):
+ * its resident bytes, not its reservations, occupy the GPU spaces. */
+bool gmt_mem_mode_moves(int mode);
 
 /* ---- server ---- */
 

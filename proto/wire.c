@@ -177,3 +177,8 @@ int gmt_mem_mode_parse(const char *name)
 {
   return enum_parse(NAMES(mem_names), name);
 }
+
+bool gmt_mem_mode_moves(int mode)
+{
+  return mode == GMT__MEM_MODE__MEM_SWAP || mode == GMT__MEM_MODE__MEM_UM;
+}

@@ -77,11 +77,6 @@ static void on_heartbeat(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *r
   free(body.evict);
 }
 
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   (void)req;
@@ -135,10 +130,10 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
       pr[k].swap_kept = src->swap_kept;
       pr[k].swap_outs = src->swap_outs;
       pr[k].swap_ins = src->swap_ins;
-      ps[i].swap_gpu = sat_add(ps[i].swap_gpu, src->swap_gpu);
-      ps[i].swap_host = sat_add(ps[i].swap_host, src->swap_host);
-      ps[i].swap_disk = sat_add(ps[i].swap_disk, src->swap_disk);
-      ps[i].swap_kept = sat_add(ps[i].swap_kept, src->swap_kept);
+      ps[i].swap_gpu = gmt__sat_add(ps[i].swap_gpu, src->swap_gpu);
+      ps[i].swap_host = gmt__sat_add(ps[i].swap_host, src->swap_host);
+      ps[i].swap_disk = gmt__sat_add(ps[i].swap_disk, src->swap_disk);
+      ps[i].swap_kept = gmt__sat_add(ps[i].swap_kept, src->swap_kept);
       prp[k] = &pr[k];
     }
     gmt__ledger_status(s, pod, &ps[i]); /* after its processes: fills theirs too */

@@ -47,8 +47,8 @@ void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
    * bytes occupy the card only while resident (Resident, rpc_swap.c), and
    * its quota is what bounds its reservations. */
   uint64_t room = 0;
-  if (pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP &&
-      gmt__tiers_device_room(s, r->device, &room) == 0 && r->bytes > room) {
+  if (!gmt_mem_mode_moves(pod->cfg.mode) && gmt__tiers_device_room(s, r->device, &room) == 0 &&
+      r->bytes > room) {
     gmt_debug("pod '%s' pid %u: %" PRIu64 " bytes on device %d refused: %" PRIu64
               " left of its declared capacity",
               pod->cfg.name, r->pid, r->bytes, r->device, room);

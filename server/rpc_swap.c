@@ -109,6 +109,29 @@ static Gmt__ResidentReason wire_reason(gmt_swap_reason_t r)
   return GMT__RESIDENT_REASON__RESIDENT_REASON_TOO_BIG;
 }
 
+/* mode=um: managed memory past the card's free memory can hang the GPU
+ * (docs/tiers.md, "Unified memory"). A new managed allocation of
+ * r->bytes less what the process has fits only when, with every other
+ * um process's managed bytes off the card (they come back), it stays
+ * within r->card_free (the requester's own bytes off the card are taken
+ * off it already). *off: those other bytes, as their last reports say. */
+static bool card_full(gmt_schd_t *s, const Gmt__ResidentRequest *r, uint64_t *off)
+{
+  *off = 0;
+  for (size_t i = 0; s->pods && i < s->pods->npods; i++) {
+    const gmt_pod_t *p = &s->pods->pods[i];
+    if (p->cfg.mode != GMT__MEM_MODE__MEM_UM)
+      continue;
+    for (size_t j = 0; j < p->nprocs; j++)
+      if (p->procs[j].pid != r->pid && p->procs[j].swap_device == r->device)
+        *off = gmt__sat_add(*off, p->procs[j].swap_host);
+  }
+  const char *pod = r->pod;
+  uint64_t had = s->swap ? gmt_swap_resident(s->swap, pod, r->pid, r->device) : 0;
+  uint64_t more = r->bytes > had ? r->bytes - had : 0;
+  return gmt__sat_add(more, *off) > r->card_free;
+}
+
 void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   const Gmt__ResidentRequest *r = req->resident_req;
@@ -126,15 +149,28 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
                          GMT_SWAP_DEVICES - 1);
     return;
   }
-  if (pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP) {
+  if (!gmt_mem_mode_moves(pod->cfg.mode)) {
     /* Its reservations occupy the card already; resident bytes would
      * count them twice. */
     gmt_call_reply_error(call, -EPERM,
-                         "pod '%s' is in mode %s: Resident is for mode=swap pods (docs/tiers.md)",
+                         "pod '%s' is in mode %s: Resident is for mode=swap and mode=um pods "
+                         "(docs/tiers.md)",
                          pod->cfg.name, gmt_mem_mode_name(pod->cfg.mode));
     return;
   }
   Gmt__ResidentReply body = GMT__RESIDENT_REPLY__INIT;
+  uint64_t off = 0;
+  if (r->card_free && card_full(s, r, &off)) {
+    gmt_info("um: pod '%s' pid %u: %" PRIu64 " bytes more of managed memory on device %d refused: "
+             "the card has %" PRIu64 " free and other processes' managed memory off it is %" PRIu64,
+             pod->cfg.name, r->pid,
+             r->bytes - gmt_swap_resident(s->swap, pod->cfg.name, r->pid, r->device), r->device,
+             r->card_free, off);
+    body.reason = GMT__RESIDENT_REASON__RESIDENT_REASON_CARD_FULL;
+    body.room = r->card_free > off ? r->card_free - off : 0;
+    gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RESIDENT_REP, &body);
+    return;
+  }
   uint64_t limit = 0, base = 0;
   if (gmt__tiers_gpu_space(s, r->device, &limit, &base, NULL, NULL) < 0) {
     /* No space declared: the card's own out-of-memory is the bound. */
@@ -177,7 +213,7 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
 
 int gmt__swap_heartbeat_evicts(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__HeartbeatReply *reply)
 {
-  if (!s->swap || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP)
+  if (!s->swap || !gmt_mem_mode_moves(pod->cfg.mode))
     return 0;
   expire(s);
   for (int d = 0; d < GMT_SWAP_DEVICES; d++)
@@ -227,7 +263,7 @@ static void log_reclaim(void *arg, const char *pod, uint32_t pid, int device, ui
 static bool pod_swaps(void *arg, const char *name)
 {
   const gmt_pod_t *pod = gmt_pods_find(((gmt_schd_t *)arg)->pods, name);
-  return pod && pod->cfg.mode == GMT__MEM_MODE__MEM_SWAP;
+  return pod && gmt_mem_mode_moves(pod->cfg.mode);
 }
 
 void gmt__swap_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
@@ -237,7 +273,7 @@ void gmt__swap_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
   /* A pod that a reload removed, or took out of swap mode, is no longer
    * visited by name: sweep. */
   gmt_swap_retain_pods(s->swap, pod_swaps, log_reclaim, s);
-  if (pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP)
+  if (!gmt_mem_mode_moves(pod->cfg.mode))
     return;
   uint32_t stack[64] = {0}, *pids = stack;
   if (pod->nprocs > sizeof stack / sizeof stack[0] &&

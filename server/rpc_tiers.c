@@ -18,12 +18,7 @@
 static bool reservations_occupy(void *arg, const char *name)
 {
   const gmt_pod_t *pod = gmt_pods_find(((gmt_schd_t *)arg)->pods, name);
-  return !pod || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP;
-}
-
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+  return !pod || !gmt_mem_mode_moves(pod->cfg.mode);
 }
 
 /* What occupies each device's GPU space, read whenever the spaces are
@@ -38,8 +33,9 @@ static void sync_devices(gmt_schd_t *s)
     if (gmt_tiers_space_info(s->tiers, i, &sp) < 0 || sp.tier != GMT_TIER_GPU)
       continue;
     uint64_t held = gmt_ledger_device_total_if(s->ledger, sp.index, reservations_occupy, s);
-    (void)gmt_tiers_set_held(s->tiers, GMT_TIER_GPU, sp.index,
-                             sat_add(held, s->swap ? gmt_swap_device_total(s->swap, sp.index) : 0));
+    (void)gmt_tiers_set_held(
+        s->tiers, GMT_TIER_GPU, sp.index,
+        gmt__sat_add(held, s->swap ? gmt_swap_device_total(s->swap, sp.index) : 0));
   }
   /* The host space holds what swap processes moved out and the copies
    * they keep for the next move, as their reports say (one host space:
@@ -48,8 +44,8 @@ static void sync_devices(gmt_schd_t *s)
   for (size_t i = 0; s->pods && i < s->pods->npods; i++)
     for (size_t j = 0; j < s->pods->pods[i].nprocs; j++) {
       const gmt_proc_t *p = &s->pods->pods[i].procs[j];
-      host = sat_add(host, sat_add(p->swap_host, p->swap_kept));
-      disk = sat_add(disk, p->swap_disk);
+      host = gmt__sat_add(host, gmt__sat_add(p->swap_host, p->swap_kept));
+      disk = gmt__sat_add(disk, p->swap_disk);
     }
   (void)gmt_tiers_set_held(s->tiers, GMT_TIER_HOST, 0, host);
   /* Spill files go to the first disk space (the hook's, rpc_swap.c). */
@@ -93,7 +89,8 @@ int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *b
     /* occupied = the space's own reservations + held (above). */
     uint64_t own = sp.occupied > sp.held ? sp.occupied - sp.held : 0;
     *limit = sp.limit;
-    *base = sat_add(own, gmt_ledger_device_total_if(s->ledger, device, reservations_occupy, s));
+    *base =
+        gmt__sat_add(own, gmt_ledger_device_total_if(s->ledger, device, reservations_occupy, s));
     if (trigger)
       *trigger = (uint64_t)(sp.trigger * (double)sp.capacity);
     if (stop)

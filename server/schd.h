@@ -18,6 +18,12 @@
 #include "store.h"
 #include "token.h"
 
+/* a + b, UINT64_MAX when it would wrap (byte sums over pods and reports). */
+static inline uint64_t gmt__sat_add(uint64_t a, uint64_t b)
+{
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 /* A --disk-tier: the folder where spill files are to go, and its space's
  * bytes (DISK space i is disks[i]). */
 #define GMT_SCHD_MAX_DISK_TIERS 16

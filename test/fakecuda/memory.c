@@ -257,6 +257,64 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
   GMT_FAKE_RET(mem_alloc(dptr, bytesize, GMT__MEM_MANAGED, 0));
 }
 
+/* Prefetch of managed memory: to the host, a whole allocation's bytes
+ * leave the device's ledger; to a device, they come back when it has room
+ * (else they stay on the host and the call still succeeds, as a real
+ * driver's prefetch is only a hint). Part of an allocation moves nothing.
+ * No byte moves (managed memory is host memory here wherever the ledger
+ * counts it), so it takes effect at once, not in the stream's order. */
+static CUresult prefetch(CUdeviceptr p, size_t count, int to_host, int dev)
+{
+  if (!gmt__fake.inited)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (count == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  gmt__fake_lock();
+  struct gmt__range *r = gmt__mem_find(p);
+  CUresult rc = CUDA_SUCCESS;
+  if (!r || r->kind != GMT__MEM_MANAGED || count > r->size - (size_t)(p - r->base))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else if (!to_host && (dev < 0 || dev >= gmt__fake.ndev))
+    rc = CUDA_ERROR_INVALID_DEVICE;
+  int whole = rc == CUDA_SUCCESS && p == r->base && count >= r->size - (GMT_FAKE_ALIGN - 1);
+  const char *where = "stays";
+  if (whole && to_host && r->charged) {
+    gmt__fake_uncharge(r->dev, r->charged);
+    r->charged = 0;
+    where = "host";
+  } else if (whole && !to_host && !r->charged) {
+    if (gmt__fake_charge(dev, r->size) == CUDA_SUCCESS) {
+      r->charged = r->size;
+      r->dev = dev;
+      where = "device";
+    }
+  }
+  gmt__fake_unlock();
+  gmt__fake_log("prefetch %zu bytes at 0x%llx to %s %d: %s (%d)", count, (unsigned long long)p,
+                to_host ? "host" : "device", to_host ? -1 : dev, where, (int)rc);
+  return rc;
+}
+
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location,
+                               unsigned int flags, CUstream hStream)
+{
+  (void)hStream;
+  if (flags != 0)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  int to_host = location.type == CU_MEM_LOCATION_TYPE_HOST ||
+                location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+                location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+  if (!to_host && location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  GMT_FAKE_RET(prefetch(devPtr, count, to_host, location.id));
+}
+
+CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
+{
+  (void)hStream;
+  GMT_FAKE_RET(prefetch(devPtr, count, dstDevice == CU_DEVICE_CPU, dstDevice));
+}
+
 static CUresult pitch_alloc(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                             unsigned elem, int low)
 {

@@ -80,6 +80,8 @@ static const struct sym table[] = {
     S(cuMemFree, 2000, cuMemFree),
     S(cuMemFree, 3020, cuMemFree_v2),
     S(cuMemAllocManaged, 6000, cuMemAllocManaged),
+    S(cuMemPrefetchAsync, 8000, cuMemPrefetchAsync),
+    S(cuMemPrefetchAsync, 12020, cuMemPrefetchAsync_v2),
     S(cuMemGetAddressRange, 2000, cuMemGetAddressRange),
     S(cuMemGetAddressRange, 3020, cuMemGetAddressRange_v2),
     S(cuMemGetInfo, 2000, cuMemGetInfo),

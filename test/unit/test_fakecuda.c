@@ -544,6 +544,47 @@ static void test_vmm_maps_handles_and_charges_until_release(void **state)
   assert_int_equal(free_mem(), before);
 }
 
+/* Managed memory is charged to the card while there: a whole
+ * allocation's prefetch to the host gives it back, one to the device takes
+ * it again, and its bytes stay what they were. */
+static void test_prefetch_moves_managed_memory_off_the_card_and_back(void **state)
+{
+  (void)state;
+  size_t before = free_mem();
+  CUdeviceptr p = 0, d = 0;
+  assert_int_equal(cuMemAllocManaged(&p, 8 * MiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(before - free_mem(), 8 * MiB);
+  char in[16] = "managed bytes", out[16] = {0};
+  assert_int_equal(cuMemcpyHtoD_v2(p + MiB, in, sizeof in), CUDA_SUCCESS);
+  CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST},
+                dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+  /* Part of it moves nothing; the whole of it leaves the card. */
+  assert_int_equal(cuMemPrefetchAsync_v2(p, MiB, host, 0, NULL), CUDA_SUCCESS);
+  assert_int_equal(before - free_mem(), 8 * MiB);
+  assert_int_equal(cuMemPrefetchAsync_v2(p, 8 * MiB, host, 0, NULL), CUDA_SUCCESS);
+  assert_int_equal(free_mem(), before);
+  assert_int_equal(cuMemPrefetchAsync_v2(p, 8 * MiB, dev0, 0, NULL), CUDA_SUCCESS);
+  assert_int_equal(before - free_mem(), 8 * MiB);
+  /* The CUDA 8 entry point, CU_DEVICE_CPU for the host. */
+  assert_int_equal(cuMemPrefetchAsync(p, 8 * MiB, CU_DEVICE_CPU, NULL), CUDA_SUCCESS);
+  assert_int_equal(free_mem(), before);
+  assert_int_equal(cuMemcpyDtoH_v2(out, p + MiB, sizeof out), CUDA_SUCCESS);
+  assert_memory_equal(in, out, sizeof in);
+  /* Freed while on the host: nothing more to give back. */
+  assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+  assert_int_equal(free_mem(), before);
+  /* Only managed memory, within its allocation, to a device that exists. */
+  assert_int_equal(cuMemAlloc_v2(&d, MiB), CUDA_SUCCESS);
+  assert_int_equal(cuMemPrefetchAsync_v2(d, MiB, host, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemFree_v2(d), CUDA_SUCCESS);
+  assert_int_equal(cuMemAllocManaged(&p, MiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(cuMemPrefetchAsync_v2(p, 2 * MiB, host, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  CUmemLocation dev9 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 9};
+  assert_int_equal(cuMemPrefetchAsync_v2(p, MiB, dev9, 0, NULL), CUDA_ERROR_INVALID_DEVICE);
+  assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+  assert_int_equal(free_mem(), before);
+}
+
 static void test_second_device_has_its_own_memory(void **state)
 {
   (void)state;
@@ -1201,6 +1242,7 @@ int main(void)
       cmocka_unit_test(test_ctx_synchronize_waits_for_every_stream),
       cmocka_unit_test(test_fork_leaves_queued_work_to_the_parent),
       cmocka_unit_test(test_many_threads_launch_on_many_streams),
+      cmocka_unit_test(test_prefetch_moves_managed_memory_off_the_card_and_back),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
