@@ -102,6 +102,12 @@ static void on_call(gmt_tracer_t *t, const struct gmt_trace_event *e)
       gmt_debug("trace: gmt %spinned 0x%llx in pid %u, which was not traced", e->flags ? "" : "un",
                 (unsigned long long)e->addr, e->pid);
     break;
+  case GMT_TFN_GMT_MOVED: /* gmt moved a whole allocation off the GPU or back */
+    if (gmt_memhistory_moved(t->mh, e->pid, e->addr, e->size, e->flags != 0, e->ts_ns, e->dur_ns,
+                             e->tid) != 0)
+      gmt_debug("trace: gmt moved 0x%llx %s the GPU in pid %u, which was not traced",
+                (unsigned long long)e->addr, e->flags ? "off" : "back to", e->pid);
+    break;
   case GMT_TFN_MEMCPY_HTOD:
   case GMT_TFN_MEMCPY_DTOH:
   case GMT_TFN_MEMCPY:
@@ -448,6 +454,11 @@ void gmt_tracer_spots(gmt_tracer_t *t, const uint32_t *pids, size_t npids, size_
     *nhot = gmt_memhistory_hotspots(t->mh, k, hot);
     *ncold = gmt_memhistory_coldspots(t->mh, k, cold);
   }
+}
+
+size_t gmt_tracer_most_moved(gmt_tracer_t *t, size_t k, gmt_alloc_info_t *out)
+{
+  return gmt_memhistory_most_moved(t->mh, k, out);
 }
 
 void gmt_tracer_totals(gmt_tracer_t *t, gmt_memhistory_totals_t *tot)

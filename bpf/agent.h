@@ -94,6 +94,8 @@ int gmt_tracer_process_info(gmt_tracer_t *t, uint32_t pid, gmt_trace_process_t *
  * NULL. hot and cold have room for k each. */
 void gmt_tracer_spots(gmt_tracer_t *t, const uint32_t *pids, size_t npids, size_t k,
                       gmt_alloc_info_t *hot, size_t *nhot, gmt_alloc_info_t *cold, size_t *ncold);
+/* The k allocations gmt's hook moved most (gmt_memhistory_most_moved()). */
+size_t gmt_tracer_most_moved(gmt_tracer_t *t, size_t k, gmt_alloc_info_t *out);
 void gmt_tracer_totals(gmt_tracer_t *t, gmt_memhistory_totals_t *tot);
 void gmt_tracer_meta(gmt_tracer_t *t, gmt_trace_meta_t *meta);
 /* By extension: .json, .gmtz, .trace.json. */

@@ -115,6 +115,17 @@ int gmt_chrome_trace_write(gmt_memhistory_t *mh, const gmt_trace_meta_t *meta, c
                 (double)e->dur_ns / 1e3, (unsigned long long)in->id, (unsigned long long)e->bytes,
                 (unsigned long long)e->stream);
         break;
+      case GMT_AEV_MOVE_OUT:
+      case GMT_AEV_MOVE_IN:
+        /* gmt's move of the whole allocation, timed by the hook: a slice
+         * ending when the marker fired, with its bandwidth. */
+        fprintf(f,
+                ",\n{\"ph\":\"X\",\"cat\":\"move\",\"name\":\"%s %s\",\"pid\":%u,\"tid\":%u,"
+                "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"alloc\":%llu,\"bytes\":%llu,\"gbps\":%.3f}}",
+                gmt_aev_name((int)e->type), b, in->pid, e->tid, us(e->ts_ns - e->dur_ns, t0),
+                (double)e->dur_ns / 1e3, (unsigned long long)in->id, (unsigned long long)e->bytes,
+                e->dur_ns ? (double)e->bytes / (double)e->dur_ns : 0.0);
+        break;
       case GMT_AEV_FAULT:
         fprintf(
             f,

@@ -14,8 +14,9 @@
  * both (the result, the new address, is only there at the return); copies
  * and prefetches only the entry (GMT_TCOOKIE_ENTRY_ONLY), which sends the
  * event by itself: they are the calls a program makes by the thousand.
- * The same entry program serves gmt's own marker in libgmthook.so
- * (GMT_TFN_GMT_PINNED), which says which registrations were gmt's. */
+ * The same entry program serves gmt's own markers in libgmthook.so
+ * (GMT_TFN_GMT_PINNED, which says which registrations were gmt's, and
+ * GMT_TFN_GMT_MOVED, each of gmt's moves off the GPU and back). */
 #include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
@@ -384,6 +385,12 @@ static __always_inline int emit_entry_only(struct pt_regs *ctx, __u64 id, __u32 
     e->size = a1;
     e->flags = (__u32)a2; /* 1: gmt registered it, 0: unregistered */
     break;
+  case GMT_TFN_GMT_MOVED:
+    e->addr = a0;
+    e->size = a1;
+    e->flags = (__u32)a2; /* 1: moved off the GPU, 0: back */
+    e->dur_ns = a3;       /* timed by the hook */
+    break;
   case GMT_TFN_MEMCPY_2D:
   case GMT_TFN_MEMCPY_3D:
     if (fn == GMT_TFN_MEMCPY_2D)
@@ -411,8 +418,9 @@ int BPF_KPROBE(cuda_enter)
     /* Inside another probed call (one with a return probe, so in the map)
      * a copy is the driver's own doing, as any nested call is: dropped.
      * It has no return to undo a depth, so it takes none. The hook's
-     * marker is never the driver's doing: it always goes. */
-    if (!cur || GMT_TCOOKIE_FN(cookie) == GMT_TFN_GMT_PINNED)
+     * markers are never the driver's doing: they always go. */
+    __u32 fn = GMT_TCOOKIE_FN(cookie);
+    if (!cur || fn == GMT_TFN_GMT_PINNED || fn == GMT_TFN_GMT_MOVED)
       emit_entry_only(ctx, id, cookie);
     return 0;
   }

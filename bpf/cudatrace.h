@@ -71,6 +71,11 @@ enum gmt_trace_fn {
    * just before it on the thread was gmt's, not the program's. Entry only;
    * the event's flags carry pinned. */
   GMT_TFN_GMT_PINNED,
+  /* Not the driver's either: gmt_trace_moved(addr, bytes, out, ns) in
+   * libgmthook.so, which the hook calls after it moved a whole allocation
+   * off the GPU (out 1) or back (0) in mode=swap or mode=um, the move
+   * having taken ns. Entry only; flags carry out, dur_ns the move's ns. */
+  GMT_TFN_GMT_MOVED,
   GMT_TFN_MAX
 };
 

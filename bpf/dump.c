@@ -96,6 +96,12 @@ json_object *gmt_trace_alloc_json(const gmt_alloc_info_t *in)
   put_u64(o, "faults", in->faults);
   put_u64(o, "prefetches", in->prefetches);
   put_u64(o, "events_dropped", in->events_dropped);
+  put_u64(o, "moves_out", in->moves_out);
+  put_u64(o, "moves_out_bytes", in->moves_out_bytes);
+  put_u64(o, "moves_out_ns", in->moves_out_ns);
+  put_u64(o, "moves_in", in->moves_in);
+  put_u64(o, "moves_in_bytes", in->moves_in_bytes);
+  put_u64(o, "moves_in_ns", in->moves_in_ns);
   return o;
 }
 
@@ -239,6 +245,12 @@ static int alloc_from_json(gmt_memhistory_t *mh, json_object *o)
   in.faults = get_u64(o, "faults");
   in.prefetches = get_u64(o, "prefetches");
   in.events_dropped = get_u64(o, "events_dropped");
+  in.moves_out = get_u64(o, "moves_out"); /* 0 in dumps from before moves */
+  in.moves_out_bytes = get_u64(o, "moves_out_bytes");
+  in.moves_out_ns = get_u64(o, "moves_out_ns");
+  in.moves_in = get_u64(o, "moves_in");
+  in.moves_in_bytes = get_u64(o, "moves_in_bytes");
+  in.moves_in_ns = get_u64(o, "moves_in_ns");
 
   json_object *evs;
   size_t n;
@@ -359,7 +371,13 @@ void gmt_trace_alloc_from_pb(const Gmt__TraceAllocation *a, gmt_alloc_info_t *in
                            .d2d_bytes = a->d2d_bytes,
                            .faults = a->faults,
                            .prefetches = a->prefetches,
-                           .events_dropped = a->events_dropped};
+                           .events_dropped = a->events_dropped,
+                           .moves_out = a->moves_out,
+                           .moves_out_bytes = a->moves_out_bytes,
+                           .moves_out_ns = a->moves_out_ns,
+                           .moves_in = a->moves_in,
+                           .moves_in_bytes = a->moves_in_bytes,
+                           .moves_in_ns = a->moves_in_ns};
   if (a->site) {
     in->site.pc = a->site->pc;
     in->site.offset = a->site->offset;
@@ -400,6 +418,12 @@ void gmt_trace_alloc_to_pb(const gmt_alloc_info_t *in, Gmt__TraceAllocation *a,
   a->origin = in->origin;
   a->registered = in->registered;
   a->pinned_by_gmt = in->pinned_by_gmt;
+  a->moves_out = in->moves_out;
+  a->moves_out_bytes = in->moves_out_bytes;
+  a->moves_out_ns = in->moves_out_ns;
+  a->moves_in = in->moves_in;
+  a->moves_in_bytes = in->moves_in_bytes;
+  a->moves_in_ns = in->moves_in_ns;
 }
 
 static int alloc_to_pb(const gmt_alloc_history_t *h, Gmt__TraceAllocation *a, Gmt__TraceSite *site,

@@ -82,10 +82,13 @@ static const char *const kind_names[GMT_ALLOC_KIND_MAX] = {"device", "host_pinne
 static const char *const origin_names[GMT_ORIGIN_MAX] = {"call", "mmap", "register", "map",
                                                          "attach"};
 static const char *const aev_names[GMT_AEV_MAX] = {
-    [GMT_AEV_ALLOC] = "alloc",       [GMT_AEV_FREE] = "free",         [GMT_AEV_H2D] = "h2d",
-    [GMT_AEV_D2H] = "d2h",           [GMT_AEV_D2D] = "d2d",           [GMT_AEV_FAULT] = "fault",
-    [GMT_AEV_PREFETCH] = "prefetch", [GMT_AEV_PIN] = "pin",           [GMT_AEV_UNPIN] = "unpin",
-    [GMT_AEV_EXIT] = "exit",         [GMT_AEV_REPLACED] = "replaced",
+    [GMT_AEV_ALLOC] = "alloc",       [GMT_AEV_FREE] = "free",
+    [GMT_AEV_H2D] = "h2d",           [GMT_AEV_D2H] = "d2h",
+    [GMT_AEV_D2D] = "d2d",           [GMT_AEV_FAULT] = "fault",
+    [GMT_AEV_PREFETCH] = "prefetch", [GMT_AEV_PIN] = "pin",
+    [GMT_AEV_UNPIN] = "unpin",       [GMT_AEV_EXIT] = "exit",
+    [GMT_AEV_REPLACED] = "replaced", [GMT_AEV_MOVE_OUT] = "move_out",
+    [GMT_AEV_MOVE_IN] = "move_in",
 };
 
 /* One table of names, for printing and for reading a dump back. */
@@ -771,6 +774,12 @@ static void attach_fold(gmt_memhistory_t *mh, gmt_alloc_history_t *into, gmt_all
   a->faults += b->faults;
   a->prefetches += b->prefetches;
   a->events_dropped += b->events_dropped;
+  a->moves_out += b->moves_out;
+  a->moves_out_bytes += b->moves_out_bytes;
+  a->moves_out_ns += b->moves_out_ns;
+  a->moves_in += b->moves_in;
+  a->moves_in_bytes += b->moves_in_bytes;
+  a->moves_in_ns += b->moves_in_ns;
   a->pinned_by_gmt |= b->pinned_by_gmt;
   if (b->alloc_ns < a->alloc_ns)
     a->alloc_ns = b->alloc_ns;
@@ -1069,6 +1078,30 @@ int gmt_memhistory_pinned_by_gmt(gmt_memhistory_t *mh, uint32_t pid, uint64_t ad
   return h ? 0 : -ENOENT;
 }
 
+int gmt_memhistory_moved(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t bytes,
+                         bool out, uint64_t ts, uint64_t dur, uint32_t tid)
+{
+  wr(mh);
+  gmt_alloc_history_t *h = find_active(mh, pid, addr);
+  if (!h)
+    h = *addr_slot(mh, pid, addr); /* ended by the move's own unmap, if anything */
+  if (h) {
+    gmt_alloc_info_t *in = &h->info;
+    if (out) {
+      in->moves_out++;
+      in->moves_out_bytes += bytes;
+      in->moves_out_ns += dur;
+    } else {
+      in->moves_in++;
+      in->moves_in_bytes += bytes;
+      in->moves_in_ns += dur;
+    }
+    add_event(mh, h, out ? GMT_AEV_MOVE_OUT : GMT_AEV_MOVE_IN, ts, dur, addr, bytes, tid, 0);
+  }
+  un(mh);
+  return h ? 0 : -ENOENT;
+}
+
 /* ---- processes ---- */
 
 int gmt_memhistory_process_start(gmt_memhistory_t *mh, uint32_t pid, uint32_t parent, uint64_t ts)
@@ -1341,6 +1374,32 @@ size_t gmt_memhistory_coldspots_of(gmt_memhistory_t *mh, const uint32_t *pids, s
   return n;
 }
 
+static uint64_t moved_bytes(const gmt_alloc_info_t *i)
+{
+  return i->moves_out_bytes + i->moves_in_bytes;
+}
+
+size_t gmt_memhistory_most_moved(gmt_memhistory_t *mh, size_t k, gmt_alloc_info_t *out)
+{
+  size_t n = 0;
+  rd(mh);
+  for (size_t i = 0; i < mh->nall && k; i++) { /* all[] is in id order: older first */
+    const gmt_alloc_info_t *in = &mh->all[i]->info;
+    if (!in->moves_out && !in->moves_in)
+      continue;
+    if (n == k && moved_bytes(in) <= moved_bytes(&out[n - 1]))
+      continue;
+    size_t at = n < k ? n++ : n - 1;
+    while (at > 0 && moved_bytes(&out[at - 1]) < moved_bytes(in)) {
+      out[at] = out[at - 1];
+      at--;
+    }
+    out[at] = *in;
+  }
+  un(mh);
+  return n;
+}
+
 int gmt_memhistory_process_info(gmt_memhistory_t *mh, uint32_t pid, gmt_trace_process_t *out)
 {
   rd(mh);
@@ -1370,6 +1429,12 @@ void gmt_memhistory_totals(gmt_memhistory_t *mh, gmt_memhistory_totals_t *t)
       t->by_origin[in->origin]++;
     t->pinned_by_gmt += in->pinned_by_gmt;
     t->faults += in->faults;
+    t->moves_out += in->moves_out;
+    t->moves_out_bytes += in->moves_out_bytes;
+    t->moves_out_ns += in->moves_out_ns;
+    t->moves_in += in->moves_in;
+    t->moves_in_bytes += in->moves_in_bytes;
+    t->moves_in_ns += in->moves_in_ns;
   }
   t->h2d_count = mh->copy_count[GMT_AEV_H2D];
   t->h2d_bytes = mh->copy_bytes[GMT_AEV_H2D];

@@ -48,6 +48,11 @@ typedef enum {
   GMT_AEV_UNPIN = 9,
   GMT_AEV_EXIT = 10,     /* its process exited while it was active */
   GMT_AEV_REPLACED = 11, /* a new allocation overlapped it: it was gone */
+  /* gmt's hook moved it off the GPU (mode=swap: copied to host memory and
+   * unmapped; mode=um: prefetched to the host) or back: bytes moved, and
+   * dur_ns how long the move took, ending at ts_ns (gmt_memhistory_moved) */
+  GMT_AEV_MOVE_OUT = 12,
+  GMT_AEV_MOVE_IN = 13,
   GMT_AEV_MAX
 } gmt_aev_type_t;
 
@@ -106,6 +111,10 @@ typedef struct gmt_alloc_info {
   uint64_t faults;
   uint64_t prefetches;
   uint64_t events_dropped; /* past GMT_HISTORY_MAX_EVENTS; counters stay exact */
+  /* gmt's moves of it off the GPU and back (mode=swap, mode=um): how
+   * many, their bytes and the time they took (bandwidth: bytes / ns) */
+  uint64_t moves_out, moves_out_bytes, moves_out_ns;
+  uint64_t moves_in, moves_in_bytes, moves_in_ns;
 } gmt_alloc_info_t;
 
 static inline uint64_t gmt_alloc_transfers(const gmt_alloc_info_t *i)
@@ -246,6 +255,15 @@ int gmt_memhistory_unpin(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint
  * registration) clears it on that one. -ENOENT when nothing holds addr. */
 int gmt_memhistory_pinned_by_gmt(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t size,
                                  bool pinned, uint64_t ts, uint32_t tid);
+/* gmt's hook moved bytes of the allocation at addr off the GPU (out) or
+ * back, in dur ns ending at ts: a MOVE_OUT or MOVE_IN event and its
+ * counters, on the active allocation holding addr, else on the newest
+ * history that started at addr (mode=swap unmaps what it moved out, which
+ * ended that history just before). The move's own copies or prefetches
+ * stay in the history as the driver calls they were. -ENOENT when
+ * nothing holds addr. */
+int gmt_memhistory_moved(gmt_memhistory_t *mh, uint32_t pid, uint64_t addr, uint64_t bytes,
+                         bool out, uint64_t ts, uint64_t dur, uint32_t tid);
 
 int gmt_memhistory_process_start(gmt_memhistory_t *mh, uint32_t pid, uint32_t parent, uint64_t ts);
 /* Ends the process and every allocation it still held. */
@@ -282,6 +300,9 @@ size_t gmt_memhistory_hotspots_of(gmt_memhistory_t *mh, const uint32_t *pids, si
                                   size_t k, gmt_alloc_info_t *out);
 size_t gmt_memhistory_coldspots_of(gmt_memhistory_t *mh, const uint32_t *pids, size_t npids,
                                    size_t k, gmt_alloc_info_t *out);
+/* The k allocations gmt moved the most bytes of (out and back), most
+ * first; ties: the older. Only those moved at all. A scan: O(n k). */
+size_t gmt_memhistory_most_moved(gmt_memhistory_t *mh, size_t k, gmt_alloc_info_t *out);
 /* The newest record of pid (a copy); -ENOENT if none. */
 int gmt_memhistory_process_info(gmt_memhistory_t *mh, uint32_t pid, gmt_trace_process_t *out);
 
@@ -290,6 +311,9 @@ typedef struct gmt_memhistory_totals {
   size_t by_kind[GMT_ALLOC_KIND_MAX];
   size_t by_origin[GMT_ORIGIN_MAX];
   size_t pinned_by_gmt; /* allocations marked pinned_by_gmt */
+  /* gmt's moves, summed over the histories kept */
+  uint64_t moves_out, moves_out_bytes, moves_out_ns;
+  uint64_t moves_in, moves_in_bytes, moves_in_ns;
   uint64_t h2d_count, h2d_bytes, d2h_count, d2h_bytes, d2d_count, d2d_bytes;
   uint64_t faults, unmatched_faults, unmatched_copies;
   size_t processes;

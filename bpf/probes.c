@@ -80,11 +80,14 @@ static const struct entry_point {
     {"cuMemcpy3DAsync_v2", GMT_TFN_MEMCPY_3D | GMT_TCOOKIE_ASYNC | EO},
     {"cuMemcpy3DAsync_v2_ptsz", GMT_TFN_MEMCPY_3D | GMT_TCOOKIE_ASYNC | EO},
 };
-/* gmt's own marker in libgmthook.so (hook/pin.c): an exported no-op that
- * the hook calls right after each registration and unregistration it
- * makes, so that the trace tells gmt's pins from the program's own. */
+/* gmt's own markers in libgmthook.so: exported no-ops that the hook
+ * calls right after each registration and unregistration it makes
+ * (hook/pin.c), so that the trace tells gmt's pins from the program's
+ * own, and after each allocation it moved off the GPU or back
+ * (hook/swap.c), with the bytes and how long the move took. */
 static const struct entry_point hook_points[] = {
     {"gmt_trace_pinned", GMT_TFN_GMT_PINNED | EO},
+    {"gmt_trace_moved", GMT_TFN_GMT_MOVED | EO},
 };
 #undef EO
 #define N_ENTRY_POINTS (sizeof entry_points / sizeof entry_points[0])
@@ -357,9 +360,9 @@ cleanup:
 
 /* Probes the entry points eps in the file at path, once per file whatever
  * path reaches it. driver: they are libcuda's, whose absent entry points
- * and slow prologues info reports; else they are the hook's marker, whose
- * absence (a hook from before it) is only noted in the debug log, and
- * which runs too seldom for its prologue to matter. */
+ * and slow prologues info reports; else they are the hook's markers, whose
+ * absence (a hook from before them) is only noted in the debug log, and
+ * which run too seldom for their prologues to matter. */
 static int attach_file(gmt_probes_t *pm, const char *path, const struct entry_point *eps,
                        size_t neps, bool driver, char *err, size_t errlen)
 {
@@ -453,7 +456,7 @@ static int attach_file(gmt_probes_t *pm, const char *path, const struct entry_po
   if (!driver) {
     pm->info.hooks += n > 0;
     if (n > 0)
-      gmt_debug("trace: %s: gmt's own pins are told apart", path);
+      gmt_debug("trace: %s: %u of gmt's markers probed (its own pins, its moves)", path, n);
     goto cleanup;
   }
   pm->info.uprobes += (int)n;

@@ -45,7 +45,7 @@ typedef struct gmt_probes_info {
   char missing_names[512];
   int slow; /* probed where a hit single-steps (~10x the cost, see prologue.c) */
   char slow_names[512];
-  int hooks;                /* libgmthook files whose gmt_trace_pinned is probed */
+  int hooks;                /* libgmthook files whose markers are probed */
   int kernel_attached;      /* tracepoint programs attached */
   char kernel_skipped[256]; /* those that could not be, and why */
 } gmt_probes_info_t;
@@ -56,9 +56,10 @@ int gmt_probes_open(gmt_probes_t **pm, const gmt_probes_opts_t *o, char *err, si
 /* Probes the driver entry points in one libcuda (a path as this process
  * sees it). Entry points the file does not export are skipped. */
 int gmt_probes_attach_libcuda(gmt_probes_t *pm, const char *path, char *err, size_t errlen);
-/* Probes gmt's marker (gmt_trace_pinned, GMT_TFN_GMT_PINNED) in one
- * libgmthook.so, once per file as libcuda is. A hook without the marker
- * gets no probe, and that is no error (said in the debug log). */
+/* Probes gmt's markers (gmt_trace_pinned, GMT_TFN_GMT_PINNED;
+ * gmt_trace_moved, GMT_TFN_GMT_MOVED) in one libgmthook.so, once per file
+ * as libcuda is. A hook without a marker gets no probe for it, and that is
+ * no error (said in the debug log). */
 int gmt_probes_attach_hook(gmt_probes_t *pm, const char *path, char *err, size_t errlen);
 /* Traces pid too (the daemon adds processes as they register). */
 int gmt_probes_add_pid(gmt_probes_t *pm, uint32_t pid);

@@ -143,6 +143,18 @@ static void human(uint64_t b, char *buf, size_t len)
     snprintf(buf, len, "%llu B", (unsigned long long)b);
 }
 
+/* n moves of bytes in ns: "3 (1.50 GiB, 12.34 GB/s)"; bytes / ns is GB/s. */
+static void moves_text(uint64_t n, uint64_t bytes, uint64_t ns, char *buf, size_t len)
+{
+  char b[32];
+  human(bytes, b, sizeof b);
+  if (ns)
+    snprintf(buf, len, "%llu (%s, %.2f GB/s)", (unsigned long long)n, b,
+             (double)bytes / (double)ns);
+  else
+    snprintf(buf, len, "%llu (%s)", (unsigned long long)n, b);
+}
+
 static void print_rows(FILE *f, const gmt_alloc_info_t *rows, size_t n)
 {
   fprintf(f, "  %5s %7s %-13s %-18s %10s %6s %6s %11s %11s %7s  %s\n", "ID", "PID", "KIND",
@@ -163,7 +175,14 @@ static void print_rows(FILE *f, const gmt_alloc_info_t *rows, size_t n)
             (unsigned long long)a->d2h_count, hb, db, (unsigned long long)a->faults, site);
     if (a->origin != GMT_ORIGIN_ATTACH)
       fprintf(f, " #%u", a->site_nth);
-    fprintf(f, "%s%s\n", a->pinned_by_gmt ? " (pinned by gmt)" : "", a->active ? "" : " (freed)");
+    fprintf(f, "%s%s", a->pinned_by_gmt ? " (pinned by gmt)" : "", a->active ? "" : " (freed)");
+    if (a->moves_out || a->moves_in) {
+      char mo[96], mi[96];
+      moves_text(a->moves_out, a->moves_out_bytes, a->moves_out_ns, mo, sizeof mo);
+      moves_text(a->moves_in, a->moves_in_bytes, a->moves_in_ns, mi, sizeof mi);
+      fprintf(f, " (moved by gmt: off the GPU %s, back %s)", mo, mi);
+    }
+    fputc('\n', f);
   }
 }
 
@@ -202,6 +221,12 @@ static void print_summary(FILE *f, gmt_tracer_t *tr, size_t k)
           (unsigned long long)t.h2d_count, hb, (unsigned long long)t.d2h_count, db,
           (unsigned long long)t.d2d_count, (unsigned long long)t.unmatched_copies,
           (unsigned long long)t.faults);
+  if (t.moves_out || t.moves_in) {
+    char mo[96], mi[96];
+    moves_text(t.moves_out, t.moves_out_bytes, t.moves_out_ns, mo, sizeof mo);
+    moves_text(t.moves_in, t.moves_in_bytes, t.moves_in_ns, mi, sizeof mi);
+    fprintf(f, "moves by gmt (mode=swap, mode=um): off the GPU %s, back %s\n", mo, mi);
+  }
   print_kernel_line(f, &t.kernel);
   if (meta.xid_errors)
     fprintf(f, "GPU Xid errors: %llu\n", (unsigned long long)meta.xid_errors);
@@ -215,6 +240,11 @@ static void print_summary(FILE *f, gmt_tracer_t *tr, size_t k)
     print_rows(f, hot, nhot);
     fprintf(f, "\ncoldest (fewest copies; bigger first):\n");
     print_rows(f, cold, ncold);
+    size_t nmoved = t.moves_out || t.moves_in ? gmt_tracer_most_moved(tr, k, hot) : 0;
+    if (nmoved) {
+      fprintf(f, "\nmoved most by gmt (bytes off the GPU and back):\n");
+      print_rows(f, hot, nmoved);
+    }
   }
   free(hot);
   free(cold);

@@ -85,6 +85,17 @@ static double now_ms_f(void)
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* gmt's moves, for the tracer: `gmt trace` and gmt-schd's tracer put a
+ * uprobe on this exported no-op (bpf/probes.c) and record a move of the
+ * allocation at addr off the GPU (out 1) or back (0), bytes in ns, in its
+ * history (bpf/memhistory.h, GMT_AEV_MOVE_OUT/_IN). Called once per
+ * allocation, right after its move succeeded. */
+GMT_EXPORT __attribute__((noinline, used)) void gmt_trace_moved(uint64_t addr, uint64_t bytes,
+                                                                int out, uint64_t ns)
+{
+  __asm__ volatile("" : : "r"(addr), "r"(bytes), "r"(out), "r"(ns) : "memory");
+}
+
 static void sleep_ms(uint64_t ms)
 {
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
@@ -755,7 +766,9 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
   if (n && sync_contexts(es, n) == 0) {
     for (size_t i = 0; i < n; i++) {
       int entered = gmt__ctx_enter(es[i].ctx);
+      uint64_t m0 = gmt_now_ns();
       if (entered >= 0 && move_out(&es[i], &w) == 0) {
+        gmt_trace_moved(es[i].addr, es[i].size, 1, gmt_now_ns() - m0);
         moved[clamp_dev(es[i].device)] += es[i].span;
         moved_bytes += es[i].size;
         nmoved++;
@@ -850,9 +863,12 @@ static CUresult restore_device(int dev, uint64_t granted)
     if (!t || !e.out || used + e.span > granted)
       continue;
     int entered = gmt__ctx_enter(e.ctx);
+    uint64_t m0 = gmt_now_ns();
     rc = entered < 0 ? CUDA_ERROR_INVALID_CONTEXT : move_in(&e);
+    uint64_t ns = gmt_now_ns() - m0;
     gmt__ctx_leave(entered);
     if (rc == CUDA_SUCCESS) {
+      gmt_trace_moved(e.addr, e.size, 0, ns);
       used += e.span;
       copied += e.size;
     }

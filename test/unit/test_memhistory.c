@@ -531,6 +531,125 @@ static void test_gmt_marker_tells_gmts_pins_from_the_programs(void **state)
   gmt_memhistory_free(mh);
 }
 
+/* The hook's other marker (GMT_TFN_GMT_MOVED) records each of its moves
+ * on the allocation moved: mode=um's managed memory stays one history
+ * (prefetched out and back); mode=swap's unmap ends the history just
+ * before its move out is told, which still lands there, and the mapping
+ * that brings it back is a new history that gets the move in. Counters
+ * give the bandwidth; the names parse back. */
+static void test_gmt_moves_land_on_the_moved_allocation_with_bandwidth(void **state)
+{
+  (void)state;
+  gmt_memhistory_t *mh;
+  gmt_alloc_info_t in;
+  gmt_alloc_site_t s = site_at("main", 3);
+  const uint64_t um = 0x300000000000, other = um + 64 * MiB, vmm = 0x400000000000;
+  assert_int_equal(gmt_memhistory_new(&mh), 0);
+  assert_int_equal(
+      gmt_memhistory_alloc(mh, PID, GMT_ALLOC_MANAGED, GMT_ORIGIN_CALL, um, 64 * MiB, &s, 1, PID),
+      0);
+  alloc(mh, other, 16 * MiB, 2);
+  /* 64 MiB off the GPU in 8 ms and back in 4 ms, told by the start
+   * address; then half of it out again, told by an address inside */
+  assert_int_equal(gmt_memhistory_moved(mh, PID, um, 64 * MiB, true, 10000000, 8000000, PID + 1),
+                   0);
+  assert_int_equal(gmt_memhistory_moved(mh, PID, um, 64 * MiB, false, 20000000, 4000000, PID + 1),
+                   0);
+  assert_int_equal(gmt_memhistory_moved(mh, PID, um + MiB, 32 * MiB, true, 30000000, 2000000, PID),
+                   0);
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, um, &in), 0);
+  assert_int_equal(in.moves_out, 2);
+  assert_int_equal(in.moves_out_bytes, 96 * MiB);
+  assert_int_equal(in.moves_out_ns, 10000000);
+  assert_int_equal(in.moves_in, 1);
+  assert_int_equal(in.moves_in_bytes, 64 * MiB);
+  assert_int_equal(in.moves_in_ns, 4000000);
+  assert_float_equal((double)in.moves_in_bytes / (double)in.moves_in_ns, 16.777216,
+                     1e-9); /* GB/s */
+  assert_float_equal((double)in.moves_out_bytes / (double)in.moves_out_ns, 10.0663296, 1e-9);
+  assert_true(in.active);
+  assert_int_equal(in.h2d_count + in.d2h_count, 0); /* a move is not a copy of the program's */
+  assert_int_equal(gmt_memhistory_lookup(mh, PID, other, &in), 0);
+  assert_int_equal(in.moves_out + in.moves_in, 0);
+
+  gmt_memhistory_rdlock(mh);
+  const gmt_alloc_history_t *h = gmt_memhistory_at(mh, 0);
+  assert_int_equal(h->info.address, um);
+  assert_int_equal(h->nevents, 4); /* alloc, move_out, move_in, move_out */
+  assert_int_equal(h->events[1].type, GMT_AEV_MOVE_OUT);
+  assert_int_equal(h->events[1].ts_ns, 10000000);
+  assert_int_equal(h->events[1].dur_ns, 8000000);
+  assert_int_equal(h->events[1].bytes, 64 * MiB);
+  assert_int_equal(h->events[1].tid, PID + 1);
+  assert_int_equal(h->events[2].type, GMT_AEV_MOVE_IN);
+  assert_int_equal(h->events[2].dur_ns, 4000000);
+  assert_int_equal(h->events[3].type, GMT_AEV_MOVE_OUT);
+  assert_int_equal(h->events[3].addr, um + MiB);
+  gmt_memhistory_unlock(mh);
+
+  /* mode=swap: cuMemMap, the move's copy, its unmap, then the marker */
+  assert_int_equal(
+      gmt_memhistory_alloc(mh, PID, GMT_ALLOC_DEVICE, GMT_ORIGIN_MAP, vmm, 2 * MiB, &s, 40, PID),
+      0);
+  assert_int_equal(
+      gmt_memhistory_copy(mh, PID, GMT_COPY_D2H, 0x7f0000000000, vmm, 2 * MiB, 41, 0, PID, 0),
+      GMT_AEV_D2H);
+  assert_int_equal(gmt_memhistory_free_at(mh, PID, vmm, 42, PID), 0);
+  assert_int_equal(gmt_memhistory_moved(mh, PID, vmm, 2 * MiB, true, 43, 500000, PID), 0);
+  /* brought back: mapped again, then the marker */
+  assert_int_equal(
+      gmt_memhistory_alloc(mh, PID, GMT_ALLOC_DEVICE, GMT_ORIGIN_MAP, vmm, 2 * MiB, &s, 50, PID),
+      0);
+  assert_int_equal(gmt_memhistory_moved(mh, PID, vmm, 2 * MiB, false, 51, 250000, PID), 0);
+  const gmt_alloc_history_t *at[4];
+  gmt_memhistory_rdlock(mh);
+  assert_int_equal(gmt_memhistory_at_address(mh, PID, vmm, at, 4), 2);
+  assert_true(at[0]->info.active); /* newest first: the mapping back */
+  assert_int_equal(at[0]->info.moves_in, 1);
+  assert_int_equal(at[0]->info.moves_in_ns, 250000);
+  assert_int_equal(at[0]->info.moves_out, 0);
+  assert_int_equal(at[0]->events[at[0]->nevents - 1].type, GMT_AEV_MOVE_IN);
+  assert_false(at[1]->info.active); /* the one moved out */
+  assert_int_equal(at[1]->info.moves_out, 1);
+  assert_int_equal(at[1]->info.moves_out_bytes, 2 * MiB);
+  assert_int_equal(at[1]->info.moves_in, 0);
+  assert_int_equal(at[1]->events[at[1]->nevents - 1].type, GMT_AEV_MOVE_OUT);
+  assert_int_equal(at[1]->events[at[1]->nevents - 1].dur_ns, 500000);
+  gmt_memhistory_unlock(mh);
+
+  /* a move of nothing tracked */
+  assert_int_equal(gmt_memhistory_moved(mh, PID, 0x1000, MiB, true, 60, 1, PID), -ENOENT);
+
+  gmt_memhistory_totals_t t;
+  gmt_memhistory_totals(mh, &t);
+  assert_int_equal(t.moves_out, 3);
+  assert_int_equal(t.moves_out_bytes, 98 * MiB);
+  assert_int_equal(t.moves_out_ns, 10500000);
+  assert_int_equal(t.moves_in, 2);
+  assert_int_equal(t.moves_in_bytes, 66 * MiB);
+  assert_int_equal(t.moves_in_ns, 4250000);
+
+  /* the most moved first, only those moved */
+  gmt_alloc_info_t top[4];
+  assert_int_equal(gmt_memhistory_most_moved(mh, 4, top), 3);
+  assert_int_equal(top[0].address, um);
+  assert_int_equal(top[1].address, vmm); /* 2 MiB each: the older first */
+  assert_false(top[1].active);
+  assert_true(top[2].active);
+  assert_int_equal(gmt_memhistory_most_moved(mh, 1, top), 1);
+  assert_int_equal(top[0].address, um);
+
+  /* the dumps store the numbers and read the names */
+  assert_int_equal(GMT_AEV_MOVE_OUT, 12);
+  assert_int_equal(GMT_AEV_MOVE_IN, 13);
+  assert_string_equal(gmt_aev_name(GMT_AEV_MOVE_OUT), "move_out");
+  assert_string_equal(gmt_aev_name(GMT_AEV_MOVE_IN), "move_in");
+  assert_int_equal(gmt_aev_parse("move_out"), GMT_AEV_MOVE_OUT);
+  assert_int_equal(gmt_aev_parse("move_in"), GMT_AEV_MOVE_IN);
+  assert_string_equal(gmt_aev_name(GMT_AEV_MAX), "unknown");
+  gmt_memhistory_free(mh);
+}
+
 /* A buffer that ends while gmt holds its registration (the process exits)
  * keeps the mark: the history says gmt had pinned it. */
 static void test_gmt_mark_stays_on_a_buffer_that_ends_pinned(void **state)
@@ -613,6 +732,11 @@ static gmt_memhistory_t *sample_history(gmt_trace_meta_t *meta)
   assert_int_equal(pi.kernel.reclaim_stalls, 1);
   assert_int_equal(pi.kernel.compact_ns, 678);
   assert_int_equal(pi.kernel.pagecache_faults, 42);
+  /* gmt's moves: the managed one prefetched off the GPU and back */
+  assert_int_equal(gmt_memhistory_moved(mh, PID + 1, 0x300000000000, MiB, true, ++ts, 700, PID + 1),
+                   0);
+  assert_int_equal(
+      gmt_memhistory_moved(mh, PID + 1, 0x300000000000, MiB, false, ++ts, 300, PID + 1), 0);
   gmt_memhistory_process_exit(mh, PID + 1, 3, ++ts);
   gmt_memhistory_copy(mh, PID, GMT_COPY_UNKNOWN, 0x5, 0x6, 1, ++ts, 0, PID, 0); /* unmatched */
   *meta = (gmt_trace_meta_t){
@@ -647,6 +771,12 @@ static void assert_same_info(const gmt_alloc_info_t *x, const gmt_alloc_info_t *
   assert_int_equal(x->faults, y->faults);
   assert_int_equal(x->prefetches, y->prefetches);
   assert_int_equal(x->events_dropped, y->events_dropped);
+  assert_int_equal(x->moves_out, y->moves_out);
+  assert_int_equal(x->moves_out_bytes, y->moves_out_bytes);
+  assert_int_equal(x->moves_out_ns, y->moves_out_ns);
+  assert_int_equal(x->moves_in, y->moves_in);
+  assert_int_equal(x->moves_in_bytes, y->moves_in_bytes);
+  assert_int_equal(x->moves_in_ns, y->moves_in_ns);
 }
 
 static void assert_same_history(gmt_memhistory_t *a, const gmt_trace_meta_t *ma,
@@ -718,6 +848,13 @@ static void round_trip(const char *ext)
   assert_int_equal(gmt_memhistory_hotspots(back, 1, &in), 1);
   assert_int_equal(in.id, 1);
   assert_int_equal(in.h2d_count, 50);
+  /* gmt's moves are carried: counters, and events with their durations */
+  assert_int_equal(gmt_memhistory_most_moved(back, 2, &in), 1);
+  assert_int_equal(in.address, 0x300000000000);
+  assert_int_equal(in.moves_out, 1);
+  assert_int_equal(in.moves_out_ns, 700);
+  assert_int_equal(in.moves_in_bytes, MiB);
+  assert_int_equal(in.moves_in_ns, 300);
   unlink(path);
   gmt_memhistory_free(back);
   gmt_memhistory_free(mh);
@@ -744,6 +881,21 @@ static void test_chrome_trace_is_written_and_not_loaded(void **state)
   snprintf(path, sizeof path, "/tmp/gmt-test-memhistory-%d.trace.json", (int)getpid());
   assert_int_equal(gmt_trace_format_of(path), GMT_DUMP_CHROME);
   assert_int_equal(gmt_trace_dump(mh, &meta, path), 0);
+  /* a move is a slice of its duration, ending when the marker fired, with
+   * its bandwidth: 1 MiB in 700 ns */
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char *text = calloc(1, 1 << 20);
+  assert_non_null(text);
+  size_t len = fread(text, 1, (1 << 20) - 1, f);
+  fclose(f);
+  assert_true(len > 0);
+  const char *mv = strstr(text, "\"name\":\"move_out 1.0 MiB\"");
+  assert_non_null(mv);
+  assert_non_null(strstr(mv, "\"dur\":0.700,"));
+  assert_non_null(strstr(mv, "\"bytes\":1048576,\"gbps\":1497.966}"));
+  assert_non_null(strstr(text, "\"name\":\"move_in 1.0 MiB\""));
+  free(text);
   assert_int_equal(gmt_trace_load(path, &back, &m2), GMT_EDECODE); /* no "allocations" */
   unlink(path);
   assert_int_equal(gmt_trace_dump(mh, &meta, "/tmp/x.txt"), -EINVAL);
@@ -1205,6 +1357,7 @@ int main(void)
       cmocka_unit_test(test_pinning_pageable_memory_changes_its_kind_and_back),
       cmocka_unit_test(test_gmt_marker_tells_gmts_pins_from_the_programs),
       cmocka_unit_test(test_gmt_mark_stays_on_a_buffer_that_ends_pinned),
+      cmocka_unit_test(test_gmt_moves_land_on_the_moved_allocation_with_bandwidth),
       cmocka_unit_test(test_process_exit_ends_what_it_held),
       cmocka_unit_test(test_json_dump_round_trips),
       cmocka_unit_test(test_gmtz_dump_round_trips),

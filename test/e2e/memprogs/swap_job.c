@@ -1,11 +1,13 @@
 /* swap_job: one allocation whose bytes must survive whatever mode=swap
  * does to it (test/e2e/test_swap_hook.py). Usage:
- *   swap_job [--mib N] [--seed S] [--kernel-us U] [--pitch]
+ *   swap_job [--mib N] [--seed S] [--kernel-us U] [--pitch] [--gate]
  * Allocates N MiB (default 64) with cuMemAlloc_v2 (--pitch: with
  * cuMemAllocPitch_v2, rows of 1 MiB less 100 bytes, so the pitch is the
  * driver's or gmt's choice), fills it with a pattern of the seed (default
  * the pid) by cuMemcpyHtoD, prints "READY ptr=0x... bytes=B pitch=P" and
- * then, for each line on stdin:
+ * then, for each line on stdin (--gate: first "GATE pid=P" once the
+ * driver is up, and a line on stdin before it allocates, so that a tracer
+ * attaches first):
  *   check      (with --kernel-us, a spin kernel is launched first) reads
  *              the whole allocation back with cuMemcpyDtoH and prints
  *              "OK <bytes>" or "BAD <offset>";
@@ -67,7 +69,7 @@ int main(int argc, char **argv)
   size_t mib = 64;
   uint64_t seed = (uint64_t)getpid();
   unsigned int kernel_us = 0;
-  int pitched = 0;
+  int pitched = 0, gate = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--mib") && i + 1 < argc)
       mib = strtoull(argv[++i], NULL, 10);
@@ -77,8 +79,10 @@ int main(int argc, char **argv)
       kernel_us = (unsigned int)strtoul(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--pitch"))
       pitched = 1;
+    else if (!strcmp(argv[i], "--gate"))
+      gate = 1;
     else {
-      fprintf(stderr, "usage: swap_job [--mib N] [--seed S] [--kernel-us U] [--pitch]\n");
+      fprintf(stderr, "usage: swap_job [--mib N] [--seed S] [--kernel-us U] [--pitch] [--gate]\n");
       return 2;
     }
   }
@@ -97,6 +101,13 @@ int main(int argc, char **argv)
   if (kernel_us) {
     CHECK(cuModuleLoadData(&mod, gmt_spin_ptx));
     CHECK(cuModuleGetFunction(&spin, mod, "spin"));
+  }
+  if (gate) {
+    char go[16];
+    printf("GATE pid=%d\n", (int)getpid());
+    fflush(stdout);
+    if (!fgets(go, sizeof go, stdin))
+      return 1;
   }
   CUdeviceptr d = 0;
   size_t pitch = 0, bytes = mib * MiB;
