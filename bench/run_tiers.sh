@@ -24,6 +24,8 @@ for mode in swap um; do
   python3 "$root/bench/swap_bw.py" --mode $mode --sizes "${GMT_TIERS_SIZES:-256,1024,4096}" \
     --rounds 2 2>&1 | tee "$out/swap_bw_$mode.log" || rc=1
 done
+echo "== managed memory's prefetches natively (what mode=um's moves cost without gmt)"
+"$carry/gpu/um_prefetch" 2>&1 | tee "$out/um_prefetch.log" || rc=1
 for mode in swap um; do
   echo "== mode=$mode: two PyTorch jobs at 1.5x the declared capacity"
   python3 "$root/test/gpu/check_swap_torch.py" --mode $mode --steps "${GMT_TIERS_STEPS:-3000}" \

@@ -13,6 +13,9 @@ out=${1:-$root/.carry}
 mkdir -p "$out/gpu" "$out/lib"
 /usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \
   -gencode arch=compute_90,code=compute_90 -o "$out/gpu/rt_job" "$root/test/gpu/rt_job.cu"
+# mode=um's moves natively (bench/run_tiers.sh): driver API only.
+/usr/local/cuda/bin/nvcc -O2 -o "$out/gpu/um_prefetch" "$root/bench/um_prefetch.c" \
+  -L/usr/local/cuda/lib64/stubs -lcuda
 
 # The libraries our programs load, less glibc's own and the driver: lib/
 # for the daemons and the CLI, hooklib/ for the hook alone (a CUDA program

@@ -27,6 +27,16 @@ class UmOnGpu(test_um.TwoUmPods):
     def test_two_copying_um_jobs_get_their_bytes_back(self):
         self.alternate(700 * MIB, 1 << 30, 2)
 
+
+class UmCardOnGpu(test_um.TwoUmPods):
+    """A um pod whose quota is larger than the card: only the card's rule
+    stops it."""
+    FAKE = False
+    CONFIG = "1\na 0.5 1.0 1024Gi mode=um\n"
+
+    test_two_um_jobs_take_turns_on_the_declared_card = None
+    test_managed_memory_never_passes_the_card = None
+
     def test_more_managed_memory_than_the_card_has_free_is_refused(self):
         free_mib = int(subprocess.run(
             ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", "0"],
@@ -41,6 +51,8 @@ class UmOnGpu(test_um.TwoUmPods):
 
 
 if __name__ == "__main__":
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(UmOnGpu)
+    loader = unittest.defaultTestLoader
+    suite = unittest.TestSuite([loader.loadTestsFromTestCase(UmOnGpu),
+                                loader.loadTestsFromTestCase(UmCardOnGpu)])
     ok = unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful()
     sys.exit(0 if ok else 1)
