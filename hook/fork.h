@@ -38,11 +38,13 @@
  *            held. Not taken at fork (the child forgets every buffer).
  *   PIN      pin.c: no lock of its own at fork (its Advise mutex is held
  *            across an RPC); the child owes nothing.
+ *   PYRELEASE pyrelease.c g_mu: a request's counters; calls nothing while
+ *            held (its thread runs Python without it).
  *   COUNTERS counters.c: no lock.
  *
  * Below all of them come the driver's own locks and libc's.
  *
- * At fork the REPORT, RESERVE, CHANNEL, STATE and HOSTPIN locks, and swap.c's
+ * At fork the REPORT, RESERVE, CHANNEL, STATE, HOSTPIN and PYRELEASE locks, and swap.c's
  * g_res_mu and g_tab_mu, are taken (a fork
  * waits for a registration or an RPC under way to end). The TOKEN and POOLS
  * locks and gmt__swap_rw are not: they are held across driver calls, and the driver may take
@@ -67,6 +69,7 @@ enum {
   GMT_LOCK_HOSTPIN,
   GMT_LOCK_HEAP,
   GMT_LOCK_PIN,
+  GMT_LOCK_PYRELEASE,
   GMT_LOCK_COUNTERS,
   GMT_LOCK_RANKS
 };

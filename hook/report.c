@@ -36,6 +36,7 @@
 #include "gmt_wire.h"
 #include "log.h"
 #include "pin.h"
+#include "pyrelease.h"
 #include "stage.h"
 #include "reserve.h"
 #include "swap.h"
@@ -172,9 +173,15 @@ static void *reporter_main(void *arg)
     gmt_swap_where_t where = {0};
     int rc = send_report(&t, buf, n, &evict, &keep, &where);
     last_send = gmt_now_ms();
-    /* Here, not inside the RPC: the eviction synchronizes and copies. */
-    if (evict)
+    /* Here, not inside the RPC: the eviction synchronizes and copies.
+     * PyTorch's unused cached blocks go first, rather than move. */
+    if (evict) {
+      gmt_swap_stats_t st;
+      gmt__swap_stats(&st);
+      if (st.gpu > keep)
+        gmt__pyrelease_cached();
       gmt__swap_evict(keep, &where);
+    }
     if (rc == 0) {
       if (backoff)
         GMT_HOOK_DEBUG("reports go through again");

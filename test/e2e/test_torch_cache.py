@@ -1,0 +1,102 @@
+"""End-to-end: PyTorch's cached blocks are given back before a move out
+(issue 12, item 4; docs/tiers.md, "PyTorch's cache"). A Python job in a swap
+pod holds a live allocation and a cached one (pyprogs/torch_cache_job.py:
+the driver API through ctypes, and a stand-in torch module whose
+torch.cuda.empty_cache() frees the cached one, as PyTorch's caching
+allocator does). When another pod needs room, the hook asks Python for
+torch.cuda.empty_cache() first: the cached bytes are freed, not moved, and
+what is left moves only if it must. Python runs only with the GIL: a job
+holding it does not hold up the move, which goes on after the bound."""
+import os
+import sys
+import time
+
+from gmt_e2e import GmtTestCase, wait_for
+from test_swap_jobs import MIB, SWAP_JOB
+
+JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pyprogs", "torch_cache_job.py")
+CARD = 100 * MIB
+
+
+class TorchCache(GmtTestCase):
+    CONFIG = "2\na 0.5 1.0 1Gi mode=swap\nb 0.5 1.0 1Gi mode=swap\n"
+
+    def start(self, **env):
+        # Pressure off (--tier-trigger 1): a is asked for b's shortfall
+        # only, not down to the stop threshold.
+        self.start_schd("--gpu-capacity", "0=%d" % CARD, "--tier-trigger", "1")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        env = self.hook_env("a", GMT_FAKE_MEM=str(CARD), GMT_HOOK_DEBUG="1", **env)
+        pa = self.run_prog("a", sys.executable, JOB, "40", "40", env=env)
+        pa.expect("READY", timeout=60)
+        return pa
+
+    def tiers(self, pid):
+        proc = self.process("a", pid) or {}
+        return proc.get("tiers"), proc.get("swap_outs", 0)
+
+    def b_needs(self, mib):
+        env = self.hook_env("b", GMT_FAKE_MEM=str(CARD))
+        pb = self.run_prog("b", SWAP_JOB, "--mib", str(mib), env=env)
+        t0 = time.monotonic()
+        pb.expect("READY", timeout=60)
+        return pb, time.monotonic() - t0
+
+    def finish(self, *progs):
+        errs = []
+        for p in progs:
+            p.send("exit")
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err[-3000:])
+            errs.append(err)
+        return errs
+
+    def check(self, p, want):
+        p.send("check")
+        while True:
+            line = p.lines.get(timeout=60)
+            self.assertIsNotNone(line, p.stderr()[-3000:])
+            if line.startswith(("OK", "BAD", "CUDAFAIL")):
+                self.assertEqual(line, want, p.stderr()[-3000:])
+                return
+
+    def test_cached_blocks_are_freed_not_moved(self):
+        pa = self.start()
+        # b's 50 MiB leave a 50: a's 80 must go down to 50. Its 40 cached
+        # are released, and its 40 live then fit: nothing moves.
+        pb, _ = self.b_needs(50)
+        pa.expect("EMPTIED", timeout=30)
+        wait_for(lambda: self.tiers(pa.proc.pid)[0] == {"gpu": 40 * MIB, "host": 0, "disk": 0},
+                 timeout=10, what="a's live 40 MiB on the GPU, its cache gone")
+        self.assertEqual(self.tiers(pa.proc.pid)[1], 0)  # no move out
+        self.check(pa, "OK %d" % (40 * MIB))
+        err = self.finish(pa, pb)[0]
+        self.assertIn("PyTorch's cache: torch.cuda.empty_cache() ran", err)
+
+    def test_turned_off_the_cache_moves_with_the_rest(self):
+        pa = self.start(GMT_TORCH_EMPTY_CACHE="0")
+        pb, _ = self.b_needs(50)
+        wait_for(lambda: (self.tiers(pa.proc.pid)[0] or {}).get("host") == 40 * MIB,
+                 timeout=10, what="a's oldest 40 MiB moved out")
+        self.check(pa, "OK %d" % (40 * MIB))
+        err = self.finish(pa, pb)[0]
+        self.assertNotIn("PyTorch's cache", err)
+
+    def test_a_job_holding_the_gil_does_not_hold_up_the_move(self):
+        pa = self.start(GMT_TORCH_RELEASE_MS="200")
+        pa.send("hold 4")
+        pa.expect("HOLDING", timeout=10)
+        pb, waited = self.b_needs(50)
+        # The release waits for the GIL; the move does not: b got its room
+        # long before a let the GIL go, a's oldest 40 MiB moved out.
+        self.assertLess(waited, 3.0)
+        wait_for(lambda: (self.tiers(pa.proc.pid)[0] or {}).get("host") == 40 * MIB,
+                 timeout=2, what="a's oldest 40 MiB moved out while it held the GIL")
+        # Once a lets go, the release that waited runs.
+        pa.expect("HELD", timeout=10)
+        pa.expect("EMPTIED", timeout=10)
+        self.check(pa, "OK %d" % (40 * MIB))
+        err = self.finish(pa, pb)[0]
+        self.assertIn("PyTorch's cache not released within 200 ms", err)
+
