@@ -178,8 +178,12 @@ static void *reporter_main(void *arg)
     if (evict) {
       gmt_swap_stats_t st;
       gmt__swap_stats(&st);
-      if (st.gpu > keep)
-        gmt__pyrelease_cached();
+      if (st.gpu > keep && gmt__pyrelease_cached() > 0) {
+        gmt_swap_stats_t after;
+        gmt__swap_stats(&after);
+        GMT_HOOK_DEBUG("PyTorch's cache gave back %llu bytes before a move out",
+                       (unsigned long long)(st.gpu > after.gpu ? st.gpu - after.gpu : 0));
+      }
       gmt__swap_evict(keep, &where);
     }
     if (rc == 0) {

@@ -17,10 +17,16 @@ check. GMT_BUILD_DIR names the build.
 --mode um runs both in mode=um instead (managed memory, moved by
 prefetch: docs/tiers.md, "Unified memory").
 
-usage: check_swap_torch.py [--steps N] [--quanta MS,..] [--mode swap|um]
-`check_swap_torch.py --job STEPS BALLAST_MIB SEED` is the job itself."""
+With --cache-mib N each job also frees a tensor of N MiB before its loop,
+which PyTorch's caching allocator keeps: what torch.cuda.empty_cache(),
+asked by gmt before a move out, gives back (GMT_TORCH_EMPTY_CACHE=0 keeps
+it, and it moves with the rest).
+
+usage: check_swap_torch.py [--steps N] [--quanta MS,..] [--mode swap|um] [--cache-mib N]
+`check_swap_torch.py --job STEPS BALLAST_MIB SEED [CACHE_MIB]` is the job itself."""
 import argparse
 import os
+import re
 import sys
 import time
 
@@ -30,7 +36,7 @@ BALLAST_MIB = 3072
 MIB = 1 << 20
 
 
-def job(steps, ballast_mib, seed):
+def job(steps, ballast_mib, seed, cache_mib=0):
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import torch
     torch.manual_seed(seed)
@@ -45,6 +51,9 @@ def job(steps, ballast_mib, seed):
     # Ballast read every step: all of it must be on the GPU and intact.
     n = ballast_mib * MIB // 4 // 64
     ballast = [torch.full((n,), float(i + 1), device=dev) for i in range(64)]
+    if cache_mib:  # freed at once: PyTorch's caching allocator keeps it
+        tmp = torch.ones(cache_mib * MIB, dtype=torch.uint8, device=dev)
+        del tmp
     print("READY pid=%d" % os.getpid(), flush=True)
     sys.stdin.readline()
     t0 = time.monotonic()
@@ -64,13 +73,13 @@ def job(steps, ballast_mib, seed):
     sys.stdin.readline()  # alive until the check has read gmt status
 
 
-def run(node, pods, seeds, steps):
+def run(node, pods, seeds, steps, cache_mib=0):
     """Starts one job per pod, lets them go at once; {pod: (losses, seconds, ok)}."""
     procs = []
     for pod, seed in zip(pods, seeds):
         env = node.hook_env(pod, CUBLAS_WORKSPACE_CONFIG=":4096:8")
         p = node.run_prog(pod, sys.executable, os.path.abspath(__file__), "--job", str(steps),
-                          str(BALLAST_MIB), str(seed), env=env)
+                          str(BALLAST_MIB), str(seed), str(cache_mib), env=env)
         p.expect("READY", timeout=300)
         procs.append((pod, p))
     t0 = time.monotonic()
@@ -86,10 +95,11 @@ def run(node, pods, seeds, steps):
     wall = time.monotonic() - t0
     for pod, p in procs:  # every job is done and alive: what gmt counted
         out[pod] += (node.process(pod, p.proc.pid) or {},)
-    for _, p in procs:
+    for pod, p in procs:
         rc, err = p.finish(timeout=60)
         if rc != 0:
             raise RuntimeError("job exit %d: %s" % (rc, err[-3000:]))
+        out[pod] += (err,)
     return out, wall
 
 
@@ -98,6 +108,9 @@ def main():
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--quanta", default="100")
     ap.add_argument("--mode", choices=("swap", "um"), default="swap")
+    ap.add_argument("--cache-mib", type=int, default=0,
+                    help="each job frees a tensor of this size before its loop: PyTorch keeps "
+                    "it cached (what torch.cuda.empty_cache() gives back)")
     a = ap.parse_args()
     sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
     sys.path.insert(0, HERE)
@@ -114,7 +127,7 @@ def main():
         try:
             node.start_schd()
             node.start_pmgr(pod)
-            res, wall = run(node, [pod], [seed], a.steps)
+            res, wall = run(node, [pod], [seed], a.steps, a.cache_mib)
             alone[pod] = res[pod]
             seq += wall
         finally:
@@ -132,7 +145,7 @@ def main():
                             "--base-quota-ms", str(q))
             node.start_pmgr("a")
             node.start_pmgr("b")
-            both, wall = run(node, ["a", "b"], [1, 2], a.steps)
+            both, wall = run(node, ["a", "b"], [1, 2], a.steps, a.cache_mib)
         finally:
             node.stop()
         for pod in "ab":
@@ -147,6 +160,15 @@ def main():
             check("quantum %d ms, pod %s: moves out/in" % (q, pod),
                   "%s/%s" % (proc.get("swap_outs"), proc.get("swap_ins")), "> 0",
                   (proc.get("swap_outs") or 0) > 0)
+        if os.environ.get("GMT_HOOK_DEBUG") == "1":  # PyTorch's cache released before moves
+            for pod in "ab":
+                err = both[pod][4]
+                gave = sum(int(x) for x in re.findall(
+                    r"PyTorch's cache gave back (\d+) bytes", err))
+                print("pod %s: torch.cuda.empty_cache() ran %d times (%.2f GiB given back before "
+                      "moves), not within the bound %d"
+                      % (pod, err.count("torch.cuda.empty_cache() ran"), gave / 2**30,
+                         err.count("PyTorch's cache not released within")))
         print("quantum %5d ms: makespan together %.1f s, alone one after the other %.1f s, "
               "ratio %.2f" % (q, wall, seq, wall / seq), flush=True)
     return checks.report("two PyTorch jobs in mode=%s on a device declared at 2/3 of their sum"
@@ -155,6 +177,7 @@ def main():
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--job":
-        job(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+        job(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+            int(sys.argv[5]) if len(sys.argv) > 5 else 0)
     else:
         sys.exit(main())
