@@ -151,14 +151,17 @@ static int managed_mode(void)
 /* ---- Resident ---- */
 
 /* RES_CARD: never, mode=um's managed memory would pass the card's free
- * memory (ResidentRequest.card_free). */
-enum { RES_GRANTED, RES_WAIT, RES_NEVER, RES_CARD };
+ * memory (ResidentRequest.card_free). RES_PART: granted in part (a
+ * restore's at_least). */
+enum { RES_GRANTED, RES_WAIT, RES_NEVER, RES_CARD, RES_PART };
 
 /* Asks for total swap bytes on dev (g_res_mu held); card_free: a new
- * managed allocation's (0: none). A pod manager that cannot be reached or
- * does not serve Resident counts as a grant: the card's own out-of-memory
- * is then the backstop. */
-static int rpc_resident(int dev, uint64_t total, uint64_t card_free, uint32_t *retry_ms)
+ * managed allocation's (0: none); at_least: the least raise worth
+ * granting in part (0: all or nothing), the total then granted in *part.
+ * A pod manager that cannot be reached or does not serve Resident counts
+ * as a grant: the card's own out-of-memory is then the backstop. */
+static int rpc_resident(int dev, uint64_t total, uint64_t card_free, uint64_t at_least,
+                        uint32_t *retry_ms, uint64_t *part)
 {
   Gmt__ResidentRequest rq = GMT__RESIDENT_REQUEST__INIT;
   rq.pod = g_pod;
@@ -166,6 +169,7 @@ static int rpc_resident(int dev, uint64_t total, uint64_t card_free, uint32_t *r
   rq.device = dev;
   rq.bytes = total;
   rq.card_free = card_free;
+  rq.at_least = at_least;
   Gmt__Envelope env = GMT__ENVELOPE__INIT;
   env.body_case = GMT__ENVELOPE__BODY_RESIDENT_REQ;
   env.resident_req = &rq;
@@ -188,7 +192,12 @@ static int rpc_resident(int dev, uint64_t total, uint64_t card_free, uint32_t *r
     return RES_GRANTED;
   }
   const Gmt__ResidentReply *r = rep->resident_rep;
-  int out = r->granted                                                     ? RES_GRANTED
+  int partial = r->granted && r->reason == GMT__RESIDENT_REASON__RESIDENT_REASON_PARTIAL &&
+                at_least && r->granted_bytes < total;
+  if (partial && part)
+    *part = r->granted_bytes;
+  int out = partial                                                        ? RES_PART
+            : r->granted                                                   ? RES_GRANTED
             : r->reason == GMT__RESIDENT_REASON__RESIDENT_REASON_TOO_BIG   ? RES_NEVER
             : r->reason == GMT__RESIDENT_REASON__RESIDENT_REASON_CARD_FULL ? RES_CARD
                                                                            : RES_WAIT;
@@ -209,22 +218,26 @@ static int clamp_dev(int dev)
 }
 
 /* The spans of what is out on dev (the Resident lock held: a move out
- * changes the table and its claim under that lock, so the two agree). */
-static uint64_t out_on(int dev)
+ * changes the table and its claim under that lock, so the two agree);
+ * *least (may be NULL): the smallest of them. */
+static uint64_t out_on(int dev, uint64_t *least)
 {
   uint64_t need = 0, none[1];
   pthread_mutex_lock(&g_tab_mu);
   gmt__swaptab_out_on(&g_tab, dev, none, 0, &need);
+  if (least)
+    *least = gmt__swaptab_out_least(&g_tab, dev);
   pthread_mutex_unlock(&g_tab_mu);
   return need;
 }
 
 /* Asks Resident for bytes more on dev (restore: for what is out there
- * now, read at each try; card_free: a new managed allocation's, else 0),
- * waiting out refusals until deadline_ms. 0 with *got the bytes granted (0
- * when nothing was left to ask for), -E2BIG when they can never fit,
- * -EFBIG when managed memory would pass the card's, -ENOSPC past the
- * deadline. A refusal as too big
+ * now, read at each try, taking any part that lets its smallest
+ * allocation in; card_free: a new managed allocation's, else 0), waiting
+ * out refusals until deadline_ms. 0 with *got the bytes granted (0 when
+ * nothing was left to ask for; a restore's may be part of what is out),
+ * -E2BIG when they can never fit, -EFBIG when managed memory would pass
+ * the card's, -ENOSPC past the deadline. A refusal as too big
  * while this process holds grants of its own is waited out like any
  * other: a move out or a free in flight is about to lower them. */
 static int claim(int dev, uint64_t bytes, int restore, uint64_t card_free, uint64_t deadline_ms,
@@ -237,9 +250,15 @@ static int claim(int dev, uint64_t bytes, int restore, uint64_t card_free, uint6
     if (tries && gate)
       gate(); /* asks again holding the token: see gmt_swap_gate_fn */
     pthread_mutex_lock(&g_res_mu);
+    uint64_t least = 0, part = 0;
     if (restore)
-      bytes = out_on(dev);
-    int r = bytes ? rpc_resident(dev, g_claimed[d] + bytes, card_free, &retry) : RES_GRANTED;
+      bytes = out_on(dev, &least);
+    int r = bytes ? rpc_resident(dev, g_claimed[d] + bytes, card_free, least, &retry, &part)
+                  : RES_GRANTED;
+    if (r == RES_PART && part > g_claimed[d]) {
+      bytes = part - g_claimed[d];
+      r = RES_GRANTED;
+    }
     if (r == RES_GRANTED)
       g_claimed[d] += bytes;
     uint64_t own = g_claimed[d];
@@ -267,7 +286,7 @@ static void unclaim_locked(int dev, uint64_t bytes)
   int d = clamp_dev(dev);
   uint32_t retry;
   g_claimed[d] -= bytes < g_claimed[d] ? bytes : g_claimed[d];
-  rpc_resident(dev, g_claimed[d], 0, &retry);
+  rpc_resident(dev, g_claimed[d], 0, 0, &retry, NULL);
 }
 
 static void unclaim(int dev, uint64_t bytes)
@@ -358,7 +377,7 @@ static CUresult alloc_managed(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t
   CUresult rc = gmt__um_card_free(&card);
   if (rc != CUDA_SUCCESS)
     return rc;
-  uint64_t own_off = out_on(dev), avail = card > own_off ? card - own_off : 0;
+  uint64_t own_off = out_on(dev, NULL), avail = card > own_off ? card - own_off : 0;
   if (span > avail) {
     fprintf(stderr,
             "gmt[%d]: %llu bytes of managed memory refused on device %d: the card has %llu free "
@@ -759,7 +778,7 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
   for (size_t i = 0; i < n; i++)
     es[i] = *gmt__swaptab_find(&g_tab, addrs[i]);
   pthread_mutex_unlock(&g_tab_mu);
-  uint64_t moved[GMT_SWAP_DEVICES] = {0}, moved_bytes = 0;
+  uint64_t moved_bytes = 0;
   size_t nmoved = 0;
   double t0 = now_ms_f();
   gmt__t_depth++; /* a driver calling its own entry points passes the gates */
@@ -769,7 +788,9 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
       uint64_t m0 = gmt_now_ns();
       if (entered >= 0 && move_out(&es[i], &w) == 0) {
         gmt_trace_moved(es[i].addr, es[i].size, 1, gmt_now_ns() - m0);
-        moved[clamp_dev(es[i].device)] += es[i].span;
+        /* Its room is the scheduler's at once: a process waiting for it
+         * brings its own memory back while the rest moves out. */
+        unclaim_locked(es[i].device, es[i].span);
         moved_bytes += es[i].size;
         nmoved++;
       }
@@ -782,8 +803,6 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
   if (nmoved)
     g_gen++;
   pthread_mutex_unlock(&g_tab_mu);
-  for (int d = 0; d < GMT_SWAP_DEVICES; d++)
-    unclaim_locked(d, moved[d]);
   pthread_mutex_unlock(&g_res_mu);
   pthread_rwlock_unlock(&gmt__swap_rw);
   free(addrs);
@@ -937,7 +956,7 @@ static CUresult enter_slow(int *held, gmt_swap_gate_fn gate, int *restored)
       fprintf(stderr,
               "gmt[%d]: %llu bytes of swap allocations can never come back to device %d: more "
               "than its space's limit; the call fails with CUDA_ERROR_OUT_OF_MEMORY\n",
-              (int)getpid(), (unsigned long long)out_on(dev), dev);
+              (int)getpid(), (unsigned long long)out_on(dev, NULL), dev);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     CUresult rc = c < 0 ? CUDA_ERROR_OUT_OF_MEMORY : got ? restore_device(dev, got) : CUDA_SUCCESS;
@@ -953,7 +972,8 @@ static CUresult enter_slow(int *held, gmt_swap_gate_fn gate, int *restored)
       fprintf(stderr,
               "gmt[%d]: %llu bytes of swap allocations could not come back to device %d within "
               "GMT_SWAP_WAIT_MS=%llu; the call fails with CUDA_ERROR_OUT_OF_MEMORY\n",
-              (int)getpid(), (unsigned long long)out_on(dev), dev, (unsigned long long)g_wait_ms);
+              (int)getpid(), (unsigned long long)out_on(dev, NULL), dev,
+              (unsigned long long)g_wait_ms);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     sleep_ms(GMT_SWAP_OOM_RETRY_MS);

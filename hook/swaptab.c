@@ -133,6 +133,15 @@ void *gmt__swaptab_take_kept(gmt_swaptab_t *t, gmt_swap_entry_t *e)
   return k;
 }
 
+uint64_t gmt__swaptab_out_least(const gmt_swaptab_t *t, int device)
+{
+  uint64_t least = 0;
+  for (size_t i = 0; i < t->n; i++)
+    if (t->v[i].out && t->v[i].device == device && (!least || t->v[i].span < least))
+      least = t->v[i].span;
+  return least;
+}
+
 int gmt__swaptab_out_device(const gmt_swaptab_t *t)
 {
   for (size_t i = 0; i < t->n; i++)

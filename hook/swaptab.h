@@ -77,6 +77,8 @@ size_t gmt__swaptab_of_ctx(const gmt_swaptab_t *t, const void *ctx, uint64_t *ad
  * many) and, in *bytes, the spans of all of them (cap 0: only that). */
 size_t gmt__swaptab_out_on(const gmt_swaptab_t *t, int device, uint64_t *addrs, size_t cap,
                            uint64_t *bytes);
+/* The smallest span of the entries out on device (0: none is out). */
+uint64_t gmt__swaptab_out_least(const gmt_swaptab_t *t, int device);
 /* A device with an entry out, or -1 when none is out. */
 int gmt__swaptab_out_device(const gmt_swaptab_t *t);
 

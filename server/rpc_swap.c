@@ -104,6 +104,7 @@ static Gmt__ResidentReason wire_reason(gmt_swap_reason_t r)
   switch (r) {
   case GMT_SWAP_ROOM: return GMT__RESIDENT_REASON__RESIDENT_REASON_ROOM;
   case GMT_SWAP_WAIT: return GMT__RESIDENT_REASON__RESIDENT_REASON_WAIT;
+  case GMT_SWAP_PARTIAL: return GMT__RESIDENT_REASON__RESIDENT_REASON_PARTIAL;
   case GMT_SWAP_TOO_BIG: break;
   }
   return GMT__RESIDENT_REASON__RESIDENT_REASON_TOO_BIG;
@@ -183,22 +184,27 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
   gmt_swap_space_t sp = space_of(s, limit, base);
   gmt_swap_answer_t a;
   uint64_t had = gmt_swap_resident(s->swap, pod->cfg.name, r->pid, r->device);
-  int rc = gmt_swap_request(s->swap, pod->cfg.name, r->pid, r->device, r->bytes, &sp, &a);
+  int rc = gmt_swap_request_part(s->swap, pod->cfg.name, r->pid, r->device, r->bytes, r->at_least,
+                                 &sp, &a);
   if (rc < 0) {
     gmt_call_reply_error(call, rc, "cannot count resident bytes on device %d: %s", r->device,
                          gmt_strerror(rc));
     return;
   }
-  if (a.reason == GMT_SWAP_WAIT && a.asked)
+  if (a.asked)
     gmt_info("swap: pod '%s' pid %u wants %" PRIu64 " bytes (%.1f MiB) on device %d, %" PRIu64
              " short; %zu process%s of idle pods asked to move out",
              pod->cfg.name, r->pid, r->bytes, (double)r->bytes / MIB, r->device, a.shortfall,
              a.asked, a.asked == 1 ? "" : "es");
-  else if (a.reason == GMT_SWAP_WAIT)
+  if (a.reason == GMT_SWAP_PARTIAL)
+    gmt_debug("swap: pod '%s' pid %u device %d: %" PRIu64 " of %" PRIu64 " bytes granted, the "
+              "rest as the others move out",
+              pod->cfg.name, r->pid, r->device, a.granted_total, r->bytes);
+  else if (a.reason == GMT_SWAP_WAIT && !a.asked)
     gmt_debug("swap: pod '%s' pid %u wants %" PRIu64 " bytes on device %d, %" PRIu64
               " short, %" PRIu64 " coming from targets already set: wait",
               pod->cfg.name, r->pid, r->bytes, r->device, a.shortfall, a.coming);
-  else
+  else if (a.reason != GMT_SWAP_WAIT)
     gmt_debug("swap: pod '%s' pid %u device %d: %" PRIu64 " -> %" PRIu64 " bytes %s, room %" PRIu64,
               pod->cfg.name, r->pid, r->device, had, r->bytes,
               a.granted ? "granted" : "refused (more than the space's limit)", a.room);
@@ -208,6 +214,7 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
   body.reason = wire_reason(a.reason);
   body.retry_ms = a.retry_ms;
   body.room = a.room;
+  body.granted_bytes = a.granted_total;
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RESIDENT_REP, &body);
 }
 

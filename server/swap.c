@@ -226,6 +226,12 @@ long gmt_swap_pressure(gmt_swap_t *sw, const char *spare, int device, const gmt_
 int gmt_swap_request(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, uint64_t bytes,
                      const gmt_swap_space_t *space, gmt_swap_answer_t *out)
 {
+  return gmt_swap_request_part(sw, pod, pid, device, bytes, 0, space, out);
+}
+
+int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, uint64_t bytes,
+                          uint64_t at_least, const gmt_swap_space_t *space, gmt_swap_answer_t *out)
+{
   memset(out, 0, sizeof *out);
   if (!pod || pid == 0 || device < 0 || device >= GMT_SWAP_DEVICES)
     return -EINVAL;
@@ -243,8 +249,10 @@ int gmt_swap_request(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, 
     out->granted = true;
     out->reason = GMT_SWAP_ROOM;
     out->room = room_left(space->limit, sat_add(sat_add(space->base, others), bytes));
+    out->granted_total = bytes;
     return 0;
   }
+  out->granted_total = own;
   uint64_t occupied = sat_add(space->base, total);
   if (bytes > space->limit) {
     out->reason = GMT_SWAP_TOO_BIG;
@@ -262,6 +270,7 @@ int gmt_swap_request(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, 
     out->granted = true;
     out->reason = GMT_SWAP_ROOM;
     out->room = space->limit - need;
+    out->granted_total = bytes;
     return 0;
   }
   out->reason = GMT_SWAP_WAIT;
@@ -269,12 +278,26 @@ int gmt_swap_request(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, 
   out->room = room_left(space->limit, occupied);
   out->shortfall = need - space->limit;
   out->coming = coming(sw, device, space);
-  if (out->coming >= out->shortfall)
-    return 0;
-  long asked = ask(sw, pod, device, out->shortfall - out->coming, space, false);
-  if (asked < 0)
-    return (int)asked;
-  out->asked = (size_t)asked;
+  if (out->coming < out->shortfall) {
+    long asked = ask(sw, pod, device, out->shortfall - out->coming, space, false);
+    if (asked < 0)
+      return (int)asked;
+    out->asked = (size_t)asked;
+  }
+  /* In part: the most this process may have now, when that lets at least
+   * at_least more in. The targets above stand for the rest. */
+  uint64_t others_in = sat_add(space->base, others);
+  uint64_t fits = room_left(space->limit, others_in);
+  if (at_least && fits >= sat_add(own, at_least)) {
+    if (!e && !(e = get(sw, pod, pid, device, space->now_ms)))
+      return -ENOMEM;
+    e->resident = fits;
+    out->granted = true;
+    out->reason = GMT_SWAP_PARTIAL;
+    out->retry_ms = 0;
+    out->room = 0;
+    out->granted_total = fits;
+  }
   return 0;
 }
 

@@ -52,6 +52,7 @@ typedef enum gmt_swap_reason {
   GMT_SWAP_ROOM,    /* granted */
   GMT_SWAP_WAIT,    /* not yet: ask again in retry_ms */
   GMT_SWAP_TOO_BIG, /* never: bytes above the space's limit */
+  GMT_SWAP_PARTIAL, /* granted in part (gmt_swap_request_part): granted_total */
 } gmt_swap_reason_t;
 
 typedef struct gmt_swap_answer {
@@ -61,7 +62,10 @@ typedef struct gmt_swap_answer {
   uint64_t room;      /* the space's limit less what is occupied after the answer */
   uint64_t shortfall; /* WAIT: the bytes missing */
   uint64_t coming;    /* WAIT: what targets already set will free */
-  size_t asked;       /* WAIT: targets set or lowered by this request */
+  size_t asked;       /* WAIT, PARTIAL: targets set or lowered by this request */
+  /* The process's resident bytes on device after the answer: bytes when
+   * granted, what fits when PARTIAL, what it had otherwise. */
+  uint64_t granted_total;
 } gmt_swap_answer_t;
 
 /* pid of pod wants bytes of its swap allocations on device, as a new total.
@@ -77,6 +81,16 @@ typedef struct gmt_swap_answer {
  * -EINVAL (device out of range, pid 0, no pod) or -ENOMEM. */
 int gmt_swap_request(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, uint64_t bytes,
                      const gmt_swap_space_t *space, gmt_swap_answer_t *out);
+
+/* As gmt_swap_request, but a raise that does not fit is granted in part
+ * (PARTIAL) when at least at_least bytes more than the process has fit:
+ * its total becomes what fits, and the targets for the rest are set as
+ * for WAIT. So a process bringing back many allocations moves each one in
+ * as soon as there is room for it, while the others still move out (a
+ * turn's two moves overlap: docs/tiers.md, "Swap mode in the
+ * scheduler"). at_least 0: all or nothing, as gmt_swap_request. */
+int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, uint64_t bytes,
+                          uint64_t at_least, const gmt_swap_space_t *space, gmt_swap_answer_t *out);
 
 /* The space's pressure (cuCascade's downgrade thresholds): once what is
  * occupied on device (space->base and every resident byte) passes

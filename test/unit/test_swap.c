@@ -527,6 +527,49 @@ static void test_swap_victims_least_recently_run_first(void **state)
   assert_false(gmt_swap_target(sw, "b", 2, 0, &keep));
 }
 
+/* A restore that does not fit is granted in part once its smallest
+ * allocation fits, while the victims' targets stand for the rest: the
+ * two moves of a turn overlap. Without at_least, all or nothing. */
+static void test_swap_a_restore_is_granted_in_part_as_room_comes(void **state)
+{
+  gmt_swap_t *sw = *state;
+  have(sw, "a", 1, 700 * MIB);
+  have(sw, "b", 2, 100 * MIB);
+  gmt_swap_space_t sp = space(0, NULL, NOW);
+  gmt_swap_answer_t x;
+  /* b wants 700 (600 more): 224 MiB more fit, its smallest piece is 250. */
+  assert_int_equal(gmt_swap_request_part(sw, "b", 2, 0, 700 * MIB, 250 * MIB, &sp, &x), 0);
+  assert_false(x.granted);
+  assert_int_equal(x.reason, GMT_SWAP_WAIT);
+  assert_int_equal(x.granted_total, 100 * MIB);
+  assert_int_equal(x.asked, 1);
+  uint64_t keep;
+  assert_true(gmt_swap_target(sw, "a", 1, 0, &keep));
+  assert_int_equal(keep, GIB - 700 * MIB);
+  /* a has moved 200 out: 424 MiB more fit, b is counted at all of it. */
+  assert_int_equal(gmt_swap_request(sw, "a", 1, 0, 500 * MIB, &sp, &x), 0);
+  assert_int_equal(gmt_swap_request_part(sw, "b", 2, 0, 700 * MIB, 250 * MIB, &sp, &x), 0);
+  assert_true(x.granted);
+  assert_int_equal(x.reason, GMT_SWAP_PARTIAL);
+  assert_int_equal(x.granted_total, GIB - 500 * MIB);
+  assert_int_equal(gmt_swap_resident(sw, "b", 2, 0), GIB - 500 * MIB);
+  assert_int_equal(gmt_swap_device_total(sw, 0), GIB);
+  /* a's target stands for the rest. */
+  assert_true(gmt_swap_target(sw, "a", 1, 0, &keep));
+  assert_int_equal(keep, GIB - 700 * MIB);
+  /* All or nothing without at_least: the same ask waits. */
+  assert_int_equal(gmt_swap_request(sw, "b", 2, 0, 700 * MIB, &sp, &x), 0);
+  assert_false(x.granted);
+  assert_int_equal(x.granted_total, GIB - 500 * MIB);
+  /* a moves the rest out: b gets all it asked. */
+  assert_int_equal(gmt_swap_request(sw, "a", 1, 0, GIB - 700 * MIB, &sp, &x), 0);
+  assert_false(gmt_swap_target(sw, "a", 1, 0, &keep));
+  assert_int_equal(gmt_swap_request_part(sw, "b", 2, 0, 700 * MIB, 250 * MIB, &sp, &x), 0);
+  assert_true(x.granted);
+  assert_int_equal(x.reason, GMT_SWAP_ROOM);
+  assert_int_equal(x.granted_total, 700 * MIB);
+}
+
 /* The thresholds of a 1 GiB space as bytes: cuCascade's 0.85 / 0.65. */
 #define TRIGGER (GIB * 85 / 100)
 #define STOP (GIB * 65 / 100)
@@ -617,6 +660,7 @@ int main(void)
       T(test_swap_retain_pods_forgets_pods_removed_or_out_of_swap),
       T(test_swap_adopt_takes_reports_only_for_unknown_processes),
       T(test_swap_victims_least_recently_run_first),
+      T(test_swap_a_restore_is_granted_in_part_as_room_comes),
       T(test_swap_pressure_below_the_trigger_asks_nobody),
       T(test_swap_pressure_asks_idle_ones_largest_first_down_to_stop),
       T(test_swap_pressure_spares_running_pods_and_asks_what_idle_ones_have),

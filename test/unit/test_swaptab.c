@@ -177,6 +177,12 @@ static void test_swaptab_lists_what_is_out_per_device(void **state)
   assert_int_equal(gmt__swaptab_out_on(&t, 1, got, 8, &bytes), 1);
   assert_int_equal(got[0], 0xc);
   assert_int_equal(bytes, 2 * MIB);
+  /* The smallest span out per device: what a restore asks to get in part. */
+  assert_int_equal(gmt__swaptab_out_least(&t, 0), 4 * MIB);
+  move_out(&t, 0xb);
+  assert_int_equal(gmt__swaptab_out_least(&t, 0), 2 * MIB);
+  assert_int_equal(gmt__swaptab_out_least(&t, 1), 2 * MIB);
+  assert_int_equal(gmt__swaptab_out_least(&t, 2), 0);
   gmt__swaptab_close(&t);
 }
 
