@@ -16,11 +16,14 @@ both pods together. Before the window, both spin for a warm-up (two quanta
 and a second a GiB) so that the first moves, which pin host copies, are
 not in it. Prints per size and quantum both counts, the cost, the turns
 (moves in per job) and the median move out and in (from the hook's debug
-log); then per size the smallest quantum that cost <= 10%. Exits 1 when a
-run failed.
+log) and the median wait for memory at the start of a turn (the other's
+move out and its own move in); then per size the smallest quantum that
+cost <= 10%. With --pieces K each job holds its SIZE as K allocations:
+the turn's two moves then overlap, allocation by allocation (docs/tiers.md,
+"Swap mode in the scheduler"). Exits 1 when a run failed.
 
 usage: bench/swap_quantum.py [--sizes MIB,..] [--quanta MS,..] [--seconds S]
-                             [--kernel-us U] [--fake]
+                             [--kernel-us U] [--pieces K] [--fake]
 GMT_BUILD_DIR names the build (.carry on the GPU machine); --fake is a dry
 run on the fake driver, whose moves run at its simulated rates and touch
 fresh memory (slow: its costs say nothing about a GPU)."""
@@ -38,6 +41,7 @@ import gmt_e2e  # noqa: E402
 JOB = gmt_e2e.build_path("test", "e2e", "memprogs", "swap_job")
 MIB = 1 << 20
 OUT_RE = re.compile(r"moved \d+ allocations \(\d+ bytes\) off the GPU in ([\d.]+) ms")
+WAIT_RE = re.compile(r"waited (\d+) ms for memory to come back")
 IN_RE = re.compile(r"brought \d+ bytes back to device \d+ in ([\d.]+) ms")
 
 
@@ -59,7 +63,7 @@ def spin_both(progs, ms):
     return [spun(p, timeout=ms / 1e3 + 300) for p in progs]
 
 
-def run(size_mib, quantum, seconds, kernel_us, swap, fake):
+def run(size_mib, quantum, seconds, kernel_us, swap, fake, pieces=1):
     size = size_mib * MIB
     quota = "%dMi" % (size_mib + 64)
     node = gmt_e2e.Node("2\na 0.5 1.0 %s mode=swap\nb 0.5 1.0 %s mode=swap\n" % (quota, quota),
@@ -75,14 +79,14 @@ def run(size_mib, quantum, seconds, kernel_us, swap, fake):
         for pod in "ab":
             env = node.hook_env(pod, GMT_HOOK_DEBUG="1", GMT_FAKE_MEM="%dMi" % (size_mib * 2 + 64))
             p = node.run_prog(pod, JOB, "--mib", str(size_mib), "--kernel-us", str(kernel_us),
-                              env=env)
+                              "--pieces", str(pieces), env=env)
             p.expect("READY", timeout=600)
             progs.append(p)
         spin_both(progs, 2 * quantum + 1000 * (1 + size_mib // 1024))
         done = spin_both(progs, seconds * 1000)
-        ins = [(node.process(pod, p.proc.pid) or {}).get("swap_ins", 0)
+        ins = [(node.process(pod, p.proc.pid) or {}).get("swap_ins", 0) // pieces
                for pod, p in zip("ab", progs)]
-        outs_ms, ins_ms = [], []
+        outs_ms, ins_ms, waits = [], [], []
         for p in progs:
             p.send("exit")
             rc, err = p.finish(timeout=300)
@@ -90,7 +94,9 @@ def run(size_mib, quantum, seconds, kernel_us, swap, fake):
                 raise RuntimeError("swap_job exit %d: %s" % (rc, err[-2000:]))
             outs_ms += [float(x) for x in OUT_RE.findall(err)][1:]  # the first pins
             ins_ms += [float(x) for x in IN_RE.findall(err)]
-        return {"kernels": sum(done), "ins": ins, "out_ms": outs_ms, "in_ms": ins_ms}
+            waits += [float(x) for x in WAIT_RE.findall(err)]
+        return {"kernels": sum(done), "ins": ins, "out_ms": outs_ms, "in_ms": ins_ms,
+                "wait_ms": waits}
     finally:
         node.stop()
 
@@ -105,6 +111,7 @@ def main():
     ap.add_argument("--quanta", default="250,1000,4000")
     ap.add_argument("--seconds", type=int, default=12)
     ap.add_argument("--kernel-us", type=int, default=1000)
+    ap.add_argument("--pieces", type=int, default=1)
     ap.add_argument("--fake", action="store_true")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
@@ -119,25 +126,25 @@ def main():
             continue
         for s in sizes:
             try:
-                sw = run(s, q, a.seconds, a.kernel_us, True, a.fake)
+                sw = run(s, q, a.seconds, a.kernel_us, True, a.fake, a.pieces)
             except Exception as e:
                 print("quantum %d ms, %d MiB: failed: %s" % (q, s, e), flush=True)
                 failed = True
                 continue
             cost = 1 - sw["kernels"] / fit["kernels"] if fit["kernels"] else float("nan")
             rows.append((s, q, fit["kernels"], sw["kernels"], cost, sw["ins"], med(sw["out_ms"]),
-                         med(sw["in_ms"])))
-            print("size %d MiB quantum %d ms: fit %d kernels, swap %d, cost %.1f%%, moves in "
-                  "%s, move out %.1f ms, in %.1f ms" % (s, q, fit["kernels"], sw["kernels"],
-                                                       100 * cost, sw["ins"], rows[-1][6],
-                                                       rows[-1][7]), flush=True)
-    print("\n%8s %8s %10s %10s %8s %10s %10s %10s"
-          % ("MiB", "quantum", "fit", "swap", "cost", "turns a/b", "out ms", "in ms"))
-    for s, q, f, sw, cost, ins, o, i in rows:
-        print("%8d %8d %10d %10d %7.1f%% %10s %10.1f %10.1f"
-              % (s, q, f, sw, 100 * cost, "%d/%d" % tuple(ins), o, i))
+                         med(sw["in_ms"]), med(sw["wait_ms"])))
+            print("size %d MiB quantum %d ms: fit %d kernels, swap %d, cost %.1f%%, turns "
+                  "%s, move out %.1f ms, in %.1f ms, turn's wait %.1f ms"
+                  % (s, q, fit["kernels"], sw["kernels"], 100 * cost, sw["ins"], rows[-1][6],
+                     rows[-1][7], rows[-1][8]), flush=True)
+    print("\n%8s %8s %10s %10s %8s %10s %10s %10s %10s"
+          % ("MiB", "quantum", "fit", "swap", "cost", "turns a/b", "out ms", "in ms", "wait ms"))
+    for s, q, f, sw, cost, ins, o, i, w in rows:
+        print("%8d %8d %10d %10d %7.1f%% %10s %10.1f %10.1f %10.1f"
+              % (s, q, f, sw, 100 * cost, "%d/%d" % tuple(ins), o, i, w))
     for s in sizes:
-        ok = [q for (s2, q, _, _, cost, _, _, _) in rows if s2 == s and cost <= 0.10]
+        ok = [q for (s2, q, _, _, cost, _, _, _, _) in rows if s2 == s and cost <= 0.10]
         print("%d MiB: smallest quantum costing <= 10%%: %s"
               % (s, "%d ms" % min(ok) if ok else "none of " + a.quanta))
     sys.exit(1 if failed or not rows else 0)

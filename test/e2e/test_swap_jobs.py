@@ -107,6 +107,33 @@ class TwoSwapPods(SwapJobs):
         self.alternate(70 * MIB, 100 * MIB, 3, "--kernel-us", "2000")
 
 
+class OverlappedTurns(SwapJobs):
+    """A job that holds its memory as several allocations comes back
+    allocation by allocation while the other still moves out: each one
+    the other has moved out lowers its Resident at once, and the restore is
+    granted in part as soon as its smallest allocation fits (docs/tiers.md,
+    "Swap mode in the scheduler"). Bytes stay exact."""
+
+    def test_pieces_come_back_in_part_as_the_other_moves_out(self):
+        held, card = 80 * MIB, 100 * MIB
+        self.start_schd("--gpu-capacity", "0=%d" % card, "--tier-trigger", "1")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", held, card, "--pieces", "8")
+        pb = self.job("b", held, card, "--pieces", "8")
+        for _ in range(2):
+            for p in (pa, pb):
+                p.send("check")
+                self.assertEqual(self.result(p), "OK %d" % held, p.stderr()[-3000:])
+        schd = self.daemons[0].output()
+        self.assertRegex(schd, r"of %d bytes granted, the rest as the others move out" % held,
+                         schd[-3000:])
+        for p in (pa, pb):
+            p.send("exit")
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err[-3000:])
+
+
 class TwoBusySwapPods(SwapJobs):
     """Both jobs check over and over at once, each with a kernel before
     its read-back: they must take turns on the card. The one that waits for

@@ -1,9 +1,11 @@
 /* swap_job: one allocation whose bytes must survive whatever mode=swap
  * does to it (test/e2e/test_swap_hook.py). Usage:
- *   swap_job [--mib N] [--seed S] [--kernel-us U] [--pitch] [--gate]
+ *   swap_job [--mib N] [--seed S] [--kernel-us U] [--pitch] [--gate] [--pieces K]
  * Allocates N MiB (default 64) with cuMemAlloc_v2 (--pitch: with
  * cuMemAllocPitch_v2, rows of 1 MiB less 100 bytes, so the pitch is the
- * driver's or gmt's choice), fills it with a pattern of the seed (default
+ * driver's or gmt's choice; --pieces K: as K allocations of N/K MiB, one
+ * after the other, which the commands below treat as one), fills it with
+ * a pattern of the seed (default
  * the pid) by cuMemcpyHtoD, prints "READY ptr=0x... bytes=B pitch=P" and
  * then, for each line on stdin (--gate: first "GATE pid=P" once the
  * driver is up, and a line on stdin before it allocates, so that a tracer
@@ -32,6 +34,7 @@
 #include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
+#define MAX_PIECES 64
 
 #define CHECK(call)                                                                                \
   do {                                                                                             \
@@ -70,6 +73,7 @@ int main(int argc, char **argv)
   uint64_t seed = (uint64_t)getpid();
   unsigned int kernel_us = 0;
   int pitched = 0, gate = 0;
+  size_t pieces = 1;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--mib") && i + 1 < argc)
       mib = strtoull(argv[++i], NULL, 10);
@@ -81,13 +85,21 @@ int main(int argc, char **argv)
       pitched = 1;
     else if (!strcmp(argv[i], "--gate"))
       gate = 1;
+    else if (!strcmp(argv[i], "--pieces") && i + 1 < argc)
+      pieces = strtoull(argv[++i], NULL, 10);
     else {
-      fprintf(stderr, "usage: swap_job [--mib N] [--seed S] [--kernel-us U] [--pitch] [--gate]\n");
+      fprintf(stderr, "usage: swap_job [--mib N] [--seed S] [--kernel-us U] [--pitch] [--gate] "
+                      "[--pieces K]\n");
       return 2;
     }
   }
   if (!mib) {
     fprintf(stderr, "swap_job: --mib must be > 0\n");
+    return 2;
+  }
+  if (!pieces || pieces > MAX_PIECES || mib % pieces || (pitched && pieces > 1)) {
+    fprintf(stderr, "swap_job: --pieces must divide --mib, at most %d, without --pitch\n",
+            MAX_PIECES);
     return 2;
   }
   CUdevice dev;
@@ -109,14 +121,16 @@ int main(int argc, char **argv)
     if (!fgets(go, sizeof go, stdin))
       return 1;
   }
-  CUdeviceptr d = 0;
+  CUdeviceptr d[MAX_PIECES] = {0};
   size_t pitch = 0, bytes = mib * MiB;
   if (pitched) {
-    CHECK(cuMemAllocPitch_v2(&d, &pitch, MiB - 100, mib, 4));
+    CHECK(cuMemAllocPitch_v2(&d[0], &pitch, MiB - 100, mib, 4));
     bytes = pitch * mib;
   } else {
-    CHECK(cuMemAlloc_v2(&d, bytes));
+    for (size_t p = 0; p < pieces; p++)
+      CHECK(cuMemAlloc_v2(&d[p], bytes / pieces));
   }
+  size_t each = bytes / pieces;
   size_t words = bytes / 4;
   uint32_t *host = malloc(bytes), *back = malloc(bytes);
   if (!host || !back) {
@@ -127,8 +141,9 @@ int main(int argc, char **argv)
   int is_set = 0;
   for (size_t i = 0; i < words; i++)
     host[i] = word(seed, set, is_set, i);
-  CHECK(cuMemcpyHtoD_v2(d, host, bytes));
-  printf("READY ptr=0x%llx bytes=%zu pitch=%zu\n", (unsigned long long)d, bytes, pitch);
+  for (size_t p = 0; p < pieces; p++)
+    CHECK(cuMemcpyHtoD_v2(d[p], (char *)host + p * each, each));
+  printf("READY ptr=0x%llx bytes=%zu pitch=%zu\n", (unsigned long long)d[0], bytes, pitch);
   fflush(stdout);
 
   char line[128];
@@ -139,7 +154,8 @@ int main(int argc, char **argv)
         CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
       }
       memset(back, 0, bytes);
-      CHECK(cuMemcpyDtoH_v2(back, d, bytes));
+      for (size_t p = 0; p < pieces; p++)
+        CHECK(cuMemcpyDtoH_v2((char *)back + p * each, d[p], each));
       size_t bad = bytes;
       for (size_t i = 0; i < words && bad == bytes; i++)
         if (back[i] != word(seed, set, is_set, i))
@@ -166,11 +182,14 @@ int main(int argc, char **argv)
     } else if (!strncmp(line, "memset", 6)) {
       set = (uint32_t)strtoul(line + 6, NULL, 0);
       is_set = 1;
-      CHECK(cuMemsetD32_v2(d, set, words));
+      for (size_t p = 0; p < pieces; p++)
+        CHECK(cuMemsetD32_v2(d[p], set, each / 4));
       printf("SET\n");
     } else if (!strncmp(line, "free", 4)) {
-      CHECK(cuMemFree_v2(d));
-      d = 0;
+      for (size_t p = 0; p < pieces; p++) {
+        CHECK(cuMemFree_v2(d[p]));
+        d[p] = 0;
+      }
       printf("FREED\n");
     } else if (!strncmp(line, "exit", 4)) {
       break;
