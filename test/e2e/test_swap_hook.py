@@ -97,7 +97,7 @@ class SwapAllocation(SwapHookCase):
         self.start_pmgr("sw")
         p = self.job("sw", "--mib", "257")
         self.assertEqual(self.next_result(p),
-                         "CUDAFAIL cuMemAlloc_v2(&d, bytes) CUDA_ERROR_OUT_OF_MEMORY")
+                         "CUDAFAIL cuMemAlloc_v2(&d[p], bytes / pieces) CUDA_ERROR_OUT_OF_MEMORY")
         rc, err = p.finish()
         self.assertEqual(rc, 1)
         self.assertEqual(calls(err, "cuMemCreate"), 0)

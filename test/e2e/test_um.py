@@ -51,7 +51,8 @@ class TwoUmPods(SwapJobs):
         # 70 more would make 140 MiB of managed memory on a 100 MiB card.
         env = self.hook_env("b", GMT_FAKE_MEM=str(card), GMT_FAKE_LOG="1")
         pb = self.run_prog("b", SWAP_JOB, "--mib", "70", env=env)
-        pb.expect("CUDAFAIL cuMemAlloc_v2(&d, bytes) CUDA_ERROR_OUT_OF_MEMORY", timeout=30)
+        pb.expect("CUDAFAIL cuMemAlloc_v2(&d[p], bytes / pieces) CUDA_ERROR_OUT_OF_MEMORY",
+                  timeout=30)
         rc, err = pb.finish()
         self.assertEqual(rc, 1, err[-3000:])
         self.assertIn("it would pass the card's free memory", err)
