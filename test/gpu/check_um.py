@@ -45,7 +45,7 @@ class UmCardOnGpu(test_um.TwoUmPods):
         self.start_pmgr("a")
         p = self.run_prog("a", SWAP_JOB, "--mib", str(free_mib + 1024), env=self.hook_env("a"))
         p.expect("CUDAFAIL cuMemAlloc_v2(&d[p], bytes / pieces) CUDA_ERROR_OUT_OF_MEMORY",
-                  timeout=60)
+                 timeout=60)
         rc, err = p.finish()
         self.assertEqual(rc, 1, err[-3000:])
         self.assertIn("managed memory past the card's free memory can hang the GPU", err)
