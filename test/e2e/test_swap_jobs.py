@@ -21,7 +21,7 @@ MIB = 1 << 20
 class SwapJobs(GmtTestCase):
     """Two swap pods' jobs: what the tests below share."""
     CONFIG = "2\na 0.5 1.0 1Gi mode=swap\nb 0.5 1.0 1Gi mode=swap\n"
-    # Pinned host copies each job allocates over all its moves (mode=swap
+    # Pinned host copies each job registers over all its moves (mode=swap
     # keeps the one it came back from for its next move out).
     HOST_COPIES = 1
 
@@ -83,11 +83,11 @@ class SwapJobs(GmtTestCase):
             rc, err = p.finish()
             self.assertEqual(rc, 0, err[-3000:])
             # Each moved out into the host copy it came back from (kept
-            # for GMT_SWAP_KEEP_MS): one pinned allocation, not one a move
+            # for GMT_SWAP_KEEP_MS): one registration, not one a move
             # (counted in the fake driver's log).
             if self.fake:
                 self.assertEqual(
-                    len(re.findall(r"fakecuda\[\d+\]: cuMemHostAlloc -> 0\b", err)),
+                    len(re.findall(r"fakecuda\[\d+\]: cuMemHostRegister_v2 -> 0\b", err)),
                     self.HOST_COPIES)
             errs.append(err)
         return errs
