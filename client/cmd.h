@@ -10,5 +10,7 @@ typedef struct gmt_cmd_ctx {
 } gmt_cmd_ctx_t;
 
 int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
+/* Local: reads this node's topology, asks no daemon. */
+int gmt_cmd_topo(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
 
 #endif

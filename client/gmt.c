@@ -18,6 +18,7 @@ typedef struct {
 
 static const command_t commands[] = {
     {"status", gmt_cmd_status, "show every pod, its shares, memory and processes"},
+    {"topo", gmt_cmd_topo, "show this node's GPUs, their links, NUMA nodes, NICs and NVMe"},
 #ifdef GMT_HAVE_TRACE
     {"trace", gmt_cmd_trace_run, "trace a process's CUDA allocations and copies (eBPF)"},
 #endif

@@ -14,9 +14,10 @@ Macros and static inline functions leave no symbol, so they are seen only
 through their header's include. Generated files (in BUILD_DIR) and tests
 are left out: test code may reach anywhere.
 
-Layers, lowest first: proto, bpf, then server, client and hook side by
-side (none of these three includes another's headers). A file may include
-from its own layer or below.
+Layers, lowest first: proto, then bpf and topo side by side, then server,
+client and hook side by side (none of these three includes another's
+headers; nor do bpf and topo). A file may include from its own layer or
+below.
 
 Exit 0 when clean; 1 with one line per cycle or upward include. Python 3
 standard library and binutils' nm only."""
@@ -27,8 +28,8 @@ import sys
 from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CHECKED = ("proto", "bpf", "server", "client", "hook")
-RANK = {"proto": 0, "bpf": 1, "server": 2, "client": 2, "hook": 2}
+CHECKED = ("proto", "bpf", "topo", "server", "client", "hook")
+RANK = {"proto": 0, "bpf": 1, "topo": 1, "server": 2, "client": 2, "hook": 2}
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
