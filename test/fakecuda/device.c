@@ -79,17 +79,16 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   if (!gmt__fake_dev_ok(dev))
     GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
-  snprintf(name, (size_t)len, "NVIDIA H100 (gmt fakecuda)");
+  snprintf(name, (size_t)len, "%s", GMT_FAKE_DEVICE_NAME);
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
+/* The physical device's UUID, the one NVML reports for it. */
 static void fake_uuid(CUuuid *u, CUdevice dev)
 {
-  static const char tag[] = "gmt-fakecuda-";
-  memcpy(u->bytes, tag, sizeof tag - 1);
-  u->bytes[13] = 0;
-  u->bytes[14] = 0;
-  u->bytes[15] = (char)dev;
+  unsigned char b[16];
+  gmt__machine_uuid(gmt__fake.phys[dev], b);
+  memcpy(u->bytes, b, sizeof b);
 }
 
 CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
@@ -121,7 +120,8 @@ CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
     GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   if (!gmt__fake_dev_ok(dev))
     GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
-  snprintf(pciBusId, (size_t)len, "00000000:%02X:00.0", 0x18 + dev);
+  /* As the real driver writes it: NVML's busIdLegacy of the device. */
+  snprintf(pciBusId, (size_t)len, "0000:%02X:00.0", gmt__machine_bus(gmt__fake.phys[dev]));
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
@@ -132,7 +132,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   if (!gmt__fake_dev_ok(dev))
     GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
-  *bytes = gmt__fake.mem_bytes;
+  *bytes = gmt__machine.mem_bytes;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
@@ -144,7 +144,7 @@ CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
   if (!gmt__fake_dev_ok(dev))
     GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
   /* The 32-bit entry point cannot say more than 4 GiB. */
-  *bytes = gmt__fake.mem_bytes > UINT_MAX ? UINT_MAX : (unsigned int)gmt__fake.mem_bytes;
+  *bytes = gmt__machine.mem_bytes > UINT_MAX ? UINT_MAX : (unsigned int)gmt__machine.mem_bytes;
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
@@ -171,7 +171,7 @@ static int attribute(CUdevice_attribute a, CUdevice dev)
   case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: return 512;
   case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: return 1;
   case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: return 1;
-  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x18 + dev;
+  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return (int)gmt__machine_bus(gmt__fake.phys[dev]);
   case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
   case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 5120;
   case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 52428800;
@@ -205,7 +205,7 @@ static int attribute(CUdevice_attribute a, CUdevice dev)
   case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return 1;
   case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT: return 4;
   case CU_DEVICE_ATTRIBUTE_NUMA_ID: return -1;
-  case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: return -1;
+  case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: return gmt__machine.numa[gmt__fake.phys[dev]];
   default: return 0;
   }
 }
@@ -269,6 +269,8 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
   if (c)
     c->refs++;
   gmt__fake_unlock();
+  if (c)
+    gmt__fake_mark_ctx(dev);
   if (!c)
     GMT_FAKE_RET(CUDA_ERROR_OUT_OF_MEMORY);
   *pctx = (CUcontext)c;
@@ -377,6 +379,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
   gmt__fake_unlock();
   if (!c)
     return CUDA_ERROR_OUT_OF_MEMORY;
+  gmt__fake_mark_ctx(dev);
   ctx_stack[ctx_depth++] = c; /* a created context is pushed current */
   *pctx = (CUcontext)c;
   return CUDA_SUCCESS;

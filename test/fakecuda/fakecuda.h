@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GMT_FAKE_MAX_DEVICES 16
-#define GMT_FAKE_MAX_SLOTS 256
+#include "machine.h" /* the devices, their memory and topology, the ledger */
+
 #define GMT_FAKE_DRIVER_VERSION 13000
 #define GMT_FAKE_GRANULARITY ((size_t)2 << 20)
 #define GMT_FAKE_ALIGN ((size_t)512)
@@ -39,8 +39,11 @@ enum gmt__kind {
 
 struct gmt__fake {
   int inited;
+  /* The devices CUDA_VISIBLE_DEVICES shows: ordinal i is the machine's
+   * physical device phys[i] (machine.h), whose ledger entry, lock file,
+   * UUID and bus id it uses. */
   int ndev;
-  uint64_t mem_bytes; /* per device */
+  int phys[GMT_FAKE_MAX_DEVICES];
   /* Host<->device copy rates, bytes per second (0: free), so that pinned
    * memory is worth pinning here too: GMT_FAKE_PAGEABLE_GBPS (default 4)
    * and GMT_FAKE_PINNED_GBPS (default 20): the 5x of an H100 on PCIe Gen5
@@ -52,7 +55,6 @@ struct gmt__fake {
    * measured on an H100), cuMemHostAlloc/cuMemAllocHost
    * GMT_FAKE_HOSTALLOC_MS_PER_GIB (default 374). */
   double register_npb, hostalloc_npb;
-  char dir[PATH_MAX];
   pthread_mutex_t lock; /* guards every per-process table */
 };
 extern struct gmt__fake gmt__fake;
@@ -70,6 +72,8 @@ void gmt__fake_unlock(void);
 CUresult gmt__fake_charge(int dev, uint64_t bytes);
 void gmt__fake_uncharge(int dev, uint64_t bytes);
 void gmt__fake_meminfo(int dev, uint64_t *free_b, uint64_t *total_b);
+/* This process has a context on dev: NVML lists it there. */
+void gmt__fake_mark_ctx(int dev);
 int gmt__fake_dev_ok(CUdevice dev);
 /* Handle registry (caller holds the lock). */
 int gmt__handle_add(const void *h, int kind);

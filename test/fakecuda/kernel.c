@@ -118,7 +118,7 @@ static void kernel_run(int dev, uint64_t us, uint64_t ready_ns)
   pthread_mutex_lock(&dev_mu[dev]);
   if (dev_fd[dev] < 0) {
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/gmt-fakecuda-dev%d.lock", gmt__fake.dir, dev);
+    gmt__machine_dev_lock_path(gmt__fake.phys[dev], path, sizeof path);
     dev_fd[dev] = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (dev_fd[dev] < 0)
       fprintf(stderr, "fakecuda: cannot open %s: %s\n", path, strerror(errno));
@@ -129,10 +129,13 @@ static void kernel_run(int dev, uint64_t us, uint64_t ready_ns)
   if (fd >= 0)
     flock(fd, LOCK_EX);
   uint64_t end = kernel_start(fd, ready_ns) + us * 1000ull;
-  gmt__fake_run_until(end);
-  dev_end[dev] = end;
+  /* The end is written before the kernel runs, so that NVML sees the
+   * device busy while it does (gmt__machine_dev_busy); the next kernel
+   * reads it only once it holds the lock, after this one. */
   if (fd >= 0 && pwrite(fd, &end, sizeof end, 0) != (ssize_t)sizeof end)
     fprintf(stderr, "fakecuda: cannot record the device's time: %s\n", strerror(errno));
+  gmt__fake_run_until(end);
+  dev_end[dev] = end;
   if (fd >= 0)
     flock(fd, LOCK_UN);
   pthread_mutex_unlock(&dev_mu[dev]);
