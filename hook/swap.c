@@ -342,9 +342,10 @@ static CUresult back(CUdeviceptr addr, uint64_t span, int dev, CUmemGenericAlloc
 }
 
 /* A pinned host copy: fresh pages, mapped, then registered with the
- * driver. Registering costs about an eighth of cuMemHostAlloc's pinning
- * (46 against 374 ms/GiB on the H200, issue 11), and the first move out of
- * every allocation pays it. NULL when it cannot be had. */
+ * driver; the first move out of every allocation pays it. With
+ * transparent huge pages asked for, getting and pinning them costs 158
+ * ms/GiB on the H200 against 374 for cuMemHostAlloc and 290 for small
+ * pages (bench/pin_cost.c, 2026-11-26). NULL when it cannot be had. */
 static void *pinned_new(uint64_t size)
 {
   __typeof__(&cuMemHostRegister_v2) reg = REAL(cuMemHostRegister_v2);
@@ -353,6 +354,7 @@ static void *pinned_new(uint64_t size)
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     return NULL;
+  (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: a kernel without THP ignores it */
   if (reg(p, size, 0) != CUDA_SUCCESS) {
     munmap(p, size);
     return NULL;

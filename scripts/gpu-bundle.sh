@@ -16,6 +16,9 @@ mkdir -p "$out/gpu" "$out/lib"
 # mode=um's moves natively (bench/run_tiers.sh): driver API only.
 /usr/local/cuda/bin/nvcc -O2 -o "$out/gpu/um_prefetch" "$root/bench/um_prefetch.c" \
   -L/usr/local/cuda/lib64/stubs -lcuda
+# What a new pinned host copy costs, by way of getting it (bench/pin_cost.c).
+/usr/local/cuda/bin/nvcc -O2 -o "$out/gpu/pin_cost" "$root/bench/pin_cost.c" \
+  -L/usr/local/cuda/lib64/stubs -lcuda
 
 # The libraries our programs load, less glibc's own and the driver: lib/
 # for the daemons and the CLI, hooklib/ for the hook alone (a CUDA program
