@@ -3,59 +3,36 @@
  * never links NVML, so it runs on nodes without a driver), or filled by a
  * test that plays a machine.
  *
- * No nvml.h is needed to build: the types below are the parts of NVIDIA's
- * nvml.h that these calls touch, with the real C signatures (nvmlReturn_t
- * and the enums are int; nvmlDevice_t an opaque pointer). Sources: the
- * nvml.h copy in Deep-Spark/ix-device-plugin
- * (vendor/gitee.com/deep-spark/go-ixml/pkg/ixml/api.h), xmrig's
- * src/backend/cuda/wrappers/nvml_lite.h for nvmlPciInfo_t's layout, and
- * NVIDIA's NVML API reference for nvmlGpuTopologyLevel_t's values. This is
- * the one place to change when a shared NVML header arrives. */
+ * No nvml.h is needed to build: NVML's types, values and layouts are
+ * proto/gmt_nvml_abi.h's (shared with the fake NVML and the hook); the
+ * names below are this module's short aliases of them. */
 #ifndef GMT_NVML_H
 #define GMT_NVML_H
 
 #include <stddef.h>
 
-typedef struct gmt_nvml_device_st *gmt_nvml_device_t; /* nvmlDevice_t */
+#include "gmt_nvml_abi.h"
+
+typedef nvmlDevice_t gmt_nvml_device_t;
+typedef nvmlPciInfo_t gmt_nvml_pci_info_t; /* filled by nvmlDeviceGetPciInfo_v3 */
+typedef nvmlMemory_t gmt_nvml_memory_t;    /* v1, in bytes */
 
 enum {
-  GMT_NVML_SUCCESS = 0,             /* NVML_SUCCESS */
-  GMT_NVML_ERROR_NOT_SUPPORTED = 3, /* NVML_ERROR_NOT_SUPPORTED */
-  GMT_NVML_ERROR_LIBRARY_NOT_FOUND = 12,
-  GMT_NVML_FEATURE_ENABLED = 1,   /* nvmlEnableState_t */
-  GMT_NVML_DEVICE_MIG_ENABLE = 1, /* NVML_DEVICE_MIG_ENABLE */
-  GMT_NVML_NVLINK_MAX_LINKS = 18, /* NVML_NVLINK_MAX_LINKS (Hopper) */
-  GMT_NVML_UUID_SIZE = 96,        /* NVML_DEVICE_UUID_V2_BUFFER_SIZE */
-  GMT_NVML_NAME_SIZE = 96,        /* NVML_DEVICE_NAME_V2_BUFFER_SIZE */
+  GMT_NVML_SUCCESS = NVML_SUCCESS,
+  GMT_NVML_ERROR_NOT_SUPPORTED = NVML_ERROR_NOT_SUPPORTED,
+  GMT_NVML_ERROR_LIBRARY_NOT_FOUND = NVML_ERROR_LIBRARY_NOT_FOUND,
+  GMT_NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED,
+  GMT_NVML_DEVICE_MIG_ENABLE = NVML_DEVICE_MIG_ENABLE,
+  GMT_NVML_NVLINK_MAX_LINKS = NVML_NVLINK_MAX_LINKS,
+  GMT_NVML_UUID_SIZE = NVML_DEVICE_UUID_V2_BUFFER_SIZE,
+  GMT_NVML_NAME_SIZE = NVML_DEVICE_NAME_V2_BUFFER_SIZE,
+  GMT_NVML_TOPOLOGY_INTERNAL = NVML_TOPOLOGY_INTERNAL,
+  GMT_NVML_TOPOLOGY_SINGLE = NVML_TOPOLOGY_SINGLE,
+  GMT_NVML_TOPOLOGY_MULTIPLE = NVML_TOPOLOGY_MULTIPLE,
+  GMT_NVML_TOPOLOGY_HOSTBRIDGE = NVML_TOPOLOGY_HOSTBRIDGE,
+  GMT_NVML_TOPOLOGY_NODE = NVML_TOPOLOGY_NODE,
+  GMT_NVML_TOPOLOGY_SYSTEM = NVML_TOPOLOGY_SYSTEM,
 };
-
-/* nvmlGpuTopologyLevel_t */
-enum {
-  GMT_NVML_TOPOLOGY_INTERNAL = 0,
-  GMT_NVML_TOPOLOGY_SINGLE = 10,
-  GMT_NVML_TOPOLOGY_MULTIPLE = 20,
-  GMT_NVML_TOPOLOGY_HOSTBRIDGE = 30,
-  GMT_NVML_TOPOLOGY_NODE = 40,
-  GMT_NVML_TOPOLOGY_SYSTEM = 50,
-};
-
-/* nvmlPciInfo_t (filled by nvmlDeviceGetPciInfo_v3). */
-typedef struct {
-  char busIdLegacy[16]; /* NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE */
-  unsigned int domain;
-  unsigned int bus;
-  unsigned int device;
-  unsigned int pciDeviceId;
-  unsigned int pciSubSystemId;
-  char busId[32]; /* NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE: "00000000:17:00.0" */
-} gmt_nvml_pci_info_t;
-
-/* nvmlMemory_t (v1, from nvmlDeviceGetMemoryInfo), in bytes. */
-typedef struct {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-} gmt_nvml_memory_t;
 
 /* Each member is named for the NVML symbol it holds. The ones marked
  * optional may be NULL (older drivers lack them); the others must be set. */
