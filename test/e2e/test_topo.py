@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import unittest
 
-from gmt_e2e import GMT
+from gmt_e2e import FAKECUDA_DIR, GMT
 
 
 def pci(root, path, vendor, cls, numa, cpus=None):
@@ -112,6 +112,29 @@ class Topo(unittest.TestCase):
         self.assertIn("available", t["nvml"])
         if not t["nvml"]["available"]:
             self.assertTrue(t["nvml"]["error"])
+
+    def test_json_through_the_fake_nvml(self):
+        """NVML's path, through the fake libnvidia-ml.so.1 playing a
+        2-socket, 4-GPU machine with two NVLink pairs (GMT_FAKE_TOPO): GPU
+        facts and pair levels come from NVML, not from /sys."""
+        fake = os.path.join(self.tmp, "fake")
+        os.makedirs(fake)
+        r = self.gmt_topo("--json", GMT_SYSFS_ROOT=self.root,
+                          GMT_NVML_LIB=os.path.join(FAKECUDA_DIR, "libnvidia-ml.so.1"),
+                          GMT_FAKE_DIR=fake, GMT_FAKE_DEVICES="4", GMT_FAKE_MEM="8Gi",
+                          GMT_FAKE_TOPO="numa=0,0,1,1;nvlink=0-1:4,2-3:2;pcie=0-1:single")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        t = json.loads(r.stdout)
+        self.assertTrue(t["nvml"]["available"], t["nvml"])
+        self.assertEqual([g["index"] for g in t["gpus"]], [0, 1, 2, 3])
+        self.assertEqual([g["numa_node"] for g in t["gpus"]], [0, 0, 1, 1])
+        self.assertEqual([g["memory_total"] for g in t["gpus"]], [8 << 30] * 4)
+        self.assertEqual(len({g["uuid"] for g in t["gpus"]}), 4)
+        for g in t["gpus"]:
+            self.assertTrue(g["uuid"].startswith("GPU-"), g)
+            self.assertFalse(g["mig"])
+        self.assertEqual(t["matrix"], [["X", "NV4", "SYS", "SYS"], ["NV4", "X", "SYS", "SYS"],
+                                       ["SYS", "SYS", "X", "NV2"], ["SYS", "SYS", "NV2", "X"]])
 
     def test_bad_argument_is_usage_error(self):
         r = self.gmt_topo("--bogus")
