@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "alloc.h"
 #include "driver.h"
 #include "fork.h"
 #include "gmt.pb-c.h"
@@ -725,23 +726,24 @@ GMT_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 
 /* ---- memory query ---- */
 
-/* The pod's view: total = min(quota, physical total), free = min(total -
- * what the pod holds, physically free), so that allocators that size
- * themselves from it (PyTorch, cuDNN workspaces, vLLM's profiler) stay
- * within the quota. What the pod holds leaves out this process's own
- * slack, which it can still allocate. Unhooked: the driver's numbers. */
-static CUresult pod_meminfo(uint64_t *free_b, uint64_t *total_b)
+/* See alloc.h. What the pod holds leaves out this process's own slack,
+ * which it can still allocate; pools are brought in line first, so that
+ * memory a pool gave back unseen does not count. */
+int gmt__alloc_meminfo(int device, uint64_t *free_b, uint64_t *total_b, uint64_t *used_b)
 {
   uint64_t used = 0, limit = 0;
   gmt__report_ensure();
   pools_reconcile();
-  if (gmt__reserve_meminfo(gmt__current_device(), &used, &limit) < 0)
-    return CUDA_SUCCESS;
+  int rc = gmt__reserve_meminfo(device, &used, &limit);
+  if (rc < 0)
+    return rc;
   uint64_t total = limit < *total_b ? limit : *total_b;
   uint64_t free = total > used ? total - used : 0;
   *total_b = total;
   *free_b = free < *free_b ? free : *free_b;
-  return CUDA_SUCCESS;
+  if (used_b)
+    *used_b = used < total ? used : total;
+  return 0;
 }
 
 GMT_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
@@ -760,7 +762,7 @@ GMT_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
   CUresult rc = v2(&f, &t);
   uint64_t fb = f, tb = t;
   if (rc == CUDA_SUCCESS)
-    pod_meminfo(&fb, &tb);
+    gmt__alloc_meminfo(gmt__current_device(), &fb, &tb, NULL);
   gmt__t_depth--;
   if (rc == CUDA_SUCCESS) {
     *free = fb > UINT32_MAX ? UINT32_MAX : (unsigned int)fb;
@@ -778,7 +780,7 @@ GMT_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
   CUresult rc = real(free, total);
   if (rc == CUDA_SUCCESS && free && total) {
     uint64_t fb = *free, tb = *total;
-    pod_meminfo(&fb, &tb);
+    gmt__alloc_meminfo(gmt__current_device(), &fb, &tb, NULL);
     *free = (size_t)fb;
     *total = (size_t)tb;
   }

@@ -167,6 +167,9 @@
   X(cuStreamGetCtx)                                                                                \
   X(cuDeviceGetMemPool)                                                                            \
   X(cuMemPoolGetAttribute)                                                                         \
+  X(cuDeviceGet)                                                                                   \
+  X(cuDeviceGetCount)                                                                              \
+  X(cuDeviceGetPCIBusId)                                                                           \
   X(cuStreamSynchronize)                                                                           \
   X(cuMemHostGetFlags)                                                                             \
   X(cuMemGetAddressRange_v2)                                                                       \

@@ -5,6 +5,8 @@
  *  - dlsym(libcuda_handle, "cu..."): dlsym itself is interposed, asks the
  *    real dlsym and hands out our wrapper when the answer is a wrapped
  *    real entry point;
+ *  - dlsym(libnvidia-ml_handle or RTLD_DEFAULT, "nvmlDeviceGetMemoryInfo"
+ *    or "_v2"): the same, through nvml.c (NVML's memory in the pod's view);
  *  - cuGetProcAddress / cuGetProcAddress_v2 (what the CUDA runtime uses for
  *    everything): the real one answers, and its pointer is swapped the
  *    same way. The driver picks the version for the (name, version, flags)
@@ -22,6 +24,7 @@
 #include "driver.h"
 #include "hookmap.h"
 #include "log.h"
+#include "nvml.h"
 #include "report.h"
 
 #define GMT__SYM_WRAPPER(name) (void *)&name,
@@ -73,6 +76,12 @@ static void *swap(void *p)
 GMT_NO_SANITIZE __attribute__((used)) void *gmt__dlsym_hooked(void *handle, const char *name)
 {
   void *p = gmt__dlsym_next()(handle, name);
+  /* NVML's memory queries (pynvml by ctypes, vLLM), whatever the handle
+   * (libnvidia-ml's, RTLD_DEFAULT): nvml.c swaps in its wrapper when the
+   * answer lives in libnvidia-ml. Only "nvml" names go on to code that
+   * may be instrumented; a sanitizer starting asks for none. */
+  if (p && name && name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l')
+    return gmt__nvml_dlsym(name, p);
   if (!p || !name || name[0] != 'c' || name[1] != 'u' || !gmt__driver_ready_if_mapped())
     return p;
   void *w = swap(p);

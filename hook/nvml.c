@@ -21,6 +21,7 @@
 #include "nvml.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -98,15 +99,20 @@ static int cuda_ordinal(nvmlDevice_t dev)
 }
 
 /* The real numbers of dev in *total, *free_b, *used turned into the pod's
- * (see alloc.h); left alone outside a pod or for a hidden device. */
+ * (see alloc.h); left alone outside a pod or for a hidden device. Only
+ * outermost on this thread, as the driver's wrappers are: alloc.c's view
+ * may call into the driver. */
 static void pod_view(nvmlDevice_t dev, unsigned long long *total, unsigned long long *free_b,
                      unsigned long long *used)
 {
-  int ord = cuda_ordinal(dev);
-  if (ord == ORD_HIDDEN)
+  if (gmt__t_depth)
     return;
+  gmt__t_depth++;
+  int ord = cuda_ordinal(dev);
   uint64_t t = *total, f = *free_b, u = 0;
-  if (gmt__alloc_meminfo(ord >= 0 ? ord : 0, &f, &t, &u) < 0)
+  int rc = ord == ORD_HIDDEN ? -ENODEV : gmt__alloc_meminfo(ord >= 0 ? ord : 0, &f, &t, &u);
+  gmt__t_depth--;
+  if (rc < 0)
     return;
   GMT_HOOK_DEBUG("nvml: device %d: total %llu -> %llu, used %llu -> %llu", ord, *total,
                  (unsigned long long)t, *used, (unsigned long long)u);
@@ -117,8 +123,6 @@ static void pod_view(nvmlDevice_t dev, unsigned long long *total, unsigned long 
 
 /* ---- the wrappers ---- */
 
-/* Outermost on this thread only, as the driver's wrappers are: alloc.c's
- * view may call into the driver. */
 GMT_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
   nvmlReturn_t (*real)(nvmlDevice_t, nvmlMemory_t *) =
@@ -126,11 +130,8 @@ GMT_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_
   if (!real)
     return NVML_ERROR_UNINITIALIZED; /* no NVML loaded: nothing was initialized */
   nvmlReturn_t rc = real(device, memory);
-  if (rc != NVML_SUCCESS || !memory || gmt__t_depth)
-    return rc;
-  gmt__t_depth++;
-  pod_view(device, &memory->total, &memory->free, &memory->used);
-  gmt__t_depth--;
+  if (rc == NVML_SUCCESS && memory)
+    pod_view(device, &memory->total, &memory->free, &memory->used);
   return rc;
 }
 
@@ -143,11 +144,8 @@ GMT_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemo
   if (!real)
     return NVML_ERROR_UNINITIALIZED;
   nvmlReturn_t rc = real(device, memory);
-  if (rc != NVML_SUCCESS || !memory || gmt__t_depth)
-    return rc;
-  gmt__t_depth++;
-  pod_view(device, &memory->total, &memory->free, &memory->used);
-  gmt__t_depth--;
+  if (rc == NVML_SUCCESS && memory)
+    pod_view(device, &memory->total, &memory->free, &memory->used);
   return rc;
 }
 

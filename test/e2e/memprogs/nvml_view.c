@@ -6,7 +6,7 @@
  * Allocates BYTES on CUDA device 0 with cuMemAlloc, then prints one line
  * per route, each with NVML's numbers for the NVML device that CUDA device
  * 0 is (found by its PCI bus id, so CUDA_VISIBLE_DEVICES is honoured):
- *   CU free=F total=T                           cuMemGetInfo_v2
+ *   CU free=F total=T                           cuMemGetInfo (v2)
  *   LINK1 total=T used=U free=F                 nvmlDeviceGetMemoryInfo, linked
  *   LINK2 total=T used=U free=F reserved=R version=V   ..._v2, linked
  *   DEF1 ... / DEF2 ...                         dlsym(RTLD_DEFAULT, ...)
@@ -16,10 +16,10 @@
  * Built twice: nvml_view links libnvidia-ml (every route); nvml_view_dl
  * does not (DL lines only, NVML opened by dlopen as pynvml does). A failure
  * prints `FAIL what=... rc=...` and exits 1. */
-#define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -91,8 +91,8 @@ int main(int argc, char **argv)
   CK(init());
   nvmlDevice_t dev;
   CK(by_bus(bus, &dev));
-  show("DL", SYM(mem1_fn, h, "nvmlDeviceGetMemoryInfo"), SYM(mem2_fn, h, "nvmlDeviceGetMemoryInfo_v2"),
-       dev);
+  show("DL", SYM(mem1_fn, h, "nvmlDeviceGetMemoryInfo"),
+       SYM(mem2_fn, h, "nvmlDeviceGetMemoryInfo_v2"), dev);
 #ifdef NVML_LINKED
   show("LINK", nvmlDeviceGetMemoryInfo, nvmlDeviceGetMemoryInfo_v2, dev);
   show("DEF", SYM(mem1_fn, RTLD_DEFAULT, "nvmlDeviceGetMemoryInfo"),
