@@ -190,7 +190,9 @@ int gmt__sysfs_class_devs(const char *root, const char *cls, gmt_topo_dev_t *dev
       k--;
     if (k <= 0)
       continue; /* virtual: lo, bridges, tunnels */
-    snprintf(devs[n].name, sizeof devs[n].name, "%s", e->d_name);
+    int w = snprintf(devs[n].name, sizeof devs[n].name, "%s", e->d_name);
+    if (w < 0 || (size_t)w >= sizeof devs[n].name)
+      continue; /* a name longer than any a kernel gives a NIC or an NVMe */
     if (gmt__topo_bus_id_norm(comp[k - 1], devs[n].bus_id) < 0)
       continue;
     devs[n].numa_node = gmt__sysfs_pci_numa(root, devs[n].bus_id);
