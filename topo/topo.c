@@ -230,6 +230,19 @@ static void from_sysfs(gmt_topo_t *t, const char *root)
                                                   t->gpus[j].bus_id, t->gpus[j].numa_node);
 }
 
+/* A GPU whose NUMA node neither NVML nor /sys gives (a VM's /sys says
+ * -1): the node whose CPU list is the GPU's CPU affinity, as nvidia-smi's
+ * "NUMA Affinity" reads it. */
+static void numa_from_cpus(gmt_topo_t *t)
+{
+  for (int i = 0; i < t->n_gpus; i++) {
+    gmt_topo_gpu_t *g = &t->gpus[i];
+    for (int k = 0; g->numa_node < 0 && g->cpus[0] && k < t->n_nodes; k++)
+      if (strcmp(t->nodes[k].cpus, g->cpus) == 0)
+        g->numa_node = t->nodes[k].node;
+  }
+}
+
 int gmt_topo_build(const char *sysfs_root, const gmt_nvml_t *nvml, const char *nvml_why,
                    gmt_topo_t **out)
 {
@@ -262,6 +275,7 @@ int gmt_topo_build(const char *sysfs_root, const gmt_nvml_t *nvml, const char *n
     memset(t->links, 0, sizeof t->links);
     from_sysfs(t, root);
   }
+  numa_from_cpus(t);
   *out = t;
   return 0;
 }

@@ -198,6 +198,23 @@ static void test_topo_sysfs_finds_only_nvidia_gpus_in_bus_order(void **state)
   gmt_topo_free(t);
 }
 
+/* /sys without a NUMA node for a GPU (a VM's -1): the node whose CPU
+ * list is the GPU's CPU affinity; none when no node's list matches. */
+static void test_topo_numa_from_the_cpu_list_when_sysfs_has_none(void **state)
+{
+  (void)state;
+  put("devices/pci0000:80/0000:80:01.0/0000:81:00.0/numa_node", "-1\n");
+  put("devices/pci0000:40/0000:40:01.0/0000:41:00.0/numa_node", "-1\n");
+  put("devices/pci0000:40/0000:40:01.0/0000:41:00.0/local_cpulist", "0-3\n");
+  gmt_topo_t *t;
+  assert_int_equal(gmt_topo_build(root, NULL, "no NVML in this test", &t), 0);
+  int i81 = gpu_at(t, "0000:81:00.0"), i41 = gpu_at(t, "0000:41:00.0");
+  assert_true(i81 >= 0 && i41 >= 0);
+  assert_int_equal(t->gpus[i81].numa_node, 1);
+  assert_int_equal(t->gpus[i41].numa_node, -1);
+  gmt_topo_free(t);
+}
+
 static void test_topo_sysfs_levels_follow_pci_paths(void **state)
 {
   (void)state;
@@ -487,6 +504,8 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_topo_sysfs_finds_only_nvidia_gpus_in_bus_order,
+                                      setup_tree, teardown_tree),
+      cmocka_unit_test_setup_teardown(test_topo_numa_from_the_cpu_list_when_sysfs_has_none,
                                       setup_tree, teardown_tree),
       cmocka_unit_test_setup_teardown(test_topo_sysfs_levels_follow_pci_paths, setup_tree,
                                       teardown_tree),
