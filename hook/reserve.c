@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "channel.h"
+#include "driver.h"
 #include "fork.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
@@ -130,13 +131,13 @@ static int rpc_memory(int release, int device, uint64_t bytes)
   Gmt__Envelope env = GMT__ENVELOPE__INIT;
   if (release) {
     rl.pid = (uint32_t)getpid();
-    rl.device = device;
+    rl.device = gmt__node_device(device);
     rl.bytes = bytes;
     env.body_case = GMT__ENVELOPE__BODY_RELEASE_REQ;
     env.release_req = &rl;
   } else {
     rq.pid = (uint32_t)getpid();
-    rq.device = device;
+    rq.device = gmt__node_device(device);
     rq.bytes = bytes;
     env.body_case = GMT__ENVELOPE__BODY_RESERVE_REQ;
     env.reserve_req = &rq;
@@ -259,7 +260,7 @@ int gmt__reserve_meminfo(int device, uint64_t *pod_used, uint64_t *limit)
 {
   Gmt__MemInfoRequest rq = GMT__MEM_INFO_REQUEST__INIT;
   Gmt__Envelope env = GMT__ENVELOPE__INIT;
-  rq.device = device;
+  rq.device = gmt__node_device(device);
   env.body_case = GMT__ENVELOPE__BODY_MEMINFO_REQ;
   env.meminfo_req = &rq;
 

@@ -166,7 +166,7 @@ static int rpc_resident(int dev, uint64_t total, uint64_t card_free, uint64_t at
   Gmt__ResidentRequest rq = GMT__RESIDENT_REQUEST__INIT;
   rq.pod = g_pod;
   rq.pid = (uint32_t)getpid();
-  rq.device = dev;
+  rq.device = gmt__node_device(dev);
   rq.bytes = total;
   rq.card_free = card_free;
   rq.at_least = at_least;

@@ -96,7 +96,7 @@ static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, d
 {
   Gmt__TokenRequest r = GMT__TOKEN_REQUEST__INIT;
   r.pid = (uint32_t)getpid();
-  r.device = dev;
+  r.device = gmt__node_device(dev);
   r.burst_ms = burst_ms;
   r.overuse_ms = overuse_ms;
   r.release = release != 0;

@@ -166,3 +166,31 @@ class DeclaredCapacity(GmtTestCase):
         self.assertEqual(filled["ok"], "1", filled)
         for p in (a, c):
             p.stop()
+
+
+class NodeDevices(DeclaredCapacity):
+    """A process shown only GPU 1 (CUDA_VISIBLE_DEVICES=1) calls it device
+    0; its reservations count on the node's device 1: with 1 GiB declared
+    for device 1 and 700 MiB of pod a there, pod c's 700 MiB fit on GPU 0
+    and not on GPU 1 (three pods: each quota holds one fill)."""
+    CONFIG = "3\na 0.3 1.0 1Gi\nb 0.3 1.0 1Gi\nc 0.3 1.0 1Gi\n"
+
+    test_strict_refuses_what_the_card_cannot_hold = None
+
+    def test_a_device_is_the_nodes_not_the_processs_ordinal(self):
+        self.start_schd("--gpu-capacity", "1=1Gi")
+        for pod in "abc":
+            self.start_pmgr(pod)
+        progs = []
+        for pod, gpu, ok in (("a", "1", "1"), ("b", "0", "1"), ("c", "1", "0")):
+            env = self.hook_env(pod, GMT_FAKE_DEVICES="2", CUDA_VISIBLE_DEVICES=gpu)
+            p = self.run_prog(pod, self.MEM_PATHS, "alloc", str(700 * self.MIB), "--step",
+                              str(700 * self.MIB), "--over", "1", env=env)
+            p.expect("INFO")
+            p.send()
+            filled = p.expect("FILLED")
+            self.assertEqual(filled["ok"], ok, (pod, gpu, filled))
+            progs.append(p)
+        for p in progs:
+            p.stop()
+

@@ -177,6 +177,32 @@ class Limit(Tokens):
         self.assertLess(time.monotonic() - killed_at, 30)
 
 
+class TwoGpus(Tokens):
+    """Two pods on two GPUs of one node, each shown its own by
+    CUDA_VISIBLE_DEVICES (as `gmt run` and launchers do), so each calls its
+    GPU device 0: tokens are per node device, so each gets its whole GPU,
+    not a part of one token (before the hook named devices by the node's
+    numbers, they got 0.30 and 0.69)."""
+    CONFIG = "2\na 0.3 1.0 1Gi\nb 0.7 1.0 1Gi\n"
+
+    def test_pods_on_two_gpus_each_get_their_gpu(self):
+        self.start("a", "b")
+        progs = []
+        for pod, gpu in (("a", "0"), ("b", "1")):
+            env = self.hook_env(pod, GMT_FAKE_DEVICES="2", CUDA_VISIBLE_DEVICES=gpu)
+            p = self.run_prog(pod, SPIN, "--kernel-us", "10000", "--seconds", "8", env=env)
+            p.expect("READY")
+            progs.append(p)
+        rows = [progress(p, timeout=60) for p in progs]
+        for p in progs:
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err)
+        sa, sb = share(rows[0]), share(rows[1])
+        print("\ntwo GPUs: shares a=%.3f b=%.3f" % (sa, sb))
+        self.assertGreater(sa, 0.85, self.logs())
+        self.assertGreater(sb, 0.85, self.logs())
+
+
 class IdlePeer(Tokens):
     CONFIG = "2\na 0.5 1.0 1Gi\nb 0.5 1.0 1Gi\n"
 
