@@ -5,29 +5,14 @@
  * a device-to-host copy into it. Prints ms/GiB to get the pages and the
  * copy's GB/s. scripts/gpu-bundle.sh builds it (.carry/gpu/pin_cost).
  * usage: pin_cost [MIB...] (default 1024 4096) */
-#include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
 
-#define CK(call)                                                                                   \
-  do {                                                                                             \
-    CUresult r_ = (call);                                                                          \
-    if (r_ != CUDA_SUCCESS) {                                                                      \
-      const char *n_ = "?";                                                                        \
-      cuGetErrorName(r_, &n_);                                                                     \
-      fprintf(stderr, "%s: %s\n", #call, n_);                                                      \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "../test/common/cudaprog.h"
 
-static double now(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
+#define CK(call) GMT_CU_CHECK("pin_cost", call)
 
 int main(int argc, char **argv)
 {
@@ -54,7 +39,7 @@ int main(int argc, char **argv)
                          : v == 2 ? "mmap populate + register"
                                   : "mmap hugepage + register";
       void *h = NULL;
-      double t = now();
+      double t = gmt_prog_now_s();
       if (v == 0) {
         CK(cuMemHostAlloc(&h, n, 0));
       } else {
@@ -66,10 +51,10 @@ int main(int argc, char **argv)
           madvise(h, n, MADV_HUGEPAGE);
         CK(cuMemHostRegister(h, n, 0));
       }
-      double get = (now() - t) * 1e3 / ((double)n / (1 << 30));
-      t = now();
+      double get = (gmt_prog_now_s() - t) * 1e3 / ((double)n / (1 << 30));
+      t = gmt_prog_now_s();
       CK(cuMemcpyDtoH(h, d, n));
-      double gbps = n / (now() - t) / 1e9;
+      double gbps = n / (gmt_prog_now_s() - t) / 1e9;
       printf("%6zu %-26s %10.1f %10.2f\n", sizes[s], name, get, gbps);
       fflush(stdout);
       if (v == 0) {

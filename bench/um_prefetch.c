@@ -6,36 +6,21 @@
  * pinned copy. Built on the GPU machine:
  *   nvcc -O2 -o um_prefetch bench/um_prefetch.c -lcuda
  * usage: um_prefetch [MIB...] (default 256 1024 4096) */
-#include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define CK(call)                                                                                   \
-  do {                                                                                             \
-    CUresult r_ = (call);                                                                          \
-    if (r_ != CUDA_SUCCESS) {                                                                      \
-      const char *n_ = "?";                                                                        \
-      cuGetErrorName(r_, &n_);                                                                     \
-      fprintf(stderr, "%s: %s\n", #call, n_);                                                      \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "../test/common/cudaprog.h"
 
-static double now(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
+#define CK(call) GMT_CU_CHECK("um_prefetch", call)
 
 static double prefetch(CUdeviceptr p, size_t n, CUmemLocation loc)
 {
-  double t = now();
+  double t = gmt_prog_now_s();
   CK(cuMemPrefetchAsync_v2(p, n, loc, 0, NULL));
   CK(cuCtxSynchronize());
-  return n / (now() - t) / 1e9;
+  return n / (gmt_prog_now_s() - t) / 1e9;
 }
 
 int main(int argc, char **argv)
@@ -66,9 +51,9 @@ int main(int argc, char **argv)
     CK(cuMemsetD8(d, 1, n));
     double best = 0;
     for (int i = 0; i < 3; i++) {
-      double t = now();
+      double t = gmt_prog_now_s();
       CK(cuMemcpyDtoH(h, d, n));
-      double g = n / (now() - t) / 1e9;
+      double g = n / (gmt_prog_now_s() - t) / 1e9;
       best = g > best ? g : best;
     }
     CK(cuMemFreeHost(h));

@@ -388,6 +388,20 @@ static void publish_nout(void)
 
 /* ---- allocation and free ---- */
 
+/* A new allocation into the table, on the GPU: 0, or -EEXIST / -ENOMEM. */
+static int table_add(const gmt_swap_entry_t *e)
+{
+  pthread_mutex_lock(&g_tab_mu);
+  int added = gmt__swaptab_add(&g_tab, e);
+  if (added == 0) {
+    if (g_device < 0)
+      g_device = e->device;
+    g_last_in_ms = gmt_now_ms();
+  }
+  pthread_mutex_unlock(&g_tab_mu);
+  return added;
+}
+
 /* mode=um: managed memory (swapum.h), granted as a swap allocation is;
  * bounded too by the card's free memory less every process's managed
  * bytes off the card (they come back): this process's here, the others'
@@ -430,15 +444,7 @@ static CUresult alloc_managed(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t
   if (rc == CUDA_SUCCESS) {
     gmt_swap_entry_t e = {
         .addr = p, .size = bytes, .span = span, .ctx = ctx, .device = dev, .managed = 1};
-    pthread_mutex_lock(&g_tab_mu);
-    int added = gmt__swaptab_add(&g_tab, &e);
-    if (added == 0) {
-      if (g_device < 0)
-        g_device = dev;
-      g_last_in_ms = gmt_now_ms();
-    }
-    pthread_mutex_unlock(&g_tab_mu);
-    if (added < 0) {
+    if (table_add(&e) < 0) {
       gmt__um_free(p);
       rc = CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -503,15 +509,7 @@ CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_
   gmt_swap_entry_t e = {
       .addr = base, .size = bytes, .span = span, .handle = h, .ctx = ctx, .device = dev};
   if (rc == CUDA_SUCCESS) {
-    pthread_mutex_lock(&g_tab_mu);
-    int added = gmt__swaptab_add(&g_tab, &e);
-    if (added == 0) {
-      if (g_device < 0)
-        g_device = dev;
-      g_last_in_ms = gmt_now_ms();
-    }
-    pthread_mutex_unlock(&g_tab_mu);
-    if (added < 0) {
+    if (table_add(&e) < 0) {
       unmap(base, span);
       release(h);
       rc = CUDA_ERROR_OUT_OF_MEMORY;
