@@ -115,8 +115,9 @@ static Gmt__ResidentReason wire_reason(gmt_swap_reason_t r)
  * r->bytes less what the process has fits only when, with every other
  * um process's managed bytes off the card (they come back), it stays
  * within r->card_free (the requester's own bytes off the card are taken
- * off it already). *off: those other bytes, as their last reports say. */
-static bool card_full(gmt_schd_t *s, const Gmt__ResidentRequest *r, uint64_t *off)
+ * off it already). *more: the raise; *off: those other bytes, as their
+ * last reports say. */
+static bool card_full(gmt_schd_t *s, const Gmt__ResidentRequest *r, uint64_t *more, uint64_t *off)
 {
   *off = 0;
   for (size_t i = 0; s->pods && i < s->pods->npods; i++) {
@@ -127,10 +128,9 @@ static bool card_full(gmt_schd_t *s, const Gmt__ResidentRequest *r, uint64_t *of
       if (p->procs[j].pid != r->pid && p->procs[j].swap_device == r->device)
         *off = gmt__sat_add(*off, p->procs[j].swap_host);
   }
-  const char *pod = r->pod;
-  uint64_t had = s->swap ? gmt_swap_resident(s->swap, pod, r->pid, r->device) : 0;
-  uint64_t more = r->bytes > had ? r->bytes - had : 0;
-  return gmt__sat_add(more, *off) > r->card_free;
+  uint64_t had = s->swap ? gmt_swap_resident(s->swap, r->pod, r->pid, r->device) : 0;
+  *more = r->bytes > had ? r->bytes - had : 0;
+  return gmt__sat_add(*more, *off) > r->card_free;
 }
 
 void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -160,13 +160,11 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
     return;
   }
   Gmt__ResidentReply body = GMT__RESIDENT_REPLY__INIT;
-  uint64_t off = 0;
-  if (r->card_free && card_full(s, r, &off)) {
+  uint64_t more = 0, off = 0;
+  if (r->card_free && card_full(s, r, &more, &off)) {
     gmt_info("um: pod '%s' pid %u: %" PRIu64 " bytes more of managed memory on device %d refused: "
              "the card has %" PRIu64 " free and other processes' managed memory off it is %" PRIu64,
-             pod->cfg.name, r->pid,
-             r->bytes - gmt_swap_resident(s->swap, pod->cfg.name, r->pid, r->device), r->device,
-             r->card_free, off);
+             pod->cfg.name, r->pid, more, r->device, r->card_free, off);
     body.reason = GMT__RESIDENT_REASON__RESIDENT_REASON_CARD_FULL;
     body.room = r->card_free > off ? r->card_free - off : 0;
     gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RESIDENT_REP, &body);
