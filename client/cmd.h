@@ -5,6 +5,8 @@
 #ifndef GMT_CMD_H
 #define GMT_CMD_H
 
+#include <stdio.h>
+
 typedef struct gmt_cmd_ctx {
   const char *schd_url; /* where the scheduler listens */
 } gmt_cmd_ctx_t;
@@ -12,5 +14,10 @@ typedef struct gmt_cmd_ctx {
 int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
 /* Local: reads this node's topology, asks no daemon. */
 int gmt_cmd_topo(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
+
+/* A command whose only option is --json (and -h/--help): -1 to go on
+ * with *json set, else the exit code (0 after help, 2 after an unknown
+ * argument, said on stderr with usage). */
+int gmt__cmd_json_args(const char *name, int argc, char **argv, void (*usage)(FILE *), int *json);
 
 #endif

@@ -165,19 +165,10 @@ static void print_text(const Gmt__StatusReply *st)
 
 int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv)
 {
-  int json = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) {
-      json = 1;
-    } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "gmt status: unknown argument '%s'\n", argv[i]);
-      usage(stderr);
-      return 2;
-    }
-  }
+  int json;
+  int done = gmt__cmd_json_args("status", argc, argv, usage, &json);
+  if (done >= 0)
+    return done;
 
   gmt_client_t *c = NULL;
   Gmt__Envelope *rep = NULL;

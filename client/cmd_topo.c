@@ -6,7 +6,6 @@
 #include <json-c/json.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "cmd.h"
 #include "gmt_error.h"
@@ -232,20 +231,11 @@ static json_object *topo_json(const gmt_topo_t *t)
 
 int gmt_cmd_topo(const gmt_cmd_ctx_t *ctx, int argc, char **argv)
 {
-  int json = 0;
+  int json;
   (void)ctx; /* local: the scheduler is not asked */
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) {
-      json = 1;
-    } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "gmt topo: unknown argument '%s'\n", argv[i]);
-      usage(stderr);
-      return 2;
-    }
-  }
+  int done = gmt__cmd_json_args("topo", argc, argv, usage, &json);
+  if (done >= 0)
+    return done;
   gmt_topo_t *t;
   int rc = gmt_topo_discover(&t);
   if (rc < 0) {
