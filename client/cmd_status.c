@@ -19,7 +19,7 @@ static void usage(FILE *f)
              "\n"
              "Shows every configured pod: whether its pod manager is connected,\n"
              "its request/limit share of GPU time, its device memory in use\n"
-             "against its limit, and its processes (for a mode=swap pod, where their\n"
+             "against its limit, and its processes (for a mode=swap or um pod, where their\n"
              "allocations' bytes are: GPU, host, disk, and moves out/in); then the\n"
              "node's pinned host memory, of which gmt pinned on advice, against its\n"
              "budget, and the memory tiers' spaces (GPU, host, disk) with what each\n"
