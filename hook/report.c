@@ -108,7 +108,7 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
   pr.swap_disk = sw.disk;
   pr.swap_outs = sw.outs;
   pr.swap_ins = sw.ins;
-  pr.swap_device = sw.device >= 0 ? gmt__node_device(sw.device) : sw.device;
+  pr.swap_device = gmt__node_device(sw.device); /* -1 (none yet) stays -1 */
   pr.n_events = n;
   pr.events = pev;
   Gmt__ReportRequest rr = GMT__REPORT_REQUEST__INIT;
