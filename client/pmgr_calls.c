@@ -4,7 +4,8 @@
  * processes (pmgr_token.c), Reserve/Release/MemInfo the pod's memory,
  * which the pod manager counts itself while the scheduler is away,
  * Advise, which only the scheduler answers yes to, and mode=swap's
- * Resident, which it grants while the scheduler is away (pmgr_memory.c).
+ * Resident, which it grants while the scheduler is away, and the views
+ * Devices and Pick, answered by the scheduler for the pod (pmgr_memory.c).
  *
  * Every call is first checked against its sender as the kernel names it
  * (gmt_peer.h): its user must be admitted, and the pid the request names
@@ -59,6 +60,7 @@ static bool admit_caller(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *
   case GMT__ENVELOPE__BODY_RELEASE_REQ: claimed = &req->release_req->pid; break;
   case GMT__ENVELOPE__BODY_ADVISE_REQ: claimed = &req->advise_req->pid; break;
   case GMT__ENVELOPE__BODY_RESIDENT_REQ: claimed = &req->resident_req->pid; break;
+  case GMT__ENVELOPE__BODY_DEVICES_REQ: claimed = &req->devices_req->pid; break;
   case GMT__ENVELOPE__BODY_REPORT_REQ:
     if (req->report_req->process)
       claimed = &req->report_req->process->pid;
@@ -86,6 +88,8 @@ void gmt__pmgr_on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
   case GMT__ENVELOPE__BODY_MEMINFO_REQ:
   case GMT__ENVELOPE__BODY_ADVISE_REQ:
   case GMT__ENVELOPE__BODY_RESIDENT_REQ:
+  case GMT__ENVELOPE__BODY_DEVICES_REQ:
+  case GMT__ENVELOPE__BODY_PICK_REQ:
   case GMT__ENVELOPE__BODY_TOKEN_REQ:
   case GMT__ENVELOPE__BODY_REGISTER_REQ:
   case GMT__ENVELOPE__BODY_REPORT_REQ: {

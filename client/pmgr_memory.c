@@ -191,6 +191,28 @@ static void reply_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *r
     gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RESIDENT_REP, &body);
     return;
   }
+  case GMT__ENVELOPE__BODY_DEVICES_REQ: {
+    /* Unknown, each: the process keeps its CUDA ordinals until it asks
+     * again (hook/devmap.c). */
+    const Gmt__DevicesRequest *r = req->devices_req;
+    int32_t *index = calloc(r->n_bus_ids + 1, sizeof *index);
+    if (!index) {
+      gmt_call_reply_error(call, -ENOMEM, "pod manager out of memory");
+      return;
+    }
+    for (size_t i = 0; i < r->n_bus_ids; i++)
+      index[i] = -1;
+    Gmt__DevicesReply body = GMT__DEVICES_REPLY__INIT;
+    body.n_index = r->n_bus_ids;
+    body.index = index;
+    gmt_call_reply_body(call, GMT__ENVELOPE__BODY_DEVICES_REP, &body);
+    free(index);
+    return;
+  }
+  case GMT__ENVELOPE__BODY_PICK_REQ:
+    gmt_call_reply_error(call, -EHOSTUNREACH,
+                         "cannot pick a GPU: the scheduler is unreachable from pod '%s'", pm->name);
+    return;
   default: gmt_call_reply_error(call, -EINVAL, "not a memory call"); return;
   }
 }
@@ -235,6 +257,8 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
   Gmt__MemInfoRequest meminfo;
   Gmt__AdviseRequest advise;
   Gmt__ResidentRequest resident;
+  Gmt__DevicesRequest devices;
+  Gmt__PickRequest pick;
   char *pod = (char *)pm->name;
   int timeout_ms = PMGR_FORWARD_TIMEOUT_MS;
 
@@ -267,6 +291,16 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
     resident.pod = pod;
     env.resident_req = &resident;
     timeout_ms = PMGR_RESIDENT_TIMEOUT_MS;
+    break;
+  case GMT__ENVELOPE__BODY_DEVICES_REQ:
+    devices = *req->devices_req;
+    devices.pod = pod;
+    env.devices_req = &devices;
+    break;
+  case GMT__ENVELOPE__BODY_PICK_REQ:
+    pick = *req->pick_req; /* a process picks among its own pod's GPUs */
+    pick.pod = pod;
+    env.pick_req = &pick;
     break;
   default: gmt_call_reply_error(call, -EINVAL, "not a request to forward"); return;
   }

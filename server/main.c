@@ -147,6 +147,7 @@ static void stop(gmt_schd_t *s, const char *why)
    * with it, never answered. */
   gmt__tokens_close(s);
   gmt__trace_close(s);
+  gmt__devices_close(s);
   gmt_config_watch_close(s->cwatch);
   s->cwatch = NULL;
   gmt_inbox_close(&s->inbox);
@@ -611,7 +612,7 @@ int main(int argc, char **argv)
   int code = EXIT_SUCCESS;
   if ((rc = gmt__tokens_init(s)) < 0 || (rc = gmt__ledger_init(s)) < 0 ||
       (rc = gmt__swap_init(s)) < 0 || (rc = tiers_init(s, &f)) < 0 || (rc = gmt__pin_init(s)) < 0 ||
-      (rc = gmt__trace_init(s, !f.no_trace)) < 0 ||
+      (rc = gmt__trace_init(s, !f.no_trace)) < 0 || (rc = gmt__devices_init(s)) < 0 ||
       (rc = gmt_config_watch_init(&s->cwatch, &loop, s->config_path, on_config_changed, s)) < 0) {
     gmt_error("cannot start: %s", gmt_strerror(rc));
     code = EXIT_FAILURE;

@@ -196,6 +196,10 @@ static const struct {
     [GMT__ENVELOPE__BODY_ADVISE_REP] = {"AdviseReply", on_reply_kind},
     [GMT__ENVELOPE__BODY_RESIDENT_REQ] = {"Resident", gmt__rpc_resident},
     [GMT__ENVELOPE__BODY_RESIDENT_REP] = {"ResidentReply", on_reply_kind},
+    [GMT__ENVELOPE__BODY_DEVICES_REQ] = {"Devices", gmt__rpc_devices},
+    [GMT__ENVELOPE__BODY_DEVICES_REP] = {"DevicesReply", on_reply_kind},
+    [GMT__ENVELOPE__BODY_PICK_REQ] = {"Pick", on_unimplemented},
+    [GMT__ENVELOPE__BODY_PICK_REP] = {"PickReply", on_reply_kind},
 };
 
 static void on_unimplemented(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -243,13 +247,16 @@ static const char *pod_named(const Gmt__Envelope *req)
   }
 }
 
-/* Status is a view for every local user; every other call acts, and only
+/* Status, Devices and Pick are views for every local user (what the node's
+ * GPUs are called, which is emptiest); every other call acts, and only
  * an admitted user's may. A call that names a pod must come from the
  * process that speaks for it: the first admitted pod manager to name it,
  * until that process is gone (docs/security.md). */
 static bool caller_may(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
-  if (req->body_case == GMT__ENVELOPE__BODY_STATUS_REQ)
+  if (req->body_case == GMT__ENVELOPE__BODY_STATUS_REQ ||
+      req->body_case == GMT__ENVELOPE__BODY_DEVICES_REQ ||
+      req->body_case == GMT__ENVELOPE__BODY_PICK_REQ)
     return true;
   const char *name = pod_named(req);
   gmt_pod_t *pod = name ? gmt_pods_find(s->pods, name) : NULL;

@@ -65,6 +65,7 @@ typedef struct gmt_schd {
   struct gmt_ledger *pinned_ledger;
   struct gmt_pin_profiles *pin_profiles; /* rpc_pin.c: pin=use's profiles */
   struct gmt_trace *trace;               /* rpc_trace.c: the node's eBPF tracer */
+  struct gmt_devices *devices;           /* rpc_devices.c: the node's GPUs (devices.h) */
   gmt_config_watch_t *cwatch;            /* main.c reloads the config when it says */
 
   uv_timer_t expiry; /* disconnects silent pods */
@@ -147,5 +148,11 @@ void gmt__rpc_advise(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 
 /* All of the above, for one pod or (pod NULL) for every pod. */
 void gmt__pods_changed(gmt_schd_t *s, const gmt_pod_t *pod);
+
+/* ---- rpc_devices.c: the node's GPUs (docs/devices.md) ---- */
+int gmt__devices_init(gmt_schd_t *s);
+void gmt__devices_close(gmt_schd_t *s);
+/* Devices: CUDA's bus ids to the node's indices. */
+void gmt__rpc_devices(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 
 #endif

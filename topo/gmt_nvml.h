@@ -16,6 +16,8 @@
 typedef nvmlDevice_t gmt_nvml_device_t;
 typedef nvmlPciInfo_t gmt_nvml_pci_info_t; /* filled by nvmlDeviceGetPciInfo_v3 */
 typedef nvmlMemory_t gmt_nvml_memory_t;    /* v1, in bytes */
+typedef nvmlUtilization_t gmt_nvml_utilization_t;
+typedef nvmlProcessInfo_t gmt_nvml_process_info_t; /* _v3's */
 
 enum {
   GMT_NVML_SUCCESS = NVML_SUCCESS,
@@ -57,6 +59,11 @@ typedef struct gmt_nvml {
                               int *is_active); /* optional; nvmlEnableState_t */
   int (*DeviceGetNvLinkRemotePciInfo_v2)(gmt_nvml_device_t device, unsigned int link,
                                          gmt_nvml_pci_info_t *pci); /* optional */
+  /* Live numbers for the daemon's device view (server/devices.c). */
+  int (*DeviceGetUtilizationRates)(gmt_nvml_device_t device,
+                                   gmt_nvml_utilization_t *utilization); /* optional */
+  int (*DeviceGetComputeRunningProcesses_v3)(gmt_nvml_device_t device, unsigned int *count,
+                                             gmt_nvml_process_info_t *infos); /* optional */
   void *lib; /* the dlopen handle; NULL for a table a test filled */
 } gmt_nvml_t;
 

@@ -52,6 +52,8 @@ int gmt_nvml_load(const char *path, gmt_nvml_t *nvml, char *why, size_t why_len)
   RESOLVE(nvml, lib, DeviceGetTopologyCommonAncestor);
   RESOLVE(nvml, lib, DeviceGetNvLinkState);
   RESOLVE(nvml, lib, DeviceGetNvLinkRemotePciInfo_v2);
+  RESOLVE(nvml, lib, DeviceGetUtilizationRates);
+  RESOLVE(nvml, lib, DeviceGetComputeRunningProcesses_v3);
   const char *missing = !nvml->Init_v2                     ? "nvmlInit_v2"
                         : !nvml->Shutdown                  ? "nvmlShutdown"
                         : !nvml->DeviceGetCount_v2         ? "nvmlDeviceGetCount_v2"
