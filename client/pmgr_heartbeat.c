@@ -133,6 +133,17 @@ static bool same_share(double a, double b)
   return a == b;
 }
 
+/* devices= as the config says it ("all": every GPU), "..." past len. */
+static const char *devices_str(const int32_t *d, size_t n, char *buf, size_t len)
+{
+  size_t at = (size_t)snprintf(buf, len, "%s", n ? "" : "all");
+  for (size_t i = 0; i < n && at < len; i++)
+    at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? "," : "", (int)d[i]);
+  if (at >= len && len > 4)
+    memcpy(buf + len - 4, "...", 4);
+  return buf;
+}
+
 int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_changes)
 {
   if (!c)
@@ -159,6 +170,16 @@ int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_chang
   cur->memory_limit = c->memory_limit;
   cur->pin = c->pin;
   cur->mode = c->mode;
+  char was[96], now[96];
+  size_t nd = c->n_devices < PMGR_MAX_DEVICES ? c->n_devices : PMGR_MAX_DEVICES;
+  if (log_changes && (nd != cur->ndevices || (nd && memcmp(cur->devices, c->devices,
+                                                           nd * sizeof cur->devices[0]) != 0)))
+    gmt_info("pod '%s' config changed: devices %s -> %s", pm->name,
+             devices_str(cur->devices, cur->ndevices, was, sizeof was),
+             devices_str(c->devices, nd, now, sizeof now));
+  if (nd)
+    memcpy(cur->devices, c->devices, nd * sizeof cur->devices[0]);
+  cur->ndevices = nd;
   return 0;
 }
 

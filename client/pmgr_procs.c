@@ -76,6 +76,8 @@ static void fill_config(const gmt_pmgr_t *pm, Gmt__PodConfig *out)
   out->memory_limit = pm->config.memory_limit;
   out->pin = (Gmt__PinMode)pm->config.pin;
   out->mode = (Gmt__MemMode)pm->config.mode;
+  out->n_devices = pm->config.ndevices;
+  out->devices = (int32_t *)pm->config.devices;
 }
 
 static pmgr_proc_t *find(gmt_pmgr_t *pm, uint32_t pid)

@@ -15,6 +15,9 @@
 #include "gmt_peer.h"
 #include "gmt_wire.h"
 
+/* The most GPUs a pod's devices= lists (GMT_CONFIG_MAX_DEVICES). */
+#define PMGR_MAX_DEVICES 64
+
 /* The pod's shares as the scheduler last said them. */
 typedef struct pmgr_config {
   char *name;
@@ -23,6 +26,10 @@ typedef struct pmgr_config {
   uint64_t memory_limit;
   int pin;  /* a Gmt__PinMode */
   int mode; /* a Gmt__MemMode */
+  /* devices=: the node's GPUs it may use (0: every GPU); the scheduler
+   * refuses the others, and so does the pod manager in an outage. */
+  int32_t devices[PMGR_MAX_DEVICES];
+  size_t ndevices;
 } pmgr_config_t;
 
 typedef struct pmgr_proc pmgr_proc_t;

@@ -265,14 +265,61 @@ static bool parse_mode(errlist_t *e, int lineno, const char *v, gmt_pod_config_t
   return true;
 }
 
-/* The key=value fields a pod line may carry after GPU_MEM; the issues
- * still to come (devices) add theirs here. */
+/* devices=0,1: the node's GPUs, ascending and each once, so that a list
+ * reads the same wherever it is shown and a typo ("0,0", "1,0") is not
+ * taken for something else. Empty: every GPU, as without the key. */
+static bool parse_devices(errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
+{
+  char sb[96];
+  size_t n = 0;
+  pod->ndevices = 0;
+  if (!*v)
+    return true;
+  for (const char *p = v;; p++) {
+    const char *start = p;
+    unsigned long d = 0;
+    while (isdigit((unsigned char)*p) && d <= GMT_CONFIG_DEVICE_MAX)
+      d = d * 10 + (unsigned long)(*p++ - '0');
+    if (p == start || (*p != ',' && *p != '\0' && !isdigit((unsigned char)*p))) {
+      err_add(e, lineno, "devices '%s' is not a list of GPU indices like 0,1 (digits and commas)",
+              gmt_shown(v, sb, sizeof sb));
+      return false;
+    }
+    if (d > GMT_CONFIG_DEVICE_MAX) {
+      err_add(e, lineno, "devices '%s': GPU index too large (at most %d)",
+              gmt_shown(v, sb, sizeof sb), GMT_CONFIG_DEVICE_MAX);
+      return false;
+    }
+    if (n == GMT_CONFIG_MAX_DEVICES) {
+      err_add(e, lineno, "devices '%s' lists more than %d GPUs", gmt_shown(v, sb, sizeof sb),
+              GMT_CONFIG_MAX_DEVICES);
+      return false;
+    }
+    if (n > 0 && (int32_t)d == pod->devices[n - 1]) {
+      err_add(e, lineno, "devices '%s' lists GPU %lu twice", gmt_shown(v, sb, sizeof sb), d);
+      return false;
+    }
+    if (n > 0 && (int32_t)d < pod->devices[n - 1]) {
+      err_add(e, lineno, "devices '%s': GPU %lu comes after GPU %d (list them in ascending order)",
+              gmt_shown(v, sb, sizeof sb), d, (int)pod->devices[n - 1]);
+      return false;
+    }
+    pod->devices[n++] = (int32_t)d;
+    if (*p == '\0')
+      break;
+  }
+  pod->ndevices = n;
+  return true;
+}
+
+/* The key=value fields a pod line may carry after GPU_MEM. */
 static const struct {
   const char *key;
   bool (*parse)(errlist_t *e, int lineno, const char *value, gmt_pod_config_t *pod);
 } pod_keys[] = {
     {"pin", parse_pin},
     {"mode", parse_mode},
+    {"devices", parse_devices},
 };
 #define NKEYS (sizeof pod_keys / sizeof pod_keys[0])
 
@@ -652,4 +699,34 @@ const gmt_pod_config_t *gmt_config_find(const gmt_config_t *cfg, const char *nam
   if (!cfg || !name || cfg->npods == 0)
     return NULL;
   return bsearch(name, cfg->pods, cfg->npods, sizeof *cfg->pods, cmp_name);
+}
+
+bool gmt_pod_config_allows(const gmt_pod_config_t *pod, int device)
+{
+  if (pod->ndevices == 0)
+    return true;
+  for (size_t i = 0; i < pod->ndevices && pod->devices[i] <= device; i++)
+    if (pod->devices[i] == device)
+      return true;
+  return false;
+}
+
+const char *gmt_pod_config_devices_str(const gmt_pod_config_t *pod, char *buf, size_t len)
+{
+  if (!len)
+    return buf;
+  snprintf(buf, len, "%s", pod->ndevices ? "" : "all");
+  size_t n = strlen(buf);
+  for (size_t i = 0; i < pod->ndevices; i++) {
+    char one[16];
+    int w = snprintf(one, sizeof one, "%s%d", i ? "," : "", (int)pod->devices[i]);
+    /* Room for this one, and for ",..." if more follow. */
+    if (n + (size_t)w + (i + 1 < pod->ndevices ? 4 : 0) >= len) {
+      snprintf(buf + n, len - n, "%s", len - n > 4 ? ",..." : "");
+      break;
+    }
+    memcpy(buf + n, one, (size_t)w + 1);
+    n += (size_t)w;
+  }
+  return buf;
 }

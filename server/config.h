@@ -10,17 +10,25 @@
  * After GPU_MEM come optional key=value fields, each key at most once
  * (an unknown key or a bad value is an error): pin=off|profile|use|adaptive
  * (pin advice for host buffers; default off), mode=strict|swap|um (how the
- * pod's device memory is held, docs/tiers.md; default strict).
+ * pod's device memory is held, docs/tiers.md; default strict),
+ * devices=0,1 (the node's GPUs, NVML indices, the pod may use, in
+ * ascending order, each once, at most GMT_CONFIG_MAX_DEVICES of them, each
+ * at most GMT_CONFIG_DEVICE_MAX; empty or absent: every GPU;
+ * docs/devices.md).
  * Blank lines and lines starting with '#' are skipped. At most
  * GMT_CONFIG_MAX_PODS pods; requests that add up to more than 1 are logged
  * as a warning. */
 #ifndef GMT_SERVER_CONFIG_H
 #define GMT_SERVER_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define GMT_POD_NAME_MAX 62
+/* devices=: at most this many GPUs, each index at most GMT_CONFIG_DEVICE_MAX. */
+#define GMT_CONFIG_MAX_DEVICES 64
+#define GMT_CONFIG_DEVICE_MAX 1023
 
 typedef struct gmt_pod_config {
   char name[GMT_POD_NAME_MAX + 1];
@@ -32,6 +40,10 @@ typedef struct gmt_pod_config {
                           * hard quota on the device, swap lets gmt move the pod's
                           * allocations to host or disk, um backs them with unified
                           * memory. Only strict is built yet. */
+  /* devices=: the node's GPUs it may use, ascending, no duplicates
+   * (int32_t: PodConfig.devices points at them); ndevices 0: every GPU. */
+  int32_t devices[GMT_CONFIG_MAX_DEVICES];
+  size_t ndevices;
   int line;              /* where it was read, for messages */
 } gmt_pod_config_t;
 
@@ -68,6 +80,14 @@ void gmt_config_free(gmt_config_t *cfg);
 
 /* The pod named name, or NULL. */
 const gmt_pod_config_t *gmt_config_find(const gmt_config_t *cfg, const char *name);
+
+/* Whether the pod may use the node's GPU `device` (devices=; every GPU
+ * when it names none). */
+bool gmt_pod_config_allows(const gmt_pod_config_t *pod, int device);
+
+/* The pod's devices= as "0,1" ("all" for every GPU) into buf; a list
+ * that does not fit ends in "...". Returns buf. */
+const char *gmt_pod_config_devices_str(const gmt_pod_config_t *pod, char *buf, size_t len);
 
 /* Parses a GPU_MEM field ("1073741824", "1G", "512Mi"); 0 or -EINVAL
  * (not a byte count) or -ERANGE (does not fit in 64 bits). */

@@ -241,7 +241,7 @@ int gmt_pods_expire(gmt_pods_t *p, uint64_t now_ms, uint64_t timeout_ms)
 /* Logs which of a pod's shares a reload changed; false when none did. */
 static bool log_change(const gmt_pod_config_t *a, const gmt_pod_config_t *b)
 {
-  char what[256];
+  char what[512];
   int n = 0;
   if (a->request != b->request)
     n += snprintf(what + n, sizeof what - (size_t)n, ", request %g -> %g", a->request, b->request);
@@ -256,6 +256,13 @@ static bool log_change(const gmt_pod_config_t *a, const gmt_pod_config_t *b)
   if (a->mode != b->mode)
     n += snprintf(what + n, sizeof what - (size_t)n, ", mode %s -> %s", gmt_mem_mode_name(a->mode),
                   gmt_mem_mode_name(b->mode));
+  if (a->ndevices != b->ndevices ||
+      memcmp(a->devices, b->devices, a->ndevices * sizeof a->devices[0]) != 0) {
+    char da[96], db[96];
+    n += snprintf(what + n, sizeof what - (size_t)n, ", devices %s -> %s",
+                  gmt_pod_config_devices_str(a, da, sizeof da),
+                  gmt_pod_config_devices_str(b, db, sizeof db));
+  }
   if (n == 0)
     return false;
   gmt_info("config: pod '%s' changed: %s", a->name, what + 2);

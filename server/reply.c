@@ -34,4 +34,6 @@ void gmt__pod_config_fill(const gmt_pod_t *pod, Gmt__PodConfig *pc)
   pc->memory_limit = pod->cfg.memory_limit;
   pc->pin = (Gmt__PinMode)pod->cfg.pin;
   pc->mode = (Gmt__MemMode)pod->cfg.mode;
+  pc->n_devices = pod->cfg.ndevices;
+  pc->devices = (int32_t *)pod->cfg.devices;
 }

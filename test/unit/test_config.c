@@ -292,7 +292,8 @@ static void test_pin_key(void **state)
   expect_one_error(f, "1\na 0.1 0.2 1M pin=always\n", 2,
                    "pin 'always' is not one of off, profile, use, adaptive");
   expect_one_error(f, "1\na 0.1 0.2 1M pin=\n", 2, "pin '' is not one of");
-  expect_one_error(f, "1\na 0.1 0.2 1M devices=0\n", 2, "unknown key 'devices' (known: pin, mode)");
+  expect_one_error(f, "1\na 0.1 0.2 1M gpus=0\n", 2,
+                   "unknown key 'gpus' (known: pin, mode, devices)");
   expect_one_error(f, "1\na 0.1 0.2 1M =use\n", 2, "field '=use' after GPU_MEM is not key=value");
   expect_one_error(f, "1\na 0.1 0.2 1M pin=use pin=off\n", 2, "key 'pin' given twice");
 }
@@ -326,6 +327,76 @@ static void test_mode_key(void **state)
   assert_non_null(strstr(f->errors, ":2: mode 'x'"));
   assert_non_null(strstr(f->errors, ":3: mode 'y'"));
   assert_non_null(strstr(f->errors, ":3: pin 'z'"));
+}
+
+/* devices=: the node's GPUs, ascending, each once; empty or absent: every
+ * GPU; in any order with the other keys. */
+static void test_devices_key(void **state)
+{
+  fixture_t *f = *state;
+  assert_int_equal(load(f, "4\na 0.1 0.2 1M devices=0,1\nb 0.1 0.2 1M\n"
+                           "c 0 0 1 mode=swap devices=1023 pin=use\nd 0 0 1 devices=\n"),
+                   0);
+  const gmt_pod_config_t *a = &f->cfg->pods[0], *b = &f->cfg->pods[1], *c = &f->cfg->pods[2],
+                         *d = &f->cfg->pods[3];
+  assert_int_equal(a->ndevices, 2);
+  assert_int_equal(a->devices[0], 0);
+  assert_int_equal(a->devices[1], 1);
+  assert_int_equal(b->ndevices, 0);
+  assert_int_equal(c->ndevices, 1);
+  assert_int_equal(c->devices[0], 1023);
+  assert_int_equal(c->mode, GMT__MEM_MODE__MEM_SWAP);
+  assert_int_equal(d->ndevices, 0);
+
+  assert_true(gmt_pod_config_allows(a, 0));
+  assert_true(gmt_pod_config_allows(a, 1));
+  assert_false(gmt_pod_config_allows(a, 2));
+  assert_false(gmt_pod_config_allows(a, -1));
+  assert_true(gmt_pod_config_allows(b, 0));
+  assert_true(gmt_pod_config_allows(b, 1023));
+  assert_true(gmt_pod_config_allows(d, 7));
+  assert_false(gmt_pod_config_allows(c, 0));
+  assert_true(gmt_pod_config_allows(c, 1023));
+
+  char buf[32];
+  assert_string_equal(gmt_pod_config_devices_str(a, buf, sizeof buf), "0,1");
+  assert_string_equal(gmt_pod_config_devices_str(b, buf, sizeof buf), "all");
+  assert_string_equal(gmt_pod_config_devices_str(c, buf, sizeof buf), "1023");
+
+  /* 64 GPUs is the most: all of them listed, and the text cut short. */
+  char text[1024];
+  int n = snprintf(text, sizeof text, "1\na 0.1 0.2 1M devices=");
+  for (int i = 0; i < GMT_CONFIG_MAX_DEVICES; i++)
+    n += snprintf(text + n, sizeof text - (size_t)n, "%s%d", i ? "," : "", i * 10);
+  snprintf(text + n, sizeof text - (size_t)n, "\n");
+  assert_int_equal(load(f, text), 0);
+  assert_int_equal(f->cfg->pods[0].ndevices, GMT_CONFIG_MAX_DEVICES);
+  assert_int_equal(f->cfg->pods[0].devices[63], 630);
+  assert_true(gmt_pod_config_allows(&f->cfg->pods[0], 630));
+  assert_false(gmt_pod_config_allows(&f->cfg->pods[0], 631));
+  gmt_pod_config_devices_str(&f->cfg->pods[0], buf, sizeof buf);
+  assert_true(strlen(buf) < sizeof buf);
+  assert_string_equal(buf + strlen(buf) - 4, ",...");
+  assert_memory_equal(buf, "0,10,20,", 8);
+  n = (int)strlen(text) - 1;
+  snprintf(text + n, sizeof text - (size_t)n, ",640\n");
+  expect_one_error(f, text, 2, "lists more than 64 GPUs");
+
+  expect_one_error(f, "1\na 0.1 0.2 1M devices=1,0\n", 2,
+                   "devices '1,0': GPU 0 comes after GPU 1 (list them in ascending order)");
+  expect_one_error(f, "1\na 0.1 0.2 1M devices=0,2,2\n", 2, "devices '0,2,2' lists GPU 2 twice");
+  expect_one_error(f, "1\na 0.1 0.2 1M devices=1024\n", 2,
+                   "devices '1024': GPU index too large (at most 1023)");
+  expect_one_error(f, "1\na 0.1 0.2 1M devices=99999999999999999999\n", 2,
+                   "GPU index too large (at most 1023)");
+  expect_one_error(f, "1\na 0.1 0.2 1M devices=0,\n", 2,
+                   "devices '0,' is not a list of GPU indices like 0,1 (digits and commas)");
+  expect_one_error(f, "1\na 0.1 0.2 1M devices=0,,1\n", 2, "devices '0,,1' is not a list");
+  expect_one_error(f, "1\na 0.1 0.2 1M devices=-1\n", 2, "devices '-1' is not a list");
+  expect_one_error(f, "1\na 0.1 0.2 1M devices=GPU-0\n", 2, "devices 'GPU-0' is not a list");
+  expect_one_error(f, "1\na 0.1 0.2 1M devices=0 1\n", 2, "field '1' after GPU_MEM is not");
+  expect_one_error(f, "1\na 0.1 0.2 1M devices=0;1\n", 2, "devices '0;1' is not a list");
+  expect_one_error(f, "1\na 0.1 0.2 1M devices=0 devices=1\n", 2, "key 'devices' given twice");
 }
 
 static void test_bad_characters_in_name_are_refused(void **state)
@@ -627,6 +698,7 @@ int main(void)
       T(test_wrong_field_count_is_refused),
       T(test_pin_key),
       T(test_mode_key),
+      T(test_devices_key),
       T(test_bad_characters_in_name_are_refused),
       T(test_name_longer_than_62_is_refused),
       T(test_duplicate_name_is_refused_naming_first_line),
