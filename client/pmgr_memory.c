@@ -128,6 +128,13 @@ static void reply_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *r
                            pm->name);
       return;
     }
+    if (!gmt__pmgr_config_allows(&pm->config, r->device)) {
+      gmt_call_reply_error(call, GMT_EDEVICE,
+                           "pod '%s' may not use GPU %d (devices= in its config; counted by its "
+                           "pod manager: the scheduler is unreachable)",
+                           pm->name, r->device);
+      return;
+    }
     if (used > limit || r->bytes > limit - used) {
       gmt_call_reply_error(call, GMT_EQUOTA,
                            "pod '%s' holds %" PRIu64 " bytes (%.1f MiB) of its limit %" PRIu64

@@ -32,6 +32,16 @@ typedef struct pmgr_config {
   size_t ndevices;
 } pmgr_config_t;
 
+/* Whether the pod may use the node's GPU device (devices=; every GPU when
+ * it names none). */
+static inline bool gmt__pmgr_config_allows(const pmgr_config_t *c, int32_t device)
+{
+  for (size_t i = 0; i < c->ndevices; i++)
+    if (c->devices[i] == device)
+      return true;
+  return c->ndevices == 0;
+}
+
 typedef struct pmgr_proc pmgr_proc_t;
 typedef struct pmgr_tokens pmgr_tokens_t;
 typedef struct pmgr_mem_proc pmgr_mem_proc_t;

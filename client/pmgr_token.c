@@ -21,6 +21,7 @@
  * never waits on a dead scheduler for longer than the outage takes to
  * notice (about a second). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -288,7 +289,7 @@ static void refuse(tok_dev_t *d, int rc, const char *why)
 
 static bool is_refusal(int rc)
 {
-  return rc == GMT_ENOPOD || rc == -EPERM;
+  return rc == GMT_ENOPOD || rc == -EPERM || rc == GMT_EDEVICE;
 }
 
 static void on_hold(uv_timer_t *h);
@@ -300,6 +301,13 @@ static void local_grant(tok_dev_t *d)
   if (!d->waiters)
     return;
   pmgr_config_t *c = &d->t->pm->config;
+  if (!gmt__pmgr_config_allows(c, d->device)) {
+    char why[160];
+    snprintf(why, sizeof why, "pod '%s' may not use GPU %d (devices= in its config)",
+             d->t->pm->name, d->device);
+    refuse(d, GMT_EDEVICE, why);
+    return;
+  }
   if (d->t->pm->pod_unlisted || c->limit <= 0) {
     refuse(d, d->t->pm->pod_unlisted ? GMT_ENOPOD : -EPERM,
            d->t->pm->pod_unlisted ? "the scheduler no longer lists the pod: no GPU time"

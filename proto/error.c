@@ -17,6 +17,7 @@ const char *gmt_strerror(int code)
   case GMT_EUNIMPL: return "not implemented by this peer";
   case GMT_ENOPROC: return "unknown process";
   case GMT_ECONFIG: return "bad configuration";
+  case GMT_EDEVICE: return "a GPU outside the pod's devices=";
   default: break;
   }
   if (code < 0 && code > -4096)

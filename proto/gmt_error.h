@@ -14,6 +14,7 @@ enum {
   GMT_EUNIMPL = -1006,     /* an RPC this peer does not serve */
   GMT_ENOPROC = -1007,     /* a process the pod manager does not know */
   GMT_ECONFIG = -1008,     /* a bad configuration file */
+  GMT_EDEVICE = -1009,     /* a GPU the pod may not use (devices= in its config) */
 };
 
 const char *gmt_strerror(int code);

@@ -5,6 +5,7 @@
 #define GMT_SERVER_REPLY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "gmt_wire.h"
@@ -13,6 +14,12 @@
 /* Error{GMT_ENOPOD} for a pod that cfg does not list, naming the pods that
  * it does, so that an operator sees a typo at once. */
 void gmt__reply_nopod(gmt_call_t *call, const gmt_config_t *cfg, const char *name);
+
+/* Error{GMT_EDEVICE} for a pod confined by devices= that asked for
+ * `what` ("a token", ...) on another of the node's GPUs: names the pod,
+ * the GPUs it may use and the one it asked for. Logged at info level. */
+void gmt__reply_device_refused(gmt_call_t *call, const gmt_config_t *cfg, const gmt_pod_t *pod,
+                               uint32_t pid, int device, const char *what);
 
 /* The pod's shares as the wire carries them. pc points into pod. */
 void gmt__pod_config_fill(const gmt_pod_t *pod, Gmt__PodConfig *pc);

@@ -42,6 +42,12 @@ void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     gmt__reply_nopod(call, s->cfg, r->pod);
     return;
   }
+  /* devices=: a pod confined to some GPUs reserves on those only. A
+   * Release is never refused: what a reload took away is given back. */
+  if (!gmt_pod_config_allows(&pod->cfg, r->device)) {
+    gmt__reply_device_refused(call, s->cfg, pod, r->pid, r->device, "memory");
+    return;
+  }
   /* The card first: with --gpu-capacity the pods' reservations on a device
    * together stay within what was declared for it. Not a swap pod's: its
    * bytes occupy the card only while resident (Resident, rpc_swap.c), and

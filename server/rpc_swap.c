@@ -159,6 +159,13 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
                          pod->cfg.name, gmt_mem_mode_name(pod->cfg.mode));
     return;
   }
+  /* devices=: no more bytes on a GPU the pod may not use; lowering is
+   * always granted (what a reload took away comes off). */
+  if (!gmt_pod_config_allows(&pod->cfg, r->device) &&
+      r->bytes > gmt_swap_resident(s->swap, pod->cfg.name, r->pid, r->device)) {
+    gmt__reply_device_refused(call, s->cfg, pod, r->pid, r->device, "resident memory");
+    return;
+  }
   Gmt__ResidentReply body = GMT__RESIDENT_REPLY__INIT;
   uint64_t more = 0, off = 0;
   if (r->card_free && card_full(s, r, &more, &off)) {

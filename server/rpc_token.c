@@ -306,6 +306,8 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 
   if (r->release) {
     reply_quota(call, 0);
+  } else if (!gmt_pod_config_allows(&pod->cfg, r->device)) {
+    gmt__reply_device_refused(call, s->cfg, pod, r->pid, r->device, "a token");
   } else if (!(pod->cfg.limit > 0)) {
     gmt_call_reply_error(call, -EPERM, "pod '%s' has LIMIT 0 in %s: it gets no GPU time",
                          pod->cfg.name, s->cfg->path);
@@ -328,12 +330,15 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   schedule(d);
 }
 
-/* Whether the pod named name is not to be served any more, and why. */
-static const char *gone_why(gmt_schd_t *s, const char *name)
+/* Whether the pod named name is not to be served on device any more,
+ * and why. */
+static const char *gone_why(gmt_schd_t *s, const char *name, int device)
 {
   const gmt_pod_t *pod = gmt_pods_find(s->pods, name);
   if (!pod)
     return "is no longer in the config";
+  if (!gmt_pod_config_allows(&pod->cfg, device))
+    return "may no longer use this GPU (devices=)";
   if (!pod->connected)
     return "is gone (its pod manager is disconnected)";
   if (pod->nprocs == 0)
@@ -354,7 +359,7 @@ void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
   for (tdev_t *d = t->devs; d; d = d->next) {
     bool changed = false;
     const char *holder = gmt_token_holder(d->pol);
-    const char *why = holder ? gone_why(s, holder) : NULL;
+    const char *why = holder ? gone_why(s, holder, d->device) : NULL;
     if (why) {
       gmt_debug("token device %d: pod '%s' %s; its grant ends", d->device, holder, why);
       if (gmt_token_release(d->pol, clock_ms()) < 0)
@@ -364,14 +369,17 @@ void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
     }
     for (waiter_t **wp = &d->waiters; *wp;) {
       waiter_t *w = *wp;
-      if (!(why = gone_why(s, w->pod))) {
+      if (!(why = gone_why(s, w->pod, d->device))) {
         wp = &w->next;
         continue;
       }
       gmt_debug("token device %d: pod '%s' %s; its call (pid %u) is answered", d->device, w->pod,
                 why, w->pid);
-      if (!gmt_pods_find(s->pods, w->pod))
+      const gmt_pod_t *listed = gmt_pods_find(s->pods, w->pod);
+      if (!listed)
         gmt__reply_nopod(w->call, s->cfg, w->pod);
+      else if (!gmt_pod_config_allows(&listed->cfg, d->device))
+        gmt__reply_device_refused(w->call, s->cfg, listed, w->pid, d->device, "a token");
       else if (!gmt_pods_find(s->pods, w->pod)->cfg.limit)
         gmt_call_reply_error(w->call, -EPERM, "pod '%s' %s: it gets no GPU time", w->pod, why);
       else
