@@ -144,44 +144,6 @@ int gmt__current_device(void)
   return (int)d;
 }
 
-/* CUDA_VISIBLE_DEVICES as node indices, read once (it is fixed when the
- * driver starts). g_nvis < 0: unset, or not indices. */
-static pthread_once_t g_vis_once = PTHREAD_ONCE_INIT;
-static int g_vis[64], g_nvis = -1;
-
-static void read_visible(void)
-{
-  const char *v = getenv("CUDA_VISIBLE_DEVICES");
-  if (!v || !*v)
-    return;
-  int n = 0;
-  for (const char *p = v; *p && n < (int)(sizeof g_vis / sizeof g_vis[0]);) {
-    while (*p == ' ')
-      p++;
-    if (*p < '0' || *p > '9')
-      break; /* a UUID or garbage: CUDA stops here too, or names GPUs otherwise */
-    char *end;
-    long x = strtol(p, &end, 10);
-    if (x < 0 || x > 1023)
-      break;
-    g_vis[n++] = (int)x;
-    p = end;
-    while (*p == ' ')
-      p++;
-    if (*p != ',')
-      break;
-    p++;
-  }
-  if (n > 0)
-    g_nvis = n;
-}
-
-int gmt__node_device(int ordinal)
-{
-  pthread_once(&g_vis_once, read_visible);
-  return g_nvis > 0 && ordinal >= 0 && ordinal < g_nvis ? g_vis[ordinal] : ordinal;
-}
-
 CUcontext gmt__current_ctx(void)
 {
   CUresult (*cur)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxGetCurrent);

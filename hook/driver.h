@@ -242,15 +242,6 @@ extern __thread int gmt__t_depth;
  * ordinal, as this process sees its devices. */
 int gmt__current_device(void);
 
-/* The node's number of CUDA ordinal `ordinal`, for everything the hook
- * sends (tokens, reservations, Resident, reports): the scheduler's devices
- * are the node's, and two processes shown different GPUs by
- * CUDA_VISIBLE_DEVICES both call theirs 0. A list of indices maps ordinal
- * i to its i-th entry (read up to the first entry that is not one, as
- * CUDA reads it); unset, or a list of UUIDs, leaves the ordinal as it is
- * (docs/status.md, issue 13: naming the GPU by bus id is not built). */
-int gmt__node_device(int ordinal);
-
 /* The calling thread's current context, NULL without one. */
 CUcontext gmt__current_ctx(void);
 

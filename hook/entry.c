@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "devmap.h"
 #include "driver.h"
 #include "hookmap.h"
 #include "log.h"
@@ -171,7 +172,9 @@ GMT_EXPORT CUresult cuInit(unsigned int Flags)
   CUresult rc = real(Flags);
   GMT_HOOK_DEBUG("cuInit(%u) = %d", Flags, (int)rc);
   /* A process whose driver cannot start has nothing to report. */
-  if (rc == CUDA_SUCCESS && !gmt__t_depth)
+  if (rc == CUDA_SUCCESS && !gmt__t_depth) {
     gmt__report_ensure();
+    gmt__devmap_ensure(); /* before the first token or reservation names a GPU */
+  }
   return rc;
 }

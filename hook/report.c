@@ -29,6 +29,7 @@
 
 #include "channel.h"
 #include "conn.h"
+#include "devmap.h"
 #include "fork.h"
 #include "hostpin.h"
 #include "gmt_error.h"
@@ -159,6 +160,7 @@ static void *reporter_main(void *arg)
     changed |= gmt__hostpin_tick();
     changed |= gmt__stage_tick();
     changed |= gmt__swap_tick();
+    gmt__devmap_ensure(); /* when cuInit could not ask: no-op once known */
     uint64_t now = gmt_now_ms();
     uint64_t keepalive = swap ? GMT_REPORT_SWAP_KEEPALIVE_MS : GMT_REPORT_KEEPALIVE_MS;
     if (!changed && now - last_send < keepalive)

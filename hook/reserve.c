@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "channel.h"
+#include "devmap.h"
 #include "driver.h"
 #include "fork.h"
 #include "gmt_error.h"

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "channel.h"
+#include "devmap.h"
 #include "fork.h"
 #include "gmt_error.h"
 #include "gmt_log.h"

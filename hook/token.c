@@ -35,6 +35,7 @@
 
 #include "busy.h"
 #include "channel.h"
+#include "devmap.h"
 #include "counters.h"
 #include "fork.h"
 #include "gmt_error.h"

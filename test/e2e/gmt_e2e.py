@@ -249,6 +249,11 @@ class Prog:
         return rc, self.stderr()
 
 
+def fake_uuid(dev):
+    """The fake driver's UUID of its device dev (test/fakecuda/machine.c)."""
+    return "GPU-fa4ec0da-0000-0000-0000-0000000000%02x" % dev
+
+
 class Node:
     """One node's gmt: a scheduler on a fresh port, pod managers, hooked
     programs, all under one temp folder. stop() ends everything it started.

@@ -6,7 +6,7 @@ itself is unit tested: test/unit/test_tiers.c.)"""
 import os
 import subprocess
 
-from gmt_e2e import BUILD, SCHD, GmtTestCase, wait_for
+from gmt_e2e import BUILD, GmtTestCase, SCHD, fake_uuid, wait_for
 
 
 class TierFlags(GmtTestCase):
@@ -177,13 +177,13 @@ class NodeDevices(DeclaredCapacity):
 
     test_strict_refuses_what_the_card_cannot_hold = None
 
-    def test_a_device_is_the_nodes_not_the_processs_ordinal(self):
+    def fill_three(self, name):
         self.start_schd("--gpu-capacity", "1=1Gi")
         for pod in "abc":
             self.start_pmgr(pod)
         progs = []
-        for pod, gpu, ok in (("a", "1", "1"), ("b", "0", "1"), ("c", "1", "0")):
-            env = self.hook_env(pod, GMT_FAKE_DEVICES="2", CUDA_VISIBLE_DEVICES=gpu)
+        for pod, gpu, ok in (("a", 1, "1"), ("b", 0, "1"), ("c", 1, "0")):
+            env = self.hook_env(pod, GMT_FAKE_DEVICES="2", CUDA_VISIBLE_DEVICES=name(gpu))
             p = self.run_prog(pod, self.MEM_PATHS, "alloc", str(700 * self.MIB), "--step",
                               str(700 * self.MIB), "--over", "1", env=env)
             p.expect("INFO")
@@ -193,4 +193,13 @@ class NodeDevices(DeclaredCapacity):
             progs.append(p)
         for p in progs:
             p.stop()
+
+    def test_a_device_is_the_nodes_not_the_processs_ordinal(self):
+        self.fill_three(str)
+
+    def test_a_gpu_named_by_uuid_is_the_nodes(self):
+        """The same with UUIDs in CUDA_VISIBLE_DEVICES: the scheduler names
+        each GPU from its bus id (Devices)."""
+        self.node.base_env["GMT_FAKE_DEVICES"] = "2"
+        self.fill_three(fake_uuid)
 

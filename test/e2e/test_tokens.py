@@ -15,7 +15,7 @@ import signal
 import time
 import unittest
 
-from gmt_e2e import GmtTestCase, build_path, wait_for
+from gmt_e2e import GmtTestCase, build_path, fake_uuid, wait_for
 
 SPIN = build_path("test", "e2e", "tokenprogs", "spin_load")
 WINDOW_MS = 2000  # short, so that shares converge within a 20 s test
@@ -185,10 +185,10 @@ class TwoGpus(Tokens):
     numbers, they got 0.30 and 0.69)."""
     CONFIG = "2\na 0.3 1.0 1Gi\nb 0.7 1.0 1Gi\n"
 
-    def test_pods_on_two_gpus_each_get_their_gpu(self):
+    def run_two(self, gpus):
         self.start("a", "b")
         progs = []
-        for pod, gpu in (("a", "0"), ("b", "1")):
+        for pod, gpu in zip("ab", gpus):
             env = self.hook_env(pod, GMT_FAKE_DEVICES="2", CUDA_VISIBLE_DEVICES=gpu)
             p = self.run_prog(pod, SPIN, "--kernel-us", "10000", "--seconds", "8", env=env)
             p.expect("READY")
@@ -198,9 +198,21 @@ class TwoGpus(Tokens):
             rc, err = p.finish()
             self.assertEqual(rc, 0, err)
         sa, sb = share(rows[0]), share(rows[1])
-        print("\ntwo GPUs: shares a=%.3f b=%.3f" % (sa, sb))
+        print("\ntwo GPUs (%s): shares a=%.3f b=%.3f" % (",".join(gpus), sa, sb))
         self.assertGreater(sa, 0.85, self.logs())
         self.assertGreater(sb, 0.85, self.logs())
+
+    def test_pods_on_two_gpus_each_get_their_gpu(self):
+        self.run_two(("0", "1"))
+
+    def test_gpus_named_by_uuid_each_get_their_gpu(self):
+        """CUDA_VISIBLE_DEVICES with UUIDs (as containers and `gmt run` name
+        GPUs): nothing in the index list to go by; the hook names each GPU
+        by its bus id and the scheduler, seeing both through NVML, says
+        which of the node's it is (Devices)."""
+        self.node.base_env["GMT_FAKE_DEVICES"] = "2"
+        self.run_two(tuple(fake_uuid(i) for i in (0, 1)))
+        self.assertRegex(self.daemons[0].output(), r"Devices: 1 bus id from pid \d+", self.logs())
 
 
 class IdlePeer(Tokens):
