@@ -9,11 +9,14 @@
 
 typedef struct gmt_cmd_ctx {
   const char *schd_url; /* where the scheduler listens */
+  int schd_given;       /* --schd was given (else schd_url is the default) */
 } gmt_cmd_ctx_t;
 
 int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
 /* Local: reads this node's topology, asks no daemon. */
 int gmt_cmd_topo(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
+/* Execs a command (client/cmd_run.c): returns only when it cannot. */
+int gmt_cmd_run(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
 
 /* A command whose only option is --json (and -h/--help): -1 to go on
  * with *json set, else the exit code (0 after help, 2 after an unknown

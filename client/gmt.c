@@ -19,6 +19,7 @@ typedef struct {
 static const command_t commands[] = {
     {"status", gmt_cmd_status, "show every pod, its shares, memory and processes"},
     {"topo", gmt_cmd_topo, "show this node's GPUs, their links, NUMA nodes, NICs and NVMe"},
+    {"run", gmt_cmd_run, "run a command on the best GPU(s) and/or under the hook in a pod"},
 #ifdef GMT_HAVE_TRACE
     {"trace", gmt_cmd_trace_run, "trace a process's CUDA allocations and copies (eBPF)"},
 #endif
@@ -57,8 +58,10 @@ int main(int argc, char **argv)
         return 2;
       }
       ctx.schd_url = argv[++i];
+      ctx.schd_given = 1;
     } else if (!strncmp(a, "--schd=", 7) && a[7]) {
       ctx.schd_url = a + 7;
+      ctx.schd_given = 1;
     } else {
       fprintf(stderr, "gmt: unknown option '%s'\n", a);
       usage(stderr);

@@ -1,0 +1,148 @@
+/* GMT_AUTO_DEVICE: the process's GPUs, picked by gmt-schd before CUDA
+ * starts (docs/devices.md, "gmt run and GMT_AUTO_DEVICE").
+ *
+ * With GMT_AUTO_DEVICE=N (N GPUs, 1 to 64) and GMT_PMGR set, and only
+ * while CUDA_VISIBLE_DEVICES is unset, the hook asks its pod manager for
+ * Pick (the pod manager names the pod, so the GPUs come from the pod's
+ * devices=) and sets CUDA_VISIBLE_DEVICES to the answer. It is done in a
+ * constructor, before main: the driver reads the variable once, at
+ * cuInit, and frameworks read it earlier still (PyTorch counts devices
+ * through NVML and CUDA_VISIBLE_DEVICES before it initializes CUDA;
+ * Python copies the environment at start). The process is still one
+ * thread there, so setenv races no getenv. A child it execs inherits the
+ * answer and asks nothing; a forked child runs no constructor.
+ *
+ * The constructor runs in every process the hook is preloaded into, most
+ * of which never use CUDA: without GMT_AUTO_DEVICE it reads one variable
+ * and returns. With it, one call on a connection of its own (conn.c: no
+ * thread, no fd left behind), bounded by GMT_AUTO_DEVICE_TIMEOUT_MS
+ * (default 2000) for the dial and the answer together. Any failure leaves
+ * the environment as it was and says so in one line on stderr.
+ *
+ * Its constructor must run after log.c's (GMT_HOOK_DEBUG): the build lists
+ * this file after log.c, and constructors of one object run in link
+ * order. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "gmt_error.h"
+#include "gmt_log.h"
+#include "gmt_visible.h"
+#include "gmt_wire.h"
+#include "log.h"
+
+#define AUTODEV_TIMEOUT_MS 2000
+#define AUTODEV_TIMEOUT_MAX_MS 60000
+#define AUTODEV_MAX_COUNT 64
+
+/* A whole number from 0 to max, or -1. */
+static long parse_count(const char *s, long max)
+{
+  long v = 0;
+  if (!*s)
+    return -1;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9')
+      return -1;
+    v = v * 10 + (*s - '0');
+    if (v > max)
+      return -1;
+  }
+  return v;
+}
+
+static int timeout_ms(void)
+{
+  const char *t = getenv("GMT_AUTO_DEVICE_TIMEOUT_MS");
+  if (!t || !*t)
+    return AUTODEV_TIMEOUT_MS;
+  long v = parse_count(t, AUTODEV_TIMEOUT_MAX_MS);
+  if (v <= 0) {
+    gmt__say("GMT_AUTO_DEVICE_TIMEOUT_MS='%.32s' is not a time in ms from 1 to %d; %d is used", t,
+             AUTODEV_TIMEOUT_MAX_MS, AUTODEV_TIMEOUT_MS);
+    return AUTODEV_TIMEOUT_MS;
+  }
+  return (int)v;
+}
+
+static int unreached(const char *url, int rc, int timeout, char *why, size_t whylen)
+{
+  if (rc == -ETIMEDOUT)
+    snprintf(why, whylen, "pod manager at %s did not answer within %d ms", url, timeout);
+  else
+    snprintf(why, whylen, "no pod manager at %s (%s)", url, gmt_strerror(rc));
+  return rc;
+}
+
+/* Pick through the pod manager at url; on success the answer is in
+ * visible. 0, or a negative code with the reason in why. */
+static int ask(const char *url, uint32_t count, int timeout, char *visible, size_t len, char *why,
+               size_t whylen)
+{
+  uint64_t start = gmt_now_ms();
+  gmt_conn_t *c = NULL;
+  int rc = gmt__conn_open(&c, url, timeout);
+  if (rc < 0)
+    return unreached(url, rc, timeout, why, whylen);
+  Gmt__PickRequest req = GMT__PICK_REQUEST__INIT;
+  req.pod = ""; /* the pod manager sets its own */
+  req.count = count;
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_PICK_REQ, &req);
+  uint64_t spent = gmt_now_ms() - start;
+  Gmt__Envelope *rep = NULL;
+  rc = gmt__conn_call(c, &env, &rep, spent >= (uint64_t)timeout ? 1 : timeout - (int)spent);
+  gmt__conn_close(c);
+  if (rc < 0)
+    return unreached(url, rc, timeout, why, whylen);
+  char err[256] = "", shown[256];
+  rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_PICK_REP, err, sizeof err);
+  if (rc < 0)
+    snprintf(why, whylen, "%s", err[0] ? gmt_shown(err, shown, sizeof shown) : gmt_strerror(rc));
+  else if ((rc = gmt_visible_from_pick(rep->pick_rep, visible, len)) < 0)
+    snprintf(why, whylen, "the answer %s",
+             rc == -ENODEV ? "named no GPU" : "could not be used (malformed)");
+  gmt_wire_free(rep);
+  return rc;
+}
+
+__attribute__((constructor)) static void autodev_init(void)
+{
+  const char *on = getenv("GMT_AUTO_DEVICE");
+  if (!on || !*on || !strcmp(on, "0"))
+    return;
+  long count = parse_count(on, AUTODEV_MAX_COUNT);
+  if (count <= 0) {
+    gmt__say("GMT_AUTO_DEVICE='%.32s' is not a number of GPUs from 1 to %d; no GPU picked", on,
+             AUTODEV_MAX_COUNT);
+    return;
+  }
+  const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+  if (cvd) {
+    GMT_HOOK_DEBUG("GMT_AUTO_DEVICE: CUDA_VISIBLE_DEVICES is already set ('%.64s'): left as it "
+                   "is, no GPU picked",
+                   cvd);
+    return;
+  }
+  const char *url = getenv("GMT_PMGR");
+  if (!url || !*url) {
+    gmt__say("GMT_AUTO_DEVICE: GMT_PMGR is not set (no pod manager to ask); no GPU picked");
+    return;
+  }
+  char visible[1024], why[384];
+  int timeout = timeout_ms();
+  if (ask(url, (uint32_t)count, timeout, visible, sizeof visible, why, sizeof why) < 0) {
+    gmt__say("GMT_AUTO_DEVICE: no GPU picked: %s; CUDA_VISIBLE_DEVICES left unset", why);
+    return;
+  }
+  if (setenv("CUDA_VISIBLE_DEVICES", visible, 0) < 0) {
+    gmt__say("GMT_AUTO_DEVICE: cannot set CUDA_VISIBLE_DEVICES (%s)", strerror(errno));
+    return;
+  }
+  GMT_HOOK_DEBUG("GMT_AUTO_DEVICE: CUDA_VISIBLE_DEVICES=%s (picked by the pod manager at %s)",
+                 visible, url);
+}

@@ -1,0 +1,281 @@
+"""End-to-end: `gmt run` and the hook's GMT_AUTO_DEVICE (docs/devices.md,
+"gmt run and GMT_AUTO_DEVICE"). A fake machine of two GPUs (8 GiB each);
+another process holds 6 GiB on GPU 0, so the scheduler's Pick must name
+GPU 1. show_devices prints what a program is shown: its
+CUDA_VISIBLE_DEVICES and the UUIDs CUDA numbers for it."""
+import os
+import signal
+import socket
+import subprocess
+import time
+import unittest
+
+from gmt_e2e import GMT, PROGS, GmtTestCase, cannot_run, free_port
+
+SHOW = os.path.join(PROGS, "show_devices")
+HELD = 6 << 30  # of GPU 0's 8 GiB
+
+
+def uuid(dev):
+    """The fake driver's UUID of its device dev (test/fakecuda/machine.c)."""
+    return "GPU-fa4ec0da-0000-0000-0000-0000000000%02x" % dev
+
+
+class Run(GmtTestCase):
+    CONFIG = "2\na 0.5 1.0 2Gi\nb 0.5 1.0 2Gi\n"
+
+    def setUp(self):
+        super().setUp()
+        # Every program of the node (the scheduler's NVML too) sees the
+        # same fake machine of two GPUs.
+        self.node.base_env["GMT_FAKE_DEVICES"] = "2"
+        for k in ("CUDA_VISIBLE_DEVICES", "GMT_AUTO_DEVICE", "GMT_PMGR", "GMT_HOOK_LIB"):
+            self.node.base_env.pop(k, None)
+
+    def need_pick(self):
+        """Skips (fails under CI=true) while gmt-schd answers Pick with
+        'not implemented' (its handler is written apart from gmt run)."""
+        r = subprocess.run([GMT, "--schd", self.schd_url, "run", "-q", "--auto-device", "--",
+                            "/bin/true"], capture_output=True, text=True, timeout=20,
+                           env=self.env())
+        if "not implemented" in r.stderr:
+            cannot_run(self, "gmt-schd does not serve Pick yet: " + r.stderr.strip())
+
+    def hold_gpu0(self):
+        """Another process, outside gmt, holding most of GPU 0."""
+        p = self.run_prog(None, SHOW, "--hold", str(HELD),
+                          env=self.prog_env(CUDA_VISIBLE_DEVICES="0"))
+        p.expect("HELD")
+        return p
+
+    def gmt_run(self, *args, env=None, schd=None):
+        """`gmt [--schd URL] run ARGS` as a Prog (it execs the program)."""
+        argv = [GMT, "--schd", schd or self.schd_url, "run"] + list(args)
+        p = self.run_prog(None, argv[0], *argv[1:], env=env or self.env())
+        return p
+
+    def shown(self, p):
+        """The ENV and DEVICES lines of a show_devices."""
+        got = p.expect_all(["ENV", "DEVICES"])
+        return got["ENV"], got["DEVICES"]
+
+    # ---- gmt run --auto-device ----
+
+    def test_auto_device_runs_cmd_on_the_gpu_with_room(self):
+        self.start_schd()
+        self.need_pick()
+        self.hold_gpu0()
+        p = self.gmt_run("--auto-device", "--", SHOW)
+        env, devs = self.shown(p)
+        self.assertEqual(env["cvd"], uuid(1), p.stderr())
+        self.assertEqual(devs["n"], "1")
+        self.assertEqual(devs["uuid0"], uuid(1))
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        # One line saying which GPU and why.
+        lines = [l for l in err.splitlines() if l.startswith("gmt run:")]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("picked GPU 1 (score", lines[0])
+        self.assertIn("CUDA_VISIBLE_DEVICES=" + uuid(1), lines[0])
+
+    def test_quiet_says_nothing(self):
+        self.start_schd()
+        self.need_pick()
+        p = self.gmt_run("-q", "--auto-device", "--", SHOW)
+        env, _ = self.shown(p)
+        self.assertTrue(env["cvd"].startswith("GPU-"), p.stderr())
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("gmt run:", err)
+
+    def test_no_gpu_fits_is_the_schedulers_refusal(self):
+        self.start_schd()
+        self.need_pick()
+        p = self.gmt_run("--auto-device", "--bytes", "64Gi", "--", SHOW)
+        rc, err = p.finish()
+        self.assertEqual(rc, 1, err)
+        self.assertIn("gmt run: scheduler at %s picked no GPU:" % self.schd_url, err)
+        self.assertIn("nothing was run", err)
+
+    def test_auto_device_leaves_a_set_cuda_visible_devices(self):
+        self.start_schd()
+        self.hold_gpu0()
+        p = self.gmt_run("--auto-device", "--", SHOW, env=self.env(CUDA_VISIBLE_DEVICES="0"))
+        env, devs = self.shown(p)
+        self.assertEqual(env["cvd"], "0")
+        self.assertEqual(devs["uuid0"], uuid(0))
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("CUDA_VISIBLE_DEVICES is already set", err)
+
+    # ---- no scheduler ----
+
+    def test_no_scheduler_is_a_clear_error_at_once(self):
+        url = "tcp://127.0.0.1:%d" % free_port()
+        t0 = time.monotonic()
+        r = subprocess.run([GMT, "--schd", url, "run", "--auto-device", "--", SHOW],
+                           capture_output=True, text=True, timeout=20, env=self.env())
+        took = time.monotonic() - t0
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("gmt run: no scheduler at %s" % url, r.stderr)
+        self.assertNotIn("ENV", r.stdout)  # nothing was run
+        self.assertLess(took, 3.0)
+
+    def test_scheduler_that_never_answers_is_bounded(self):
+        # Accepts connections (the kernel does) and never says a word.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen(8)
+            url = "tcp://127.0.0.1:%d" % s.getsockname()[1]
+            t0 = time.monotonic()
+            r = subprocess.run([GMT, "--schd", url, "run", "--auto-device", "--timeout", "1500",
+                                "--", SHOW], capture_output=True, text=True, timeout=20,
+                               env=self.env())
+            took = time.monotonic() - t0
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(url, r.stderr)
+        self.assertNotIn("ENV", r.stdout)
+        self.assertLess(took, 5.0)
+
+    # ---- gmt run --pod ----
+
+    def test_pod_runs_cmd_under_the_hook_in_the_pod(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        p = self.gmt_run("--pod", "a", "--pmgr", self.pmgr_urls["a"][0], "--", SHOW, "--wait")
+        env, devs = self.shown(p)
+        self.assertEqual(env["cvd"], "-")  # no --auto-device: nothing picked
+        self.assertEqual(devs["n"], "2")
+        # exec: the program has gmt's pid, and the pod shows it.
+        self.assertEqual(int(env["pid"]), p.proc.pid)
+        self.wait_process("a", p.proc.pid)
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("gmt run:", err)
+
+    def test_pod_takes_gmt_pmgr_from_the_environment(self):
+        self.start_schd()
+        self.start_pmgr("b")
+        p = self.gmt_run("--pod", "b", "--", SHOW, "--wait",
+                         env=self.env(GMT_PMGR=self.pmgr_urls["b"][0]))
+        env, _ = self.shown(p)
+        self.wait_process("b", int(env["pid"]))
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+
+    def test_pod_without_a_pod_manager_address_is_refused(self):
+        r = subprocess.run([GMT, "run", "--pod", "a", "--", SHOW], capture_output=True,
+                           text=True, timeout=20, env=self.env())
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--pmgr URL or set GMT_PMGR", r.stderr)
+        self.assertNotIn("ENV", r.stdout)
+
+    def test_pod_and_auto_device_together(self):
+        self.start_schd()
+        self.need_pick()
+        self.start_pmgr("a")
+        self.hold_gpu0()
+        p = self.gmt_run("--pod", "a", "--pmgr", self.pmgr_urls["a"][0], "--auto-device", "--",
+                         SHOW, "--wait")
+        env, devs = self.shown(p)
+        self.assertEqual(env["cvd"], uuid(1), p.stderr())
+        self.assertEqual(devs["uuid0"], uuid(1))
+        self.wait_process("a", p.proc.pid)
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+
+    # ---- exit codes and signals are the command's ----
+
+    def test_exit_code_and_signal_are_the_commands(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        for extra in ([], ["--pod", "a", "--pmgr", self.pmgr_urls["a"][0]]):
+            r = subprocess.run([GMT, "run"] + extra + ["--", SHOW, "--exit", "7"],
+                               capture_output=True, text=True, timeout=20, env=self.env())
+            self.assertEqual(r.returncode, 7, (extra, r.stderr))
+        r = subprocess.run([GMT, "run", "--", "sh", "-c", "kill -TERM $$"], capture_output=True,
+                           timeout=20, env=self.env())
+        self.assertEqual(r.returncode, -signal.SIGTERM)
+        r = subprocess.run([GMT, "run", "--", "/nonexistent/prog"], capture_output=True,
+                           text=True, timeout=20, env=self.env())
+        self.assertEqual(r.returncode, 127)
+        self.assertIn("cannot run '/nonexistent/prog'", r.stderr)
+
+    # ---- the hook's GMT_AUTO_DEVICE ----
+
+    def test_hook_auto_device_picks_the_same_gpu(self):
+        self.start_schd()
+        self.need_pick()
+        self.start_pmgr("a")
+        self.hold_gpu0()
+        p = self.run_prog("a", SHOW, "--wait", env=self.hook_env("a", GMT_AUTO_DEVICE="1"))
+        env, devs = self.shown(p)
+        self.assertEqual(env["cvd"], uuid(1), p.stderr())
+        self.assertEqual(devs["n"], "1")
+        self.assertEqual(devs["uuid0"], uuid(1))
+        self.wait_process("a", p.proc.pid)
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("GMT_AUTO_DEVICE", err)  # success is said at debug level only
+
+    def test_hook_auto_device_leaves_a_set_cuda_visible_devices(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        self.hold_gpu0()
+        p = self.run_prog("a", SHOW, env=self.hook_env("a", GMT_AUTO_DEVICE="1",
+                                                       CUDA_VISIBLE_DEVICES="0",
+                                                       GMT_HOOK_DEBUG="1"))
+        env, devs = self.shown(p)
+        self.assertEqual(env["cvd"], "0")
+        self.assertEqual(devs["uuid0"], uuid(0))
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("CUDA_VISIBLE_DEVICES is already set ('0'): left as it is", err)
+
+    def test_hook_auto_device_failure_leaves_the_environment(self):
+        # No pod manager there: refused at once.
+        url = "tcp://127.0.0.1:%d" % free_port()
+        env = self.prog_env(LD_PRELOAD=self.preload(), GMT_PMGR=url, GMT_AUTO_DEVICE="1")
+        p = self.run_prog(None, SHOW, env=env)
+        got, _ = self.shown(p)
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(got["cvd"], "-")
+        lines = [l for l in err.splitlines() if "GMT_AUTO_DEVICE" in l]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("no GPU picked: no pod manager at " + url, lines[0])
+        self.assertIn("CUDA_VISIBLE_DEVICES left unset", lines[0])
+
+    def test_hook_auto_device_wait_is_bounded(self):
+        with socket.socket() as s:  # a pod manager that never answers
+            s.bind(("127.0.0.1", 0))
+            s.listen(8)
+            url = "tcp://127.0.0.1:%d" % s.getsockname()[1]
+            env = self.prog_env(LD_PRELOAD=self.preload(), GMT_PMGR=url, GMT_AUTO_DEVICE="1",
+                                GMT_AUTO_DEVICE_TIMEOUT_MS="300")
+            t0 = time.monotonic()
+            r = subprocess.run(["/bin/true"], env=env, capture_output=True, text=True, timeout=20)
+            took = time.monotonic() - t0
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("did not answer within 300 ms", r.stderr)
+        self.assertLess(took, 2.0)
+
+    def test_hook_without_auto_device_or_pmgr_does_nothing(self):
+        for extra in ({}, {"GMT_AUTO_DEVICE": "1"}):
+            env = self.prog_env(LD_PRELOAD=self.preload(), **extra)
+            r = subprocess.run(["/bin/sh", "-c", "echo ${CUDA_VISIBLE_DEVICES-unset}"], env=env,
+                               capture_output=True, text=True, timeout=20)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.strip(), "unset")
+            if extra:
+                self.assertIn("GMT_PMGR is not set", r.stderr)
+            else:
+                self.assertEqual(r.stderr, "")
+
+
+if __name__ == "__main__":
+    unittest.main()
