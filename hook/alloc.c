@@ -1,7 +1,8 @@
 /* Device memory: every driver call that creates or frees it, and the
  * memory query. Each allocation is charged to the pod's quota before the
  * driver is called (reserve.c) and fails with CUDA_ERROR_OUT_OF_MEMORY,
- * without reaching the driver, when the quota has no room; an allocation
+ * without reaching the driver, when the quota has no room (with
+ * CUDA_ERROR_INVALID_DEVICE on a GPU the pod's devices= leaves out); an allocation
  * the driver then fails gives its charge back, and every free does. What
  * is charged:
  *  - cuMemAlloc*, cuMemAllocManaged, cuMemCreate (device location): the
@@ -42,8 +43,9 @@
 
 static void pools_reconcile(void);
 
-/* Charges bytes on dev: 0, or GMT_EQUOTA when the pod's quota has no room.
- * A refusal may only mean that a pool gave memory back unseen (a
+/* Charges bytes on dev: 0, GMT_EQUOTA when the pod's quota has no room,
+ * GMT_EDEVICE when dev is not one of the pod's GPUs (devices=).
+ * A quota refusal may only mean that a pool gave memory back unseen (a
  * synchronize trimmed it) that we still count: the pools are brought in
  * line and the charge asked for once more. */
 static int charge(int dev, uint64_t bytes)
@@ -67,14 +69,16 @@ static int charge(int dev, uint64_t bytes)
   } while (0)
 #define GMT_LEAVE() gmt__t_depth--
 
-/* Charges bytes on dev or leaves the wrapper with an out-of-memory error. */
+/* Charges bytes on dev or leaves the wrapper with an out-of-memory error
+ * (CUDA_ERROR_INVALID_DEVICE on a GPU the pod may not use). */
 #define GMT_CHARGE(dev, bytes)                                                                     \
   do {                                                                                             \
-    if (charge((dev), (bytes)) != 0) {                                                             \
-      GMT_HOOK_DEBUG("%s: %llu bytes over the pod's quota", __func__,                              \
-                     (unsigned long long)(bytes));                                                 \
+    int charged_ = charge((dev), (bytes));                                                         \
+    if (charged_ != 0) {                                                                           \
+      GMT_HOOK_DEBUG("%s: %llu bytes refused: %s", __func__, (unsigned long long)(bytes),          \
+                     gmt_strerror(charged_));                                                      \
       GMT_LEAVE();                                                                                 \
-      return CUDA_ERROR_OUT_OF_MEMORY;                                                             \
+      return charged_ == GMT_EDEVICE ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_OUT_OF_MEMORY;       \
     }                                                                                              \
   } while (0)
 

@@ -17,13 +17,16 @@ static inline void count(uint64_t n)
   atomic_fetch_add_explicit(&gmt__launches, n, memory_order_relaxed);
 }
 
-/* After the token gate, the swap gate (swap.h): a mode=swap process's
+/* After the token gate (which fails the launch on a GPU the pod may not
+ * use: devices=, token.h), the swap gate (swap.h): a mode=swap process's
  * memory is brought back, and held there across the launch. */
 #define GMT_LAUNCH_BODY(name, ...)                                                                 \
   GMT_REAL(name);                                                                                  \
-  gmt__token_gate();                                                                               \
+  CUresult rc = gmt__token_check();                                                                \
+  if (rc != CUDA_SUCCESS)                                                                          \
+    return rc;                                                                                     \
   int held;                                                                                        \
-  CUresult rc = gmt__swap_enter(&held, gmt__token_gate);                                           \
+  rc = gmt__swap_enter(&held, gmt__token_gate);                                                    \
   if (rc != CUDA_SUCCESS)                                                                          \
     return rc;                                                                                     \
   rc = real(__VA_ARGS__);                                                                          \
@@ -92,8 +95,11 @@ GMT_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *lau
                                                          unsigned int flags)
 {
   GMT_REAL(cuLaunchCooperativeKernelMultiDevice);
-  for (unsigned int i = 0; launchParamsList && i < numDevices; i++)
-    gmt__token_gate_stream(launchParamsList[i].hStream);
+  for (unsigned int i = 0; launchParamsList && i < numDevices; i++) {
+    CUresult g = gmt__token_check_stream(launchParamsList[i].hStream);
+    if (g != CUDA_SUCCESS)
+      return g;
+  }
   int held;
   CUresult rc = gmt__swap_enter(&held, gmt__token_gate);
   if (rc != CUDA_SUCCESS)

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -82,7 +83,10 @@ uint64_t gmt__reserve_held(void)
 
 /* ---- RPCs ---- */
 
-enum { RPC_OK = 0, RPC_QUOTA = 1, RPC_UNHOOKED = 2, RPC_UNREACHABLE = 3 };
+enum { RPC_OK = 0, RPC_QUOTA = 1, RPC_UNHOOKED = 2, RPC_UNREACHABLE = 3, RPC_DEVICE = 4 };
+
+/* Devices whose refusal (devices=) was told on stderr, bit d for device d. */
+static _Atomic uint64_t g_denied_said;
 
 /* No RPC now: the pod manager counts as down (channel.c), or a failed call
  * is backing off. */
@@ -164,6 +168,16 @@ static int rpc_memory(int release, int device, uint64_t bytes)
     return RPC_OK;
   }
   gmt_wire_free(rep);
+  /* Not one of the pod's GPUs (devices=): an answer too, told once per
+   * device; the allocation fails with CUDA_ERROR_INVALID_DEVICE. */
+  if (rc == GMT_EDEVICE) {
+    came_back();
+    uint64_t bit = 1ull << (device & 63);
+    if (!(atomic_fetch_or(&g_denied_said, bit) & bit))
+      gmt__say("allocations on device %d fail with CUDA_ERROR_INVALID_DEVICE: %s", device,
+               err[0] ? err : gmt_strerror(rc));
+    return RPC_DEVICE;
+  }
   /* A refusal is an answer: over the quota, or a pod the config no longer
    * lists (no memory beyond what it holds). */
   if (rc == GMT_EQUOTA || rc == GMT_ENOPOD) {
@@ -240,6 +254,7 @@ int gmt__reserve(int device, uint64_t bytes)
       continue; /* take it (another thread may have taken it first) */
     case RPC_UNHOOKED: return 0;
     case RPC_UNREACHABLE: return grant_locally(d, bytes);
+    case RPC_DEVICE: return GMT_EDEVICE;
     default: return GMT_EQUOTA;
     }
   }
@@ -377,6 +392,7 @@ static void reserve_child(void)
   g_offline_until = g_offline_backoff = 0;
   g_offline_said = 0;
   g_others = 0;
+  atomic_store(&g_denied_said, 0);
   pthread_mutex_init(&g_mu, NULL);
 }
 

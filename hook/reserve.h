@@ -33,9 +33,11 @@
 #define GMT_RESERVE_IDLE_MS 100
 #define GMT_RESERVE_DEVICES 64
 
-/* Charges bytes on device to this process, reserving as needed. 0, or
- * GMT_EQUOTA when the pod's quota has no room for them. An unhooked
- * process (no pod manager at registration) always gets 0. */
+/* Charges bytes on device to this process, reserving as needed. 0,
+ * GMT_EQUOTA when the pod's quota has no room for them, or GMT_EDEVICE
+ * when the device is not among the pod's devices= (the scheduler said so;
+ * once on stderr). An unhooked process (no pod manager at registration)
+ * always gets 0. */
 int gmt__reserve(int device, uint64_t bytes);
 
 /* Gives back bytes charged on device (a free, or an allocation that the

@@ -62,6 +62,11 @@ typedef struct {
   /* Everything below is under mu. */
   pthread_mutex_t mu;
   int held;      /* a grant not given back yet */
+  /* The scheduler refused the device (devices=, GMT_EDEVICE): launches
+   * there fail at once until this CLOCK_MONOTONIC ns, then ask again (a
+   * reload may have allowed it). said: the refusal was told on stderr. */
+  int64_t denied_until;
+  int denied_said;
   CUcontext ctx; /* the context it was asked from: what the idle thread waits on */
   gmt_busy_t b;  /* its busy periods (busy.h) */
 } tok_dev_t;
@@ -92,8 +97,9 @@ static inline int64_t now_ns(void)
 
 /* ---- the RPC ---- */
 
+/* why (may be NULL): the refusal's words, when there is one. */
 static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, double idle_ms,
-                     double *quota_ms, int timeout_ms)
+                     double *quota_ms, int timeout_ms, char *why, size_t why_len)
 {
   Gmt__TokenRequest r = GMT__TOKEN_REQUEST__INIT;
   r.pid = (uint32_t)getpid();
@@ -117,6 +123,8 @@ static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, d
       *quota_ms = rep->token_rep->quota_ms;
     else
       GMT_HOOK_DEBUG("token request refused on device %d: %s (%s)", dev, gmt_strerror(rc), err);
+    if (rc < 0 && why)
+      snprintf(why, why_len, "%s", err[0] ? err : gmt_strerror(rc));
     gmt_wire_free(rep);
   }
   return rc;
@@ -151,7 +159,7 @@ static void give_back(tok_dev_t *d, int dev, gmt_busy_end_t e, int timeout_ms, c
   d->held = 0;
   atomic_fetch_sub(&g_held, 1);
   double q = 0;
-  int rc = token_rpc(dev, 0, e.overuse_ms, 1, e.idle_ms, &q, timeout_ms);
+  int rc = token_rpc(dev, 0, e.overuse_ms, 1, e.idle_ms, &q, timeout_ms, NULL, 0);
   GMT_HOOK_DEBUG("device %d %s: token given back (%s), overuse %.1f ms, unused %.1f ms, burst "
                  "estimate %.1f ms",
                  dev, why, rc == 0 ? "ok" : gmt_strerror(rc), e.overuse_ms, e.idle_ms,
@@ -232,7 +240,7 @@ static void set_all_ungated(void)
     atomic_store_explicit(&g_dev[i].expiry, INT64_MAX, memory_order_relaxed);
 }
 
-__attribute__((noinline)) static void gate_slow(tok_dev_t *d, int dev)
+__attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
 {
   /* A forked child that launches before anything else registers here. */
   gmt__report_ensure();
@@ -240,7 +248,11 @@ __attribute__((noinline)) static void gate_slow(tok_dev_t *d, int dev)
   int64_t now = now_ns();
   if (now < atomic_load_explicit(&d->expiry, memory_order_relaxed)) {
     pthread_mutex_unlock(&d->mu); /* another thread got it meanwhile */
-    return;
+    return CUDA_SUCCESS;
+  }
+  if (now < d->denied_until) {
+    pthread_mutex_unlock(&d->mu); /* refused a moment ago: not a GPU of the pod */
+    return CUDA_ERROR_INVALID_DEVICE;
   }
   double overuse = 0;
   if (d->held) {
@@ -267,8 +279,9 @@ __attribute__((noinline)) static void gate_slow(tok_dev_t *d, int dev)
    * quantum long enough to pay for it (swap.h). */
   double floor_ms = gmt__swap_quantum_ms();
   double burst = d->b.burst_ema_ms > floor_ms ? d->b.burst_ema_ms : floor_ms;
-  while ((rc = token_rpc(dev, burst, overuse, 0, 0, &quota, GMT_TOKEN_RPC_TIMEOUT_MS)) ==
-             GMT_ENOPOD ||
+  char why[256] = "";
+  while ((rc = token_rpc(dev, burst, overuse, 0, 0, &quota, GMT_TOKEN_RPC_TIMEOUT_MS, why,
+                         sizeof why)) == GMT_ENOPOD ||
          rc == -EPERM) {
     if (!atomic_exchange(&g_refused, 1))
       gmt__say("the pod gets no GPU time on device %d (%s: its LIMIT is 0, or the config "
@@ -279,7 +292,19 @@ __attribute__((noinline)) static void gate_slow(tok_dev_t *d, int dev)
     overuse = 0;
   }
   int64_t t = now_ns();
-  if (rc == 0 && quota > 0) {
+  CUresult out = CUDA_SUCCESS;
+  if (rc == GMT_EDEVICE) {
+    /* Not one of the pod's GPUs (devices=): the launch fails, as on a GPU
+     * the process may not use, instead of waiting for a token that never
+     * comes. Asked again a second later. */
+    d->denied_until = t + (int64_t)GMT_TOKEN_REFUSED_WAIT_MS * 1000000;
+    if (!d->denied_said) {
+      d->denied_said = 1;
+      gmt__say("launches on device %d fail with CUDA_ERROR_INVALID_DEVICE: %s", dev, why);
+    }
+    out = CUDA_ERROR_INVALID_DEVICE;
+  } else if (rc == 0 && quota > 0) {
+    d->denied_said = 0;
     d->held = 1;
     d->ctx = t_ctx;
     gmt__busy_grant(&d->b, t, quota);
@@ -303,6 +328,7 @@ __attribute__((noinline)) static void gate_slow(tok_dev_t *d, int dev)
     atomic_store_explicit(&d->expiry, t + GMT_TOKEN_RETRY_NS, memory_order_relaxed);
   }
   pthread_mutex_unlock(&d->mu);
+  return out;
 }
 
 /* The device of the calling thread's context, -1 without one. */
@@ -319,18 +345,23 @@ static inline int gate_device(void)
   return t_dev;
 }
 
-void gmt__token_gate(void)
+CUresult gmt__token_check(void)
 {
   int dev = gate_device();
   if ((unsigned)dev >= GMT_TOKEN_MAX_DEVICES)
-    return;
+    return CUDA_SUCCESS;
   tok_dev_t *d = &g_dev[dev];
   if (now_ns() < atomic_load_explicit(&d->expiry, memory_order_relaxed))
-    return;
-  gate_slow(d, dev);
+    return CUDA_SUCCESS;
+  return gate_slow(d, dev);
 }
 
-void gmt__token_gate_stream(CUstream s)
+void gmt__token_gate(void)
+{
+  (void)gmt__token_check();
+}
+
+CUresult gmt__token_check_stream(CUstream s)
 {
   CUresult (*get)(CUstream, CUcontext *) =
       (CUresult(*)(CUstream, CUcontext *))gmt__real(GMT_SYM_cuStreamGetCtx);
@@ -338,11 +369,11 @@ void gmt__token_gate_stream(CUstream s)
   CUresult (*pop)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxPopCurrent_v2);
   CUcontext c = NULL;
   if (s && get && push && pop && get(s, &c) == CUDA_SUCCESS && c && push(c) == CUDA_SUCCESS) {
-    gmt__token_gate();
+    CUresult rc = gmt__token_check();
     pop(&c);
-    return;
+    return rc;
   }
-  gmt__token_gate();
+  return gmt__token_check();
 }
 
 /* ---- exit and fork ---- */
@@ -378,6 +409,8 @@ static void token_child(void)
     d->held = 0;
     d->ctx = NULL;
     d->b = (gmt_busy_t){0};
+    d->denied_until = 0;
+    d->denied_said = 0;
   }
   atomic_store(&g_held, 0);
   atomic_store(&g_rpc_inflight, 0);

@@ -11,11 +11,18 @@
 /* Called by every launch wrapper before the real launch, on the calling
  * context's device. Fast path: one clock read compared with the device's
  * token expiry. Slow path (no valid token): waits for a token from the pod
- * manager; never blocks a process that has no pod manager. */
+ * manager; never blocks a process that has no pod manager. Returns
+ * CUDA_SUCCESS, or CUDA_ERROR_INVALID_DEVICE when the scheduler refuses
+ * the device (not among the pod's devices=; asked again a second later):
+ * the launch then fails with it. */
+CUresult gmt__token_check(void);
+
+/* The same, its answer dropped: the gate that swap's waits pass. */
 void gmt__token_gate(void);
 
-/* The same for a launch on stream s (cuLaunchCooperativeKernelMultiDevice:
- * one launch per device, each on its own stream's context). */
-void gmt__token_gate_stream(CUstream s);
+/* gmt__token_check for a launch on stream s
+ * (cuLaunchCooperativeKernelMultiDevice: one launch per device, each on
+ * its own stream's context). */
+CUresult gmt__token_check_stream(CUstream s);
 
 #endif
