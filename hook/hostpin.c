@@ -15,6 +15,7 @@
 #include "gmt_log.h"
 #include "hostpool.h"
 #include "log.h"
+#include "numa.h"
 #include "pin.h"
 
 /* A cached block not asked for again this long is freed: a loop that
@@ -222,6 +223,10 @@ static CUresult host_alloc(int sym, void **pp, size_t n, unsigned flags)
       return CUDA_SUCCESS;
     }
   }
+  /* The driver takes and pins the pages inside the call, in this thread:
+   * this thread's policy places them (numa.h). */
+  gmt_numa_saved_t pol;
+  gmt__numa_prefer(gmt__numa_ctx_node(), &pol);
   gmt__t_depth++;
   CUresult rc = call_alloc(sym, pp, cls ? cls : n, flags);
   if (rc == CUDA_ERROR_OUT_OF_MEMORY && cls) {
@@ -233,6 +238,7 @@ static CUresult host_alloc(int sym, void **pp, size_t n, unsigned flags)
     rc = call_alloc(sym, pp, n, flags);
   }
   gmt__t_depth--;
+  gmt__numa_restore(&pol);
   if (rc != CUDA_SUCCESS)
     return rc;
   pinned(*pp, cls ? cls : n);

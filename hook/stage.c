@@ -15,6 +15,7 @@
 #include "gmt_log.h"
 #include "hostpin.h"
 #include "log.h"
+#include "numa.h"
 #include "pin.h"
 #include "thread.h"
 
@@ -149,12 +150,16 @@ static int ready_locked(void)
       (CUresult(*)(CUevent *, unsigned))gmt__real(GMT_SYM_cuEventCreate);
   g_ctx = cur;
   int ok = ha && ec;
+  /* On the GPU's NUMA node: the driver takes the pages in this thread. */
+  gmt_numa_saved_t pol;
+  gmt__numa_prefer(gmt__numa_ctx_node(), &pol);
   for (int i = 0; i < NBUF && ok; i++) {
     ok = ha((void **)&g_buf[i], CHUNK, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS;
     if (ok)
       gmt__hostpin_note(g_buf[i], CHUNK);
     ok = ok && ec(&g_ev[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
   }
+  gmt__numa_restore(&pol);
   while (ok && g_workers < g_threads - 1) {
     ok = gmt__thread_start(worker) == 0;
     g_workers += ok;

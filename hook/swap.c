@@ -31,6 +31,7 @@
 #include "gmt_log.h"
 #include "gmt_wire.h"
 #include "log.h"
+#include "numa.h"
 #include "swaptab.h"
 #include "swapum.h"
 
@@ -346,8 +347,10 @@ static CUresult back(CUdeviceptr addr, uint64_t span, int dev, CUmemGenericAlloc
  * driver; the first move out of every allocation pays it. With
  * transparent huge pages asked for, getting and pinning them costs 158
  * ms/GiB on the H200 against 374 for cuMemHostAlloc and 290 for small
- * pages (bench/pin_cost.c, 2026-11-26). NULL when it cannot be had. */
-static void *pinned_new(uint64_t size)
+ * pages (bench/pin_cost.c, 2026-11-26). The pages are preferred on the
+ * NUMA node of the allocation's device (CUDA ordinal dev) before
+ * registering touches them. NULL when it cannot be had. */
+static void *pinned_new(uint64_t size, int dev)
 {
   __typeof__(&cuMemHostRegister_v2) reg = REAL(cuMemHostRegister_v2);
   if (!reg)
@@ -355,6 +358,7 @@ static void *pinned_new(uint64_t size)
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     return NULL;
+  (void)gmt__numa_place(p, size, gmt__numa_node(dev));
   (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: a kernel without THP ignores it */
   if (reg(p, size, 0) != CUDA_SUCCESS) {
     munmap(p, size);
@@ -643,7 +647,7 @@ static void *new_copy(const gmt_swap_entry_t *e, gmt_swap_where_t *w, int *kind)
 {
   void *host = NULL;
   if (!w->bounded || e->size <= w->host_room) {
-    host = pinned_new(e->size);
+    host = pinned_new(e->size, e->device);
     *kind = host ? GMT_SWAP_HOST_PINNED : GMT_SWAP_HOST_MALLOC;
     if (*kind == GMT_SWAP_HOST_MALLOC)
       host = malloc(e->size);

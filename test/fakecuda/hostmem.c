@@ -3,13 +3,18 @@
  * is "pinned" so that frees and unregisters of unknown pointers fail as on
  * a GPU, so that queued copies touch pinned memory when they run but
  * pageable memory at the call (copy.c), and host memory is never charged
- * to a device. */
+ * to a device. With GMT_FAKE_LOG each allocation and registration logs
+ * the memory policy it runs under, which is where a real driver's pages
+ * would go (log_policy). */
 #include "fakecuda.h"
 
 #include <errno.h>
+#include <linux/mempolicy.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 struct pinned {
   char *p;
@@ -27,6 +32,26 @@ static void spend(double npb, size_t bytes)
   struct timespec ts = {.tv_sec = (time_t)(ns / 1e9),
                         .tv_nsec = (long)((uint64_t)ns % 1000000000u)};
   while (ns > 0 && nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  }
+}
+
+/* With GMT_FAKE_LOG, the calling thread's memory policy while the call
+ * runs (a real driver takes and pins the pages here, under it) and, with
+ * p, the policy of the range at p: "fn: thread policy MODE nodes 0xMASK"
+ * and "fn: range policy MODE nodes 0xMASK", MODE as <linux/mempolicy.h>
+ * numbers it (0 default, 1 preferred, 3 interleave), -1 when it could not
+ * be read; the mask's first 64 nodes (test/e2e/test_numa.py). */
+static void log_policy(const char *fn, const void *p)
+{
+  if (!gmt__fake_log_on)
+    return;
+  for (int range = 0; range <= (p != NULL); range++) {
+    int mode = -1;
+    unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {0};
+    if (syscall(SYS_get_mempolicy, &mode, mask, 1025UL, range ? p : NULL,
+                range ? (unsigned long)MPOL_F_ADDR : 0UL) != 0)
+      mode = -1;
+    gmt__fake_log("%s: %s policy %d nodes 0x%lx", fn, range ? "range" : "thread", mode, mask[0]);
   }
 }
 
@@ -69,12 +94,13 @@ int gmt__hostmem_pinned_locked(const void *p, size_t n)
   return 0;
 }
 
-static CUresult host_alloc(void **pp, size_t size)
+static CUresult host_alloc(const char *fn, void **pp, size_t size)
 {
   if (!gmt__fake.inited)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!pp || size == 0)
     return CUDA_ERROR_INVALID_VALUE;
+  log_policy(fn, NULL);
   spend(gmt__fake.hostalloc_npb, size);
   gmt__fake_lock();
   int dev = 0;
@@ -95,18 +121,18 @@ static CUresult host_alloc(void **pp, size_t size)
 
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
-  GMT_FAKE_RET(host_alloc(pp, bytesize));
+  GMT_FAKE_RET(host_alloc("cuMemAllocHost_v2", pp, bytesize));
 }
 CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
 {
-  GMT_FAKE_RET(host_alloc(pp, bytesize));
+  GMT_FAKE_RET(host_alloc("cuMemAllocHost", pp, bytesize));
 }
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
   if (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                           CU_MEMHOSTALLOC_WRITECOMBINED))
     GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  GMT_FAKE_RET(host_alloc(pp, bytesize));
+  GMT_FAKE_RET(host_alloc("cuMemHostAlloc", pp, bytesize));
 }
 
 CUresult cuMemFreeHost(void *p)
@@ -127,12 +153,13 @@ CUresult cuMemFreeHost(void *p)
   GMT_FAKE_RET(r);
 }
 
-static CUresult host_register(void *p, size_t size)
+static CUresult host_register(const char *fn, void *p, size_t size)
 {
   if (!gmt__fake.inited)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!p || size == 0)
     return CUDA_ERROR_INVALID_VALUE;
+  log_policy(fn, p);
   spend(gmt__fake.register_npb, size);
   gmt__fake_lock();
   CUresult r = CUDA_SUCCESS;
@@ -148,12 +175,12 @@ static CUresult host_register(void *p, size_t size)
 CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
   (void)Flags;
-  GMT_FAKE_RET(host_register(p, bytesize));
+  GMT_FAKE_RET(host_register("cuMemHostRegister_v2", p, bytesize));
 }
 CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 {
   (void)Flags;
-  GMT_FAKE_RET(host_register(p, bytesize));
+  GMT_FAKE_RET(host_register("cuMemHostRegister", p, bytesize));
 }
 
 CUresult cuMemHostUnregister(void *p)

@@ -4,16 +4,21 @@
  * PINNED; after a line on stdin frees and unregisters them all and prints
  * FREED; after another line it exits. With the argument `gate` it says
  * READY pid=N once the driver is up and waits for a line before it pins,
- * so that a tracer can attach first (test_trace_pins.py). A failure prints
- * FAIL and exits 1. */
+ * so that a tracer can attach first (test_trace_pins.py). With the
+ * argument `interleave` it sets its own memory policy first
+ * (MPOL_INTERLEAVE over node 0), as numactl would. PINNED also says
+ * policy=MODE, the thread's memory policy after the pins (0: default;
+ * test_numa.py). A failure prints FAIL and exits 1. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
 #include "../../common/cudaprog.h"
 
+#include <linux/mempolicy.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define MiB (1u << 20)
@@ -24,6 +29,12 @@ int main(int argc, char **argv)
   CUcontext ctx;
   void *a = NULL, *b = NULL;
   char *c = malloc(2 * MiB);
+  unsigned long node0 = 1;
+  if (argc > 1 && strcmp(argv[1], "interleave") == 0 &&
+      syscall(SYS_set_mempolicy, MPOL_INTERLEAVE, &node0, 8 * sizeof node0) != 0) {
+    printf("FAIL what=set_mempolicy\n");
+    return 1;
+  }
   if (!c || !gmt_prog_ok(cuInit(0), "cuInit") ||
       !gmt_prog_ok(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
       !gmt_prog_ok(cuDevicePrimaryCtxRetain(&ctx, dev), "retain") ||
@@ -44,7 +55,10 @@ int main(int argc, char **argv)
       !gmt_prog_ok(cuMemHostGetFlags(&flags, b), "flags of cuMemHostAlloc's") ||
       !gmt_prog_ok(cuMemHostGetFlags(&flags, c), "flags of the registered buffer"))
     return 1;
-  printf("PINNED bytes=%u\n", 14 * MiB);
+  int mode = -1;
+  if (syscall(SYS_get_mempolicy, &mode, NULL, 0UL, NULL, 0UL) != 0)
+    mode = -1;
+  printf("PINNED bytes=%u policy=%d\n", 14 * MiB, mode);
   fflush(stdout);
   gmt_prog_wait_line();
   if (!gmt_prog_ok(cuMemFreeHost(a), "cuMemFreeHost") ||
