@@ -19,7 +19,9 @@ static void usage(FILE *f)
              "\n"
              "Shows every configured pod: whether its pod manager is connected,\n"
              "its request/limit share of GPU time, its device memory in use\n"
-             "against its limit, and its processes (for a mode=swap or um pod, where their\n"
+             "against its limit, per GPU its memory and share of that GPU's time\n"
+             "(and the GPUs its devices= allows), its processes' context memory (shown,\n"
+             "not charged), and its processes (for a mode=swap or um pod, where their\n"
              "allocations' bytes are: GPU, host, disk, and moves out/in); then the\n"
              "node's pinned host memory, of which gmt pinned on advice, against its\n"
              "budget, and the memory tiers' spaces (GPU, host, disk) with what each\n"
@@ -77,6 +79,52 @@ static void print_tiers(const Gmt__HostStatus *h)
   }
 }
 
+/* The pod per GPU (docs/devices.md): one line, each GPU's memory in the
+ * ledger and its share of that GPU's time ('*': holds its token), and the
+ * GPUs devices= allows; then its processes' context memory, shown beside
+ * the allocations and not charged to the quota. */
+static void print_pod_devices(const Gmt__PodStatus *pod)
+{
+  const Gmt__PodConfig *cfg = pod->config;
+  if (pod->n_devices || (cfg && cfg->n_devices)) {
+    printf("  per GPU:");
+    for (size_t i = 0; i < pod->n_devices; i++) {
+      const Gmt__PodDeviceStatus *d = pod->devices[i];
+      char mem[32];
+      human(mem, sizeof mem, d->memory_used);
+      printf("%s %d: %s, %.2f%s", i ? ";" : "", d->device, mem, d->gpu_time_share,
+             d->holds_token ? " *" : "");
+    }
+    if (pod->n_devices == 0)
+      printf(" none yet");
+    if (cfg && cfg->n_devices) {
+      printf("  (devices=");
+      for (size_t i = 0; i < cfg->n_devices; i++)
+        printf("%s%d", i ? "," : "", (int)cfg->devices[i]);
+      putchar(')');
+    }
+    putchar('\n');
+  }
+  if (pod->context_bytes == 0)
+    return;
+  char ctx[32];
+  human(ctx, sizeof ctx, pod->context_bytes);
+  printf("  context: %s, not charged (", ctx);
+  size_t shown = 0;
+  for (size_t j = 0; j < pod->n_processes; j++) {
+    const Gmt__ProcessStatus *p = pod->processes[j];
+    if (!p->context_bytes)
+      continue;
+    if (shown++ == 8) {
+      printf(", ...");
+      break;
+    }
+    human(ctx, sizeof ctx, p->context_bytes);
+    printf("%spid %u %s", shown > 1 ? ", " : "", p->pid, ctx);
+  }
+  printf(")\n");
+}
+
 static const char *pod_name(const Gmt__PodStatus *pod)
 {
   return pod->config && pod->config->name ? pod->config->name : "";
@@ -121,6 +169,7 @@ static void print_text(const Gmt__StatusReply *st)
       human(kept, sizeof kept, pod->swap_kept);
       printf("  swap: gpu %s, host %s, disk %s; host copies kept %s\n", g, hst, dsk, kept);
     }
+    print_pod_devices(pod);
     if (pod->n_processes == 0) {
       printf("  (no processes)\n");
       continue;

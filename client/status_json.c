@@ -107,6 +107,7 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   rc |= add(o, "swap_kept", new_u64(p->swap_kept));
   rc |= add(o, "swap_outs", new_u64(p->swap_outs));
   rc |= add(o, "swap_ins", new_u64(p->swap_ins));
+  rc |= add(o, "context_bytes", new_u64(p->context_bytes));
   return built(o, rc);
 }
 
@@ -150,6 +151,34 @@ static json_object *host_json(const Gmt__HostStatus *h)
   return built(o, rc);
 }
 
+/* The pod on each GPU it uses (docs/devices.md, "Per-device view"). */
+static json_object *pod_device_json(const Gmt__PodDeviceStatus *d)
+{
+  json_object *o = json_object_new_object();
+  if (!o)
+    return NULL;
+  int rc = add(o, "device", json_object_new_int64(d->device));
+  rc |= add(o, "memory_used", new_u64(d->memory_used));
+  rc |= add(o, "holds_token", json_object_new_boolean(d->holds_token));
+  rc |= add(o, "gpu_time_share", new_share(d->gpu_time_share));
+  return built(o, rc);
+}
+
+/* Always lists: empty from a scheduler older than devices=, or for a pod
+ * on no GPU yet (devices) and one allowed every GPU (allowed_devices). */
+static int add_pod_devices(json_object *o, const Gmt__PodStatus *pod, const Gmt__PodConfig *cfg)
+{
+  json_object *devs = json_object_new_array(), *allowed = json_object_new_array();
+  int rc = devs && allowed ? 0 : -ENOMEM;
+  for (size_t i = 0; i < cfg->n_devices && !rc; i++)
+    rc |= push(allowed, json_object_new_int64(cfg->devices[i]));
+  for (size_t i = 0; i < pod->n_devices && !rc; i++)
+    rc |= push(devs, pod_device_json(pod->devices[i]));
+  rc |= add(o, "allowed_devices", allowed);
+  rc |= add(o, "devices", devs);
+  return rc;
+}
+
 static json_object *pod_json(const Gmt__PodStatus *pod)
 {
   static Gmt__PodConfig none = GMT__POD_CONFIG__INIT;
@@ -178,6 +207,8 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "pinned_cached", new_u64(pod->pinned_cached));
   rc |= add(o, "tiers", tiers_json(pod->swap_gpu, pod->swap_host, pod->swap_disk));
   rc |= add(o, "swap_kept", new_u64(pod->swap_kept));
+  rc |= add(o, "context_bytes", new_u64(pod->context_bytes));
+  rc |= add_pod_devices(o, pod, cfg);
   for (size_t i = 0; i < pod->n_processes && !rc; i++)
     rc |= push(procs, process_json(pod->processes[i]));
   rc |= add(o, "processes", procs);

@@ -199,6 +199,19 @@ uint64_t gmt_ledger_device_total_if(const gmt_ledger_t *l, int device,
   return sum;
 }
 
+uint64_t gmt_ledger_pod_device_total(const gmt_ledger_t *l, const char *pod, int device)
+{
+  const lpod_t *p = pod_find(l, pod);
+  if (!p || device < 0 || device >= GMT_LEDGER_DEVICES)
+    return 0;
+  uint64_t sum = 0;
+  for (size_t j = 0; j < p->nprocs; j++) {
+    uint64_t b = p->procs[j].dev[device];
+    sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
+  }
+  return sum;
+}
+
 uint64_t gmt_ledger_pid_total(const gmt_ledger_t *l, const char *pod, uint32_t pid)
 {
   const lproc_t *pr = proc_find(pod_find(l, pod), pid);

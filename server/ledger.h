@@ -50,6 +50,10 @@ uint64_t gmt_ledger_device_total(const gmt_ledger_t *l, int device);
 uint64_t gmt_ledger_device_total_if(const gmt_ledger_t *l, int device,
                                     bool (*count)(void *arg, const char *pod), void *arg);
 uint64_t gmt_ledger_pid_total(const gmt_ledger_t *l, const char *pod, uint32_t pid);
+/* What the pod's processes hold on one device (saturating): the pod's part
+ * of gmt_ledger_device_total; bytes adopted without a device are not in
+ * it, and a device out of range holds 0. */
+uint64_t gmt_ledger_pod_device_total(const gmt_ledger_t *l, const char *pod, int device);
 /* Whether pid has an entry: it reserved (or was adopted) since it joined,
  * even if it holds nothing now. */
 bool gmt_ledger_knows(const gmt_ledger_t *l, const char *pod, uint32_t pid);

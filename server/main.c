@@ -147,6 +147,7 @@ static void stop(gmt_schd_t *s, const char *why)
    * with it, never answered. */
   gmt__tokens_close(s);
   gmt__trace_close(s);
+  gmt__pod_devices_close(s);
   gmt__devices_close(s);
   gmt_config_watch_close(s->cwatch);
   s->cwatch = NULL;

@@ -137,6 +137,10 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
       prp[k] = &pr[k];
     }
     gmt__ledger_status(s, pod, &ps[i]); /* after its processes: fills theirs too */
+    if (gmt__pod_devices_status(s, pod, &ps[i]) < 0) { /* after the ledger's part */
+      gmt_call_reply_error(call, -ENOMEM, "out of memory building the status");
+      goto out;
+    }
     host.pinned_bytes += ps[i].pinned_bytes;
     host.pinned_cached += ps[i].pinned_cached;
     psp[i] = &ps[i];
@@ -155,6 +159,8 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_STATUS_REP, &body);
 
 out:
+  for (size_t i = 0; ps && i < p->npods; i++)
+    gmt__pod_devices_free(&ps[i]);
   free(ps);
   free(psp);
   free(pcs);

@@ -410,6 +410,19 @@ void gmt__tokens_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
   ps->holds_token = holds;
 }
 
+void gmt__tokens_pod_devices(gmt_schd_t *s, const char *pod, gmt__tokens_dev_fn fn, void *arg)
+{
+  struct gmt_tokens *t = s->tokens;
+  if (!t || !pod)
+    return;
+  double now = clock_ms();
+  for (tdev_t *d = t->devs; d; d = d->next) {
+    const char *holder = gmt_token_holder(d->pol);
+    fn(arg, d->device, holder && strcmp(holder, pod) == 0,
+       gmt_token_usage(d->pol, pod, t->p.window_ms, now) / t->p.window_ms);
+  }
+}
+
 double gmt__tokens_last_run(gmt_schd_t *s, const char *pod, int device)
 {
   struct gmt_tokens *t = s->tokens;

@@ -66,6 +66,7 @@ typedef struct gmt_schd {
   struct gmt_pin_profiles *pin_profiles; /* rpc_pin.c: pin=use's profiles */
   struct gmt_trace *trace;               /* rpc_trace.c: the node's eBPF tracer */
   struct gmt_devices *devices;           /* rpc_devices.c: the node's GPUs (devices.h) */
+  struct gmt_procmem *procmem;           /* rpc_pod_devices.c: NVML's use per process */
   gmt_config_watch_t *cwatch;            /* main.c reloads the config when it says */
 
   uv_timer_t expiry; /* disconnects silent pods */
@@ -85,6 +86,10 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
  * name: gmt_pods_reload() may move them. */
 void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
 void gmt__tokens_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps);
+/* For each device with a token: whether pod holds it, and pod's usage
+ * there over the window (the per-device part of gpu_time_share). */
+typedef void (*gmt__tokens_dev_fn)(void *arg, int device, bool holds, double share);
+void gmt__tokens_pod_devices(gmt_schd_t *s, const char *pod, gmt__tokens_dev_fn fn, void *arg);
 /* Whether pod holds device's token now (its grant runs, or drains). */
 bool gmt__tokens_holds(gmt_schd_t *s, const char *pod, int device);
 /* When pod's last grant on device ended (-INFINITY: never, or forgotten). */
@@ -148,6 +153,14 @@ void gmt__rpc_advise(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 
 /* All of the above, for one pod or (pod NULL) for every pod. */
 void gmt__pods_changed(gmt_schd_t *s, const gmt_pod_t *pod);
+
+/* ---- rpc_pod_devices.c: a pod per GPU, context memory (docs/devices.md) ---- */
+/* ps->devices (one allocation: gmt__pod_devices_free() once the reply is
+ * sent) and the context_bytes of ps and its processes, after the ledger's
+ * and the tokens' parts are filled. 0 or -ENOMEM. */
+int gmt__pod_devices_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps);
+void gmt__pod_devices_free(Gmt__PodStatus *ps);
+void gmt__pod_devices_close(gmt_schd_t *s);
 
 /* ---- rpc_devices.c: the node's GPUs (docs/devices.md) ---- */
 int gmt__devices_init(gmt_schd_t *s);

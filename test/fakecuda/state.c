@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,15 @@ void gmt__handle_each(int kind, void (*fn)(void *))
 /* A copy rate in GB/s (10^9 bytes) from the environment; 0 means free. */
 /* A non-negative number from the environment (dflt when unset), times
  * scale into *out; what names its unit in the error. */
+/* GMT_FAKE_CONTEXT_MIB (default 0): the device memory a process's first
+ * context on a device takes, as a real CUDA context takes hundreds of MiB
+ * that no allocation shows. It is charged to the process in the machine's
+ * ledger (so free memory and NVML's per-process use show it) and held
+ * until the process exits: the fake keeps a context's trace in its
+ * process list until then too. Bit d of ctx_charged: charged on device d. */
+static uint64_t ctx_bytes;
+static _Atomic uint32_t ctx_charged;
+
 static int read_number(const char *name, double dflt, double scale, const char *what, double *out)
 {
   const char *v = getenv(name);
@@ -170,6 +180,10 @@ static CUresult read_env(void)
   gmt__fake.ndev = gmt__machine_visible(getenv("CUDA_VISIBLE_DEVICES"), gmt__fake.phys);
   if (gmt__fake.ndev == 0)
     return CUDA_ERROR_NO_DEVICE;
+  double ctx_mib = 0;
+  if (read_number("GMT_FAKE_CONTEXT_MIB", 0, 1048576.0, "a size in MiB", &ctx_mib) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  ctx_bytes = (uint64_t)ctx_mib;
   const char *l = getenv("GMT_FAKE_LOG");
   gmt__fake_log_on = l && *l && strcmp(l, "0") != 0;
   if (read_rate("GMT_FAKE_PAGEABLE_GBPS", 4, &gmt__fake.pageable_bps) != 0 ||
@@ -202,9 +216,15 @@ void gmt__fake_meminfo(int dev, uint64_t *free_b, uint64_t *total_b)
   *free_b = used >= gmt__machine.mem_bytes ? 0 : gmt__machine.mem_bytes - used;
 }
 
+/* Contexts take GMT_FAKE_CONTEXT_MIB (above) on their device. */
 void gmt__fake_mark_ctx(int dev)
 {
-  gmt__ledger_mark_ctx(gmt__fake.phys[dev]);
+  int phys = gmt__fake.phys[dev];
+  gmt__ledger_mark_ctx(phys);
+  /* A card too full for it gives the context nothing: tests that ask for
+   * context memory leave room for it. */
+  if (ctx_bytes && !(atomic_fetch_or(&ctx_charged, 1u << phys) & (1u << phys)))
+    (void)gmt__ledger_charge(phys, ctx_bytes);
 }
 
 int gmt__fake_dev_ok(CUdevice dev)
@@ -251,6 +271,7 @@ static void atfork_child(void)
   htab = NULL;
   hcap = hused = 0;
   gmt__ledger_forget();
+  atomic_store(&ctx_charged, 0); /* the child's contexts are its own */
   gmt__fake.inited = 0;
 }
 

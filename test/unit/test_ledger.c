@@ -248,6 +248,39 @@ static void test_node_total_sums_every_pod_and_follows_releases_and_reclaims(voi
   assert_true(gmt_ledger_node_total(l) == UINT64_MAX);
 }
 
+static void test_pod_device_total_is_the_pods_processes_on_that_device(void **state)
+{
+  gmt_ledger_t *l = *state;
+  assert_int_equal(gmt_ledger_pod_device_total(l, "a", 0), 0); /* no such pod yet */
+  assert_int_equal(gmt_ledger_reserve(l, "a", 10, 0, 10000001, GIB, NOW, NULL), 0);
+  assert_int_equal(gmt_ledger_reserve(l, "a", 10, 1, 3000, GIB, NOW, NULL), 0);
+  assert_int_equal(gmt_ledger_reserve(l, "a", 11, 1, 7, GIB, NOW, NULL), 0);
+  assert_int_equal(gmt_ledger_reserve(l, "b", 20, 1, 5 * MIB, GIB, NOW, NULL), 0);
+  /* Exact bytes, this pod's only, each device apart. */
+  assert_int_equal(gmt_ledger_pod_device_total(l, "a", 0), 10000001);
+  assert_int_equal(gmt_ledger_pod_device_total(l, "a", 1), 3007);
+  assert_int_equal(gmt_ledger_pod_device_total(l, "a", 2), 0);
+  assert_int_equal(gmt_ledger_pod_device_total(l, "b", 1), 5 * MIB);
+  assert_int_equal(gmt_ledger_pod_device_total(l, "b", 0), 0);
+  assert_int_equal(gmt_ledger_pod_device_total(l, "a", -1), 0);
+  assert_int_equal(gmt_ledger_pod_device_total(l, "a", GMT_LEDGER_DEVICES), 0);
+  assert_int_equal(gmt_ledger_pod_device_total(l, NULL, 0), 0);
+  /* Releases and reclaims follow; adopted bytes have no device. */
+  assert_int_equal(gmt_ledger_release(l, "a", 10, 1, 1000), 1000);
+  assert_int_equal(gmt_ledger_pod_device_total(l, "a", 1), 2007);
+  const uint32_t keep[] = {10};
+  assert_int_equal(gmt_ledger_retain(l, "a", keep, 1, NOW + GMT_LEDGER_GRACE_MS, NULL, NULL), 7);
+  assert_int_equal(gmt_ledger_pod_device_total(l, "a", 1), 2000);
+  assert_int_equal(gmt_ledger_adopt(l, "a", 12, 64 * MIB, true), 64 * MIB);
+  assert_int_equal(gmt_ledger_pod_device_total(l, "a", 0), 10000001);
+  assert_int_equal(gmt_ledger_pod_device_total(l, "a", 1), 2000);
+  assert_int_equal(gmt_ledger_pod_total(l, "a"), 10000001 + 2000 + 64 * MIB);
+  /* The largest sum there is. */
+  assert_int_equal(gmt_ledger_reserve(l, "c", 30, 3, UINT64_MAX - 1, UINT64_MAX, NOW, NULL), 0);
+  assert_int_equal(gmt_ledger_reserve(l, "c", 31, 3, 1, UINT64_MAX, NOW, NULL), 0);
+  assert_true(gmt_ledger_pod_device_total(l, "c", 3) == UINT64_MAX);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -271,6 +304,8 @@ int main(void)
                                       teardown),
       cmocka_unit_test_setup_teardown(
           test_node_total_sums_every_pod_and_follows_releases_and_reclaims, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_pod_device_total_is_the_pods_processes_on_that_device, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

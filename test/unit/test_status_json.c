@@ -204,7 +204,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(jta, "gpu"), 300ll << 20);
   assert_int_equal(int_field(jta, "host"), 5ll << 30);
   assert_int_equal(int_field(jta, "disk"), 7);
-  assert_int_equal(json_object_object_length(j2), 15); /* nothing undocumented */
+  assert_int_equal(json_object_object_length(j2), 16); /* nothing undocumented */
 
   json_object *jb = json_object_array_get_idx(jpods, 1);
   assert_string_equal(json_object_get_string(field(jb, "name", json_type_string)),
@@ -225,7 +225,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(ja, "pinned_cached"), 256ll << 20);
   assert_int_equal(int_field(jb, "pinned_cached"), 0);
   assert_int_equal(int_field(field(jb, "tiers", json_type_object), "host"), 0);
-  assert_int_equal(json_object_object_length(jb), 17);
+  assert_int_equal(json_object_object_length(jb), 20);
   json_object *jh = field(root, "host", json_type_object);
   assert_int_equal(int_field(jh, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(jh, "pinned_limit"), 24ll << 30);
@@ -259,6 +259,74 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(json_object_object_length(jd), 10);
   assert_int_equal(json_object_object_length(jh), 5);
   assert_int_equal(json_object_object_length(root), 2);
+  json_object_put(root);
+}
+
+/* devices=: the GPUs a pod may use (allowed_devices), the pod on each GPU
+ * it uses (devices), and context memory beside the allocations; empty
+ * lists and zeros for a pod without them. */
+static void test_status_json_shows_each_pods_devices_and_context(void **state)
+{
+  (void)state;
+  Gmt__PodConfig cfg_a = GMT__POD_CONFIG__INIT, cfg_b = GMT__POD_CONFIG__INIT;
+  int32_t allowed[] = {1, 3};
+  cfg_a.name = "a";
+  cfg_a.n_devices = 2;
+  cfg_a.devices = allowed;
+  cfg_b.name = "b";
+  Gmt__ProcessStatus p1 = GMT__PROCESS_STATUS__INIT, p2 = GMT__PROCESS_STATUS__INIT;
+  p1.pid = 10;
+  p1.context_bytes = 300ull << 20;
+  p2.pid = 11;
+  p2.context_bytes = 5ull << 30; /* past 32 bits */
+  Gmt__ProcessStatus *procs[] = {&p1, &p2};
+  Gmt__PodDeviceStatus d1 = GMT__POD_DEVICE_STATUS__INIT, d3 = GMT__POD_DEVICE_STATUS__INIT;
+  d1.device = 1;
+  d1.memory_used = 10000001;
+  d1.holds_token = 1;
+  d1.gpu_time_share = 0.3;
+  d3.device = 3;
+  d3.memory_used = 6ull << 30;
+  Gmt__PodDeviceStatus *devs[] = {&d1, &d3};
+  Gmt__PodStatus a = GMT__POD_STATUS__INIT, b = GMT__POD_STATUS__INIT;
+  a.config = &cfg_a;
+  a.n_processes = 2;
+  a.processes = procs;
+  a.n_devices = 2;
+  a.devices = devs;
+  a.context_bytes = (300ull << 20) + (5ull << 30);
+  b.config = &cfg_b;
+  Gmt__PodStatus *pods[] = {&a, &b};
+  Gmt__StatusReply st = GMT__STATUS_REPLY__INIT;
+  st.n_pods = 2;
+  st.pods = pods;
+
+  json_object *root = render(&st);
+  json_object *jpods = field(root, "pods", json_type_array);
+  json_object *ja = json_object_array_get_idx(jpods, 0), *jb = json_object_array_get_idx(jpods, 1);
+  json_object *jallowed = field(ja, "allowed_devices", json_type_array);
+  assert_int_equal(json_object_array_length(jallowed), 2);
+  assert_int_equal(json_object_get_int64(json_object_array_get_idx(jallowed, 0)), 1);
+  assert_int_equal(json_object_get_int64(json_object_array_get_idx(jallowed, 1)), 3);
+  json_object *jdevs = field(ja, "devices", json_type_array);
+  assert_int_equal(json_object_array_length(jdevs), 2);
+  json_object *j1 = json_object_array_get_idx(jdevs, 0), *j3 = json_object_array_get_idx(jdevs, 1);
+  assert_int_equal(int_field(j1, "device"), 1);
+  assert_int_equal(int_field(j1, "memory_used"), 10000001);
+  assert_true(json_object_get_boolean(field(j1, "holds_token", json_type_boolean)));
+  assert_true(json_object_get_double(field(j1, "gpu_time_share", json_type_double)) == 0.3);
+  assert_int_equal(json_object_object_length(j1), 4);
+  assert_int_equal(int_field(j3, "device"), 3);
+  assert_int_equal(int_field(j3, "memory_used"), 6ll << 30);
+  assert_false(json_object_get_boolean(field(j3, "holds_token", json_type_boolean)));
+  assert_true(json_object_get_double(field(j3, "gpu_time_share", json_type_double)) == 0);
+  assert_true(int_field(ja, "context_bytes") == (int64_t)((300ull << 20) + (5ull << 30)));
+  json_object *jprocs = field(ja, "processes", json_type_array);
+  assert_int_equal(int_field(json_object_array_get_idx(jprocs, 0), "context_bytes"), 300ll << 20);
+  assert_int_equal(int_field(json_object_array_get_idx(jprocs, 1), "context_bytes"), 5ll << 30);
+  assert_int_equal(json_object_array_length(field(jb, "allowed_devices", json_type_array)), 0);
+  assert_int_equal(json_object_array_length(field(jb, "devices", json_type_array)), 0);
+  assert_int_equal(int_field(jb, "context_bytes"), 0);
   json_object_put(root);
 }
 
@@ -352,6 +420,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status_json_renders_every_field),
+      cmocka_unit_test(test_status_json_shows_each_pods_devices_and_context),
       cmocka_unit_test(test_status_json_writes_shares_as_configured),
       cmocka_unit_test(test_status_json_of_no_pods_is_an_empty_list),
       cmocka_unit_test(test_status_json_host_without_tiers_has_an_empty_list),

@@ -1,0 +1,215 @@
+"""Many GPUs per pod (docs/devices.md): a pod confined by devices= is
+refused on the node's other GPUs (allocations and launches fail at once,
+with the scheduler's words), its view per GPU in `gmt status` is the
+ledger's to the byte, tokens on two GPUs stay apart under confinement,
+and each process's context memory (NVML's count less gmt's charge) is
+shown, never charged. The fake machine has two GPUs here; gmt-schd reads
+the fake NVML over the same ledger as the programs."""
+import os
+import time
+import unittest
+
+from gmt_e2e import BUILD, GmtTestCase, build_path, wait_for
+
+DEV_ALLOC = os.path.join(BUILD, "test", "e2e", "memprogs", "dev_alloc")
+SPIN = build_path("test", "e2e", "tokenprogs", "spin_load")
+MIB = 1 << 20
+INVALID_DEVICE = 101  # CUDA_ERROR_INVALID_DEVICE
+
+
+class Devices(GmtTestCase):
+    CONFIG = "2\na 0.5 1.0 1Gi devices=1\nb 0.5 1.0 1Gi\n"
+
+    def setUp(self):
+        super().setUp()
+        self.node.base_env["GMT_FAKE_DEVICES"] = "2"
+        self.node.base_env.pop("CUDA_VISIBLE_DEVICES", None)
+
+    def logs(self):
+        return "".join("\n%s: %s" % (d.name, d.output()[-1500:]) for d in self.daemons)
+
+    def dev_alloc(self, pod, *args, **env):
+        p = self.run_prog(pod, DEV_ALLOC, *args, env=self.hook_env(pod, **env))
+        lines = {}
+        while True:
+            line = p.lines.get(timeout=30)
+            if line is None:
+                raise AssertionError("dev_alloc ended early: %s%s" % (p.stderr(), self.logs()))
+            head, *rest = line.split()
+            fields = dict(kv.split("=", 1) for kv in rest)
+            if head == "FAIL":
+                raise AssertionError("dev_alloc: %s; stderr: %s" % (line, p.stderr()))
+            if head == "READY":
+                return p, int(fields["pid"]), lines
+            lines.setdefault(head, {})[int(fields["dev"])] = fields
+
+    def wait_reserved(self, pod, pid, want):
+        return self.wait_process(pod, pid, timeout=10, memory_reserved=want)
+
+
+class Confinement(Devices):
+    def test_a_pod_on_gpu_1_is_refused_gpu_0_and_runs_on_gpu_1(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        t0 = time.monotonic()
+        p, pid, lines = self.dev_alloc("a", "--launch", "0:%d" % (64 * MIB), "1:%d" % (64 * MIB))
+        took = time.monotonic() - t0
+        refused, ok = lines["ALLOC"][0], lines["ALLOC"][1]
+        self.assertEqual(int(refused["rc"]), INVALID_DEVICE, refused)
+        self.assertEqual(refused["name"], "CUDA_ERROR_INVALID_DEVICE")
+        self.assertEqual(int(ok["rc"]), 0, (ok, p.stderr()))
+        self.assertEqual(int(lines["LAUNCH"][0]["rc"]), INVALID_DEVICE, lines["LAUNCH"])
+        self.assertEqual(int(lines["LAUNCH"][1]["rc"]), 0, (lines["LAUNCH"], p.stderr()))
+        # Refused at once: no wait for a token that never comes.
+        self.assertLess(float(lines["LAUNCH"][0]["ms"]), 2000, lines["LAUNCH"])
+        self.assertLess(took, 20)
+        # The process is told why, in the scheduler's words, once each.
+        want = ("pod 'a' may use GPU 1 only (devices= in %s); memory on GPU 0 refused"
+                % self.config_path)
+        self.assertIn(want, p.stderr())
+        self.assertIn("pod 'a' may use GPU 1 only (devices= in %s); a token on GPU 0 refused"
+                      % self.config_path, p.stderr())
+        self.assertEqual(p.stderr().count("allocations on device 0 fail"), 1, p.stderr())
+        self.assertIn("pod 'a' pid %d: memory on GPU 0 refused: its devices= is 1" % pid,
+                      self.daemons[0].output())
+        # Only GPU 1's bytes are the pod's; GPU_MEM is its total.
+        self.wait_reserved("a", pid, 64 * MIB)
+        st = self.pod("a")
+        self.assertEqual(st["allowed_devices"], [1])
+        self.assertEqual([(d["device"], d["memory_used"]) for d in st["devices"]],
+                         [(1, 64 * MIB)])
+        self.finish_freed(p)
+
+    def test_a_reload_that_allows_gpu_0_lets_the_next_allocation_in(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        p, pid, lines = self.dev_alloc("a", "0:%d" % MIB)
+        self.assertEqual(int(lines["ALLOC"][0]["rc"]), INVALID_DEVICE)
+        p.stop()
+        self.write_config("2\na 0.5 1.0 1Gi devices=0,1\nb 0.5 1.0 1Gi\n")
+        wait_for(lambda: self.pod("a").get("allowed_devices") == [0, 1], timeout=5,
+                 what="the reload")
+        self.assertIn("devices 1 -> 0,1", self.daemons[0].output())
+        p, pid, lines = self.dev_alloc("a", "--launch", "0:%d" % MIB)
+        self.assertEqual(int(lines["ALLOC"][0]["rc"]), 0, p.stderr())
+        self.assertEqual(int(lines["LAUNCH"][0]["rc"]), 0, p.stderr())
+        self.finish_freed(p)
+
+
+class PerDevice(Devices):
+    def test_memory_per_gpu_is_the_ledgers_to_the_byte(self):
+        self.start_schd()
+        self.start_pmgr("b")
+        one, two = 10000001, 3000001  # not multiples of any chunk
+        p, pid, lines = self.dev_alloc("b", "--launch", "0:%d" % one, "1:%d" % two)
+        self.assertEqual([int(lines["ALLOC"][d]["rc"]) for d in (0, 1)], [0, 0], p.stderr())
+        # Slack goes back after 100 ms without allocations: then the ledger
+        # holds what was allocated, exactly.
+        self.wait_reserved("b", pid, one + two)
+        st = self.pod("b")
+        self.assertEqual(st["allowed_devices"], [])
+        devs = {d["device"]: d for d in st["devices"]}
+        self.assertEqual(sorted(devs), [0, 1], st)
+        self.assertEqual(devs[0]["memory_used"], one)
+        self.assertEqual(devs[1]["memory_used"], two)
+        self.assertEqual(sum(d["memory_used"] for d in st["devices"]), st["memory_reserved"])
+        self.assertEqual(set(devs[0]), {"device", "memory_used", "holds_token", "gpu_time_share"})
+        # Both launches were charged to their own GPU's time.
+        self.assertGreater(devs[0]["gpu_time_share"], 0, st)
+        self.assertGreater(devs[1]["gpu_time_share"], 0, st)
+        r = self.gmt("status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"  per GPU: 0: 9\.5 MiB, 0\.\d\d( \*)?; 1: 2\.9 MiB, 0\.\d\d")
+        self.finish_freed(p)
+        wait_for(lambda: all(d["memory_used"] == 0 for d in self.pod("b")["devices"]), timeout=10,
+                 what="the bytes back")
+
+
+class TokensConfined(Devices):
+    """Tokens are per GPU with confinement too: pods a and c on GPU 0 share
+    it, pod b alone on GPU 1 gets all of it."""
+    CONFIG = "3\na 0.5 1.0 1Gi devices=0\nb 0.5 1.0 1Gi devices=1\nc 0.5 1.0 1Gi devices=0\n"
+
+    def test_pods_waiting_on_gpu_0_do_not_slow_the_pod_on_gpu_1(self):
+        self.start_schd("--window-ms", "2000", "--base-quota-ms", "100")
+        for pod in "abc":
+            self.start_pmgr(pod)
+        progs = []
+        for pod, gpu in (("a", "0"), ("b", "1"), ("c", "0")):
+            p = self.run_prog(pod, SPIN, "--kernel-us", "10000", "--seconds", "8", "--device", gpu)
+            p.expect("READY")
+            progs.append(p)
+        rows = [p.records(timeout=60) for p in progs]
+        for p in progs:
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err)
+
+        def share(rs):
+            first = next(r for r in rs if float(r["t_ms"]) >= 2000)
+            last = rs[-1]
+            return ((float(last["busy_us"]) - float(first["busy_us"])) / 1000.0
+                    / (float(last["t_ms"]) - float(first["t_ms"])))
+        sa, sb, sc = (share(r) for r in rows)
+        print("\nconfined: a (GPU 0) %.3f, b (GPU 1) %.3f, c (GPU 0) %.3f" % (sa, sb, sc))
+        self.assertGreater(sb, 0.85, self.logs())
+        self.assertGreater(sa + sc, 0.85, self.logs())
+        self.assertGreater(min(sa, sc), 0.3, self.logs())
+
+    def test_a_launch_on_the_other_gpu_fails_without_hanging(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        p = self.run_prog("a", SPIN, "--kernel-us", "1000", "--seconds", "2", "--device", "1")
+        rc, err = p.finish(timeout=20)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("CUDA_ERROR_INVALID_DEVICE", err)
+        self.assertIn("pod 'a' may use GPU 0 only", err)
+
+
+class ContextMemory(Devices):
+    """Each process's context: NVML's count for its pid less what the
+    ledger holds for it. GMT_FAKE_CONTEXT_MIB makes the fake's contexts
+    take that much of their card."""
+    CONFIG = "1\na 0.5 1.0 1Gi\n"
+    ALLOC = 64 * MIB
+
+    def two_processes(self, **env):
+        self.start_schd()
+        self.start_pmgr("a")
+        out = []
+        for _ in range(2):
+            p, pid, _ = self.dev_alloc("a", "0:%d" % self.ALLOC, **env)
+            self.wait_reserved("a", pid, self.ALLOC)
+            out.append((p, pid))
+        return out
+
+    def test_context_is_each_processs_fake_context(self):
+        procs = self.two_processes(GMT_FAKE_CONTEXT_MIB="300")
+        want = 300 * MIB
+
+        def shown():
+            st = self.pod("a")
+            ctx = {p["pid"]: p["context_bytes"] for p in st["processes"]}
+            return st if all(ctx.get(pid) == want for _, pid in procs) else None
+        st = wait_for(shown, timeout=5, what="context_bytes of both processes")
+        self.assertEqual(st["context_bytes"], 2 * want)
+        # Shown, not charged: the quota holds the allocations alone.
+        self.assertEqual(st["memory_reserved"], 2 * self.ALLOC)
+        r = self.gmt("status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("  context: 600.0 MiB, not charged (pid %d 300.0 MiB, pid %d 300.0 MiB)"
+                      % tuple(sorted(pid for _, pid in procs)), r.stdout)
+        for p, _ in procs:
+            self.finish_freed(p)
+
+    def test_without_a_fake_context_there_is_none(self):
+        procs = self.two_processes()
+        time.sleep(0.6)  # past one reading
+        st = self.pod("a")
+        self.assertEqual(st["context_bytes"], 0, st)
+        self.assertEqual([p["context_bytes"] for p in st["processes"]], [0, 0])
+        for p, _ in procs:
+            self.finish_freed(p)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
