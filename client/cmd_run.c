@@ -119,7 +119,8 @@ static void say_pick(const Gmt__PickReply *r, const char *visible)
   add(line, sizeof line, &o, "gmt run: picked GPU%s", r->n_devices > 1 ? "s" : "");
   for (size_t i = 0; i < r->n_devices; i++) {
     const Gmt__DeviceStatus *d = scored(r, r->devices[i]);
-    add(line, sizeof line, &o, "%s %d", i ? ";" : "", r->devices[i]);
+    const char *sep = !i ? "" : i + 1 == r->n_devices ? " and" : ",";
+    add(line, sizeof line, &o, "%s %d", sep, r->devices[i]);
     if (!d) {
       add(line, sizeof line, &o, " (not scored)");
       continue;
@@ -178,7 +179,8 @@ static int pick(const char *url, const gmt_run_opts_t *o)
   char err[512] = "", shown[512];
   rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_PICK_REP, err, sizeof err);
   if (rc < 0) {
-    fprintf(stderr, "gmt run: scheduler at %s picked no GPU: %s; nothing was run\n", url,
+    /* The scheduler's own words: they say why (no GPU fits, an unknown pod). */
+    fprintf(stderr, "gmt run: scheduler at %s: %s; nothing was run\n", url,
             err[0] ? gmt_shown(err, shown, sizeof shown) : gmt_strerror(rc));
     gmt_wire_free(rep);
     return 1;

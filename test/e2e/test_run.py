@@ -63,8 +63,8 @@ class Run(GmtTestCase):
 
     def test_auto_device_runs_cmd_on_the_gpu_with_room(self):
         self.start_schd()
-        self.need_pick()
         self.hold_gpu0()
+        self.need_pick()  # after the hold: Pick's numbers are cached for a second
         p = self.gmt_run("--auto-device", "--", SHOW)
         env, devs = self.shown(p)
         self.assertEqual(env["cvd"], uuid(1), p.stderr())
@@ -94,7 +94,17 @@ class Run(GmtTestCase):
         p = self.gmt_run("--auto-device", "--bytes", "64Gi", "--", SHOW)
         rc, err = p.finish()
         self.assertEqual(rc, 1, err)
-        self.assertIn("gmt run: scheduler at %s picked no GPU:" % self.schd_url, err)
+        self.assertIn("gmt run: scheduler at %s: cannot pick a GPU" % self.schd_url, err)
+        self.assertIn("nothing was run", err)
+
+    def test_unknown_pod_is_the_schedulers_refusal(self):
+        self.start_schd()
+        self.need_pick()
+        p = self.gmt_run("--pod", "zz", "--pmgr", "tcp://127.0.0.1:1", "--auto-device", "--",
+                         SHOW)
+        rc, err = p.finish()
+        self.assertEqual(rc, 1, err)
+        self.assertIn("pod 'zz' is not in", err)
         self.assertIn("nothing was run", err)
 
     def test_auto_device_leaves_a_set_cuda_visible_devices(self):
@@ -174,9 +184,9 @@ class Run(GmtTestCase):
 
     def test_pod_and_auto_device_together(self):
         self.start_schd()
-        self.need_pick()
         self.start_pmgr("a")
         self.hold_gpu0()
+        self.need_pick()  # after the hold: Pick's numbers are cached for a second
         p = self.gmt_run("--pod", "a", "--pmgr", self.pmgr_urls["a"][0], "--auto-device", "--",
                          SHOW, "--wait")
         env, devs = self.shown(p)
@@ -208,9 +218,9 @@ class Run(GmtTestCase):
 
     def test_hook_auto_device_picks_the_same_gpu(self):
         self.start_schd()
-        self.need_pick()
         self.start_pmgr("a")
         self.hold_gpu0()
+        self.need_pick()  # after the hold: Pick's numbers are cached for a second
         p = self.run_prog("a", SHOW, "--wait", env=self.hook_env("a", GMT_AUTO_DEVICE="1"))
         env, devs = self.shown(p)
         self.assertEqual(env["cvd"], uuid(1), p.stderr())
