@@ -173,6 +173,12 @@ static CUresult job_xfer_locked(struct job *j, struct end dst, struct end src, s
 static void job_run(struct gmt__op *op)
 {
   const struct job *j = op->arg;
+  /* GMT_FAKE_MEMSET_WAITS: behind the device's running kernel (fakecuda.h). */
+  if (j->width && gmt__fake.memset_waits) {
+    uint64_t end = gmt__machine_dev_busy_until(gmt__fake.phys[op->dev]);
+    if (end > gmt__fake_now_ns())
+      gmt__fake_run_until(end);
+  }
   for (size_t i = 0; i < j->n; i++) {
     const struct piece *p = &j->p[i];
     if (j->width == 1) {

@@ -125,6 +125,29 @@ CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
   GMT_FAKE_RET(CUDA_SUCCESS);
 }
 
+/* The ordinal of the visible device at a PCI bus id, in any spelling the
+ * real driver takes: "0000:02:00.0", NVML's "00000000:02:00.0", or
+ * without the domain ("02:00.0"), any case. */
+CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
+{
+  GMT_FAKE_NEED_INIT();
+  if (!dev || !pciBusId)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  unsigned dom = 0, bus, slot, fn;
+  char tail;
+  if (sscanf(pciBusId, "%x:%x:%x.%x%c", &dom, &bus, &slot, &fn, &tail) != 4) {
+    dom = 0;
+    if (sscanf(pciBusId, "%x:%x.%x%c", &bus, &slot, &fn, &tail) != 3)
+      GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
+  }
+  for (int i = 0; i < gmt__fake.ndev; i++)
+    if (dom == 0 && slot == 0 && fn == 0 && bus == gmt__machine_bus(gmt__fake.phys[i])) {
+      *dev = i;
+      GMT_FAKE_RET(CUDA_SUCCESS);
+    }
+  GMT_FAKE_RET(CUDA_ERROR_INVALID_DEVICE);
+}
+
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
   GMT_FAKE_NEED_INIT();

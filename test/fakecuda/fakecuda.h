@@ -55,6 +55,13 @@ struct gmt__fake {
    * measured on an H100), cuMemHostAlloc/cuMemAllocHost
    * GMT_FAKE_HOSTALLOC_MS_PER_GIB (default 374). */
   double register_npb, hostalloc_npb;
+  /* GMT_FAKE_MEMSET_WAITS=1: a memset, when its turn comes, first waits
+   * for the kernel running on its device (any process's) to end, as work
+   * on a GPU waits for another context's time slice. So gmt-probe's tiny
+   * memsets take longer on a device another process keeps busy, which
+   * best-GPU selection reads (docs/devices.md). Off by default: memsets
+   * otherwise never wait for other processes' kernels here. */
+  int memset_waits;
   pthread_mutex_t lock; /* guards every per-process table */
 };
 extern struct gmt__fake gmt__fake;

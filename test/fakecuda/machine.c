@@ -364,7 +364,7 @@ void gmt__machine_dev_lock_path(int dev, char *buf, size_t n)
   snprintf(buf, n, "%s/gmt-fakecuda-dev%d.lock", gmt__machine.dir, dev);
 }
 
-int gmt__machine_dev_busy(int dev)
+uint64_t gmt__machine_dev_busy_until(int dev)
 {
   char path[PATH_MAX + 32];
   gmt__machine_dev_lock_path(dev, path, sizeof path);
@@ -374,10 +374,15 @@ int gmt__machine_dev_busy(int dev)
   uint64_t end = 0;
   ssize_t r = pread(fd, &end, sizeof end, 0);
   close(fd);
+  return r == (ssize_t)sizeof end ? end : 0;
+}
+
+int gmt__machine_dev_busy(int dev)
+{
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   uint64_t now = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-  return r == (ssize_t)sizeof end && end > now;
+  return gmt__machine_dev_busy_until(dev) > now;
 }
 
 void gmt__machine_cpus(int dev, int *first, int *count)

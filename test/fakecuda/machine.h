@@ -89,6 +89,9 @@ unsigned gmt__machine_bus(int dev);
 void gmt__machine_dev_lock_path(int dev, char *buf, size_t n);
 /* Whether a kernel is running on dev now, by its lock file. */
 int gmt__machine_dev_busy(int dev);
+/* When the kernel running (or last run) on dev ends, CLOCK_MONOTONIC ns;
+ * 0 when none ever ran. */
+uint64_t gmt__machine_dev_busy_until(int dev);
 /* CPUs near dev's NUMA node: the host's CPUs split evenly among the fake
  * machine's nodes (all of them when it has fewer CPUs than nodes); *first
  * and *count say which. */

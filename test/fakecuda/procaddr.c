@@ -42,6 +42,7 @@ static const struct sym table[] = {
     S(cuDeviceGetUuid, 9020, cuDeviceGetUuid),
     S(cuDeviceGetUuid, 11040, cuDeviceGetUuid_v2),
     S(cuDeviceGetPCIBusId, 4000, cuDeviceGetPCIBusId),
+    S(cuDeviceGetByPCIBusId, 4000, cuDeviceGetByPCIBusId),
     S(cuDeviceTotalMem, 2000, cuDeviceTotalMem),
     S(cuDeviceTotalMem, 3020, cuDeviceTotalMem_v2),
     S(cuDeviceGetAttribute, 2000, cuDeviceGetAttribute),

@@ -186,6 +186,8 @@ static CUresult read_env(void)
   ctx_bytes = (uint64_t)ctx_mib;
   const char *l = getenv("GMT_FAKE_LOG");
   gmt__fake_log_on = l && *l && strcmp(l, "0") != 0;
+  const char *mw = getenv("GMT_FAKE_MEMSET_WAITS");
+  gmt__fake.memset_waits = mw && *mw && strcmp(mw, "0") != 0;
   if (read_rate("GMT_FAKE_PAGEABLE_GBPS", 4, &gmt__fake.pageable_bps) != 0 ||
       read_rate("GMT_FAKE_PINNED_GBPS", 20, &gmt__fake.pinned_bps) != 0 ||
       read_cost("GMT_FAKE_REGISTER_MS_PER_GIB", 46, &gmt__fake.register_npb) != 0 ||
