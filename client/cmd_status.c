@@ -9,6 +9,7 @@
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
+#include "status_devices.h"
 #include "status_json.h"
 
 #define STATUS_TIMEOUT_MS 3000
@@ -197,6 +198,7 @@ static void print_text(const Gmt__StatusReply *st)
       putchar('\n');
     }
   }
+  gmt_status_devices_print(stdout, st); /* the node's GPUs (status_devices.c) */
   if (st->host) {
     /* The node's page-locked host memory: what its processes hold, of
      * which gmt pinned on advice and gmt's pools keep for reuse, against

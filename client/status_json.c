@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gmt_wire.h"
+#include "status_devices.h"
 
 static json_object *new_u64(uint64_t v)
 {
@@ -231,6 +232,7 @@ int gmt_status_json(const Gmt__StatusReply *st, char **out)
   rc |= add(root, "pods", pods);
   if (st->host) /* an older scheduler sends none */
     rc |= add(root, "host", host_json(st->host));
+  rc |= add(root, "devices", gmt_status_devices_json(st)); /* the node's GPUs */
   if (!rc) {
     const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
                                                              JSON_C_TO_STRING_NOSLASHESCAPE);

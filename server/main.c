@@ -18,6 +18,7 @@
 #include "gmt_daemon.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_settings.h"
 #include "rpc_trace.h"
 #include "schd.h"
 #include "tiers.h"
@@ -39,7 +40,7 @@ static void usage(FILE *f)
           "                [--allow-gid GROUP]... [--socket-group GROUP]\n"
           "                [--pinned-limit BYTES] [--gpu-capacity DEV=BYTES]...\n"
           "                [--host-tier BYTES] [--disk-tier DIR[:BYTES]]...\n"
-          "                [--tier-trigger F] [--tier-stop F] [-v]\n"
+          "                [--tier-trigger F] [--tier-stop F] [--settings FILE] [-v]\n"
           "\n"
           "The gmt node daemon: shares this node's GPUs between the pods listed in\n"
           "resource-config.txt.\n"
@@ -83,6 +84,9 @@ static void usage(FILE *f)
           "                        move memory down a tier once a space is F full,\n"
           "                        until it is F full (0 < stop < trigger <= 1;\n"
           "                        default %g and %g; docs/tiers.md)\n"
+          "      --settings FILE   gmt's settings (INI): best-GPU selection's cache,\n"
+          "                        probe and queue (default " GMT_SETTINGS_PATH "\n"
+          "                        when it exists, else built-in; docs/devices.md)\n"
           "  -v, --verbose         log every request\n"
           "  -h, --help            this text\n",
           DEFAULT_POD_TIMEOUT_MS, GMT_TOKEN_WINDOW_MS, GMT_TOKEN_WINDOW_MIN_MS,
@@ -146,6 +150,7 @@ static void stop(gmt_schd_t *s, const char *why)
   /* Token requests waiting for the GPU were calls of that server: dropped
    * with it, never answered. */
   gmt__tokens_close(s);
+  gmt__pick_close(s);
   gmt__trace_close(s);
   gmt__pod_devices_close(s);
   gmt__devices_close(s);
@@ -243,6 +248,7 @@ typedef struct {
   ino_t disk_ino[GMT_SCHD_MAX_DISK_TIERS];
   int ndisks;
   double tier_trigger, tier_stop;
+  const char *settings; /* NULL: GMT_SETTINGS_PATH if it exists */
 } flags_t;
 
 /* A --*-ms flag of the token policy: a positive number of milliseconds
@@ -362,6 +368,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     OPT_DISK_TIER,
     OPT_TIER_TRIGGER,
     OPT_TIER_STOP,
+    OPT_SETTINGS,
   };
   static const struct option longopts[] = {
       {"config", required_argument, NULL, 'c'},
@@ -381,6 +388,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       {"disk-tier", required_argument, NULL, OPT_DISK_TIER},
       {"tier-trigger", required_argument, NULL, OPT_TIER_TRIGGER},
       {"tier-stop", required_argument, NULL, OPT_TIER_STOP},
+      {"settings", required_argument, NULL, OPT_SETTINGS},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -405,6 +413,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       f->listen[f->nlisten++] = optarg;
       break;
     case OPT_STATE_DIR: f->state_dir = optarg; break;
+    case OPT_SETTINGS: f->settings = optarg; break;
     case OPT_NO_TRACE: f->no_trace = true; break;
     case OPT_ALLOW_UID:
       if (gmt_admit_add_uid(&f->admit, optarg, err, sizeof err) < 0)
@@ -614,6 +623,7 @@ int main(int argc, char **argv)
   if ((rc = gmt__tokens_init(s)) < 0 || (rc = gmt__ledger_init(s)) < 0 ||
       (rc = gmt__swap_init(s)) < 0 || (rc = tiers_init(s, &f)) < 0 || (rc = gmt__pin_init(s)) < 0 ||
       (rc = gmt__trace_init(s, !f.no_trace)) < 0 || (rc = gmt__devices_init(s)) < 0 ||
+      (rc = gmt__pick_init(s, f.settings)) < 0 ||
       (rc = gmt_config_watch_init(&s->cwatch, &loop, s->config_path, on_config_changed, s)) < 0) {
     gmt_error("cannot start: %s", gmt_strerror(rc));
     code = EXIT_FAILURE;

@@ -156,6 +156,7 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   body.pods = psp;
   body.protocol_version = GMT_PROTOCOL_VERSION;
   body.host = &host;
+  gmt__pick_status(s, &body); /* the node's GPUs (rpc_pick.c) */
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_STATUS_REP, &body);
 
 out:
@@ -204,7 +205,7 @@ static const struct {
     [GMT__ENVELOPE__BODY_RESIDENT_REP] = {"ResidentReply", on_reply_kind},
     [GMT__ENVELOPE__BODY_DEVICES_REQ] = {"Devices", gmt__rpc_devices},
     [GMT__ENVELOPE__BODY_DEVICES_REP] = {"DevicesReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_PICK_REQ] = {"Pick", on_unimplemented},
+    [GMT__ENVELOPE__BODY_PICK_REQ] = {"Pick", gmt__rpc_pick},
     [GMT__ENVELOPE__BODY_PICK_REP] = {"PickReply", on_reply_kind},
 };
 

@@ -443,3 +443,19 @@ bool gmt__tokens_holds(gmt_schd_t *s, const char *pod, int device)
   }
   return false;
 }
+
+unsigned gmt__tokens_device(gmt_schd_t *s, int device, const char **holder)
+{
+  struct gmt_tokens *t = s->tokens;
+  *holder = NULL;
+  for (tdev_t *d = t ? t->devs : NULL; d; d = d->next) {
+    if (d->device != device)
+      continue;
+    unsigned n = 0;
+    for (const waiter_t *w = d->waiters; w; w = w->next)
+      n++;
+    *holder = gmt_token_holder(d->pol);
+    return n;
+  }
+  return 0;
+}

@@ -66,6 +66,7 @@ typedef struct gmt_schd {
   struct gmt_pin_profiles *pin_profiles; /* rpc_pin.c: pin=use's profiles */
   struct gmt_trace *trace;               /* rpc_trace.c: the node's eBPF tracer */
   struct gmt_devices *devices;           /* rpc_devices.c: the node's GPUs (devices.h) */
+  struct gmt_pick *pick;                 /* rpc_pick.c: best-GPU selection */
   struct gmt_procmem *procmem;           /* rpc_pod_devices.c: NVML's use per process */
   gmt_config_watch_t *cwatch;            /* main.c reloads the config when it says */
 
@@ -94,6 +95,9 @@ void gmt__tokens_pod_devices(gmt_schd_t *s, const char *pod, gmt__tokens_dev_fn 
 bool gmt__tokens_holds(gmt_schd_t *s, const char *pod, int device);
 /* When pod's last grant on device ended (-INFINITY: never, or forgotten). */
 double gmt__tokens_last_run(gmt_schd_t *s, const char *pod, int device);
+/* How many Token calls wait for device's token now; *holder: the pod
+ * holding it (NULL: free), valid until the loop runs again. */
+unsigned gmt__tokens_device(gmt_schd_t *s, int device, const char **holder);
 
 /* ---- rpc_memory.c: the memory ledgers (device, and pinned host) ---- */
 int gmt__ledger_init(gmt_schd_t *s);
@@ -167,5 +171,18 @@ int gmt__devices_init(gmt_schd_t *s);
 void gmt__devices_close(gmt_schd_t *s);
 /* Devices: CUDA's bus ids to the node's indices. */
 void gmt__rpc_devices(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+
+/* ---- rpc_pick.c: best-GPU selection (docs/devices.md, "Picking a GPU") ---- */
+/* Reads the settings file (settings_path, or GMT_SETTINGS_PATH when it
+ * exists; its errors are logged): GMT_ECONFIG for a bad one. */
+int gmt__pick_init(gmt_schd_t *s, const char *settings_path);
+/* Kills a probe still running; Picks waiting for it are dropped with the
+ * server's calls. */
+void gmt__pick_close(gmt_schd_t *s);
+void gmt__rpc_pick(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+/* st->devices: every GPU as sampled for Pick (the cache while it is young,
+ * else NVML now with the last probe's delays), scored against each other.
+ * The memory is kept until the next call or gmt__pick_close. */
+void gmt__pick_status(gmt_schd_t *s, Gmt__StatusReply *st);
 
 #endif
