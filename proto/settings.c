@@ -27,7 +27,8 @@ typedef struct {
   bool oom;
 } errs_t;
 
-static void err_add(errs_t *e, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void err_add(errs_t *e, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void err_add(errs_t *e, int line, const char *fmt, ...)
 {
   if (e->oom || ++e->count > MAX_ERRORS)
@@ -186,8 +187,8 @@ static void set_value(errs_t *e, int line, int k, const char *v, gmt_settings_t 
   switch (k) {
   case K_ADDR:
     if (!parse_addr(v, s->server_addr, sizeof s->server_addr))
-      err_add(e, line, "server.addr '%s': want an ipc:// or tcp:// URL (at most %zu characters)",
-              v, sizeof s->server_addr - 1);
+      err_add(e, line, "server.addr '%s': want an ipc:// or tcp:// URL (at most %zu characters)", v,
+              sizeof s->server_addr - 1);
     else
       s->server_addr_set = true;
     return;

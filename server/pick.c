@@ -145,9 +145,9 @@ int gmt_pick_choose(gmt_pick_dev_t *devs, size_t n, const gmt_pick_ask_t *ask, b
   }
   if (nfit < count) {
     char need[32], have[32];
-    int len = snprintf(why, whylen, "%zu of the %zu GPU%s considered ha%s %s free (%u wanted); free:",
-                       nfit, ncons, ncons == 1 ? "" : "s", nfit == 1 ? "s" : "ve",
-                       human(need, sizeof need, ask->bytes), count);
+    int len = snprintf(
+        why, whylen, "%zu of the %zu GPU%s considered ha%s %s free (%u wanted); free:", nfit, ncons,
+        ncons == 1 ? "" : "s", nfit == 1 ? "s" : "ve", human(need, sizeof need, ask->bytes), count);
     bool first = true;
     for (size_t i = 0; i < n && len > 0 && (size_t)len < whylen; i++)
       if (mask[i]) {

@@ -40,19 +40,19 @@
 
 /* One GPU's sampled numbers, and what gmt_pick_score makes of them. */
 typedef struct gmt_pick_dev {
-  int index;              /* the node's (NVML's) index */
-  bool mem_known;         /* NVML gave total and free */
-  uint64_t total;         /* bytes */
-  uint64_t nvml_free;     /* the card's free bytes (NVML) */
-  uint64_t reserved;      /* what gmt's ledger holds reserved on it */
-  double utilization;     /* 0..1 (NVML); < 0 unknown */
-  double probe_ms;        /* gmt-probe's delay there; < 0 not probed */
-  bool probe_failed;      /* the probe did not finish there (timeout, CUDA error): the slowest */
+  int index;          /* the node's (NVML's) index */
+  bool mem_known;     /* NVML gave total and free */
+  uint64_t total;     /* bytes */
+  uint64_t nvml_free; /* the card's free bytes (NVML) */
+  uint64_t reserved;  /* what gmt's ledger holds reserved on it */
+  double utilization; /* 0..1 (NVML); < 0 unknown */
+  double probe_ms;    /* gmt-probe's delay there; < 0 not probed */
+  bool probe_failed;  /* the probe did not finish there (timeout, CUDA error): the slowest */
   unsigned tokens_waiting;
   char holder[GMT_POD_NAME_MAX + 1]; /* the pod holding its token; "" none */
   /* Filled by gmt_pick_score: */
-  uint64_t free;          /* what counts as free (gmt_pick_free) */
-  double score;           /* 0 < score <= 1; 0 not a candidate */
+  uint64_t free; /* what counts as free (gmt_pick_free) */
+  double score;  /* 0 < score <= 1; 0 not a candidate */
 } gmt_pick_dev_t;
 
 /* What counts as free on d: the smaller of what the card says is free and

@@ -210,8 +210,8 @@ static void answer(struct gmt_pick *pk, gmt_call_t *call, const char *podname, u
     idx[k] = d->index;
     uuids[k] = g ? (char *)g->uuid : "";
     if (len < sizeof list)
-      len += (size_t)snprintf(list + len, sizeof list - len, "%s%d (%.3f)", k ? ", " : "",
-                              d->index, d->score);
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%d (%.3f)", k ? ", " : "", d->index,
+                              d->score);
   }
   gmt_debug("Pick pod '%s' count %zu bytes %llu: GPU %s%s", gmt_shown(podname, sb, sizeof sb),
             nchosen, (unsigned long long)bytes, list, cached ? ", cached" : "");
@@ -327,7 +327,8 @@ static void probe_done(probe_run_t *r)
     size_t len = 0;
     for (size_t i = 0; i < n && len < sizeof list; i++)
       len += (size_t)snprintf(list + len, sizeof list - len, "%s GPU %d %.3f ms%s", i ? "," : "",
-                              devs[i].index, devs[i].probe_ms, devs[i].probe_failed ? " (failed)" : "");
+                              devs[i].index, devs[i].probe_ms,
+                              devs[i].probe_failed ? " (failed)" : "");
     gmt_info("probe: %zu GPU%s in %llu ms:%s", n, n == 1 ? "" : "s", (unsigned long long)took,
              list);
     cache_set(pk, devs, n);
@@ -666,9 +667,8 @@ int gmt__pick_init(gmt_schd_t *s, const char *settings_path)
            pk->set.path[0] ? pk->set.path : "built-in defaults",
            (unsigned long long)pk->set.cache_max_age_ms,
            (unsigned long long)pk->set.cache_max_requests,
-           pk->set.cache_max_requests == 1 ? "" : "s", pk->set.probe ? "on" : "off",
-           pk->probe_path, (unsigned long long)pk->set.probe_timeout_ms,
-           pk->set.max_queued_requests);
+           pk->set.cache_max_requests == 1 ? "" : "s", pk->set.probe ? "on" : "off", pk->probe_path,
+           (unsigned long long)pk->set.probe_timeout_ms, pk->set.max_queued_requests);
   return 0;
 }
 

@@ -186,8 +186,9 @@ static void test_pick_gpus_without_the_bytes_free_are_not_given(void **state)
   ask.bytes = 50 * GIB;
   assert_int_equal(gmt_pick_choose(d, 3, &ask, NULL, chosen, &n, why, sizeof why), -ENOSPC);
   assert_int_equal(n, 0);
-  assert_non_null(strstr(why, "0 of the 3 GPUs considered have 50.0 GiB free (1 wanted); free: GPU 0 4.0 GiB, GPU 1 40.0 GiB"));
-    /* Two wanted, one fits. */
+  assert_non_null(strstr(why, "0 of the 3 GPUs considered have 50.0 GiB free (1 wanted); free: GPU "
+                              "0 4.0 GiB, GPU 1 40.0 GiB"));
+  /* Two wanted, one fits. */
   ask.bytes = 10 * GIB;
   ask.count = 2;
   assert_int_equal(gmt_pick_choose(d, 3, &ask, NULL, chosen, &n, why, sizeof why), -ENOSPC);

@@ -77,8 +77,8 @@ static void test_status_devices_json_lists_each_gpu_with_null_for_unknowns(void 
   assert_true(json_object_get_double(g) == 0.75);
   assert_true(json_object_object_get_ex(a, "sample_age_ms", &g));
   assert_int_equal(json_object_get_int(g), 120);
-  static const char *nulls[] = {"uuid", "name", "memory_total", "utilization", "probe_delay_ms",
-                                "token_holder"};
+  static const char *nulls[] = {"uuid",        "name",           "memory_total",
+                                "utilization", "probe_delay_ms", "token_holder"};
   for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++) {
     assert_true(json_object_object_get_ex(b, nulls[i], &g));
     assert_null(g);
