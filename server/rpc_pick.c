@@ -531,10 +531,11 @@ void gmt__rpc_pick(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     return;
   }
   bool can_probe = pk->set.probe && s->devices && s->devices->topo && s->devices->topo->n_gpus > 0;
-  if (!pk->run && can_probe && probe_start(pk) < 0)
-    can_probe = false;
+  if (!pk->run && can_probe)
+    (void)probe_start(pk); /* a failure is logged; then no probe this time */
   if (!pk->run) {
-    /* Without a probe: the numbers now, and no delay term. */
+    /* Without a probe (off, none to run, or it could not start): the
+     * numbers now, and no delay term. */
     gmt_pick_dev_t *devs;
     size_t n;
     int rc = sample(pk, &devs, &n);

@@ -57,6 +57,8 @@ int main(int argc, char **argv)
   int rc = gmt_client_open(&c, argv[1], GMT_CLIENT_DIAL_NOW);
   if (rc == 0)
     rc = gmt_client_call(c, &req, &rep, timeout_ms);
+  if (rc == 0 && !rep)
+    rc = -EIO;
   if (rc < 0) {
     printf("{\"ok\":false,\"noreply\":");
     json_str(gmt_strerror(rc));
