@@ -10,7 +10,7 @@ import subprocess
 import time
 import unittest
 
-from gmt_e2e import GMT, PROGS, GmtTestCase, cannot_run, free_port
+from gmt_e2e import GMT, PROGS, GmtTestCase, free_port
 
 SHOW = os.path.join(PROGS, "show_devices")
 HELD = 6 << 30  # of GPU 0's 8 GiB
@@ -32,17 +32,10 @@ class Run(GmtTestCase):
         for k in ("CUDA_VISIBLE_DEVICES", "GMT_AUTO_DEVICE", "GMT_PMGR", "GMT_HOOK_LIB"):
             self.node.base_env.pop(k, None)
 
-    def need_pick(self):
-        """Skips (fails under CI=true) while gmt-schd answers Pick with
-        'not implemented' (its handler is written apart from gmt run)."""
-        r = subprocess.run([GMT, "--schd", self.schd_url, "run", "-q", "--auto-device", "--",
-                            "/bin/true"], capture_output=True, text=True, timeout=20,
-                           env=self.env())
-        if "not implemented" in r.stderr:
-            cannot_run(self, "gmt-schd does not serve Pick yet: " + r.stderr.strip())
-
     def hold_gpu0(self):
-        """Another process, outside gmt, holding most of GPU 0."""
+        """Another process, outside gmt, holding most of GPU 0. Before any
+        Pick of the test: gmt-schd keeps the numbers it sampled for a
+        second (daemon.max-cache-time-interval)."""
         p = self.run_prog(None, SHOW, "--hold", str(HELD),
                           env=self.prog_env(CUDA_VISIBLE_DEVICES="0"))
         p.expect("HELD")
@@ -64,7 +57,6 @@ class Run(GmtTestCase):
     def test_auto_device_runs_cmd_on_the_gpu_with_room(self):
         self.start_schd()
         self.hold_gpu0()
-        self.need_pick()  # after the hold: Pick's numbers are cached for a second
         p = self.gmt_run("--auto-device", "--", SHOW)
         env, devs = self.shown(p)
         self.assertEqual(env["cvd"], uuid(1), p.stderr())
@@ -80,7 +72,6 @@ class Run(GmtTestCase):
 
     def test_quiet_says_nothing(self):
         self.start_schd()
-        self.need_pick()
         p = self.gmt_run("-q", "--auto-device", "--", SHOW)
         env, _ = self.shown(p)
         self.assertTrue(env["cvd"].startswith("GPU-"), p.stderr())
@@ -90,7 +81,6 @@ class Run(GmtTestCase):
 
     def test_no_gpu_fits_is_the_schedulers_refusal(self):
         self.start_schd()
-        self.need_pick()
         p = self.gmt_run("--auto-device", "--bytes", "64Gi", "--", SHOW)
         rc, err = p.finish()
         self.assertEqual(rc, 1, err)
@@ -99,7 +89,6 @@ class Run(GmtTestCase):
 
     def test_unknown_pod_is_the_schedulers_refusal(self):
         self.start_schd()
-        self.need_pick()
         p = self.gmt_run("--pod", "zz", "--pmgr", "tcp://127.0.0.1:1", "--auto-device", "--",
                          SHOW)
         rc, err = p.finish()
@@ -186,7 +175,6 @@ class Run(GmtTestCase):
         self.start_schd()
         self.start_pmgr("a")
         self.hold_gpu0()
-        self.need_pick()  # after the hold: Pick's numbers are cached for a second
         p = self.gmt_run("--pod", "a", "--pmgr", self.pmgr_urls["a"][0], "--auto-device", "--",
                          SHOW, "--wait")
         env, devs = self.shown(p)
@@ -220,7 +208,6 @@ class Run(GmtTestCase):
         self.start_schd()
         self.start_pmgr("a")
         self.hold_gpu0()
-        self.need_pick()  # after the hold: Pick's numbers are cached for a second
         p = self.run_prog("a", SHOW, "--wait", env=self.hook_env("a", GMT_AUTO_DEVICE="1"))
         env, devs = self.shown(p)
         self.assertEqual(env["cvd"], uuid(1), p.stderr())
