@@ -108,11 +108,14 @@ static const gmt_procmem_t *procmem(gmt_schd_t *s)
     return NULL;
   if (!s->procmem && !(s->procmem = calloc(1, sizeof *s->procmem)))
     return NULL;
+  uint64_t now = uv_now(s->loop);
+  if (s->procmem->read && now - s->procmem->read_ms < GMT_PROCMEM_EVERY_MS)
+    return s->procmem; /* every pod of one Status, and Status in a loop */
   gmt_nvml_device_t gpus[64];
   int n = d->topo->n_gpus < 64 ? d->topo->n_gpus : 64;
   for (int i = 0; i < n; i++)
     gpus[i] = gmt_devices_nvml_handle(d, d->topo->gpus[i].index);
-  int rc = gmt_procmem_sample(s->procmem, &d->nvml, gpus, n, uv_now(s->loop));
+  int rc = gmt_procmem_sample(s->procmem, &d->nvml, gpus, n, now);
   if (rc < 0) {
     gmt_debug("context memory: cannot read NVML's processes: %s", gmt_strerror(rc));
     return NULL;
