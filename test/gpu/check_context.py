@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Context memory and devices= on a real GPU (run on the GPU machine).
 
-Pod `a`: two driver-API processes (dev_alloc, 64 MiB each) and a
-CUDA-runtime one (rt_job). Once each is idle, gmt status's context_bytes
+Pod `a`: two driver-API processes (dev_alloc, 64 MiB each), a
+CUDA-runtime one (rt_job) and, where installed, a PyTorch one. Once each is idle, gmt status's context_bytes
 of each must equal what NVML counts for its pid (read here through
 ctypes, nvmlDeviceGetComputeRunningProcesses_v3) less what the ledger
 holds for it, and the pod's must be their sum; the quota holds the
@@ -85,6 +85,18 @@ def main():
         rt = node.run_prog("a", RT_JOB)
         r = rt.expect("READY", timeout=60)
         procs.append((rt, rt.proc.pid, "rt_job %d MiB" % (int(r["bytes"]) // MIB)))
+        # PyTorch, where installed: one small tensor and a matmul (cuBLAS).
+        torch_prog = ("import os, sys, torch\n"
+                      "x = torch.ones(1024, 1024, device='cuda'); y = x @ x\n"
+                      "torch.cuda.synchronize()\n"
+                      "print('READY pid=%d' % os.getpid(), flush=True)\n"
+                      "sys.stdin.readline()\n")
+        tj = node.run_prog("a", sys.executable, "-c", torch_prog)
+        try:
+            tj.expect("READY", timeout=120)
+            procs.append((tj, tj.proc.pid, "PyTorch 1024x1024 matmul"))
+        except AssertionError as e:
+            print("no PyTorch job:", str(e)[:300])
         # Idle: the slack goes back after 100 ms; then the ledger holds the
         # allocations exactly and the readings agree.
         time.sleep(2.0)
