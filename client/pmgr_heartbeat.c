@@ -172,8 +172,8 @@ int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_chang
   cur->mode = c->mode;
   char was[96], now[96];
   size_t nd = c->n_devices < PMGR_MAX_DEVICES ? c->n_devices : PMGR_MAX_DEVICES;
-  if (log_changes && (nd != cur->ndevices || (nd && memcmp(cur->devices, c->devices,
-                                                           nd * sizeof cur->devices[0]) != 0)))
+  if (log_changes && (nd != cur->ndevices ||
+                      (nd && memcmp(cur->devices, c->devices, nd * sizeof cur->devices[0]) != 0)))
     gmt_info("pod '%s' config changed: devices %s -> %s", pm->name,
              devices_str(cur->devices, cur->ndevices, was, sizeof was),
              devices_str(c->devices, nd, now, sizeof now));

@@ -61,7 +61,7 @@ typedef struct {
   _Atomic int64_t expiry;
   /* Everything below is under mu. */
   pthread_mutex_t mu;
-  int held;      /* a grant not given back yet */
+  int held; /* a grant not given back yet */
   /* The scheduler refused the device (devices=, GMT_EDEVICE): launches
    * there fail at once until this CLOCK_MONOTONIC ns, then ask again (a
    * reload may have allowed it). said: the refusal was told on stderr. */

@@ -44,7 +44,7 @@ typedef struct gmt_pod_config {
    * (int32_t: PodConfig.devices points at them); ndevices 0: every GPU. */
   int32_t devices[GMT_CONFIG_MAX_DEVICES];
   size_t ndevices;
-  int line;              /* where it was read, for messages */
+  int line; /* where it was read, for messages */
 } gmt_pod_config_t;
 
 typedef struct gmt_config {

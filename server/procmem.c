@@ -90,8 +90,7 @@ int gmt_procmem_sample(gmt_procmem_t *pm, const gmt_nvml_t *nvml, const gmt_nvml
       if (p->usedGpuMemory == (unsigned long long)NVML_VALUE_NOT_AVAILABLE)
         e->unknown = true;
       else
-        e->used = e->used > UINT64_MAX - p->usedGpuMemory ? UINT64_MAX
-                                                          : e->used + p->usedGpuMemory;
+        e->used = e->used > UINT64_MAX - p->usedGpuMemory ? UINT64_MAX : e->used + p->usedGpuMemory;
     }
   }
   return 1;

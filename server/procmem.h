@@ -30,10 +30,10 @@ typedef struct gmt_procmem_entry {
 } gmt_procmem_entry_t;
 
 typedef struct gmt_procmem {
-  bool read;          /* a reading was made */
-  uint64_t read_ms;   /* when */
+  bool read;        /* a reading was made */
+  uint64_t read_ms; /* when */
   size_t n, cap;
-  gmt_procmem_entry_t *e; /* sorted by pid */
+  gmt_procmem_entry_t *e;       /* sorted by pid */
   gmt_nvml_process_info_t *buf; /* one GPU's list, reused */
   unsigned buf_cap;
 } gmt_procmem_t;

@@ -32,10 +32,9 @@ void gmt__reply_device_refused(gmt_call_t *call, const gmt_config_t *cfg, const 
   gmt_pod_config_devices_str(&pod->cfg, devs, sizeof devs);
   gmt_info("pod '%s' pid %u: %s on GPU %d refused: its devices= is %s", pod->cfg.name, pid, what,
            device, devs);
-  gmt_call_reply_error(call, GMT_EDEVICE,
-                       "pod '%s' may use GPU%s %s only (devices= in %s); %s on GPU %d refused",
-                       pod->cfg.name, pod->cfg.ndevices == 1 ? "" : "s", devs, cfg->path, what,
-                       device);
+  gmt_call_reply_error(
+      call, GMT_EDEVICE, "pod '%s' may use GPU%s %s only (devices= in %s); %s on GPU %d refused",
+      pod->cfg.name, pod->cfg.ndevices == 1 ? "" : "s", devs, cfg->path, what, device);
 }
 
 void gmt__pod_config_fill(const gmt_pod_t *pod, Gmt__PodConfig *pc)

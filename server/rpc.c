@@ -137,7 +137,8 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
       prp[k] = &pr[k];
     }
     gmt__ledger_status(s, pod, &ps[i]); /* after its processes: fills theirs too */
-    if (gmt__pod_devices_status(s, pod, &ps[i]) < 0) { /* after the ledger's part */
+    /* After the ledger's part: a context is NVML's count less the ledger's. */
+    if (gmt__pod_devices_status(s, pod, &ps[i]) < 0) {
       gmt_call_reply_error(call, -ENOMEM, "out of memory building the status");
       goto out;
     }

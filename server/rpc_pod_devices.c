@@ -88,8 +88,8 @@ static int fill_devices(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
   for (size_t i = 0; i < n; i++) {
     gmt__pod_device_status__init(&e[i]);
     e[i].device = gpus[i];
-    e[i].memory_used = s->ledger ? gmt_ledger_pod_device_total(s->ledger, pod->cfg.name, gpus[i])
-                                 : 0;
+    e[i].memory_used =
+        s->ledger ? gmt_ledger_pod_device_total(s->ledger, pod->cfg.name, gpus[i]) : 0;
     const tok_t *t = tok_of(&k, gpus[i]);
     e[i].holds_token = t && t->holds;
     e[i].gpu_time_share = t ? t->share : 0;

@@ -304,8 +304,8 @@ int main(void)
                                       teardown),
       cmocka_unit_test_setup_teardown(
           test_node_total_sums_every_pod_and_follows_releases_and_reclaims, setup, teardown),
-      cmocka_unit_test_setup_teardown(
-          test_pod_device_total_is_the_pods_processes_on_that_device, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pod_device_total_is_the_pods_processes_on_that_device,
+                                      setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,7 +24,7 @@
 static struct {
   unsigned n;
   gmt_nvml_process_info_t p[MAXP];
-  int fail;         /* answer with this error instead */
+  int fail; /* answer with this error instead */
 } g_gpu[NGPU];
 static int g_calls;
 
