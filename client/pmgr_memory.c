@@ -51,6 +51,10 @@
  * is lost, the safe error) before the process gives up, or a release the
  * scheduler applied late would be given back twice. */
 #define PMGR_ADVISE_TIMEOUT_MS 400
+/* A Pick may wait for the scheduler's probe of every GPU (daemon.probe-
+ * timeout, 3 s by default; under 1 s for two H200s): above that, and
+ * below the hook's bound on it (GMT_AUTO_DEVICE_TIMEOUT_MS, 5 s). */
+#define PMGR_PICK_TIMEOUT_MS 4000
 /* A Resident comes before an allocation's memory is made or brought back:
  * the process waits for it, so the pod manager answers (UNREACHABLE) well
  * before the hook would give up on it. */
@@ -308,6 +312,7 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
     pick = *req->pick_req; /* a process picks among its own pod's GPUs */
     pick.pod = pod;
     env.pick_req = &pick;
+    timeout_ms = PMGR_PICK_TIMEOUT_MS;
     break;
   default: gmt_call_reply_error(call, -EINVAL, "not a request to forward"); return;
   }
