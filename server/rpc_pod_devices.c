@@ -81,7 +81,8 @@ static int fill_devices(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
   if (n == 0)
     return 0;
   /* One allocation: the pointers, then what they point at. */
-  Gmt__PodDeviceStatus **pp = malloc(n * (sizeof *pp + sizeof **pp));
+  Gmt__PodDeviceStatus **pp =
+      malloc(n * (sizeof(Gmt__PodDeviceStatus *) + sizeof(Gmt__PodDeviceStatus)));
   if (!pp)
     return -ENOMEM;
   Gmt__PodDeviceStatus *e = (Gmt__PodDeviceStatus *)(pp + n);
