@@ -219,6 +219,28 @@ class Run(GmtTestCase):
         self.assertEqual(rc, 0, err)
         self.assertNotIn("GMT_AUTO_DEVICE", err)  # success is said at debug level only
 
+    def test_hook_auto_device_leaves_no_descriptor_or_thread(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        # The shell's own globs: no child or pipe of its own in the lists.
+        script = 'echo "cvd=$CUDA_VISIBLE_DEVICES"; echo /proc/$$/fd/*; echo /proc/$$/task/*'
+
+        def run(env):
+            r = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True,
+                               text=True, timeout=20)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return r.stdout.splitlines()
+
+        plain = run(self.prog_env())
+        hooked = run(self.hook_env("a", GMT_AUTO_DEVICE="1"))
+        self.assertTrue(hooked[0].startswith("cvd=GPU-"), hooked)
+
+        def fds(line):
+            return [path.rsplit("/", 1)[1] for path in line.split()]
+
+        self.assertEqual(fds(hooked[1]), fds(plain[1]))  # the same as without the hook
+        self.assertEqual(len(hooked[2].split()), 1, hooked)  # one thread
+
     def test_hook_auto_device_leaves_a_set_cuda_visible_devices(self):
         self.start_schd()
         self.start_pmgr("a")
