@@ -16,7 +16,7 @@
  * of which never use CUDA: without GMT_AUTO_DEVICE it reads one variable
  * and returns. With it, one call on a connection of its own (conn.c: no
  * thread, no fd left behind), bounded by GMT_AUTO_DEVICE_TIMEOUT_MS
- * (default 2000) for the dial and the answer together. Any failure leaves
+ * (default 5000) for the dial and the answer together. Any failure leaves
  * the environment as it was and says so in one line on stderr.
  *
  * Its constructor must run after log.c's (GMT_HOOK_DEBUG): the build lists
@@ -35,7 +35,10 @@
 #include "gmt_wire.h"
 #include "log.h"
 
-#define AUTODEV_TIMEOUT_MS 2000
+/* Above the pod manager's bound on a forwarded Pick (PMGR_PICK_TIMEOUT_MS,
+ * 4 s: the scheduler's probe of every GPU may take 3 s), so that its
+ * answer, even "the scheduler is unreachable", reaches the process. */
+#define AUTODEV_TIMEOUT_MS 5000
 #define AUTODEV_TIMEOUT_MAX_MS 60000
 #define AUTODEV_MAX_COUNT 64
 
