@@ -32,22 +32,6 @@ static void usage(FILE *f)
              "  -h, --help   show this help\n");
 }
 
-static void human(char *buf, size_t len, uint64_t bytes)
-{
-  static const char *unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) {
-    snprintf(buf, len, "%llu B", (unsigned long long)bytes);
-    return;
-  }
-  double v = (double)bytes / 1024;
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    u++;
-  }
-  snprintf(buf, len, "%.1f %s", v, unit[u]);
-}
-
 /* An exe path comes from the process itself; keep control characters out of
  * the operator's terminal. */
 static void print_safe(const char *s)
@@ -69,10 +53,10 @@ static void print_tiers(const Gmt__HostStatus *h)
     const Gmt__TierSpace *t = h->tiers[i];
     char name[32], cap[32], resv[32], used[32], pressure[32], at[32];
     snprintf(name, sizeof name, "%.8s %d", t->tier ? t->tier : "?", t->index);
-    human(cap, sizeof cap, t->capacity);
-    human(resv, sizeof resv, t->reserved);
-    human(used, sizeof used, t->used);
-    human(pressure, sizeof pressure, t->pressure);
+    gmt_human_bytes(cap, sizeof cap, t->capacity);
+    gmt_human_bytes(resv, sizeof resv, t->reserved);
+    gmt_human_bytes(used, sizeof used, t->used);
+    gmt_human_bytes(pressure, sizeof pressure, t->pressure);
     snprintf(at, sizeof at, "%.2f/%.2f", t->trigger, t->stop);
     printf("%-8s  %-10s  %-10s  %-10s  %-10s  %-9s  ", name, cap, resv, used, pressure, at);
     print_safe(t->path && t->path[0] ? t->path : "-");
@@ -92,7 +76,7 @@ static void print_pod_devices(const Gmt__PodStatus *pod)
     for (size_t i = 0; i < pod->n_devices; i++) {
       const Gmt__PodDeviceStatus *d = pod->devices[i];
       char mem[32];
-      human(mem, sizeof mem, d->memory_used);
+      gmt_human_bytes(mem, sizeof mem, d->memory_used);
       printf("%s %d: %s, %.2f%s", i ? ";" : "", d->device, mem, d->gpu_time_share,
              d->holds_token ? " *" : "");
     }
@@ -109,7 +93,7 @@ static void print_pod_devices(const Gmt__PodStatus *pod)
   if (pod->context_bytes == 0)
     return;
   char ctx[32];
-  human(ctx, sizeof ctx, pod->context_bytes);
+  gmt_human_bytes(ctx, sizeof ctx, pod->context_bytes);
   printf("  context: %s, not charged (", ctx);
   size_t shown = 0;
   for (size_t j = 0; j < pod->n_processes; j++) {
@@ -120,7 +104,7 @@ static void print_pod_devices(const Gmt__PodStatus *pod)
       printf(", ...");
       break;
     }
-    human(ctx, sizeof ctx, p->context_bytes);
+    gmt_human_bytes(ctx, sizeof ctx, p->context_bytes);
     printf("%spid %u %s", shown > 1 ? ", " : "", p->pid, ctx);
   }
   printf(")\n");
@@ -147,8 +131,8 @@ static void print_text(const Gmt__StatusReply *st)
     double req = pod->config ? pod->config->request : 0;
     double lim = pod->config ? pod->config->limit : 0;
     char used[32], limit[32], share[64];
-    human(used, sizeof used, pod->memory_used);
-    human(limit, sizeof limit, pod->config ? pod->config->memory_limit : 0);
+    gmt_human_bytes(used, sizeof used, pod->memory_used);
+    gmt_human_bytes(limit, sizeof limit, pod->config ? pod->config->memory_limit : 0);
     snprintf(share, sizeof share, "%.2f/%.2f", req, lim);
     if (i > 0)
       putchar('\n');
@@ -164,10 +148,10 @@ static void print_text(const Gmt__StatusReply *st)
     bool swap = pod->config && gmt_mem_mode_moves(pod->config->mode);
     if (swap) {
       char g[32], hst[32], dsk[32], kept[32];
-      human(g, sizeof g, pod->swap_gpu);
-      human(hst, sizeof hst, pod->swap_host);
-      human(dsk, sizeof dsk, pod->swap_disk);
-      human(kept, sizeof kept, pod->swap_kept);
+      gmt_human_bytes(g, sizeof g, pod->swap_gpu);
+      gmt_human_bytes(hst, sizeof hst, pod->swap_host);
+      gmt_human_bytes(dsk, sizeof dsk, pod->swap_disk);
+      gmt_human_bytes(kept, sizeof kept, pod->swap_kept);
       printf("  swap: gpu %s, host %s, disk %s; host copies kept %s\n", g, hst, dsk, kept);
     }
     print_pod_devices(pod);
@@ -183,13 +167,13 @@ static void print_text(const Gmt__StatusReply *st)
     for (size_t j = 0; j < pod->n_processes; j++) {
       const Gmt__ProcessStatus *p = pod->processes[j];
       char mem[32];
-      human(mem, sizeof mem, p->memory_used);
+      gmt_human_bytes(mem, sizeof mem, p->memory_used);
       printf("  %8u  %-10s  %10llu  ", p->pid, mem, (unsigned long long)p->launches);
       if (swap) {
         char g[32], hst[32], dsk[32], moves[48];
-        human(g, sizeof g, p->swap_gpu);
-        human(hst, sizeof hst, p->swap_host);
-        human(dsk, sizeof dsk, p->swap_disk);
+        gmt_human_bytes(g, sizeof g, p->swap_gpu);
+        gmt_human_bytes(hst, sizeof hst, p->swap_host);
+        gmt_human_bytes(dsk, sizeof dsk, p->swap_disk);
         snprintf(moves, sizeof moves, "%llu/%llu", (unsigned long long)p->swap_outs,
                  (unsigned long long)p->swap_ins);
         printf("%-10s  %-10s  %-10s  %-11s  ", g, hst, dsk, moves);
@@ -204,10 +188,10 @@ static void print_text(const Gmt__StatusReply *st)
      * which gmt pinned on advice and gmt's pools keep for reuse, against
      * --pinned-limit. */
     char pinned[32], advised[32], cached[32], budget[32];
-    human(pinned, sizeof pinned, st->host->pinned_bytes);
-    human(advised, sizeof advised, st->host->pinned_advised);
-    human(cached, sizeof cached, st->host->pinned_cached);
-    human(budget, sizeof budget, st->host->pinned_limit);
+    gmt_human_bytes(pinned, sizeof pinned, st->host->pinned_bytes);
+    gmt_human_bytes(advised, sizeof advised, st->host->pinned_advised);
+    gmt_human_bytes(cached, sizeof cached, st->host->pinned_cached);
+    gmt_human_bytes(budget, sizeof budget, st->host->pinned_limit);
     printf("\n%-12s  %-12s  %-12s  %s\n", "HOST PINNED", "ON ADVICE", "POOL CACHED", "BUDGET");
     printf("%-12s  %-12s  %-12s  %s\n", pinned, advised, cached, budget);
     print_tiers(st->host);

@@ -1,5 +1,6 @@
 /* The node's GPUs in `gmt status` (status_devices.h). */
 #include "status_devices.h"
+#include "status_json.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -16,15 +17,7 @@ static json_object *u64(uint64_t v)
 /* A number as short as it reads back, or null when not known. */
 static json_object *num_or_null(double v, bool known)
 {
-  if (!known || !isfinite(v))
-    return NULL; /* json-c's null */
-  char buf[64];
-  snprintf(buf, sizeof buf, "%.15g", v);
-  if (strtod(buf, NULL) != v)
-    snprintf(buf, sizeof buf, "%.17g", v);
-  if (!strpbrk(buf, ".eE"))
-    strncat(buf, ".0", sizeof buf - strlen(buf) - 1);
-  return json_object_new_double_s(v, buf);
+  return known ? gmt_json_double(v) : NULL;
 }
 
 static json_object *str_or_null(const char *s)
@@ -84,22 +77,6 @@ json_object *gmt_status_devices_json(const Gmt__StatusReply *st)
   return arr;
 }
 
-static void bytes(char *buf, size_t len, uint64_t b)
-{
-  static const char *unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (b < 1024) {
-    snprintf(buf, len, "%llu B", (unsigned long long)b);
-    return;
-  }
-  double v = (double)b / 1024;
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    u++;
-  }
-  snprintf(buf, len, "%.1f %s", v, unit[u]);
-}
-
 /* A name from NVML or a pod: no control characters on the terminal. */
 static void safe(FILE *f, const char *s, int width)
 {
@@ -123,13 +100,13 @@ void gmt_status_devices_print(FILE *f, const Gmt__StatusReply *st)
   for (size_t i = 0; i < st->n_devices; i++) {
     const Gmt__DeviceStatus *d = st->devices[i];
     char fr[32], tot[32], mem[80], resv[32], util[16], probe[40];
-    bytes(fr, sizeof fr, d->memory_free);
+    gmt_human_bytes(fr, sizeof fr, d->memory_free);
     if (d->memory_total)
-      bytes(tot, sizeof tot, d->memory_total);
+      gmt_human_bytes(tot, sizeof tot, d->memory_total);
     else
       snprintf(tot, sizeof tot, "?");
     snprintf(mem, sizeof mem, "%s / %s", fr, tot);
-    bytes(resv, sizeof resv, d->memory_reserved);
+    gmt_human_bytes(resv, sizeof resv, d->memory_reserved);
     if (d->utilization >= 0)
       snprintf(util, sizeof util, "%.0f%%", d->utilization * 100);
     else

@@ -11,8 +11,8 @@
 #define FIRST_CAP 64u
 #define GMT_PROCMEM_MAX_PROCS 65536u
 
-/* The entry of pid, made (at its place in pid order) when missing. */
-static gmt_procmem_entry_t *entry_get(gmt_procmem_t *pm, uint32_t pid)
+/* Where pid is, or would go, in the array sorted by pid. */
+static size_t place_of(const gmt_procmem_t *pm, uint32_t pid)
 {
   size_t lo = 0, hi = pm->n;
   while (lo < hi) {
@@ -22,6 +22,13 @@ static gmt_procmem_entry_t *entry_get(gmt_procmem_t *pm, uint32_t pid)
     else
       hi = mid;
   }
+  return lo;
+}
+
+/* The entry of pid, made (at its place in pid order) when missing. */
+static gmt_procmem_entry_t *entry_get(gmt_procmem_t *pm, uint32_t pid)
+{
+  size_t lo = place_of(pm, pid);
   if (lo < pm->n && pm->e[lo].pid == pid)
     return &pm->e[lo];
   if (pm->n == pm->cap) {
@@ -98,14 +105,7 @@ int gmt_procmem_sample(gmt_procmem_t *pm, const gmt_nvml_t *nvml, const gmt_nvml
 
 bool gmt_procmem_used(const gmt_procmem_t *pm, uint32_t pid, uint64_t *used)
 {
-  size_t lo = 0, hi = pm->n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (pm->e[mid].pid < pid)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  size_t lo = place_of(pm, pid);
   if (lo == pm->n || pm->e[lo].pid != pid || pm->e[lo].unknown)
     return false;
   *used = pm->e[lo].used;
