@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 int gmt_devices_open(gmt_devices_t **out)
 {
   gmt_devices_t *d = calloc(1, sizeof *d);

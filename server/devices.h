@@ -15,8 +15,8 @@
 #include "gmt_topo.h"
 
 typedef struct gmt_devices {
-  gmt_topo_t *topo;   /* NULL: topology unknown (out of memory at start) */
-  gmt_nvml_t nvml;    /* loaded and initialized when have_nvml */
+  gmt_topo_t *topo; /* NULL: topology unknown (out of memory at start) */
+  gmt_nvml_t nvml;  /* loaded and initialized when have_nvml */
   bool have_nvml;
   char nvml_why[256]; /* without NVML: why not */
 } gmt_devices_t;
