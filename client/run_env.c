@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h" /* gmt_config_parse_bytes: the sizes resource-config.txt takes */
+#include "gmt_bytes.h" /* the sizes resource-config.txt takes */
 
 static int bad(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -96,7 +96,7 @@ int gmt__run_parse(int argc, char **argv, gmt_run_opts_t *o, char *err, size_t e
       o->count = (uint32_t)n;
       count_given = 1;
     } else if ((v = opt_value(argc, argv, &i, "--bytes", &missing))) {
-      if (missing || gmt_config_parse_bytes(v, &o->bytes) < 0)
+      if (missing || gmt_parse_bytes(v, &o->bytes) < 0)
         return bad(err, errlen,
                    "--bytes '%s' is not a size (digits and an optional K, M, G, T, Ki, Mi, Gi "
                    "or Ti)",

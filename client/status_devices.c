@@ -1,6 +1,7 @@
 /* The node's GPUs in `gmt status` (status_devices.h). */
 #include "status_devices.h"
-#include "status_json.h"
+#include "gmt_bytes.h"
+#include "json_fmt.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -22,35 +22,6 @@ static json_object *new_u64(uint64_t v)
 
 /* json-c writes 0.3 as 0.29999999999999999 (%.17g); an operator reading a
  * share should see what the config said. */
-json_object *gmt_json_double(double v)
-{
-  if (!isfinite(v))
-    return NULL;
-  char buf[64];
-  snprintf(buf, sizeof buf, "%.15g", v);
-  if (strtod(buf, NULL) != v)
-    snprintf(buf, sizeof buf, "%.17g", v);
-  if (!strpbrk(buf, ".eE"))
-    strncat(buf, ".0", sizeof buf - strlen(buf) - 1);
-  return json_object_new_double_s(v, buf);
-}
-
-void gmt_human_bytes(char *buf, size_t len, uint64_t bytes)
-{
-  static const char *unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) {
-    snprintf(buf, len, "%llu B", (unsigned long long)bytes);
-    return;
-  }
-  double v = (double)bytes / 1024;
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    u++;
-  }
-  snprintf(buf, len, "%.1f %s", v, unit[u]);
-}
-
 /* A share or fraction: 0 where it is not a number. */
 static json_object *new_share(double v)
 {

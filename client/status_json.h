@@ -4,21 +4,12 @@
 #ifndef GMT_STATUS_JSON_H
 #define GMT_STATUS_JSON_H
 
-#include <json-c/json.h>
-#include <stddef.h>
-#include <stdint.h>
-
 #include "gmt.pb-c.h"
+#include "gmt_bytes.h" /* gmt_human_bytes, for the text form */
+#include "json_fmt.h"
 
 /* Renders st as one line of JSON (no trailing newline) into a new string
  * owned by the caller (free()). Returns 0 or -ENOMEM. */
 int gmt_status_json(const Gmt__StatusReply *st, char **out);
-
-/* A double written as short as it reads back, always with a point or an
- * exponent ("0.0", not "0"); NULL (JSON's null) when not finite. */
-json_object *gmt_json_double(double v);
-
-/* bytes for people: "512 B", "1.5 GiB". */
-void gmt_human_bytes(char *buf, size_t len, uint64_t bytes);
 
 #endif

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gmt_bytes.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
@@ -121,41 +122,6 @@ static bool parse_decimal(const char *s, double *out)
     return false;
   *out = strtod(s, NULL);
   return true;
-}
-
-int gmt_config_parse_bytes(const char *s, uint64_t *out)
-{
-  const char *p = s;
-  uint64_t v = 0;
-  bool overflow = false;
-  if (!isdigit((unsigned char)*p))
-    return -EINVAL;
-  for (; isdigit((unsigned char)*p); p++) {
-    unsigned d = (unsigned)(*p - '0');
-    if (v > (UINT64_MAX - d) / 10)
-      overflow = true;
-    else
-      v = v * 10 + d;
-  }
-  unsigned shift = 0;
-  if (*p) {
-    switch (tolower((unsigned char)*p)) {
-    case 'k': shift = 10; break;
-    case 'm': shift = 20; break;
-    case 'g': shift = 30; break;
-    case 't': shift = 40; break;
-    default: return -EINVAL;
-    }
-    p++;
-    if (*p == 'i' || *p == 'I')
-      p++;
-    if (*p)
-      return -EINVAL;
-  }
-  if (overflow || (shift && v > (UINT64_MAX >> shift)))
-    return -ERANGE;
-  *out = v << shift;
-  return 0;
 }
 
 /* Splits line (modified in place) on blanks; returns how many fields there
@@ -407,7 +373,7 @@ static void parse_pod(errlist_t *e, int lineno, char *line, podvec_t *v)
     err_add(e, lineno, "request %s is above limit %s", gmt_shown(f[1], sb, sizeof sb),
             gmt_shown(f[2], sb2, sizeof sb2));
 
-  int rc = gmt_config_parse_bytes(f[3], &pod.memory_limit);
+  int rc = gmt_parse_bytes(f[3], &pod.memory_limit);
   if (rc == -ERANGE)
     err_add(e, lineno, "memory '%s' does not fit in 64 bits", gmt_shown(f[3], sb, sizeof sb));
   else if (rc < 0)

@@ -89,8 +89,4 @@ bool gmt_pod_config_allows(const gmt_pod_config_t *pod, int device);
  * that does not fit ends in "...". Returns buf. */
 const char *gmt_pod_config_devices_str(const gmt_pod_config_t *pod, char *buf, size_t len);
 
-/* Parses a GPU_MEM field ("1073741824", "1G", "512Mi"); 0 or -EINVAL
- * (not a byte count) or -ERANGE (does not fit in 64 bits). */
-int gmt_config_parse_bytes(const char *s, uint64_t *out);
-
 #endif

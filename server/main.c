@@ -17,6 +17,7 @@
 
 #include "gmt_daemon.h"
 #include "gmt_error.h"
+#include "gmt_bytes.h"
 #include "gmt_log.h"
 #include "gmt_settings.h"
 #include "rpc_trace.h"
@@ -267,7 +268,7 @@ static int parse_ms(const char *flag, const char *arg, double *out)
 /* A byte count above 0 for flag. Returns -1 to go on, or the exit code. */
 static int parse_bytes(const char *flag, const char *arg, uint64_t *out)
 {
-  if (gmt_config_parse_bytes(arg, out) < 0 || *out == 0)
+  if (gmt_parse_bytes(arg, out) < 0 || *out == 0)
     return usage_error("%s '%s': want a byte count above 0 (suffixes K, M, G, T, Ki, Mi, Gi, Ti)",
                        flag, arg);
   return -1;
@@ -295,7 +296,7 @@ static int parse_gpu_capacity(const char *arg, flags_t *f)
   long dev = eq && arg[0] >= '0' && arg[0] <= '9' ? strtol(arg, &end, 10) : -1;
   uint64_t bytes;
   if (dev < 0 || end != eq || errno || dev >= MAX_GPU_SPACES ||
-      gmt_config_parse_bytes(eq + 1, &bytes) < 0 || bytes == 0)
+      gmt_parse_bytes(eq + 1, &bytes) < 0 || bytes == 0)
     return usage_error("--gpu-capacity '%s': want DEV=BYTES, a device 0 to %d and a byte count "
                        "above 0",
                        arg, MAX_GPU_SPACES - 1);
@@ -320,7 +321,7 @@ static int parse_disk_tier(const char *arg, flags_t *f)
                        sizeof d->dir - 1);
   memcpy(d->dir, arg, len);
   d->dir[len] = '\0';
-  if (colon && (gmt_config_parse_bytes(colon + 1, &d->bytes) < 0 || d->bytes == 0))
+  if (colon && (gmt_parse_bytes(colon + 1, &d->bytes) < 0 || d->bytes == 0))
     return usage_error("--disk-tier '%s': BYTES '%s' is not a byte count above 0 (suffixes K, "
                        "M, G, T, Ki, Mi, Gi, Ti)",
                        arg, colon + 1);

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "gmt_bytes.h"
 #include "gmt_error.h"
 #include "gmt_wire.h"
 
@@ -163,7 +164,7 @@ static void test_memory_suffixes_are_powers_of_1024_in_any_case(void **state)
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     uint64_t v = 1;
-    if (gmt_config_parse_bytes(cases[i].s, &v) != 0 || v != cases[i].v)
+    if (gmt_parse_bytes(cases[i].s, &v) != 0 || v != cases[i].v)
       fail_msg("'%s': want %llu, got %llu", cases[i].s, (unsigned long long)cases[i].v,
                (unsigned long long)v);
   }
@@ -176,7 +177,7 @@ static void test_memory_rejects_other_suffixes_and_forms(void **state)
                                     "-1", "+1", "0x10", "1e3", "1P",  "1i",   "G1"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     uint64_t v = 0;
-    int rc = gmt_config_parse_bytes(bad[i], &v);
+    int rc = gmt_parse_bytes(bad[i], &v);
     if (rc != -EINVAL)
       fail_msg("'%s': want -EINVAL, got %d", bad[i], rc);
   }
@@ -186,11 +187,11 @@ static void test_memory_overflow_is_range_error(void **state)
 {
   (void)state;
   uint64_t v = 0;
-  assert_int_equal(gmt_config_parse_bytes("18446744073709551616", &v), -ERANGE);
-  assert_int_equal(gmt_config_parse_bytes("99999999999999999999999", &v), -ERANGE);
-  assert_int_equal(gmt_config_parse_bytes("16777216T", &v), -ERANGE);
-  assert_int_equal(gmt_config_parse_bytes("17179869184G", &v), -ERANGE);
-  assert_int_equal(gmt_config_parse_bytes("18014398509481984K", &v), -ERANGE);
+  assert_int_equal(gmt_parse_bytes("18446744073709551616", &v), -ERANGE);
+  assert_int_equal(gmt_parse_bytes("99999999999999999999999", &v), -ERANGE);
+  assert_int_equal(gmt_parse_bytes("16777216T", &v), -ERANGE);
+  assert_int_equal(gmt_parse_bytes("17179869184G", &v), -ERANGE);
+  assert_int_equal(gmt_parse_bytes("18014398509481984K", &v), -ERANGE);
 }
 
 static void test_shares_accept_bounds_and_equal_request_limit(void **state)
