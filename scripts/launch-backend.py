@@ -468,6 +468,9 @@ def main(argv):
     except LaunchError as e:
         say(str(e))
         code = e.code
+    except OSError as e:  # a program that cannot be run, a log that cannot be made
+        say("%s%s" % (e.strerror or e, ": " + e.filename if e.filename else ""))
+        code = 1
     finally:
         n = len(b.daemons)
         if b.stop_signal is not None:
