@@ -479,6 +479,9 @@ def main(argv):
         b.stop_all()
         if b.stop_signal is not None:
             say("stopped")
+        elif code != 0 and b.state_dir_created and b.daemons:
+            say("the logs named above went with the temporary folder; --state-dir DIR keeps "
+                "them")
     return code
 
 

@@ -286,6 +286,33 @@ class Launch(unittest.TestCase):
         self.assertTrue(log, err)
         self.assertFalse(os.path.exists(os.path.dirname(log[0])), err)
 
+    def test_a_pod_that_never_connects_is_named_when_the_wait_runs_out(self):
+        # A build folder whose gmt-pmgr starts but never registers.
+        fake = os.path.join(self.node.tmp, "build")
+        for sub, prog in (("server", "gmt-schd"), ("client", "gmt")):
+            os.makedirs(os.path.join(fake, sub), exist_ok=True)
+            os.symlink(os.path.join(BUILD, sub, prog), os.path.join(fake, sub, prog))
+        pmgr = os.path.join(fake, "client", "gmt-pmgr")
+        with open(pmgr, "w") as f:
+            f.write("#!/bin/sh\necho 'a pod manager that never registers'\nexec sleep 60\n")
+        os.chmod(pmgr, 0o755)
+        b = self.start("--timeout", "2", env=self.node.env(GMT_BUILD_DIR=fake))
+        t0 = time.monotonic()
+        rc = b.wait_exit()
+        err = b.stderr_when_done()
+        self.assertEqual(rc, 1, err)
+        self.assertLess(time.monotonic() - t0, 20, "the 2 s wait was not bounded")
+        self.assertIn("timed out after 2 s waiting for all 2 pods to show connected", err)
+        self.assertIn("pod 'train' is not connected; gmt-pmgr of pod 'train' (pid", err)
+        self.assertIn("| a pod manager that never registers", err)  # its log's tail
+        b.rows = {}
+        for line in b.stdout_when_done():
+            f = line.split()
+            if len(f) == 7 and f[0] in ("gmt-schd", "gmt-pmgr"):
+                b.rows[f[1]] = {"pid": f[3]}
+        self.assertEqual(len(b.rows), 3, b.rows)
+        self.assert_all_gone(b)
+
     def test_a_missing_config_is_refused(self):
         missing = os.path.join(self.node.tmp, "nope.txt")
         b = self.start(config=missing)
