@@ -20,6 +20,7 @@
 #include "gmt_bytes.h"
 #include "gmt_log.h"
 #include "gmt_settings.h"
+#include "metrics.h"
 #include "rpc_trace.h"
 #include "schd.h"
 #include "tiers.h"
@@ -41,7 +42,8 @@ static void usage(FILE *f)
           "                [--allow-gid GROUP]... [--socket-group GROUP]\n"
           "                [--pinned-limit BYTES] [--gpu-capacity DEV=BYTES]...\n"
           "                [--host-tier BYTES] [--disk-tier DIR[:BYTES]]...\n"
-          "                [--tier-trigger F] [--tier-stop F] [--settings FILE] [-v]\n"
+          "                [--tier-trigger F] [--tier-stop F] [--settings FILE]\n"
+          "                [--metrics HOST:PORT|off] [-v]\n"
           "\n"
           "The gmt node daemon: shares this node's GPUs between the pods listed in\n"
           "resource-config.txt.\n"
@@ -88,6 +90,12 @@ static void usage(FILE *f)
           "      --settings FILE   gmt's settings (INI): best-GPU selection's cache,\n"
           "                        probe and queue (default " GMT_SETTINGS_PATH "\n"
           "                        when it exists, else built-in; docs/devices.md)\n"
+          "      --metrics HOST:PORT|off\n"
+          "                        serve Prometheus metrics at http://HOST:PORT/metrics\n"
+          "                        (default " GMT_METRICS_DEFAULT_ADDR "; HOST a name, an IPv4\n"
+          "                        address or [IPv6]; off: none). A port that is taken\n"
+          "                        is logged as an error and gmt-schd runs on without\n"
+          "                        metrics (docs/operators.md)\n"
           "  -v, --verbose         log every request\n"
           "  -h, --help            this text\n",
           DEFAULT_POD_TIMEOUT_MS, GMT_TOKEN_WINDOW_MS, GMT_TOKEN_WINDOW_MIN_MS,
@@ -148,6 +156,7 @@ static void stop(gmt_schd_t *s, const char *why)
    * must not be answered. */
   gmt_server_free(s->server);
   s->server = NULL;
+  gmt__metrics_stop(s); /* before the inbox closes: waiting scrapes get 503 */
   /* Token requests waiting for the GPU were calls of that server: dropped
    * with it, never answered. */
   gmt__tokens_close(s);
@@ -250,6 +259,7 @@ typedef struct {
   int ndisks;
   double tier_trigger, tier_stop;
   const char *settings; /* NULL: GMT_SETTINGS_PATH if it exists */
+  const char *metrics;  /* --metrics HOST:PORT; NULL: off */
 } flags_t;
 
 /* A --*-ms flag of the token policy: a positive number of milliseconds
@@ -370,6 +380,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     OPT_TIER_TRIGGER,
     OPT_TIER_STOP,
     OPT_SETTINGS,
+    OPT_METRICS,
   };
   static const struct option longopts[] = {
       {"config", required_argument, NULL, 'c'},
@@ -390,6 +401,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       {"tier-trigger", required_argument, NULL, OPT_TIER_TRIGGER},
       {"tier-stop", required_argument, NULL, OPT_TIER_STOP},
       {"settings", required_argument, NULL, OPT_SETTINGS},
+      {"metrics", required_argument, NULL, OPT_METRICS},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -398,7 +410,8 @@ static int parse_flags(int argc, char **argv, flags_t *f)
                  .pod_timeout_ms = DEFAULT_POD_TIMEOUT_MS,
                  .socket_gid = -1,
                  .tier_trigger = GMT_TIERS_TRIGGER,
-                 .tier_stop = GMT_TIERS_STOP};
+                 .tier_stop = GMT_TIERS_STOP,
+                 .metrics = GMT_METRICS_DEFAULT_ADDR};
   char err[160];
   gmt_token_params_default(&f->token);
   opterr = 0;
@@ -415,6 +428,19 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       break;
     case OPT_STATE_DIR: f->state_dir = optarg; break;
     case OPT_SETTINGS: f->settings = optarg; break;
+    case OPT_METRICS: {
+      char url[GMT_METRICS_ADDR_MAX + 16];
+      bool loopback;
+      if (!strcmp(optarg, "off"))
+        f->metrics = NULL;
+      else if (gmt_metrics_addr_parse(optarg, url, sizeof url, &loopback) < 0)
+        return usage_error("--metrics '%s': want HOST:PORT (HOST a name, an IPv4 address or "
+                           "[an IPv6 address], PORT 1 to 65535), or off",
+                           optarg);
+      else
+        f->metrics = optarg;
+      break;
+    }
     case OPT_NO_TRACE: f->no_trace = true; break;
     case OPT_ALLOW_UID:
       if (gmt_admit_add_uid(&f->admit, optarg, err, sizeof err) < 0)
@@ -642,6 +668,12 @@ int main(int argc, char **argv)
              (unsigned long long)s->pod_timeout_ms, (unsigned long long)s->pinned_limit, f.ngpus,
              f.ndisks);
     tiers_log(s);
+    /* A port already taken must not keep the node from scheduling:
+     * gmt__metrics_start() says so loudly, and the daemon goes on. */
+    if (f.metrics)
+      (void)gmt__metrics_start(s, f.metrics);
+    else
+      gmt_info("metrics: off (--metrics off)");
   }
 
   uv_run(&loop, UV_RUN_DEFAULT);

@@ -1,10 +1,10 @@
 /* gmt-schd's message handlers: one function per request kind, found in the
  * table below by the envelope's body case (the handlers of tokens, memory,
  * mode=swap, pin advice and the tracer, and the tiers' part of Status, live in
- * rpc_*.c; the replies they share, in reply.c below them). Runs on the
- * loop thread, so handlers read and change the daemon's state freely. A
- * handler answers its call exactly once; one that must wait (a token)
- * keeps the call and answers it when it can.
+ * rpc_*.c; the replies they share, in reply.c below them; the Status view,
+ * in status.c). Runs on the loop thread, so handlers read and change the
+ * daemon's state freely. A handler answers its call exactly once; one that
+ * must wait (a token) keeps the call and answers it when it can.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -81,94 +81,12 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   (void)req;
   gmt_debug("Status");
-  gmt_pods_t *p = s->pods;
-  size_t nprocs = 0;
-  for (size_t i = 0; i < p->npods; i++)
-    nprocs += p->pods[i].nprocs;
-
-  /* The table is sorted by name and each pod's processes by pid, as the
-   * reply must be. */
-  Gmt__PodStatus *ps = calloc(p->npods + 1, sizeof *ps);
-  Gmt__PodStatus **psp = calloc(p->npods + 1, sizeof *psp);
-  Gmt__PodConfig *pcs = calloc(p->npods + 1, sizeof *pcs);
-  Gmt__ProcessStatus *pr = calloc(nprocs + 1, sizeof *pr);
-  Gmt__ProcessStatus **prp = calloc(nprocs + 1, sizeof *prp);
-  Gmt__HostStatus host = GMT__HOST_STATUS__INIT;
-  if (!ps || !psp || !pcs || !pr || !prp) {
+  gmt__status_t st; /* status.c: /metrics shows the same */
+  if (gmt__status_build(s, &st) < 0)
     gmt_call_reply_error(call, -ENOMEM, "out of memory building the status");
-    goto out;
-  }
-  size_t k = 0;
-  host.pinned_limit = s->pinned_limit;
-  for (size_t i = 0; i < p->npods; i++) {
-    const gmt_pod_t *pod = &p->pods[i];
-    gmt__pod_status__init(&ps[i]);
-    gmt__pod_config_fill(pod, &pcs[i]);
-    ps[i].config = &pcs[i];
-    ps[i].connected = pod->connected;
-    ps[i].memory_used = gmt_pod_memory_used(pod);
-    ps[i].n_processes = pod->nprocs;
-    ps[i].processes = &prp[k];
-    gmt__tokens_status(s, pod, &ps[i]);
-    for (size_t j = 0; j < pod->nprocs; j++, k++) {
-      const gmt_proc_t *src = &pod->procs[j];
-      gmt__process_status__init(&pr[k]);
-      pr[k].pid = src->pid;
-      pr[k].exe = src->exe;
-      pr[k].memory_used = src->memory_used;
-      pr[k].launches = src->launches;
-      pr[k].allocs = src->allocs;
-      pr[k].frees = src->frees;
-      pr[k].pinned_bytes = src->pinned_bytes;
-      ps[i].pinned_bytes += src->pinned_bytes;
-      pr[k].pinned_cached = src->pinned_cached;
-      pr[k].pinned_reused = src->pinned_reused;
-      ps[i].pinned_cached += src->pinned_cached;
-      pr[k].swap_gpu = src->swap_gpu;
-      pr[k].swap_host = src->swap_host;
-      pr[k].swap_disk = src->swap_disk;
-      pr[k].swap_kept = src->swap_kept;
-      pr[k].swap_outs = src->swap_outs;
-      pr[k].swap_ins = src->swap_ins;
-      ps[i].swap_gpu = gmt__sat_add(ps[i].swap_gpu, src->swap_gpu);
-      ps[i].swap_host = gmt__sat_add(ps[i].swap_host, src->swap_host);
-      ps[i].swap_disk = gmt__sat_add(ps[i].swap_disk, src->swap_disk);
-      ps[i].swap_kept = gmt__sat_add(ps[i].swap_kept, src->swap_kept);
-      prp[k] = &pr[k];
-    }
-    gmt__ledger_status(s, pod, &ps[i]); /* after its processes: fills theirs too */
-    /* After the ledger's part: a context is NVML's count less the ledger's. */
-    if (gmt__pod_devices_status(s, pod, &ps[i]) < 0) {
-      gmt_call_reply_error(call, -ENOMEM, "out of memory building the status");
-      goto out;
-    }
-    host.pinned_bytes += ps[i].pinned_bytes;
-    host.pinned_cached += ps[i].pinned_cached;
-    psp[i] = &ps[i];
-  }
-  gmt__ledger_host_status(s, &host);
-  if (gmt__tiers_host_status(s, &host) < 0) {
-    gmt_call_reply_error(call, -ENOMEM, "out of memory building the status");
-    goto out;
-  }
-
-  Gmt__StatusReply body = GMT__STATUS_REPLY__INIT;
-  body.n_pods = p->npods;
-  body.pods = psp;
-  body.protocol_version = GMT_PROTOCOL_VERSION;
-  body.host = &host;
-  gmt__pick_status(s, &body); /* the node's GPUs (rpc_pick.c) */
-  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_STATUS_REP, &body);
-
-out:
-  for (size_t i = 0; ps && i < p->npods; i++)
-    gmt__pod_devices_free(&ps[i]);
-  free(ps);
-  free(psp);
-  free(pcs);
-  free(pr);
-  free(prp);
-  free(host.tiers);
+  else
+    gmt_call_reply_body(call, GMT__ENVELOPE__BODY_STATUS_REP, &st.reply);
+  gmt__status_free(&st);
 }
 
 /* Reports go to pod managers, not here. */

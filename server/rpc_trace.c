@@ -114,6 +114,13 @@ void gmt__trace_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
   (void)pod;
 }
 
+bool gmt__trace_drops(gmt_schd_t *s, uint64_t *events, uint64_t *histories)
+{
+  (void)s;
+  *events = *histories = 0;
+  return false;
+}
+
 void gmt__rpc_trace_spots(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   (void)req;
@@ -470,6 +477,19 @@ void gmt__trace_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
     return;
   for (size_t i = 0; i < pod->nprocs; i++)
     track(tr, pod->cfg.name, pod->procs[i].pid);
+}
+
+bool gmt__trace_drops(gmt_schd_t *s, uint64_t *events, uint64_t *histories)
+{
+  struct gmt_trace *tr = s->trace;
+  *events = *histories = 0;
+  if (!tr || !tr->tracer)
+    return false;
+  gmt_memhistory_totals_t tot;
+  gmt_tracer_totals(tr->tracer, &tot);
+  *events = gmt_tracer_dropped(tr->tracer);
+  *histories = tot.dropped_histories;
+  return true;
 }
 
 /* ---- TraceSpots ---- */

@@ -5,6 +5,7 @@
 #define GMT_SERVER_RPC_TRACE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "schd.h"
 
@@ -21,6 +22,10 @@ void gmt__trace_close(gmt_schd_t *s);
  * not yet traced are, once they have mapped libcuda.so.1. Processes that
  * are gone keep their histories a while (see rpc_trace.c). */
 void gmt__trace_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
+/* For /metrics: events the kernel lost (ring buffer full) and histories of
+ * ended allocations let go, since start. False, with both 0, when
+ * tracing is off. */
+bool gmt__trace_drops(gmt_schd_t *s, uint64_t *events, uint64_t *histories);
 /* TraceSpots: the pod's hottest and coldest allocations. */
 void gmt__rpc_trace_spots(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 

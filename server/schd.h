@@ -69,6 +69,7 @@ typedef struct gmt_schd {
   struct gmt_pick *pick;                 /* rpc_pick.c: best-GPU selection */
   struct gmt_procmem *procmem;           /* rpc_pod_devices.c: NVML's use per process */
   gmt_config_watch_t *cwatch;            /* main.c reloads the config when it says */
+  struct gmt_metrics *metrics;           /* http_metrics.c: GET /metrics; NULL: not served */
 
   uv_timer_t expiry; /* disconnects silent pods */
   uv_signal_t sigterm, sigint, sighup;
@@ -184,5 +185,31 @@ void gmt__rpc_pick(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
  * else NVML now with the last probe's delays), scored against each other.
  * The memory is kept until the next call or gmt__pick_close. */
 void gmt__pick_status(gmt_schd_t *s, Gmt__StatusReply *st);
+
+/* ---- status.c: the Status view (Status sends it, /metrics renders it) ---- */
+typedef struct gmt__status {
+  Gmt__StatusReply reply; /* points into the rest: never copy or move the struct */
+  /* private: what reply points into */
+  Gmt__HostStatus host;
+  Gmt__PodStatus *ps, **psp;
+  Gmt__PodConfig *pcs;
+  Gmt__ProcessStatus *pr, **prp;
+  size_t npods;
+} gmt__status_t;
+/* st->reply: the node now, as Status answers (loop thread; the GPUs'
+ * part stays valid until the next build). 0 or -ENOMEM; either way
+ * gmt__status_free(st) after. */
+int gmt__status_build(gmt_schd_t *s, gmt__status_t *st);
+void gmt__status_free(gmt__status_t *st);
+
+/* ---- http_metrics.c: GET /metrics for Prometheus (docs/operators.md) ---- */
+/* Serves /metrics on addr (HOST:PORT, checked by gmt_metrics_addr_parse()
+ * in metrics.h), once the loop and the inbox run. When it cannot
+ * (the port is taken, a name that does not resolve) it logs why as an
+ * error and returns the code: the daemon schedules on without metrics. */
+int gmt__metrics_start(gmt_schd_t *s, const char *addr);
+/* Stops serving (stop(), before the inbox closes); scrapes waiting get
+ * 503. Nothing when not serving. */
+void gmt__metrics_stop(gmt_schd_t *s);
 
 #endif

@@ -327,6 +327,10 @@ class Node:
         argv = [SCHD, "-c", self.config_path, "--listen", self.schd_url,
                 "--listen", "ipc://" + self.schd_ipc, "--state-dir", os.path.join(self.tmp, "state"),
                 "-v"] + list(extra)
+        if "--metrics" not in extra:
+            # Not the default 127.0.0.1:9400: tests run side by side
+            # (test_metrics.py asks for a free port of its own).
+            argv += ["--metrics", "off"]
         d = Daemon("schd", argv, self.env(), self.tmp)
         self.daemons.append(d)
         if wait:

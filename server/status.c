@@ -1,0 +1,109 @@
+/* The Status view: the node as a StatusReply, gathered from every part of
+ * the scheduler (the pod table, tokens, the ledgers, context memory, the
+ * tiers, the GPUs). Status (rpc.c) sends it and /metrics
+ * (http_metrics.c) renders it: one builder, so the two never disagree.
+ * Loop thread only. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "reply.h"
+#include "schd.h"
+
+void gmt__status_free(gmt__status_t *st)
+{
+  for (size_t i = 0; st->ps && i < st->npods; i++)
+    gmt__pod_devices_free(&st->ps[i]);
+  free(st->ps);
+  free(st->psp);
+  free(st->pcs);
+  free(st->pr);
+  free(st->prp);
+  free(st->host.tiers);
+  st->ps = NULL;
+  st->psp = NULL;
+  st->pcs = NULL;
+  st->pr = NULL;
+  st->prp = NULL;
+  st->host.tiers = NULL;
+  st->npods = 0;
+}
+
+int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
+{
+  gmt_pods_t *p = s->pods;
+  *st = (gmt__status_t){.npods = p->npods};
+  gmt__status_reply__init(&st->reply);
+  gmt__host_status__init(&st->host);
+  size_t nprocs = 0;
+  for (size_t i = 0; i < p->npods; i++)
+    nprocs += p->pods[i].nprocs;
+
+  /* The table is sorted by name and each pod's processes by pid, as the
+   * reply must be. */
+  st->ps = calloc(p->npods + 1, sizeof *st->ps);
+  st->psp = calloc(p->npods + 1, sizeof(Gmt__PodStatus *));
+  st->pcs = calloc(p->npods + 1, sizeof *st->pcs);
+  st->pr = calloc(nprocs + 1, sizeof *st->pr);
+  st->prp = calloc(nprocs + 1, sizeof(Gmt__ProcessStatus *));
+  if (!st->ps || !st->psp || !st->pcs || !st->pr || !st->prp)
+    return -ENOMEM;
+  Gmt__PodStatus *ps = st->ps;
+  Gmt__ProcessStatus *pr = st->pr;
+  Gmt__HostStatus *host = &st->host;
+  size_t k = 0;
+  host->pinned_limit = s->pinned_limit;
+  for (size_t i = 0; i < p->npods; i++) {
+    const gmt_pod_t *pod = &p->pods[i];
+    gmt__pod_status__init(&ps[i]);
+    gmt__pod_config_fill(pod, &st->pcs[i]);
+    ps[i].config = &st->pcs[i];
+    ps[i].connected = pod->connected;
+    ps[i].memory_used = gmt_pod_memory_used(pod);
+    ps[i].n_processes = pod->nprocs;
+    ps[i].processes = &st->prp[k];
+    gmt__tokens_status(s, pod, &ps[i]);
+    for (size_t j = 0; j < pod->nprocs; j++, k++) {
+      const gmt_proc_t *src = &pod->procs[j];
+      gmt__process_status__init(&pr[k]);
+      pr[k].pid = src->pid;
+      pr[k].exe = src->exe;
+      pr[k].memory_used = src->memory_used;
+      pr[k].launches = src->launches;
+      pr[k].allocs = src->allocs;
+      pr[k].frees = src->frees;
+      pr[k].pinned_bytes = src->pinned_bytes;
+      ps[i].pinned_bytes += src->pinned_bytes;
+      pr[k].pinned_cached = src->pinned_cached;
+      pr[k].pinned_reused = src->pinned_reused;
+      ps[i].pinned_cached += src->pinned_cached;
+      pr[k].swap_gpu = src->swap_gpu;
+      pr[k].swap_host = src->swap_host;
+      pr[k].swap_disk = src->swap_disk;
+      pr[k].swap_kept = src->swap_kept;
+      pr[k].swap_outs = src->swap_outs;
+      pr[k].swap_ins = src->swap_ins;
+      ps[i].swap_gpu = gmt__sat_add(ps[i].swap_gpu, src->swap_gpu);
+      ps[i].swap_host = gmt__sat_add(ps[i].swap_host, src->swap_host);
+      ps[i].swap_disk = gmt__sat_add(ps[i].swap_disk, src->swap_disk);
+      ps[i].swap_kept = gmt__sat_add(ps[i].swap_kept, src->swap_kept);
+      st->prp[k] = &pr[k];
+    }
+    gmt__ledger_status(s, pod, &ps[i]); /* after its processes: fills theirs too */
+    /* After the ledger's part: a context is NVML's count less the ledger's. */
+    if (gmt__pod_devices_status(s, pod, &ps[i]) < 0)
+      return -ENOMEM;
+    host->pinned_bytes += ps[i].pinned_bytes;
+    host->pinned_cached += ps[i].pinned_cached;
+    st->psp[i] = &ps[i];
+  }
+  gmt__ledger_host_status(s, host);
+  if (gmt__tiers_host_status(s, host) < 0)
+    return -ENOMEM;
+
+  st->reply.n_pods = p->npods;
+  st->reply.pods = st->psp;
+  st->reply.protocol_version = GMT_PROTOCOL_VERSION;
+  st->reply.host = host;
+  gmt__pick_status(s, &st->reply); /* the node's GPUs (rpc_pick.c) */
+  return 0;
+}
