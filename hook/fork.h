@@ -40,11 +40,14 @@
  *            across an RPC); the child owes nothing.
  *   PYRELEASE pyrelease.c g_mu: a request's counters; calls nothing while
  *            held (its thread runs Python without it).
+ *   CALLLOG  calllog.c g_mu: the per-call logs' writer, held across its
+ *            file writes; calls nothing else while held. The timed calls
+ *            themselves take no lock.
  *   COUNTERS counters.c: no lock.
  *
  * Below all of them come the driver's own locks and libc's.
  *
- * At fork the REPORT, RESERVE, CHANNEL, STATE, HOSTPIN and PYRELEASE locks, and swap.c's
+ * At fork the REPORT, RESERVE, CHANNEL, STATE, HOSTPIN, PYRELEASE and CALLLOG locks, and swap.c's
  * g_res_mu and g_tab_mu, are taken (a fork
  * waits for a registration or an RPC under way to end). The TOKEN and POOLS
  * locks and gmt__swap_rw are not: they are held across driver calls, and the driver may take
@@ -70,6 +73,7 @@ enum {
   GMT_LOCK_HEAP,
   GMT_LOCK_PIN,
   GMT_LOCK_PYRELEASE,
+  GMT_LOCK_CALLLOG,
   GMT_LOCK_COUNTERS,
   GMT_LOCK_RANKS
 };

@@ -320,16 +320,19 @@ void gmt__hostpin_ctx_gone(void)
 
 GMT_EXPORT CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
 {
+  GMT_CALL_TIMED(GMT_SYM_cuMemAllocHost); /* no GMT_REAL here: timed for calllog.h */
   return host_alloc(GMT_SYM_cuMemAllocHost, pp, bytesize, 0);
 }
 
 GMT_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
+  GMT_CALL_TIMED(GMT_SYM_cuMemAllocHost_v2); /* no GMT_REAL here: timed for calllog.h */
   return host_alloc(GMT_SYM_cuMemAllocHost_v2, pp, bytesize, 0);
 }
 
 GMT_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 {
+  GMT_CALL_TIMED(GMT_SYM_cuMemHostAlloc); /* no GMT_REAL here: timed for calllog.h */
   return host_alloc(GMT_SYM_cuMemHostAlloc, pp, bytesize, flags);
 }
 

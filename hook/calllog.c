@@ -1,0 +1,554 @@
+/* Alnair's per-call logs (see calllog.h): each thread's counters and ring
+ * of finished calls, the writer thread that drains them into the files,
+ * the files themselves, and what exit and fork do to them.
+ *
+ * Each thread that makes a timed call gets a log of its own (mmap'ed, so
+ * that heap.c never sees it): per entry point a count and a sum of
+ * nanoseconds, and a single-producer ring of (start, entry point,
+ * duration). Only the thread writes its counters and the ring's head; only
+ * the writer moves the tail. A log whose thread ended is taken over by the
+ * next new thread, counts and all, so the sums stay whole and threads that
+ * come and go use no more memory than the most that lived at once.
+ *
+ * The writer wakes every FLUSH_MS, appends the rings' lines to the
+ * timeline (rotating it when the next line would pass GMT_LOG_MAX_BYTES)
+ * and every METRICS_MS writes metrics.log afresh into a temporary file
+ * renamed over it, so a reader never sees half of one. Its lock, g_mu, is
+ * held only by it and by the exit handler, across file writes; it takes
+ * nothing else (fork.h's CALLLOG rank). */
+#include "calllog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "callfmt.h"
+#include "driver.h"
+#include "gmt_bytes.h"
+#include "fork.h"
+#include "log.h"
+#include "thread.h"
+
+/* Lines a thread may have waiting for the writer: 160 ms of a thread
+ * making 100,000 calls a second. 16 bytes each. */
+#define RING 16384
+#define FLUSH_MS 50
+#define METRICS_MS 1000
+/* A ring entry keeps the duration in the low bits and the entry point's
+ * id above them: 2^48 ns is 3 days. */
+#define DUR_BITS 48
+#define DUR_MASK ((1ull << DUR_BITS) - 1)
+
+_Static_assert(GMT_SYM_COUNT < (1 << (64 - DUR_BITS)), "entry point ids fit above the duration");
+
+typedef struct {
+  uint64_t t0;   /* CLOCK_MONOTONIC, ns */
+  uint64_t meta; /* id << DUR_BITS | duration in ns */
+} entry_t;
+
+typedef struct tlog {
+  struct tlog *next;     /* every log there is; pushed, never removed */
+  _Atomic int owned;     /* a live thread writes here */
+  _Atomic uint64_t head; /* the owner's */
+  _Atomic uint64_t tail; /* the writer's */
+  _Atomic uint64_t dropped;
+  _Atomic uint64_t count[GMT_SYM_COUNT];
+  _Atomic uint64_t burst_ns[GMT_SYM_COUNT];
+  entry_t ring[RING];
+} tlog_t;
+
+_Atomic int gmt__calllog_on;
+
+static _Atomic(tlog_t *) g_logs;
+static __thread tlog_t *t_log;
+static __thread unsigned t_nest;
+static pthread_key_t g_key;
+/* The writer was started (or a call is starting it): a process that never
+ * made a timed call writes nothing, not even at exit. */
+static _Atomic int g_started;
+/* Calls not counted at all: no memory for their thread's log. */
+static _Atomic uint64_t g_lost;
+/* CLOCK_REALTIME - CLOCK_MONOTONIC at load: a start is written as time
+ * since the epoch without a second clock read per call. */
+static uint64_t g_epoch_offset;
+
+enum { FILES_NONE, FILES_OPEN, FILES_FAILED };
+
+/* The writer's place in one thread's ring while it merges them. */
+typedef struct {
+  tlog_t *l;
+  uint64_t t, h;
+} cursor_t;
+#define MAX_CURSORS 1024
+
+/* The writer's side, under g_mu. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  const char *var; /* the variable that named the folder */
+  char dir[PATH_MAX];
+  uint64_t max;
+  int state;
+  int plain; /* this process holds the folder's lock: Alnair's names */
+  int lock_fd, tl_fd;
+  uint64_t tl_size;
+  uint64_t lost_lines; /* lines a failed write lost */
+  int said_write;
+  int closed; /* the exit handler wrote the last lines */
+  uint64_t last_metrics_ms;
+  gmt_callpaths_t paths;
+  size_t buflen;
+  char buf[64 << 10];
+  char mbuf[(GMT_SYM_COUNT + 2) * 128];
+  cursor_t cur[MAX_CURSORS];
+} g; /* zeroed: its fds are set to -1 at load */
+
+static uint64_t clock_ns(clockid_t c)
+{
+  struct timespec ts;
+  clock_gettime(c, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the calling thread ---- */
+
+uint64_t gmt__calllog_enter(void)
+{
+  if (t_nest++)
+    return GMT_CALLLOG_NESTED; /* a driver calling its own entry points: counted once */
+  return clock_ns(CLOCK_MONOTONIC);
+}
+
+static void thread_gone(void *p)
+{
+  tlog_t *l = p;
+  if (t_log == l)
+    t_log = NULL;
+  atomic_store_explicit(&l->owned, 0, memory_order_release);
+}
+
+/* This thread's log: one a finished thread left, or a new one. */
+static tlog_t *claim(void)
+{
+  tlog_t *l = atomic_load_explicit(&g_logs, memory_order_acquire);
+  for (; l; l = l->next) {
+    int free_ = 0;
+    if (!atomic_load_explicit(&l->owned, memory_order_relaxed) &&
+        atomic_compare_exchange_strong_explicit(&l->owned, &free_, 1, memory_order_acquire,
+                                                memory_order_relaxed))
+      break;
+  }
+  if (!l) {
+    void *m =
+        mmap(NULL, sizeof(tlog_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+      return NULL;
+    l = m; /* zeroed */
+    atomic_store_explicit(&l->owned, 1, memory_order_relaxed);
+    l->next = atomic_load_explicit(&g_logs, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&g_logs, &l->next, l, memory_order_release,
+                                                  memory_order_relaxed))
+      ;
+  }
+  t_log = l;
+  pthread_setspecific(g_key, l); /* gives it back when the thread ends */
+  return l;
+}
+
+static inline void bump(_Atomic uint64_t *c, uint64_t by)
+{
+  /* Only the owner writes: a load and a store, no locked instruction. */
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by,
+                        memory_order_relaxed);
+}
+
+static void *writer_main(void *arg);
+
+static void start_writer(void)
+{
+  int no = 0;
+  if (!atomic_compare_exchange_strong(&g_started, &no, 1))
+    return;
+  int rc = gmt__thread_start(writer_main);
+  if (rc < 0)
+    gmt__say("%s: cannot start the per-call log writer (%s); the logs are written at exit only",
+             g.var, strerror(-rc));
+}
+
+void gmt__calllog_leave(const gmt_calltimer_t *t)
+{
+  uint64_t end = clock_ns(CLOCK_MONOTONIC);
+  t_nest--;
+  if (t->t0 == GMT_CALLLOG_NESTED || t->id < 0 || t->id >= GMT_SYM_COUNT)
+    return;
+  tlog_t *l = t_log ? t_log : claim();
+  if (!l) {
+    atomic_fetch_add_explicit(&g_lost, 1, memory_order_relaxed);
+    return;
+  }
+  uint64_t d = end - t->t0;
+  bump(&l->count[t->id], 1);
+  bump(&l->burst_ns[t->id], d);
+  uint64_t h = atomic_load_explicit(&l->head, memory_order_relaxed);
+  if (h - atomic_load_explicit(&l->tail, memory_order_acquire) >= RING) {
+    bump(&l->dropped, 1);
+  } else {
+    l->ring[h % RING] =
+        (entry_t){t->t0, (uint64_t)t->id << DUR_BITS | (d < DUR_MASK ? d : DUR_MASK)};
+    atomic_store_explicit(&l->head, h + 1, memory_order_release);
+  }
+  if (!atomic_load_explicit(&g_started, memory_order_relaxed))
+    start_writer();
+}
+
+/* ---- the files (under g_mu) ---- */
+
+static int write_all(int fd, const char *p, size_t n)
+{
+  while (n) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return w < 0 ? -errno : -EIO;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* Once per process: which names are ours, and the timeline opened. A
+ * folder that cannot be written turns the logs off, said once. */
+static void open_files(void)
+{
+  const char *what = "make the folder";
+  int pid = (int)getpid();
+  const char *mx = getenv("GMT_LOG_MAX_BYTES");
+  uint64_t max = 0;
+  g.max = GMT_CALLLOG_DEFAULT_MAX_BYTES;
+  if (mx && *mx && (gmt_parse_bytes(mx, &max) < 0 || max == 0))
+    gmt__say("GMT_LOG_MAX_BYTES=%s is not a byte count of at least 1 (digits and an optional "
+             "K, M, G, T, Ki, Mi, Gi or Ti); timeline.log is kept under %llu",
+             mx, (unsigned long long)g.max);
+  else if (mx && *mx)
+    g.max = max;
+  /* Only the folder itself is made: a missing parent is the operator's to
+   * fix, and is said like any other folder that cannot be written. */
+  int rc = mkdir(g.dir, 0755) < 0 && errno != EEXIST ? -errno : 0;
+  if (rc == 0) {
+    what = "write in it";
+    gmt__callfmt_paths(&g.paths, g.dir, pid, 0); /* the length was checked at load */
+    g.lock_fd = open(g.paths.lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    rc = g.lock_fd < 0 ? -errno : 0;
+  }
+  if (rc == 0) {
+    /* The first process of the folder keeps Alnair's names for as long as
+     * it lives; the others, and its forked children, carry their pid. The
+     * lock goes with the process (and with an exec: O_CLOEXEC). */
+    g.plain = flock(g.lock_fd, LOCK_EX | LOCK_NB) == 0;
+    if (!g.plain) {
+      close(g.lock_fd);
+      g.lock_fd = -1;
+    }
+    gmt__callfmt_paths(&g.paths, g.dir, pid, g.plain);
+    what = g.plain ? "timeline.log in it" : "timeline.<pid>.log in it";
+    g.tl_fd = open(g.paths.timeline, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    rc = g.tl_fd < 0 ? -errno : 0;
+  }
+  struct stat st;
+  if (rc == 0 && fstat(g.tl_fd, &st) == 0)
+    g.tl_size = (uint64_t)st.st_size;
+  if (rc < 0) {
+    gmt__say("%s=%s: cannot %s (%s); no per-call logs", g.var, g.dir, what, strerror(-rc));
+    if (g.lock_fd >= 0)
+      close(g.lock_fd);
+    g.lock_fd = -1;
+    g.state = FILES_FAILED;
+    atomic_store_explicit(&gmt__calllog_on, 0, memory_order_relaxed);
+    return;
+  }
+  g.state = FILES_OPEN;
+}
+
+static void write_failed(const char *path, int err)
+{
+  if (g.said_write)
+    return;
+  g.said_write = 1;
+  gmt__say("%s: cannot write %s (%s); its lines are dropped and counted", g.var, path,
+           strerror(-err));
+}
+
+static void flush_buf(void)
+{
+  if (!g.buflen)
+    return;
+  int rc = g.tl_fd >= 0 ? write_all(g.tl_fd, g.buf, g.buflen) : -EBADF;
+  if (rc == 0) {
+    g.tl_size += g.buflen;
+  } else {
+    for (size_t i = 0; i < g.buflen; i++)
+      g.lost_lines += g.buf[i] == '\n';
+    write_failed(g.paths.timeline, rc);
+  }
+  g.buflen = 0;
+}
+
+/* timeline.log becomes timeline.log.1 (replacing the one before) and a
+ * new timeline.log starts: the two never hold more than twice the bound. */
+static void rotate(void)
+{
+  if (g.tl_fd >= 0)
+    close(g.tl_fd);
+  if (rename(g.paths.timeline, g.paths.rotated) < 0)
+    GMT_HOOK_DEBUG("cannot rename %s (%s); it is cut instead", g.paths.timeline, strerror(errno));
+  g.tl_fd = open(g.paths.timeline, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (g.tl_fd < 0)
+    write_failed(g.paths.timeline, -errno);
+  g.tl_size = 0;
+}
+
+static void put_line(const char *line, size_t n)
+{
+  if (gmt__callfmt_must_rotate(g.tl_size + g.buflen, n, g.max)) {
+    flush_buf();
+    rotate();
+  }
+  if (g.buflen + n > sizeof(g.buf))
+    flush_buf();
+  memcpy(g.buf + g.buflen, line, n);
+  g.buflen += n;
+}
+
+static void put_entry(const entry_t *e)
+{
+  char line[256];
+  size_t n = gmt__callfmt_timeline(line, sizeof(line), gmt__sym_name((int)(e->meta >> DUR_BITS)),
+                                   e->t0 + g_epoch_offset, e->meta & DUR_MASK);
+  if (n)
+    put_line(line, n);
+}
+
+static uint64_t cur_t0(const cursor_t *c)
+{
+  return c->l->ring[c->t % RING].t0;
+}
+
+static void sift_down(cursor_t *h, size_t n, size_t i)
+{
+  for (;;) {
+    size_t m = i, a = 2 * i + 1, b = a + 1;
+    if (a < n && cur_t0(&h[a]) < cur_t0(&h[m]))
+      m = a;
+    if (b < n && cur_t0(&h[b]) < cur_t0(&h[m]))
+      m = b;
+    if (m == i)
+      return;
+    cursor_t x = h[i];
+    h[i] = h[m];
+    h[m] = x;
+    i = m;
+  }
+}
+
+/* Every thread's waiting lines, merged in the order the calls began. A
+ * thread's calls follow one another, so each ring is in that order
+ * already; a call that ends after a flush began before some written in
+ * it, so across flushes the order can be off by as long as a call takes. */
+static void drain(void)
+{
+  size_t n = 0;
+  for (tlog_t *l = atomic_load_explicit(&g_logs, memory_order_acquire); l; l = l->next) {
+    cursor_t c = {l, atomic_load_explicit(&l->tail, memory_order_relaxed),
+                  atomic_load_explicit(&l->head, memory_order_acquire)};
+    if (c.t == c.h)
+      continue;
+    if (n < MAX_CURSORS) {
+      g.cur[n++] = c;
+      continue;
+    }
+    /* More threads with lines than cursors: these go unmerged. */
+    for (; c.t != c.h; c.t++)
+      put_entry(&l->ring[c.t % RING]);
+    atomic_store_explicit(&l->tail, c.h, memory_order_release);
+  }
+  for (size_t i = n / 2; i-- > 0;)
+    sift_down(g.cur, n, i);
+  while (n) {
+    cursor_t *c = &g.cur[0];
+    put_entry(&c->l->ring[c->t % RING]);
+    if (++c->t == c->h) {
+      atomic_store_explicit(&c->l->tail, c->h, memory_order_release);
+      g.cur[0] = g.cur[--n];
+    }
+    sift_down(g.cur, n, 0);
+  }
+  flush_buf();
+}
+
+/* metrics.log afresh: every entry point called so far, in the hook's
+ * order, then the lines dropped if any. */
+static void write_metrics(void)
+{
+  size_t len = 0;
+  uint64_t dropped = g.lost_lines + atomic_load_explicit(&g_lost, memory_order_relaxed);
+  for (tlog_t *l = atomic_load_explicit(&g_logs, memory_order_acquire); l; l = l->next)
+    dropped += atomic_load_explicit(&l->dropped, memory_order_relaxed);
+  for (int id = 0; id < GMT_SYM_COUNT; id++) {
+    uint64_t count = 0, ns = 0;
+    for (tlog_t *l = atomic_load_explicit(&g_logs, memory_order_acquire); l; l = l->next) {
+      count += atomic_load_explicit(&l->count[id], memory_order_relaxed);
+      ns += atomic_load_explicit(&l->burst_ns[id], memory_order_relaxed);
+    }
+    if (count)
+      len += gmt__callfmt_metric(g.mbuf + len, sizeof(g.mbuf) - len, gmt__sym_name(id), count, ns);
+  }
+  if (dropped)
+    len += gmt__callfmt_dropped(g.mbuf + len, sizeof(g.mbuf) - len, dropped);
+  int fd = open(g.paths.tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int rc = fd < 0 ? -errno : write_all(fd, g.mbuf, len);
+  if (fd >= 0)
+    close(fd);
+  if (rc == 0 && rename(g.paths.tmp, g.paths.metrics) < 0)
+    rc = -errno;
+  if (rc < 0) {
+    unlink(g.paths.tmp);
+    write_failed(g.paths.metrics, rc);
+  }
+}
+
+/* The lines waiting, and metrics.log when it is due (always when final).
+ * 0 when there is nothing more to write, ever. */
+static int flush_locked(int final)
+{
+  if (g.closed)
+    return 0;
+  if (g.state == FILES_NONE)
+    open_files();
+  if (g.state != FILES_OPEN)
+    return 0;
+  drain();
+  uint64_t now = clock_ns(CLOCK_MONOTONIC) / 1000000;
+  if (final || now - g.last_metrics_ms >= METRICS_MS) {
+    write_metrics();
+    g.last_metrics_ms = now;
+  }
+  return 1;
+}
+
+static void *writer_main(void *arg)
+{
+  (void)arg;
+  const struct timespec nap = {0, FLUSH_MS * 1000000L};
+  for (;;) {
+    nanosleep(&nap, NULL);
+    pthread_mutex_lock(&g_mu);
+    int more = flush_locked(0);
+    pthread_mutex_unlock(&g_mu);
+    if (!more)
+      return NULL;
+  }
+}
+
+/* ---- exit and fork ---- */
+
+/* The last lines and counts. A writer stuck in a write for a second is
+ * not waited for: exit must not hang on a log. */
+__attribute__((destructor)) static void calllog_exit(void)
+{
+  if (!atomic_load(&g_started))
+    return;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 1;
+  if (pthread_mutex_timedlock(&g_mu, &until) != 0)
+    return;
+  flush_locked(1);
+  g.closed = 1;
+  pthread_mutex_unlock(&g_mu);
+}
+
+static void calllog_prepare(void)
+{
+  pthread_mutex_lock(&g_mu);
+}
+
+static void calllog_parent(void)
+{
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* The child writes files of its own, from its own calls: the parent's
+ * lines and counts stay the parent's, its lock and files too. The forking
+ * thread keeps its log (emptied); the others' threads are not in the
+ * child, so their logs are free for the child's threads. */
+static void calllog_child(void)
+{
+  pthread_mutex_init(&g_mu, NULL);
+  if (g.lock_fd >= 0)
+    close(g.lock_fd); /* only our copy: the parent keeps its lock */
+  if (g.tl_fd >= 0)
+    close(g.tl_fd);
+  g.lock_fd = g.tl_fd = -1;
+  if (g.state == FILES_OPEN)
+    g.state = FILES_NONE;
+  g.plain = 0;
+  g.tl_size = g.lost_lines = g.last_metrics_ms = 0;
+  g.buflen = 0;
+  g.said_write = g.closed = 0;
+  atomic_store(&g_started, 0);
+  atomic_store(&g_lost, 0);
+  for (tlog_t *l = atomic_load(&g_logs); l; l = l->next) {
+    atomic_store(&l->owned, l == t_log);
+    atomic_store(&l->tail, atomic_load(&l->head));
+    atomic_store(&l->dropped, 0);
+    for (int id = 0; id < GMT_SYM_COUNT; id++) {
+      atomic_store(&l->count[id], 0);
+      atomic_store(&l->burst_ns[id], 0);
+    }
+  }
+}
+
+static const gmt_fork_ops_t g_fork_ops = {calllog_prepare, calllog_parent, calllog_child};
+
+/* Reads the environment only: nothing is created before the first timed
+ * call, so a process that never calls CUDA leaves no file. */
+__attribute__((constructor)) static void calllog_init(void)
+{
+  g.lock_fd = g.tl_fd = -1;
+  gmt__fork_register(GMT_LOCK_CALLLOG, &g_fork_ops);
+  g.var = "GMT_LOG_DIR";
+  const char *dir = getenv(g.var);
+  if (!dir || !*dir) {
+    g.var = "PFLOG"; /* Alnair's name */
+    dir = getenv(g.var);
+  }
+  if (!dir || !*dir)
+    return;
+  /* A relative folder is the one of the directory we started in, for the
+   * process and its children alike. */
+  char cwd[PATH_MAX];
+  int n = dir[0] == '/' || !getcwd(cwd, sizeof(cwd))
+              ? snprintf(g.dir, sizeof(g.dir), "%s", dir)
+              : snprintf(g.dir, sizeof(g.dir), "%s/%s", cwd, dir);
+  if (n <= 0 || (size_t)n >= sizeof(g.dir) - 64) {
+    gmt__say("%s: the folder's name is too long; no per-call logs", g.var);
+    return;
+  }
+  while (n > 1 && g.dir[n - 1] == '/')
+    g.dir[--n] = '\0';
+  if (pthread_key_create(&g_key, thread_gone) != 0) {
+    gmt__say("%s: no thread key left; no per-call logs", g.var);
+    return;
+  }
+  g_epoch_offset = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
+  atomic_store(&gmt__calllog_on, 1);
+}

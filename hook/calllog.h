@@ -1,0 +1,59 @@
+/* Alnair's per-call logs (metrics.log, timeline.log): every driver entry
+ * point the hook wraps is timed where the wrapper takes its real function
+ * (GMT_REAL in driver.h), so no wrapper writes it itself.
+ *
+ * With GMT_LOG_DIR (or Alnair's PFLOG; GMT_LOG_DIR wins) unset, a wrapper
+ * pays one relaxed load of gmt__calllog_on and one never-taken branch on
+ * entry, and one test of a local on return. With it set, a call costs two
+ * clock reads and a few stores into the calling thread's own counters and
+ * ring: no lock, no system call, never a wait. A background thread drains
+ * the rings into timeline.log and rewrites metrics.log every second; the
+ * files are written again at exit. A full ring drops the line (counted in
+ * metrics.log as timeline_dropped), never the count.
+ *
+ * Part of the base: it names no module (driver.c only for the names of
+ * the entry points). docs/operators.md describes the files. */
+#ifndef GMT_HOOK_CALLLOG_H
+#define GMT_HOOK_CALLLOG_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Nonzero while the logs are on: set at load from the environment,
+ * cleared for good when the folder cannot be written. */
+extern _Atomic int gmt__calllog_on;
+
+/* One call under way: when it began (CLOCK_MONOTONIC, ns; 0 when the logs
+ * were off as it began, GMT_CALLLOG_NESTED when it was made from inside
+ * another timed call on the same thread) and which entry point it is. */
+typedef struct {
+  uint64_t t0;
+  int id;
+} gmt_calltimer_t;
+
+#define GMT_CALLLOG_NESTED 1u
+
+/* Slow halves, out of line: the clock and the thread's nesting depth. */
+uint64_t gmt__calllog_enter(void);
+void gmt__calllog_leave(const gmt_calltimer_t *t);
+
+static inline gmt_calltimer_t gmt__calllog_begin(int id)
+{
+  gmt_calltimer_t t = {0, id};
+  if (__builtin_expect(atomic_load_explicit(&gmt__calllog_on, memory_order_relaxed), 0))
+    t.t0 = gmt__calllog_enter();
+  return t;
+}
+
+static inline void gmt__calllog_end(gmt_calltimer_t *t)
+{
+  if (__builtin_expect(t->t0 != 0, 0))
+    gmt__calllog_leave(t);
+}
+
+/* Times the rest of the enclosing block as one call of symbol id: the
+ * clock starts here and stops when the block is left, by any return. */
+#define GMT_CALL_TIMED(id)                                                                         \
+  __attribute__((cleanup(gmt__calllog_end))) gmt_calltimer_t gmt__calltimer = gmt__calllog_begin(id)
+
+#endif
