@@ -13,6 +13,8 @@ packages=(build-essential cmake pkg-config python3 clang llvm bpftool
   libnng-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev libsqlite3-dev
   libcmocka-dev libbpf-dev libelf-dev zlib1g-dev libjson-c-dev libzstd-dev clang-format)
 
+packages+=(openssl python3-yaml python3-venv) # Kubernetes: make-cert.sh; test_kubernetes.py reads the manifests and installs kubernetes-validate in a venv
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,300 @@
+/* gmt-webhook: Kubernetes' mutating admission webhook for gmt. Serves
+ * POST /mutate (an AdmissionReview v1 in, one out: review.c decides) and
+ * GET /healthz over HTTPS with nng's HTTP server and TLS (mbedtls under
+ * Debian's nng). This file only moves bytes: flags, certificate, server,
+ * signals. Kubernetes calls webhooks over TLS only, so there is no plain
+ * HTTP mode. docs/kubernetes.md. */
+#include "review.h"
+
+#include "gmt_log.h"
+
+#include <errno.h>
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+#include <nng/supplemental/tls/tls.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DEFAULT_LISTEN "0.0.0.0:8443"
+#define DEFAULT_MAX_BODY (3u << 20) /* above the API server's 3 MiB request limit */
+#define PEM_MAX (1u << 20)
+
+typedef struct flags {
+  const char *cert, *key, *listen;
+  size_t max_body;
+  gmt_webhook_opts_t opts;
+} flags_t;
+
+static void usage(FILE *f)
+{
+  gmt_webhook_opts_t d;
+  gmt_webhook_opts_default(&d);
+  fprintf(f,
+          "usage: gmt-webhook --cert FILE --key FILE [--listen ADDR] [--hook-image IMAGE]\n"
+          "                   [--hook-path DIR] [--pmgr-image IMAGE] [--schd URL]\n"
+          "                   [--pmgr-port N] [--max-body BYTES] [-v]\n"
+          "\n"
+          "Kubernetes' mutating admission webhook for gmt: a Pod annotated\n"
+          "%s: NAME gets the hook (LD_PRELOAD), GMT_PMGR and a gmt-pmgr\n"
+          "sidecar serving gmt pod NAME (docs/kubernetes.md).\n"
+          "\n"
+          "  --cert FILE        the server's certificate (PEM; with its chain)\n"
+          "  --key FILE         its private key (PEM)\n"
+          "  --listen ADDR      HOST:PORT to serve HTTPS on (default %s: every\n"
+          "                     address, as the API server reaches a webhook through\n"
+          "                     its Service; 127.0.0.1:PORT for a local test)\n"
+          "  --hook-image IMAGE the image whose hook folder is copied into the pod (default %s)\n"
+          "  --hook-path DIR    that folder, holding libgmthook.so; containers see it there\n"
+          "                     too (default %s)\n"
+          "  --pmgr-image IMAGE the sidecar's image, gmt-pmgr on its PATH (default %s)\n"
+          "  --schd URL         gmt-schd as the sidecar reaches it (default %s)\n"
+          "  --pmgr-port N      the sidecar's loopback port, GMT_PMGR's (default %d)\n"
+          "  --max-body BYTES   refuse a larger body, unread, with HTTP 400 (default %u)\n"
+          "  -v                 log every review\n"
+          "\n"
+          "Serves POST /mutate and GET /healthz. Exit codes: 0 stopped by\n"
+          "SIGTERM/SIGINT, 1 the certificate or the address could not be used, 2 bad flags.\n",
+          GMT_WEBHOOK_ANNOTATION, DEFAULT_LISTEN, d.hook_image, d.hook_path, d.pmgr_image,
+          d.schd_url, d.pmgr_port, DEFAULT_MAX_BODY);
+}
+
+static int bad_flag(const char *what)
+{
+  fprintf(stderr, "gmt-webhook: %s\nRun 'gmt-webhook --help' for usage.\n", what);
+  return 2;
+}
+
+/* -1 to go on, or an exit code. */
+static int parse_flags(int argc, char **argv, flags_t *f)
+{
+  gmt_webhook_opts_default(&f->opts);
+  f->listen = DEFAULT_LISTEN;
+  f->max_body = DEFAULT_MAX_BODY;
+  int verbose = 0;
+  char msg[512];
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    }
+    if (!strcmp(a, "-v")) {
+      verbose = 1;
+      continue;
+    }
+    static const char *const with_value[] = {"--cert",       "--key",       "--listen",
+                                             "--hook-image", "--hook-path", "--pmgr-image",
+                                             "--schd",       "--pmgr-port", "--max-body"};
+    size_t k = 0, nk = sizeof with_value / sizeof *with_value;
+    while (k < nk && strcmp(a, with_value[k]) != 0)
+      k++;
+    if (k == nk) {
+      snprintf(msg, sizeof msg, "unknown flag '%s'", a);
+      return bad_flag(msg);
+    }
+    if (i + 1 >= argc) {
+      snprintf(msg, sizeof msg, "%s wants a value", a);
+      return bad_flag(msg);
+    }
+    const char *v = argv[++i];
+    if (!strcmp(a, "--cert"))
+      f->cert = v;
+    else if (!strcmp(a, "--key"))
+      f->key = v;
+    else if (!strcmp(a, "--listen"))
+      f->listen = v;
+    else if (!strcmp(a, "--hook-image"))
+      f->opts.hook_image = v;
+    else if (!strcmp(a, "--hook-path"))
+      f->opts.hook_path = v;
+    else if (!strcmp(a, "--pmgr-image"))
+      f->opts.pmgr_image = v;
+    else if (!strcmp(a, "--schd"))
+      f->opts.schd_url = v;
+    else {
+      char *end;
+      errno = 0;
+      unsigned long long n = strtoull(v, &end, 10);
+      bool port = !strcmp(a, "--pmgr-port");
+      if (errno || end == v || *end || v[0] == '-' || n == 0 ||
+          n > (port ? 65535ull : (1ull << 30))) {
+        snprintf(msg, sizeof msg, "%s wants %s, not '%s'", a,
+                 port ? "a TCP port 1..65535" : "a byte count 1..1073741824", v);
+        return bad_flag(msg);
+      }
+      if (port)
+        f->opts.pmgr_port = (int)n;
+      else
+        f->max_body = (size_t)n;
+    }
+  }
+  gmt_log_init("gmt-webhook", verbose ? GMT_LOG_DEBUG : GMT_LOG_INFO);
+  if (!f->cert || !f->key)
+    return bad_flag(
+        "--cert FILE and --key FILE are required (Kubernetes calls webhooks over TLS only)");
+  if (gmt_webhook_opts_check(&f->opts, msg, sizeof msg) < 0)
+    return bad_flag(msg);
+  return -1;
+}
+
+/* A PEM file whole, NUL-terminated: malloc'ed, or NULL with why logged. */
+static char *read_pem(const char *path, const char *what)
+{
+  FILE *fp = fopen(path, "re");
+  struct stat st;
+  if (!fp) {
+    gmt_error("%s %s: %s", what, path, strerror(errno));
+    return NULL;
+  }
+  if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+      st.st_size > (off_t)PEM_MAX) {
+    gmt_error("%s %s: not a regular file of 1 byte to %u bytes", what, path, PEM_MAX);
+    fclose(fp);
+    return NULL;
+  }
+  char *buf = malloc((size_t)st.st_size + 1);
+  size_t n = buf ? fread(buf, 1, (size_t)st.st_size, fp) : 0;
+  fclose(fp);
+  if (!buf || n != (size_t)st.st_size) {
+    gmt_error("%s %s: could not read it", what, path);
+    free(buf);
+    return NULL;
+  }
+  buf[n] = '\0';
+  return buf;
+}
+
+static void answer(nng_aio *aio, int status, const char *type, const char *body)
+{
+  nng_http_res *res;
+  if (nng_http_res_alloc(&res) != 0) {
+    nng_aio_finish(aio, NNG_ENOMEM);
+    return;
+  }
+  if (nng_http_res_set_status(res, (uint16_t)status) != 0 ||
+      nng_http_res_set_header(res, "Content-Type", type) != 0 ||
+      nng_http_res_copy_data(res, body, strlen(body)) != 0) {
+    nng_http_res_free(res);
+    nng_aio_finish(aio, NNG_ENOMEM);
+    return;
+  }
+  nng_aio_set_output(aio, 0, res);
+  nng_aio_finish(aio, 0);
+}
+
+static void on_mutate(nng_aio *aio)
+{
+  nng_http_req *req = nng_aio_get_input(aio, 0);
+  nng_http_handler *h = nng_aio_get_input(aio, 1);
+  const gmt_webhook_opts_t *o = nng_http_handler_get_data(h);
+  void *data = NULL;
+  size_t len = 0;
+  nng_http_req_get_data(req, &data, &len);
+  gmt_webhook_answer_t a;
+  if (gmt_webhook_review(data, len, o, &a) < 0) {
+    gmt_error("out of memory answering a review of %zu bytes", len);
+    answer(aio, 500, "text/plain; charset=utf-8", "gmt-webhook: out of memory\n");
+    return;
+  }
+  if (a.status != 200) {
+    char shown[160];
+    gmt_warn("refused a request of %zu bytes: %s", len, gmt_shown(a.body, shown, sizeof shown));
+  } else {
+    gmt_debug("answered a review of %zu bytes", len);
+  }
+  answer(aio, a.status, a.content_type, a.body);
+  free(a.body);
+}
+
+static void on_healthz(nng_aio *aio)
+{
+  answer(aio, 200, "text/plain; charset=utf-8", "ok\n");
+}
+
+static int add_handler(nng_http_server *srv, const char *uri, const char *method,
+                       void (*cb)(nng_aio *), void *data, size_t max_body)
+{
+  nng_http_handler *h = NULL;
+  int rv = nng_http_handler_alloc(&h, uri, cb);
+  if (rv == 0 && (rv = nng_http_handler_set_method(h, method)) == 0 &&
+      (rv = nng_http_handler_collect_body(h, max_body > 0, max_body)) == 0 &&
+      (rv = nng_http_handler_set_data(h, data, NULL)) == 0 &&
+      (rv = nng_http_server_add_handler(srv, h)) == 0)
+    return 0;
+  if (h)
+    nng_http_handler_free(h);
+  return rv;
+}
+
+int main(int argc, char **argv)
+{
+  flags_t f = {0};
+  int code = parse_flags(argc, argv, &f);
+  if (code >= 0)
+    return code;
+
+  /* SIGTERM and SIGINT are waited for below, in this thread only: nng's
+   * threads, started after this, inherit the mask. */
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  char url_text[300];
+  snprintf(url_text, sizeof url_text, "https://%s", f.listen);
+  char *cert = read_pem(f.cert, "--cert"), *key = read_pem(f.key, "--key");
+  nng_url *url = NULL;
+  nng_tls_config *tls = NULL;
+  nng_http_server *srv = NULL;
+  int rv;
+  code = 1;
+  if (!cert || !key)
+    goto cleanup;
+  if ((rv = nng_url_parse(&url, url_text)) != 0 || !url->u_port || !*url->u_port) {
+    gmt_error("--listen %s: want HOST:PORT (%s)", f.listen, rv ? nng_strerror(rv) : "no port");
+    code = 2;
+    goto cleanup;
+  }
+  if ((rv = nng_tls_config_alloc(&tls, NNG_TLS_MODE_SERVER)) != 0 ||
+      (rv = nng_tls_config_own_cert(tls, cert, key, NULL)) != 0) {
+    gmt_error("--cert %s / --key %s: %s (a PEM certificate and its matching key)", f.cert, f.key,
+              nng_strerror(rv));
+    goto cleanup;
+  }
+  if ((rv = nng_http_server_hold(&srv, url)) != 0 ||
+      (rv = nng_http_server_set_tls(srv, tls)) != 0 ||
+      (rv = add_handler(srv, "/mutate", "POST", on_mutate, &f.opts, f.max_body)) != 0 ||
+      (rv = add_handler(srv, "/healthz", "GET", on_healthz, NULL, 0)) != 0) {
+    gmt_error("serving %s: %s", url_text, nng_strerror(rv));
+    goto cleanup;
+  }
+  if ((rv = nng_http_server_start(srv)) != 0) {
+    gmt_error("listening on %s: %s", url_text, nng_strerror(rv));
+    goto cleanup;
+  }
+  gmt_info("serving %s/mutate (hook image %s at %s, pod manager image %s, annotation %s)", url_text,
+           f.opts.hook_image, f.opts.hook_path, f.opts.pmgr_image, GMT_WEBHOOK_ANNOTATION);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  gmt_info("stopping on signal %d", sig);
+  nng_http_server_stop(srv);
+  code = 0;
+cleanup:
+  if (srv)
+    nng_http_server_release(srv);
+  if (tls)
+    nng_tls_config_free(tls);
+  if (url)
+    nng_url_free(url);
+  free(cert);
+  free(key);
+  nng_fini(); /* nng's threads and caches, so that a leak check sees only ours */
+  return code;
+}
