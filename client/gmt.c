@@ -18,6 +18,7 @@ typedef struct {
 
 static const command_t commands[] = {
     {"status", gmt_cmd_status, "show every pod, its shares, memory and processes"},
+    {"top", gmt_cmd_top, "a live full-screen view: pods, shares, memory, hottest buffers, GPUs"},
     {"topo", gmt_cmd_topo, "show this node's GPUs, their links, NUMA nodes, NICs and NVMe"},
     {"run", gmt_cmd_run, "run a command on the best GPU(s) and/or under the hook in a pod"},
 #ifdef GMT_HAVE_TRACE

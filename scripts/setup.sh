@@ -11,7 +11,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(build-essential cmake pkg-config python3 clang llvm bpftool
   libnng-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev libsqlite3-dev
-  libcmocka-dev libbpf-dev libelf-dev zlib1g-dev libjson-c-dev libzstd-dev clang-format)
+  libcmocka-dev libbpf-dev libelf-dev zlib1g-dev libjson-c-dev libzstd-dev clang-format
+  libncurses-dev tmux) # gmt top; its test drives it in tmux
 
 packages+=(openssl python3-yaml python3-venv) # Kubernetes: make-cert.sh; test_kubernetes.py reads the manifests and installs kubernetes-validate in a venv
 

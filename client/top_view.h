@@ -1,0 +1,78 @@
+/* What `gmt top` shows, as plain text rows: the pods sorted by a key, each
+ * with its target and measured share, the GPUs whose token it holds, its
+ * memory against its quota (per tier for a pod whose memory moves), its
+ * context memory; the hottest buffers from gmt-schd's tracer; the node's
+ * GPUs. Pure: no curses and no socket here (client/cmd_top.c draws the rows
+ * and fetches the replies), so that a unit test renders a reply built in
+ * memory and reads the screen back. */
+#ifndef GMT_TOP_VIEW_H
+#define GMT_TOP_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gmt.pb-c.h"
+
+typedef enum {
+  GMT_TOP_SORT_SHARE,  /* measured share of GPU time, highest first */
+  GMT_TOP_SORT_MEMORY, /* device memory used, most first */
+  GMT_TOP_SORT_NAME,   /* pod name, A to Z */
+} gmt_top_sort_t;
+
+/* How a row is drawn. */
+enum {
+  GMT_TOP_PLAIN = 0,
+  GMT_TOP_HEADING = 1, /* a table's column names (reverse video) */
+  GMT_TOP_ALERT = 2,   /* the scheduler unreachable, a help title (bold) */
+};
+
+typedef struct gmt_top_view {
+  const char *url;   /* the scheduler asked */
+  double interval_s; /* seconds between refreshes */
+  const char *clock; /* "HH:MM:SS" now, shown in the title */
+  gmt_top_sort_t sort;
+  bool paused;
+  bool help; /* the keys' help instead of the tables */
+  /* The last StatusReply that came; NULL before the first. */
+  const Gmt__StatusReply *st;
+  const char *st_clock; /* "HH:MM:SS" when st came */
+  /* Why the last call for it failed (shown as "gmt-schd unreachable:
+   * ERROR"); NULL when it answered. st is then the last answer, shown as
+   * such. */
+  const char *error;
+  /* Per pod of st (index as in st->pods): its TraceSpots reply, or NULL
+   * when none was fetched for it. */
+  const Gmt__TraceSpotsReply *const *spots;
+  /* Why there are no hottest buffers at all (the tracer is off, or the
+   * scheduler refused the call); NULL when the tracer answers. */
+  const char *spots_off;
+} gmt_top_view_t;
+
+/* A screen of rows x cols cells: row r is text + r * (cols + 1), always
+ * NUL-terminated, at most cols characters, and drawn as style[r]. */
+typedef struct gmt_top_screen {
+  int rows, cols;
+  int used; /* rows written by the last render */
+  char *text;
+  unsigned char *style;
+} gmt_top_screen_t;
+
+/* 0, or -ENOMEM; -EINVAL for rows or cols below 1. */
+int gmt_top_screen_init(gmt_top_screen_t *s, int rows, int cols);
+void gmt_top_screen_close(gmt_top_screen_t *s);
+/* Row r of s (an empty string past s->used). */
+const char *gmt_top_row(const gmt_top_screen_t *s, int r);
+
+/* Fills idx[0..st->n_pods) with the pods' indices in the order shown:
+ * by the key, ties by name, then by their order in st. */
+void gmt_top_sort_pods(const Gmt__StatusReply *st, gmt_top_sort_t by, size_t *idx);
+
+/* Renders v into s: the title, the scheduler's state, the pods, the
+ * hottest buffers, the GPUs, and the keys on the last row; what does not
+ * fit is cut, saying how much was. Returns 0 or -ENOMEM. */
+int gmt_top_render(const gmt_top_view_t *v, gmt_top_screen_t *s);
+
+/* A sort key's name ("share", "memory", "name"). */
+const char *gmt_top_sort_name(gmt_top_sort_t by);
+
+#endif

@@ -1,0 +1,335 @@
+"""End-to-end: `gmt top` in a real terminal. tmux (on a private socket,
+killed whatever happens) runs it in a 160x40 pane; the test reads the
+screen with capture-pane and types with send-keys. Both pods are shown,
+with the memory, quota and context numbers `gmt status --json` gives;
+m and n reorder them; ? shows the keys; q ends it with exit 0; a
+scheduler killed under it shows as unreachable within seconds while the
+view goes on and answers keys, and one that comes back is shown again.
+Without a terminal it refuses and points at `gmt status`. tmux is one of
+the packages scripts/setup.sh installs: under CI=true a missing tmux fails
+the test instead of skipping it."""
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+import unittest
+
+from gmt_e2e import (BUILD, GMT, TRACE_JOB, GmtTestCase, build_path, cannot_run, tracer_missing,
+                     unless_runnable, wait_for)
+
+DEV_ALLOC = os.path.join(BUILD, "test", "e2e", "memprogs", "dev_alloc")
+SPIN = build_path("test", "e2e", "tokenprogs", "spin_load")
+MIB = 1 << 20
+
+
+def human(n):
+    """gmt_human_bytes (client/status_json.c), as gmt status and top write bytes."""
+    if n < 1024:
+        return "%d B" % n
+    v, u = n / 1024, 0
+    units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    while v >= 1024 and u < 5:
+        v /= 1024
+        u += 1
+    return "%.1f %s" % (v, units[u])
+
+
+class Tmux:
+    """One tmux server of our own (tmux -L NAME), one session, one pane."""
+
+    def __init__(self, env):
+        self.name = "gmt-top-%d-%d" % (os.getpid(), int(time.monotonic() * 1000) % 100000)
+        self.env = env
+        self.started = False
+
+    def tmux(self, *args, check=True):
+        r = subprocess.run(["tmux", "-L", self.name] + list(args), capture_output=True, text=True,
+                           timeout=10, env=self.env)
+        if check and r.returncode != 0:
+            raise AssertionError("tmux %s: %s" % (" ".join(args), r.stderr))
+        return r
+
+    def start(self, argv, rc_path):
+        """Runs argv in the pane; the shell around it writes its exit status
+        to rc_path (tmux itself may be slow to reap a command that ended).
+        remain-on-exit keeps the pane's last screen for a failure's message;
+        set in the same tmux call as the session."""
+        self.started = True
+        self.rc_path = rc_path
+        cmd = "%s; echo $? > %s" % (" ".join(shlex.quote(a) for a in argv), shlex.quote(rc_path))
+        self.tmux("new-session", "-d", "-s", "top", "-x", "160", "-y", "40", cmd, ";",
+                  "set-option", "-t", "top", "remain-on-exit", "on")
+
+    def screen(self):
+        return self.tmux("capture-pane", "-p", "-t", "top").stdout
+
+    def keys(self, *keys):
+        self.tmux("send-keys", "-t", "top", *keys)
+
+    def exit_status(self):
+        """None while the command runs, else its exit status."""
+        try:
+            with open(self.rc_path) as f:
+                text = f.read()
+        except FileNotFoundError:
+            return None
+        return int(text) if text.endswith("\n") else None
+
+    def kill(self):
+        """Ends the server and removes its socket (kill-server leaves it)."""
+        if self.started:
+            self.tmux("kill-server", check=False)
+            folder = os.path.join(os.environ.get("TMUX_TMPDIR", "/tmp"), "tmux-%d" % os.getuid())
+            try:
+                os.unlink(os.path.join(folder, self.name))
+            except OSError:
+                pass
+
+
+def row(screen, name):
+    """The pods table's row of pod name (it starts with the name)."""
+    for line in screen.splitlines():
+        if line.startswith(name + " "):
+            return line
+    return None
+
+
+def order(screen, names):
+    """The names in the order their rows appear."""
+    at = {}
+    for i, line in enumerate(screen.splitlines()):
+        for n in names:
+            if line.startswith(n + " ") and n not in at:
+                at[n] = i
+    return sorted(at, key=at.get)
+
+
+class TopCase(GmtTestCase):
+    CONFIG = "2\na 0.3 1.0 1Gi\nb 0.7 1.0 2Gi\n"
+    HELD = 96 * MIB
+
+    def setUp(self):
+        if not shutil.which("tmux"):
+            cannot_run(self, "tmux is not installed (scripts/setup.sh installs it)")
+        super().setUp()
+        self.node.base_env["GMT_FAKE_DEVICES"] = "1"
+        self.node.base_env.pop("CUDA_VISIBLE_DEVICES", None)
+        self.tm = Tmux(self.env())
+
+    def tearDown(self):
+        self.tm.kill()
+        super().tearDown()
+
+    def logs(self):
+        return "".join("\n%s: %s" % (d.name, d.output()[-1500:]) for d in self.daemons)
+
+    def hold(self, pod, nbytes, **env):
+        """A process of pod holding nbytes on GPU 0 (the fake driver)."""
+        p = self.run_prog(pod, DEV_ALLOC, "0:%d" % nbytes, env=self.hook_env(pod, **env))
+        p.expect("READY")
+        wait_for(lambda: self.pod(pod).get("memory_used") == nbytes, timeout=10,
+                 what="pod %s to hold %d bytes" % (pod, nbytes))
+        return p
+
+    def start_top(self, *args):
+        self.tm.start([GMT, "--schd", self.schd_url, "top"] + list(args),
+                      os.path.join(self.tmp, "top.rc"))
+
+    def wait_screen(self, pred, what, timeout=10.0):
+        """Waits until pred(screen) is true; returns that screen."""
+        last = [""]
+
+        def check():
+            last[0] = self.tm.screen()
+            return last[0] if pred(last[0]) else None
+        try:
+            return wait_for(check, timeout=timeout, interval=0.1, what=what)
+        except AssertionError:
+            raise AssertionError("the screen never showed %s:\n%s%s" % (what, last[0], self.logs()))
+
+    def quit(self):
+        self.tm.keys("q")
+        wait_for(lambda: self.tm.exit_status() is not None, timeout=5,
+                 what="gmt top to end after q")
+        self.assertEqual(self.tm.exit_status(), 0, self.tm.screen())
+
+
+
+class Top(TopCase):
+    def test_pods_memory_order_help_and_quit(self):
+        self.start_schd("--no-trace")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        self.hold("b", self.HELD, GMT_FAKE_CONTEXT_MIB="200")
+        wait_for(lambda: self.pod("b").get("context_bytes"), timeout=10,
+                 what="pod b's context memory")
+        self.start_top()
+
+        st = self.status()
+        pods = {p["name"]: p for p in st["pods"]}
+        self.assertEqual(pods["b"]["memory_used"], self.HELD)
+
+        def shows_status(screen):
+            for name, p in pods.items():
+                r = row(screen, name)
+                if not r or "%s / %s" % (human(p["memory_used"]), human(p["memory_limit"])) not in r:
+                    return False
+                if "%.2f/%.2f" % (p["request"], p["limit"]) not in r:
+                    return False
+                if p["context_bytes"] and human(p["context_bytes"]) not in r:
+                    return False
+            return True
+        screen = self.wait_screen(shows_status, "both pods with gmt status --json's numbers")
+        self.assertIn("96.0 MiB / 2.0 GiB", row(screen, "b"))
+        self.assertIn("0 B / 1.0 GiB", row(screen, "a"))
+        self.assertIn("200.0 MiB", row(screen, "b"))  # its context, not charged
+        self.assertEqual(self.status()["pods"][1]["memory_used"], self.HELD)  # still held
+        # The node's GPU line, and why there are no hot buffers.
+        self.assertIn("TOKENS WAITING", screen)
+        def gpu_matches(screen):
+            g = self.status()["devices"][0]
+            want = "%s / %s" % (human(g["memory_free"]), human(g["memory_total"]))
+            return any(line.startswith("0 ") and want in line for line in screen.splitlines())
+        self.wait_screen(gpu_matches, "GPU 0's free / total as gmt status --json says")
+        self.assertIn("hottest buffers: not shown", screen)
+        self.assertIn("tracing is off", screen)
+
+        # Default: by share (both idle: then by name); m: most memory first.
+        self.assertEqual(order(screen, ["a", "b"]), ["a", "b"], screen)
+        self.tm.keys("m")
+        screen = self.wait_screen(lambda s: "sort: memory" in s, "sort: memory")
+        self.assertEqual(order(screen, ["a", "b"]), ["b", "a"], screen)
+        self.tm.keys("n")
+        screen = self.wait_screen(lambda s: "sort: name" in s, "sort: name")
+        self.assertEqual(order(screen, ["a", "b"]), ["a", "b"], screen)
+
+        self.tm.keys("?")
+        self.wait_screen(lambda s: "gmt top: keys" in s and row(s, "b") is None, "the help")
+        self.tm.keys("x")
+        self.wait_screen(lambda s: row(s, "b") is not None, "the pods again after the help")
+        # A smaller terminal: drawn again at its size, cut, the keys still last.
+        self.tm.tmux("resize-window", "-t", "top", "-x", "80", "-y", "8")
+        screen = self.wait_screen(lambda s: len(s.splitlines()) <= 8 and "more rows" in s,
+                                  "the view cut to 80x8")
+        self.assertTrue(all(len(l) <= 80 for l in screen.splitlines()), screen)
+        self.assertTrue(screen.rstrip("\n").splitlines()[-1].startswith("q quit"), screen)
+        self.tm.tmux("resize-window", "-t", "top", "-x", "160", "-y", "40")
+        self.wait_screen(lambda s: "more rows" not in s and row(s, "b"), "the view at 160x40")
+        self.tm.keys("p")
+        self.wait_screen(lambda s: "PAUSED" in s, "PAUSED")
+        self.tm.keys("p")
+        self.wait_screen(lambda s: "PAUSED" not in s, "the pause ended")
+        self.quit()
+
+    def test_scheduler_killed_shows_unreachable_and_the_view_goes_on(self):
+        schd = self.start_schd("--no-trace")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        self.start_top("-d", "0.5")
+        self.wait_screen(lambda s: row(s, "a") and row(s, "b"), "both pods")
+        schd.proc.send_signal(signal.SIGKILL)
+        schd.proc.wait(timeout=5)
+        t0 = time.monotonic()
+        screen = self.wait_screen(lambda s: "gmt-schd unreachable: " in s,
+                                  "gmt-schd unreachable", timeout=5)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertIsNone(self.tm.exit_status(), screen)
+        self.assertIn(self.schd_url, screen)
+        self.assertTrue(row(screen, "a") and row(screen, "b"), screen)  # its last answer
+        # Still answering keys while it retries.
+        self.tm.keys("m")
+        self.wait_screen(lambda s: "sort: memory" in s and "gmt-schd unreachable" in s,
+                         "sort: memory while unreachable")
+        time.sleep(1.5)  # some retries
+        self.assertIsNone(self.tm.exit_status())
+        # A scheduler back on the same address is found again.
+        self.start_schd("--no-trace")
+        self.wait_screen(lambda s: "gmt-schd unreachable" not in s and row(s, "a"),
+                         "the scheduler back", timeout=10)
+        self.quit()
+
+    def test_without_a_terminal_it_points_at_gmt_status(self):
+        r = subprocess.run([GMT, "--schd", self.schd_url, "top"], capture_output=True, text=True,
+                           timeout=10, env=self.env(), stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("needs a terminal", r.stderr)
+        self.assertIn("gmt status", r.stderr)
+        self.assertEqual(r.stdout, "")
+        r = self.gmt("top", "-d", "0")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("-d wants seconds", r.stderr)
+
+
+    def test_a_busy_pod_shows_its_share_and_the_token(self):
+        self.start_schd("--no-trace")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        spin = self.run_prog("b", SPIN, "--kernel-us", "20000", "--seconds", "0")
+        spin.expect("READY")
+        self.start_top()
+
+        def busy(screen):
+            b = row(screen, "b")
+            if not b or "gpu 0" not in b:  # holds GPU 0's token
+                return False
+            share = float(b.split()[4])  # POD CONN MODE REQ/LIM SHARE
+            gpu = [l for l in screen.splitlines() if l.startswith("0 ")]
+            return share > 0.5 and gpu and " b " in gpu[0]  # the GPU's token holder
+        screen = self.wait_screen(busy, "pod b busy: its share, GPU 0's token")
+        self.assertIn("0.70/1.00", row(screen, "b"))
+        # By share (the default), the busy pod first; by name, a first.
+        self.assertEqual(order(screen, ["a", "b"]), ["b", "a"], screen)
+        self.tm.keys("n")
+        screen = self.wait_screen(lambda s: "sort: name" in s, "sort: name")
+        self.assertEqual(order(screen, ["a", "b"]), ["a", "b"], screen)
+        self.quit()
+
+
+@unless_runnable(tracer_missing("gmt top's hottest buffers"))
+class TopHotBuffers(TopCase):
+    """With gmt-schd's tracer (root): each busy pod's hottest buffers, as
+    `gmt trace --pod NAME` counts them."""
+
+    def spots(self, pod, k=3):
+        r = self.gmt("trace", "--pod", pod, "-k", str(k), "--json")
+        if r.returncode != 0:
+            raise AssertionError("gmt trace --pod %s: %s" % (pod, r.stderr))
+        return json.loads(r.stdout)
+
+    def test_hottest_buffers_of_a_traced_pod(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        self.hold("a", 16 * MIB)  # a live process: the pod is asked for its buffers
+        job = self.run_prog("a", TRACE_JOB, "hotcold")
+        pid = int(job.expect("ready")["pid"])
+        wait_for(lambda: {p["pid"]: p for p in self.spots("a")["processes"]}
+                 .get(pid, {}).get("probed"), timeout=15, what="pid %d probed" % pid)
+        job.send("go")
+        job.expect("done")
+        # hotcold: 2 hot buffers of 50 H2D + 50 D2H copies each, 5 of 1 + 1.
+        wait_for(lambda: self.spots("a")["copies"]["h2d_count"] >= 105, timeout=15,
+                 what="the tracer to count trace_job's copies")
+        hot = [a for a in self.spots("a")["hot"] if a["pid"] == pid]
+        self.assertGreaterEqual(len(hot), 2, hot)
+        self.start_top()
+
+        def shows_hot(screen):
+            rows = [l.split() for l in screen.splitlines()
+                    if l.startswith("a ") and len(l.split()) > 7 and l.split()[1] == str(pid)]
+            # POD PID KIND SIZE(2) H2D D2H ...
+            counts = [(r[2], int(r[5]), int(r[6])) for r in rows if r[5].isdigit()]
+            return counts if counts[:2] == [("device", 50, 50)] * 2 else None
+        screen = self.wait_screen(lambda s: "HOTTEST BUFFERS" in s and shows_hot(s),
+                                  "trace_job's two hot buffers, 50 + 50 copies each")
+        self.assertNotIn("hottest buffers: not shown", screen)
+        for a in hot[:2]:
+            self.assertEqual((a["h2d_count"], a["d2h_count"]), (50, 50), a)
+        self.quit()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
