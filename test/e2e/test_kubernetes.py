@@ -1,0 +1,164 @@
+"""deploy/kubernetes/: every manifest checked against the Kubernetes API's
+structure, and against each other (the Service selects the webhook's pods
+and names their port, the webhook configuration names the Service, the
+DaemonSet shares /run/gmt with the host).
+
+Two validators. kube_schema.py (strict: unknown fields, types, required
+fields, enums, cross-field rules; written here from the API reference)
+always runs. kubernetes-validate from PyPI (the API's published OpenAPI
+schemas) runs too where it is importable or can be installed into a venv
+under the build folder; where PyPI cannot be reached that is said on
+stderr, and GMT_REQUIRE_KUBE_VALIDATE=1 makes it a failure instead."""
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+import yaml
+
+from gmt_e2e import BUILD
+import kube_schema
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KDIR = os.path.join(ROOT, "deploy", "kubernetes")
+KUBE_VERSION = "1.29.0"  # the first with native sidecars on by default
+
+
+def manifests():
+    out = []
+    for f in sorted(os.listdir(KDIR)):
+        if f.endswith(".yaml"):
+            with open(os.path.join(KDIR, f)) as fh:
+                for i, doc in enumerate(yaml.safe_load_all(fh)):
+                    if doc is not None:
+                        out.append(("%s#%d" % (f, i), doc))
+    return out
+
+
+def by_kind(kind):
+    return [d for _, d in manifests() if d.get("kind") == kind]
+
+
+def registry_validator():
+    """The kubernetes-validate command, or (None, why)."""
+    venv = os.path.join(BUILD, "kube-validate-venv")
+    exe = os.path.join(venv, "bin", "kubernetes-validate")
+    if os.path.exists(exe):
+        return exe, None
+    try:
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True, capture_output=True, timeout=120)
+        r = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--retries", "0", "--timeout", "10",
+                            "kubernetes-validate"], capture_output=True, text=True, timeout=300)
+    except (subprocess.SubprocessError, OSError) as e:
+        return None, "could not make a venv for it: %s" % e
+    if r.returncode != 0 or not os.path.exists(exe):
+        tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["?"]
+        return None, "pip install kubernetes-validate failed: %s" % tail[0]
+    return exe, None
+
+
+class Manifests(unittest.TestCase):
+    def test_every_manifest_has_the_api_structure(self):
+        docs = manifests()
+        kinds = sorted(d["kind"] for _, d in docs)
+        self.assertEqual(kinds, ["ConfigMap", "DaemonSet", "Deployment", "MutatingWebhookConfiguration",
+                                 "Namespace", "Service", "ServiceAccount"])
+        errs = []
+        for where, d in docs:
+            errs += kube_schema.check(d, where)
+        self.assertEqual(errs, [], "\n".join(errs))
+
+    def test_structural_check_refuses_what_the_api_refuses(self):
+        """The checker is not a pass-through: each mutation below is one the
+        API server refuses."""
+        ds = by_kind("DaemonSet")[0]
+        wh = by_kind("MutatingWebhookConfiguration")[0]
+        import copy
+
+        def refused(doc, mutate):
+            d = copy.deepcopy(doc)
+            mutate(d)
+            return kube_schema.check(d)
+        pod = lambda d: d["spec"]["template"]["spec"]  # noqa: E731
+        self.assertTrue(refused(ds, lambda d: pod(d).update(hostPid=True)))  # unknown field (case)
+        self.assertTrue(refused(ds, lambda d: pod(d).update(shareProcessNamespace=True)))
+        self.assertTrue(refused(ds, lambda d: pod(d)["containers"][0]["volumeMounts"].append(
+            {"name": "nope", "mountPath": "/x"})))
+        self.assertTrue(refused(ds, lambda d: d["spec"]["selector"]["matchLabels"].update(x="y")))
+        self.assertTrue(refused(ds, lambda d: pod(d)["containers"][0]["securityContext"]["capabilities"]
+                                ["add"].append("CAP_BPF")))
+        self.assertTrue(refused(ds, lambda d: pod(d)["volumes"][0].update(emptyDir={})))
+        self.assertTrue(refused(ds, lambda d: pod(d)["containers"][0].update(restartPolicy="Always")))
+        self.assertTrue(refused(wh, lambda d: d["webhooks"][0].update(sideEffects="Unknown")))
+        self.assertTrue(refused(wh, lambda d: d["webhooks"][0].update(timeoutSeconds=31)))
+        self.assertTrue(refused(wh, lambda d: d["webhooks"][0].pop("admissionReviewVersions")))
+        self.assertTrue(refused(wh, lambda d: d["webhooks"][0].update(name="gmt")))
+        self.assertTrue(refused(wh, lambda d: d["webhooks"][0]["clientConfig"].update(caBundle="%%")))
+        self.assertTrue(refused(wh, lambda d: d.update(apiVersion="admissionregistration.k8s.io/v1beta1")))
+
+    def test_schd_daemonset_shares_run_gmt_with_host_pid_and_bpf_capabilities(self):
+        ds = by_kind("DaemonSet")[0]
+        spec = ds["spec"]["template"]["spec"]
+        self.assertIs(spec["hostPID"], True)
+        self.assertEqual(spec["nodeSelector"], {"gmt.io/gpu": "true"})
+        c = spec["containers"][0]
+        self.assertEqual(c["command"][:3], ["gmt-schd", "-c", "/etc/gmt/resource-config.txt"])
+        caps = c["securityContext"]["capabilities"]["add"]
+        for cap in ("BPF", "PERFMON", "SYS_RESOURCE"):
+            self.assertIn(cap, caps)
+        vols = {v["name"]: v for v in spec["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+        self.assertEqual(vols[mounts["/run/gmt"]]["hostPath"]["path"], "/run/gmt")
+        self.assertEqual(vols[mounts["/etc/gmt"]]["configMap"]["name"], by_kind("ConfigMap")[0]["metadata"]["name"])
+
+    def test_config_map_holds_a_resource_config(self):
+        text = by_kind("ConfigMap")[0]["data"]["resource-config.txt"]
+        lines = [l for l in text.splitlines() if l.strip() and not l.startswith("#")]
+        self.assertEqual(int(lines[0]), len(lines) - 1)
+        for l in lines[1:]:
+            self.assertRegex(l, r"^[A-Za-z0-9._-]{1,62} [0-9.]+ [0-9.]+ \d+[KMGT]?i?( \S+=\S+)*$")
+
+    def test_webhook_service_and_configuration_agree(self):
+        dep = by_kind("Deployment")[0]
+        svc = by_kind("Service")[0]
+        wh = by_kind("MutatingWebhookConfiguration")[0]["webhooks"][0]
+        labels = dep["spec"]["template"]["metadata"]["labels"]
+        self.assertTrue(all(labels.get(k) == v for k, v in svc["spec"]["selector"].items()))
+        c = dep["spec"]["template"]["spec"]["containers"][0]
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        self.assertIn(svc["spec"]["ports"][0]["targetPort"], ports)
+        listen = c["command"][c["command"].index("--listen") + 1]
+        self.assertEqual(listen, "0.0.0.0:%d" % ports["https"])
+        ref = wh["clientConfig"]["service"]
+        self.assertEqual((ref["name"], ref["namespace"], ref["port"], ref["path"]),
+                         (svc["metadata"]["name"], svc["metadata"]["namespace"], svc["spec"]["ports"][0]["port"],
+                          "/mutate"))
+        self.assertEqual(wh["failurePolicy"], "Ignore")
+        self.assertEqual(wh["sideEffects"], "None")
+        self.assertEqual(wh["admissionReviewVersions"], ["v1"])
+        self.assertIn("namespaceSelector", wh)
+        self.assertEqual(wh["rules"][0]["resources"], ["pods"])
+        vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+        tls = [m for m in c["volumeMounts"] if m["mountPath"] == "/etc/gmt-webhook"][0]
+        self.assertEqual(vols[tls["name"]]["secret"]["secretName"], "%s-tls" % svc["metadata"]["name"])
+        for flag in ("--cert", "--key"):
+            self.assertTrue(c["command"][c["command"].index(flag) + 1].startswith("/etc/gmt-webhook/"))
+
+    def test_registry_validator_accepts_every_manifest(self):
+        exe, why = registry_validator()
+        if exe is None:
+            msg = "kubernetes-validate (PyPI) unavailable here: %s; only kube_schema.py's check ran" % why
+            if os.environ.get("GMT_REQUIRE_KUBE_VALIDATE") == "1":
+                self.fail(msg)
+            sys.stderr.write("NOTE: %s\n" % msg)
+            return
+        files = sorted(os.path.join(KDIR, f) for f in os.listdir(KDIR) if f.endswith(".yaml"))
+        r = subprocess.run([exe, "--strict", "-k", KUBE_VERSION, *files], capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(re.search(r"(?i)error", r.stdout), r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
