@@ -3,6 +3,7 @@
 a two-pod config. The backend is started as an operator would, its table
 read from its stdout; every daemon it names is checked by pid after it
 stops. Every wait is bounded and tearDown kills whatever is left."""
+import fcntl
 import json
 import os
 import queue
@@ -365,6 +366,11 @@ class Launch(unittest.TestCase):
         if not (os.access(d, os.W_OK) if os.path.isdir(d) else os.access("/run", os.W_OK)):
             self.skipTest("this user may not make %s's sockets (the fallback is tested as "
                           "nobody)" % d)
+        # /run/gmt is the node's: runs of this test side by side (two build
+        # trees, two sessions) take turns, so that each sees its own.
+        lock = open(os.path.join(tempfile.gettempdir(), "gmt-test-launch-run-gmt.lock"), "a")
+        self.addCleanup(lock.close)  # after tearDown: the launcher has stopped by then
+        fcntl.flock(lock, fcntl.LOCK_EX)
         existed = os.path.isdir(d)
         b = self.ready(run_dir=False)
         if "a gmt daemon already listens" in b.sockets_line:
