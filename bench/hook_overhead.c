@@ -2,7 +2,12 @@
  * with and without LD_PRELOAD and prints the ratios):
  *   hook_overhead launch N   N empty-kernel launches, then one sync
  *   hook_overhead alloc N    N times cuMemAlloc(2 MiB) + cuMemFree
- * Prints one line: `launch rate=<per s>` or `alloc rate=<pairs per s>`. */
+ *   hook_overhead procaddr N N cuGetProcAddress_v2 of one name: a wrapped
+ *                            call that does little in the hook or the
+ *                            driver, so that what wrapping itself costs
+ *                            (the per-call logs' timing) shows
+ * Prints one line: `launch rate=<per s>`, `alloc rate=<pairs per s>` or
+ * `procaddr rate=<per s>`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +31,10 @@ int main(int argc, char **argv)
   long n;
   double t0, t1;
 
-  if (argc != 3 || (strcmp(argv[1], "launch") && strcmp(argv[1], "alloc")) ||
+  if (argc != 3 ||
+      (strcmp(argv[1], "launch") && strcmp(argv[1], "alloc") && strcmp(argv[1], "procaddr")) ||
       (n = atol(argv[2])) <= 0) {
-    fprintf(stderr, "usage: hook_overhead launch|alloc N\n");
+    fprintf(stderr, "usage: hook_overhead launch|alloc|procaddr N\n");
     return 2;
   }
   CHECK(cuInit(0));
@@ -49,6 +55,17 @@ int main(int argc, char **argv)
     t1 = gmt_prog_now_s();
     printf("launch rate=%.1f\n", (double)n / (t1 - t0));
     CHECK(cuModuleUnload(mod));
+  } else if (!strcmp(argv[1], "procaddr")) {
+    void *fp;
+    CUdriverProcAddressQueryResult st;
+
+    for (int i = 0; i < 10000; i++) /* warm up */
+      CHECK(cuGetProcAddress_v2("cuLaunchKernel", &fp, 12000, 0, &st));
+    t0 = gmt_prog_now_s();
+    for (long i = 0; i < n; i++)
+      CHECK(cuGetProcAddress_v2("cuLaunchKernel", &fp, 12000, 0, &st));
+    t1 = gmt_prog_now_s();
+    printf("procaddr rate=%.1f\n", (double)n / (t1 - t0));
   } else {
     CUdeviceptr p;
 

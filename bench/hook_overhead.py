@@ -7,9 +7,13 @@ granted and the row "token held" is the gated fast path (plus one token
 request per quota). A third variant, the hook with no pod manager (never
 gated), shows what the gate itself costs.
 
-usage: bench/hook_overhead.py [--rounds R] [--launches N] [--allocs N] [--fake]
+usage: bench/hook_overhead.py [--rounds R] [--launches N] [--allocs N] [--fake] [--calllog]
 GMT_BUILD_DIR names the build (default build/); --fake runs on the fake
-driver (a dry run on a machine without a GPU: its numbers mean nothing)."""
+driver (a dry run on a machine without a GPU: its numbers mean nothing).
+--calllog adds a fourth side, the hook with Alnair's per-call logs on
+(GMT_LOG_DIR, hook/calllog.c), and a third loop of cuGetProcAddress_v2 (a
+call that does little, so the timing's own cost shows), and prints what
+the logs cost per call."""
 import argparse
 import os
 import statistics
@@ -37,6 +41,8 @@ def main():
     ap.add_argument("--launches", type=int, default=200000)
     ap.add_argument("--allocs", type=int, default=5000)
     ap.add_argument("--fake", action="store_true")
+    ap.add_argument("--calllog", action="store_true")
+    ap.add_argument("--procaddrs", type=int, default=2000000)
     args = ap.parse_args()
 
     binary = os.path.join(gmt_e2e.BUILD, "bench", "hook_overhead")
@@ -48,27 +54,39 @@ def main():
         hooked = node.hook_env("bench")
         # A pod manager address where nobody listens: the hook runs unhooked.
         nobody = node.hook_env("bench", GMT_PMGR="tcp://127.0.0.1:%d" % gmt_e2e.free_port())
+        logged_env = node.hook_env("bench", GMT_LOG_DIR=os.path.join(node.tmp, "calllog"))
         rows = []
         ungated = ([], [])
-        for mode, n in (("launch", args.launches), ("alloc", args.allocs)):
-            without, with_ = [], []
+        logged_rows = []
+        loops = [("launch", args.launches), ("alloc", args.allocs)]
+        if args.calllog:
+            loops.append(("procaddr", args.procaddrs))
+        for mode, n in loops:
+            without, with_, logged = [], [], []
             for r in range(args.rounds):
                 # Odd rounds run the hooked sides first, so that a drift of
                 # the machine within a round does not favour one side.
                 sides = [("without", plain, False), ("with", hooked, False)]
                 if mode == "launch":
                     sides.append(("ungated", nobody, True))
+                if args.calllog:
+                    sides.append(("logged", logged_env, False))
                 if r % 2:
                     sides.reverse()
                 got = {name: run_once(binary, mode, n, env, want_unhooked=unhooked)
                        for name, env, unhooked in sides}
                 without.append(got["without"])
                 with_.append(got["with"])
+                if args.calllog:
+                    logged.append(got["logged"])
                 if mode == "launch":
                     ungated[0].append(got["without"])
                     ungated[1].append(got["ungated"])
             rows.append((mode, without, with_))
+            if args.calllog:
+                logged_rows.append((mode + "_logged", with_, logged))
         rows.insert(1, ("launch_ungated",) + ungated)
+        rows += logged_rows  # after the ones above: rows[2] stays alloc
     finally:
         node.stop()
 
@@ -79,7 +97,12 @@ def main():
         "spread without / with (min-max)"))
     names = {"launch": "launches /s, hook, token held",
              "launch_ungated": "launches /s, hook, no pod manager",
-             "alloc": "cuMemAlloc+cuMemFree 2 MiB /s"}
+             "alloc": "cuMemAlloc+cuMemFree 2 MiB /s",
+             "procaddr": "cuGetProcAddress_v2 /s",
+             # These compare the hook with and without the logs.
+             "launch_logged": "launches /s, hook + per-call logs",
+             "alloc_logged": "alloc+free /s, hook + per-call logs",
+             "procaddr_logged": "cuGetProcAddress /s, hook + logs"}
     for mode, without, with_ in rows:
         a, b = statistics.median(without), statistics.median(with_)
         # Each round's with/without pair ran back to back: the median of the
@@ -92,6 +115,12 @@ def main():
             min(without), max(without), min(with_), max(with_)))
     a, b = statistics.median(rows[2][1]), statistics.median(rows[2][2])
     print("(ratio = with/without rate; alloc+free cost with the hook = %.2fx native)" % (a / b))
+    for mode, with_, logged in logged_rows:
+        # Back-to-back pairs again: the median of each round's difference.
+        calls = 2 if mode == "alloc_logged" else 1
+        per_call = statistics.median((1e9 / l - 1e9 / w) / calls for w, l in zip(with_, logged))
+        print("(per-call logs, %s: %+.0f ns per call; rows *_logged: without = hook alone, "
+              "with = hook + logs)" % (mode[:-len("_logged")], per_call))
 
 
 if __name__ == "__main__":
