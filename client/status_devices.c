@@ -88,6 +88,15 @@ static void safe(FILE *f, const char *s, int width)
     fputc(' ', f);
 }
 
+void gmt_status_device_memory(char *buf, size_t len, const Gmt__DeviceStatus *d)
+{
+  char fr[32], tot[32] = "?";
+  gmt_human_bytes(fr, sizeof fr, d->memory_free);
+  if (d->memory_total)
+    gmt_human_bytes(tot, sizeof tot, d->memory_total);
+  snprintf(buf, len, "%s / %s", fr, tot);
+}
+
 void gmt_status_devices_print(FILE *f, const Gmt__StatusReply *st)
 {
   if (st->n_devices == 0)
@@ -100,13 +109,8 @@ void gmt_status_devices_print(FILE *f, const Gmt__StatusReply *st)
   uint64_t age = 0;
   for (size_t i = 0; i < st->n_devices; i++) {
     const Gmt__DeviceStatus *d = st->devices[i];
-    char fr[32], tot[32], mem[80], resv[32], util[16], probe[40];
-    gmt_human_bytes(fr, sizeof fr, d->memory_free);
-    if (d->memory_total)
-      gmt_human_bytes(tot, sizeof tot, d->memory_total);
-    else
-      snprintf(tot, sizeof tot, "?");
-    snprintf(mem, sizeof mem, "%s / %s", fr, tot);
+    char mem[80], resv[32], util[16], probe[40];
+    gmt_status_device_memory(mem, sizeof mem, d);
     gmt_human_bytes(resv, sizeof resv, d->memory_reserved);
     if (d->utilization >= 0)
       snprintf(util, sizeof util, "%.0f%%", d->utilization * 100);

@@ -18,4 +18,7 @@ json_object *gmt_status_devices_json(const Gmt__StatusReply *st);
  * are none. */
 void gmt_status_devices_print(FILE *f, const Gmt__StatusReply *st);
 
+/* A GPU's "free / total" for people ("?" for a total not known). */
+void gmt_status_device_memory(char *buf, size_t len, const Gmt__DeviceStatus *d);
+
 #endif

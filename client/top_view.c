@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gmt_wire.h"
+#include "status_devices.h"
 #include "status_json.h"
 
 /* The widest pod name column; a longer name pushes its row right. */
@@ -348,13 +349,8 @@ static void gpus_section(lines_t *l, const Gmt__StatusReply *st)
       "TOKENS WAITING", "TOKEN HOLDER", "NAME");
   for (size_t i = 0; i < st->n_devices; i++) {
     const Gmt__DeviceStatus *d = st->devices[i];
-    char fr[32], tot[32], mem[72], util[16];
-    gmt_human_bytes(fr, sizeof fr, d->memory_free);
-    if (d->memory_total)
-      gmt_human_bytes(tot, sizeof tot, d->memory_total);
-    else
-      snprintf(tot, sizeof tot, "?");
-    snprintf(mem, sizeof mem, "%s / %s", fr, tot);
+    char mem[72], util[16];
+    gmt_status_device_memory(mem, sizeof mem, d);
     if (d->utilization >= 0)
       snprintf(util, sizeof util, "%.0f%%", d->utilization * 100);
     else
