@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "alloc.h"
+#include "calllog.h"
 #include "driver.h"
 #include "fork.h"
 #include "gmt.pb-c.h"

@@ -6,6 +6,7 @@
  * them for the swap gate). Each copy here passes the swap gate (swap.h)
  * first and holds it across the copy. */
 #include "driver.h"
+#include "calllog.h"
 #include "pin.h"
 #include "stage.h"
 #include "swapgate.h"

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "driver.h"
+#include "calllog.h"
 #include "hostpin.h"
 #include "stage.h"
 #include "swap.h"

@@ -14,8 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "calllog.h"
-
 /* Every driver entry point the hook exports and swaps in for the real one.
  * The wrapper of each is a function of the same name in hook/ (entry.c,
  * alloc.c, hostpin.c, ctx.c, copy.c, memops.c, launch.c); the real one is looked up by name in the
@@ -208,7 +206,9 @@ void *gmt__real(int id);
 /* Declares `real`, the real function of `name` with its own type, and
  * returns CUDA_ERROR_NOT_FOUND from the wrapper when the driver lacks it.
  * Every wrapper starts with it, so it is also where a call is timed for
- * the per-call logs (calllog.h): from here to the wrapper's return. */
+ * the per-call logs: from here to the wrapper's return (a file that uses
+ * it includes calllog.h, which needs this header's names: not the other
+ * way round). */
 #define GMT_REAL(name)                                                                             \
   GMT_CALL_TIMED(GMT_SYM_##name);                                                                  \
   __typeof__(&name) real = (__typeof__(&name))gmt__real(GMT_SYM_##name);                           \

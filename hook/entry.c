@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "devmap.h"
+#include "calllog.h"
 #include "driver.h"
 #include "hookmap.h"
 #include "log.h"

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "calllog.h"
 #include "driver.h"
 #include "fork.h"
 #include "gmt_log.h"

@@ -8,6 +8,7 @@
  * copies and memsets all pass the swap gate (swap.h), which outside
  * mode=swap is one relaxed atomic load. */
 #include "counters.h"
+#include "calllog.h"
 #include "driver.h"
 #include "swap.h"
 #include "token.h"

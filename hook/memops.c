@@ -5,6 +5,7 @@
  * arguments. A driver that calls its own entry points passes straight
  * through (gmt__t_depth), as do the hook's own moves. */
 #include "driver.h"
+#include "calllog.h"
 #include "swapgate.h"
 
 #define GATED(name, params, args)                                                                  \
