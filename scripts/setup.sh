@@ -14,7 +14,7 @@ packages=(build-essential cmake pkg-config python3 clang llvm bpftool
   libcmocka-dev libbpf-dev libelf-dev zlib1g-dev libjson-c-dev libzstd-dev clang-format
   libncurses-dev tmux) # gmt top; its test drives it in tmux
 
-packages+=(openssl python3-yaml python3-venv) # Kubernetes: make-cert.sh; test_kubernetes.py reads the manifests and installs kubernetes-validate in a venv
+packages+=(openssl python3-yaml python3-venv python3-kubernetes) # Kubernetes: make-cert.sh; test_kubernetes.py reads the manifests, checks them against the client's models (kube_models.py) and installs kubernetes-validate in a venv
 
 missing=()
 for p in "${packages[@]}"; do

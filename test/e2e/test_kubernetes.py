@@ -3,12 +3,17 @@ structure, and against each other (the Service selects the webhook's pods
 and names their port, the webhook configuration names the Service, the
 DaemonSet shares /run/gmt with the host).
 
-Two validators. kube_schema.py (strict: unknown fields, types, required
+Three validators. kube_schema.py (strict: unknown fields, types, required
 fields, enums, cross-field rules; written here from the API reference)
-always runs. kubernetes-validate from PyPI (the API's published OpenAPI
-schemas) runs too where it is importable or can be installed into a venv
-under the build folder; where PyPI cannot be reached that is said on
-stderr, and GMT_REQUIRE_KUBE_VALIDATE=1 makes it a failure instead."""
+always runs. kube_models.py walks every manifest through the official
+Kubernetes Python client's models (Debian's python3-kubernetes, generated
+from the API's OpenAPI schema): unknown fields, types, required fields;
+under CI=true a missing package is a failure, elsewhere a skip.
+kubernetes-validate from PyPI (the API's published OpenAPI schemas) runs
+too where it is importable or can be installed into a venv under the build
+folder; where PyPI cannot be reached that is said on stderr, and
+GMT_REQUIRE_KUBE_VALIDATE=1 makes it a failure instead."""
+import copy
 import os
 import re
 import subprocess
@@ -18,6 +23,7 @@ import unittest
 import yaml
 
 from gmt_e2e import BUILD
+import kube_models
 import kube_schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -74,7 +80,6 @@ class Manifests(unittest.TestCase):
         API server refuses."""
         ds = by_kind("DaemonSet")[0]
         wh = by_kind("MutatingWebhookConfiguration")[0]
-        import copy
 
         def refused(doc, mutate):
             d = copy.deepcopy(doc)
@@ -148,7 +153,8 @@ class Manifests(unittest.TestCase):
     def test_registry_validator_accepts_every_manifest(self):
         exe, why = registry_validator()
         if exe is None:
-            msg = "kubernetes-validate (PyPI) unavailable here: %s; only kube_schema.py's check ran" % why
+            msg = ("kubernetes-validate (PyPI) unavailable here: %s; kube_schema.py and the client models "
+                   "(kube_models.py) checked them" % why)
             if os.environ.get("GMT_REQUIRE_KUBE_VALIDATE") == "1":
                 self.fail(msg)
             sys.stderr.write("NOTE: %s\n" % msg)
@@ -158,6 +164,72 @@ class Manifests(unittest.TestCase):
                            timeout=120)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertFalse(re.search(r"(?i)error", r.stdout), r.stdout)
+
+
+class ClientModels(unittest.TestCase):
+    """Against the official Kubernetes Python client's models (kube_models.py)."""
+
+    def test_every_manifest_matches_the_client_models(self):
+        docs = manifests()
+        out = kube_models.run_in_test(docs)
+        self.assertEqual(len(out["errors"]), len(docs))
+        errs = [e for es in out["errors"] for e in es]
+        self.assertEqual(errs, [], "\n".join(errs))
+        self.assertEqual(out["stale"], [], "NEWER_FIELDS entries the models already cover")
+        # None of the manifests needs a field newer than the models' release.
+        self.assertEqual([n for ns in out["newer"] for n in ns], [])
+
+    def test_client_models_refuse_what_the_api_refuses(self):
+        """Each mutation is one the API server refuses; each must be refused
+        here with an error naming where."""
+        ds = by_kind("DaemonSet")[0]
+        dep = by_kind("Deployment")[0]
+        wh = by_kind("MutatingWebhookConfiguration")[0]
+        pod = lambda d: d["spec"]["template"]["spec"]  # noqa: E731
+        cases = [
+            (ds, lambda d: pod(d).update(hostPid=True), "spec.template.spec.hostPid: unknown field"),
+            (dep, lambda d: pod(d)["containers"][0]["ports"][0].update(containerPort="8443"),
+             "ports[0].containerPort: want an integer"),
+            (ds, lambda d: pod(d)["containers"][0].pop("name"), "containers[0]: V1Container.name is required"),
+            (ds, lambda d: pod(d)["containers"][0].update(command="gmt-schd"), "command: want a list"),
+            (dep, lambda d: d["spec"].update(replicas=True), "spec.replicas: want an integer"),
+            (ds, lambda d: pod(d).update(hostPID="true"), "spec.hostPID: want a boolean"),
+            (ds, lambda d: pod(d)["volumes"][0]["hostPath"].pop("path"), "V1HostPathVolumeSource.path is required"),
+            (ds, lambda d: d["spec"]["updateStrategy"]["rollingUpdate"].update(maxUnavailable=[1]),
+             "maxUnavailable: want an integer or a string"),
+            (ds, lambda d: d.update(status2={}), "status2: unknown field"),
+            # A native sidecar's restartPolicy is allowed (NEWER_FIELDS) only
+            # on a Pod's init containers, not on a container nor in a DaemonSet.
+            (ds, lambda d: pod(d)["containers"][0].update(restartPolicy="Always"),
+             "containers[0].restartPolicy: unknown field"),
+            (wh, lambda d: d["webhooks"][0].pop("sideEffects"), "V1MutatingWebhook.sideEffects is required"),
+            (wh, lambda d: d["webhooks"][0]["clientConfig"].update(caBundle="%%"), "caBundle: Invalid value"),
+            (wh, lambda d: d.update(apiVersion="admissionregistration.k8s.io/v1beta1"), "is not served by"),
+            (wh, lambda d: d.update(apiVersion="apps/v1"), "is not served by"),
+        ]
+        objs = []
+        for i, (doc, mutate, _) in enumerate(cases):
+            d = copy.deepcopy(doc)
+            mutate(d)
+            objs.append(("case%d" % i, d))
+        out = kube_models.run_in_test(objs)
+        for (_, _, want), errs in zip(cases, out["errors"]):
+            self.assertTrue(any(want in e for e in errs), "want %r in %s" % (want, errs))
+
+    def test_newer_fields_pass_only_where_listed_and_with_their_type(self):
+        def pod(**init):
+            return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                    "spec": {"initContainers": [dict({"name": "gmt-pmgr", "image": "gmt:latest"}, **init)],
+                             "containers": [{"name": "app", "image": "app"}]}}
+        late = pod(restartPolicy="Always")
+        late["spec"]["resourceClaims"] = []  # 1.26, not listed
+        out = kube_models.run_in_test([("sidecar", pod(restartPolicy="Always")), ("int", pod(restartPolicy=1)),
+                                       ("unlisted", late)])
+        self.assertEqual(out["errors"][0], [])
+        self.assertEqual(len(out["newer"][0]), 1)
+        self.assertIn("spec.initContainers[0].restartPolicy (Kubernetes 1.28+", out["newer"][0][0])
+        self.assertTrue(any("restartPolicy: want a string" in e for e in out["errors"][1]), out["errors"][1])
+        self.assertTrue(any("spec.resourceClaims: unknown field" in e for e in out["errors"][2]), out["errors"][2])
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 deploy/kubernetes/make-cert.sh with openssl, the real server on
 127.0.0.1:<free port>, real AdmissionReview v1 requests with http.client
 over TLS checked against that CA. A gmt pod's patch is applied with the
-small JSONPatch applier below and the result checked field by field and
-against the API's structure (kube_schema.py)."""
+small JSONPatch applier below and the result checked field by field,
+against the API's structure (kube_schema.py) and against the Kubernetes
+client's models (kube_models.py; the gmt-pmgr sidecar's restartPolicy is
+newer than them and passes as its NEWER_FIELDS entry)."""
 import base64
 import copy
 import http.client
@@ -17,6 +19,7 @@ import time
 import unittest
 
 from gmt_e2e import BUILD, Daemon, build_path, daemon_env, free_port, wait_for
+import kube_models
 import kube_schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -177,6 +180,9 @@ class Webhook(unittest.TestCase):
     def check_gmt_pod(self, out, name="train"):
         errs = kube_schema.check(out, "patched pod")
         self.assertEqual(errs, [], "\n".join(errs))
+        models = kube_models.run_in_test([("patched pod", out)])
+        self.assertEqual(models["errors"][0], [], "\n".join(models["errors"][0]))
+        self.assertEqual(len(models["newer"][0]), 1, models["newer"][0])  # the sidecar's restartPolicy
         spec = out["spec"]
         vols = {v["name"]: v for v in spec["volumes"]}
         self.assertEqual(vols["gmt-hook"], {"name": "gmt-hook", "emptyDir": {}})
