@@ -66,6 +66,11 @@ class Upgrade(GmtTestCase):
             wait_for(lambda: self.held(holder.proc.pid) == 40 * MIB, timeout=10,
                      what="pod a to hold the job's 40 MiB again after restarting %s (holds %r)"
                      % (name, self.held(holder.proc.pid)))
+            # And only that: what the last round's killed process held is
+            # reclaimed once the new daemon has the pod's full view.
+            wait_for(lambda: self.pod("a").get("memory_reserved") == 40 * MIB, timeout=10,
+                     what="pod a to hold only the job's 40 MiB after restarting %s (holds %r)"
+                     % (name, self.pod("a").get("memory_reserved")))
             # Gated again: its grants show as GPU time in the new window.
             wait_for(lambda: (self.pod("a").get("gpu_time_share") or 0) > 0.2, timeout=10,
                      what="pod a's grants after restarting " + name)
