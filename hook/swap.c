@@ -233,9 +233,25 @@ static uint64_t out_on(int dev, uint64_t *least)
   return need;
 }
 
+/* mode=um: what the card has free for a new managed allocation on dev:
+ * its free memory now less this process's managed bytes off it (they
+ * come back first). */
+static CUresult um_room(int dev, uint64_t *avail)
+{
+  uint64_t card = 0;
+  CUresult rc = gmt__um_card_free(&card);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  uint64_t own_off = out_on(dev, NULL);
+  *avail = card > own_off ? card - own_off : 0;
+  return CUDA_SUCCESS;
+}
+
 /* Asks Resident for bytes more on dev (restore: for what is out there
  * now, read at each try, taking any part that lets its smallest
- * allocation in; card_free: a new managed allocation's, else 0), waiting
+ * allocation in; card_free: a new managed allocation's, else 0, read
+ * again before each retry: others' moves out while it waits free the
+ * card as they add to what is off it), waiting
  * out refusals until deadline_ms. 0 with *got the bytes granted (0 when
  * nothing was left to ask for; a restore's may be part of what is out),
  * -E2BIG when they can never fit, -EFBIG when managed memory would pass
@@ -251,6 +267,9 @@ static int claim(int dev, uint64_t bytes, int restore, uint64_t card_free, uint6
     uint32_t retry = GMT_SWAP_RETRY_MIN_MS;
     if (tries && gate)
       gate(); /* asks again holding the token: see gmt_swap_gate_fn */
+    uint64_t fresh;
+    if (tries && card_free && um_room(dev, &fresh) == CUDA_SUCCESS)
+      card_free = fresh ? fresh : 1; /* 0 would mean "not managed" */
     pthread_mutex_lock(&g_res_mu);
     uint64_t least = 0, part = 0;
     if (restore)
