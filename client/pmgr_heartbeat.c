@@ -190,6 +190,7 @@ static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep)
   bool evicting = false;
 
   pm->hb_in_flight = false;
+  pm->prepare = false; /* only an answer that says so keeps it */
   if (rc < 0) {
     outage(pm, gmt_strerror(rc));
   } else if ((rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_HEARTBEAT_REP, err, sizeof err)) ==
@@ -217,6 +218,9 @@ static void heartbeat_done(gmt_pmgr_t *pm, int rc, Gmt__Envelope *rep)
       gmt_warn("heartbeat: out of memory keeping the config");
     const Gmt__HeartbeatReply *hb = rep->heartbeat_rep;
     evicting = gmt__pmgr_procs_evict(pm, hb->evict, hb->n_evict) > 0;
+    pm->prepare = hb->prepare;
+    pm->prepare_bounded = hb->prepare_bounded;
+    pm->prepare_host_room = hb->prepare_host_room;
   }
   gmt_wire_free(rep);
   if (pm->hb_dirty) {

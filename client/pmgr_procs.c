@@ -310,6 +310,12 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
   }
 
   Gmt__ReportReply reply = GMT__REPORT_REPLY__INIT;
+  if (p && pm->prepare) {
+    /* A state, not a request: said with every reply while it stands. */
+    reply.prepare = true;
+    reply.bounded = pm->prepare_bounded;
+    reply.host_room = pm->prepare_host_room;
+  }
   if (p && p->evict) {
     /* Told once; the scheduler sends it again while it stands. */
     reply.evict = true;

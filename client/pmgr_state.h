@@ -71,6 +71,10 @@ typedef struct gmt_pmgr {
   uint64_t hb_sent_ms; /* the loop's clock when the last heartbeat went */
   bool schd_down;      /* an outage has been logged and not yet its end */
   bool pod_unlisted;
+  /* mode=swap: the last heartbeat reply's prepare, passed on with every
+   * Report reply (false once a heartbeat fails). */
+  bool prepare, prepare_bounded;
+  uint64_t prepare_host_room;
   /* The outcome of the heartbeat in flight, on its way to the loop. */
   gmt_inbox_item_t hb_item;
   int hb_rc;

@@ -26,7 +26,9 @@
  *            allocation, exclusively across the driver calls of moves;
  *            never while waiting for a token or a Resident retry. Then
  *            g_res_mu: held across the Resident RPC (channel), never
- *            together with gmt__swap_rw. Then g_tab_mu: the table of swap
+ *            together with gmt__swap_rw. Then g_prep_mu: the state of the
+ *            thread that prepares host copies, calls nothing while held
+ *            (the pin runs without it). Then g_tab_mu: the table of swap
  *            allocations, calls nothing while held.
  *   RESERVE  reserve.c g_mu: calls nothing while held.
  *   CHANNEL  channel.c: each channel's mutex, in channel order (all three
@@ -48,7 +50,7 @@
  * Below all of them come the driver's own locks and libc's.
  *
  * At fork the REPORT, RESERVE, CHANNEL, STATE, HOSTPIN, PYRELEASE and CALLLOG locks, and swap.c's
- * g_res_mu and g_tab_mu, are taken (a fork
+ * g_res_mu, g_prep_mu and g_tab_mu, are taken (a fork
  * waits for a registration or an RPC under way to end). The TOKEN and POOLS
  * locks and gmt__swap_rw are not: they are held across driver calls, and the driver may take
  * its own locks in its fork handler before ours run, so taking them there

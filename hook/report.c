@@ -125,7 +125,9 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
     rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_REPORT_REP, err, sizeof(err));
     if (rc < 0)
       GMT_HOOK_DEBUG("report refused: %s (%s)", gmt_strerror(rc), err);
-    else if (rep->report_rep && rep->report_rep->evict) {
+    if (rc >= 0 && rep->report_rep && rep->report_rep->prepare)
+      gmt__swap_prepare(rep->report_rep->bounded, rep->report_rep->host_room);
+    if (rc >= 0 && rep->report_rep && rep->report_rep->evict) {
       const Gmt__ReportReply *rr = rep->report_rep;
       *evict = 1;
       *keep = rr->keep_bytes;

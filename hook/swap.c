@@ -16,7 +16,6 @@
 #include "swap.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +30,10 @@
 #include "gmt_log.h"
 #include "gmt_wire.h"
 #include "log.h"
-#include "numa.h"
+#include "swaphost.h"
 #include "swaptab.h"
 #include "swapum.h"
+#include "thread.h"
 
 #define GMT_SWAP_DEVICES 64
 #define GMT_SWAP_WAIT_DEFAULT_MS 60000
@@ -75,6 +75,7 @@ static int g_move_said;
 static uint64_t g_wait_ms = GMT_SWAP_WAIT_DEFAULT_MS;
 static uint64_t g_test_evict_ms;
 static uint64_t g_keep_ms = GMT_SWAP_KEEP_DEFAULT_MS;
+static int g_prep_off; /* GMT_SWAP_PREPARE=0: no prepared host copies */
 
 #define REAL(name) ((__typeof__(&name))gmt__real(GMT_SYM_##name))
 
@@ -128,6 +129,8 @@ void gmt__swap_configure(int how, const char *pod)
   g_wait_ms = env_ms("GMT_SWAP_WAIT_MS", GMT_SWAP_WAIT_DEFAULT_MS);
   g_test_evict_ms = env_ms("GMT_SWAP_TEST_EVICT_MS", 0);
   g_keep_ms = env_ms("GMT_SWAP_KEEP_MS", GMT_SWAP_KEEP_DEFAULT_MS);
+  const char *prep = getenv("GMT_SWAP_PREPARE");
+  g_prep_off = prep && !strcmp(prep, "0");
   g_quantum_factor = env_ms("GMT_SWAP_QUANTUM_FACTOR", GMT_SWAP_QUANTUM_FACTOR_DEFAULT);
   atomic_store_explicit(&gmt__swap_on, how, memory_order_release);
 }
@@ -362,49 +365,6 @@ static CUresult back(CUdeviceptr addr, uint64_t span, int dev, CUmemGenericAlloc
   return CUDA_SUCCESS;
 }
 
-/* A pinned host copy: fresh pages, mapped, then registered with the
- * driver; the first move out of every allocation pays it. With
- * transparent huge pages asked for, getting and pinning them costs 158
- * ms/GiB on the H200 against 374 for cuMemHostAlloc and 290 for small
- * pages (bench/pin_cost.c, 2026-11-26). The pages are preferred on the
- * NUMA node of the allocation's device (CUDA ordinal dev) before
- * registering touches them. NULL when it cannot be had. */
-static void *pinned_new(uint64_t size, int dev)
-{
-  __typeof__(&cuMemHostRegister_v2) reg = REAL(cuMemHostRegister_v2);
-  if (!reg)
-    return NULL;
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    return NULL;
-  (void)gmt__numa_place(p, size, gmt__numa_node(dev));
-  (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: a kernel without THP ignores it */
-  if (reg(p, size, 0) != CUDA_SUCCESS) {
-    munmap(p, size);
-    return NULL;
-  }
-  return p;
-}
-
-static void free_host(void *p, int kind, uint64_t size)
-{
-  if (!p)
-    return;
-  if (kind == GMT_SWAP_HOST_MALLOC) {
-    free(p);
-    return;
-  }
-  if (kind == GMT_SWAP_HOST_PINNED) {
-    __typeof__(&cuMemHostUnregister) unreg = REAL(cuMemHostUnregister);
-    if (!unreg || unreg(p) != CUDA_SUCCESS)
-      GMT_HOOK_DEBUG("cannot unregister a pinned swap copy at %p", p);
-  }
-  /* A pinned copy's pages, or a spill file's mapping (the unlinked file
-   * goes with it). */
-  if (munmap(p, size) != 0)
-    GMT_HOOK_DEBUG("cannot unmap a swap copy at %p: %s", p, strerror(errno));
-}
-
 static void publish_nout(void)
 {
   atomic_store_explicit(&gmt__swap_nout, (int)g_tab.nout, memory_order_relaxed);
@@ -599,9 +559,9 @@ CUresult gmt__swap_free(CUdeviceptr p, int *owned)
     rc = release(e.handle);
     if (rc != CUDA_SUCCESS)
       GMT_HOOK_DEBUG("cuMemRelease of a freed swap allocation failed (%d)", (int)rc);
-    free_host(e.kept, e.host_kind, e.size);
+    gmt__swaphost_free(e.kept, e.host_kind, e.size);
   } else {
-    free_host(e.host, e.host_kind, e.size);
+    gmt__swaphost_free(e.host, e.host_kind, e.size);
   }
   CUresult rc2 = addr_free(p, e.span);
   if (rc2 != CUDA_SUCCESS)
@@ -625,39 +585,169 @@ undo:
   return rc;
 }
 
-/* ---- moving out ---- */
+/* ---- prepared host copies ---- */
 
-/* One allocation off the GPU (exclusive lock held, its context current,
- * its work synchronized). 0, or -1 when it stays where it was. */
-/* A host copy of size bytes in a spill file under dir: an unlinked file
- * (O_TMPFILE, else a named one unlinked at once: it goes with its last
- * mapping, so a killed process leaves nothing behind), its blocks
- * allocated first (a full disk is an error here, not a SIGBUS at the
- * copy), mapped shared. NULL with *err an errno when it cannot be. */
-static void *spill_map(const char *dir, uint64_t size, int *err)
+/* A move out needs a pinned host copy, and pinning fresh pages costs about
+ * nine times the copy (158 against 18 ms/GiB on the H200). While the
+ * scheduler says this process's card is contested (ReportReply.prepare:
+ * docs/tiers.md, "Prepared host copies"), a thread of its own pins copies
+ * for the allocations on the GPU ahead of their first move out, in the
+ * order they would move, as kept copies: the move out then only copies.
+ * g_prep_mu (in SWAP, between g_res_mu and g_tab_mu) guards what follows
+ * and calls nothing while held; the pin itself runs without it, the
+ * allocation being pinned for named by g_prep_addr. */
+#define GMT_SWAP_PREPARE_HOLD_MS 1000  /* a signal stands this long (they come every 20 ms) */
+#define GMT_SWAP_PREPARE_WAIT_MS 10000 /* a move out waits at most this for the pin under way */
+
+static pthread_mutex_t g_prep_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_prep_cv = PTHREAD_COND_INITIALIZER;
+static int g_prep_started;       /* the thread runs */
+static uint64_t g_prep_until_ms; /* the last signal + GMT_SWAP_PREPARE_HOLD_MS */
+static int g_prep_bounded;       /* the host space is bounded: at most g_prep_room more */
+static uint64_t g_prep_room;
+static uint64_t g_prep_addr; /* the allocation being pinned for (0: none), in g_prep_ctx */
+static void *g_prep_ctx;
+/* The allocation a move out is taking out (0: none): from taking its copy
+ * until it is out it looks unprepared, and must get none. */
+static uint64_t g_prep_moving;
+
+static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms)
 {
-  int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0 && errno != ENOENT && errno != EACCES) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/gmt-spill-XXXXXX", dir);
-    fd = mkostemp(path, O_CLOEXEC);
-    if (fd >= 0)
-      unlink(path);
-  }
-  if (fd < 0) {
-    *err = errno;
-    return NULL;
-  }
-  int r = posix_fallocate(fd, 0, (off_t)size);
-  void *p = MAP_FAILED;
-  if (r == 0) {
-    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    r = p == MAP_FAILED ? errno : 0;
-  }
-  close(fd);
-  *err = r;
-  return p == MAP_FAILED ? NULL : p;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t ns = (uint64_t)ts.tv_nsec + ms % 1000 * 1000000ULL;
+  ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000ULL);
+  ts.tv_nsec = (long)(ns % 1000000000ULL);
+  pthread_cond_timedwait(cv, mu, &ts);
 }
+
+/* Whether a signal stands (g_prep_mu held). */
+static int prep_due(uint64_t now)
+{
+  return now < g_prep_until_ms;
+}
+
+/* One allocation's copy (g_prep_mu held on entry and on return, not
+ * during the pin): 1 when it pinned one for e, 0 when it could not. */
+static int prepare_one(const gmt_swap_entry_t *e)
+{
+  g_prep_addr = e->addr;
+  g_prep_ctx = e->ctx;
+  pthread_mutex_unlock(&g_prep_mu);
+  double t0 = now_ms_f();
+  gmt__t_depth++;
+  int entered = gmt__ctx_enter(e->ctx);
+  void *host = entered < 0 ? NULL : gmt__swaphost_pinned(e->size, e->device);
+  int given = -1;
+  if (host) {
+    pthread_mutex_lock(&g_prep_mu);
+    pthread_mutex_lock(&g_tab_mu);
+    gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, e->addr);
+    given =
+        t && g_prep_moving != e->addr
+            ? gmt__swaptab_give_kept(&g_tab, t, host, e->size, GMT_SWAP_HOST_PINNED, gmt_now_ms())
+            : -ENOENT;
+    pthread_mutex_unlock(&g_tab_mu);
+    pthread_mutex_unlock(&g_prep_mu);
+    if (given < 0) /* freed, moving or moved out, or given a copy meanwhile */
+      gmt__swaphost_free(host, GMT_SWAP_HOST_PINNED, e->size);
+  }
+  gmt__ctx_leave(entered);
+  gmt__t_depth--;
+  if (given == 0)
+    GMT_HOOK_DEBUG("prepared a host copy of %llu bytes for 0x%llx in %.3f ms",
+                   (unsigned long long)e->size, (unsigned long long)e->addr, now_ms_f() - t0);
+  else if (host)
+    GMT_HOOK_DEBUG("a host copy prepared for 0x%llx went unused: it was freed, moved out or "
+                   "given one meanwhile",
+                   (unsigned long long)e->addr);
+  else
+    GMT_HOOK_DEBUG("cannot prepare a host copy of %llu bytes for 0x%llx",
+                   (unsigned long long)e->size, (unsigned long long)e->addr);
+  pthread_mutex_lock(&g_prep_mu);
+  g_prep_addr = 0;
+  g_prep_ctx = NULL;
+  pthread_cond_broadcast(&g_prep_cv);
+  return host != NULL;
+}
+
+static void *prep_main(void *arg)
+{
+  (void)arg;
+  pthread_mutex_lock(&g_prep_mu);
+  for (;;) {
+    if (!prep_due(gmt_now_ms())) {
+      cond_wait_ms(&g_prep_cv, &g_prep_mu, GMT_SWAP_PREPARE_HOLD_MS);
+      continue;
+    }
+    gmt_swap_entry_t e;
+    pthread_mutex_lock(&g_tab_mu);
+    int have = gmt__swaptab_unprepared(&g_tab, &e) && e.addr != g_prep_moving;
+    pthread_mutex_unlock(&g_tab_mu);
+    /* Nothing to do, no room, or a pin that failed: look again later. */
+    if (!have || (g_prep_bounded && e.size > g_prep_room) || !prepare_one(&e)) {
+      cond_wait_ms(&g_prep_cv, &g_prep_mu, 100);
+      continue;
+    }
+    if (g_prep_bounded)
+      g_prep_room -= e.size;
+  }
+  return NULL;
+}
+
+void gmt__swap_prepare(int bounded, uint64_t host_room)
+{
+  if (g_prep_off || atomic_load_explicit(&gmt__swap_on, memory_order_relaxed) != GMT_SWAP_COPIES)
+    return;
+  pthread_mutex_lock(&g_prep_mu);
+  g_prep_until_ms = gmt_now_ms() + GMT_SWAP_PREPARE_HOLD_MS;
+  /* The scheduler's room counts the copies this process reported: one
+   * pinned since its last report may be counted twice or not yet. */
+  g_prep_bounded = bounded;
+  g_prep_room = host_room;
+  if (!g_prep_started && gmt__thread_start(prep_main) == 0)
+    g_prep_started = 1;
+  pthread_cond_broadcast(&g_prep_cv);
+  pthread_mutex_unlock(&g_prep_mu);
+}
+
+/* A move out of the allocation at addr takes its kept or prepared copy
+ * (NULL: none; *kind what it is), after waiting for one being pinned for
+ * it rather than pin a second. Until prepared_moved() the preparer gives
+ * it none. */
+static void *prepared_take(uint64_t addr, int *kind)
+{
+  uint64_t until = gmt_now_ms() + GMT_SWAP_PREPARE_WAIT_MS;
+  pthread_mutex_lock(&g_prep_mu);
+  while (g_prep_addr == addr && gmt_now_ms() < until)
+    cond_wait_ms(&g_prep_cv, &g_prep_mu, 100);
+  g_prep_moving = addr;
+  pthread_mutex_lock(&g_tab_mu);
+  gmt_swap_entry_t *k = gmt__swaptab_find(&g_tab, addr);
+  void *host = k ? gmt__swaptab_take_kept(&g_tab, k) : NULL;
+  *kind = k ? k->host_kind : GMT_SWAP_HOST_MALLOC;
+  pthread_mutex_unlock(&g_tab_mu);
+  pthread_mutex_unlock(&g_prep_mu);
+  return host;
+}
+
+static void prepared_moved(void)
+{
+  pthread_mutex_lock(&g_prep_mu);
+  g_prep_moving = 0;
+  pthread_mutex_unlock(&g_prep_mu);
+}
+
+/* A context going waits for a pin made in it (g_prep_mu held on return,
+ * so that no new one starts in it until the caller lets go). */
+static void prepared_ctx_lock(void *ctx)
+{
+  pthread_mutex_lock(&g_prep_mu);
+  while (g_prep_addr && g_prep_ctx == ctx)
+    pthread_cond_wait(&g_prep_cv, &g_prep_mu);
+}
+
+/* ---- moving out ---- */
 
 /* A host copy for e, within what w allows (taken off w): new host memory
  * (pinned if the driver will, else malloc), else a spill file. NULL when
@@ -666,7 +756,7 @@ static void *new_copy(const gmt_swap_entry_t *e, gmt_swap_where_t *w, int *kind)
 {
   void *host = NULL;
   if (!w->bounded || e->size <= w->host_room) {
-    host = pinned_new(e->size, e->device);
+    host = gmt__swaphost_pinned(e->size, e->device);
     *kind = host ? GMT_SWAP_HOST_PINNED : GMT_SWAP_HOST_MALLOC;
     if (*kind == GMT_SWAP_HOST_MALLOC)
       host = malloc(e->size);
@@ -687,7 +777,7 @@ static void *new_copy(const gmt_swap_entry_t *e, gmt_swap_where_t *w, int *kind)
     return NULL;
   }
   int err = 0;
-  host = spill_map(w->dir, e->size, &err);
+  host = gmt__swaphost_spill(w->dir, e->size, &err);
   if (!host) {
     SAY_ONCE("cannot move %llu bytes at 0x%llx off the GPU into a spill file in %s: %s; it "
              "stays on the GPU",
@@ -727,32 +817,32 @@ static int move_out_managed(const gmt_swap_entry_t *e, gmt_swap_where_t *w)
   return 0;
 }
 
-static int move_out(gmt_swap_entry_t *e, gmt_swap_where_t *w)
+/* One allocation off the GPU into host (of kind pinned; NULL: a new copy,
+ * counted in *fresh). 0, or -1 when it stays where it was (host freed). */
+static int move_out_into(gmt_swap_entry_t *e, void *host, int pinned, gmt_swap_where_t *w,
+                         size_t *fresh)
 {
-  if (e->managed)
-    return move_out_managed(e, w);
   __typeof__(&cuMemcpyDtoH_v2) dtoh = REAL(cuMemcpyDtoH_v2);
   __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
   __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
   __typeof__(&cuMemMap) map = REAL(cuMemMap);
   __typeof__(&cuMemSetAccess) access = REAL(cuMemSetAccess);
-  if (!dtoh || !unmap || !release || !map || !access)
+  if (!dtoh || !unmap || !release || !map || !access) {
+    gmt__swaphost_free(host, pinned, e->size);
     return -1;
-  /* The copy it came back from, if still kept, takes the bytes again. */
-  pthread_mutex_lock(&g_tab_mu);
-  gmt_swap_entry_t *k = gmt__swaptab_find(&g_tab, e->addr);
-  void *host = k ? gmt__swaptab_take_kept(&g_tab, k) : NULL;
-  int pinned = k ? k->host_kind : GMT_SWAP_HOST_MALLOC;
-  pthread_mutex_unlock(&g_tab_mu);
-  if (!host && !(host = new_copy(e, w, &pinned)))
-    return -1;
+  }
+  if (!host) {
+    if (!(host = new_copy(e, w, &pinned)))
+      return -1;
+    (*fresh)++;
+  }
   CUresult rc = dtoh(host, e->addr, e->size);
   if (rc == CUDA_SUCCESS)
     rc = unmap(e->addr, e->span);
   if (rc != CUDA_SUCCESS) {
     SAY_ONCE("cannot move %llu bytes at 0x%llx off the GPU: copy or unmap failed (%d)",
              (unsigned long long)e->size, (unsigned long long)e->addr, (int)rc);
-    free_host(host, pinned, e->size);
+    gmt__swaphost_free(host, pinned, e->size);
     return -1;
   }
   rc = release(e->handle);
@@ -768,7 +858,7 @@ static int move_out(gmt_swap_entry_t *e, gmt_swap_where_t *w)
       rb = access(e->addr, e->span, &acc, 1);
     SAY_ONCE("cannot release %llu bytes at 0x%llx (%d); mapped back (%d)",
              (unsigned long long)e->span, (unsigned long long)e->addr, (int)rc, (int)rb);
-    free_host(host, pinned, e->size);
+    gmt__swaphost_free(host, pinned, e->size);
     return -1;
   }
   pthread_mutex_lock(&g_tab_mu);
@@ -777,6 +867,20 @@ static int move_out(gmt_swap_entry_t *e, gmt_swap_where_t *w)
     gmt__swaptab_mark_out(&g_tab, t, host, pinned);
   pthread_mutex_unlock(&g_tab_mu);
   return 0;
+}
+
+/* One allocation off the GPU (exclusive lock held, its context current,
+ * its work synchronized), into its kept or prepared copy, else a new one
+ * (counted in *fresh). 0, or -1 when it stays where it was. */
+static int move_out(gmt_swap_entry_t *e, gmt_swap_where_t *w, size_t *fresh)
+{
+  if (e->managed)
+    return move_out_managed(e, w);
+  int pinned;
+  void *host = prepared_take(e->addr, &pinned);
+  int rc = move_out_into(e, host, pinned, w, fresh);
+  prepared_moved();
+  return rc;
 }
 
 /* Synchronizes each distinct context among n entries; 0, or -1 when one
@@ -821,14 +925,14 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
     es[i] = *gmt__swaptab_find(&g_tab, addrs[i]);
   pthread_mutex_unlock(&g_tab_mu);
   uint64_t moved_bytes = 0;
-  size_t nmoved = 0;
+  size_t nmoved = 0, fresh = 0;
   double t0 = now_ms_f();
   gmt__t_depth++; /* a driver calling its own entry points passes the gates */
   if (n && sync_contexts(es, n) == 0) {
     for (size_t i = 0; i < n; i++) {
       int entered = gmt__ctx_enter(es[i].ctx);
       uint64_t m0 = gmt_now_ns();
-      if (entered >= 0 && move_out(&es[i], &w) == 0) {
+      if (entered >= 0 && move_out(&es[i], &w, &fresh) == 0) {
         gmt_trace_moved(es[i].addr, es[i].size, 1, gmt_now_ns() - m0);
         /* Its room is the scheduler's at once: a process waiting for it
          * brings its own memory back while the rest moves out. */
@@ -850,8 +954,10 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
   free(addrs);
   free(es);
   if (nmoved)
-    GMT_HOOK_DEBUG("moved %zu allocations (%llu bytes) off the GPU in %.3f ms (keep %llu)", nmoved,
-                   (unsigned long long)moved_bytes, now_ms_f() - t0, (unsigned long long)keep);
+    GMT_HOOK_DEBUG("moved %zu allocations (%llu bytes) off the GPU in %.3f ms (keep %llu, %zu new "
+                   "host copies)",
+                   nmoved, (unsigned long long)moved_bytes, now_ms_f() - t0,
+                   (unsigned long long)keep, fresh);
 }
 
 /* ---- bringing back ---- */
@@ -896,7 +1002,7 @@ static CUresult move_in(const gmt_swap_entry_t *e)
   g_last_in_ms = gmt_now_ms();
   pthread_mutex_unlock(&g_tab_mu);
   if (!keep)
-    free_host(e->host, e->host_kind, e->size);
+    gmt__swaphost_free(e->host, e->host_kind, e->size);
   return CUDA_SUCCESS;
 }
 
@@ -1032,6 +1138,7 @@ void gmt__swap_ctx_going(CUcontext ctx)
   __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
   __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
   pthread_rwlock_wrlock(&gmt__swap_rw);
+  prepared_ctx_lock(ctx);
   pthread_mutex_lock(&g_tab_mu);
   size_t cap = g_tab.n;
   uint64_t *addrs = cap ? malloc(cap * sizeof(*addrs)) : NULL;
@@ -1041,6 +1148,7 @@ void gmt__swap_ctx_going(CUcontext ctx)
     gmt__swaptab_remove(&g_tab, addrs[i], &es[i]);
   publish_nout();
   pthread_mutex_unlock(&g_tab_mu);
+  pthread_mutex_unlock(&g_prep_mu);
   uint64_t was_in[GMT_SWAP_DEVICES] = {0};
   /* Best effort: the context may be gone already (a primary context's last
    * release), and then so are its pinned host copies. */
@@ -1056,9 +1164,9 @@ void gmt__swap_ctx_going(CUcontext ctx)
       was_in[clamp_dev(e->device)] += e->span;
       if (unmap && unmap(e->addr, e->span) == CUDA_SUCCESS && release)
         release(e->handle);
-      free_host(e->kept, e->host_kind, e->size);
+      gmt__swaphost_free(e->kept, e->host_kind, e->size);
     } else {
-      free_host(e->host, e->host_kind, e->size);
+      gmt__swaphost_free(e->host, e->host_kind, e->size);
     }
     if (addr_free)
       addr_free(e->addr, e->span);
@@ -1086,13 +1194,22 @@ void gmt__swap_stats(gmt_swap_stats_t *s)
   pthread_mutex_unlock(&g_tab_mu);
 }
 
-/* Frees the kept host copies older than GMT_SWAP_KEEP_MS. Exclusive: a move out may be reusing one.
- * Skipped when the program is using the GPU now; the next tick tries again. */
+/* Frees the kept host copies older than GMT_SWAP_KEEP_MS, but none while
+ * the card is contested (they are the prepared copies then). Exclusive: a
+ * move out may be reusing one. Skipped when the program is using the GPU
+ * now; the next tick tries again. */
 static void release_kept(void)
 {
   if (pthread_rwlock_trywrlock(&gmt__swap_rw) != 0)
     return;
   uint64_t now = gmt_now_ms();
+  pthread_mutex_lock(&g_prep_mu);
+  int contested = prep_due(now);
+  pthread_mutex_unlock(&g_prep_mu);
+  if (contested) {
+    pthread_rwlock_unlock(&gmt__swap_rw);
+    return;
+  }
   pthread_mutex_lock(&g_tab_mu);
   size_t cap = g_tab.kept_bytes ? g_tab.n : 0, n = 0;
   gmt_swap_entry_t *es = cap ? malloc(cap * sizeof(*es)) : NULL;
@@ -1107,7 +1224,7 @@ static void release_kept(void)
   gmt__t_depth++;
   for (size_t i = 0; i < n; i++) {
     int entered = es[i].host_kind == GMT_SWAP_HOST_PINNED ? gmt__ctx_enter(es[i].ctx) : 0;
-    free_host(es[i].kept, es[i].host_kind, es[i].size);
+    gmt__swaphost_free(es[i].kept, es[i].host_kind, es[i].size);
     gmt__ctx_leave(entered);
   }
   gmt__t_depth--;
@@ -1142,12 +1259,14 @@ int gmt__swap_tick(void)
 static void swap_prepare(void)
 {
   pthread_mutex_lock(&g_res_mu);
+  pthread_mutex_lock(&g_prep_mu);
   pthread_mutex_lock(&g_tab_mu);
 }
 
 static void swap_parent(void)
 {
   pthread_mutex_unlock(&g_tab_mu);
+  pthread_mutex_unlock(&g_prep_mu);
   pthread_mutex_unlock(&g_res_mu);
 }
 
@@ -1161,7 +1280,7 @@ static void swap_child(void)
     if (h && e->host_kind == GMT_SWAP_HOST_PINNED)
       munmap(h, e->size);
     else
-      free_host(h, e->host_kind, e->size);
+      gmt__swaphost_free(h, e->host_kind, e->size);
   }
   gmt__swaptab_close(&g_tab);
   memset(g_claimed, 0, sizeof g_claimed);
@@ -1171,7 +1290,15 @@ static void swap_child(void)
   atomic_store_explicit(&gmt__swap_on, 0, memory_order_relaxed);
   atomic_store_explicit(&gmt__swap_nout, 0, memory_order_relaxed);
   atomic_store_explicit(&gmt__swap_waiting, 0, memory_order_relaxed); /* the waiters stayed */
+  /* No preparer in the child (threads do not fork), nothing being pinned. */
+  g_prep_started = 0;
+  g_prep_until_ms = 0;
+  g_prep_addr = 0;
+  g_prep_ctx = NULL;
+  g_prep_moving = 0;
   pthread_mutex_init(&g_tab_mu, NULL);
+  pthread_mutex_init(&g_prep_mu, NULL);
+  pthread_cond_init(&g_prep_cv, NULL);
   pthread_mutex_init(&g_res_mu, NULL);
   pthread_rwlock_init(&gmt__swap_rw, NULL);
 }

@@ -113,6 +113,13 @@ typedef struct {
  * unbounded host memory). */
 void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *w);
 
+/* ReportReply's prepare (mode=swap): the card is contested, so host
+ * copies of the allocations on the GPU are to be pinned ahead of their
+ * moves out, within host_room when bounded (docs/tiers.md, "Prepared host
+ * copies"). Returns at once: a thread of the hook's does it. A signal
+ * stands for a second; GMT_SWAP_PREPARE=0 ignores them. */
+void gmt__swap_prepare(int bounded, uint64_t host_room);
+
 /* A context goes (ctx.c): its swap allocations go with it. */
 void gmt__swap_ctx_going(CUcontext ctx);
 

@@ -133,6 +133,31 @@ void *gmt__swaptab_take_kept(gmt_swaptab_t *t, gmt_swap_entry_t *e)
   return k;
 }
 
+int gmt__swaptab_unprepared(const gmt_swaptab_t *t, gmt_swap_entry_t *out)
+{
+  const gmt_swap_entry_t *first = NULL;
+  for (size_t i = 0; i < t->n; i++) {
+    const gmt_swap_entry_t *e = &t->v[i];
+    if (!e->out && !e->managed && !e->kept && (!first || e->stamp < first->stamp))
+      first = e;
+  }
+  if (first)
+    *out = *first;
+  return first != NULL;
+}
+
+int gmt__swaptab_give_kept(gmt_swaptab_t *t, gmt_swap_entry_t *e, void *host, uint64_t size,
+                           int kind, uint64_t now_ms)
+{
+  if (e->out || e->managed || e->kept || e->size != size || kind == GMT_SWAP_HOST_FILE)
+    return -EBUSY;
+  e->kept = host;
+  e->host_kind = kind;
+  e->kept_ms = now_ms;
+  t->kept_bytes += size;
+  return 0;
+}
+
 uint64_t gmt__swaptab_out_least(const gmt_swaptab_t *t, int device)
 {
   uint64_t least = 0;

@@ -94,4 +94,14 @@ void gmt__swaptab_mark_in(gmt_swaptab_t *t, gmt_swap_entry_t *e, uint64_t handle
  * reuses or frees it. */
 void *gmt__swaptab_take_kept(gmt_swaptab_t *t, gmt_swap_entry_t *e);
 
+/* Prepared copies (docs/tiers.md, "Prepared host copies"): the first entry,
+ * in pick_out's order, that is on the GPU, not managed and has no kept
+ * copy, copied to *out; 1, or 0 when there is none. */
+int gmt__swaptab_unprepared(const gmt_swaptab_t *t, gmt_swap_entry_t *out);
+/* host (size bytes of kind, never a spill file) becomes e's kept copy,
+ * stamped now_ms, when e is on the GPU, not managed, of that size and has
+ * none: 0. Otherwise -EBUSY, and host stays the caller's. */
+int gmt__swaptab_give_kept(gmt_swaptab_t *t, gmt_swap_entry_t *e, void *host, uint64_t size,
+                           int kind, uint64_t now_ms);
+
 #endif

@@ -39,7 +39,7 @@ typedef struct gmt_pod_config {
   int mode;              /* mode=: a Gmt__MemMode (gmt_mem_mode_name()); strict is the
                           * hard quota on the device, swap lets gmt move the pod's
                           * allocations to host or disk, um backs them with unified
-                          * memory. Only strict is built yet. */
+                          * memory (docs/tiers.md). */
   /* devices=: the node's GPUs it may use, ascending, no duplicates
    * (int32_t: PodConfig.devices points at them); ndevices 0: every GPU. */
   int32_t devices[GMT_CONFIG_MAX_DEVICES];

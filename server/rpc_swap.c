@@ -223,6 +223,32 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RESIDENT_REP, &body);
 }
 
+/* mode=swap: whether the pod's processes are to prepare host copies: one
+ * of them holds memory on a device that gmt_swap_prepare_due calls
+ * contested (docs/tiers.md, "Prepared host copies"). mode=um pins
+ * nothing to move, so never. */
+static bool prepare_due(gmt_schd_t *s, const gmt_pod_t *pod)
+{
+  if (pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP)
+    return false;
+  for (int d = 0; d < GMT_SWAP_DEVICES; d++) {
+    uint64_t total = gmt_swap_device_total(s->swap, d), mine = 0, limit, base, stop;
+    for (size_t i = 0; total && i < pod->nprocs; i++)
+      mine = gmt__sat_add(mine, gmt_swap_resident(s->swap, pod->cfg.name, pod->procs[i].pid, d));
+    if (!mine || gmt__tiers_gpu_space(s, d, &limit, &base, NULL, &stop) < 0)
+      continue;
+    uint64_t committed = base;
+    for (size_t i = 0; i < s->pods->npods; i++) {
+      const gmt_pod_config_t *c = &s->pods->pods[i].cfg;
+      if (gmt_mem_mode_moves(c->mode) && gmt_pod_config_allows(c, d))
+        committed = gmt__sat_add(committed, c->memory_limit);
+    }
+    if (gmt_swap_prepare_due(gmt__sat_add(base, total), stop, committed, limit))
+      return true;
+  }
+  return false;
+}
+
 int gmt__swap_heartbeat_evicts(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__HeartbeatReply *reply)
 {
   if (!s->swap || !gmt_mem_mode_moves(pod->cfg.mode))
@@ -231,6 +257,14 @@ int gmt__swap_heartbeat_evicts(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__Heartbe
   for (int d = 0; d < GMT_SWAP_DEVICES; d++)
     if (gmt_swap_device_total(s->swap, d) > 0)
       relieve(s, NULL, d);
+  uint64_t host_room, disk_room;
+  const char *dir;
+  bool bounded = gmt__tiers_swap_rooms(s, &host_room, &disk_room, &dir);
+  if (prepare_due(s, pod)) {
+    reply->prepare = true;
+    reply->prepare_bounded = bounded;
+    reply->prepare_host_room = host_room;
+  }
   size_t n = gmt_swap_evicts(s->swap, pod->cfg.name, NULL, 0);
   if (n == 0)
     return 0;
@@ -241,9 +275,6 @@ int gmt__swap_heartbeat_evicts(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__Heartbe
   Gmt__Evict *ev = (Gmt__Evict *)(pp + n);
   gmt_swap_evict_t *list = (gmt_swap_evict_t *)(ev + n);
   n = gmt_swap_evicts(s->swap, pod->cfg.name, list, n);
-  uint64_t host_room, disk_room;
-  const char *dir;
-  bool bounded = gmt__tiers_swap_rooms(s, &host_room, &disk_room, &dir);
   for (size_t i = 0; i < n; i++) {
     gmt__evict__init(&ev[i]);
     ev[i].pid = list[i].pid;

@@ -148,7 +148,8 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
  * a restart what the processes report is taken in. */
 void gmt__swap_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
 /* reply->evict: the targets pending for pod's processes (one allocation:
- * the caller free()s reply->evict once the reply is sent). 0 or -ENOMEM. */
+ * the caller free()s reply->evict once the reply is sent), and
+ * reply->prepare when they are to prepare host copies. 0 or -ENOMEM. */
 int gmt__swap_heartbeat_evicts(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__HeartbeatReply *reply);
 
 /* ---- rpc_pin.c: pin advice ---- */

@@ -454,3 +454,8 @@ uint64_t gmt_swap_adopt(gmt_swap_t *sw, const char *pod, uint32_t pid, int devic
   e->resident = bytes;
   return bytes;
 }
+
+bool gmt_swap_prepare_due(uint64_t occupied, uint64_t stop, uint64_t committed, uint64_t limit)
+{
+  return occupied > stop && committed > limit;
+}

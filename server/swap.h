@@ -104,6 +104,14 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
 long gmt_swap_pressure(gmt_swap_t *sw, const char *spare, int device, const gmt_swap_space_t *space,
                        uint64_t trigger, uint64_t stop, uint64_t *excess);
 
+/* Prepared host copies (docs/tiers.md): whether the swap processes with
+ * bytes on a device are to pin host copies ahead of their moves out. Yes
+ * when what occupies it is past its stop threshold (occupied > stop) and
+ * what may come to it could pass its limit (committed > limit: what
+ * occupies it but swap processes, plus the quotas of the pods whose
+ * memory moves), so that a turn will move memory out. */
+bool gmt_swap_prepare_due(uint64_t occupied, uint64_t stop, uint64_t committed, uint64_t limit);
+
 /* What pid has on device (0 when unknown), and the sum over every process
  * on device (saturating). */
 uint64_t gmt_swap_resident(const gmt_swap_t *sw, const char *pod, uint32_t pid, int device);

@@ -301,8 +301,13 @@ class DiskSpill(SwapJobs):
         pb = self.job("b", held, card)
         wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": held, "disk": 0},
                  timeout=10, what="a's allocation in host memory")
-        host = next(t for t in self.status()["host"]["tiers"] if t["tier"] == "host")
-        self.assertEqual((host["capacity"], host["reserved"]), (10 * MIB, held))
+        # b, on the contested card now, prepares its own copy (its swap_kept):
+        # it counts in the host space too, and is not bounded either.
+        wait_for(lambda: self.process("b", pb.proc.pid)["swap_kept"] == held, timeout=10,
+                 what="b's copy prepared")
+        status = self.status()
+        host = next(t for t in status["host"]["tiers"] if t["tier"] == "host")
+        self.assertEqual((host["capacity"], host["reserved"]), (10 * MIB, 2 * held))
         for p in (pa, pb):
             p.send("exit")
             rc, err = p.finish()
@@ -371,6 +376,82 @@ class KilledSwapJob(SwapJobs):
         pb2.send("exit")
         rc, err = pb2.finish()
         self.assertEqual(rc, 0, err[-3000:])
+
+
+class PreparedCopies(SwapJobs):
+    """A card whose pods' quotas together pass it, once occupied past its
+    stop threshold (65%), is contested: its swap processes pin host copies
+    ahead of their first move out, so that move only copies (docs/tiers.md,
+    "Prepared host copies"). Where every pod's quota fits, or with
+    GMT_SWAP_PREPARE=0, nothing is pinned ahead."""
+    HELD, CARD = 70 * MIB, 100 * MIB
+    NEW_COPIES = re.compile(r"moved 1 allocations \(%d bytes\) off the GPU in [\d.]+ ms "
+                            r"\(keep \d+, (\d) new host copies\)" % HELD)
+
+    def kept(self, pod, pid):
+        return (self.process(pod, pid) or {}).get("swap_kept", 0)
+
+    def first_move_out(self, **env):
+        """a holds HELD, then b comes: a's stderr once b made it move out,
+        and whether a had its copy ready before b came."""
+        import time
+        self.start_schd("--gpu-capacity", "0=%d" % self.CARD)
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", self.HELD, self.CARD, GMT_HOOK_DEBUG="1", **env)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and self.kept("a", pa.proc.pid) != self.HELD:
+            time.sleep(0.05)
+        ready = self.kept("a", pa.proc.pid) == self.HELD
+        pb = self.job("b", self.HELD, self.CARD)
+        wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": self.HELD,
+                                                             "disk": 0},
+                 timeout=10, what="a's allocation in host memory")
+        self.assertEqual(self.kept("a", pa.proc.pid), 0)  # the copy holds what moved
+        pa.send("check")
+        self.assertEqual(self.result(pa), "OK %d" % self.HELD, pa.stderr()[-3000:])
+        errs = []
+        for p in (pa, pb):
+            p.send("exit")
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err[-3000:])
+            errs.append(err)
+        return errs[0], ready
+
+    def test_a_contested_card_has_the_copy_ready_before_the_first_move_out(self):
+        err, ready = self.first_move_out()
+        self.assertTrue(ready, "a's copy not prepared within 3 s: %s%s" % (err[-3000:],
+                                                                          self.logs()))
+        self.assertRegex(err, r"prepared a host copy of %d bytes" % self.HELD)
+        self.assertEqual(self.NEW_COPIES.findall(err)[:1], ["0"], err[-3000:])
+        # One registration in all: the prepared copy took the move out.
+        self.assertEqual(
+            len(re.findall(r"fakecuda\[\d+\]: cuMemHostRegister_v2 -> 0\b", err)), 1)
+
+    def test_with_prepare_off_the_first_move_out_pins_its_own(self):
+        err, ready = self.first_move_out(GMT_SWAP_PREPARE="0")
+        self.assertFalse(ready)
+        self.assertNotIn("prepared a host copy", err)
+        self.assertEqual(self.NEW_COPIES.findall(err)[:1], ["1"], err[-3000:])
+
+
+class NothingPreparedWhereEveryPodFits(SwapJobs):
+    # 80 + 20 MiB of quota on a card of 100: the pods can never need turns.
+    CONFIG = "2\na 0.5 1.0 80Mi mode=swap\nb 0.5 1.0 20Mi mode=swap\n"
+
+    def test_no_copy_is_pinned_ahead(self):
+        import time
+        held, card = 70 * MIB, 100 * MIB  # past the stop threshold
+        self.start_schd("--gpu-capacity", "0=%d" % card)
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", held, card, GMT_HOOK_DEBUG="1")
+        time.sleep(1.5)  # some 75 heartbeats
+        self.assertEqual(self.process("a", pa.proc.pid).get("swap_kept", 0), 0)
+        pa.send("exit")
+        rc, err = pa.finish()
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assertNotIn("prepared a host copy", err)
 
 
 class TwoStrictPods(GmtTestCase):

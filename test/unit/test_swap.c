@@ -635,11 +635,25 @@ static void test_swap_pressure_spares_running_pods_and_asks_what_idle_ones_have(
   assert_int_equal(gmt_swap_pressure(sw, NULL, -1, &sp, TRIGGER, STOP, &excess), -EINVAL);
 }
 
+/* Prepared host copies: due only past the stop threshold and when what
+ * may come could pass the limit; exactly at either is not past it. */
+static void test_swap_prepare_due_past_stop_when_the_card_is_oversubscribed(void **state)
+{
+  (void)state;
+  const uint64_t stop = 650, limit = 1000;
+  assert_true(gmt_swap_prepare_due(700, stop, 2000, limit));
+  assert_false(gmt_swap_prepare_due(650, stop, 2000, limit)); /* at the stop threshold */
+  assert_false(gmt_swap_prepare_due(700, stop, 1000, limit)); /* everything fits */
+  assert_true(gmt_swap_prepare_due(700, stop, 1001, limit));
+  assert_false(gmt_swap_prepare_due(0, stop, UINT64_MAX, limit));
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
       T(test_swap_raise_within_room_is_granted_and_counted_once),
+      cmocka_unit_test(test_swap_prepare_due_past_stop_when_the_card_is_oversubscribed),
       T(test_swap_raise_that_fits_exactly_is_granted_one_byte_more_waits),
       T(test_swap_lowering_is_always_granted_even_over_the_limit),
       T(test_swap_more_than_the_limit_alone_is_too_big),

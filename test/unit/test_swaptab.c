@@ -249,11 +249,53 @@ static void test_swaptab_a_kept_copy_is_counted_once_and_taken_once(void **state
   gmt__swaptab_close(&t);
 }
 
+/* Prepared copies: the allocations without a copy come in pick_out's
+ * order (least recently made or brought back first), managed ones and
+ * those out never; a copy is taken only by an entry on the GPU of its
+ * size with none, and counted as kept. */
+static void test_swaptab_prepared_copies_go_to_entries_on_the_gpu_without_one(void **state)
+{
+  (void)state;
+  gmt_swaptab_t t;
+  gmt__swaptab_init(&t);
+  add(&t, 0x1000, 3 * MIB, NULL);
+  add(&t, 0x2000, 2 * MIB, NULL);
+  add(&t, 0x3000, 2 * MIB, NULL);
+  gmt__swaptab_find(&t, 0x3000)->managed = 1;
+  move_out(&t, 0x1000);
+  move_in(&t, 0x1000); /* brought back: now the most recent */
+  gmt_swap_entry_t next;
+  assert_int_equal(gmt__swaptab_unprepared(&t, &next), 1);
+  assert_int_equal(next.addr, 0x2000);
+
+  gmt_swap_entry_t *e = gmt__swaptab_find(&t, 0x2000);
+  assert_int_equal(gmt__swaptab_give_kept(&t, e, A(0x2007), 3 * MIB, 1, 40), -EBUSY); /* size */
+  assert_int_equal(gmt__swaptab_give_kept(&t, e, A(0x2007), 2 * MIB, 2, 40), -EBUSY); /* a file */
+  assert_int_equal(gmt__swaptab_give_kept(&t, e, A(0x2007), 2 * MIB, 1, 40), 0);
+  assert_int_equal(gmt__swaptab_give_kept(&t, e, A(0x2008), 2 * MIB, 1, 50), -EBUSY); /* has one */
+  assert_ptr_equal(e->kept, A(0x2007));
+  assert_int_equal(e->kept_ms, 40);
+  assert_int_equal(t.kept_bytes, 2 * MIB);
+
+  assert_int_equal(gmt__swaptab_unprepared(&t, &next), 1);
+  assert_int_equal(next.addr, 0x1000);
+  e = gmt__swaptab_find(&t, 0x1000);
+  move_out(&t, 0x1000);
+  assert_int_equal(gmt__swaptab_give_kept(&t, e, A(0x1008), 3 * MIB, 1, 60), -EBUSY); /* out */
+  assert_int_equal(gmt__swaptab_unprepared(&t, &next), 0);
+  assert_int_equal(
+      gmt__swaptab_give_kept(&t, gmt__swaptab_find(&t, 0x3000), A(0x3007), 2 * MIB, 1, 60),
+      -EBUSY); /* managed */
+  assert_int_equal(t.kept_bytes, 2 * MIB);
+  gmt__swaptab_close(&t);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_swaptab_totals_follow_every_move_and_free),
       cmocka_unit_test(test_swaptab_a_kept_copy_is_counted_once_and_taken_once),
+      cmocka_unit_test(test_swaptab_prepared_copies_go_to_entries_on_the_gpu_without_one),
       cmocka_unit_test(test_swaptab_a_spill_file_copy_counts_on_disk_and_is_not_kept),
       cmocka_unit_test(test_swaptab_moves_out_least_recently_brought_in_first),
       cmocka_unit_test(test_swaptab_target_twice_or_above_resident_moves_nothing),

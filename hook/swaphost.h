@@ -1,0 +1,22 @@
+/* mode=swap's host copies (docs/tiers.md, "Swap mode in the process"):
+ * pinned pages, malloc'd memory or a spill file's mapping, made and freed.
+ * No table and no lock: swap.c decides which copy an allocation gets. */
+#ifndef GMT_HOOK_SWAPHOST_H
+#define GMT_HOOK_SWAPHOST_H
+
+#include <stdint.h>
+
+/* size bytes of fresh pages registered with the real driver in the
+ * current context, preferred on the NUMA node of CUDA ordinal dev; NULL
+ * when they cannot be had. */
+void *gmt__swaphost_pinned(uint64_t size, int dev);
+
+/* A spill file's copy of size bytes under dir, mapped shared; NULL with
+ * *err an errno when it cannot be. */
+void *gmt__swaphost_spill(const char *dir, uint64_t size, int *err);
+
+/* Frees p, of kind GMT_SWAP_HOST_* (swaptab.h) and size bytes; a pinned
+ * one in the current context. NULL: nothing. */
+void gmt__swaphost_free(void *p, int kind, uint64_t size);
+
+#endif
