@@ -16,7 +16,7 @@
 #include "gmt_wire.h"
 #include "log.h"
 
-#define MAX_GPUS 64
+#define MAX_GPUS GMT_DEVMAP_MAX_GPUS
 #define DEVICES_TIMEOUT_MS 1000
 #define RETRY_MS 1000
 
@@ -27,8 +27,7 @@ static _Atomic int g_known; /* 1: g_map holds the answer (entries may be -1) */
 static int g_map[MAX_GPUS], g_nmap;
 static uint64_t g_next_try_ms;
 
-/* Each visible GPU's bus id, by CUDA ordinal; the count, or -1. */
-static int read_bus_ids(char ids[][16], int max)
+int gmt__devmap_bus_ids(char ids[][GMT_BUSID_SIZE], int max)
 {
   CUresult (*count)(int *) = (CUresult(*)(int *))gmt__real(GMT_SYM_cuDeviceGetCount);
   CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))gmt__real(GMT_SYM_cuDeviceGet);
@@ -41,7 +40,7 @@ static int read_bus_ids(char ids[][16], int max)
     n = max;
   for (int i = 0; i < n; i++) {
     CUdevice d;
-    if (get(&d, i) != CUDA_SUCCESS || bus_id(ids[i], 16, d) != CUDA_SUCCESS)
+    if (get(&d, i) != CUDA_SUCCESS || bus_id(ids[i], GMT_BUSID_SIZE, d) != CUDA_SUCCESS)
       return -1;
   }
   return n;
@@ -49,8 +48,8 @@ static int read_bus_ids(char ids[][16], int max)
 
 static int ask(void)
 {
-  char ids[MAX_GPUS][16];
-  int n = read_bus_ids(ids, MAX_GPUS);
+  char ids[MAX_GPUS][GMT_BUSID_SIZE];
+  int n = gmt__devmap_bus_ids(ids, MAX_GPUS);
   if (n < 0)
     return -ENODEV;
   char *ptrs[MAX_GPUS];

@@ -24,10 +24,10 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
+#include "devmap.h"
 #include "driver.h"
 #include "gmt_nvml_abi.h"
 #include "log.h"
@@ -63,38 +63,26 @@ static void *real_fn(int id)
 
 enum { ORD_UNKNOWN = -1, ORD_HIDDEN = -2 };
 
-/* "0000:18:00.0" (CUDA, NVML's busIdLegacy) and "00000000:18:00.0"
- * (NVML's busId) name the same device: compared as numbers. */
-static int parse_bus_id(const char *s, unsigned v[4])
-{
-  return sscanf(s, "%x:%x:%x.%x", &v[0], &v[1], &v[2], &v[3]) == 4 ? 0 : -1;
-}
-
+/* NVML's busId ("00000000:18:00.0") and CUDA's ("0000:18:00.0") name the
+ * same device in two spellings: compared as numbers (gmt_busid.h). */
 static int cuda_ordinal(nvmlDevice_t dev)
 {
   if (!gmt__driver_ready())
     return ORD_UNKNOWN; /* never loads the driver */
   nvmlReturn_t (*pci_info)(nvmlDevice_t, nvmlPciInfo_t *) =
       (nvmlReturn_t(*)(nvmlDevice_t, nvmlPciInfo_t *))real_fn(FN_PCI);
-  CUresult (*count)(int *) = (CUresult(*)(int *))gmt__real(GMT_SYM_cuDeviceGetCount);
-  CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))gmt__real(GMT_SYM_cuDeviceGet);
-  CUresult (*bus_id)(char *, int, CUdevice) =
-      (CUresult(*)(char *, int, CUdevice))gmt__real(GMT_SYM_cuDeviceGetPCIBusId);
   nvmlPciInfo_t pci;
-  unsigned want[4];
-  int n = 0;
+  gmt_busid_t want, have;
+  char ids[GMT_DEVMAP_MAX_GPUS][GMT_BUSID_SIZE];
   memset(&pci, 0, sizeof pci);
-  if (!pci_info || !count || !get || !bus_id || pci_info(dev, &pci) != NVML_SUCCESS ||
-      parse_bus_id(pci.busId, want) < 0 || count(&n) != CUDA_SUCCESS)
-    return ORD_UNKNOWN; /* count fails before cuInit */
-  for (int i = 0; i < n; i++) {
-    CUdevice d;
-    char id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
-    unsigned have[4];
-    if (get(&d, i) == CUDA_SUCCESS && bus_id(id, (int)sizeof id, d) == CUDA_SUCCESS &&
-        parse_bus_id(id, have) == 0 && !memcmp(have, want, sizeof have))
+  if (!pci_info || pci_info(dev, &pci) != NVML_SUCCESS || gmt_busid_parse(pci.busId, &want) < 0)
+    return ORD_UNKNOWN;
+  int n = gmt__devmap_bus_ids(ids, GMT_DEVMAP_MAX_GPUS);
+  if (n < 0)
+    return ORD_UNKNOWN; /* the count fails before cuInit */
+  for (int i = 0; i < n; i++)
+    if (gmt_busid_parse(ids[i], &have) == 0 && gmt_busid_equal(&have, &want))
       return i;
-  }
   return ORD_HIDDEN;
 }
 

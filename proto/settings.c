@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,49 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gmt_errlist.h"
 #include "gmt_error.h"
 #include "gmt_wire.h"
 
 /* A binary file given by mistake must not produce pages of messages. */
 #define MAX_ERRORS 50
-
-typedef struct {
-  const char *path;
-  char *buf;
-  size_t len;
-  int count;
-  bool oom;
-} errs_t;
-
-static void err_add(errs_t *e, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void err_add(errs_t *e, int line, const char *fmt, ...)
-{
-  if (e->oom || ++e->count > MAX_ERRORS)
-    return;
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  char *s = NULL;
-  int n = line > 0 ? asprintf(&s, "%s:%d: %s\n", e->path, line, msg)
-                   : asprintf(&s, "%s: %s\n", e->path, msg);
-  if (n < 0) {
-    e->oom = true;
-    return;
-  }
-  char *nb = realloc(e->buf, e->len + (size_t)n + 1);
-  if (!nb) {
-    free(s);
-    e->oom = true;
-    return;
-  }
-  memcpy(nb + e->len, s, (size_t)n + 1);
-  e->buf = nb;
-  e->len += (size_t)n;
-  free(s);
-}
 
 void gmt_settings_default(gmt_settings_t *s)
 {
@@ -181,46 +143,49 @@ static bool section_known(const char *name)
   return false;
 }
 
-static void set_value(errs_t *e, int line, int k, const char *v, gmt_settings_t *s)
+static void set_value(gmt_errlist_t *e, int line, int k, const char *v, gmt_settings_t *s)
 {
   uint64_t n;
   switch (k) {
   case K_ADDR:
     if (!parse_addr(v, s->server_addr, sizeof s->server_addr))
-      err_add(e, line, "server.addr '%s': want an ipc:// or tcp:// URL (at most %zu characters)", v,
-              sizeof s->server_addr - 1);
+      gmt_errlist_add(e, line,
+                      "server.addr '%s': want an ipc:// or tcp:// URL (at most %zu characters)", v,
+                      sizeof s->server_addr - 1);
     else
       s->server_addr_set = true;
     return;
   case K_QUEUED:
     if (!parse_count(v, 1, GMT_SETTINGS_MAX_QUEUED_MAX, &n))
-      err_add(e, line, "server.max-queued-requests '%s': want a whole number, 1 to %u", v,
-              GMT_SETTINGS_MAX_QUEUED_MAX);
+      gmt_errlist_add(e, line, "server.max-queued-requests '%s': want a whole number, 1 to %u", v,
+                      GMT_SETTINGS_MAX_QUEUED_MAX);
     else
       s->max_queued_requests = (uint32_t)n;
     return;
   case K_CACHE_MS:
     if (!parse_duration(v, GMT_SETTINGS_CACHE_MS_MAX, &s->cache_max_age_ms))
-      err_add(e, line,
-              "daemon.max-cache-time-interval '%s': want a duration, 0 to 1 h (e.g. 1s, 500ms, "
-              "2min; no unit: seconds)",
-              v);
+      gmt_errlist_add(
+          e, line,
+          "daemon.max-cache-time-interval '%s': want a duration, 0 to 1 h (e.g. 1s, 500ms, "
+          "2min; no unit: seconds)",
+          v);
     return;
   case K_CACHE_REQ:
     if (!parse_count(v, 1, GMT_SETTINGS_CACHE_REQUESTS_MAX, &s->cache_max_requests))
-      err_add(e, line, "daemon.max-cache-request '%s': want a whole number, 1 to %u", v,
-              GMT_SETTINGS_CACHE_REQUESTS_MAX);
+      gmt_errlist_add(e, line, "daemon.max-cache-request '%s': want a whole number, 1 to %u", v,
+                      GMT_SETTINGS_CACHE_REQUESTS_MAX);
     return;
   case K_PROBE:
     if (!parse_bool(v, &s->probe))
-      err_add(e, line, "daemon.probe '%s': want on or off (true/false, yes/no, 1/0)", v);
+      gmt_errlist_add(e, line, "daemon.probe '%s': want on or off (true/false, yes/no, 1/0)", v);
     return;
   case K_PROBE_TIMEOUT:
     if (!parse_duration(v, GMT_SETTINGS_PROBE_TIMEOUT_MS_MAX, &n) || n == 0)
-      err_add(e, line,
-              "daemon.probe-timeout '%s': want a duration, 1 ms to 60 s (e.g. 3s, 500ms; no "
-              "unit: seconds)",
-              v);
+      gmt_errlist_add(
+          e, line,
+          "daemon.probe-timeout '%s': want a duration, 1 ms to 60 s (e.g. 3s, 500ms; no "
+          "unit: seconds)",
+          v);
     else
       s->probe_timeout_ms = n;
     return;
@@ -260,7 +225,7 @@ static bool name_ok(const char *s)
   return true;
 }
 
-static void parse_line(errs_t *e, int lineno, char *line, char *section, size_t seclen,
+static void parse_line(gmt_errlist_t *e, int lineno, char *line, char *section, size_t seclen,
                        int seen[K_COUNT], gmt_settings_t *s)
 {
   char *p = trim(line);
@@ -269,19 +234,19 @@ static void parse_line(errs_t *e, int lineno, char *line, char *section, size_t 
   if (*p == '[') {
     char *close = strchr(p, ']');
     if (!close || *trim(close + 1) != '\0') {
-      err_add(e, lineno, "a section header is '[name]' alone on its line");
+      gmt_errlist_add(e, lineno, "a section header is '[name]' alone on its line");
       section[0] = '\0';
       return;
     }
     *close = '\0';
     char *name = trim(p + 1);
     if (!name_ok(name) || strchr(name, '.') || strlen(name) >= seclen) {
-      err_add(e, lineno, "bad section name '%.64s'", name);
+      gmt_errlist_add(e, lineno, "bad section name '%.64s'", name);
       section[0] = '\0';
       return;
     }
     if (!section_known(name)) {
-      err_add(e, lineno, "unknown section [%s] (known: [server], [daemon])", name);
+      gmt_errlist_add(e, lineno, "unknown section [%s] (known: [server], [daemon])", name);
       snprintf(section, seclen, "%s", name); /* its keys are not reported one by one */
       return;
     }
@@ -290,7 +255,7 @@ static void parse_line(errs_t *e, int lineno, char *line, char *section, size_t 
   }
   char *eq = strchr(p, '=');
   if (!eq) {
-    err_add(e, lineno, "want 'key = value', '[section]' or a comment");
+    gmt_errlist_add(e, lineno, "want 'key = value', '[section]' or a comment");
     return;
   }
   *eq = '\0';
@@ -298,12 +263,13 @@ static void parse_line(errs_t *e, int lineno, char *line, char *section, size_t 
   cut_comment(value);
   value = trim(value);
   if (!name_ok(key)) {
-    err_add(e, lineno, "bad key name '%.64s'", key);
+    gmt_errlist_add(e, lineno, "bad key name '%.64s'", key);
     return;
   }
   char full[64 + 1026];
   if (section[0] && strchr(key, '.')) {
-    err_add(e, lineno, "key '%s' under [%s]: write it without a section part", key, section);
+    gmt_errlist_add(e, lineno, "key '%s' under [%s]: write it without a section part", key,
+                    section);
     return;
   }
   if (section[0] && !section_known(section))
@@ -311,20 +277,20 @@ static void parse_line(errs_t *e, int lineno, char *line, char *section, size_t 
   snprintf(full, sizeof full, "%s%s%s", section, section[0] ? "." : "", key);
   int k = key_find(full);
   if (k < 0) {
-    err_add(e, lineno,
-            "unknown key '%s' (known: server.addr, server.max-queued-requests, "
-            "daemon.max-cache-time-interval, daemon.max-cache-request, daemon.probe, "
-            "daemon.probe-timeout)",
-            full);
+    gmt_errlist_add(e, lineno,
+                    "unknown key '%s' (known: server.addr, server.max-queued-requests, "
+                    "daemon.max-cache-time-interval, daemon.max-cache-request, daemon.probe, "
+                    "daemon.probe-timeout)",
+                    full);
     return;
   }
   if (seen[k]) {
-    err_add(e, lineno, "%s given twice (first on line %d)", full, seen[k]);
+    gmt_errlist_add(e, lineno, "%s given twice (first on line %d)", full, seen[k]);
     return;
   }
   seen[k] = lineno;
   if (*value == '\0') {
-    err_add(e, lineno, "%s has no value", full);
+    gmt_errlist_add(e, lineno, "%s has no value", full);
     return;
   }
   set_value(e, lineno, k, value, s);
@@ -336,7 +302,7 @@ int gmt_settings_parse(const char *path, const char *text, size_t len, gmt_setti
   if (errors)
     *errors = NULL;
   gmt_settings_default(out);
-  errs_t e = {.path = path ? path : "(settings)"};
+  gmt_errlist_t e = {.path = path ? path : "(settings)", .max = MAX_ERRORS};
   gmt_settings_t s;
   gmt_settings_default(&s);
   int seen[K_COUNT] = {0};
@@ -347,9 +313,9 @@ int gmt_settings_parse(const char *path, const char *text, size_t len, gmt_setti
     size_t n = nl ? (size_t)(nl - (text + at)) : len - at;
     lineno++;
     if (memchr(text + at, '\0', n)) {
-      err_add(&e, lineno, "a NUL byte: not a text file");
+      gmt_errlist_add(&e, lineno, "a NUL byte: not a text file");
     } else if (n > 1024) {
-      err_add(&e, lineno, "line longer than 1024 bytes");
+      gmt_errlist_add(&e, lineno, "line longer than 1024 bytes");
     } else {
       char line[1025];
       memcpy(line, text + at, n);
@@ -358,12 +324,9 @@ int gmt_settings_parse(const char *path, const char *text, size_t len, gmt_setti
     }
     at += n + 1;
   }
-  if (e.count > MAX_ERRORS) {
-    int more = e.count - MAX_ERRORS;
-    e.count = 0; /* let one more line through */
-    err_add(&e, 0, "%d more problem%s not shown", more, more == 1 ? "" : "s");
-    e.count = MAX_ERRORS + more;
-  }
+  if (e.dropped)
+    gmt_errlist_add_summary(&e, 0, "%d more problem%s not shown", e.dropped,
+                            e.dropped == 1 ? "" : "s");
   if (e.oom) {
     free(e.buf);
     return -ENOMEM;

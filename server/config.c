@@ -9,7 +9,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "gmt_bytes.h"
+#include "gmt_errlist.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
@@ -29,73 +29,6 @@
 #define MAX_FILE_BYTES GMT_CONFIG_MAX_BYTES
 #define POSITIONAL 4  /* ID REQUEST LIMIT GPU_MEM */
 #define MAX_FIELDS 16 /* and key=value fields after them */
-
-typedef struct {
-  const char *path;
-  char *buf;
-  size_t len, cap;
-  int count;
-  int dropped;
-  bool oom;
-} errlist_t;
-
-static void err_add(errlist_t *e, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void err_append(errlist_t *e, const char *fmt, va_list ap)
-{
-  if (e->oom)
-    return;
-  for (;;) {
-    va_list cp;
-    va_copy(cp, ap);
-    size_t room = e->cap - e->len;
-    int n = vsnprintf(e->buf ? e->buf + e->len : NULL, room, fmt, cp);
-    va_end(cp);
-    if (n < 0)
-      return;
-    if ((size_t)n < room) {
-      e->len += (size_t)n;
-      return;
-    }
-    size_t cap = e->cap ? e->cap * 2 : 512;
-    while (cap - e->len <= (size_t)n)
-      cap *= 2;
-    char *nb = realloc(e->buf, cap);
-    if (!nb) {
-      e->oom = true;
-      return;
-    }
-    e->buf = nb;
-    e->cap = cap;
-  }
-}
-
-static void err_raw(errlist_t *e, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  err_append(e, fmt, ap);
-  va_end(ap);
-}
-
-static void err_add(errlist_t *e, int line, const char *fmt, ...)
-{
-  if (e->count >= MAX_ERRORS) {
-    e->dropped++;
-    return;
-  }
-  e->count++;
-  if (line > 0)
-    err_raw(e, "%s:%d: ", e->path, line);
-  else
-    err_raw(e, "%s: ", e->path);
-  va_list ap;
-  va_start(ap, fmt);
-  err_append(e, fmt, ap);
-  va_end(ap);
-  err_raw(e, "\n");
-}
 
 static bool name_char_ok(char c)
 {
@@ -146,13 +79,13 @@ static int split(char *line, char **fields, int max)
   return n;
 }
 
-static bool parse_count(errlist_t *e, int lineno, char *line, long *count)
+static bool parse_count(gmt_errlist_t *e, int lineno, char *line, long *count)
 {
   char *f[2];
   char sb[96];
   int n = split(line, f, 2);
   if (n != 1) {
-    err_add(e, lineno, "the first line must be the number of pods alone, got %d fields", n);
+    gmt_errlist_add(e, lineno, "the first line must be the number of pods alone, got %d fields", n);
     return false;
   }
   const char *p = f[0];
@@ -161,13 +94,13 @@ static bool parse_count(errlist_t *e, int lineno, char *line, long *count)
     if (v <= MAX_PODS) /* saturates: any longer number is too many */
       v = v * 10 + (*p - '0');
   if (p == f[0] || *p) {
-    err_add(e, lineno, "the first line must be the number of pods, got '%s'",
-            gmt_shown(f[0], sb, sizeof sb));
+    gmt_errlist_add(e, lineno, "the first line must be the number of pods, got '%s'",
+                    gmt_shown(f[0], sb, sizeof sb));
     return false;
   }
   if (v > MAX_PODS) {
-    err_add(e, lineno, "%s pods is too many (at most %d)", gmt_shown(f[0], sb, sizeof sb),
-            MAX_PODS);
+    gmt_errlist_add(e, lineno, "%s pods is too many (at most %d)", gmt_shown(f[0], sb, sizeof sb),
+                    MAX_PODS);
     return false;
   }
   *count = v;
@@ -175,19 +108,20 @@ static bool parse_count(errlist_t *e, int lineno, char *line, long *count)
 }
 
 /* Checks a share field; reports and returns false when it is bad. */
-static bool parse_share(errlist_t *e, int lineno, const char *what, const char *s, double *out)
+static bool parse_share(gmt_errlist_t *e, int lineno, const char *what, const char *s, double *out)
 {
   char sb[96];
   if (!parse_decimal(s, out)) {
-    err_add(e, lineno, "%s '%s' is not a decimal number", what, gmt_shown(s, sb, sizeof sb));
+    gmt_errlist_add(e, lineno, "%s '%s' is not a decimal number", what,
+                    gmt_shown(s, sb, sizeof sb));
     return false;
   }
   if (*out < 0) {
-    err_add(e, lineno, "%s %s is below 0", what, gmt_shown(s, sb, sizeof sb));
+    gmt_errlist_add(e, lineno, "%s %s is below 0", what, gmt_shown(s, sb, sizeof sb));
     return false;
   }
   if (*out > 1) {
-    err_add(e, lineno, "%s %s is above 1", what, gmt_shown(s, sb, sizeof sb));
+    gmt_errlist_add(e, lineno, "%s %s is above 1", what, gmt_shown(s, sb, sizeof sb));
     return false;
   }
   return true;
@@ -206,25 +140,26 @@ static const gmt_pod_config_t *podvec_find(const podvec_t *v, const char *name)
   return NULL;
 }
 
-static bool parse_pin(errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
+static bool parse_pin(gmt_errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
 {
   char sb[96];
   int m = gmt_pin_mode_parse(v);
   if (m < 0) {
-    err_add(e, lineno, "pin '%s' is not one of off, profile, use, adaptive",
-            gmt_shown(v, sb, sizeof sb));
+    gmt_errlist_add(e, lineno, "pin '%s' is not one of off, profile, use, adaptive",
+                    gmt_shown(v, sb, sizeof sb));
     return false;
   }
   pod->pin = m;
   return true;
 }
 
-static bool parse_mode(errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
+static bool parse_mode(gmt_errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
 {
   char sb[96];
   int m = gmt_mem_mode_parse(v);
   if (m < 0) {
-    err_add(e, lineno, "mode '%s' is not one of strict, swap, um", gmt_shown(v, sb, sizeof sb));
+    gmt_errlist_add(e, lineno, "mode '%s' is not one of strict, swap, um",
+                    gmt_shown(v, sb, sizeof sb));
     return false;
   }
   pod->mode = m;
@@ -234,7 +169,7 @@ static bool parse_mode(errlist_t *e, int lineno, const char *v, gmt_pod_config_t
 /* devices=0,1: the node's GPUs, ascending and each once, so that a list
  * reads the same wherever it is shown and a typo ("0,0", "1,0") is not
  * taken for something else. Empty: every GPU, as without the key. */
-static bool parse_devices(errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
+static bool parse_devices(gmt_errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
 {
   char sb[96];
   size_t n = 0;
@@ -247,27 +182,30 @@ static bool parse_devices(errlist_t *e, int lineno, const char *v, gmt_pod_confi
     while (isdigit((unsigned char)*p) && d <= GMT_CONFIG_DEVICE_MAX)
       d = d * 10 + (unsigned long)(*p++ - '0');
     if (p == start || (*p != ',' && *p != '\0' && !isdigit((unsigned char)*p))) {
-      err_add(e, lineno, "devices '%s' is not a list of GPU indices like 0,1 (digits and commas)",
-              gmt_shown(v, sb, sizeof sb));
+      gmt_errlist_add(e, lineno,
+                      "devices '%s' is not a list of GPU indices like 0,1 (digits and commas)",
+                      gmt_shown(v, sb, sizeof sb));
       return false;
     }
     if (d > GMT_CONFIG_DEVICE_MAX) {
-      err_add(e, lineno, "devices '%s': GPU index too large (at most %d)",
-              gmt_shown(v, sb, sizeof sb), GMT_CONFIG_DEVICE_MAX);
+      gmt_errlist_add(e, lineno, "devices '%s': GPU index too large (at most %d)",
+                      gmt_shown(v, sb, sizeof sb), GMT_CONFIG_DEVICE_MAX);
       return false;
     }
     if (n == GMT_CONFIG_MAX_DEVICES) {
-      err_add(e, lineno, "devices '%s' lists more than %d GPUs", gmt_shown(v, sb, sizeof sb),
-              GMT_CONFIG_MAX_DEVICES);
+      gmt_errlist_add(e, lineno, "devices '%s' lists more than %d GPUs",
+                      gmt_shown(v, sb, sizeof sb), GMT_CONFIG_MAX_DEVICES);
       return false;
     }
     if (n > 0 && (int32_t)d == pod->devices[n - 1]) {
-      err_add(e, lineno, "devices '%s' lists GPU %lu twice", gmt_shown(v, sb, sizeof sb), d);
+      gmt_errlist_add(e, lineno, "devices '%s' lists GPU %lu twice", gmt_shown(v, sb, sizeof sb),
+                      d);
       return false;
     }
     if (n > 0 && (int32_t)d < pod->devices[n - 1]) {
-      err_add(e, lineno, "devices '%s': GPU %lu comes after GPU %d (list them in ascending order)",
-              gmt_shown(v, sb, sizeof sb), d, (int)pod->devices[n - 1]);
+      gmt_errlist_add(e, lineno,
+                      "devices '%s': GPU %lu comes after GPU %d (list them in ascending order)",
+                      gmt_shown(v, sb, sizeof sb), d, (int)pod->devices[n - 1]);
       return false;
     }
     pod->devices[n++] = (int32_t)d;
@@ -281,7 +219,7 @@ static bool parse_devices(errlist_t *e, int lineno, const char *v, gmt_pod_confi
 /* The key=value fields a pod line may carry after GPU_MEM. */
 static const struct {
   const char *key;
-  bool (*parse)(errlist_t *e, int lineno, const char *value, gmt_pod_config_t *pod);
+  bool (*parse)(gmt_errlist_t *e, int lineno, const char *value, gmt_pod_config_t *pod);
 } pod_keys[] = {
     {"pin", parse_pin},
     {"mode", parse_mode},
@@ -290,19 +228,19 @@ static const struct {
 #define NKEYS (sizeof pod_keys / sizeof pod_keys[0])
 
 /* Checks the key=value fields f[0..n). */
-static void parse_keys(errlist_t *e, int lineno, char **f, int n, gmt_pod_config_t *pod)
+static void parse_keys(gmt_errlist_t *e, int lineno, char **f, int n, gmt_pod_config_t *pod)
 {
   char sb[96];
   bool seen[NKEYS] = {false};
   for (int i = 0; i < n; i++) {
     if (f[i][0] == '#') {
-      err_add(e, lineno, "a comment goes on a line of its own, not after GPU_MEM");
+      gmt_errlist_add(e, lineno, "a comment goes on a line of its own, not after GPU_MEM");
       return;
     }
     char *eq = strchr(f[i], '=');
     if (!eq || eq == f[i]) {
-      err_add(e, lineno, "field '%s' after GPU_MEM is not key=value",
-              gmt_shown(f[i], sb, sizeof sb));
+      gmt_errlist_add(e, lineno, "field '%s' after GPU_MEM is not key=value",
+                      gmt_shown(f[i], sb, sizeof sb));
       continue;
     }
     *eq = '\0';
@@ -313,11 +251,12 @@ static void parse_keys(errlist_t *e, int lineno, char **f, int n, gmt_pod_config
       char known[128] = "";
       for (size_t j = 0, n = 0; j < NKEYS && n < sizeof known; j++)
         n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", j ? ", " : "", pod_keys[j].key);
-      err_add(e, lineno, "unknown key '%s' (known: %s)", gmt_shown(f[i], sb, sizeof sb), known);
+      gmt_errlist_add(e, lineno, "unknown key '%s' (known: %s)", gmt_shown(f[i], sb, sizeof sb),
+                      known);
       continue;
     }
     if (seen[k]) {
-      err_add(e, lineno, "key '%s' given twice", pod_keys[k].key);
+      gmt_errlist_add(e, lineno, "key '%s' given twice", pod_keys[k].key);
       continue;
     }
     seen[k] = true;
@@ -327,14 +266,15 @@ static void parse_keys(errlist_t *e, int lineno, char **f, int n, gmt_pod_config
 
 /* Checks one pod line; a good one is appended to v (also when an earlier
  * line was bad, so that duplicates are still found). */
-static void parse_pod(errlist_t *e, int lineno, char *line, podvec_t *v)
+static void parse_pod(gmt_errlist_t *e, int lineno, char *line, podvec_t *v)
 {
   char *f[MAX_FIELDS];
   char sb[96], sb2[96];
   int n = split(line, f, MAX_FIELDS);
   if (n < POSITIONAL || n > MAX_FIELDS) {
-    err_add(e, lineno, "want 4 fields (ID REQUEST LIMIT GPU_MEM) and at most %d key=value, got %d",
-            MAX_FIELDS - POSITIONAL, n);
+    gmt_errlist_add(e, lineno,
+                    "want 4 fields (ID REQUEST LIMIT GPU_MEM) and at most %d key=value, got %d",
+                    MAX_FIELDS - POSITIONAL, n);
     return;
   }
   gmt_pod_config_t pod = {.line = lineno};
@@ -342,19 +282,21 @@ static void parse_pod(errlist_t *e, int lineno, char *line, podvec_t *v)
 
   size_t len = strlen(f[0]);
   if (len > GMT_POD_NAME_MAX) {
-    err_add(e, lineno, "pod name '%s' is %zu characters long (at most %d)",
-            gmt_shown(f[0], sb, sizeof sb), len, GMT_POD_NAME_MAX);
+    gmt_errlist_add(e, lineno, "pod name '%s' is %zu characters long (at most %d)",
+                    gmt_shown(f[0], sb, sizeof sb), len, GMT_POD_NAME_MAX);
     name_ok = false;
   } else {
     for (const char *p = f[0]; *p; p++) {
       if (name_char_ok(*p))
         continue;
       if (isprint((unsigned char)*p))
-        err_add(e, lineno, "pod name '%s' has a bad character '%c' (allowed: A-Z a-z 0-9 . _ -)",
-                gmt_shown(f[0], sb, sizeof sb), *p);
+        gmt_errlist_add(e, lineno,
+                        "pod name '%s' has a bad character '%c' (allowed: A-Z a-z 0-9 . _ -)",
+                        gmt_shown(f[0], sb, sizeof sb), *p);
       else
-        err_add(e, lineno, "pod name '%s' has a bad byte 0x%02x (allowed: A-Z a-z 0-9 . _ -)",
-                gmt_shown(f[0], sb, sizeof sb), (unsigned char)*p);
+        gmt_errlist_add(e, lineno,
+                        "pod name '%s' has a bad byte 0x%02x (allowed: A-Z a-z 0-9 . _ -)",
+                        gmt_shown(f[0], sb, sizeof sb), (unsigned char)*p);
       name_ok = false;
       break;
     }
@@ -362,7 +304,7 @@ static void parse_pod(errlist_t *e, int lineno, char *line, podvec_t *v)
   if (name_ok) {
     const gmt_pod_config_t *dup = podvec_find(v, f[0]);
     if (dup)
-      err_add(e, lineno, "pod '%s' is already listed on line %d", f[0], dup->line);
+      gmt_errlist_add(e, lineno, "pod '%s' is already listed on line %d", f[0], dup->line);
     else
       memcpy(pod.name, f[0], len + 1);
   }
@@ -370,17 +312,19 @@ static void parse_pod(errlist_t *e, int lineno, char *line, podvec_t *v)
   bool req_ok = parse_share(e, lineno, "request", f[1], &pod.request);
   bool lim_ok = parse_share(e, lineno, "limit", f[2], &pod.limit);
   if (req_ok && lim_ok && pod.request > pod.limit)
-    err_add(e, lineno, "request %s is above limit %s", gmt_shown(f[1], sb, sizeof sb),
-            gmt_shown(f[2], sb2, sizeof sb2));
+    gmt_errlist_add(e, lineno, "request %s is above limit %s", gmt_shown(f[1], sb, sizeof sb),
+                    gmt_shown(f[2], sb2, sizeof sb2));
 
   int rc = gmt_parse_bytes(f[3], &pod.memory_limit);
   if (rc == -ERANGE)
-    err_add(e, lineno, "memory '%s' does not fit in 64 bits", gmt_shown(f[3], sb, sizeof sb));
+    gmt_errlist_add(e, lineno, "memory '%s' does not fit in 64 bits",
+                    gmt_shown(f[3], sb, sizeof sb));
   else if (rc < 0)
-    err_add(e, lineno,
-            "memory '%s' is not a byte count (want digits and an optional suffix K, M, G, T, "
-            "Ki, Mi, Gi or Ti)",
-            gmt_shown(f[3], sb, sizeof sb));
+    gmt_errlist_add(
+        e, lineno,
+        "memory '%s' is not a byte count (want digits and an optional suffix K, M, G, T, "
+        "Ki, Mi, Gi or Ti)",
+        gmt_shown(f[3], sb, sizeof sb));
   parse_keys(e, lineno, f + POSITIONAL, n - POSITIONAL, &pod);
 
   /* A line with a good name but a bad share still claims the name, so that
@@ -422,7 +366,7 @@ static void warn_overcommit(const gmt_config_t *cfg)
 int gmt_config_parse(const char *path, const char *text, size_t len, gmt_config_t **out,
                      char **errors)
 {
-  errlist_t e = {.path = path};
+  gmt_errlist_t e = {.path = path, .max = MAX_ERRORS};
   podvec_t v = {0};
   long count = -1;
   int count_line = 0;
@@ -444,7 +388,7 @@ int gmt_config_parse(const char *path, const char *text, size_t len, gmt_config_
     lineno++;
 
     if (memchr(start, '\0', llen)) {
-      err_add(&e, lineno, "has a NUL byte (is this a text file?)");
+      gmt_errlist_add(&e, lineno, "has a NUL byte (is this a text file?)");
       if (!count_seen)
         count_seen = true;
       else
@@ -477,8 +421,8 @@ int gmt_config_parse(const char *path, const char *text, size_t len, gmt_config_
     if (listed > MAX_PODS) {
       /* Checking names for duplicates grows with the square of the count:
        * stop here, so that a huge file is refused at once. */
-      err_add(&e, lineno, "more than %d pods listed; gmt-schd serves at most %d", MAX_PODS,
-              MAX_PODS);
+      gmt_errlist_add(&e, lineno, "more than %d pods listed; gmt-schd serves at most %d", MAX_PODS,
+                      MAX_PODS);
       count = -1;
       break;
     }
@@ -487,17 +431,15 @@ int gmt_config_parse(const char *path, const char *text, size_t len, gmt_config_
   free(line);
 
   if (!count_seen)
-    err_add(&e, 0,
-            "no pod count: the first line that is not blank or a comment must be the "
-            "number of pods");
+    gmt_errlist_add(&e, 0,
+                    "no pod count: the first line that is not blank or a comment must be the "
+                    "number of pods");
   else if (count >= 0 && (size_t)count != listed)
-    err_add(&e, count_line, "the first line says %ld pod%s but %zu %s listed", count,
-            count == 1 ? "" : "s", listed, listed == 1 ? "is" : "are");
+    gmt_errlist_add(&e, count_line, "the first line says %ld pod%s but %zu %s listed", count,
+                    count == 1 ? "" : "s", listed, listed == 1 ? "is" : "are");
 
-  if (e.dropped) {
-    e.count = 0; /* let the summary through */
-    err_add(&e, 0, "... and %d more error%s", e.dropped, e.dropped == 1 ? "" : "s");
-  }
+  if (e.dropped)
+    gmt_errlist_add_summary(&e, 0, "... and %d more error%s", e.dropped, e.dropped == 1 ? "" : "s");
   if (e.oom) {
     rc = -ENOMEM;
     goto fail;

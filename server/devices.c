@@ -4,7 +4,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+
+#include "gmt_busid.h"
 
 int gmt_devices_open(gmt_devices_t **out)
 {
@@ -44,23 +45,13 @@ void gmt_devices_close(gmt_devices_t *d)
   free(d);
 }
 
-/* "0000:17:00.0", "00000000:17:00.0": domain, bus, device, function as
- * numbers, so that NVML's and CUDA's spellings compare equal. */
-static int parse_bus(const char *s, unsigned v[4])
-{
-  char tail;
-  if (!s || sscanf(s, "%x:%x:%x.%x%c", &v[0], &v[1], &v[2], &v[3], &tail) != 4)
-    return -1;
-  return 0;
-}
-
 int gmt_devices_index_of_bus(const gmt_devices_t *d, const char *bus_id)
 {
-  unsigned want[4], have[4];
-  if (!d || !d->topo || parse_bus(bus_id, want) < 0)
+  gmt_busid_t want, have;
+  if (!d || !d->topo || gmt_busid_parse(bus_id, &want) < 0)
     return -1;
   for (int i = 0; i < d->topo->n_gpus; i++)
-    if (parse_bus(d->topo->gpus[i].bus_id, have) == 0 && !memcmp(want, have, sizeof want))
+    if (gmt_busid_parse(d->topo->gpus[i].bus_id, &have) == 0 && gmt_busid_equal(&want, &have))
       return d->topo->gpus[i].index;
   return -1;
 }

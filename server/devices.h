@@ -25,8 +25,9 @@ typedef struct gmt_devices {
 int gmt_devices_open(gmt_devices_t **out);
 void gmt_devices_close(gmt_devices_t *d);
 
-/* The node's index of the GPU at PCI bus id `bus_id` ("0000:17:00.0" or
- * NVML's "00000000:17:00.0", any case); -1 when no known GPU has it. */
+/* The node's index of the GPU at PCI bus id `bus_id` ("0000:17:00.0",
+ * NVML's "00000000:17:00.0" or "17:00.0", any case: gmt_busid.h); -1 when
+ * no known GPU has it. */
 int gmt_devices_index_of_bus(const gmt_devices_t *d, const char *bus_id);
 
 /* The GPU with the node's index `index`; NULL when there is none. */

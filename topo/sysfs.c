@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_busid.h"
+
 #define MAX_DEPTH 32
 
 /* The first line of root/rel, without its newline: 0, or -errno. */
@@ -42,18 +44,11 @@ static int is_bdf(const char *s)
 
 int gmt__topo_bus_id_norm(const char *in, char out[16])
 {
-  unsigned dom = 0, bus, dev, fn;
-  char tail;
-  if (!in)
+  gmt_busid_t b;
+  /* The canonical form has a 4-digit domain; NVML pads it to 8 with zeros. */
+  if (gmt_busid_parse(in, &b) < 0 || b.domain > 0xffff)
     return -EINVAL;
-  if (sscanf(in, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) != 4) {
-    dom = 0;
-    if (sscanf(in, "%x:%x.%x%c", &bus, &dev, &fn, &tail) != 3)
-      return -EINVAL;
-  }
-  if (dom > 0xffff || bus > 0xff || dev > 0x1f || fn > 7)
-    return -EINVAL;
-  snprintf(out, 16, "%04x:%02x:%02x.%x", dom, bus, dev, fn);
+  snprintf(out, 16, "%04x:%02x:%02x.%x", b.domain, b.bus, b.device, b.function);
   return 0;
 }
 

@@ -9,8 +9,9 @@
 
 #include "gmt_topo.h"
 
-/* "00000000:17:00.0" (NVML), "0000:17:00.0" or "17:00.0" -> "0000:17:00.0".
- * Returns 0, or -EINVAL for anything else. */
+/* "00000000:17:00.0" (NVML), "0000:17:00.0" or "17:00.0", any case (as
+ * gmt_busid_parse takes them) -> "0000:17:00.0". Returns 0, or -EINVAL for
+ * anything else, a domain past 16 bits included. */
 int gmt__topo_bus_id_norm(const char *in, char out[16]);
 
 /* The NUMA node /sys gives the PCI device (-1 when it says none or is

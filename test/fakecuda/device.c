@@ -2,6 +2,7 @@
  * like an H100 (compute capability 9.0, 132 SMs), primary and created
  * contexts, and each thread's current-context stack. */
 #include "fakecuda.h"
+#include "gmt_busid.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,15 +134,12 @@ CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
   GMT_FAKE_NEED_INIT();
   if (!dev || !pciBusId)
     GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  unsigned dom = 0, bus, slot, fn;
-  char tail;
-  if (sscanf(pciBusId, "%x:%x:%x.%x%c", &dom, &bus, &slot, &fn, &tail) != 4) {
-    dom = 0;
-    if (sscanf(pciBusId, "%x:%x.%x%c", &bus, &slot, &fn, &tail) != 3)
-      GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
-  }
+  gmt_busid_t b;
+  if (gmt_busid_parse(pciBusId, &b) < 0)
+    GMT_FAKE_RET(CUDA_ERROR_INVALID_VALUE);
   for (int i = 0; i < gmt__fake.ndev; i++)
-    if (dom == 0 && slot == 0 && fn == 0 && bus == gmt__machine_bus(gmt__fake.phys[i])) {
+    if (b.domain == 0 && b.device == 0 && b.function == 0 &&
+        b.bus == gmt__machine_bus(gmt__fake.phys[i])) {
       *dev = i;
       GMT_FAKE_RET(CUDA_SUCCESS);
     }

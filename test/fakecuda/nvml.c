@@ -10,6 +10,7 @@
  * with the bytes it allocated (no context memory); utilization is 100 while
  * a kernel of any process runs on the device and 0 otherwise; memory
  * utilization is 0; no device is in MIG mode. */
+#include "gmt_busid.h"
 #include "gmt_nvml_abi.h"
 #include "machine.h"
 
@@ -172,28 +173,15 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
   return NVML_ERROR_NOT_FOUND;
 }
 
-/* "domain:bus:device.function" (hex, the domain of 4 or 8 digits) or
- * "bus:device.function". */
-static int parse_bus_id(const char *s, unsigned *domain, unsigned *bus, unsigned *dev, unsigned *fn)
-{
-  char tail;
-  if (sscanf(s, "%x:%x:%x.%x%c", domain, bus, dev, fn, &tail) == 4)
-    return 0;
-  *domain = 0;
-  if (sscanf(s, "%x:%x.%x%c", bus, dev, fn, &tail) == 3)
-    return 0;
-  return -1;
-}
-
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device)
 {
   if (!inited())
     return NVML_ERROR_UNINITIALIZED;
-  unsigned domain, bus, dev, fn;
-  if (!pciBusId || !device || parse_bus_id(pciBusId, &domain, &bus, &dev, &fn) != 0)
+  gmt_busid_t b;
+  if (!device || gmt_busid_parse(pciBusId, &b) < 0)
     return NVML_ERROR_INVALID_ARGUMENT;
   for (int i = 0; i < gmt__machine.ndev; i++)
-    if (domain == 0 && bus == gmt__machine_bus(i) && dev == 0 && fn == 0) {
+    if (b.domain == 0 && b.bus == gmt__machine_bus(i) && b.device == 0 && b.function == 0) {
       *device = &devices[i];
       return NVML_SUCCESS;
     }

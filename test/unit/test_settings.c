@@ -152,6 +152,27 @@ static void test_settings_refuse_repeats_and_junk(void **state)
   free(errors);
 }
 
+/* A binary file given by mistake: the first 50 problems, then one line
+ * that counts the rest. */
+static void test_settings_errors_stop_at_50_and_count_the_rest(void **state)
+{
+  (void)state;
+  char text[60 * 5 + 1] = "";
+  for (int i = 0; i < 60; i++)
+    strcat(text, "junk\n");
+  char *e = refused(text);
+  assert_non_null(strstr(e, "gmt.ini:50: want 'key = value'"));
+  assert_null(strstr(e, "gmt.ini:51:"));
+  const char *last = "\ngmt.ini: 10 more problems not shown\n";
+  assert_true(strlen(e) > strlen(last));
+  assert_string_equal(e + strlen(e) - strlen(last), last);
+  int lines = 0;
+  for (const char *p = e; *p; p++)
+    lines += *p == '\n';
+  assert_int_equal(lines, 51);
+  free(e);
+}
+
 static void test_settings_load_reads_a_file_and_refuses_a_missing_named_one(void **state)
 {
   (void)state;
@@ -188,6 +209,7 @@ int main(void)
       cmocka_unit_test(test_settings_unknown_key_names_file_and_line),
       cmocka_unit_test(test_settings_bad_values_are_each_reported),
       cmocka_unit_test(test_settings_refuse_repeats_and_junk),
+      cmocka_unit_test(test_settings_errors_stop_at_50_and_count_the_rest),
       cmocka_unit_test(test_settings_load_reads_a_file_and_refuses_a_missing_named_one),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
