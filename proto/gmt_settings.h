@@ -11,6 +11,7 @@
  *   max-cache-request = 10
  *   probe = on
  *   probe-timeout = 3s
+ *   pick-hold = 10s
  *
  * A key is "section.key": under a [section] header, or written whole
  * ("server.addr = ...") before any header. Each key at most once; an
@@ -42,6 +43,8 @@
 #define GMT_SETTINGS_CACHE_REQUESTS_MAX 1000000000u
 #define GMT_SETTINGS_PROBE_TIMEOUT_MS_DEFAULT 3000u
 #define GMT_SETTINGS_PROBE_TIMEOUT_MS_MAX 60000u
+#define GMT_SETTINGS_PICK_HOLD_MS_DEFAULT 10000u
+#define GMT_SETTINGS_PICK_HOLD_MS_MAX 3600000u
 
 typedef struct gmt_settings {
   /* server.addr: where the scheduler answers (an ipc:// or tcp:// URL);
@@ -63,6 +66,10 @@ typedef struct gmt_settings {
   /* daemon.probe-timeout: how long gmt-probe may take in all (1 ms to 60 s;
    * default 3 s); a GPU it did not finish counts as the slowest. */
   uint64_t probe_timeout_ms;
+  /* daemon.pick-hold: how long a GPU given by a Pick counts as one more
+   * job on it, with the Pick's bytes reserved, so that jobs started
+   * together are spread (0: not at all; default 10 s, at most 1 h). */
+  uint64_t pick_hold_ms;
   /* The file they came from; "" for the built-in defaults. */
   char path[4096];
 } gmt_settings_t;

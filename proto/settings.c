@@ -28,6 +28,7 @@ void gmt_settings_default(gmt_settings_t *s)
   s->cache_max_requests = GMT_SETTINGS_CACHE_REQUESTS_DEFAULT;
   s->probe = true;
   s->probe_timeout_ms = GMT_SETTINGS_PROBE_TIMEOUT_MS_DEFAULT;
+  s->pick_hold_ms = GMT_SETTINGS_PICK_HOLD_MS_DEFAULT;
 }
 
 /* ---- values ---- */
@@ -115,7 +116,7 @@ static bool parse_addr(const char *v, char *out, size_t outlen)
 
 /* ---- keys ---- */
 
-enum { K_ADDR, K_QUEUED, K_CACHE_MS, K_CACHE_REQ, K_PROBE, K_PROBE_TIMEOUT, K_COUNT };
+enum { K_ADDR, K_QUEUED, K_CACHE_MS, K_CACHE_REQ, K_PROBE, K_PROBE_TIMEOUT, K_PICK_HOLD, K_COUNT };
 
 static const char *const key_names[K_COUNT] = {
     [K_ADDR] = "server.addr",
@@ -124,6 +125,7 @@ static const char *const key_names[K_COUNT] = {
     [K_CACHE_REQ] = "daemon.max-cache-request",
     [K_PROBE] = "daemon.probe",
     [K_PROBE_TIMEOUT] = "daemon.probe-timeout",
+    [K_PICK_HOLD] = "daemon.pick-hold",
 };
 
 static int key_find(const char *name)
@@ -188,6 +190,13 @@ static void set_value(gmt_errlist_t *e, int line, int k, const char *v, gmt_sett
           v);
     else
       s->probe_timeout_ms = n;
+    return;
+  case K_PICK_HOLD:
+    if (!parse_duration(v, GMT_SETTINGS_PICK_HOLD_MS_MAX, &s->pick_hold_ms))
+      gmt_errlist_add(e, line,
+                      "daemon.pick-hold '%s': want a duration, 0 to 1 h (e.g. 10s, 500ms; no "
+                      "unit: seconds)",
+                      v);
     return;
   }
 }
@@ -280,7 +289,7 @@ static void parse_line(gmt_errlist_t *e, int lineno, char *line, char *section, 
     gmt_errlist_add(e, lineno,
                     "unknown key '%s' (known: server.addr, server.max-queued-requests, "
                     "daemon.max-cache-time-interval, daemon.max-cache-request, daemon.probe, "
-                    "daemon.probe-timeout)",
+                    "daemon.probe-timeout, daemon.pick-hold)",
                     full);
     return;
   }

@@ -169,6 +169,21 @@ out:
   return rc;
 }
 
+void gmt_pick_apply_pending(gmt_pick_dev_t *devs, size_t n, const gmt_pick_pending_t *p, size_t np,
+                            uint64_t now_ms)
+{
+  for (size_t k = 0; k < np; k++) {
+    if (p[k].until_ms <= now_ms)
+      continue;
+    for (size_t i = 0; i < n; i++)
+      if (devs[i].index == p[k].index) {
+        devs[i].tokens_waiting++;
+        devs[i].reserved =
+            devs[i].reserved > UINT64_MAX - p[k].bytes ? UINT64_MAX : devs[i].reserved + p[k].bytes;
+      }
+  }
+}
+
 bool gmt_pick_cache_stale(const gmt_pick_cache_t *c, uint64_t max_age_ms, uint64_t max_requests,
                           uint64_t now_ms)
 {

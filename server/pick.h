@@ -86,6 +86,21 @@ typedef struct gmt_pick_ask {
 int gmt_pick_choose(gmt_pick_dev_t *devs, size_t n, const gmt_pick_ask_t *ask, bool *considered,
                     size_t *chosen, size_t *nchosen, char *why, size_t whylen);
 
+/* A GPU a Pick gave, until the job it was given to shows there: the
+ * sampled numbers know nothing of a job that has not allocated yet, so
+ * that jobs started together would all get the same GPU. */
+typedef struct gmt_pick_pending {
+  int index;         /* the node's index of the GPU given */
+  uint64_t bytes;    /* the Pick's bytes (0: it did not say) */
+  uint64_t until_ms; /* it counts until then (daemon.pick-hold) */
+} gmt_pick_pending_t;
+
+/* Adds the pending picks not past until_ms to the sampled numbers of the
+ * GPUs they name: each counts as one more job waiting for its token, and
+ * its bytes as reserved (so as not free). Call before gmt_pick_choose. */
+void gmt_pick_apply_pending(gmt_pick_dev_t *devs, size_t n, const gmt_pick_pending_t *p, size_t np,
+                            uint64_t now_ms);
+
 /* The rule of the cache of sampled numbers: stale when there is none, when
  * it is OLDER than max_age_ms (0: always), or once it has served
  * max_requests Picks. (The paper has the comparisons the other way

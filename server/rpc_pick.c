@@ -33,6 +33,9 @@ extern char **environ;
 #define PROBE_OUT_MAX 16384
 /* How long past its timeout a killed probe's run may take to end. */
 #define PROBE_GRACE_MS 1000
+/* GPUs given and not yet past daemon.pick-hold: at most this many are
+ * counted (the oldest goes first). */
+#define PENDING_MAX 256
 
 typedef struct waiter {
   struct waiter *next;
@@ -71,6 +74,10 @@ struct gmt_pick {
   probe_run_t *run;
   waiter_t *waiters, **tail;
   unsigned nwaiters;
+  /* The GPUs given by the last Picks, counted on top of the sampled
+   * numbers until daemon.pick-hold passes (pick.h). */
+  gmt_pick_pending_t pending[PENDING_MAX];
+  size_t npending;
   /* Status's devices, kept until the next Status (the reply points in). */
   Gmt__DeviceStatus *st;
   Gmt__DeviceStatus **stp;
@@ -130,6 +137,25 @@ static void cache_set(struct gmt_pick *pk, gmt_pick_dev_t *devs, size_t n)
   pk->cache = (gmt_pick_cache_t){.valid = true, .taken_ms = gmt_now_ms(), .served = 0};
 }
 
+/* ---- picks in flight ---- */
+
+/* Drops the pending picks past their hold; then, with room for one more
+ * (the oldest goes when full), adds index with bytes. */
+static void pending_add(struct gmt_pick *pk, int index, uint64_t bytes, uint64_t now)
+{
+  size_t k = 0;
+  for (size_t i = 0; i < pk->npending; i++)
+    if (pk->pending[i].until_ms > now)
+      pk->pending[k++] = pk->pending[i];
+  pk->npending = k;
+  if (pk->set.pick_hold_ms == 0)
+    return;
+  if (pk->npending == PENDING_MAX)
+    memmove(pk->pending, pk->pending + 1, --pk->npending * sizeof pk->pending[0]);
+  pk->pending[pk->npending++] =
+      (gmt_pick_pending_t){.index = index, .bytes = bytes, .until_ms = now + pk->set.pick_hold_ms};
+}
+
 /* ---- replies ---- */
 
 static void fill_status(Gmt__DeviceStatus *ds, const gmt_pick_dev_t *d, const gmt_devices_t *dv,
@@ -182,6 +208,8 @@ static void answer(struct gmt_pick *pk, gmt_call_t *call, const char *podname, u
   }
   if (n)
     memcpy(devs, pk->devs, n * sizeof *devs);
+  uint64_t now = gmt_now_ms();
+  gmt_pick_apply_pending(devs, n, pk->pending, pk->npending, now);
   pk->cache.served++;
   char why[768];
   size_t nchosen = 0;
@@ -194,7 +222,7 @@ static void answer(struct gmt_pick *pk, gmt_call_t *call, const char *podname, u
                          podname[0] ? podname : "", why);
     goto out;
   }
-  uint64_t age = gmt_now_ms() - pk->cache.taken_ms;
+  uint64_t age = now - pk->cache.taken_ms;
   size_t nst = 0;
   for (size_t i = 0; i < n; i++)
     if (considered[i]) {
@@ -209,6 +237,7 @@ static void answer(struct gmt_pick *pk, gmt_call_t *call, const char *podname, u
     const gmt_topo_gpu_t *g = gmt_devices_gpu(s->devices, d->index);
     idx[k] = d->index;
     uuids[k] = g ? (char *)g->uuid : "";
+    pending_add(pk, d->index, bytes, now);
     if (len < sizeof list)
       len += (size_t)snprintf(list + len, sizeof list - len, "%s%d (%.3f)", k ? ", " : "", d->index,
                               d->score);

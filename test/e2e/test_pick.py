@@ -204,7 +204,9 @@ class Pick(GmtTestCase):
         self.assertIn("pod 'nosuch' is not in", rep["message"])
 
     def test_bytes_and_count(self):
-        self.start("[daemon]\nmax-cache-time-interval = 0\n")
+        # No hold: each Pick sees only what is sampled (the GPUs given before
+        # count too otherwise: the next test).
+        self.start("[daemon]\nmax-cache-time-interval = 0\npick-hold = 0\n")
         self.hold(0, 6 * GIB)
         rep = self.picked(count=2)
         self.assertEqual(rep["devices"], [1, 0], rep)  # best first
@@ -219,6 +221,27 @@ class Pick(GmtTestCase):
         rep = self.pick(nbytes=9 * GIB)
         self.assertEqual(rep["code"], -ENOSPC)
         self.assertIn("free: GPU 0 2.0 GiB, GPU 1 8.0 GiB", rep["message"])
+
+    def test_jobs_started_together_are_spread(self):
+        # Four Picks at once on two idle GPUs: each GPU given counts as one
+        # more job there for daemon.pick-hold (10 s by default), so they
+        # alternate; with its bytes reserved, so a second job that needs
+        # most of a GPU gets the other. With the hold off, every Pick sees
+        # the same idle GPUs and gets the same one. (No probe: its delays
+        # on idle GPUs differ by jitter, which would break the ties.)
+        fresh = "[daemon]\nmax-cache-time-interval = 0\nprobe = off\n"
+        self.start(fresh)
+        self.assertEqual([self.picked()["devices"][0] for _ in range(4)], [0, 1, 0, 1])
+        self.daemons.pop().stop()
+        self.start(fresh + "pick-hold = 0\n")
+        self.assertEqual([self.picked()["devices"][0] for _ in range(4)], [0, 0, 0, 0])
+        self.daemons.pop().stop()
+        self.start(fresh)
+        self.assertEqual(self.picked(nbytes=6 * GIB)["devices"], [0])
+        self.assertEqual(self.picked(nbytes=6 * GIB)["devices"], [1])
+        rep = self.pick(nbytes=6 * GIB)
+        self.assertEqual(rep["code"], -ENOSPC)
+        self.assertIn("free: GPU 0 2.0 GiB, GPU 1 2.0 GiB", rep["message"])
 
     def test_pick_through_a_pod_manager_is_for_its_pod(self):
         self.start("[daemon]\nmax-cache-time-interval = 0\n")

@@ -229,6 +229,51 @@ static void test_pick_count_gives_the_best_first(void **state)
   assert_int_equal(n, 1);
 }
 
+/* Jobs started together are spread: each GPU given counts as one more job
+ * on it, with its bytes reserved, until its hold ends. */
+static void test_pick_pending_picks_spread_jobs_started_together(void **state)
+{
+  (void)state;
+  gmt_pick_ask_t ask = {.count = 1};
+  size_t chosen[2], n;
+  gmt_pick_pending_t pend[4];
+  size_t np = 0;
+  int got[4];
+  for (int job = 0; job < 4; job++) {
+    gmt_pick_dev_t d[2] = {idle(0), idle(1)};
+    gmt_pick_apply_pending(d, 2, pend, np, 1000);
+    assert_int_equal(choose(d, 2, &ask, chosen, &n), 0);
+    got[job] = d[chosen[0]].index;
+    pend[np++] = (gmt_pick_pending_t){.index = got[job], .until_ms = 5000};
+  }
+  assert_int_equal(got[0], 0);
+  assert_int_equal(got[1], 1);
+  assert_int_equal(got[2], 0);
+  assert_int_equal(got[3], 1);
+
+  /* Past its hold a pick counts no more. */
+  gmt_pick_dev_t d[2] = {idle(0), idle(1)};
+  gmt_pick_apply_pending(d, 2, pend, np, 5000);
+  assert_int_equal(d[0].tokens_waiting + d[1].tokens_waiting, 0);
+
+  /* Its bytes count as reserved: a job of 50 GiB given GPU 0 leaves 29
+   * free there, so a second one that needs 50 GiB gets GPU 1, and a third
+   * none. */
+  gmt_pick_pending_t big = {.index = 0, .bytes = 50 * GIB, .until_ms = 5000};
+  gmt_pick_dev_t e[2] = {idle(0), idle(1)};
+  e[1].nvml_free = 60 * GIB;
+  gmt_pick_apply_pending(e, 2, &big, 1, 1000);
+  assert_int_equal(gmt_pick_free(&e[0]), 30 * GIB);
+  ask.bytes = 50 * GIB;
+  assert_int_equal(choose(e, 2, &ask, chosen, &n), 0);
+  assert_int_equal(e[chosen[0]].index, 1);
+  gmt_pick_pending_t both[2] = {big, {.index = 1, .bytes = 50 * GIB, .until_ms = 5000}};
+  gmt_pick_dev_t f[2] = {idle(0), idle(1)};
+  f[1].nvml_free = 60 * GIB;
+  gmt_pick_apply_pending(f, 2, both, 2, 1000);
+  assert_int_equal(choose(f, 2, &ask, chosen, &n), -ENOSPC);
+}
+
 static void test_pick_no_gpus_is_an_error(void **state)
 {
   (void)state;
@@ -273,6 +318,7 @@ int main(void)
       cmocka_unit_test(test_pick_only_among_the_pods_devices),
       cmocka_unit_test(test_pick_gpus_without_the_bytes_free_are_not_given),
       cmocka_unit_test(test_pick_count_gives_the_best_first),
+      cmocka_unit_test(test_pick_pending_picks_spread_jobs_started_together),
       cmocka_unit_test(test_pick_no_gpus_is_an_error),
       cmocka_unit_test(test_pick_cache_is_stale_by_age_or_by_requests),
   };
