@@ -635,6 +635,18 @@ static int prepare_one(const gmt_swap_entry_t *e)
   g_prep_ctx = e->ctx;
   pthread_mutex_unlock(&g_prep_mu);
   double t0 = now_ms_f();
+  /* A copy pinned ahead must not press on the rest of the node. */
+  uint64_t room = gmt__swaphost_room();
+  if (e->size > room) {
+    GMT_HOOK_DEBUG("no host copy prepared for 0x%llx: %llu bytes, the node has room for %llu",
+                   (unsigned long long)e->addr, (unsigned long long)e->size,
+                   (unsigned long long)room);
+    pthread_mutex_lock(&g_prep_mu);
+    g_prep_addr = 0;
+    g_prep_ctx = NULL;
+    pthread_cond_broadcast(&g_prep_cv);
+    return 0;
+  }
   gmt__t_depth++;
   int entered = gmt__ctx_enter(e->ctx);
   void *host = entered < 0 ? NULL : gmt__swaphost_pinned(e->size, e->device);
@@ -684,7 +696,7 @@ static void *prep_main(void *arg)
     pthread_mutex_lock(&g_tab_mu);
     int have = gmt__swaptab_unprepared(&g_tab, &e) && e.addr != g_prep_moving;
     pthread_mutex_unlock(&g_tab_mu);
-    /* Nothing to do, no room, or a pin that failed: look again later. */
+    /* Nothing to do, no room, or no pin made: look again later. */
     if (!have || (g_prep_bounded && e.size > g_prep_room) || !prepare_one(&e)) {
       cond_wait_ms(&g_prep_cv, &g_prep_mu, 100);
       continue;

@@ -88,3 +88,44 @@ void *gmt__swaphost_spill(const char *dir, uint64_t size, int *err)
   *err = r;
   return p == MAP_FAILED ? NULL : p;
 }
+
+/* The first number after "key" in text (kB in /proc/meminfo), or -1. */
+static long long field_kb(const char *text, const char *key)
+{
+  const char *p = strstr(text, key);
+  return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+/* A file of a few lines into buf (NUL-terminated): its length, or -1. */
+static ssize_t slurp(const char *path, char *buf, size_t len)
+{
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  ssize_t n = read(fd, buf, len - 1);
+  close(fd);
+  if (n >= 0)
+    buf[n] = '\0';
+  return n;
+}
+
+uint64_t gmt__swaphost_room(void)
+{
+  char buf[4096];
+  if (slurp("/proc/meminfo", buf, sizeof buf) <= 0)
+    return 0;
+  long long total = field_kb(buf, "MemTotal:"), avail = field_kb(buf, "MemAvailable:");
+  if (total <= 0 || avail < 0)
+    return 0;
+  uint64_t room = (uint64_t)avail << 10;
+  char max[64], cur[64];
+  if (slurp("/sys/fs/cgroup/memory.max", max, sizeof max) > 0 &&
+      slurp("/sys/fs/cgroup/memory.current", cur, sizeof cur) > 0 && strncmp(max, "max", 3)) {
+    unsigned long long m = strtoull(max, NULL, 10), c = strtoull(cur, NULL, 10);
+    uint64_t left = m > c ? m - c : 0;
+    if (left < room)
+      room = left;
+  }
+  uint64_t margin = ((uint64_t)total << 10) / 8;
+  return room > margin ? room - margin : 0;
+}

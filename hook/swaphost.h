@@ -15,6 +15,12 @@ void *gmt__swaphost_pinned(uint64_t size, int dev);
  * *err an errno when it cannot be. */
 void *gmt__swaphost_spill(const char *dir, uint64_t size, int *err);
 
+/* Host memory a copy pinned ahead (not to make room now) may take without
+ * pressing on the rest of the node: /proc/meminfo's MemAvailable, or in a
+ * cgroup v2 with a memory limit its memory.max less memory.current if
+ * that is less, less a margin of an eighth of MemTotal. 0 when unknown. */
+uint64_t gmt__swaphost_room(void);
+
 /* Frees p, of kind GMT_SWAP_HOST_* (swaptab.h) and size bytes; a pinned
  * one in the current context. NULL: nothing. */
 void gmt__swaphost_free(void *p, int kind, uint64_t size);

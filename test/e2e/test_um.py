@@ -42,9 +42,12 @@ class TwoUmPods(SwapJobs):
         self.start_schd()
         self.start_pmgr("a")
         self.start_pmgr("b")
-        # a's 70 MiB go to the host (the test knob moves them out after
-        # 100 ms): the card is empty again, but they come back with a.
-        pa = self.job("a", 70 * MIB, card, GMT_SWAP_TEST_EVICT_MS="100")
+        # a's 70 MiB go to the host (the test knob moves them out 1 s after
+        # their last move in: past the job's fill, so that no report from
+        # a move out during the fill says "host" while the fill's next copy
+        # brings them back): the card is empty again, but they come back
+        # with a.
+        pa = self.job("a", 70 * MIB, card, GMT_SWAP_TEST_EVICT_MS="1000")
         wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": 70 * MIB,
                                                               "disk": 0},
                  timeout=10, what="a's managed memory on the host")

@@ -21,7 +21,10 @@
  *              (bench/swap_quantum.py: GPU work done while swapping);
  *   free       frees it with cuMemFree_v2, prints "FREED";
  *   exit       exits 0.
- * Any CUDA failure prints "CUDAFAIL <call> <error name>" and exits 1. */
+ * Any CUDA failure prints "CUDAFAIL <call> <error name>" and exits 1.
+ * Its copies go through one host buffer of at most 64 MiB, so a job may
+ * hold more device memory than the host could hold twice
+ * (bench/swap_quantum.py at half a card). */
 #include <cuda.h>
 
 #include "../../common/cudaprog.h"
@@ -35,6 +38,7 @@
 
 #define MiB ((size_t)1 << 20)
 #define MAX_PIECES 64
+#define CHUNK (64 * MiB) /* host memory for the copies in and out */
 
 #define CHECK(call)                                                                                \
   do {                                                                                             \
@@ -131,18 +135,23 @@ int main(int argc, char **argv)
       CHECK(cuMemAlloc_v2(&d[p], bytes / pieces));
   }
   size_t each = bytes / pieces;
-  size_t words = bytes / 4;
-  uint32_t *host = malloc(bytes), *back = malloc(bytes);
-  if (!host || !back) {
-    fprintf(stderr, "swap_job: no host memory for %zu bytes\n", bytes);
+  /* Copied through one chunk of host memory at a time, so that a job may
+   * hold more device memory than the host could hold twice. */
+  size_t chunk_max = each < CHUNK ? each : CHUNK;
+  uint32_t *buf = malloc(chunk_max);
+  if (!buf) {
+    fprintf(stderr, "swap_job: no host memory for %zu bytes\n", chunk_max);
     return 1;
   }
   uint32_t set = 0;
   int is_set = 0;
-  for (size_t i = 0; i < words; i++)
-    host[i] = word(seed, set, is_set, i);
   for (size_t p = 0; p < pieces; p++)
-    CHECK(cuMemcpyHtoD_v2(d[p], (char *)host + p * each, each));
+    for (size_t off = 0; off < each; off += chunk_max) {
+      size_t len = each - off < chunk_max ? each - off : chunk_max, first = (p * each + off) / 4;
+      for (size_t i = 0; i < len / 4; i++)
+        buf[i] = word(seed, set, is_set, first + i);
+      CHECK(cuMemcpyHtoD_v2(d[p] + off, buf, len));
+    }
   printf("READY ptr=0x%llx bytes=%zu pitch=%zu\n", (unsigned long long)d[0], bytes, pitch);
   fflush(stdout);
 
@@ -153,17 +162,20 @@ int main(int argc, char **argv)
         void *params[] = {&kernel_us};
         CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
       }
-      memset(back, 0, bytes);
-      for (size_t p = 0; p < pieces; p++)
-        CHECK(cuMemcpyDtoH_v2((char *)back + p * each, d[p], each));
       size_t bad = bytes;
-      for (size_t i = 0; i < words && bad == bytes; i++)
-        if (back[i] != word(seed, set, is_set, i))
-          for (size_t b = 0; b < 4; b++)
-            if (((unsigned char *)&back[i])[b] !=
-                    ((unsigned char *)&(uint32_t){word(seed, set, is_set, i)})[b] &&
-                bad == bytes)
-              bad = i * 4 + b;
+      for (size_t p = 0; p < pieces && bad == bytes; p++)
+        for (size_t off = 0; off < each && bad == bytes; off += chunk_max) {
+          size_t len = each - off < chunk_max ? each - off : chunk_max,
+                 first = (p * each + off) / 4;
+          memset(buf, 0, len);
+          CHECK(cuMemcpyDtoH_v2(buf, d[p] + off, len));
+          for (size_t i = 0; i < len / 4 && bad == bytes; i++) {
+            uint32_t want = word(seed, set, is_set, first + i);
+            for (size_t b = 0; b < 4 && buf[i] != want; b++)
+              if (((unsigned char *)&buf[i])[b] != ((unsigned char *)&want)[b] && bad == bytes)
+                bad = (first + i) * 4 + b;
+          }
+        }
       if (bad == bytes)
         printf("OK %zu\n", bytes);
       else
@@ -198,7 +210,6 @@ int main(int argc, char **argv)
   }
   if (mod)
     CHECK(cuModuleUnload(mod));
-  free(host);
-  free(back);
+  free(buf);
   return 0;
 }
