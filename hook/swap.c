@@ -237,16 +237,20 @@ static uint64_t out_on(int dev, uint64_t *least)
 }
 
 /* mode=um: what the card has free for a new managed allocation on dev:
- * its free memory now less this process's managed bytes off it (they
- * come back first). */
-static CUresult um_room(int dev, uint64_t *avail)
+ * its free memory now (*card, may be NULL) less this process's managed
+ * bytes off it (*own_off, may be NULL: they come back first). */
+static CUresult um_room(int dev, uint64_t *avail, uint64_t *card, uint64_t *own_off)
 {
-  uint64_t card = 0;
-  CUresult rc = gmt__um_card_free(&card);
+  uint64_t free_b = 0;
+  CUresult rc = gmt__um_card_free(&free_b);
   if (rc != CUDA_SUCCESS)
     return rc;
-  uint64_t own_off = out_on(dev, NULL);
-  *avail = card > own_off ? card - own_off : 0;
+  uint64_t off = out_on(dev, NULL);
+  *avail = free_b > off ? free_b - off : 0;
+  if (card)
+    *card = free_b;
+  if (own_off)
+    *own_off = off;
   return CUDA_SUCCESS;
 }
 
@@ -271,7 +275,7 @@ static int claim(int dev, uint64_t bytes, int restore, uint64_t card_free, uint6
     if (tries && gate)
       gate(); /* asks again holding the token: see gmt_swap_gate_fn */
     uint64_t fresh;
-    if (tries && card_free && um_room(dev, &fresh) == CUDA_SUCCESS)
+    if (tries && card_free && um_room(dev, &fresh, NULL, NULL) == CUDA_SUCCESS)
       card_free = fresh ? fresh : 1; /* 0 would mean "not managed" */
     pthread_mutex_lock(&g_res_mu);
     uint64_t least = 0, part = 0;
@@ -393,11 +397,10 @@ static int table_add(const gmt_swap_entry_t *e)
 static CUresult alloc_managed(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_addr,
                               gmt_swap_gate_fn gate, CUcontext ctx)
 {
-  uint64_t span = gmt__um_span(bytes), card = 0;
-  CUresult rc = gmt__um_card_free(&card);
+  uint64_t span = gmt__um_span(bytes), card = 0, own_off = 0, avail = 0;
+  CUresult rc = um_room(dev, &avail, &card, &own_off);
   if (rc != CUDA_SUCCESS)
     return rc;
-  uint64_t own_off = out_on(dev, NULL), avail = card > own_off ? card - own_off : 0;
   if (span > avail) {
     fprintf(stderr,
             "gmt[%d]: %llu bytes of managed memory refused on device %d: the card has %llu free "
