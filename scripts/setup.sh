@@ -27,6 +27,22 @@ if ((${#missing[@]})); then
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# A real Prometheus and promtool for test/e2e/test_prometheus.py: the
+# Debian package's static binaries, unpacked into .cache/prometheus, not
+# installed (installing would start a Prometheus service on this machine).
+prom="$root/.cache/prometheus"
+if [ ! -x "$prom/usr/bin/prometheus" ]; then
+  mkdir -p "$root/.cache"
+  tmp=$(mktemp -d "$root/.cache/deb.XXXXXX")
+  if (cd "$tmp" && apt-get download -q prometheus >/dev/null 2>&1 &&
+    dpkg-deb -x prometheus_*.deb "$tmp/x"); then
+    rm -rf "$prom" && mv "$tmp/x" "$prom"
+  else
+    echo "gmt setup: could not fetch Debian's prometheus package (test_prometheus.py will skip)" >&2
+  fi
+  rm -rf "$tmp"
+fi
 [ "$build" = --packages-only ] && exit 0
 
 cuda_include=${GMT_CUDA_INCLUDE:-/usr/local/cuda/include}
