@@ -37,7 +37,9 @@ static void usage(FILE *f)
           "  --count N      how many GPUs to pick (default 1, at most %d)\n"
           "  --bytes SIZE   memory CMD needs free on each (512Mi, 8G; default any)\n"
           "  --pod NAME     run CMD under the hook (LD_PRELOAD=libgmthook.so) in pod\n"
-          "                 NAME; with --auto-device, pick among the pod's devices=\n"
+          "                 NAME; with --auto-device, pick among the pod's devices=;\n"
+          "                 without, a pod with devices= gets CUDA_VISIBLE_DEVICES set\n"
+          "                 to its GPUs (when unset)\n"
           "  --pmgr URL     the pod's manager (default $GMT_PMGR; gmt-schd does not\n"
           "                 know where pod managers listen, so one of them is needed)\n"
           "  --config INI   gmt's settings file (default %s when it exists):\n"
@@ -149,40 +151,52 @@ static void say_pick(const Gmt__PickReply *r, const char *visible)
   fprintf(stderr, "%s\n", line);
 }
 
+/* Sends preq to gmt-schd at url within timeout_ms: 0 with *rep its
+ * PickReply, or a negative code with why in words. */
+static int ask_schd(const char *url, const Gmt__PickRequest *preq, int timeout_ms,
+                    Gmt__Envelope **rep, char *why, size_t whylen)
+{
+  gmt_client_t *c = NULL;
+  uint64_t start = gmt_now_ms();
+  int rc = gmt_client_open(&c, url, GMT_CLIENT_DIAL_NOW);
+  if (rc < 0) {
+    snprintf(why, whylen, "no scheduler at %s (%s)", url, gmt_strerror(rc));
+    return rc;
+  }
+  Gmt__Envelope req = GMT__ENVELOPE__INIT;
+  gmt_wire_set_body(&req, GMT__ENVELOPE__BODY_PICK_REQ, (void *)preq);
+  uint64_t spent = gmt_now_ms() - start;
+  rc = gmt_client_call(c, &req, rep, spent >= (uint64_t)timeout_ms ? 1 : timeout_ms - (int)spent);
+  gmt_client_close(c); /* before exec: nng's threads do not survive it */
+  if (rc < 0) {
+    snprintf(why, whylen, "scheduler at %s did not answer (%s)", url, gmt_strerror(rc));
+    return rc;
+  }
+  char err[512] = "", shown[512];
+  rc = gmt_wire_expect(*rep, GMT__ENVELOPE__BODY_PICK_REP, err, sizeof err);
+  if (rc < 0) {
+    /* The scheduler's own words: they say why (no GPU fits, an unknown pod). */
+    snprintf(why, whylen, "scheduler at %s: %s", url,
+             err[0] ? gmt_shown(err, shown, sizeof shown) : gmt_strerror(rc));
+    gmt_wire_free(*rep);
+    *rep = NULL;
+  }
+  return rc;
+}
+
 /* Asks gmt-schd at url for Pick and sets CUDA_VISIBLE_DEVICES to its
  * answer. 0, or 1 after saying on stderr why not. */
 static int pick(const char *url, const gmt_run_opts_t *o)
 {
-  gmt_client_t *c = NULL;
-  Gmt__Envelope *rep = NULL;
-  uint64_t start = gmt_now_ms();
-  int rc = gmt_client_open(&c, url, GMT_CLIENT_DIAL_NOW);
-  if (rc < 0) {
-    fprintf(stderr, "gmt run: no scheduler at %s (%s); nothing was run\n", url, gmt_strerror(rc));
-    return 1;
-  }
   Gmt__PickRequest preq = GMT__PICK_REQUEST__INIT;
   preq.pod = (char *)(o->pod ? o->pod : "");
   preq.count = o->count;
   preq.bytes = o->bytes;
-  Gmt__Envelope req = GMT__ENVELOPE__INIT;
-  gmt_wire_set_body(&req, GMT__ENVELOPE__BODY_PICK_REQ, &preq);
-  uint64_t spent = gmt_now_ms() - start;
-  rc = gmt_client_call(c, &req, &rep,
-                       spent >= (uint64_t)o->timeout_ms ? 1 : o->timeout_ms - (int)spent);
-  gmt_client_close(c); /* before exec: nng's threads do not survive it */
+  Gmt__Envelope *rep = NULL;
+  char why[1024];
+  int rc = ask_schd(url, &preq, o->timeout_ms, &rep, why, sizeof why);
   if (rc < 0) {
-    fprintf(stderr, "gmt run: scheduler at %s did not answer (%s); nothing was run\n", url,
-            gmt_strerror(rc));
-    return 1;
-  }
-  char err[512] = "", shown[512];
-  rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_PICK_REP, err, sizeof err);
-  if (rc < 0) {
-    /* The scheduler's own words: they say why (no GPU fits, an unknown pod). */
-    fprintf(stderr, "gmt run: scheduler at %s: %s; nothing was run\n", url,
-            err[0] ? gmt_shown(err, shown, sizeof shown) : gmt_strerror(rc));
-    gmt_wire_free(rep);
+    fprintf(stderr, "gmt run: %s; nothing was run\n", why);
     return 1;
   }
   char visible[4096];
@@ -204,6 +218,43 @@ static int pick(const char *url, const gmt_run_opts_t *o)
     return 1;
   }
   return 0;
+}
+
+/* --pod without --auto-device: a pod with devices= gets CUDA_VISIBLE_DEVICES
+ * set to its GPUs (the node's order), so that the job's device 0 is one it
+ * may use rather than one the scheduler refuses (docs/devices.md). Only
+ * when the variable is unset; when the scheduler cannot say, the job runs
+ * as it would have, and this says so. */
+static void confine(const char *url, const gmt_run_opts_t *o)
+{
+  if (getenv("CUDA_VISIBLE_DEVICES"))
+    return; /* whoever set it chose */
+  Gmt__PickRequest preq = GMT__PICK_REQUEST__INIT;
+  preq.pod = (char *)o->pod;
+  preq.allowed = true;
+  Gmt__Envelope *rep = NULL;
+  char why[1024], visible[4096];
+  if (ask_schd(url, &preq, o->timeout_ms, &rep, why, sizeof why) < 0) {
+    fprintf(stderr,
+            "gmt run: which GPUs pod %s may use is not known (%s); CUDA_VISIBLE_DEVICES left "
+            "unset\n",
+            o->pod, why);
+    return;
+  }
+  const Gmt__PickReply *r = rep->pick_rep;
+  if (r->confined && gmt_visible_from_pick(r, visible, sizeof visible) == 0) {
+    if (setenv("CUDA_VISIBLE_DEVICES", visible, 1) < 0)
+      fprintf(stderr, "gmt run: cannot set CUDA_VISIBLE_DEVICES: %s\n", strerror(errno));
+    else if (!o->quiet)
+      fprintf(stderr, "gmt run: pod %s may use %zu GPU%s: CUDA_VISIBLE_DEVICES=%s\n", o->pod,
+              r->n_devices, r->n_devices == 1 ? "" : "s", visible);
+  } else if (r->confined) {
+    fprintf(stderr,
+            "gmt run: pod %s's devices= names none of this node's GPUs; CUDA_VISIBLE_DEVICES "
+            "left unset\n",
+            o->pod);
+  }
+  gmt_wire_free(rep);
 }
 
 /* LD_PRELOAD and GMT_PMGR for the pod. 0, or the exit code after saying
@@ -254,7 +305,7 @@ int gmt_cmd_run(const gmt_cmd_ctx_t *ctx, int argc, char **argv)
   }
   const char *url = ctx->schd_url;
   gmt_settings_t settings;
-  if (o.auto_device && schd_address(ctx, &o, &settings, &url) < 0)
+  if ((o.auto_device || o.pod) && schd_address(ctx, &o, &settings, &url) < 0)
     return 2;
   /* What needs no daemon first: a pod without a pod manager's address
    * or a hook is said before anything is asked. */
@@ -272,6 +323,8 @@ int gmt_cmd_run(const gmt_cmd_ctx_t *ctx, int argc, char **argv)
     } else if (pick(url, &o) != 0) {
       return 1;
     }
+  } else if (o.pod) {
+    confine(url, &o);
   }
   fflush(stdout);
   fflush(stderr);

@@ -252,6 +252,7 @@ static void answer(struct gmt_pick *pk, gmt_call_t *call, const char *podname, u
   body.n_scored = nst;
   body.scored = stp;
   body.cached = cached;
+  body.confined = ask.nallowed > 0;
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_PICK_REP, &body);
 out:
   free(devs);
@@ -539,11 +540,53 @@ fail:
 
 /* ---- the RPC ---- */
 
+/* PickRequest.allowed: every GPU pod may use, in the node's order, at once
+ * (gmt run --pod confines a job to them with CUDA_VISIBLE_DEVICES). */
+static void answer_allowed(gmt_schd_t *s, gmt_call_t *call, const gmt_pod_t *pod)
+{
+  const gmt_devices_t *dv = s->devices;
+  int ngpu = dv && dv->topo ? dv->topo->n_gpus : 0;
+  int32_t *idx = calloc(ngpu > 0 ? (size_t)ngpu : 1, sizeof *idx);
+  char **uuids = calloc(ngpu > 0 ? (size_t)ngpu : 1, sizeof *uuids);
+  if (!idx || !uuids) {
+    gmt_call_reply_error(call, -ENOMEM, "gmt-schd out of memory answering Pick");
+    goto out;
+  }
+  size_t n = 0;
+  for (int i = 0; i < ngpu; i++) {
+    const gmt_topo_gpu_t *g = &dv->topo->gpus[i];
+    if (!gmt_pod_config_allows(&pod->cfg, g->index))
+      continue;
+    idx[n] = g->index;
+    uuids[n++] = (char *)g->uuid;
+  }
+  Gmt__PickReply body = GMT__PICK_REPLY__INIT;
+  body.n_devices = n;
+  body.devices = idx;
+  body.n_uuids = n;
+  body.uuids = uuids;
+  body.confined = pod->cfg.ndevices > 0;
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_PICK_REP, &body);
+out:
+  free(idx);
+  free(uuids);
+}
+
 void gmt__rpc_pick(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   struct gmt_pick *pk = s->pick;
   const Gmt__PickRequest *r = req->pick_req;
   const char *podname = r->pod ? r->pod : "";
+  if (r->allowed) {
+    const gmt_pod_t *pod = podname[0] ? gmt_pods_find(s->pods, podname) : NULL;
+    if (!podname[0])
+      gmt_call_reply_error(call, -EINVAL, "Pick for the GPUs a pod may use names no pod");
+    else if (!pod)
+      gmt__reply_nopod(call, s->cfg, podname);
+    else
+      answer_allowed(s, call, pod);
+    return;
+  }
   if (r->count > GMT_PICK_MAX_COUNT) {
     gmt_call_reply_error(call, -EINVAL, "Pick asks for %u GPUs; at most %d", r->count,
                          GMT_PICK_MAX_COUNT);

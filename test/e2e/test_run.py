@@ -22,7 +22,7 @@ def uuid(dev):
 
 
 class Run(GmtTestCase):
-    CONFIG = "2\na 0.5 1.0 2Gi\nb 0.5 1.0 2Gi\n"
+    CONFIG = "3\na 0.5 1.0 2Gi\nb 0.5 1.0 2Gi\nc 0.5 1.0 2Gi devices=1\n"
 
     def setUp(self):
         super().setUp()
@@ -170,6 +170,44 @@ class Run(GmtTestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--pmgr URL or set GMT_PMGR", r.stderr)
         self.assertNotIn("ENV", r.stdout)
+
+    def test_pod_with_devices_sees_only_its_gpus(self):
+        # Pod c may use GPU 1 alone: its job's device 0 is GPU 1, not a GPU
+        # the scheduler would refuse.
+        self.start_schd()
+        self.start_pmgr("c")
+        p = self.gmt_run("--pod", "c", "--pmgr", self.pmgr_urls["c"][0], "--", SHOW, "--wait")
+        env, devs = self.shown(p)
+        self.assertEqual(env["cvd"], uuid(1), p.stderr())
+        self.assertEqual((devs["n"], devs["uuid0"]), ("1", uuid(1)))
+        self.wait_process("c", p.proc.pid)
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("gmt run: pod c may use 1 GPU: CUDA_VISIBLE_DEVICES=%s" % uuid(1), err)
+
+    def test_pod_with_devices_leaves_a_set_cuda_visible_devices(self):
+        self.start_schd()
+        self.start_pmgr("c")
+        p = self.gmt_run("--pod", "c", "--pmgr", self.pmgr_urls["c"][0], "--", SHOW,
+                         env=self.env(CUDA_VISIBLE_DEVICES="0"))
+        env, _ = self.shown(p)
+        self.assertEqual(env["cvd"], "0")
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("gmt run:", err)
+
+    def test_pod_with_devices_runs_when_the_scheduler_cannot_say(self):
+        # No scheduler: the job runs as it would have (the scheduler, once
+        # up, still refuses other GPUs), and gmt run says why it is not
+        # confined.
+        p = self.gmt_run("--pod", "c", "--pmgr", "tcp://127.0.0.1:%d" % free_port(), "--", SHOW,
+                         schd="tcp://127.0.0.1:%d" % free_port())
+        env, _ = self.shown(p)
+        self.assertEqual(env["cvd"], "-")
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("which GPUs pod c may use is not known (no scheduler at", err)
 
     def test_pod_and_auto_device_together(self):
         self.start_schd()
