@@ -14,6 +14,8 @@ nvidia-h200-x2; issue 13 item 5, docs/devices.md). Prints one table:
 3. gmt run --auto-device picks the emptier GPU, both ways round.
 4. nvidia-smi and pynvml under the hook read the pod's quota as total.
 5. gmt topo beside nvidia-smi topo -m (printed, for the record).
+6. gmt run --pod for a pod with devices=1: the job (PyTorch) sees one
+   GPU, GPU 1, as its device 0.
 GMT_BUILD_DIR names the build (scripts/gpu-bundle.sh's .carry)."""
 import json
 import os
@@ -196,6 +198,36 @@ def auto_device(c, ids):
         node.stop()
 
 
+CONFINED_JOB = ("import os, torch; x = torch.ones(1 << 20, device='cuda'); torch.cuda.synchronize(); "
+                "print(os.environ.get('CUDA_VISIBLE_DEVICES'), torch.cuda.device_count(), "
+                "torch.cuda.get_device_properties(0).uuid)")
+
+
+def confine(c, ids):
+    """gmt run --pod for a pod with devices=1: the job sees GPU 1 alone,
+    as its device 0, and its memory is counted there."""
+    node = gmt_e2e.Node("1\nc 0.5 1.0 8Gi devices=1\n", fake=False)
+    try:
+        node.start_schd()
+        node.start_pmgr("c")
+        r = node.gmt("run", "--pod", "c", "--pmgr", node.pmgr_urls["c"][0], "--",
+                     sys.executable, "-c", CONFINED_JOB, timeout=120)
+        print("gmt run --pod c (devices=1): %r (stderr: %s)" % (r.stdout.strip(),
+                                                                r.stderr.strip()[-500:]))
+        got = r.stdout.split()
+        ok = r.returncode == 0 and len(got) == 3
+        c.check("confined: CUDA_VISIBLE_DEVICES", got[0][:12] if ok else "rc=%d" % r.returncode,
+                ids[1][:12], ok and got[0] == ids[1])
+        c.check("confined: torch device_count", got[1] if ok else "-", "1", ok and got[1] == "1")
+        c.check("confined: device 0 is GPU 1", got[2][:8] if ok else "-", ids[1][4:12],
+                ok and ids[1].endswith(got[2]))
+    except AssertionError as e:
+        c.check("gmt run --pod confined", str(e)[:60], "runs", False)
+        print(e, file=sys.stderr)
+    finally:
+        node.stop()
+
+
 def smi(c):
     """nvidia-smi under the hook in a pod of 8 GiB: does it read the pod's
     view (hook/nvml.c) or the card's? pynvml the same way, as vLLM does."""
@@ -237,7 +269,7 @@ def main():
         print("needs 2 GPUs; this node has %d" % len(ids))
         return 1
     c = Checks()
-    parts = sys.argv[1:] or ["topo", "smi", "nccl", "pods", "auto"]
+    parts = sys.argv[1:] or ["topo", "smi", "nccl", "pods", "auto", "confine"]
     if "topo" in parts:
         topo()
     if "smi" in parts:
@@ -248,6 +280,8 @@ def main():
         two_pods(c, ids)
     if "auto" in parts:
         auto_device(c, ids)
+    if "confine" in parts:
+        confine(c, ids)
     return c.report("many GPUs (%d): %s" % (len(ids), ", ".join(parts)))
 
 
