@@ -17,6 +17,7 @@
 #include "driver.h"
 #include "fork.h"
 #include "log.h"
+#include "thread.h"
 
 typedef struct {
   uint64_t address;
@@ -202,14 +203,8 @@ static void totals_locked(gmt_hook_totals_t *t)
 int gmt__state_wait_change(uint64_t last_launches, int poll_ms)
 {
   pthread_mutex_lock(&g_mu);
-  if (!g_dirty) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += (long)poll_ms * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_clockwait(&g_cond, &g_mu, CLOCK_MONOTONIC, &ts);
-  }
+  if (!g_dirty)
+    gmt__cond_wait_ms(&g_cond, &g_mu, (uint64_t)poll_ms);
   int r = g_dirty || atomic_load_explicit(&gmt__launches, memory_order_relaxed) != last_launches;
   pthread_mutex_unlock(&g_mu);
   return r;

@@ -614,16 +614,6 @@ static void *g_prep_ctx;
  * until it is out it looks unprepared, and must get none. */
 static uint64_t g_prep_moving;
 
-static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  uint64_t ns = (uint64_t)ts.tv_nsec + ms % 1000 * 1000000ULL;
-  ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000ULL);
-  ts.tv_nsec = (long)(ns % 1000000000ULL);
-  pthread_cond_timedwait(cv, mu, &ts);
-}
-
 /* Whether a signal stands (g_prep_mu held). */
 static int prep_due(uint64_t now)
 {
@@ -638,47 +628,44 @@ static int prepare_one(const gmt_swap_entry_t *e)
   g_prep_ctx = e->ctx;
   pthread_mutex_unlock(&g_prep_mu);
   double t0 = now_ms_f();
+  void *host = NULL;
+  int given = -1;
   /* A copy pinned ahead must not press on the rest of the node. */
   uint64_t room = gmt__swaphost_room();
   if (e->size > room) {
     GMT_HOOK_DEBUG("no host copy prepared for 0x%llx: %llu bytes, the node has room for %llu",
                    (unsigned long long)e->addr, (unsigned long long)e->size,
                    (unsigned long long)room);
-    pthread_mutex_lock(&g_prep_mu);
-    g_prep_addr = 0;
-    g_prep_ctx = NULL;
-    pthread_cond_broadcast(&g_prep_cv);
-    return 0;
+  } else {
+    gmt__t_depth++;
+    int entered = gmt__ctx_enter(e->ctx);
+    host = entered < 0 ? NULL : gmt__swaphost_pinned(e->size, e->device);
+    if (host) {
+      pthread_mutex_lock(&g_prep_mu);
+      pthread_mutex_lock(&g_tab_mu);
+      gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, e->addr);
+      given =
+          t && g_prep_moving != e->addr
+              ? gmt__swaptab_give_kept(&g_tab, t, host, e->size, GMT_SWAP_HOST_PINNED, gmt_now_ms())
+              : -ENOENT;
+      pthread_mutex_unlock(&g_tab_mu);
+      pthread_mutex_unlock(&g_prep_mu);
+      if (given < 0) /* freed, moving or moved out, or given a copy meanwhile */
+        gmt__swaphost_free(host, GMT_SWAP_HOST_PINNED, e->size);
+    }
+    gmt__ctx_leave(entered);
+    gmt__t_depth--;
+    if (given == 0)
+      GMT_HOOK_DEBUG("prepared a host copy of %llu bytes for 0x%llx in %.3f ms",
+                     (unsigned long long)e->size, (unsigned long long)e->addr, now_ms_f() - t0);
+    else if (host)
+      GMT_HOOK_DEBUG("a host copy prepared for 0x%llx went unused: it was freed, moved out or "
+                     "given one meanwhile",
+                     (unsigned long long)e->addr);
+    else
+      GMT_HOOK_DEBUG("cannot prepare a host copy of %llu bytes for 0x%llx",
+                     (unsigned long long)e->size, (unsigned long long)e->addr);
   }
-  gmt__t_depth++;
-  int entered = gmt__ctx_enter(e->ctx);
-  void *host = entered < 0 ? NULL : gmt__swaphost_pinned(e->size, e->device);
-  int given = -1;
-  if (host) {
-    pthread_mutex_lock(&g_prep_mu);
-    pthread_mutex_lock(&g_tab_mu);
-    gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, e->addr);
-    given =
-        t && g_prep_moving != e->addr
-            ? gmt__swaptab_give_kept(&g_tab, t, host, e->size, GMT_SWAP_HOST_PINNED, gmt_now_ms())
-            : -ENOENT;
-    pthread_mutex_unlock(&g_tab_mu);
-    pthread_mutex_unlock(&g_prep_mu);
-    if (given < 0) /* freed, moving or moved out, or given a copy meanwhile */
-      gmt__swaphost_free(host, GMT_SWAP_HOST_PINNED, e->size);
-  }
-  gmt__ctx_leave(entered);
-  gmt__t_depth--;
-  if (given == 0)
-    GMT_HOOK_DEBUG("prepared a host copy of %llu bytes for 0x%llx in %.3f ms",
-                   (unsigned long long)e->size, (unsigned long long)e->addr, now_ms_f() - t0);
-  else if (host)
-    GMT_HOOK_DEBUG("a host copy prepared for 0x%llx went unused: it was freed, moved out or "
-                   "given one meanwhile",
-                   (unsigned long long)e->addr);
-  else
-    GMT_HOOK_DEBUG("cannot prepare a host copy of %llu bytes for 0x%llx",
-                   (unsigned long long)e->size, (unsigned long long)e->addr);
   pthread_mutex_lock(&g_prep_mu);
   g_prep_addr = 0;
   g_prep_ctx = NULL;
@@ -692,7 +679,7 @@ static void *prep_main(void *arg)
   pthread_mutex_lock(&g_prep_mu);
   for (;;) {
     if (!prep_due(gmt_now_ms())) {
-      cond_wait_ms(&g_prep_cv, &g_prep_mu, GMT_SWAP_PREPARE_HOLD_MS);
+      gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, GMT_SWAP_PREPARE_HOLD_MS);
       continue;
     }
     gmt_swap_entry_t e;
@@ -701,7 +688,7 @@ static void *prep_main(void *arg)
     pthread_mutex_unlock(&g_tab_mu);
     /* Nothing to do, no room, or no pin made: look again later. */
     if (!have || (g_prep_bounded && e.size > g_prep_room) || !prepare_one(&e)) {
-      cond_wait_ms(&g_prep_cv, &g_prep_mu, 100);
+      gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, 100);
       continue;
     }
     if (g_prep_bounded)
@@ -735,7 +722,7 @@ static void *prepared_take(uint64_t addr, int *kind)
   uint64_t until = gmt_now_ms() + GMT_SWAP_PREPARE_WAIT_MS;
   pthread_mutex_lock(&g_prep_mu);
   while (g_prep_addr == addr && gmt_now_ms() < until)
-    cond_wait_ms(&g_prep_cv, &g_prep_mu, 100);
+    gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, 100);
   g_prep_moving = addr;
   pthread_mutex_lock(&g_tab_mu);
   gmt_swap_entry_t *k = gmt__swaptab_find(&g_tab, addr);
@@ -1215,16 +1202,13 @@ void gmt__swap_stats(gmt_swap_stats_t *s)
  * now; the next tick tries again. */
 static void release_kept(void)
 {
-  if (pthread_rwlock_trywrlock(&gmt__swap_rw) != 0)
-    return;
   uint64_t now = gmt_now_ms();
   pthread_mutex_lock(&g_prep_mu);
   int contested = prep_due(now);
   pthread_mutex_unlock(&g_prep_mu);
-  if (contested) {
-    pthread_rwlock_unlock(&gmt__swap_rw);
+  /* Checked before the exclusive lock, which stalls the program's calls. */
+  if (contested || pthread_rwlock_trywrlock(&gmt__swap_rw) != 0)
     return;
-  }
   pthread_mutex_lock(&g_tab_mu);
   size_t cap = g_tab.kept_bytes ? g_tab.n : 0, n = 0;
   gmt_swap_entry_t *es = cap ? malloc(cap * sizeof(*es)) : NULL;

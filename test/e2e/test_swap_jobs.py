@@ -18,6 +18,19 @@ SWAP_JOB = os.path.join(BUILD, "test", "e2e", "memprogs", "swap_job")
 MIB = 1 << 20
 
 
+def cpu_s(pid, seconds):
+    """CPU seconds (user and system) process pid used over the next seconds."""
+    import time
+
+    def used():
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    before = used()
+    time.sleep(seconds)
+    return used() - before
+
+
 class SwapJobs(GmtTestCase):
     """Two swap pods' jobs: what the tests below share."""
     CONFIG = "2\na 0.5 1.0 1Gi mode=swap\nb 0.5 1.0 1Gi mode=swap\n"
@@ -403,6 +416,10 @@ class PreparedCopies(SwapJobs):
         while time.monotonic() < deadline and self.kept("a", pa.proc.pid) != self.HELD:
             time.sleep(0.05)
         ready = self.kept("a", pa.proc.pid) == self.HELD
+        # Its preparing thread then waits, not spins: a's CPU over a second
+        # of nothing to do (a timed wait on the wrong clock once returned
+        # at once and burned a core).
+        self.idle_cpu_s = cpu_s(pa.proc.pid, 1.0)
         pb = self.job("b", self.HELD, self.CARD)
         wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": self.HELD,
                                                              "disk": 0},
@@ -422,6 +439,7 @@ class PreparedCopies(SwapJobs):
         err, ready = self.first_move_out()
         self.assertTrue(ready, "a's copy not prepared within 3 s: %s%s" % (err[-3000:],
                                                                           self.logs()))
+        self.assertLess(self.idle_cpu_s, 0.3, "a busy while contested and idle")
         self.assertRegex(err, r"prepared a host copy of %d bytes" % self.HELD)
         self.assertEqual(self.NEW_COPIES.findall(err)[:1], ["0"], err[-3000:])
         # One registration in all: the prepared copy took the move out.
