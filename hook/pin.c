@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "channel.h"
@@ -242,11 +243,11 @@ static void note_history_locked(const gmt_hostbuf_t *b, uint64_t now)
 /* One Advise: asks about q (may be NULL: give back and record only) and
  * carries what is queued. *pin and *reason are the answer; returns 0, or
  * a negative code when no answer came (the queue is put back). */
-static int advise(const ask_t *q, int *pin, int *reason)
+static pthread_mutex_t g_advise_mu = PTHREAD_MUTEX_INITIALIZER; /* one Advise at a time */
+
+static int advise_locked(const ask_t *q, int *pin, int *reason)
 {
   static struct hist sent[HISTORY_CAP]; /* under g_advise_mu */
-  static pthread_mutex_t g_advise_mu = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&g_advise_mu);
   if (!g_exe[0]) {
     ssize_t len = readlink("/proc/self/exe", g_exe, sizeof g_exe - 1);
     g_exe[len > 0 ? len : 0] = '\0';
@@ -316,6 +317,13 @@ static int advise(const ask_t *q, int *pin, int *reason)
     gmt__heap_unlock();
   }
   gmt_wire_free(rep);
+  return rc;
+}
+
+static int advise(const ask_t *q, int *pin, int *reason)
+{
+  pthread_mutex_lock(&g_advise_mu);
+  int rc = advise_locked(q, pin, reason);
   pthread_mutex_unlock(&g_advise_mu);
   return rc;
 }
@@ -647,7 +655,10 @@ static void live_history(gmt_hostbuf_t *b, void *arg)
   note_history_locked(b, *(const uint64_t *)arg);
 }
 
-/* At exit, a profile run's live buffers have ended too. */
+/* At exit, a profile run's live buffers have ended too, and what is queued
+ * goes out. An Advise the reporter has in flight may carry the histories
+ * already: exit would cut it off (and with it the run's profile), so this
+ * waits for it, at most a little past its own timeout. */
 __attribute__((destructor)) static void pin_exit(void)
 {
   if (atomic_load_explicit(&g_mode, memory_order_relaxed) != GMT__PIN_MODE__PIN_PROFILE)
@@ -656,7 +667,25 @@ __attribute__((destructor)) static void pin_exit(void)
   gmt__heap_lock();
   gmt__heap_each_locked(live_history, &now);
   gmt__heap_unlock();
-  gmt__pin_tick();
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += (ADVISE_TIMEOUT_MS + 500) / 1000;
+  until.tv_nsec += (long)((ADVISE_TIMEOUT_MS + 500) % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  if (pthread_mutex_clocklock(&g_advise_mu, CLOCK_MONOTONIC, &until) != 0) {
+    GMT_HOOK_DEBUG("pin: an Advise still in flight at exit; this run's histories may be lost");
+    return;
+  }
+  gmt__heap_lock();
+  int due = g.nhist || g.release;
+  gmt__heap_unlock();
+  int pin, reason;
+  if (due)
+    advise_locked(NULL, &pin, &reason);
+  pthread_mutex_unlock(&g_advise_mu);
 }
 
 int gmt__pin_on(void)
@@ -676,9 +705,11 @@ void gmt__pin_set_mode(int mode)
 }
 
 /* A child has nothing registered (heap.c forgets its buffers) and owes
- * nothing: the parent gives its own pins back. */
+ * nothing: the parent gives its own pins back. The Advise lock may have
+ * been held by a thread the child does not have. */
 static void pin_child(void)
 {
+  pthread_mutex_init(&g_advise_mu, NULL);
   atomic_store(&g_advised, 0);
   g.release = 0;
   g.slack = 0;
