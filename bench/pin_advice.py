@@ -13,6 +13,11 @@ each mode:
   adaptive  the hook, pin=adaptive: pins a buffer once its copies pay
   use-nostage, adaptive-nostage  the same with staged copies off
             (GMT_STAGE_THREADS=0); the others stage with --stage-threads
+  hand-profile, hand-use, hand-adaptive  no hook: the workload pins by its
+            own hand (pin_workload --by-hand all|hot|pays) at the copy
+            where profile, use and adaptive pin: the bound on what advice
+            can reach, whatever gmt's own costs. Not run unless named in
+            --modes; the targets are judged on them too ("bound" rows)
 
 One gmt-schd and one pod ("bench"), whose pin= is changed between modes
 (the config rewritten, gmt-schd reloaded, the pod manager's heartbeat
@@ -68,9 +73,15 @@ WORKLOAD = gmt_e2e.build_path("bench", "pin_workload")
 DATALOADER = os.path.join(HERE, "pin_dataloader.py")
 POD = "bench"
 MODES = ("native", "unpinned", "pinned", "profile", "use", "use-nostage", "adaptive",
-         "adaptive-nostage")
+         "adaptive-nostage", "hand-profile", "hand-use", "hand-adaptive")
 PIN = {"native": None, "unpinned": "off", "pinned": "off", "profile": "profile", "use": "use",
-       "use-nostage": "use", "adaptive": "adaptive", "adaptive-nostage": "adaptive"}
+       "use-nostage": "use", "adaptive": "adaptive", "adaptive-nostage": "adaptive",
+       "hand-profile": None, "hand-use": None, "hand-adaptive": None}
+# The by-hand modes: pin_workload --by-hand's policy, and the mode whose
+# targets they bound.
+BY_HAND = {"hand-profile": ("all", "profile"), "hand-use": ("hot", "use"),
+           "hand-adaptive": ("pays", "adaptive")}
+DEFAULT_MODES = [m for m in MODES if m not in BY_HAND]
 # Staged copies (hook/stage.c): on in every hooked mode with --stage-threads
 # threads, off in the -nostage modes, to compare side by side.
 NOSTAGE = ("use-nostage", "adaptive-nostage")
@@ -234,7 +245,8 @@ class Bench:
         a = self.args
         return [WORKLOAD, "--size", str(size), "--hot", str(a.hot), "--hot-copies",
                 str(a.hot_copies), "--cold", str(a.cold), "--cold-copies", str(a.cold_copies),
-                "--alloc", "pinned" if mode == "pinned" else "malloc", "--hold"]
+                "--alloc", "pinned" if mode == "pinned" else "malloc", "--hold"] + (
+                    ["--by-hand", BY_HAND[mode][0]] if mode in BY_HAND else [])
 
     def run_timeout(self, size):
         a = self.args
@@ -414,17 +426,24 @@ def summarize(rows, sizes, modes):
 
 
 def targets(by, sizes):
+    """Each target on its mode, then on the mode's by-hand bound where that
+    was run (bound: true; what the same policy reaches with no hook)."""
     out = []
+    hand_of = {v[1]: k for k, v in BY_HAND.items()}
     for size in sizes:
         for mode, what, test in TARGETS:
-            s = by.get((size, mode))
-            if not s or s["speed_vs_pinned"] is None:
-                out.append({"size": size, "mode": mode, "target": what, "verdict": "n/a"})
-                continue
-            w, c, p = s["speed_vs_pinned"], s["copy_speed_vs_pinned"], s["pinned_pct"]
-            out.append({"size": size, "mode": mode, "target": what, "whole_vs_pinned": w,
-                        "copy_vs_pinned": c, "pinned_pct": p,
-                        "verdict": "PASS" if test(w, c, p) else "FAIL"})
+            for m, bound in ((mode, False), (hand_of[mode], True)):
+                s = by.get((size, m))
+                if bound and not s:
+                    continue
+                if not s or s["speed_vs_pinned"] is None:
+                    out.append({"size": size, "mode": m, "target": what, "bound": bound,
+                                "verdict": "n/a"})
+                    continue
+                w, c, p = s["speed_vs_pinned"], s["copy_speed_vs_pinned"], s["pinned_pct"]
+                out.append({"size": size, "mode": m, "target": what, "bound": bound,
+                            "whole_vs_pinned": w, "copy_vs_pinned": c, "pinned_pct": p,
+                            "verdict": "PASS" if test(w, c, p) else "FAIL"})
     return out
 
 
@@ -435,12 +454,12 @@ def fmt(x, spec):
 def print_tables(summary, tgts, fake):
     print("\npin advice: the design's workload (%s); whole = alloc+fill+copies+free, medians"
           % ("FAKE DRIVER: a dry run" if fake else "real GPU"))
-    print("%8s %-9s %4s %9s %8s %9s %8s %8s %8s %9s %8s %8s %9s %7s  %s" % (
+    print("%8s %-13s %4s %9s %8s %9s %8s %8s %8s %9s %8s %8s %9s %7s  %s" % (
         "size MiB", "mode", "reps", "whole s", "fill s", "copy s", "whole x", "-fill x",
         "copy x", "copy GB/s", "% pinned", "% status", "hot/cold", "x native",
         "whole min-max s"))
     for s in summary:
-        print("%8s %-9s %4d %9.4f %8.4f %9.4f %8s %8s %8s %9.2f %8s %8s %9s %7s  %.4f-%.4f" % (
+        print("%8s %-13s %4d %9.4f %8.4f %9.4f %8s %8s %8s %9.2f %8s %8s %9s %7s  %.4f-%.4f" % (
             mib(s["size"]), s["mode"], s["reps"], s["whole_s"], s["fill_s"], s["copy_s"],
             fmt(s["speed_vs_pinned"], "%.3f"), fmt(s["nofill_speed_vs_pinned"], "%.3f"),
             fmt(s["copy_speed_vs_pinned"], "%.3f"),
@@ -456,11 +475,12 @@ def print_tables(summary, tgts, fake):
     print("\ntargets")
     for t in tgts:
         if t["verdict"] == "n/a":
-            print("%8s %-9s %-42s n/a (not measured)" % (mib(t["size"]), t["mode"], t["target"]))
+            print("%8s %-13s %-42s n/a (not measured)" % (mib(t["size"]), t["mode"], t["target"]))
         else:
-            print("%8s %-9s %-42s %s  (whole %.3fx, copy %.3fx, %s%% pinned)" % (
+            print("%8s %-13s %-42s %s  (whole %.3fx, copy %.3fx, %s%% pinned)%s" % (
                 mib(t["size"]), t["mode"], t["target"], t["verdict"], t["whole_vs_pinned"],
-                t["copy_vs_pinned"], fmt(t["pinned_pct"], "%.1f")))
+                t["copy_vs_pinned"], fmt(t["pinned_pct"], "%.1f"),
+                "  bound: by hand, no hook" if t["bound"] else ""))
 
 
 def run_dataloader(bench, args, over_budget):
@@ -541,7 +561,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3, help="runs per (mode, size); medians")
     ap.add_argument("--big-mib", type=float, default=256, help="sizes from this many MiB up...")
     ap.add_argument("--big-reps", type=int, default=1, help="...run this many times")
-    ap.add_argument("--modes", type=parse_modes, default=list(MODES))
+    ap.add_argument("--modes", type=parse_modes, default=DEFAULT_MODES)
     ap.add_argument("--max-total", type=parse_bytes, default=None,
                     help="skip sizes whose buffers take more host memory than this "
                          "(default half of MemAvailable)")
@@ -652,7 +672,7 @@ def main():
             row = bench.run_workload(mode, size, rep)
             rows.append(row)
             w = row.get("workload", {})
-            print("  %-9s %6s MiB rep %d: %s" % (
+            print("  %-13s %6s MiB rep %d: %s" % (
                 mode, mib(size), rep,
                 ("whole %.4f s (fill %.4f), copy %.4f s, %s%% pinned, status peak %.1f MiB"
                  % (w["whole_s"], w["fill_s"], w["copy_s"], fmt(w.get("pinned_pct"), "%.1f"),
@@ -687,7 +707,7 @@ def main():
     if out:
         print("\nwrote %s (bench/pin_plot.py %s DIR draws it)" % (out, out))
     print("elapsed %.0f s" % res["elapsed_s"])
-    bad_target = any(t["verdict"] == "FAIL" for t in res["targets"])
+    bad_target = any(t["verdict"] == "FAIL" and not t["bound"] for t in res["targets"])
     return 1 if failed or not complete or (args.strict and bad_target) else 0
 
 

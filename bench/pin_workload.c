@@ -23,6 +23,13 @@
  * page-locked buffers are left out. The count asks the driver which
  * buffers are page-locked at the end of the copy phase.
  *
+ * --by-hand all|hot|pays pins by the program's own hand, with no hook: the
+ * bound on what advice could reach. At a buffer's first copy (all: every
+ * buffer, as pin=profile; hot: the hot ones, as pin=use) or a hot buffer's
+ * third (pays: as pin=adaptive with its priors) the workload registers it
+ * (cuMemHostRegister, PORTABLE, as the hook does) and unregisters it
+ * before its free.
+ *
  * Prints one JSON line (after a HOLD line per run with --hold). --repeat R
  * runs the whole thing R times in this process (the allocations of run 2
  * are then the site's 28th and on). */
@@ -50,6 +57,7 @@ typedef struct {
   int pinned; /* --alloc pinned */
   int repeat;
   int hold; /* --hold: wait for a line on stdin after the copy phase */
+  enum { HAND_NONE, HAND_ALL, HAND_HOT, HAND_PAYS } by_hand;
 } opts_t;
 
 /* What one run measured. */
@@ -64,6 +72,10 @@ typedef struct {
 
 static char *g_bufs[MAX_BUFS];
 static unsigned char g_hot[MAX_BUFS];
+/* --by-hand: each buffer's copies so far, and whether it is registered. */
+static int g_by_hand;
+static int g_copies[MAX_BUFS];
+static unsigned char g_registered[MAX_BUFS];
 
 /* ---- which host memory is page-locked ---- */
 
@@ -154,8 +166,14 @@ __attribute__((noinline)) static char *host_alloc_one(size_t size, int pinned)
   return p;
 }
 
-static void host_free_one(char *p, int pinned)
+static void host_free_one(int i, int pinned)
 {
+  char *p = g_bufs[i];
+
+  if (g_registered[i]) {
+    CHECK(cuMemHostUnregister(p));
+    g_registered[i] = 0;
+  }
   if (pinned)
     CHECK(cuMemFreeHost(p));
   else
@@ -206,6 +224,19 @@ static size_t scribble_word(size_t size, int which)
   return which == 0 ? 0 : which == 1 ? n / 2 : n - 1;
 }
 
+/* --by-hand: registers buffer i before the copy its policy pins it at. */
+static void hand_pin(int i, size_t size)
+{
+  int copies = g_copies[i]++;
+  int now = g_by_hand == HAND_ALL   ? copies == 0
+            : g_by_hand == HAND_HOT ? g_hot[i] && copies == 0
+                                    : g_by_hand == HAND_PAYS && g_hot[i] && copies == 2;
+  if (now && !g_registered[i]) {
+    CHECK(cuMemHostRegister(g_bufs[i], size, CU_MEMHOSTREGISTER_PORTABLE));
+    g_registered[i] = 1;
+  }
+}
+
 /* One buffer there and back. */
 static void round_trip(run_t *r, CUdeviceptr d, int i, size_t size)
 {
@@ -213,6 +244,7 @@ static void round_trip(run_t *r, CUdeviceptr d, int i, size_t size)
   uint64_t *w = (uint64_t *)b;
 
   r->trips++;
+  hand_pin(i, size);
   CHECK(cuMemcpyHtoD(d, b, size));
   if (size >= 8)
     for (int k = 0; k < 3; k++)
@@ -240,6 +272,7 @@ static void one_run(const opts_t *o, CUdeviceptr d, run_t *r)
   int rounds = o->hot_copies > 0 ? o->hot_copies : 1;
 
   memset(r, 0, sizeof *r);
+  memset(g_copies, 0, sizeof g_copies);
   double t0 = gmt_prog_now_s();
 #pragma GCC unroll 1
   for (int i = 0; i < n; i++)
@@ -294,7 +327,7 @@ static void one_run(const opts_t *o, CUdeviceptr d, run_t *r)
     r->bad_words += verify(g_bufs[i], i, o->size);
   double t5 = gmt_prog_now_s();
   for (int i = 0; i < n; i++)
-    host_free_one(g_bufs[i], o->pinned);
+    host_free_one(i, o->pinned);
   double t6 = gmt_prog_now_s();
 
   r->alloc_s = t1 - t0;
@@ -309,13 +342,15 @@ static void one_run(const opts_t *o, CUdeviceptr d, run_t *r)
 
 static void usage(void)
 {
-  fprintf(stderr,
-          "usage: pin_workload --size BYTES [--hot N] [--hot-copies K] [--cold M]\n"
-          "                    [--cold-copies C] [--alloc malloc|pinned] [--repeat R]\n"
-          "                    [--hold]\n"
-          "  defaults: --hot 2 --hot-copies 175 --cold 25 --cold-copies 1 --alloc malloc\n"
-          "  --repeat 1; --hold prints HOLD after the copy phase and waits for a line\n"
-          "  on stdin (untimed), so that a reader of `gmt status` sees the pinned bytes.\n");
+  fprintf(stderr, "usage: pin_workload --size BYTES [--hot N] [--hot-copies K] [--cold M]\n"
+                  "                    [--cold-copies C] [--alloc malloc|pinned] [--repeat R]\n"
+                  "                    [--hold] [--by-hand all|hot|pays]\n"
+                  "  defaults: --hot 2 --hot-copies 175 --cold 25 --cold-copies 1 --alloc malloc\n"
+                  "  --repeat 1; --hold prints HOLD after the copy phase and waits for a line\n"
+                  "  on stdin (untimed), so that a reader of `gmt status` sees the pinned bytes.\n"
+                  "  --by-hand: the program registers buffers itself (no hook needed): at the\n"
+                  "  first copy of every buffer (all), of the hot ones (hot), or at a hot one's\n"
+                  "  third copy (pays); unregistered before free.\n");
   exit(2);
 }
 
@@ -333,7 +368,17 @@ static long parse_num(const char *opt, const char *s, long lo, long hi)
 
 static void parse(int argc, char **argv, opts_t *o)
 {
-  enum { O_SIZE = 1, O_HOT, O_HOT_COPIES, O_COLD, O_COLD_COPIES, O_ALLOC, O_REPEAT, O_HOLD };
+  enum {
+    O_SIZE = 1,
+    O_HOT,
+    O_HOT_COPIES,
+    O_COLD,
+    O_COLD_COPIES,
+    O_ALLOC,
+    O_REPEAT,
+    O_HOLD,
+    O_BY_HAND
+  };
   static const struct option longopts[] = {
       {"size", required_argument, NULL, O_SIZE},
       {"hot", required_argument, NULL, O_HOT},
@@ -343,12 +388,13 @@ static void parse(int argc, char **argv, opts_t *o)
       {"alloc", required_argument, NULL, O_ALLOC},
       {"repeat", required_argument, NULL, O_REPEAT},
       {"hold", no_argument, NULL, O_HOLD},
+      {"by-hand", required_argument, NULL, O_BY_HAND},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
   int c;
 
-  *o = (opts_t){0, 2, 175, 25, 1, 0, 1, 0};
+  *o = (opts_t){0, 2, 175, 25, 1, 0, 1, 0, HAND_NONE};
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (c) {
     case O_SIZE: o->size = (size_t)parse_num("--size", optarg, 1, 1L << 40); break;
@@ -368,6 +414,18 @@ static void parse(int argc, char **argv, opts_t *o)
       break;
     case O_REPEAT: o->repeat = (int)parse_num("--repeat", optarg, 1, MAX_REPEAT); break;
     case O_HOLD: o->hold = 1; break;
+    case O_BY_HAND:
+      if (strcmp(optarg, "all") == 0)
+        o->by_hand = HAND_ALL;
+      else if (strcmp(optarg, "hot") == 0)
+        o->by_hand = HAND_HOT;
+      else if (strcmp(optarg, "pays") == 0)
+        o->by_hand = HAND_PAYS;
+      else {
+        fprintf(stderr, "pin_workload: --by-hand '%s': want all, hot or pays\n", optarg);
+        exit(2);
+      }
+      break;
     default: usage();
     }
   }
@@ -420,6 +478,8 @@ static void print_run(const opts_t *o, const run_t *r)
   printf("\"bad_words\": %ld, \"bad_trips\": %ld", r->bad_words, r->bad_trips);
 }
 
+static const char *const hand_names[] = {"none", "all", "hot", "pays"};
+
 int main(int argc, char **argv)
 {
   opts_t o;
@@ -429,6 +489,7 @@ int main(int argc, char **argv)
   run_t runs[MAX_REPEAT];
 
   parse(argc, argv, &o);
+  g_by_hand = o.by_hand;
   int n = o.hot + o.cold;
   for (int j = 0; j < o.hot; j++)
     g_hot[((2 * (long)j + 1) * n) / (2 * o.hot)] = 1;
@@ -457,11 +518,13 @@ int main(int argc, char **argv)
   }
   const run_t *m = median_run(runs, o.repeat);
   printf("{\"pid\": %d, \"size\": %zu, \"hot\": %d, \"hot_copies\": %d, \"cold\": %d, "
-         "\"cold_copies\": %d, \"alloc\": \"%s\", \"repeat\": %d, \"buffers\": %d, "
+         "\"cold_copies\": %d, \"alloc\": \"%s\", \"by_hand\": \"%s\", \"repeat\": %d, "
+         "\"buffers\": %d, "
          "\"total_bytes\": %llu, \"copies\": %llu, \"copied_bytes\": %llu, \"hot_index\": [",
          (int)getpid(), o.size, o.hot, o.hot_copies, o.cold, o.cold_copies,
-         o.pinned ? "pinned" : "malloc", o.repeat, n, (unsigned long long)n * o.size,
-         (unsigned long long)copies, (unsigned long long)(copies * o.size));
+         o.pinned ? "pinned" : "malloc", hand_names[o.by_hand], o.repeat, n,
+         (unsigned long long)n * o.size, (unsigned long long)copies,
+         (unsigned long long)(copies * o.size));
   for (int i = 0, first = 1; i < n; i++)
     if (g_hot[i]) {
       printf("%s%d", first ? "" : ", ", i);
