@@ -16,7 +16,7 @@ secs=${1:-${GMT_FUZZ_SECONDS:-60}}
 shift || true
 build=${GMT_FUZZ_BUILD:-$root/build-fuzz}
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_envelope fuzz_config fuzz_dump fuzz_webhook)
+((${#targets[@]})) || targets=(fuzz_envelope fuzz_config fuzz_dump fuzz_webhook fuzz_http_head)
 
 if ! [[ $secs =~ ^[0-9]+$ ]]; then
   echo "fuzz: SECONDS must be a whole number, not '$secs'" >&2

@@ -29,5 +29,5 @@ echo "== tests, ASan+UBSan build"
 (cd "$asan" && ctest --output-on-failure --timeout 600 -E '^e2e_test_tokens$' "$@")
 echo "== end-to-end tests, plain build"
 (cd "$plain" && ctest --output-on-failure --timeout 600 -L e2e "$@")
-echo "== fuzz: the envelope decoder, the config parser, the trace dump loader"
+echo "== fuzz: the envelope decoder, the config parser, the trace dump loader, the webhook's review, the metrics port's request head"
 "$root/scripts/fuzz.sh" "${GMT_FUZZ_SECONDS:-60}"

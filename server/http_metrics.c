@@ -1,357 +1,354 @@
-/* GET /metrics over HTTP (nng's HTTP server), for Prometheus
- * (docs/operators.md, "Prometheus metrics").
+/* GET /metrics over HTTP, for Prometheus (docs/operators.md, "Prometheus
+ * metrics"): a small HTTP/1.1 server on the scheduler's own libuv loop.
  *
- * nng calls on_http() on its own threads, but what the metrics show lives
- * on the loop: so a scrape goes through the inbox, as an RPC does, and the
- * loop builds the Status view (status.c), renders it (metrics.c) and
- * answers. Nothing here touches the scheduler's state off the loop; what
- * the threads share is this file's own list of scrapes waiting for the
- * loop, under its own lock.
- *
- * Every wait is bounded: a scrape the loop has not answered within
- * ANSWER_MS gets 503 from the watchdog thread (the loop may be stuck
- * behind something slow; Prometheus must learn that rather than hang), at
- * most MAX_PENDING scrapes wait at once (more get 503 at once, so that a
- * flood of scrapes costs the loop at most that many renders), and a
- * client that stops reading or never finishes its request holds only its
- * own connection, on nng's threads. A scrape answered late by the loop, or
- * whose connection closed, has its answer dropped: each HTTP request is
- * answered exactly once, by whoever takes it off the list first. */
+ * Not nng's HTTP server: that one keeps a connection for as long as its
+ * client likes, and has no bound on how many it keeps, so any local user
+ * could hold enough idle connections to take every descriptor gmt-schd may
+ * open and lock every pod out of it (measured: `gmt status` timed out while
+ * 20,000 idle connections to the metrics port were held). Here:
+ * - at most MAX_CONNS connections live at once. When one more comes, the
+ *   oldest whose request is not whole yet is answered 503 and closed (a
+ *   scraper sends its request as soon as it connects, so a flood of idle
+ *   connections evicts itself); when every connection is being answered,
+ *   the new one is;
+ * - a client has REQUEST_MS to send its request head (at most
+ *   GMT_HTTP_HEAD_MAX bytes), and ANSWER_MS more to take the answer;
+ * - every answer closes its connection (Connection: close);
+ * - the page is rendered at most every PAGE_MS: a flood of scrapes costs
+ *   the loop a few renders a second, not one per scrape.
+ * Everything runs on the loop, so the page is built from the scheduler's
+ * state directly (status.c, metrics.c), with no locks and no threads. */
 #include <errno.h>
-#include <stdatomic.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
-#include <nng/supplemental/util/platform.h>
+#include <sys/socket.h>
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "http_head.h"
 #include "metrics.h"
 #include "rpc_trace.h"
 #include "schd.h"
 
-#define ANSWER_MS 2000
-#define MAX_PENDING 16
 #define PATH "/metrics"
-#define STR_(x) #x
-#define STR(x) STR_(x)
+#define MAX_CONNS 64
+#define REQUEST_MS 5000
+#define ANSWER_MS 10000
+#define PAGE_MS 250
 
-typedef struct scrape scrape_t;
+typedef struct conn conn_t;
+
+static void on_deadline(uv_timer_t *t);
 
 struct gmt_metrics {
-  gmt_schd_t *s; /* read on the loop only */
-  char url[GMT_METRICS_ADDR_MAX + 16];
-  nng_http_server *server;
-  atomic_int refs; /* the daemon's, the handler's, one per scrape in the inbox */
-  nng_thread *watchdog;
-  /* Shared by nng's threads, the watchdog and the loop: */
-  nng_mtx *lock;
-  nng_cv *cv;        /* the watchdog waits on it */
-  scrape_t *pending; /* waiting for an answer, oldest first */
-  int npending;
-  bool closed; /* stopping: every scrape gets 503 at once */
+  gmt_schd_t *s;
+  uv_tcp_t listener;
+  conn_t *oldest, *newest; /* every live connection, by arrival */
+  int nconns;
+  int handles; /* open: the listener's and each connection's two */
+  bool stopping;
+  char *page; /* the last rendered page, and when */
+  size_t page_len;
+  uint64_t page_ms;
+  uint64_t evicted_said_ms;
 };
 
-struct scrape {
-  gmt_inbox_item_t item; /* first: the loop finds the scrape from it */
+struct conn {
+  uv_tcp_t tcp;
+  uv_timer_t timer;
   struct gmt_metrics *m;
-  nng_aio *aio; /* the request's; NULL once taken off the list */
-  nng_time deadline;
-  scrape_t *next;
+  conn_t *prev, *next;
+  bool answering; /* the request is whole; its answer is on its way */
+  bool closing;
+  int open; /* of tcp and timer */
+  size_t len;
+  char head[GMT_HTTP_HEAD_MAX];
+  uv_write_t wr;
+  char *out; /* the answer being written */
 };
 
-/* A warning from nng's threads, at most once a second: a flood of
- * scrapes must not flood the log too. */
-static void warn_503(const char *why)
+static void maybe_free(struct gmt_metrics *m)
 {
-  static _Atomic uint64_t last_ms;
-  uint64_t now = gmt_now_ms(), last = atomic_load(&last_ms);
-  if (last && now - last < 1000)
-    return;
-  if (atomic_compare_exchange_strong(&last_ms, &last, now))
-    gmt_warn("metrics: %s; answered 503 (at most one such line a second)", why);
+  if (m->handles == 0 && m->stopping) {
+    free(m->page);
+    free(m);
+  }
 }
 
-static void unref(struct gmt_metrics *m)
+static void on_conn_handle_closed(uv_handle_t *h)
 {
-  if (atomic_fetch_sub(&m->refs, 1) != 1)
-    return;
-  if (m->cv)
-    nng_cv_free(m->cv);
-  if (m->lock)
-    nng_mtx_free(m->lock);
-  free(m);
+  conn_t *c = h->data;
+  struct gmt_metrics *m = c->m;
+  m->handles--;
+  if (--c->open == 0) {
+    free(c->out);
+    free(c);
+  }
+  maybe_free(m);
 }
 
-static void on_handler_freed(void *arg)
+static void conn_close(conn_t *c)
 {
-  unref(arg);
+  if (c->closing)
+    return;
+  c->closing = true;
+  struct gmt_metrics *m = c->m;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    m->oldest = c->next;
+  if (c->next)
+    c->next->prev = c->prev;
+  else
+    m->newest = c->prev;
+  m->nconns--;
+  uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
+  uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
 }
 
 /* ---- answers ---- */
 
-/* An error page: nng writes its body. NULL when out of memory. */
-static nng_http_res *error_res(uint16_t code)
+/* The page as the scheduler sees the node now, or one at most PAGE_MS
+ * old. NULL when out of memory. */
+static const char *page(struct gmt_metrics *m, size_t *len)
 {
-  nng_http_res *res = NULL;
-  if (nng_http_res_alloc_error(&res, code) != 0)
-    return NULL;
-  return res;
-}
-
-/* Answers aio with res, or, with no res (out of memory), closes its
- * connection: nng answers a failed handler that way. */
-static void answer(nng_aio *aio, nng_http_res *res)
-{
-  if (!res) {
-    nng_aio_finish(aio, NNG_ENOMEM);
-    return;
+  uint64_t now = uv_now(m->s->loop);
+  if (m->page && now - m->page_ms < PAGE_MS) {
+    *len = m->page_len;
+    return m->page;
   }
-  nng_aio_set_output(aio, 0, res);
-  nng_aio_finish(aio, 0);
-}
-
-/* Takes sc's request off the list: its aio, or NULL when someone else
- * took it first (the watchdog, a closed connection, stopping). */
-static nng_aio *take_locked(struct gmt_metrics *m, scrape_t *sc)
-{
-  nng_aio *aio = sc->aio;
-  if (!aio)
-    return NULL;
-  for (scrape_t **pp = &m->pending; *pp; pp = &(*pp)->next)
-    if (*pp == sc) {
-      *pp = sc->next;
-      break;
-    }
-  sc->aio = NULL;
-  sc->next = NULL;
-  m->npending--;
-  return aio;
-}
-
-static nng_aio *take(struct gmt_metrics *m, scrape_t *sc)
-{
-  nng_mtx_lock(m->lock);
-  nng_aio *aio = take_locked(m, sc);
-  nng_mtx_unlock(m->lock);
-  return aio;
-}
-
-/* nng cancels a request whose connection closes, or when the server
- * stops. It passes m, not the scrape: the scrape may be freed by then. */
-static void on_cancel(nng_aio *aio, void *arg, int rv)
-{
-  struct gmt_metrics *m = arg;
-  nng_aio *taken = NULL;
-  nng_mtx_lock(m->lock);
-  for (scrape_t *sc = m->pending; sc; sc = sc->next)
-    if (sc->aio == aio) {
-      taken = take_locked(m, sc);
-      break;
-    }
-  nng_mtx_unlock(m->lock);
-  if (taken)
-    nng_aio_finish(taken, rv);
-}
-
-/* ---- the loop's side ---- */
-
-/* The page, as the loop sees the node now; NULL when out of memory. */
-static nng_http_res *render(gmt_schd_t *s)
-{
   gmt__status_t st;
   gmt_metrics_input_t in = {.status = NULL};
-  nng_http_res *res = NULL;
   char *text = NULL;
-  size_t len = 0;
-  int rc = gmt__status_build(s, &st);
+  size_t n = 0;
+  int rc = gmt__status_build(m->s, &st);
   if (rc == 0) {
     in.status = &st.reply;
-    in.tracing = gmt__trace_drops(s, &in.trace_dropped_events, &in.trace_dropped_histories);
-    rc = gmt_metrics_render(&in, &text, &len);
+    in.tracing = gmt__trace_drops(m->s, &in.trace_dropped_events, &in.trace_dropped_histories);
+    rc = gmt_metrics_render(&in, &text, &n);
   }
   gmt__status_free(&st);
   if (rc < 0) {
     gmt_warn("metrics: out of memory rendering a scrape; answered 500");
-    return error_res(NNG_HTTP_STATUS_INTERNAL_SERVER_ERROR);
+    return NULL;
   }
-  if (nng_http_res_alloc(&res) != 0 ||
-      nng_http_res_set_header(res, "Content-Type", GMT_METRICS_CONTENT_TYPE) != 0 ||
-      nng_http_res_copy_data(res, text, len) != 0) {
-    if (res)
-      nng_http_res_free(res);
-    res = error_res(NNG_HTTP_STATUS_INTERNAL_SERVER_ERROR);
-  }
-  free(text);
-  return res;
+  free(m->page);
+  m->page = text;
+  m->page_len = n;
+  m->page_ms = now;
+  *len = n;
+  return text;
 }
 
-static void on_loop(gmt_inbox_item_t *item, int status)
+static void on_written(uv_write_t *wr, int status)
 {
-  scrape_t *sc = (scrape_t *)item;
-  struct gmt_metrics *m = sc->m;
-  nng_mtx_lock(m->lock);
-  bool waiting = sc->aio != NULL;
-  nng_mtx_unlock(m->lock);
-  /* Rendered only for a scrape still waiting: one that timed out costs
-   * the loop nothing more. */
-  if (waiting) {
-    gmt_debug("metrics: scrape");
-    nng_http_res *res =
-        status == 0 ? render(sc->m->s) : error_res(NNG_HTTP_STATUS_SERVICE_UNAVAILABLE);
-    nng_aio *aio = take(m, sc);
-    if (aio)
-      answer(aio, res);
-    else if (res)
-      nng_http_res_free(res);
-  }
-  free(sc);
-  unref(m);
+  (void)status; /* whatever came of it, the connection is done */
+  conn_close(wr->data);
 }
 
-/* ---- nng's side ---- */
-
-static void on_http(nng_aio *aio)
+/* Sends status (and body, unless a HEAD) and closes the connection once
+ * it is written, or after ANSWER_MS. */
+static void answer(conn_t *c, int status, bool head, const char *body, size_t blen,
+                   const char *type)
 {
-  nng_http_req *req = nng_aio_get_input(aio, 0);
-  nng_http_handler *h = nng_aio_get_input(aio, 1);
-  struct gmt_metrics *m = nng_http_handler_get_data(h);
-  const char *method = nng_http_req_get_method(req);
-  if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-    /* The body, if any, is not read: the connection closes after. */
-    nng_http_res *res = error_res(NNG_HTTP_STATUS_METHOD_NOT_ALLOWED);
-    if (res && (nng_http_res_set_header(res, "Allow", "GET, HEAD") != 0 ||
-                nng_http_res_set_header(res, "Connection", "close") != 0)) {
-      nng_http_res_free(res);
-      res = NULL;
-    }
-    answer(aio, res);
+  char error_body[96];
+  if (!body) {
+    blen =
+        (size_t)snprintf(error_body, sizeof error_body, "%d %s\n", status, gmt_http_reason(status));
+    body = error_body;
+    type = "text/plain; charset=utf-8";
+  }
+  char hdr[320];
+  int hlen = snprintf(hdr, sizeof hdr,
+                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s"
+                      "Connection: close\r\n\r\n",
+                      status, gmt_http_reason(status), type, blen,
+                      status == 405 ? "Allow: GET, HEAD\r\n" : "");
+  size_t total = (size_t)hlen + (head ? 0 : blen);
+  c->answering = true;
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  if (!(c->out = malloc(total))) {
+    conn_close(c);
     return;
   }
-
-  scrape_t *sc = calloc(1, sizeof *sc);
-  if (!sc) {
-    answer(aio, error_res(NNG_HTTP_STATUS_SERVICE_UNAVAILABLE));
-    return;
-  }
-  sc->m = m;
-  nng_mtx_lock(m->lock);
-  if (m->closed || m->npending >= MAX_PENDING) {
-    bool closed = m->closed;
-    nng_mtx_unlock(m->lock);
-    free(sc);
-    if (!closed)
-      warn_503("a scrape came while " STR(MAX_PENDING) " waited for the scheduler");
-    answer(aio, error_res(NNG_HTTP_STATUS_SERVICE_UNAVAILABLE));
-    return;
-  }
-  /* On the list and cancellable before anyone else can see it: under the
-   * lock, so the watchdog cannot answer it before nng knows it waits. */
-  sc->aio = aio;
-  sc->deadline = nng_clock() + ANSWER_MS;
-  scrape_t **pp = &m->pending;
-  while (*pp)
-    pp = &(*pp)->next;
-  *pp = sc;
-  m->npending++;
-  nng_aio_defer(aio, on_cancel, m);
-  atomic_fetch_add(&m->refs, 1);
-  nng_cv_wake(m->cv);
-  nng_mtx_unlock(m->lock);
-
-  if (gmt_inbox_push(&m->s->inbox, &sc->item, on_loop) < 0) {
-    /* The loop is stopping: it will never see this one. */
-    nng_aio *taken = take(m, sc);
-    if (taken)
-      answer(taken, error_res(NNG_HTTP_STATUS_SERVICE_UNAVAILABLE));
-    free(sc);
-    unref(m);
-  }
+  memcpy(c->out, hdr, (size_t)hlen);
+  if (!head)
+    memcpy(c->out + hlen, body, blen);
+  uv_timer_start(&c->timer, on_deadline, ANSWER_MS, 0);
+  uv_buf_t b = uv_buf_init(c->out, (unsigned)total);
+  c->wr.data = c;
+  if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0)
+    conn_close(c);
 }
 
-/* Answers 503 to each scrape past its deadline; sleeps until the next
- * deadline, or until a scrape comes. */
-static void watchdog(void *arg)
+/* A connection turned away: 503 written if the socket takes it at once,
+ * then closed. */
+static void turn_away(conn_t *c)
 {
-  struct gmt_metrics *m = arg;
-  nng_mtx_lock(m->lock);
-  while (!m->closed) {
-    nng_time now = nng_clock();
-    scrape_t *sc = m->pending;
-    if (!sc) {
-      nng_cv_wait(m->cv);
-      continue;
-    }
-    if (sc->deadline > now) { /* the oldest is the first due */
-      (void)nng_cv_until(m->cv, sc->deadline);
-      continue;
-    }
-    nng_aio *aio = take_locked(m, sc);
-    nng_mtx_unlock(m->lock);
-    warn_503("the scheduler did not answer a scrape within " STR(ANSWER_MS) " ms");
-    answer(aio, error_res(NNG_HTTP_STATUS_SERVICE_UNAVAILABLE));
-    nng_mtx_lock(m->lock);
+  static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                             "Retry-After: 1\r\nConnection: close\r\n\r\n";
+  uv_buf_t b = uv_buf_init((char *)busy, sizeof busy - 1);
+  (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+  conn_close(c);
+}
+
+/* ---- reading the request ---- */
+
+static void on_alloc(uv_handle_t *h, size_t want, uv_buf_t *buf)
+{
+  (void)want;
+  conn_t *c = h->data;
+  *buf = uv_buf_init(c->head + c->len, (unsigned)(sizeof c->head - c->len));
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+  (void)buf;
+  conn_t *c = st->data;
+  if (c->answering || c->closing)
+    return;
+  if (nread < 0) { /* EOF or an error before the request was whole */
+    conn_close(c);
+    return;
   }
-  nng_mtx_unlock(m->lock);
+  c->len += (size_t)nread;
+  gmt_http_head_t h;
+  if (!gmt_http_head_parse(c->head, c->len, PATH, &h))
+    return;
+  /* Anything after the head (a body, more requests) is not read. */
+  if (h.status != 200) {
+    gmt_debug("metrics: answered %d to a request", h.status);
+    answer(c, h.status, false, NULL, 0, NULL);
+    return;
+  }
+  gmt_debug("metrics: scrape");
+  size_t len = 0;
+  const char *text = page(c->m, &len);
+  if (!text)
+    answer(c, 500, h.head, NULL, 0, NULL);
+  else
+    answer(c, 200, h.head, text, len, GMT_METRICS_CONTENT_TYPE);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+  conn_t *c = t->data;
+  gmt_debug("metrics: a client took more than %d ms to %s; closed",
+            c->answering ? ANSWER_MS : REQUEST_MS,
+            c->answering ? "take its answer" : "send its request");
+  if (!c->answering)
+    turn_away(c);
+  else
+    conn_close(c);
+}
+
+/* ---- connections ---- */
+
+/* Makes room: the oldest connection still sending its request (the
+ * newest, which is, when every other is being answered) is answered 503
+ * and closed. Returns it. */
+static conn_t *evict(struct gmt_metrics *m)
+{
+  for (conn_t *c = m->oldest; c; c = c->next)
+    if (!c->answering) {
+      uint64_t now = uv_now(m->s->loop);
+      if (now - m->evicted_said_ms >= 1000) { /* a flood says it once a second */
+        m->evicted_said_ms = now;
+        gmt_warn("metrics: %d connections at once; the oldest idle one was answered 503 (at "
+                 "most one such line a second)",
+                 MAX_CONNS);
+      }
+      turn_away(c);
+      return c;
+    }
+  return NULL;
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+  struct gmt_metrics *m = server->data;
+  if (status < 0 || m->stopping)
+    return;
+  conn_t *c = calloc(1, sizeof *c);
+  if (!c)
+    return; /* left in the backlog; tried again at the next connection */
+  c->m = m;
+  uv_tcp_init(m->s->loop, &c->tcp);
+  uv_timer_init(m->s->loop, &c->timer);
+  c->tcp.data = c->timer.data = c;
+  c->open = 2;
+  m->handles += 2;
+  c->prev = m->newest;
+  if (m->newest)
+    m->newest->next = c;
+  else
+    m->oldest = c;
+  m->newest = c;
+  m->nconns++;
+  if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+    conn_close(c);
+    return;
+  }
+  if (m->nconns > MAX_CONNS && evict(m) == c)
+    return;
+  uv_timer_start(&c->timer, on_deadline, REQUEST_MS, 0);
+  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+    conn_close(c);
 }
 
 /* ---- start and stop ---- */
 
+static void on_listener_closed(uv_handle_t *h)
+{
+  struct gmt_metrics *m = h->data;
+  m->handles--;
+  maybe_free(m);
+}
+
+/* Binds and listens on HOST:PORT (checked by gmt_metrics_addr_parse). */
+static int listen_on(struct gmt_metrics *m, const char *addr)
+{
+  char host[GMT_METRICS_ADDR_MAX + 1];
+  const char *colon = strrchr(addr, ':');
+  size_t hlen = (size_t)(colon - addr);
+  bool v6 = addr[0] == '[';
+  snprintf(host, sizeof host, "%.*s", (int)(hlen - 2 * v6), addr + v6);
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  struct addrinfo *ai = NULL;
+  int rc = getaddrinfo(host, colon + 1, &hints, &ai);
+  if (rc != 0)
+    return rc == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
+  rc = uv_tcp_bind(&m->listener, ai->ai_addr, 0);
+  freeaddrinfo(ai);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&m->listener, 128, on_connection);
+  return rc;
+}
+
 int gmt__metrics_start(gmt_schd_t *s, const char *addr)
 {
+  char url[GMT_METRICS_ADDR_MAX + 16];
+  bool loopback = false;
+  if (gmt_metrics_addr_parse(addr, url, sizeof url, &loopback) < 0)
+    return -EINVAL; /* main.c checked it */
   struct gmt_metrics *m = calloc(1, sizeof *m);
   if (!m)
     return -ENOMEM;
   m->s = s;
-  atomic_init(&m->refs, 1);
-  bool loopback = false;
-  nng_url *url = NULL;
-  nng_http_handler *h = NULL;
-  const char *what = "";
-  int rv;
-  if (gmt_metrics_addr_parse(addr, m->url, sizeof m->url, &loopback) < 0) {
-    unref(m);
-    return -EINVAL; /* main.c checked it */
+  uv_tcp_init(s->loop, &m->listener);
+  m->listener.data = m;
+  m->handles = 1;
+  int rc = listen_on(m, addr);
+  if (rc < 0) {
+    gmt_error("metrics: cannot listen on %s: %s%s; gmt-schd schedules on WITHOUT Prometheus "
+              "metrics (--metrics HOST:PORT picks another address, --metrics off turns them off)",
+              url, gmt_strerror(rc), rc == -EADDRINUSE ? " (another process holds the port)" : "");
+    m->stopping = true;
+    uv_close((uv_handle_t *)&m->listener, on_listener_closed);
+    return rc;
   }
-  if ((rv = nng_mtx_alloc(&m->lock)) != 0 || (rv = nng_cv_alloc(&m->cv, m->lock)) != 0) {
-    what = "allocate a lock to serve";
-    goto fail;
-  }
-  what = "parse the address";
-  if ((rv = nng_url_parse(&url, m->url)) != 0)
-    goto fail;
-  what = "set up an HTTP server on";
-  if ((rv = nng_http_server_hold(&m->server, url)) != 0)
-    goto fail;
-  if ((rv = nng_http_handler_alloc(&h, PATH, on_http)) != 0 ||
-      (rv = nng_http_handler_set_method(h, NULL)) != 0 ||
-      (rv = nng_http_handler_collect_body(h, false, 0)) != 0)
-    goto fail;
-  /* From here the handler holds m until nng frees it. */
-  atomic_fetch_add(&m->refs, 1);
-  if ((rv = nng_http_handler_set_data(h, m, on_handler_freed)) != 0) {
-    atomic_fetch_sub(&m->refs, 1);
-    goto fail;
-  }
-  if ((rv = nng_http_server_add_handler(m->server, h)) != 0) {
-    nng_http_handler_free(h); /* frees m's reference with it */
-    h = NULL;
-    goto fail;
-  }
-  h = NULL; /* the server's now */
-  what = "listen on";
-  if ((rv = nng_http_server_start(m->server)) != 0)
-    goto fail;
-  what = "start the watchdog thread of";
-  if ((rv = nng_thread_create(&m->watchdog, watchdog, m)) != 0) {
-    nng_http_server_stop(m->server);
-    goto fail;
-  }
-  nng_thread_set_name(m->watchdog, "gmt-metrics");
-  nng_url_free(url);
   s->metrics = m;
   gmt_info("metrics: serving http://%s%s (Prometheus)", addr, PATH);
   if (!loopback)
@@ -359,21 +356,6 @@ int gmt__metrics_start(gmt_schd_t *s, const char *addr)
              "process's numbers (no authentication; docs/operators.md)",
              addr);
   return 0;
-
-fail:
-  rv = gmt__from_nng(rv);
-  gmt_error("metrics: cannot %s %s: %s%s; gmt-schd schedules on WITHOUT Prometheus metrics "
-            "(--metrics HOST:PORT picks another address, --metrics off turns them off)",
-            what, m->url, gmt_strerror(rv),
-            rv == -EADDRINUSE ? " (another process holds the port)" : "");
-  if (h)
-    nng_http_handler_free(h);
-  if (m->server)
-    nng_http_server_release(m->server);
-  if (url)
-    nng_url_free(url);
-  unref(m);
-  return rv;
 }
 
 void gmt__metrics_stop(gmt_schd_t *s)
@@ -382,20 +364,9 @@ void gmt__metrics_stop(gmt_schd_t *s)
   if (!m)
     return;
   s->metrics = NULL;
-  /* Every scrape still waiting gets 503 now; the watchdog ends. Those
-   * still in the inbox are freed when it closes, answering nothing. */
-  nng_mtx_lock(m->lock);
-  m->closed = true;
-  nng_aio *aios[MAX_PENDING];
-  int n = 0;
-  while (m->pending && n < MAX_PENDING)
-    aios[n++] = take_locked(m, m->pending);
-  nng_cv_wake(m->cv);
-  nng_mtx_unlock(m->lock);
-  for (int i = 0; i < n; i++)
-    answer(aios[i], error_res(NNG_HTTP_STATUS_SERVICE_UNAVAILABLE));
-  nng_thread_destroy(m->watchdog);
-  nng_http_server_stop(m->server);
-  nng_http_server_release(m->server);
-  unref(m);
+  /* Closed with the loop's other handles; a scrape being written is cut. */
+  m->stopping = true;
+  while (m->oldest)
+    conn_close(m->oldest);
+  uv_close((uv_handle_t *)&m->listener, on_listener_closed);
 }

@@ -413,6 +413,46 @@ class Clients(Metrics):
         # It stops at once, with clients still connected.
         self.assertEqual(self.daemons[0].stop(timeout=5), 0)
 
+    def test_idle_connections_cannot_take_the_schedulers_descriptors(self):
+        """Any local user can connect to the metrics port. 600 connections
+        that never finish a request (nng's HTTP server kept each one, and
+        20,000 of them took every descriptor gmt-schd may open) keep at
+        most 64 open in gmt-schd; a scrape still gets its page, and an idle
+        connection is answered 503 and closed within its 5 s."""
+        d = self.start()
+        pid = d.proc.pid
+
+        def fds():
+            return len(os.listdir("/proc/%d/fd" % pid))
+        base = fds()
+        socks = []
+        try:
+            for i in range(600):
+                s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+                if i % 2:
+                    s.sendall(b"GET /metr")
+                socks.append(s)
+            wait_for(lambda: fds() <= base + 64 + 2 or None, timeout=5,
+                     what="gmt-schd to hold at most 64 metrics connections (has %d descriptors, "
+                          "%d before)" % (fds(), base))
+            self.quick("a scrape among them", self.scrape)
+            self.quick("gmt status among them", self.status)
+            # The newest idle one is kept, then answered 503 at its deadline.
+            last = socks[-1]
+            last.settimeout(8)
+            t0 = time.monotonic()
+            got = last.recv(4096)
+            self.assertTrue(got.startswith(b"HTTP/1.1 503 "), got)
+            self.assertLess(time.monotonic() - t0, 7.5)
+            wait_for(lambda: fds() <= base + 1 or None, timeout=8,
+                     what="the idle connections to close (%d descriptors, %d before)"
+                          % (fds(), base))
+        finally:
+            for s in socks:
+                s.close()
+        self.assertIn("the oldest idle one was answered 503", d.output())
+        self.quick("a scrape after", self.scrape)
+
     def test_stopping_with_clients_connected_is_clean(self):
         d = self.start()
         socks = [socket.create_connection(("127.0.0.1", self.port), timeout=5) for _ in range(8)]
