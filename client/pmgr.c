@@ -65,8 +65,9 @@ static void usage(FILE *f)
       "\n"
       "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 the scheduler could not be\n"
       "reached or the sockets could not be opened, 2 bad flags or a pod the\n"
-      "scheduler does not list.\n",
-      GMT_DEFAULT_PMGR_PORT, GMT_DEFAULT_SCHD_IPC);
+      "scheduler does not list, 3 a stop that took past %d s, cut short (the\n"
+      "log says where).\n",
+      GMT_DEFAULT_PMGR_PORT, GMT_DEFAULT_SCHD_IPC, GMT_DAEMON_STOP_MS / 1000);
 }
 
 static int bad_flag(const char *fmt, const char *arg)
@@ -151,15 +152,33 @@ static int parse_flags(int argc, char **argv, options_t *o)
   return -1;
 }
 
+/* SIGTERM or SIGINT while registering: the loop that handles them later
+ * does not run yet, and registering may wait --wait seconds. */
+static volatile sig_atomic_t early_signal;
+
+static void on_early_signal(int signum)
+{
+  early_signal = signum;
+}
+
+static void catch_early_signals(void)
+{
+  struct sigaction sa = {.sa_handler = on_early_signal}; /* no SA_RESTART: naps end */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+}
+
 static void sleep_ms(uint64_t ms)
 {
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
-  while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !early_signal)
     ;
 }
 
 /* Register {pod, pid 0}, retrying with backoff while the scheduler cannot
- * be reached. Returns -1 on success (the config is kept), or an exit code. */
+ * be reached. Returns -1 on success (the config is kept), or an exit code:
+ * 0 when told to stop meanwhile (within a try, PMGR_REGISTER_TRY_MS). */
 static int register_pod(gmt_pmgr_t *pm, double wait_s)
 {
   uint64_t deadline = gmt_now_ms() + (uint64_t)(wait_s * 1000);
@@ -173,6 +192,11 @@ static int register_pod(gmt_pmgr_t *pm, double wait_s)
   gmt_wire_set_body(&req, GMT__ENVELOPE__BODY_REGISTER_REQ, &reg);
 
   for (;;) {
+    if (early_signal) {
+      gmt_info("%s while waiting for the scheduler: stopping",
+               early_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      return 0;
+    }
     uint64_t now = gmt_now_ms();
     uint64_t left = deadline > now ? deadline - now : 0;
     int try_ms = left < PMGR_REGISTER_TRY_MS ? (int)left : PMGR_REGISTER_TRY_MS;
@@ -252,8 +276,12 @@ static void quiesce(gmt_pmgr_t *pm)
 
 static void stop(gmt_pmgr_t *pm, const char *why)
 {
+  if (uv_is_closing((uv_handle_t *)&pm->sigterm))
+    return; /* stopping already */
   gmt_info("%s: stopping", why);
+  gmt_daemon_stopping("closing the line to the scheduler and answering held calls");
   quiesce(pm);
+  gmt_daemon_stopping("closing the event loop's handles");
   gmt__pmgr_procs_close(pm);
   gmt__pmgr_heartbeat_close(pm);
   uv_close((uv_handle_t *)&pm->sigterm, NULL);
@@ -296,7 +324,7 @@ int main(int argc, char **argv)
   clock_gettime(CLOCK_REALTIME, &ts);
   pm->epoch = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
   pthread_mutex_init(&pm->mu, NULL);
-  pthread_cond_init(&pm->calls_done, NULL);
+  catch_early_signals();
 
   int rc = gmt_client_open(&pm->schd, o.schd_url, 0);
   if (rc < 0) {
@@ -320,8 +348,6 @@ int main(int argc, char **argv)
   uv_signal_init(&loop, &pm->sigterm);
   uv_signal_init(&loop, &pm->sigint);
   pm->sigterm.data = pm->sigint.data = pm;
-  uv_signal_start(&pm->sigterm, on_signal, SIGTERM);
-  uv_signal_start(&pm->sigint, on_signal, SIGINT);
 
   /* Listen before registering, so that a pod shown connected can be
    * reached at once. Requests that come meanwhile wait in the inbox until
@@ -343,13 +369,19 @@ int main(int argc, char **argv)
              o.schd_url, pm->config.request, pm->config.limit,
              (unsigned long long)pm->config.memory_limit);
   if (rc < 0 || code >= 0) {
+    gmt_daemon_stopping("closing after start-up ended");
     quiesce(pm);
-    gmt_server_free(pm->server);
+    if (!pm->schd_left_calls)
+      gmt_server_free(pm->server);
     uv_walk(&loop, close_walk, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
     return rc < 0 ? 1 : code;
   }
+  /* From here the loop handles the signals; one that came before is
+   * handled at once. */
+  uv_signal_start(&pm->sigterm, on_signal, SIGTERM);
+  uv_signal_start(&pm->sigint, on_signal, SIGINT);
   if ((rc = gmt__pmgr_heartbeat_init(pm)) < 0) {
     fprintf(stderr, "gmt-pmgr: heartbeat timer: %s\n", uv_strerror(rc));
     stop(pm, "start-up failed");
@@ -358,16 +390,25 @@ int main(int argc, char **argv)
     gmt_info("serving pod '%s' on %s and %s", pm->name, tcp_url, ipc_url);
   }
 
+  if (code == 0 && early_signal)
+    stop(pm, early_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+
   uv_run(&loop, UV_RUN_DEFAULT);
 
-  /* Every call is answered by now (quiesce()); the server may go. */
-  gmt_server_free(pm->server);
-  pm->server = NULL;
+  /* Every call is answered by now (quiesce()), unless a callback of the
+   * scheduler's line never came back: then the server stays, for it. */
+  gmt_daemon_stopping("freeing the server");
+  if (!pm->schd_left_calls) {
+    gmt_server_free(pm->server);
+    pm->server = NULL;
+  }
+  gmt_daemon_stopping("closing the event loop");
   uv_walk(&loop, close_walk, NULL);
   uv_run(&loop, UV_RUN_DEFAULT);
   if (uv_loop_close(&loop) != 0)
     gmt_warn("event loop closed with handles open");
   free(pm->config.name);
   pm->config.name = NULL;
+  gmt_daemon_stopping("exiting");
   return code;
 }

@@ -8,8 +8,10 @@
  * on an nng thread. -ESHUTDOWN once closing has begun. */
 int gmt__pmgr_schd_call(gmt_pmgr_t *pm, const Gmt__Envelope *req, int timeout_ms, gmt_client_cb cb,
                         void *arg);
-/* Refuses new calls, closes the client (which fails the calls in flight)
- * and waits until their callbacks have returned. */
-void gmt__pmgr_schd_close(gmt_pmgr_t *pm);
+/* On the loop: refuses new calls, closes the client (which fails the calls
+ * in flight) and waits, at most GMT_CLIENT_CLOSE_MS, until their callbacks
+ * have returned. false when some had not (pm->schd_left_calls): one may
+ * still answer a call of the server, which must then not be freed. */
+bool gmt__pmgr_schd_close(gmt_pmgr_t *pm);
 
 #endif

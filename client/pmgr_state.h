@@ -82,11 +82,13 @@ typedef struct gmt_pmgr {
   pmgr_tokens_t *tokens;      /* pmgr_token.c, made at the first Token */
   pmgr_mem_proc_t *mem_local; /* pmgr_memory.c: grants made here since the reports */
 
+  /* Closing the line to the scheduler left calls whose callback had not
+   * returned (pmgr_schd.h): the server must outlive them. */
+  bool schd_left_calls;
+
   /* Shared with nng threads (pmgr_schd.c). */
   pthread_mutex_t mu;
-  pthread_cond_t calls_done;
   bool stopping; /* no more calls to the scheduler */
-  int calls;     /* calls to the scheduler whose callback has not returned */
 } gmt_pmgr_t;
 
 #endif

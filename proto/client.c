@@ -1,6 +1,9 @@
 /* The client side of the wire: one nng REQ socket per peer, a fresh
  * context per call so that many calls may be outstanding at once. */
+#include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -8,17 +11,21 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
+#include "gmt_bounded.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
 
 struct gmt_client {
   nng_socket sock;
+  char *url; /* for the log */
   /* Asynchronous calls whose callback has not returned yet: close waits
-   * for them, so no callback runs after gmt_client_close(). */
+   * for them (on CLOCK_MONOTONIC, at most GMT_CLIENT_CLOSE_MS), so that
+   * no callback runs after gmt_client_close() returned 0. */
   pthread_mutex_t lock;
   pthread_cond_t idle;
   int inflight;
+  bool abandoned; /* close gave up waiting: the last callback frees it */
 };
 
 /* A synchronous nng dial waits for the peer's handshake, which a peer out
@@ -51,26 +58,16 @@ static int dial_bounded(nng_socket sock, const char *url, int timeout_ms)
 {
   struct dial d = {.sock = sock, .url = url};
   struct timespec until;
-  pthread_condattr_t attr;
   pthread_t t;
   int rv;
 
   pthread_mutex_init(&d.lock, NULL);
-  pthread_condattr_init(&attr);
-  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_cond_init(&d.done_cv, &attr);
-  pthread_condattr_destroy(&attr);
+  gmt__cond_init_monotonic(&d.done_cv);
   if ((rv = pthread_create(&t, NULL, dial_thread, &d)) != 0) {
     rv = -rv;
     goto out;
   }
-  clock_gettime(CLOCK_MONOTONIC, &until);
-  until.tv_sec += timeout_ms / 1000;
-  until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
+  until = gmt__deadline_in(timeout_ms);
   pthread_mutex_lock(&d.lock);
   while (!d.done && pthread_cond_timedwait(&d.done_cv, &d.lock, &until) != ETIMEDOUT)
     ;
@@ -86,6 +83,14 @@ out:
   return rv;
 }
 
+static void client_free(gmt_client_t *c)
+{
+  pthread_mutex_destroy(&c->lock);
+  pthread_cond_destroy(&c->idle);
+  free(c->url);
+  free(c);
+}
+
 int gmt_client_open(gmt_client_t **out, const char *url, int flags)
 {
   gmt_client_t *c;
@@ -93,13 +98,15 @@ int gmt_client_open(gmt_client_t **out, const char *url, int flags)
 
   *out = NULL;
   c = calloc(1, sizeof(*c));
-  if (!c)
+  if (!c || !(c->url = strdup(url))) {
+    free(c);
     return -ENOMEM;
+  }
   pthread_mutex_init(&c->lock, NULL);
-  pthread_cond_init(&c->idle, NULL);
+  gmt__cond_init_monotonic(&c->idle);
   rv = nng_req0_open(&c->sock);
   if (rv) {
-    free(c);
+    client_free(c);
     return gmt__from_nng(rv);
   }
   nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, GMT_WIRE_MAX_FRAME);
@@ -112,26 +119,42 @@ int gmt_client_open(gmt_client_t **out, const char *url, int flags)
     rv = gmt__from_nng(nng_dial(c->sock, url, NULL, NNG_FLAG_NONBLOCK));
   if (rv) {
     nng_close(c->sock);
-    free(c);
+    client_free(c);
     return rv;
   }
   *out = c;
   return 0;
 }
 
-void gmt_client_close(gmt_client_t *c)
+int gmt_client_close(gmt_client_t *c)
 {
   if (!c)
-    return;
-  /* Closing aborts calls in flight; their callbacks run with an error. */
-  nng_close(c->sock);
+    return 0;
+  /* Closing aborts calls in flight; their callbacks run with an error.
+   * That is nng's promise, and a callback is the caller's code: neither
+   * may hold a stopping daemon for ever, so the close and the wait share
+   * one bound. */
+  struct timespec until = gmt__deadline_in(GMT_CLIENT_CLOSE_MS);
+  char what[300];
+  snprintf(what, sizeof what, "the line to %s", c->url);
+  int rv = gmt__close_until(c->sock, &until, what);
   pthread_mutex_lock(&c->lock);
-  while (c->inflight > 0)
-    pthread_cond_wait(&c->idle, &c->lock);
+  while (c->inflight > 0 && pthread_cond_timedwait(&c->idle, &c->lock, &until) != ETIMEDOUT)
+    ;
+  int left = c->inflight;
+  if (left > 0) {
+    /* A late callback still takes the lock and counts itself out: the
+     * client stays allocated for it, and the last one frees it (so c is
+     * not touched after the unlock). */
+    c->abandoned = true;
+    gmt_warn("closing %s: %d call%s still in flight %d ms after the close; leaving them", what,
+             left, left == 1 ? "" : "s", GMT_CLIENT_CLOSE_MS);
+    pthread_mutex_unlock(&c->lock);
+    return -ETIMEDOUT;
+  }
   pthread_mutex_unlock(&c->lock);
-  pthread_mutex_destroy(&c->lock);
-  pthread_cond_destroy(&c->idle);
-  free(c);
+  client_free(c);
+  return rv;
 }
 
 static int envelope_to_msg(const Gmt__Envelope *env, nng_msg **msg)
@@ -228,9 +251,13 @@ static void async_done(struct async_call *a, int rv, Gmt__Envelope *rep)
   nng_aio_reap(a->aio);
   free(a);
   pthread_mutex_lock(&c->lock);
-  if (--c->inflight == 0)
+  bool last = --c->inflight == 0;
+  if (last)
     pthread_cond_broadcast(&c->idle);
+  bool orphan = last && c->abandoned;
   pthread_mutex_unlock(&c->lock);
+  if (orphan)
+    client_free(c);
 }
 
 static void async_cb(void *arg)

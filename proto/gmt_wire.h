@@ -78,10 +78,19 @@ enum {
 };
 
 #define GMT_CLIENT_DIAL_MS 1000
+/* How long closing waits for nng's close and the callbacks of calls in
+ * flight, together. */
+#define GMT_CLIENT_CLOSE_MS 2000
 
 int gmt_client_open(gmt_client_t **c, const char *url, int flags);
-/* Aborts calls in flight and waits until their callbacks have returned. */
-void gmt_client_close(gmt_client_t *c);
+/* Aborts calls in flight and waits until their callbacks have returned:
+ * 0, and the client is freed. When nng's close or a callback has not
+ * returned within GMT_CLIENT_CLOSE_MS (nng hangs or lost a completion, or
+ * the callback blocks), that is logged and -ETIMEDOUT returned (nng's
+ * close alone: logged, and the client freed). A callback may then still
+ * run, and whatever it uses must outlive it; the last one frees the
+ * client. */
+int gmt_client_close(gmt_client_t *c);
 
 /* Sends req and waits at most timeout_ms for the reply (-ETIMEDOUT).
  * On success *rep is the reply, freed with gmt_wire_free(). An Error reply
@@ -125,7 +134,10 @@ int gmt_server_listen(gmt_server_t *s, const char *url);
 void gmt_server_set_ipc_group(gmt_server_t *s, int64_t gid);
 int gmt_server_start(gmt_server_t *s);
 /* Stops receiving, waits for callbacks in flight, removes ipc socket files.
- * Calls not yet answered are dropped. */
+ * Calls not yet answered are dropped. When nng's close has not returned
+ * within GMT_SERVER_CLOSE_MS, that is logged and the server is left
+ * allocated (nng may still call into it): for a daemon about to exit. */
+#define GMT_SERVER_CLOSE_MS 2000
 void gmt_server_free(gmt_server_t *s);
 
 const Gmt__Envelope *gmt_call_request(const gmt_call_t *call);

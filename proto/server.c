@@ -15,6 +15,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 
+#include "gmt_bounded.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_peer.h"
@@ -340,7 +341,16 @@ void gmt_server_free(gmt_server_t *s)
   if (!s)
     return;
   s->closing = 1;
-  nng_close(s->sock);
+  /* nng 1.5's close of a socket can wait for ever on a connection it
+   * never reaps (seen in gmt-pmgr's stop after the scheduler restarted).
+   * Past the bound, nothing is freed: nng may still call back into it. */
+  struct timespec until = gmt__deadline_in(GMT_SERVER_CLOSE_MS);
+  if (gmt__close_until(s->sock, &until, "the server's socket") < 0) {
+    for (int i = 0; i < s->nipc; i++)
+      if (s->ipc_paths[i])
+        unlink(s->ipc_paths[i]);
+    return;
+  }
   for (int i = 0; i < s->ncalls; i++) {
     struct gmt_call *call = &s->calls[i];
 

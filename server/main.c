@@ -151,12 +151,15 @@ static void stop(gmt_schd_t *s, const char *why)
     return;
   s->stopping = true;
   gmt_info("stopping (%s)", why);
+  gmt_daemon_stopping("freeing the server");
   /* First the server: once it is freed no nng thread pushes to the inbox,
    * so it can close. Calls still queued were dropped by the server and
    * must not be answered. */
   gmt_server_free(s->server);
   s->server = NULL;
+  gmt_daemon_stopping("stopping the metrics server");
   gmt__metrics_stop(s); /* before the inbox closes: waiting scrapes get 503 */
+  gmt_daemon_stopping("closing tokens, picks, the tracer and devices");
   /* Token requests waiting for the GPU were calls of that server: dropped
    * with it, never answered. */
   gmt__tokens_close(s);
@@ -164,6 +167,7 @@ static void stop(gmt_schd_t *s, const char *why)
   gmt__trace_close(s);
   gmt__pod_devices_close(s);
   gmt__devices_close(s);
+  gmt_daemon_stopping("closing the event loop's handles");
   gmt_config_watch_close(s->cwatch);
   s->cwatch = NULL;
   gmt_inbox_close(&s->inbox);
@@ -679,6 +683,7 @@ int main(int argc, char **argv)
   uv_run(&loop, UV_RUN_DEFAULT);
   if ((rc = uv_loop_close(&loop)) < 0)
     gmt_warn("event loop close: %s", uv_strerror(rc));
+  gmt_daemon_stopping("closing the store");
   gmt__pin_close(s);
   gmt_tiers_free(s->tiers);
   gmt__swap_close(s);
@@ -687,6 +692,7 @@ int main(int argc, char **argv)
   gmt_store_close(s->store);
   gmt_config_free(s->cfg);
   gmt_info("stopped");
+  gmt_daemon_stopping("exiting");
   return code;
 
 fail:

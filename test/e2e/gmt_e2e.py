@@ -132,7 +132,10 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
                 self.log.close()
-                raise AssertionError("%s did not stop within %.0fs of %s" % (self.name, timeout, sig))
+                # The log goes with the test's folder: its tail is the
+                # only trace of where the stop hung.
+                raise AssertionError("%s did not stop within %.0fs of %s; its log ends:\n%s"
+                                     % (self.name, timeout, sig, self.output()[-3000:]))
         self.log.close()
         return self.proc.returncode
 

@@ -406,6 +406,85 @@ static void test_close_waits_for_callbacks_of_aborted_calls(void **state)
   assert_int_not_equal(r.rc[0], 0);
 }
 
+/* A callback that does not return until the test opens its gate (or a
+ * helper thread does, GATE_MS after the close began, so that a close
+ * without a bound returns late instead of hanging the test). */
+#define GATE_MS (GMT_CLIENT_CLOSE_MS + 3000)
+
+struct gate {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int entered, open, done, rc;
+};
+
+static void stuck_cb(void *arg, int rc, Gmt__Envelope *rep)
+{
+  struct gate *g = arg;
+
+  gmt_wire_free(rep);
+  pthread_mutex_lock(&g->lock);
+  g->entered = 1;
+  g->rc = rc;
+  pthread_cond_broadcast(&g->cond);
+  while (!g->open)
+    pthread_cond_wait(&g->cond, &g->lock);
+  g->done = 1;
+  pthread_cond_broadcast(&g->cond);
+  pthread_mutex_unlock(&g->lock);
+}
+
+static void gate_open(struct gate *g)
+{
+  pthread_mutex_lock(&g->lock);
+  g->open = 1;
+  pthread_cond_broadcast(&g->cond);
+  pthread_mutex_unlock(&g->lock);
+}
+
+static void *gate_opener(void *arg)
+{
+  usleep(GATE_MS * 1000);
+  gate_open(arg);
+  return NULL;
+}
+
+static void test_close_gives_up_on_a_callback_that_does_not_return(void **state)
+{
+  struct fixture *f = *state;
+  struct gate g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+  Gmt__Envelope req = GMT__ENVELOPE__INIT;
+  Gmt__MemInfoRequest mr = GMT__MEM_INFO_REQUEST__INIT;
+  gmt_client_t *c;
+  pthread_t opener;
+
+  f->hold = 1; /* the peer never answers: the call is in flight at close */
+  req.body_case = GMT__ENVELOPE__BODY_MEMINFO_REQ;
+  req.meminfo_req = &mr;
+  assert_int_equal(gmt_client_open(&c, f->url, GMT_CLIENT_DIAL_NOW), 0);
+  assert_int_equal(gmt_client_call_async(c, &req, 60000, stuck_cb, &g), 0);
+  assert_int_equal(pthread_create(&opener, NULL, gate_opener, &g), 0);
+  uint64_t t0 = gmt_now_ms();
+  assert_int_equal(gmt_client_close(c), -ETIMEDOUT);
+  uint64_t took = gmt_now_ms() - t0;
+  /* It waited its bound for the callback, and no longer. */
+  assert_true(took >= GMT_CLIENT_CLOSE_MS - 50);
+  assert_true(took < GATE_MS - 500);
+  pthread_mutex_lock(&g.lock);
+  assert_int_equal(g.entered, 1);
+  assert_int_equal(g.rc, -ESHUTDOWN); /* the close aborted the call */
+  assert_int_equal(g.done, 0);
+  pthread_mutex_unlock(&g.lock);
+  /* The late callback returns into a client still there, and frees it
+   * (ASan would see a use after free or a leak otherwise). */
+  gate_open(&g);
+  pthread_mutex_lock(&g.lock);
+  while (!g.done)
+    pthread_cond_wait(&g.cond, &g.lock);
+  pthread_mutex_unlock(&g.lock);
+  pthread_join(opener, NULL);
+  usleep(100 * 1000); /* the callback's return into the client */
+}
+
 static void test_call_times_out_when_unanswered(void **state)
 {
   struct fixture *f = *state;
@@ -452,6 +531,8 @@ int main(void)
                                       teardown),
       cmocka_unit_test_setup_teardown(test_call_times_out_when_unanswered, setup, teardown),
       cmocka_unit_test_setup_teardown(test_close_waits_for_callbacks_of_aborted_calls, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_close_gives_up_on_a_callback_that_does_not_return, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_dial_now_fails_fast_when_nobody_listens, setup,
                                       teardown),
