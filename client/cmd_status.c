@@ -179,6 +179,12 @@ static void print_text(const Gmt__StatusReply *st)
         printf("%-10s  %-10s  %-10s  %-11s  ", g, hst, dsk, moves);
       }
       print_safe(p->exe);
+      /* A pod manager in a PID namespace of its own (a Kubernetes pod)
+       * gives the pod's pid; NVML and the tracer know the node's. */
+      if (p->node_pid && p->node_pid != p->pid)
+        printf("  (node pid %u)", p->node_pid);
+      else if (!p->node_pid)
+        printf("  (not found on the node)");
       putchar('\n');
     }
   }

@@ -87,6 +87,10 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
     return NULL;
   int rc = 0;
   rc |= add(o, "pid", json_object_new_int64(p->pid));
+  if (p->node_pid)
+    rc |= add(o, "node_pid", json_object_new_int64(p->node_pid));
+  else /* not found on the node */
+    rc |= json_object_object_add(o, "node_pid", NULL) != 0 ? -ENOMEM : 0;
   rc |= add(o, "exe", json_object_new_string(str(p->exe)));
   rc |= add(o, "memory_used", new_u64(p->memory_used));
   rc |= add(o, "launches", new_u64(p->launches));

@@ -199,6 +199,9 @@ bool gmt_pods_heartbeat(gmt_pods_t *p, gmt_pod_t *pod, const Gmt__HeartbeatReque
       if (!same_exe(old->exe, cur->exe)) {
         proc_ended(p, pod, old, wall);
         proc_started(p, pod, cur, wall);
+      } else {
+        next[j].node_pid = old->node_pid;
+        next[j].node_pid_tried = old->node_pid_tried;
       }
       i++, j++;
     }

@@ -13,7 +13,11 @@
 #include "store.h"
 
 typedef struct gmt_proc {
-  uint32_t pid;
+  uint32_t pid; /* as its pod manager reported it: in the pod manager's PID namespace */
+  /* Its pid on the node (nspid.h), for NVML and the tracer: 0 until looked
+   * up (rpc.c, once), and 0 when it could not be found. */
+  uint32_t node_pid;
+  bool node_pid_tried;
   char *exe;
   uint64_t memory_used;
   uint64_t launches;
@@ -31,6 +35,13 @@ typedef struct gmt_proc {
   uint64_t swap_outs, swap_ins;
   int32_t swap_device;
 } gmt_proc_t;
+
+/* p's pid on the node, 0 when not known (nspid.h); its reported pid
+ * until looked up. */
+static inline uint32_t gmt_proc_node_pid(const gmt_proc_t *p)
+{
+  return p->node_pid_tried ? p->node_pid : p->pid;
+}
 
 typedef struct gmt_pod {
   gmt_pod_config_t cfg;

@@ -13,6 +13,7 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "nspid.h"
 #include "reply.h"
 #include "rpc_trace.h"
 #include "schd.h"
@@ -40,6 +41,26 @@ static void on_register(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *re
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REGISTER_REP, &body);
 }
 
+/* Looks up the node's pid of each process new to the pod (nspid.h): once
+ * a process, since a pid reported in another namespace stays what it was
+ * for the life of the process. */
+static void node_pids(gmt_pod_t *pod)
+{
+  for (size_t i = 0; i < pod->nprocs; i++) {
+    gmt_proc_t *pr = &pod->procs[i];
+    if (pr->node_pid_tried)
+      continue;
+    pr->node_pid_tried = true;
+    int rc = gmt_nspid_node("/proc", pod->owner_pid, pr->pid, &pr->node_pid);
+    if (rc < 0)
+      gmt_warn("pod '%s': pid %u: not found on the node (its pod manager, pid %lld, is in "
+               "another PID namespace: %s); its context memory and trace are not shown",
+               pod->cfg.name, pr->pid, (long long)pod->owner_pid, gmt_strerror(rc));
+    else if (pr->node_pid != pr->pid)
+      gmt_info("pod '%s': pid %u is pid %u on the node", pod->cfg.name, pr->pid, pr->node_pid);
+  }
+}
+
 static void on_heartbeat(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   const Gmt__HeartbeatRequest *r = req->heartbeat_req;
@@ -59,11 +80,13 @@ static void on_heartbeat(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *r
                          r->n_processes, GMT_POD_MAX_PROCESSES);
     return;
   }
-  if (!gmt_pods_heartbeat(s->pods, pod, r, uv_now(s->loop)))
+  if (!gmt_pods_heartbeat(s->pods, pod, r, uv_now(s->loop))) {
     gmt_debug("pod '%s': heartbeat seq %llu is not newer than %llu; ignored", pod->cfg.name,
               (unsigned long long)r->seq, (unsigned long long)pod->seq);
-  else
+  } else {
+    node_pids(pod);
     gmt__pods_changed(s, pod);
+  }
 
   Gmt__PodConfig pc;
   Gmt__HeartbeatReply body = GMT__HEARTBEAT_REPLY__INIT;

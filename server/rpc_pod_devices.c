@@ -136,7 +136,8 @@ static void fill_context(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps
     Gmt__ProcessStatus *pr = ps->processes[i];
     const gmt_proc_t *src = &pod->procs[i];
     uint64_t used;
-    if (src->pid != pr->pid || !gmt_procmem_used(pm, pr->pid, &used))
+    uint32_t node = gmt_proc_node_pid(src); /* NVML's pids are the node's */
+    if (src->pid != pr->pid || !node || !gmt_procmem_used(pm, node, &used))
       continue;
     uint64_t off = gmt__sat_add(src->swap_host, src->swap_disk);
     uint64_t charged = pr->memory_reserved > off ? pr->memory_reserved - off : 0;

@@ -18,10 +18,10 @@
  *   kept (oldest dropped first); a reported pid that turns out to be a new
  *   process drops the old one's at once.
  *
- * Pids are those of the node (the host's pid namespace): what the pod
- * manager reports must be host pids, as gmt-pmgr gets them from the
- * kernel on the node; a pod manager inside a container with a pid
- * namespace of its own would report pids that name other processes here.
+ * Pids are those of the node (the host's pid namespace): a pod manager
+ * in a PID namespace of its own reports its processes by that namespace's
+ * pids, which rpc.c looks up on the node first (nspid.h); a process not
+ * found there is not traced.
  */
 #include "rpc_trace.h"
 
@@ -475,8 +475,11 @@ void gmt__trace_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
   struct gmt_trace *tr = s->trace;
   if (!tr || !tr->tracer)
     return;
-  for (size_t i = 0; i < pod->nprocs; i++)
-    track(tr, pod->cfg.name, pod->procs[i].pid);
+  for (size_t i = 0; i < pod->nprocs; i++) {
+    uint32_t node = gmt_proc_node_pid(&pod->procs[i]);
+    if (node)
+      track(tr, pod->cfg.name, node);
+  }
 }
 
 bool gmt__trace_drops(gmt_schd_t *s, uint64_t *events, uint64_t *histories)

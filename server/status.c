@@ -66,6 +66,7 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
       const gmt_proc_t *src = &pod->procs[j];
       gmt__process_status__init(&pr[k]);
       pr[k].pid = src->pid;
+      pr[k].node_pid = gmt_proc_node_pid(src);
       pr[k].exe = src->exe;
       pr[k].memory_used = src->memory_used;
       pr[k].launches = src->launches;

@@ -3,13 +3,16 @@ refused on the node's other GPUs (allocations and launches fail at once,
 with the scheduler's words), its view per GPU in `gmt status` is the
 ledger's to the byte, tokens on two GPUs stay apart under confinement,
 and each process's context memory (NVML's count less gmt's charge) is
-shown, never charged. The fake machine has two GPUs here; gmt-schd reads
-the fake NVML over the same ledger as the programs."""
+shown, never charged, also for a pod manager in a PID namespace of its
+own. The fake machine has two GPUs here; gmt-schd reads the fake NVML
+over the same ledger as the programs."""
 import os
+import shutil
 import time
 import unittest
 
-from gmt_e2e import BUILD, GmtTestCase, build_path, wait_for
+import gmt_e2e
+from gmt_e2e import BUILD, PMGR, Daemon, GmtTestCase, build_path, free_port, wait_for
 
 DEV_ALLOC = os.path.join(BUILD, "test", "e2e", "memprogs", "dev_alloc")
 SPIN = build_path("test", "e2e", "tokenprogs", "spin_load")
@@ -209,6 +212,65 @@ class ContextMemory(Devices):
         self.assertEqual([p["context_bytes"] for p in st["processes"]], [0, 0])
         for p, _ in procs:
             self.finish_freed(p)
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare") and shutil.which("nsenter"),
+                     "needs root, unshare and nsenter")
+class PidNamespace(Devices):
+    """A pod manager in a PID namespace of its own, as a Kubernetes pod's
+    sidecar is: it reports its processes by that namespace's pids, NVML
+    (the fake's too, which records /proc/self: the node's pid) names them
+    by the node's. gmt-schd finds each one's node pid (server/nspid.c), so
+    that its context memory is shown, and gmt status gives both pids."""
+    CONFIG = "1\na 0.5 1.0 1Gi\n"
+    ALLOC = 64 * MIB
+
+    def start_pod_in_namespace(self):
+        """gmt-pmgr as pid 1 of a new PID namespace (/proc left the node's,
+        as for the fake driver; the pod manager takes its callers' pids from
+        SO_PEERCRED on its ipc socket, in its own namespace). Returns the
+        pod manager's pid on the node."""
+        sock = os.path.join(self.tmp, "run", "pmgr-a.sock")
+        argv = ["unshare", "--pid", "--fork", "--kill-child=SIGTERM", PMGR, "--port",
+                str(free_port()), "--name", "a", "--schd", "ipc://" + self.schd_ipc, "--ipc",
+                sock, "-v"]
+        d = Daemon("pmgr-a", argv, self.env(), self.tmp)
+        self.daemons.append(d)
+        self.pmgr_urls["a"] = ("ipc://" + sock, 0)
+        wait_for(lambda: not d.alive() or self.pod("a").get("connected"),
+                 what="pod a to connect")
+        kids = open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)).read().split()
+        self.assertEqual(len(kids), 1, kids)
+        return int(kids[0])
+
+    def test_a_pods_pids_are_found_on_the_node(self):
+        self.start_schd()
+        pmgr = self.start_pod_in_namespace()
+        env = self.hook_env("a", GMT_FAKE_CONTEXT_MIB="300")
+        p = gmt_e2e.Prog(["nsenter", "--target", str(pmgr), "--pid", "--", DEV_ALLOC,
+                          "0:%d" % self.ALLOC], env)
+        self.progs.append(p)
+        ready = p.expect("READY", timeout=30)
+        pod_pid = int(ready["pid"])  # getpid() in the pod's namespace
+        node_pid = int(open("/proc/%d/task/%d/children" % (p.proc.pid, p.proc.pid))
+                       .read().split()[0])
+        self.assertNotEqual(pod_pid, node_pid)
+
+        def shown():
+            procs = self.pod("a").get("processes", [])
+            return procs if procs and procs[0].get("context_bytes") else None
+        procs = wait_for(shown, timeout=5, what="the process's context_bytes")
+        self.assertEqual(len(procs), 1, procs)
+        self.assertEqual(procs[0]["pid"], pod_pid)
+        self.assertEqual(procs[0]["node_pid"], node_pid)
+        self.assertEqual(procs[0]["context_bytes"], 300 * MIB)
+        self.assertEqual(procs[0]["memory_reserved"], self.ALLOC)
+        self.assertIn("pod 'a': pid %d is pid %d on the node" % (pod_pid, node_pid),
+                      self.daemons[0].output())
+        r = self.gmt("status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("dev_alloc  (node pid %d)\n" % node_pid, r.stdout)
+        self.finish_freed(p)
 
 
 if __name__ == "__main__":

@@ -437,6 +437,22 @@ static uint64_t proc_start(pid_t pid)
   return p ? strtoull(p, NULL, 10) : 0;
 }
 
+/* This process's pid on the node, as the real driver and NVML name it:
+ * /proc/self names it in /proc's namespace, the node's unless a /proc of
+ * a namespace of ours was mounted. getpid() is the pid in our own. */
+static pid_t node_pid(void)
+{
+  char buf[32];
+  ssize_t n = readlink("/proc/self", buf, sizeof buf - 1);
+  if (n > 0) {
+    buf[n] = '\0';
+    long v = strtol(buf, NULL, 10);
+    if (v > 0)
+      return (pid_t)v;
+  }
+  return getpid();
+}
+
 static int slot_live(const struct gmt__slot *s)
 {
   if (s->pid <= 0)
@@ -482,7 +498,7 @@ int gmt__ledger_open(int take_slot)
   }
   struct gmt__slot *mine = NULL;
   if (take_slot) {
-    pid_t me = getpid();
+    pid_t me = node_pid();
     /* A slot with our pid is ours from before an exec: destructors did not run. */
     for (int i = 0; i < GMT_FAKE_MAX_SLOTS; i++)
       if (sh->slot[i].pid == me)
@@ -597,7 +613,7 @@ void gmt__ledger_forget(void)
 void gmt__ledger_release(void)
 {
   /* A crash is caught by the liveness check instead. */
-  if (my_slot && my_slot->pid == getpid()) {
+  if (my_slot && my_slot->pid == node_pid()) {
     memset(my_slot->used, 0, sizeof my_slot->used);
     __atomic_store_n(&my_slot->ctxs, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&my_slot->pid, 0, __ATOMIC_RELEASE);

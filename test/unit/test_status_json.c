@@ -72,12 +72,14 @@ static void test_status_json_renders_every_field(void **state)
 
   Gmt__ProcessStatus p1 = GMT__PROCESS_STATUS__INIT, p2 = GMT__PROCESS_STATUS__INIT;
   p1.pid = 1234;
+  p1.node_pid = 1234;
   p1.exe = "/usr/bin/python3";
   p1.memory_used = 512ull << 20;
   p1.launches = 1000000;
   p1.allocs = 17;
   p1.frees = 5;
-  p2.pid = 4000000;
+  p2.pid = 7; /* in a pod's PID namespace */
+  p2.node_pid = 4000000;
   p2.exe = TRICKY_EXE;
   p2.memory_used = 6ull << 30;
   p2.launches = 0;
@@ -167,6 +169,7 @@ static void test_status_json_renders_every_field(void **state)
 
   json_object *j1 = json_object_array_get_idx(jprocs, 0);
   assert_int_equal(int_field(j1, "pid"), 1234);
+  assert_int_equal(int_field(j1, "node_pid"), 1234);
   assert_string_equal(json_object_get_string(field(j1, "exe", json_type_string)),
                       "/usr/bin/python3");
   assert_int_equal(int_field(j1, "memory_used"), 512ll << 20);
@@ -175,7 +178,8 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(j1, "frees"), 5);
 
   json_object *j2 = json_object_array_get_idx(jprocs, 1);
-  assert_int_equal(int_field(j2, "pid"), 4000000);
+  assert_int_equal(int_field(j2, "pid"), 7);
+  assert_int_equal(int_field(j2, "node_pid"), 4000000);
   assert_string_equal(json_object_get_string(field(j2, "exe", json_type_string)), TRICKY_EXE);
   assert_int_equal(int_field(j2, "memory_used"), 6ll << 30);
   assert_int_equal(int_field(j2, "launches"), 0);
@@ -204,7 +208,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(jta, "gpu"), 300ll << 20);
   assert_int_equal(int_field(jta, "host"), 5ll << 30);
   assert_int_equal(int_field(jta, "disk"), 7);
-  assert_int_equal(json_object_object_length(j2), 16); /* nothing undocumented */
+  assert_int_equal(json_object_object_length(j2), 17); /* nothing undocumented */
 
   json_object *jb = json_object_array_get_idx(jpods, 1);
   assert_string_equal(json_object_get_string(field(jb, "name", json_type_string)),

@@ -1,0 +1,27 @@
+/* A process's pid on the node, from the pid its pod manager reported.
+ *
+ * A pod manager reports its processes by the pids of its own PID
+ * namespace (the kernel gives SO_PEERCRED in the reader's), and in a
+ * Kubernetes pod that namespace is the pod's. NVML and the tracer name
+ * processes by the node's pids (gmt-schd's namespace: the DaemonSet runs
+ * it with hostPID). The pod manager's own pid on the node comes with its
+ * connection; the processes in its namespace are found under /proc by
+ * their ns/pid link, and each one's NSpid line (its pid in every namespace
+ * from /proc's down to its own) says which was reported.
+ *
+ * Reads only the /proc it is given, so that it is tested on a tree of
+ * files (test/unit/test_nspid.c). */
+#ifndef GMT_SERVER_NSPID_H
+#define GMT_SERVER_NSPID_H
+
+#include <stdint.h>
+
+/* The node's pid of the process the pod manager owner (a node pid) calls
+ * pid: pid itself when owner shares gmt-schd's PID namespace (or owner is
+ * not known: 0 or less). 0 with *node set; else *node is 0 and the result
+ * -ESRCH when no process of owner's namespace has that pid (gone, or owner
+ * is), or -errno when owner's namespace cannot be read. proc is "/proc",
+ * or a test's tree. */
+int gmt_nspid_node(const char *proc, int64_t owner, uint32_t pid, uint32_t *node);
+
+#endif
