@@ -53,6 +53,8 @@ struct gmt_metrics {
   size_t page_len;
   uint64_t page_ms;
   uint64_t evicted_said_ms;
+  uv_tcp_t reject; /* a connection there is no memory for */
+  bool reject_busy;
 };
 
 struct conn {
@@ -266,14 +268,39 @@ static conn_t *evict(struct gmt_metrics *m)
   return NULL;
 }
 
+/* Out of memory for a connection: it is accepted into the one spare
+ * handle and closed, since libuv reads no further connection until this
+ * one is taken. */
+static void on_reject_closed(uv_handle_t *h)
+{
+  struct gmt_metrics *m = h->data;
+  m->reject_busy = false;
+  m->handles--;
+  maybe_free(m);
+}
+
+static void reject(struct gmt_metrics *m, uv_stream_t *server)
+{
+  if (m->reject_busy)
+    return; /* the next connection, or the close of this one, tries again */
+  m->reject_busy = true;
+  m->handles++;
+  uv_tcp_init(m->s->loop, &m->reject);
+  m->reject.data = m;
+  (void)uv_accept(server, (uv_stream_t *)&m->reject);
+  uv_close((uv_handle_t *)&m->reject, on_reject_closed);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
   struct gmt_metrics *m = server->data;
   if (status < 0 || m->stopping)
     return;
   conn_t *c = calloc(1, sizeof *c);
-  if (!c)
-    return; /* left in the backlog; tried again at the next connection */
+  if (!c) {
+    reject(m, server);
+    return;
+  }
   c->m = m;
   uv_tcp_init(m->s->loop, &c->tcp);
   uv_timer_init(m->s->loop, &c->timer);
