@@ -222,7 +222,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
   /* Anything after the head (a body, more requests) is not read. */
   if (h.status != 200) {
     gmt_debug("metrics: answered %d to a request", h.status);
-    answer(c, h.status, false, NULL, 0, NULL);
+    answer(c, h.status, h.head, NULL, 0, NULL);
     return;
   }
   gmt_debug("metrics: scrape");

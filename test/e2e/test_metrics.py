@@ -310,6 +310,11 @@ class Scrape(Metrics):
         for path in ("/", "/metric", "/metrics/x", "/status", "/favicon.ico"):
             code, _, _ = self.get(path)
             self.assertEqual(code, 404, path)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn.request("HEAD", "/status")
+        r = conn.getresponse()
+        self.assertEqual((r.status, r.read()), (404, b""))
+        conn.close()
         for method in ("POST", "PUT", "DELETE"):
             code, headers, _ = self.get(method=method)
             self.assertEqual(code, 405, method)
