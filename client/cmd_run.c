@@ -242,17 +242,16 @@ static void confine(const char *url, const gmt_run_opts_t *o)
     return;
   }
   const Gmt__PickReply *r = rep->pick_rep;
-  if (r->confined && gmt_visible_from_pick(r, visible, sizeof visible) == 0) {
+  int rc = gmt_visible_from_allowed(r, visible, sizeof visible);
+  if (rc == 0) {
     if (setenv("CUDA_VISIBLE_DEVICES", visible, 1) < 0)
       fprintf(stderr, "gmt run: cannot set CUDA_VISIBLE_DEVICES: %s\n", strerror(errno));
     else if (!o->quiet)
       fprintf(stderr, "gmt run: pod %s may use %zu GPU%s: CUDA_VISIBLE_DEVICES=%s\n", o->pod,
               r->n_devices, r->n_devices == 1 ? "" : "s", visible);
-  } else if (r->confined) {
-    fprintf(stderr,
-            "gmt run: pod %s's devices= names none of this node's GPUs; CUDA_VISIBLE_DEVICES "
-            "left unset\n",
-            o->pod);
+  } else if (rc < 0) {
+    fprintf(stderr, "gmt run: pod %s: %s; CUDA_VISIBLE_DEVICES left unset\n", o->pod,
+            gmt_visible_allowed_strerror(rc));
   }
   gmt_wire_free(rep);
 }

@@ -1,6 +1,7 @@
 /* CUDA_VISIBLE_DEVICES from a Pick's answer (proto/gmt.proto, PickReply),
- * written once for `gmt run --auto-device` (client/cmd_run.c) and the
- * hook's GMT_AUTO_DEVICE (hook/autodev.c). */
+ * written once for `gmt run` (client/cmd_run.c: --auto-device, and --pod's
+ * confinement) and the hook's GMT_AUTO_DEVICE (hook/autodev.c: =N and
+ * =pod). */
 #ifndef GMT_VISIBLE_H
 #define GMT_VISIBLE_H
 
@@ -15,5 +16,17 @@
  * with characters CUDA_VISIBLE_DEVICES cannot hold, more UUIDs than
  * devices); -ENOSPC when buf is too small. buf is "" on failure. */
 int gmt_visible_from_pick(const Gmt__PickReply *r, char *buf, size_t len);
+
+/* The answer to a Pick with `allowed` set (the GPUs a pod may use): 0 and
+ * buf as gmt_visible_from_pick when the pod has devices= (r->confined), to
+ * be set; GMT_VISIBLE_ALL (buf "") when it has none, so every GPU is its
+ * own and CUDA_VISIBLE_DEVICES stays as it is; -ENODEV when its devices=
+ * names none of the node's GPUs; -EPROTO, -ENOSPC as above. The one rule
+ * of `gmt run --pod` and GMT_AUTO_DEVICE=pod. */
+#define GMT_VISIBLE_ALL 1
+int gmt_visible_from_allowed(const Gmt__PickReply *r, char *buf, size_t len);
+
+/* gmt_visible_from_allowed's failure in words, for "pod NAME: <words>". */
+const char *gmt_visible_allowed_strerror(int rc);
 
 #endif

@@ -46,3 +46,23 @@ int gmt_visible_from_pick(const Gmt__PickReply *r, char *buf, size_t len)
   }
   return 0;
 }
+
+int gmt_visible_from_allowed(const Gmt__PickReply *r, char *buf, size_t len)
+{
+  if (len)
+    buf[0] = '\0';
+  if (!r)
+    return -EPROTO;
+  if (!r->confined)
+    return GMT_VISIBLE_ALL;
+  return gmt_visible_from_pick(r, buf, len);
+}
+
+const char *gmt_visible_allowed_strerror(int rc)
+{
+  switch (rc) {
+  case -ENODEV: return "its devices= names none of this node's GPUs";
+  case -ENOSPC: return "its GPUs' UUIDs are too long for CUDA_VISIBLE_DEVICES";
+  default: return "the scheduler's answer could not be used (malformed)";
+  }
+}

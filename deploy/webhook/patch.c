@@ -257,8 +257,9 @@ static json_object *pmgr_container(builder_t *b, const gmt_webhook_opts_t *o, co
   return c;
 }
 
-/* The env ops of container i: LD_PRELOAD before the container's own, and
- * GMT_PMGR replaced or added. */
+/* The env ops of container i: LD_PRELOAD before the container's own,
+ * GMT_PMGR replaced or added, and GMT_AUTO_DEVICE=pod added unless the
+ * container sets GMT_AUTO_DEVICE (its own choice: =N picks, =0 is off). */
 static int container_env(builder_t *b, json_object *c, size_t i, const gmt_webhook_opts_t *o,
                          char *why, size_t size)
 {
@@ -272,7 +273,7 @@ static int container_env(builder_t *b, json_object *c, size_t i, const gmt_webho
   append(b, path, mounts != NULL, mount(b, HOOK_VOLUME, o->hook_path, true));
 
   json_object *env = get(c, "env", json_type_array);
-  bool have_preload = false, have_pmgr = false;
+  bool have_preload = false, have_pmgr = false, have_autodev = false;
   size_t n = env ? json_object_array_length(env) : 0;
   for (size_t j = 0; j < n; j++) {
     json_object *e = json_object_array_get_idx(env, j);
@@ -300,6 +301,8 @@ static int container_env(builder_t *b, json_object *c, size_t i, const gmt_webho
       have_pmgr = true;
       snprintf(path, sizeof path, "%s/env/%zu", base, j);
       op(b, "replace", path, env_var(b, "GMT_PMGR", pmgr));
+    } else if (!strcmp(nm, "GMT_AUTO_DEVICE")) {
+      have_autodev = true;
     }
   }
   snprintf(path, sizeof path, "%s/env", base);
@@ -308,8 +311,15 @@ static int container_env(builder_t *b, json_object *c, size_t i, const gmt_webho
     append(b, path, exists, env_var(b, "LD_PRELOAD", hook));
     exists = true;
   }
-  if (!have_pmgr)
+  if (!have_pmgr) {
     append(b, path, exists, env_var(b, "GMT_PMGR", pmgr));
+    exists = true;
+  }
+  /* Before main, the hook asks the pod manager for the pod's GPUs and, when
+   * the gmt pod has devices=, shows the process only those (hook/autodev.c):
+   * its device 0 is then one gmt-schd lets it use. */
+  if (!have_autodev)
+    append(b, path, exists, env_var(b, "GMT_AUTO_DEVICE", "pod"));
   return 0;
 }
 

@@ -18,8 +18,10 @@
  *     no pod manager at its first cuInit would run unhooked;
  *   - in each container: gmt-hook mounted read-only at the hook path, and
  *     env LD_PRELOAD=<hook path>/libgmthook.so (put before an LD_PRELOAD
- *     the container already sets) and GMT_PMGR=tcp://127.0.0.1:<port>
- *     (replacing one it sets).
+ *     the container already sets), GMT_PMGR=tcp://127.0.0.1:<port>
+ *     (replacing one it sets) and GMT_AUTO_DEVICE=pod (unless it sets
+ *     GMT_AUTO_DEVICE: the hook confines its processes to the gmt pod's
+ *     devices=, docs/devices.md).
  * Anything else (no annotation, already injected) gets no patch. */
 #ifndef GMT_WEBHOOK_PATCH_H
 #define GMT_WEBHOOK_PATCH_H

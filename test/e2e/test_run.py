@@ -1,5 +1,5 @@
 """End-to-end: `gmt run` and the hook's GMT_AUTO_DEVICE (docs/devices.md,
-"gmt run and GMT_AUTO_DEVICE"). A fake machine of two GPUs (8 GiB each);
+"gmt run and GMT_AUTO_DEVICE" and "Confining a pod to GPUs"). A fake machine of two GPUs (8 GiB each);
 another process holds 6 GiB on GPU 0, so the scheduler's Pick must name
 GPU 1. show_devices prints what a program is shown: its
 CUDA_VISIBLE_DEVICES and the UUIDs CUDA numbers for it."""
@@ -332,6 +332,115 @@ class Run(GmtTestCase):
                 self.assertIn("GMT_PMGR is not set", r.stderr)
             else:
                 self.assertEqual(r.stderr, "")
+
+    # ---- the hook's GMT_AUTO_DEVICE=pod: a pod's processes confined to
+    # its devices= with only LD_PRELOAD and GMT_PMGR (the webhook's way) ----
+
+    def test_hook_pod_with_devices_sees_only_its_gpus(self):
+        # Pod c may use GPU 1 alone: without gmt run, its program's device 0
+        # is GPU 1, where the scheduler lets it allocate.
+        self.start_schd()
+        self.start_pmgr("c")
+        p = self.run_prog("c", SHOW, "--hold", str(1 << 20), "--wait",
+                          env=self.hook_env("c", GMT_AUTO_DEVICE="pod"))
+        env, devs = self.shown(p)
+        self.assertEqual(env["cvd"], uuid(1), p.stderr())
+        self.assertEqual((devs["n"], devs["uuid0"]), ("1", uuid(1)))
+        p.expect("HELD")
+        self.wait_process("c", p.proc.pid)
+        p.send()
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("GMT_AUTO_DEVICE", err)  # success is said at debug level only
+
+    def test_hook_pod_without_devices_sees_every_gpu_and_children_ask_nothing(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        url = self.pmgr_urls["a"][0]
+        # The shell asks; the program it execs inherits the answer.
+        script = 'echo "MARK all=${GMT_POD_ALL_GPUS-unset}"; exec "$0" --wait'
+        p = self.run_prog("a", "/bin/sh", "-c", script, SHOW,
+                          env=self.hook_env("a", GMT_AUTO_DEVICE="pod", GMT_HOOK_DEBUG="1"))
+        got = p.expect_all(["MARK", "ENV", "DEVICES"])
+        self.assertEqual(got["MARK"]["all"], url, p.stderr())
+        self.assertEqual(got["ENV"]["cvd"], "-")
+        self.assertEqual(got["DEVICES"]["n"], "2")
+        self.wait_process("a", p.proc.pid)
+        p.send()
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("the pod has no devices= (every GPU is its own)", err)  # the shell asked
+        self.assertIn("GMT_POD_ALL_GPUS=%s: the pod has no devices=, nothing asked" % url, err)
+
+    def test_hook_pod_leaves_a_set_cuda_visible_devices(self):
+        self.start_schd()
+        self.start_pmgr("c")
+        p = self.run_prog("c", SHOW, env=self.hook_env("c", GMT_AUTO_DEVICE="pod",
+                                                       CUDA_VISIBLE_DEVICES="0",
+                                                       GMT_HOOK_DEBUG="1"))
+        env, devs = self.shown(p)
+        self.assertEqual(env["cvd"], "0")
+        self.assertEqual(devs["uuid0"], uuid(0))
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertIn("CUDA_VISIBLE_DEVICES is already set ('0'): left as it is, nothing asked",
+                      err)
+        self.assertNotIn("not confined", err)
+
+    def test_hook_pod_without_a_pod_manager_runs_unconfined_at_once(self):
+        url = "tcp://127.0.0.1:%d" % free_port()
+        env = self.prog_env(LD_PRELOAD=self.preload(), GMT_PMGR=url, GMT_AUTO_DEVICE="pod")
+        t0 = time.monotonic()
+        p = self.run_prog(None, SHOW, env=env)
+        got, devs = self.shown(p)
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertLess(time.monotonic() - t0, 5.0)
+        self.assertEqual((got["cvd"], devs["n"]), ("-", "2"))
+        lines = [l for l in err.splitlines() if "GMT_AUTO_DEVICE" in l]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("GMT_AUTO_DEVICE=pod: not confined to the pod's GPUs: no pod manager at "
+                      + url, lines[0])
+        self.assertIn("CUDA_VISIBLE_DEVICES left unset", lines[0])
+
+    def test_hook_pod_wait_for_a_stalled_pod_manager_is_bounded(self):
+        with socket.socket() as s:  # a pod manager that never answers
+            s.bind(("127.0.0.1", 0))
+            s.listen(8)
+            url = "tcp://127.0.0.1:%d" % s.getsockname()[1]
+            env = self.prog_env(LD_PRELOAD=self.preload(), GMT_PMGR=url, GMT_AUTO_DEVICE="pod",
+                                GMT_AUTO_DEVICE_TIMEOUT_MS="300")
+            t0 = time.monotonic()
+            r = subprocess.run(["/bin/sh", "-c", "echo ${CUDA_VISIBLE_DEVICES-unset}"], env=env,
+                               capture_output=True, text=True, timeout=20)
+            took = time.monotonic() - t0
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "unset")
+        lines = [l for l in r.stderr.splitlines() if "GMT_AUTO_DEVICE" in l]
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("not confined to the pod's GPUs: pod manager at %s did not answer within "
+                      "300 ms" % url, lines[0])
+        self.assertLess(took, 2.0)
+
+    def test_hook_pod_refused_while_the_scheduler_is_away(self):
+        # The pod manager cannot say which GPUs its pod may use without
+        # the scheduler: it refuses, and the program runs as it would have.
+        schd = self.start_schd()
+        self.start_pmgr("c")
+        schd.proc.kill()
+        schd.proc.wait(timeout=5)
+        t0 = time.monotonic()
+        p = self.run_prog("c", SHOW, env=self.hook_env("c", GMT_AUTO_DEVICE="pod"))
+        got, _ = self.shown(p)
+        self.assertLess(time.monotonic() - t0, 8.0)
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(got["cvd"], "-")
+        lines = [l for l in err.splitlines() if "GMT_AUTO_DEVICE" in l]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("not confined to the pod's GPUs: cannot pick a GPU: the scheduler is "
+                      "unreachable from pod 'c'", lines[0])
 
 
 if __name__ == "__main__":

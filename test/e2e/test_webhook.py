@@ -177,7 +177,9 @@ class Webhook(unittest.TestCase):
         ops = json.loads(base64.b64decode(resp["patch"], validate=True))
         return apply_patch(pod, ops), ops
 
-    def check_gmt_pod(self, out, name="train"):
+    def check_gmt_pod(self, out, name="train", autodev=None):
+        """autodev: GMT_AUTO_DEVICE of the containers that set their own,
+        by name; the others must have been given =pod."""
         errs = kube_schema.check(out, "patched pod")
         self.assertEqual(errs, [], "\n".join(errs))
         models = kube_models.run_in_test([("patched pod", out)])
@@ -207,6 +209,10 @@ class Webhook(unittest.TestCase):
             env = {e["name"]: e.get("value") for e in c["env"]}
             self.assertTrue(env["LD_PRELOAD"].startswith("/usr/local/lib/gmt/libgmthook.so"), env)
             self.assertEqual(env["GMT_PMGR"], "tcp://127.0.0.1:50052")
+            # The hook confines the container's processes to the gmt pod's
+            # devices= before main (hook/autodev.c).
+            self.assertEqual(env.get("GMT_AUTO_DEVICE"), (autodev or {}).get(c["name"], "pod"),
+                             c["name"])
         self.assertEqual(out["metadata"]["annotations"]["gmt.io/injected"], name)
         return spec
 
@@ -222,7 +228,9 @@ class Webhook(unittest.TestCase):
         self.assertEqual([c["name"] for c in spec["containers"]], ["trainer", "logger"])
         trainer = spec["containers"][0]
         self.assertEqual(trainer["env"][:2], pod["spec"]["containers"][0]["env"])  # kept, in place
-        self.assertEqual([e["name"] for e in trainer["env"]], ["EPOCHS", "NODE", "LD_PRELOAD", "GMT_PMGR"])
+        self.assertEqual([e["name"] for e in trainer["env"]], ["EPOCHS", "NODE", "LD_PRELOAD", "GMT_PMGR",
+                                                           "GMT_AUTO_DEVICE"])
+        self.assertEqual(trainer["env"][-1], {"name": "GMT_AUTO_DEVICE", "value": "pod"})
         self.assertEqual(trainer["volumeMounts"][0], {"name": "data", "mountPath": "/data"})
         self.assertEqual(trainer["command"], ["python", "train.py"])
         self.assertEqual(out["metadata"]["annotations"]["gmt.io/pod"], "train")
@@ -253,7 +261,20 @@ class Webhook(unittest.TestCase):
         env = out["spec"]["containers"][0]["env"]
         self.assertEqual(env, [{"name": "LD_PRELOAD",
                                 "value": "/usr/local/lib/gmt/libgmthook.so /opt/libjemalloc.so"},
-                               {"name": "GMT_PMGR", "value": "tcp://127.0.0.1:50052"}])
+                               {"name": "GMT_PMGR", "value": "tcp://127.0.0.1:50052"},
+                               {"name": "GMT_AUTO_DEVICE", "value": "pod"}])
+
+    def test_containers_own_gmt_auto_device_is_kept(self):
+        # =1 asks for the best GPU among the pod's (or =0 turns it off):
+        # the pod's own choice, not replaced by =pod.
+        pod = gmt_pod(env=[{"name": "GMT_AUTO_DEVICE", "value": "1"}],
+                      volumes=[{"name": "data", "emptyDir": {}}])
+        out, _ = self.patched(pod)
+        self.check_gmt_pod(out, autodev={"trainer": "1"})
+        env = out["spec"]["containers"][0]["env"]
+        self.assertEqual([e for e in env if e["name"] == "GMT_AUTO_DEVICE"],
+                         [{"name": "GMT_AUTO_DEVICE", "value": "1"}])
+        self.assertEqual(env[0], {"name": "GMT_AUTO_DEVICE", "value": "1"})
 
     def test_pod_without_annotation_is_allowed_unpatched(self):
         pod = gmt_pod()

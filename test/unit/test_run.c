@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -353,6 +354,60 @@ static void test_visible_too_long_is_refused(void **state)
   assert_int_equal(gmt_visible_from_pick(&r, ok, sizeof ok), 0);
 }
 
+/* ---- the GPUs a pod may use (Pick with allowed: gmt run --pod and
+ * GMT_AUTO_DEVICE=pod) ---- */
+
+static void test_visible_allowed_sets_a_confined_pods_gpus(void **state)
+{
+  (void)state;
+  int32_t devs[] = {1, 3};
+  char *uuids[] = {"GPU-b", "GPU-d"};
+  Gmt__PickReply r = GMT__PICK_REPLY__INIT;
+  r.n_devices = 2;
+  r.devices = devs;
+  r.n_uuids = 2;
+  r.uuids = uuids;
+  r.confined = true;
+  char buf[64];
+  assert_int_equal(gmt_visible_from_allowed(&r, buf, sizeof buf), 0);
+  assert_string_equal(buf, "GPU-b,GPU-d");
+}
+
+static void test_visible_allowed_leaves_a_pod_without_devices_unset(void **state)
+{
+  (void)state;
+  int32_t devs[] = {0, 1};
+  char *uuids[] = {"GPU-a", "GPU-b"};
+  Gmt__PickReply r = GMT__PICK_REPLY__INIT; /* every GPU, not confined */
+  r.n_devices = 2;
+  r.devices = devs;
+  r.n_uuids = 2;
+  r.uuids = uuids;
+  char buf[64] = "x";
+  assert_int_equal(gmt_visible_from_allowed(&r, buf, sizeof buf), GMT_VISIBLE_ALL);
+  assert_string_equal(buf, "");
+  r.n_devices = r.n_uuids = 0; /* a node whose GPUs are not known */
+  assert_int_equal(gmt_visible_from_allowed(&r, buf, sizeof buf), GMT_VISIBLE_ALL);
+}
+
+static void test_visible_allowed_refuses_devices_naming_no_gpu_here(void **state)
+{
+  (void)state;
+  Gmt__PickReply r = GMT__PICK_REPLY__INIT;
+  r.confined = true; /* devices=5 on a node of two */
+  char buf[64];
+  assert_int_equal(gmt_visible_from_allowed(&r, buf, sizeof buf), -ENODEV);
+  assert_string_equal(buf, "");
+  assert_non_null(strstr(gmt_visible_allowed_strerror(-ENODEV), "names none of this node's GPUs"));
+  int32_t devs[] = {1};
+  char *comma[] = {"GPU-a,0"};
+  r.n_devices = r.n_uuids = 1;
+  r.devices = devs;
+  r.uuids = comma;
+  assert_int_equal(gmt_visible_from_allowed(&r, buf, sizeof buf), -EPROTO);
+  assert_int_equal(gmt_visible_from_allowed(NULL, buf, sizeof buf), -EPROTO);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -367,6 +422,9 @@ int main(void)
       cmocka_unit_test(test_visible_uses_the_index_where_a_uuid_is_empty),
       cmocka_unit_test(test_visible_refuses_what_cuda_would_misread),
       cmocka_unit_test(test_visible_too_long_is_refused),
+      cmocka_unit_test(test_visible_allowed_sets_a_confined_pods_gpus),
+      cmocka_unit_test(test_visible_allowed_leaves_a_pod_without_devices_unset),
+      cmocka_unit_test(test_visible_allowed_refuses_devices_naming_no_gpu_here),
   };
   const struct CMUnitTest tree_tests[] = {
       cmocka_unit_test(test_run_finds_the_hook_in_order),

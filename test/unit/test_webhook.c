@@ -132,6 +132,21 @@ static void test_webhook_patch_creates_lists_that_are_absent(void **state)
   assert_non_null(pm);
   assert_string_equal(field(pm, "name"), "GMT_PMGR");
   assert_string_equal(field(pm, "value"), "tcp://127.0.0.1:50052");
+  /* After GMT_PMGR: the hook confines the process to the gmt pod's devices=. */
+  size_t n_env = 0;
+  for (size_t i = 0; i < json_object_array_length(p); i++) {
+    json_object *o = json_object_array_get_idx(p, i), *v;
+    json_object_object_get_ex(o, "path", &v);
+    if (strcmp(json_object_get_string(v), "/spec/containers/0/env/-"))
+      continue;
+    json_object_object_get_ex(o, "value", &v);
+    const char *want[] = {"GMT_PMGR", "GMT_AUTO_DEVICE"};
+    assert_true(n_env < 2);
+    assert_string_equal(field(v, "name"), want[n_env]);
+    if (n_env++ == 1)
+      assert_string_equal(field(v, "value"), "pod");
+  }
+  assert_int_equal(n_env, 2);
 
   json_object *share = op_at(p, "add", "/spec/shareProcessNamespace");
   assert_non_null(share);
@@ -160,7 +175,9 @@ static void test_webhook_patch_appends_to_lists_that_exist_and_keeps_env(void **
   assert_null(op_at(p, "add", "/spec/volumes"));
   assert_null(op_at(p, "add", "/spec/initContainers"));
   assert_null(op_at(p, "add", "/spec/containers/0/env"));
-  assert_null(op_at(p, "add", "/spec/containers/0/env/-")); /* both replaced in place */
+  /* both replaced in place; only GMT_AUTO_DEVICE appended */
+  assert_string_equal(field(op_at(p, "add", "/spec/containers/0/env/-"), "name"),
+                      "GMT_AUTO_DEVICE");
   assert_string_equal(json_object_get_string(op_at(p, "add", "/spec/containers/0/env/1/value")),
                       "/usr/local/lib/gmt/libgmthook.so /lib/x.so");
   assert_string_equal(field(op_at(p, "replace", "/spec/containers/0/env/2"), "value"),
@@ -174,7 +191,27 @@ static void test_webhook_patch_appends_to_lists_that_exist_and_keeps_env(void **
     json_object_object_get_ex(json_object_array_get_idx(p, i), "path", &v);
     appends += !strcmp(json_object_get_string(v), "/spec/containers/1/env/-");
   }
-  assert_int_equal(appends, 2); /* LD_PRELOAD and GMT_PMGR after K */
+  assert_int_equal(appends, 3); /* LD_PRELOAD, GMT_PMGR and GMT_AUTO_DEVICE after K */
+  json_object_put(p);
+}
+
+static void test_webhook_patch_keeps_a_containers_own_gmt_auto_device(void **state)
+{
+  (void)state;
+  char why[256];
+  json_object *p = patch_of(GMT_POD("{\"containers\":[{\"name\":\"a\",\"env\":[{\"name\":"
+                                    "\"GMT_AUTO_DEVICE\",\"value\":\"1\"}]}]}"),
+                            0, why);
+  assert_non_null(p);
+  for (size_t i = 0; i < json_object_array_length(p); i++) {
+    json_object *o = json_object_array_get_idx(p, i), *v;
+    json_object_object_get_ex(o, "path", &v);
+    assert_null(strstr(json_object_get_string(v), "/env/0")); /* not replaced */
+    if (strcmp(json_object_get_string(v), "/spec/containers/0/env/-"))
+      continue;
+    json_object_object_get_ex(o, "value", &v);
+    assert_string_not_equal(field(v, "name"), "GMT_AUTO_DEVICE"); /* not added */
+  }
   json_object_put(p);
 }
 
@@ -408,6 +445,7 @@ int main(void)
       cmocka_unit_test(test_webhook_pod_without_annotation_gets_no_patch),
       cmocka_unit_test(test_webhook_patch_creates_lists_that_are_absent),
       cmocka_unit_test(test_webhook_patch_appends_to_lists_that_exist_and_keeps_env),
+      cmocka_unit_test(test_webhook_patch_keeps_a_containers_own_gmt_auto_device),
       cmocka_unit_test(test_webhook_host_pid_pod_gets_no_share_process_namespace),
       cmocka_unit_test(test_webhook_injected_pod_is_left_alone),
       cmocka_unit_test(test_webhook_refuses_bad_pod_names_and_taken_names),
