@@ -8,12 +8,18 @@ ctypes, nvmlDeviceGetComputeRunningProcesses_v3) less what the ledger
 holds for it, and the pod's must be their sum; the quota holds the
 allocations alone. Pod `c` is confined to a GPU the node lacks
 (devices=63): the real driver's device 0 must refuse its allocation and
-its launch with CUDA_ERROR_INVALID_DEVICE at once.
+its launch with CUDA_ERROR_INVALID_DEVICE at once. Pod `n`: its pod
+manager runs as pid 1 of a PID namespace of its own (unshare, as a
+Kubernetes pod's sidecar) and a dev_alloc in it (nsenter): gmt status must
+give its pod pid and its node pid, and its context_bytes from NVML's count
+for the node pid (where unshare is not allowed, said and skipped).
 
 Prints a table of what it saw; exits non-zero on a mismatch.
 GMT_BUILD_DIR names the build; rt_job is looked for in $GMT_BUILD_DIR/gpu."""
 import ctypes
 import os
+import shutil
+import subprocess
 import sys
 import time
 
@@ -70,8 +76,50 @@ def dev_alloc(node, pod, *args):
         lines.setdefault(head, {})[int(fields["dev"])] = fields
 
 
+def pid_namespace(node, bad, rows):
+    """Pod n's pod manager in a PID namespace of its own; one dev_alloc in it."""
+    if not (shutil.which("unshare") and shutil.which("nsenter")):
+        print("PID namespace: no unshare/nsenter here; skipped")
+        return
+    r = subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True, text=True)
+    if r.returncode != 0:
+        print("PID namespace: unshare not allowed here (%s); skipped" % r.stderr.strip())
+        return
+    sock = os.path.join(node.tmp, "run", "pmgr-n.sock")
+    d = gmt_e2e.Daemon("pmgr-n", ["unshare", "--pid", "--fork", "--kill-child=SIGTERM",
+                                  gmt_e2e.PMGR, "--port", str(gmt_e2e.free_port()), "--name", "n",
+                                  "--schd", "ipc://" + node.schd_ipc, "--ipc", sock, "-v"],
+                       node.env(), node.tmp)
+    node.daemons.append(d)
+    node.pmgr_urls["n"] = ("ipc://" + sock, 0)
+    gmt_e2e.wait_for(lambda: not d.alive() or node.pod("n").get("connected"),
+                     what="pod n to connect")
+    pmgr = int(open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)).read().split()[0])
+    p = gmt_e2e.Prog(["nsenter", "--target", str(pmgr), "--pid", "--", DEV_ALLOC, "--launch",
+                      "0:%d" % (64 * MIB)], node.hook_env("n"))
+    node.progs.append(p)
+    ready = p.expect("READY", timeout=60)
+    pod_pid = int(ready["pid"])
+    node_pid = int(open("/proc/%d/task/%d/children" % (p.proc.pid, p.proc.pid)).read().split()[0])
+    time.sleep(2.0)
+    x = (node.pod("n").get("processes") or [{}])[0]
+    used = nvml_used()
+    want = max(0, used.get(node_pid, 0) - x.get("memory_reserved", 0))
+    rows.append(("pod n in a PID namespace: pid %s, node %s" % (x.get("pid"), x.get("node_pid")),
+                 node_pid, used.get(node_pid), x.get("memory_reserved"), x.get("context_bytes"),
+                 want))
+    if (x.get("pid"), x.get("node_pid")) != (pod_pid, node_pid):
+        bad.append("PID namespace: pid/node_pid %s/%s, want %d/%d"
+                   % (x.get("pid"), x.get("node_pid"), pod_pid, node_pid))
+    if node_pid not in used or x.get("context_bytes") != want or not want:
+        bad.append("PID namespace: context_bytes %s, NVML less the ledger %s (NVML pids %s)"
+                   % (x.get("context_bytes"), want, sorted(used)))
+    p.stop()
+
+
 def main():
-    node = gmt_e2e.Node("2\na 0.5 1.0 8Gi\nc 0.5 1.0 1Gi devices=63\n", fake=False)
+    node = gmt_e2e.Node("3\na 0.5 1.0 8Gi\nc 0.5 1.0 1Gi devices=63\nn 0.5 1.0 8Gi\n",
+                        fake=False)
     bad = []
     rows = []
     try:
@@ -127,6 +175,7 @@ def main():
         if (rc_alloc, rc_launch) != (101, 101):
             bad.append("confined pod: alloc rc %d, launch rc %d; stderr %s"
                        % (rc_alloc, rc_launch, pc.stderr()))
+        pid_namespace(node, bad, rows)
         r = node.gmt("status")
         print(r.stdout)
         for p, _, _ in procs:

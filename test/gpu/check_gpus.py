@@ -204,25 +204,47 @@ CONFINED_JOB = ("import os, torch; x = torch.ones(1 << 20, device='cuda'); torch
 
 
 def confine(c, ids):
-    """gmt run --pod for a pod with devices=1: the job sees GPU 1 alone,
-    as its device 0, and its memory is counted there."""
-    node = gmt_e2e.Node("1\nc 0.5 1.0 8Gi devices=1\n", fake=False)
+    """A pod with devices=1, launched two ways: gmt run --pod, and a bare
+    process under the hook with GMT_AUTO_DEVICE=pod (what the Kubernetes
+    webhook gives its pods): the job sees GPU 1 alone, as its device 0.
+    A pod without devices= under GMT_AUTO_DEVICE=pod sees both GPUs."""
+    node = gmt_e2e.Node("2\nc 0.5 1.0 8Gi devices=1\nd 0.5 1.0 8Gi\n", fake=False)
     try:
         node.start_schd()
         node.start_pmgr("c")
-        r = node.gmt("run", "--pod", "c", "--pmgr", node.pmgr_urls["c"][0], "--",
-                     sys.executable, "-c", CONFINED_JOB, timeout=120)
-        print("gmt run --pod c (devices=1): %r (stderr: %s)" % (r.stdout.strip(),
-                                                                r.stderr.strip()[-500:]))
+        node.start_pmgr("d")
+        job = [sys.executable, "-c", CONFINED_JOB]
+        runs = (("gmt run --pod", lambda: node.gmt("run", "--pod", "c", "--pmgr",
+                                                   node.pmgr_urls["c"][0], "--", *job,
+                                                   timeout=120)),
+                ("GMT_AUTO_DEVICE=pod", lambda: subprocess.run(
+                    job, capture_output=True, text=True, timeout=120,
+                    env=node.hook_env("c", GMT_AUTO_DEVICE="pod"))))
+        for how, run in runs:
+            r = run()
+            print("%s, pod c (devices=1): %r (stderr: %s)" % (how, r.stdout.strip(),
+                                                            r.stderr.strip()[-500:]))
+            got = r.stdout.split()
+            ok = r.returncode == 0 and len(got) == 3
+            c.check("%s: CUDA_VISIBLE_DEVICES" % how,
+                    got[0][:12] if ok else "rc=%d" % r.returncode, ids[1][:12],
+                    ok and got[0] == ids[1])
+            c.check("%s: torch device_count" % how, got[1] if ok else "-", "1",
+                    ok and got[1] == "1")
+            c.check("%s: device 0 is GPU 1" % how, got[2][:8] if ok else "-", ids[1][4:12],
+                    ok and ids[1].endswith(got[2]))
+        r = subprocess.run(job, capture_output=True, text=True, timeout=120,
+                           env=node.hook_env("d", GMT_AUTO_DEVICE="pod"))
+        print("GMT_AUTO_DEVICE=pod, pod d (no devices=): %r (stderr: %s)"
+              % (r.stdout.strip(), r.stderr.strip()[-500:]))
         got = r.stdout.split()
         ok = r.returncode == 0 and len(got) == 3
-        c.check("confined: CUDA_VISIBLE_DEVICES", got[0][:12] if ok else "rc=%d" % r.returncode,
-                ids[1][:12], ok and got[0] == ids[1])
-        c.check("confined: torch device_count", got[1] if ok else "-", "1", ok and got[1] == "1")
-        c.check("confined: device 0 is GPU 1", got[2][:8] if ok else "-", ids[1][4:12],
-                ok and ids[1].endswith(got[2]))
+        c.check("no devices=: CUDA_VISIBLE_DEVICES left unset", got[0] if ok else "-", "None",
+                ok and got[0] == "None")
+        c.check("no devices=: torch device_count", got[1] if ok else "-", str(len(ids)),
+                ok and got[1] == str(len(ids)))
     except AssertionError as e:
-        c.check("gmt run --pod confined", str(e)[:60], "runs", False)
+        c.check("confined pods", str(e)[:60], "runs", False)
         print(e, file=sys.stderr)
     finally:
         node.stop()
