@@ -9,8 +9,9 @@ holds for it, and the pod's must be their sum; the quota holds the
 allocations alone. Pod `c` is confined to a GPU the node lacks
 (devices=63): the real driver's device 0 must refuse its allocation and
 its launch with CUDA_ERROR_INVALID_DEVICE at once. Pod `n`: its pod
-manager runs as pid 1 of a PID namespace of its own (unshare, as a
-Kubernetes pod's sidecar) and a dev_alloc in it (nsenter): gmt status must
+manager runs as pid 1 of a PID namespace of its own with its own /proc
+(unshare --mount-proc, as a Kubernetes pod's sidecar) and a dev_alloc in
+it (nsenter): gmt status must
 give its pod pid and its node pid, and its context_bytes from NVML's count
 for the node pid (where unshare is not allowed, said and skipped).
 
@@ -81,12 +82,16 @@ def pid_namespace(node, bad, rows):
     if not (shutil.which("unshare") and shutil.which("nsenter")):
         print("PID namespace: no unshare/nsenter here; skipped")
         return
-    r = subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True, text=True)
+    # Its own /proc too, as a container has: the real driver's cuInit fails
+    # (304) in a PID namespace that sees the node's /proc.
+    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True,
+                       text=True)
     if r.returncode != 0:
         print("PID namespace: unshare not allowed here (%s); skipped" % r.stderr.strip())
         return
     sock = os.path.join(node.tmp, "run", "pmgr-n.sock")
-    d = gmt_e2e.Daemon("pmgr-n", ["unshare", "--pid", "--fork", "--kill-child=SIGTERM",
+    d = gmt_e2e.Daemon("pmgr-n", ["unshare", "--pid", "--fork", "--mount-proc",
+                                  "--kill-child=SIGTERM",
                                   gmt_e2e.PMGR, "--port", str(gmt_e2e.free_port()), "--name", "n",
                                   "--schd", "ipc://" + node.schd_ipc, "--ipc", sock, "-v"],
                        node.env(), node.tmp)
@@ -95,7 +100,8 @@ def pid_namespace(node, bad, rows):
     gmt_e2e.wait_for(lambda: not d.alive() or node.pod("n").get("connected"),
                      what="pod n to connect")
     pmgr = int(open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)).read().split()[0])
-    p = gmt_e2e.Prog(["nsenter", "--target", str(pmgr), "--pid", "--", DEV_ALLOC, "--launch",
+    p = gmt_e2e.Prog(["nsenter", "--target", str(pmgr), "--pid", "--mount", "--", DEV_ALLOC,
+                      "--launch",
                       "0:%d" % (64 * MIB)], node.hook_env("n"))
     node.progs.append(p)
     ready = p.expect("READY", timeout=60)
