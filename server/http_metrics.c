@@ -27,7 +27,7 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
-#include "http_head.h"
+#include "gmt_http_head.h"
 #include "metrics.h"
 #include "rpc_trace.h"
 #include "schd.h"
@@ -217,21 +217,26 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
   }
   c->len += (size_t)nread;
   gmt_http_head_t h;
-  if (!gmt_http_head_parse(c->head, c->len, PATH, &h))
+  if (!gmt_http_head_parse(c->head, c->len, &h))
     return;
   /* Anything after the head (a body, more requests) is not read. */
-  if (h.status != 200) {
-    gmt_debug("metrics: answered %d to a request", h.status);
-    answer(c, h.status, h.head, NULL, 0, NULL);
+  bool head = h.method == GMT_HTTP_HEAD;
+  int status = h.status                                                ? h.status
+               : h.method != GMT_HTTP_GET && h.method != GMT_HTTP_HEAD ? 405
+               : !gmt_http_path_is(&h, PATH)                           ? 404
+                                                                       : 200;
+  if (status != 200) {
+    gmt_debug("metrics: answered %d to a request", status);
+    answer(c, status, head, NULL, 0, NULL);
     return;
   }
   gmt_debug("metrics: scrape");
   size_t len = 0;
   const char *text = page(c->m, &len);
   if (!text)
-    answer(c, 500, h.head, NULL, 0, NULL);
+    answer(c, 500, head, NULL, 0, NULL);
   else
-    answer(c, 200, h.head, text, len, GMT_METRICS_CONTENT_TYPE);
+    answer(c, 200, head, text, len, GMT_METRICS_CONTENT_TYPE);
 }
 
 static void on_deadline(uv_timer_t *t)

@@ -1,4 +1,5 @@
-# The request head of gmt-schd's metrics server (server/http_head.c).
+# The head of an HTTP/1.x request (proto/http_head.c): gmt-schd's /metrics
+# and gmt-webhook read requests with it.
 gmt_unit_test(test_http_head
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_http_head.c
-  LIBS gmtschd_core)
+  LIBS gmthttp)
