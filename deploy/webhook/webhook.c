@@ -1,16 +1,16 @@
 /* gmt-webhook: Kubernetes' mutating admission webhook for gmt. Serves
  * POST /mutate (an AdmissionReview v1 in, one out: review.c decides) and
- * GET /healthz over HTTPS with nng's HTTP server and TLS (mbedtls under
- * Debian's nng). This file only moves bytes: flags, certificate, server,
- * signals. Kubernetes calls webhooks over TLS only, so there is no plain
- * HTTP mode. docs/kubernetes.md. */
+ * GET /healthz over HTTPS: nng's TLS (mbedtls under Debian's nng), with
+ * the connections read and bounded by server.c. This file is the flags,
+ * the certificate and the signals. Kubernetes calls webhooks over TLS
+ * only, so there is no plain HTTP mode. docs/kubernetes.md. */
 #include "review.h"
+#include "server.h"
 
 #include "gmt_log.h"
 
 #include <errno.h>
 #include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
 #include <nng/supplemental/tls/tls.h>
 #include <pthread.h>
 #include <signal.h>
@@ -170,68 +170,6 @@ static char *read_pem(const char *path, const char *what)
   return buf;
 }
 
-static void answer(nng_aio *aio, int status, const char *type, const char *body)
-{
-  nng_http_res *res;
-  if (nng_http_res_alloc(&res) != 0) {
-    nng_aio_finish(aio, NNG_ENOMEM);
-    return;
-  }
-  if (nng_http_res_set_status(res, (uint16_t)status) != 0 ||
-      nng_http_res_set_header(res, "Content-Type", type) != 0 ||
-      nng_http_res_copy_data(res, body, strlen(body)) != 0) {
-    nng_http_res_free(res);
-    nng_aio_finish(aio, NNG_ENOMEM);
-    return;
-  }
-  nng_aio_set_output(aio, 0, res);
-  nng_aio_finish(aio, 0);
-}
-
-static void on_mutate(nng_aio *aio)
-{
-  nng_http_req *req = nng_aio_get_input(aio, 0);
-  nng_http_handler *h = nng_aio_get_input(aio, 1);
-  const gmt_webhook_opts_t *o = nng_http_handler_get_data(h);
-  void *data = NULL;
-  size_t len = 0;
-  nng_http_req_get_data(req, &data, &len);
-  gmt_webhook_answer_t a;
-  if (gmt_webhook_review(data, len, o, &a) < 0) {
-    gmt_error("out of memory answering a review of %zu bytes", len);
-    answer(aio, 500, "text/plain; charset=utf-8", "gmt-webhook: out of memory\n");
-    return;
-  }
-  if (a.status != 200) {
-    char shown[160];
-    gmt_warn("refused a request of %zu bytes: %s", len, gmt_shown(a.body, shown, sizeof shown));
-  } else {
-    gmt_debug("answered a review of %zu bytes", len);
-  }
-  answer(aio, a.status, a.content_type, a.body);
-  free(a.body);
-}
-
-static void on_healthz(nng_aio *aio)
-{
-  answer(aio, 200, "text/plain; charset=utf-8", "ok\n");
-}
-
-static int add_handler(nng_http_server *srv, const char *uri, const char *method,
-                       void (*cb)(nng_aio *), void *data, size_t max_body)
-{
-  nng_http_handler *h = NULL;
-  int rv = nng_http_handler_alloc(&h, uri, cb);
-  if (rv == 0 && (rv = nng_http_handler_set_method(h, method)) == 0 &&
-      (rv = nng_http_handler_collect_body(h, max_body > 0, max_body)) == 0 &&
-      (rv = nng_http_handler_set_data(h, data, NULL)) == 0 &&
-      (rv = nng_http_server_add_handler(srv, h)) == 0)
-    return 0;
-  if (h)
-    nng_http_handler_free(h);
-  return rv;
-}
-
 int main(int argc, char **argv)
 {
   flags_t f = {0};
@@ -248,12 +186,13 @@ int main(int argc, char **argv)
   pthread_sigmask(SIG_BLOCK, &stop, NULL);
   signal(SIGPIPE, SIG_IGN);
 
-  char url_text[300];
+  char url_text[300], stream_url[310];
   snprintf(url_text, sizeof url_text, "https://%s", f.listen);
+  snprintf(stream_url, sizeof stream_url, "tls+tcp://%s", f.listen);
   char *cert = read_pem(f.cert, "--cert"), *key = read_pem(f.key, "--key");
   nng_url *url = NULL;
   nng_tls_config *tls = NULL;
-  nng_http_server *srv = NULL;
+  gmt_webhook_server_t *srv = NULL;
   int rv;
   code = 1;
   if (!cert || !key)
@@ -269,14 +208,7 @@ int main(int argc, char **argv)
               nng_strerror(rv));
     goto cleanup;
   }
-  if ((rv = nng_http_server_hold(&srv, url)) != 0 ||
-      (rv = nng_http_server_set_tls(srv, tls)) != 0 ||
-      (rv = add_handler(srv, "/mutate", "POST", on_mutate, &f.opts, f.max_body)) != 0 ||
-      (rv = add_handler(srv, "/healthz", "GET", on_healthz, NULL, 0)) != 0) {
-    gmt_error("serving %s: %s", url_text, nng_strerror(rv));
-    goto cleanup;
-  }
-  if ((rv = nng_http_server_start(srv)) != 0) {
+  if ((rv = gmt_webhook_server_start(&srv, stream_url, tls, &f.opts, f.max_body)) != 0) {
     gmt_error("listening on %s: %s", url_text, nng_strerror(rv));
     goto cleanup;
   }
@@ -285,11 +217,9 @@ int main(int argc, char **argv)
   int sig = 0;
   sigwait(&stop, &sig);
   gmt_info("stopping on signal %d", sig);
-  nng_http_server_stop(srv);
+  gmt_webhook_server_stop(srv);
   code = 0;
 cleanup:
-  if (srv)
-    nng_http_server_release(srv);
   if (tls)
     nng_tls_config_free(tls);
   if (url)

@@ -340,6 +340,47 @@ class Webhook(unittest.TestCase):
         out, _ = self.patched(pod, uid="uid-just-under")
         self.check_gmt_pod(out)
 
+    def test_idle_and_slow_clients_cannot_hold_the_webhook(self):
+        """Any pod can reach the webhook's Service. 200 connections that
+        never start TLS and 40 that finish it but send half a request
+        leave gmt-webhook with at most 32 connections (nng's HTTP server
+        kept every one), reviews are still answered at once, and a
+        connection that sends nothing is closed within its 10 s."""
+        pid = self.daemon.proc.pid
+
+        def fds():
+            return len(os.listdir("/proc/%d/fd" % pid))
+        base = fds()
+        socks = []
+        try:
+            for _ in range(200):
+                socks.append(socket.create_connection(("127.0.0.1", self.port), timeout=10))
+            for _ in range(40):
+                s = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+                t = self.ctx.wrap_socket(s, server_hostname="localhost")
+                t.sendall(b"POST /mutate HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"a")
+                socks.append(t)
+            wait_for(lambda: fds() <= base + 32 + 4 or None, timeout=5,
+                     what="gmt-webhook to hold at most 32 connections (%d descriptors, %d before)"
+                          % (fds(), base))
+            t0 = time.monotonic()
+            self.assertEqual(self.get("/healthz"), (200, b"ok\n"))
+            out, _ = self.patched(gmt_pod(volumes=[{"name": "data", "emptyDir": {}}]),
+                                  uid="uid-under-load")
+            self.check_gmt_pod(out)
+            self.assertLess(time.monotonic() - t0, 3.0)
+            # The newest silent connection: closed by the server in time.
+            last = socket.create_connection(("127.0.0.1", self.port), timeout=15)
+            socks.append(last)
+            t0 = time.monotonic()
+            self.assertEqual(last.recv(100), b"")
+            self.assertLess(time.monotonic() - t0, 12.0)
+        finally:
+            for s in socks:
+                s.close()
+        self.assertIn("32 connections at once", self.daemon.output())
+        self.assertEqual(self.get("/healthz"), (200, b"ok\n"))
+
     def test_plain_http_client_is_refused(self):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         got = None
