@@ -47,7 +47,7 @@ struct conn {
   size_t body_at; /* where the body starts */
   char *out;      /* the answer */
   size_t out_len, out_off;
-  bool answering;
+  bool answering; /* written under the server's lock */
   nng_time deadline;
   /* Under the server's lock: */
   bool going; /* evicted, or the server stops: the next step ends it */
@@ -132,7 +132,9 @@ static void answer(conn_t *c, int status, const char *allow, const char *type, c
                       "Connection: close\r\n\r\n",
                       status, gmt_http_reason(status), type, blen, allow ? "Allow: " : "",
                       allow ? allow : "", allow ? "\r\n" : "");
+  nng_mtx_lock(c->srv->mu); /* evict_locked reads it */
   c->answering = true;
+  nng_mtx_unlock(c->srv->mu);
   c->out_len = (size_t)hlen + (head ? 0 : blen);
   if (!(c->out = malloc(c->out_len))) {
     conn_done(c);
