@@ -9,8 +9,8 @@
  * - at most GMT_WEBHOOK_MAX_CONNS connections. One more closes the oldest
  *   whose request is not whole yet (the API server sends its request at
  *   once), or is closed itself when every connection is being answered;
- * - GMT_WEBHOOK_REQUEST_MS to send the whole request (a head of at most
- *   8 KiB, a body of at most --max-body), GMT_WEBHOOK_ANSWER_MS to take
+ * - --timeout (GMT_WEBHOOK_TIMEOUT_MS) to send the whole request (a head
+ *   of at most 8 KiB, a body of at most --max-body), as long again to take
  *   the answer;
  * - one request per connection (Connection: close).
  *
@@ -65,6 +65,7 @@ struct gmt_webhook_server {
   nng_time evicted_said;
   const gmt_webhook_opts_t *o;
   size_t max_body;
+  int timeout_ms;
 };
 
 /* ---- a connection's end ---- */
@@ -99,8 +100,7 @@ static bool start(conn_t *c, bool send)
 {
   nng_time now = nng_clock();
   if (now >= c->deadline) {
-    gmt_debug("a client took more than %d ms to %s; closed",
-              send ? GMT_WEBHOOK_ANSWER_MS : GMT_WEBHOOK_REQUEST_MS,
+    gmt_debug("a client took more than %d ms to %s; closed", c->srv->timeout_ms,
               send ? "take its answer" : "send its request");
     return false;
   }
@@ -143,7 +143,7 @@ static void answer(conn_t *c, int status, const char *allow, const char *type, c
   memcpy(c->out, hdr, (size_t)hlen);
   if (!head)
     memcpy(c->out + hlen, body, blen);
-  c->deadline = nng_clock() + GMT_WEBHOOK_ANSWER_MS;
+  c->deadline = nng_clock() + (nng_duration)c->srv->timeout_ms;
   if (!start(c, true))
     conn_done(c);
 }
@@ -252,8 +252,7 @@ static void on_conn(void *arg)
   int rv = nng_aio_result(c->aio);
   if (rv != 0) { /* timed out, closed by either side, told to go */
     if (rv == NNG_ETIMEDOUT)
-      gmt_debug("a client took more than %d ms to %s; closed",
-                c->answering ? GMT_WEBHOOK_ANSWER_MS : GMT_WEBHOOK_REQUEST_MS,
+      gmt_debug("a client took more than %d ms to %s; closed", c->srv->timeout_ms,
                 c->answering ? "take its answer" : "send its request");
     conn_done(c);
     return;
@@ -304,7 +303,7 @@ static void on_accept(void *arg)
       c->srv = srv;
       c->s = s;
       c->cap = GMT_HTTP_HEAD_MAX;
-      c->deadline = nng_clock() + GMT_WEBHOOK_REQUEST_MS;
+      c->deadline = nng_clock() + (nng_duration)srv->timeout_ms;
       nng_mtx_lock(srv->mu);
       bool room = !srv->stopping && (srv->n < GMT_WEBHOOK_MAX_CONNS || evict_locked(srv));
       if (room) {
@@ -351,13 +350,14 @@ static void on_accept(void *arg)
 /* ---- start and stop ---- */
 
 int gmt_webhook_server_start(gmt_webhook_server_t **out, const char *url, nng_tls_config *tls,
-                             const gmt_webhook_opts_t *o, size_t max_body)
+                             const gmt_webhook_opts_t *o, size_t max_body, int timeout_ms)
 {
   gmt_webhook_server_t *srv = calloc(1, sizeof *srv);
   if (!srv)
     return NNG_ENOMEM;
   srv->o = o;
   srv->max_body = max_body;
+  srv->timeout_ms = timeout_ms;
   int rv;
   if ((rv = nng_mtx_alloc(&srv->mu)) != 0 || (rv = nng_cv_alloc(&srv->cv, srv->mu)) != 0 ||
       (rv = nng_aio_alloc(&srv->accept, on_accept, srv)) != 0 ||

@@ -27,6 +27,7 @@
 typedef struct flags {
   const char *cert, *key, *listen;
   size_t max_body;
+  int timeout_ms; /* --timeout: to send a request, and again to take the answer */
   gmt_webhook_opts_t opts;
 } flags_t;
 
@@ -37,7 +38,7 @@ static void usage(FILE *f)
   fprintf(f,
           "usage: gmt-webhook --cert FILE --key FILE [--listen ADDR] [--hook-image IMAGE]\n"
           "                   [--hook-path DIR] [--pmgr-image IMAGE] [--schd URL]\n"
-          "                   [--pmgr-port N] [--max-body BYTES] [-v]\n"
+          "                   [--pmgr-port N] [--max-body BYTES] [--timeout MS] [-v]\n"
           "\n"
           "Kubernetes' mutating admission webhook for gmt: a Pod annotated\n"
           "%s: NAME gets the hook (LD_PRELOAD), GMT_PMGR, GMT_AUTO_DEVICE=pod\n"
@@ -56,12 +57,15 @@ static void usage(FILE *f)
           "  --schd URL         gmt-schd as the sidecar reaches it (default %s)\n"
           "  --pmgr-port N      the sidecar's loopback port, GMT_PMGR's (default %d)\n"
           "  --max-body BYTES   refuse a larger body, unread, with HTTP 400 (default %u)\n"
+          "  --timeout MS       a client's time to send its whole request, and again to\n"
+          "                     take the answer (default %d; 100 to 60000); at most %d\n"
+          "                     connections at once, the oldest idle one closed for a new one\n"
           "  -v                 log every review\n"
           "\n"
           "Serves POST /mutate and GET /healthz. Exit codes: 0 stopped by\n"
           "SIGTERM/SIGINT, 1 the certificate or the address could not be used, 2 bad flags.\n",
           GMT_WEBHOOK_ANNOTATION, DEFAULT_LISTEN, d.hook_image, d.hook_path, d.pmgr_image,
-          d.schd_url, d.pmgr_port, DEFAULT_MAX_BODY);
+          d.schd_url, d.pmgr_port, DEFAULT_MAX_BODY, GMT_WEBHOOK_TIMEOUT_MS, GMT_WEBHOOK_MAX_CONNS);
 }
 
 static int bad_flag(const char *what)
@@ -76,6 +80,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
   gmt_webhook_opts_default(&f->opts);
   f->listen = DEFAULT_LISTEN;
   f->max_body = DEFAULT_MAX_BODY;
+  f->timeout_ms = GMT_WEBHOOK_TIMEOUT_MS;
   int verbose = 0;
   char msg[512];
   for (int i = 1; i < argc; i++) {
@@ -88,9 +93,9 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       verbose = 1;
       continue;
     }
-    static const char *const with_value[] = {"--cert",       "--key",       "--listen",
-                                             "--hook-image", "--hook-path", "--pmgr-image",
-                                             "--schd",       "--pmgr-port", "--max-body"};
+    static const char *const with_value[] = {
+        "--cert",       "--key",  "--listen",    "--hook-image", "--hook-path",
+        "--pmgr-image", "--schd", "--pmgr-port", "--max-body",   "--timeout"};
     size_t k = 0, nk = sizeof with_value / sizeof *with_value;
     while (k < nk && strcmp(a, with_value[k]) != 0)
       k++;
@@ -121,15 +126,20 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       char *end;
       errno = 0;
       unsigned long long n = strtoull(v, &end, 10);
-      bool port = !strcmp(a, "--pmgr-port");
-      if (errno || end == v || *end || v[0] == '-' || n == 0 ||
-          n > (port ? 65535ull : (1ull << 30))) {
+      bool port = !strcmp(a, "--pmgr-port"), ms = !strcmp(a, "--timeout");
+      unsigned long long lo = ms ? 100 : 1, hi = port ? 65535ull : ms ? 60000ull : (1ull << 30);
+      if (errno || end == v || *end || v[0] == '-' || n < lo || n > hi) {
         snprintf(msg, sizeof msg, "%s wants %s, not '%s'", a,
-                 port ? "a TCP port 1..65535" : "a byte count 1..1073741824", v);
+                 port ? "a TCP port 1..65535"
+                 : ms ? "milliseconds 100..60000"
+                      : "a byte count 1..1073741824",
+                 v);
         return bad_flag(msg);
       }
       if (port)
         f->opts.pmgr_port = (int)n;
+      else if (ms)
+        f->timeout_ms = (int)n;
       else
         f->max_body = (size_t)n;
     }
@@ -208,7 +218,8 @@ int main(int argc, char **argv)
               nng_strerror(rv));
     goto cleanup;
   }
-  if ((rv = gmt_webhook_server_start(&srv, stream_url, tls, &f.opts, f.max_body)) != 0) {
+  if ((rv = gmt_webhook_server_start(&srv, stream_url, tls, &f.opts, f.max_body, f.timeout_ms)) !=
+      0) {
     gmt_error("listening on %s: %s", url_text, nng_strerror(rv));
     goto cleanup;
   }
