@@ -50,37 +50,48 @@ static uint32_t innermost_pid(const char *proc, const char *who)
   return last;
 }
 
-int gmt_nspid_node(const char *proc, int64_t owner, uint32_t pid, uint32_t *node)
+int gmt_nspid_nodes(const char *proc, int64_t owner, const uint32_t *pids, uint32_t *nodes,
+                    size_t n)
 {
-  *node = pid;
-  if (owner <= 0)
+  for (size_t i = 0; i < n; i++)
+    nodes[i] = pids[i];
+  if (owner <= 0 || n == 0)
     return 0;
   char mine[64], theirs[64], who[32];
   snprintf(who, sizeof who, "%" PRId64, owner);
   int rc = ns_of(proc, who, theirs, sizeof theirs);
   if (rc == 0 && ns_of(proc, "self", mine, sizeof mine) == 0 && strcmp(mine, theirs) == 0)
     return 0;
-  *node = 0; /* from here pid may name another process on the node */
+  memset(nodes, 0, n * sizeof *nodes); /* from here a pid may name another process */
   if (rc < 0)
     return rc;
   DIR *d = opendir(proc);
   if (!d)
     return -errno;
-  rc = -ESRCH;
-  for (struct dirent *e; rc == -ESRCH && (e = readdir(d));) {
+  /* One pass over the node's processes for every pid asked about. */
+  size_t left = n;
+  for (struct dirent *e; left && (e = readdir(d));) {
     if (!isdigit((unsigned char)e->d_name[0]))
       continue;
     char ns[64];
     if (ns_of(proc, e->d_name, ns, sizeof ns) < 0 || strcmp(ns, theirs) != 0)
       continue;
-    if (innermost_pid(proc, e->d_name) != pid)
-      continue;
+    uint32_t inner = innermost_pid(proc, e->d_name);
     unsigned long v = strtoul(e->d_name, NULL, 10);
-    if (v > 0 && v <= UINT32_MAX) {
-      *node = (uint32_t)v;
-      rc = 0;
-    }
+    if (!inner || v == 0 || v > UINT32_MAX)
+      continue;
+    for (size_t i = 0; i < n; i++)
+      if (pids[i] == inner && !nodes[i]) {
+        nodes[i] = (uint32_t)v;
+        left--;
+      }
   }
   closedir(d);
-  return rc;
+  return 0;
+}
+
+int gmt_nspid_node(const char *proc, int64_t owner, uint32_t pid, uint32_t *node)
+{
+  int rc = gmt_nspid_nodes(proc, owner, &pid, node, 1);
+  return rc < 0 ? rc : *node ? 0 : -ESRCH;
 }

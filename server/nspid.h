@@ -14,6 +14,7 @@
 #ifndef GMT_SERVER_NSPID_H
 #define GMT_SERVER_NSPID_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The node's pid of the process the pod manager owner (a node pid) calls
@@ -23,5 +24,11 @@
  * is), or -errno when owner's namespace cannot be read. proc is "/proc",
  * or a test's tree. */
 int gmt_nspid_node(const char *proc, int64_t owner, uint32_t pid, uint32_t *node);
+
+/* The same for n pids at once, with one pass over proc: nodes[i] is
+ * pids[i]'s node pid, 0 where it was not found. 0, or -errno when owner's
+ * namespace cannot be read (every nodes[i] 0 then). */
+int gmt_nspid_nodes(const char *proc, int64_t owner, const uint32_t *pids, uint32_t *nodes,
+                    size_t n);
 
 #endif

@@ -41,23 +41,33 @@ static void on_register(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *re
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REGISTER_REP, &body);
 }
 
-/* Looks up the node's pid of each process new to the pod (nspid.h): once
- * a process, since a pid reported in another namespace stays what it was
- * for the life of the process. */
+/* Looks up the node's pid of each process new to the pod (nspid.h), all
+ * in one pass over /proc: once a process, since a pid reported in another
+ * namespace stays what it was for the life of the process. */
 static void node_pids(gmt_pod_t *pod)
 {
-  for (size_t i = 0; i < pod->nprocs; i++) {
-    gmt_proc_t *pr = &pod->procs[i];
-    if (pr->node_pid_tried)
-      continue;
+  uint32_t pids[GMT_POD_MAX_PROCESSES], nodes[GMT_POD_MAX_PROCESSES];
+  gmt_proc_t *procs[GMT_POD_MAX_PROCESSES];
+  size_t n = 0;
+  for (size_t i = 0; i < pod->nprocs && n < GMT_POD_MAX_PROCESSES; i++)
+    if (!pod->procs[i].node_pid_tried) {
+      procs[n] = &pod->procs[i];
+      pids[n++] = pod->procs[i].pid;
+    }
+  if (!n)
+    return;
+  int rc = gmt_nspid_nodes("/proc", pod->owner_pid, pids, nodes, n);
+  for (size_t i = 0; i < n; i++) {
+    gmt_proc_t *pr = procs[i];
     pr->node_pid_tried = true;
-    int rc = gmt_nspid_node("/proc", pod->owner_pid, pr->pid, &pr->node_pid);
-    if (rc < 0)
+    pr->node_pid = nodes[i];
+    if (!nodes[i])
       gmt_warn("pod '%s': pid %u: not found on the node (its pod manager, pid %lld, is in "
-               "another PID namespace: %s); its context memory and trace are not shown",
-               pod->cfg.name, pr->pid, (long long)pod->owner_pid, gmt_strerror(rc));
-    else if (pr->node_pid != pr->pid)
-      gmt_info("pod '%s': pid %u is pid %u on the node", pod->cfg.name, pr->pid, pr->node_pid);
+               "another PID namespace%s%s); its context memory and trace are not shown",
+               pod->cfg.name, pr->pid, (long long)pod->owner_pid, rc < 0 ? ": " : "",
+               rc < 0 ? gmt_strerror(rc) : "");
+    else if (nodes[i] != pr->pid)
+      gmt_info("pod '%s': pid %u is pid %u on the node", pod->cfg.name, pr->pid, nodes[i]);
   }
 }
 

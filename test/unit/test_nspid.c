@@ -119,6 +119,23 @@ static void test_not_found_names_no_process(void **state)
   assert_int_equal(node, 0);
 }
 
+static void test_many_in_one_pass(void **state)
+{
+  (void)state;
+  const uint32_t pids[] = {7, 8, 9, 1, 7};
+  uint32_t nodes[5];
+  assert_int_equal(gmt_nspid_nodes(g_root, 5000, pids, nodes, 5), 0);
+  const uint32_t want[] = {5001, 5002, 0, 5000, 5001};
+  assert_memory_equal(nodes, want, sizeof want);
+  /* Beside gmt-schd: as reported, nothing looked up. */
+  assert_int_equal(gmt_nspid_nodes(g_root, 900, pids, nodes, 5), 0);
+  assert_memory_equal(nodes, pids, sizeof pids);
+  /* A pod manager gone: none is known. */
+  assert_int_equal(gmt_nspid_nodes(g_root, 5999, pids, nodes, 5), -ENOENT);
+  const uint32_t none[5] = {0};
+  assert_memory_equal(nodes, none, sizeof none);
+}
+
 static void test_the_real_proc(void **state)
 {
   (void)state;
@@ -134,6 +151,7 @@ int main(void)
       cmocka_unit_test(test_same_namespace_is_the_same_pid),
       cmocka_unit_test(test_a_pods_pid_is_found_in_its_namespace_only),
       cmocka_unit_test(test_not_found_names_no_process),
+      cmocka_unit_test(test_many_in_one_pass),
       cmocka_unit_test(test_the_real_proc),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
