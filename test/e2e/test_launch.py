@@ -40,6 +40,17 @@ def two_free_ports():
     raise AssertionError("no two consecutive free ports")
 
 
+def schd_port_beside(base):
+    """A free port for gmt-schd that is neither of the pods' (base, base+1):
+    free_port() alone may hand back base+1, which launch-backend.py refuses
+    (seen once in CI)."""
+    for _ in range(100):
+        p = free_port()
+        if p not in (base, base + 1):
+            return p
+    raise AssertionError("no free port apart from %d and %d" % (base, base + 1))
+
+
 def _in_use(port):
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -178,7 +189,10 @@ class Launch(unittest.TestCase):
     def start(self, *extra, config=None, env=None, preexec_fn=None, run_dir=True,
               ports=None, python=sys.executable):
         """launch-backend.py on fresh ports; not waited for."""
-        self.schd_port, self.base = ports or (free_port(), two_free_ports())
+        if not ports:
+            base = two_free_ports()
+            ports = (schd_port_beside(base), base)
+        self.schd_port, self.base = ports
         argv = [python, BACKEND, "-c", config or self.node.config_path,
                 "--schd-port", str(self.schd_port), "--base-port", str(self.base),
                 "--timeout", "30"]
@@ -328,7 +342,7 @@ class Launch(unittest.TestCase):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind(("127.0.0.1", base + 1))
             s.listen(1)
-            b = self.start(ports=(free_port(), base))
+            b = self.start(ports=(schd_port_beside(base), base))
             rc = b.wait_exit()
             err = b.stderr_when_done()
             self.assertEqual(rc, 1, err)
@@ -340,7 +354,10 @@ class Launch(unittest.TestCase):
             s.bind(("127.0.0.1", 0))
             s.listen(1)
             taken = s.getsockname()[1]
-            b = self.start(ports=(taken, two_free_ports()))
+            base = two_free_ports()
+            while taken in (base, base + 1):
+                base = two_free_ports()
+            b = self.start(ports=(taken, base))
             rc = b.wait_exit()
             err = b.stderr_when_done()
             self.assertEqual(rc, 1, err)
