@@ -251,10 +251,13 @@ class Scrape(Metrics):
         self.wait_process("b", pid_b, memory_reserved=three)
 
         # Scrape, status, scrape: when both scrapes agree, nothing moved in
-        # between, and the status must be the same numbers.
+        # between, and the status must be the same numbers. A page serves
+        # the scrapes of the next 250 ms: the second scrape comes later
+        # than that, so that its page is rendered after the status.
         def settled():
             before = self.scrape()
             st = self.status()
+            time.sleep(0.3)
             after = self.scrape()
             return (before, st) if before == after else None
         got, st = wait_for(settled, timeout=20, interval=0.2, what="two equal scrapes")
