@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "channel.h"
@@ -20,6 +19,7 @@
 #include "gmt_wire.h"
 #include "heap.h"
 #include "log.h"
+#include "thread.h"
 
 #define ADVISE_TIMEOUT_MS 500
 #define RETRY_MS 1000 /* a buffer refused for the budget is asked again after this */
@@ -667,15 +667,7 @@ __attribute__((destructor)) static void pin_exit(void)
   gmt__heap_lock();
   gmt__heap_each_locked(live_history, &now);
   gmt__heap_unlock();
-  struct timespec until;
-  clock_gettime(CLOCK_MONOTONIC, &until);
-  until.tv_sec += (ADVISE_TIMEOUT_MS + 500) / 1000;
-  until.tv_nsec += (long)((ADVISE_TIMEOUT_MS + 500) % 1000) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
-  if (pthread_mutex_clocklock(&g_advise_mu, CLOCK_MONOTONIC, &until) != 0) {
+  if (gmt__mutex_lock_ms(&g_advise_mu, ADVISE_TIMEOUT_MS + 500) != 0) {
     GMT_HOOK_DEBUG("pin: an Advise still in flight at exit; this run's histories may be lost");
     return;
   }

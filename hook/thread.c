@@ -1,9 +1,12 @@
 /* Background threads of the hook (see thread.h). */
 #include "thread.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
+
+#include "gmt_bounded.h"
 
 int gmt__thread_start(void *(*fn)(void *))
 {
@@ -21,12 +24,20 @@ int gmt__thread_start(void *(*fn)(void *))
   return -rc;
 }
 
+/* ms from now on CLOCK_MONOTONIC (gmt_bounded.h's, bounded to an int). */
+static struct timespec deadline(uint64_t ms)
+{
+  return gmt__deadline_in(ms > INT_MAX ? INT_MAX : (int)ms);
+}
+
 void gmt__cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms)
 {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  uint64_t ns = (uint64_t)ts.tv_nsec + ms % 1000 * 1000000ULL;
-  ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000ULL);
-  ts.tv_nsec = (long)(ns % 1000000000ULL);
+  struct timespec ts = deadline(ms);
   pthread_cond_clockwait(cv, mu, CLOCK_MONOTONIC, &ts);
+}
+
+int gmt__mutex_lock_ms(pthread_mutex_t *mu, uint64_t ms)
+{
+  struct timespec ts = deadline(ms);
+  return -pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, &ts);
 }

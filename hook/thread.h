@@ -16,4 +16,7 @@ int gmt__thread_start(void *(*fn)(void *));
  * CLOCK_REALTIME, against which a monotonic deadline is long past). */
 void gmt__cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms);
 
+/* Locks mu, waiting at most ms on CLOCK_MONOTONIC: 0, or -ETIMEDOUT. */
+int gmt__mutex_lock_ms(pthread_mutex_t *mu, uint64_t ms);
+
 #endif
