@@ -89,9 +89,3 @@ int gmt_nspid_nodes(const char *proc, int64_t owner, const uint32_t *pids, uint3
   closedir(d);
   return 0;
 }
-
-int gmt_nspid_node(const char *proc, int64_t owner, uint32_t pid, uint32_t *node)
-{
-  int rc = gmt_nspid_nodes(proc, owner, &pid, node, 1);
-  return rc < 0 ? rc : *node ? 0 : -ESRCH;
-}

@@ -17,17 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The node's pid of the process the pod manager owner (a node pid) calls
- * pid: pid itself when owner shares gmt-schd's PID namespace (or owner is
- * not known: 0 or less). 0 with *node set; else *node is 0 and the result
- * -ESRCH when no process of owner's namespace has that pid (gone, or owner
- * is), or -errno when owner's namespace cannot be read. proc is "/proc",
- * or a test's tree. */
-int gmt_nspid_node(const char *proc, int64_t owner, uint32_t pid, uint32_t *node);
-
-/* The same for n pids at once, with one pass over proc: nodes[i] is
- * pids[i]'s node pid, 0 where it was not found. 0, or -errno when owner's
- * namespace cannot be read (every nodes[i] 0 then). */
+/* The node's pids of the processes the pod manager owner (a node pid)
+ * calls pids[0..n), with one pass over proc ("/proc", or a test's tree):
+ * nodes[i] is pids[i] itself when owner shares gmt-schd's PID namespace
+ * (or owner is not known: 0 or less), else the pid of the process of
+ * owner's namespace whose innermost pid is pids[i], 0 where there is none
+ * (gone, or owner is). 0, or -errno when owner's namespace cannot be read
+ * (every nodes[i] 0 then: a pid may name another process on the node). */
 int gmt_nspid_nodes(const char *proc, int64_t owner, const uint32_t *pids, uint32_t *nodes,
                     size_t n);
 

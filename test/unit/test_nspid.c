@@ -19,6 +19,14 @@
 
 static char g_root[PATH_MAX];
 
+/* One pid through gmt_nspid_nodes: 0 with *node set, -ESRCH when it was
+ * not found, or its error. */
+static int gmt_nspid_node(const char *proc, int64_t owner, uint32_t pid, uint32_t *node)
+{
+  int rc = gmt_nspid_nodes(proc, owner, &pid, node, 1);
+  return rc < 0 ? rc : *node ? 0 : -ESRCH;
+}
+
 /* /proc/who with ns/pid -> "pid:[ns]" and, when nspid, a status file. */
 static void entry(const char *who, unsigned ns, const char *nspid)
 {
