@@ -308,7 +308,7 @@ int main(int argc, char **argv)
   char tcp_url[64], ipc_url[PATH_MAX + 16];
   snprintf(tcp_url, sizeof tcp_url, "tcp://127.0.0.1:%ld", o.port);
   if (!o.ipc)
-    snprintf(ipc_url, sizeof ipc_url, "ipc:///run/gmt/pmgr-%ld.sock", o.port);
+    snprintf(ipc_url, sizeof ipc_url, GMT_PMGR_IPC_FMT, o.port);
   else if (!strncmp(o.ipc, "ipc://", 6))
     snprintf(ipc_url, sizeof ipc_url, "%s", o.ipc);
   else

@@ -255,17 +255,21 @@ void gmt__conn_close(gmt_conn_t *c)
   free(c);
 }
 
+static int connect_if_needed(gmt_conn_t *c, const deadline_t *dl)
+{
+  if (c->fd >= 0)
+    return 0;
+  c->fd = dial(c->url, &c->ipc, dl);
+  if (c->fd >= 0)
+    return 0;
+  int rc = c->fd;
+  c->fd = -1;
+  return rc;
+}
+
 static int call_once(gmt_conn_t *c, const void *body, size_t blen, void **reply, size_t *rlen,
                      const deadline_t *dl)
 {
-  if (c->fd < 0) {
-    c->fd = dial(c->url, &c->ipc, dl);
-    if (c->fd < 0) {
-      int rc = c->fd;
-      c->fd = -1;
-      return rc;
-    }
-  }
   uint32_t id = (c->next_id++ & 0x7fffffffu) | 0x80000000u;
   /* One send per request: a header sent apart from its body would wait
    * on Nagle and a delayed ACK. */
@@ -329,10 +333,21 @@ int gmt__conn_call(gmt_conn_t *c, const Gmt__Envelope *req, Gmt__Envelope **rep,
   *rep = NULL;
   void *body = NULL, *reply = NULL;
   size_t blen = 0, rlen = 0;
-  int rc = gmt_wire_pack(req, &body, &blen);
+  deadline_t dl = {gmt_now_ms() + (uint64_t)timeout_ms, c->give_up};
+  /* Connected first, so that the request can name its descriptor: over
+   * tcp:// the pod manager checks that /proc/PID/fd/FD is this socket,
+   * one readlink however many files the node has open. */
+  int rc = connect_if_needed(c, &dl);
   if (rc < 0)
     return rc;
-  deadline_t dl = {gmt_now_ms() + (uint64_t)timeout_ms, c->give_up};
+  Gmt__Envelope e = *req;
+  Gmt__Caller me = GMT__CALLER__INIT;
+  me.pid = (uint32_t)getpid();
+  me.fd = (uint32_t)c->fd;
+  e.caller = &me;
+  rc = gmt_wire_pack(&e, &body, &blen);
+  if (rc < 0)
+    return rc;
   rc = call_once(c, body, blen, &reply, &rlen, &dl);
   free(body);
   if (rc < 0)

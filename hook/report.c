@@ -218,8 +218,9 @@ static void *reporter_main(void *arg)
  * does, with the reporter asking (its first report registers us). */
 static int start_unanswered(int why)
 {
-  fprintf(stderr, "gmt: no pod manager at %s (%s); running unhooked until it answers\n", g_url,
-          gmt_strerror(why));
+  char plan[200];
+  fprintf(stderr, "gmt[%d]: no pod manager at %s (%s); launches run ungated and %s\n",
+          (int)getpid(), g_url, gmt_strerror(why), gmt__reserve_unheard_plan(plan, sizeof plan));
   int rc = gmt__thread_start(reporter_main);
   if (rc < 0)
     return rc;
@@ -227,11 +228,19 @@ static int start_unanswered(int why)
   return 0;
 }
 
+/* What a refused process does: it will never hear a limit. */
+static const char *refused_plan(void)
+{
+  return gmt__reserve_fails_closed()
+             ? "GMT_FAIL_CLOSED is set: its allocations fail"
+             : "running unhooked: its launches are not gated and its allocations not limited";
+}
+
 static int do_register(void)
 {
   g_url = getenv("GMT_PMGR");
   if (!g_url || !*g_url)
-    g_url = "tcp://127.0.0.1:50052";
+    g_url = GMT_DEFAULT_PMGR;
   ssize_t len = readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1);
   g_exe[len > 0 ? len : 0] = '\0';
 
@@ -254,8 +263,8 @@ static int do_register(void)
   char err[256] = "";
   rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_REGISTER_REP, err, sizeof(err));
   if (rc < 0) {
-    fprintf(stderr, "gmt: pod manager at %s refused this process (%s%s%s); running unhooked\n",
-            g_url, gmt_strerror(rc), *err ? ": " : "", err);
+    fprintf(stderr, "gmt[%d]: pod manager at %s refused this process (%s%s%s); %s\n", (int)getpid(),
+            g_url, gmt_strerror(rc), *err ? ": " : "", err, refused_plan());
     gmt__pin_set_mode(GMT__PIN_MODE__PIN_OFF);
     gmt_wire_free(rep);
     gmt__conn_close(c);

@@ -12,7 +12,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "channel.h"
@@ -44,6 +46,21 @@ static uint64_t g_others;        /* the pod's other processes held this, last he
 static uint64_t g_offline_until; /* no RPC before this (monotonic ms) */
 static uint64_t g_offline_backoff;
 static int g_offline_said;
+/* GMT_FAIL_CLOSED: a process that never heard its pod's limit waits for
+ * it (from its first allocation that found none, at most g_fail_wait_ms)
+ * and then fails allocations, instead of running with no limit. */
+static int g_fail_closed = -1; /* -1: not read yet */
+static uint64_t g_fail_wait_ms;
+static uint64_t g_unheard_since; /* monotonic ms; 0: not yet */
+static _Atomic int g_unheard_said;
+
+static int limit_known(void)
+{
+  pthread_mutex_lock(&g_mu);
+  int known = g_limit_known;
+  pthread_mutex_unlock(&g_mu);
+  return known;
+}
 
 static int clamp_dev(int device)
 {
@@ -81,6 +98,93 @@ uint64_t gmt__reserve_held(void)
   return sum;
 }
 
+/* ---- a limit never heard ---- */
+
+#define GMT_FAIL_CLOSED_WAIT_DEFAULT_MS 10000
+#define GMT_FAIL_CLOSED_WAIT_MAX_MS 600000
+
+static void read_fail_closed(void)
+{
+  if (g_fail_closed >= 0)
+    return;
+  const char *on = getenv("GMT_FAIL_CLOSED");
+  const char *ms = getenv("GMT_FAIL_CLOSED_WAIT_MS");
+  g_fail_closed = on && *on && strcmp(on, "0") != 0;
+  g_fail_wait_ms = GMT_FAIL_CLOSED_WAIT_DEFAULT_MS;
+  if (ms && *ms) {
+    char *end;
+    unsigned long long v = strtoull(ms, &end, 10);
+    if (*end || v > GMT_FAIL_CLOSED_WAIT_MAX_MS)
+      gmt__say("GMT_FAIL_CLOSED_WAIT_MS='%.32s' is not a time in ms from 0 to %d; %d is used", ms,
+               GMT_FAIL_CLOSED_WAIT_MAX_MS, GMT_FAIL_CLOSED_WAIT_DEFAULT_MS);
+    else
+      g_fail_wait_ms = v;
+  }
+}
+
+int gmt__reserve_fails_closed(void)
+{
+  pthread_mutex_lock(&g_mu);
+  read_fail_closed();
+  int closed = g_fail_closed;
+  pthread_mutex_unlock(&g_mu);
+  return closed;
+}
+
+const char *gmt__reserve_unheard_plan(char *buf, size_t len)
+{
+  pthread_mutex_lock(&g_mu);
+  read_fail_closed();
+  if (g_fail_closed)
+    snprintf(buf, len,
+             "GMT_FAIL_CLOSED is set: allocations wait up to %llu ms for the pod's memory limit, "
+             "then fail until the pod manager answers",
+             (unsigned long long)g_fail_wait_ms);
+  else
+    snprintf(buf, len,
+             "until it answers, allocations are counted but NOT limited "
+             "(GMT_FAIL_CLOSED=1 makes them wait and fail instead)");
+  pthread_mutex_unlock(&g_mu);
+  return buf;
+}
+
+enum { UNHEARD_RUN = 0, UNHEARD_RETRY = 1 };
+
+/* An allocation that finds no limit ever heard and none to ask now: the
+ * pod manager is down (never answered), or it refused this process
+ * (unhooked: nothing will come). Without GMT_FAIL_CLOSED it runs
+ * unchecked (report.c and went_offline() say so). With it, it waits
+ * until the pod manager answers (UNHEARD_RETRY: ask now) or the bound
+ * since the first such allocation has passed (GMT_EQUOTA, said once). */
+static int unheard(int unhooked)
+{
+  pthread_mutex_lock(&g_mu);
+  read_fail_closed();
+  uint64_t now = gmt_now_ms();
+  if (!g_unheard_since)
+    g_unheard_since = now;
+  uint64_t until = g_unheard_since + g_fail_wait_ms;
+  int closed = g_fail_closed;
+  pthread_mutex_unlock(&g_mu);
+  /* Not closed: registration and went_offline() said what happens. */
+  if (!closed)
+    return UNHEARD_RUN;
+  while (!unhooked && now < until) {
+    if (!gmt__channel_down())
+      return UNHEARD_RETRY;
+    uint64_t left = until - now;
+    struct timespec ts = {0, (long)(left < 20 ? left : 20) * 1000000L};
+    nanosleep(&ts, NULL);
+    now = gmt_now_ms();
+  }
+  if (!atomic_exchange(&g_unheard_said, 1))
+    gmt__say("GMT_FAIL_CLOSED: %s, so its allocations fail with out of memory%s",
+             unhooked ? "the pod manager refused this process"
+                      : "no pod manager gave this process its pod's memory limit in time",
+             unhooked ? "" : " until it answers");
+  return GMT_EQUOTA;
+}
+
 /* ---- RPCs ---- */
 
 enum { RPC_OK = 0, RPC_QUOTA = 1, RPC_UNHOOKED = 2, RPC_UNREACHABLE = 3, RPC_DEVICE = 4 };
@@ -103,8 +207,9 @@ static void went_offline(int rc, const char *err)
   if (g_offline_backoff > GMT_RESERVE_OFFLINE_MAX_MS)
     g_offline_backoff = GMT_RESERVE_OFFLINE_MAX_MS;
   g_offline_until = now + g_offline_backoff;
-  int say = !g_offline_said;
-  g_offline_said = 1;
+  /* Not known: never registered, and registration said what happens. */
+  int say = !g_offline_said && g_limit_known;
+  g_offline_said |= say;
   uint64_t limit = g_limit;
   pthread_mutex_unlock(&g_mu);
   if (say)
@@ -194,12 +299,13 @@ static int rpc_memory(int release, int device, uint64_t bytes)
 
 /* While the pod manager is down: this process's charges plus what the
  * others held when last heard, against the pod's limit. A process that
- * never heard its limit (started while the pod manager was away) counts
- * what it takes, unchecked, and reports it once the pod manager answers. */
+ * never heard its limit (started while the pod manager was away) goes
+ * through unheard() first; let through, it counts what it takes,
+ * unchecked, and reports it once the pod manager answers. */
 static int grant_locally(int d, uint64_t bytes)
 {
   pthread_mutex_lock(&g_mu);
-  if (!g_offline_said) {
+  if (!g_offline_said && g_limit_known) {
     pthread_mutex_unlock(&g_mu);
     went_offline(-EHOSTDOWN, "the pod manager does not answer");
     pthread_mutex_lock(&g_mu);
@@ -235,8 +341,15 @@ int gmt__reserve(int device, uint64_t bytes)
       return 0;
     }
     uint64_t shortfall = bytes - slack;
-    int offline = offline_now(now);
+    int offline = offline_now(now), known = g_limit_known;
     pthread_mutex_unlock(&g_mu);
+    if (offline && !known) {
+      int u = unheard(0);
+      if (u == UNHEARD_RETRY)
+        continue;
+      if (u != UNHEARD_RUN)
+        return u;
+    }
     if (offline)
       return grant_locally(d, bytes);
 
@@ -252,8 +365,16 @@ int gmt__reserve(int device, uint64_t bytes)
       v->held += want;
       pthread_mutex_unlock(&g_mu);
       continue; /* take it (another thread may have taken it first) */
-    case RPC_UNHOOKED: return 0;
-    case RPC_UNREACHABLE: return grant_locally(d, bytes);
+    case RPC_UNHOOKED: return unheard(1) == UNHEARD_RUN ? 0 : GMT_EQUOTA;
+    case RPC_UNREACHABLE:
+      if (!limit_known()) {
+        int u = unheard(0);
+        if (u == UNHEARD_RETRY)
+          continue;
+        if (u != UNHEARD_RUN)
+          return u;
+      }
+      return grant_locally(d, bytes);
     case RPC_DEVICE: return GMT_EDEVICE;
     default: return GMT_EQUOTA;
     }
@@ -391,6 +512,8 @@ static void reserve_child(void)
   g_last_activity_ms = 0;
   g_offline_until = g_offline_backoff = 0;
   g_offline_said = 0;
+  g_unheard_since = 0;
+  atomic_store(&g_unheard_said, 0);
   g_others = 0;
   atomic_store(&g_denied_said, 0);
   pthread_mutex_init(&g_mu, NULL);

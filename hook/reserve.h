@@ -26,6 +26,7 @@
 #ifndef GMT_HOOK_RESERVE_H
 #define GMT_HOOK_RESERVE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define GMT_RESERVE_CHUNK ((uint64_t)32 << 20)
@@ -36,8 +37,10 @@
 /* Charges bytes on device to this process, reserving as needed. 0,
  * GMT_EQUOTA when the pod's quota has no room for them, or GMT_EDEVICE
  * when the device is not among the pod's devices= (the scheduler said so;
- * once on stderr). An unhooked process (no pod manager at registration)
- * always gets 0. */
+ * once on stderr). A process that never heard its pod's limit (its pod
+ * manager refused it or has not answered) gets 0, said once, or with
+ * GMT_FAIL_CLOSED set waits for the limit at most GMT_FAIL_CLOSED_WAIT_MS
+ * and then gets GMT_EQUOTA. */
 int gmt__reserve(int device, uint64_t bytes);
 
 /* Gives back bytes charged on device (a free, or an allocation that the
@@ -52,6 +55,15 @@ uint64_t gmt__reserve_held(void);
  * -ENOTCONN when unhooked; this process's own use and the last known limit
  * when the pod manager cannot be reached. */
 int gmt__reserve_meminfo(int device, uint64_t *pod_used, uint64_t *limit);
+
+/* Whether GMT_FAIL_CLOSED is set: a process that never heard its pod's
+ * limit fails its allocations rather than running unlimited. */
+int gmt__reserve_fails_closed(void);
+
+/* What an allocation does while this process has not heard its pod's
+ * limit (GMT_FAIL_CLOSED), in words for stderr: wait and fail, or run
+ * unlimited. */
+const char *gmt__reserve_unheard_plan(char *buf, size_t len);
 
 /* The pod's limit from registration: the fallback while the pod manager
  * cannot be reached. */

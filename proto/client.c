@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -161,7 +162,14 @@ static int envelope_to_msg(const Gmt__Envelope *env, nng_msg **msg)
 {
   void *buf;
   size_t len;
-  int rv = gmt_wire_pack(env, &buf, &len);
+  /* Says which process calls (a tcp:// daemon checks it; nng does not
+   * tell us our socket's descriptor, so the daemon looks through ours).
+   * A forwarded request carries its sender's claim: ours replaces it. */
+  Gmt__Envelope e = *env;
+  Gmt__Caller me = GMT__CALLER__INIT;
+  me.pid = (uint32_t)getpid();
+  e.caller = &me;
+  int rv = gmt_wire_pack(&e, &buf, &len);
 
   if (rv)
     return rv;

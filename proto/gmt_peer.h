@@ -4,8 +4,9 @@
  * A peer's word about itself (the pid in a request) is never taken: on an
  * ipc:// socket the kernel gives its pid, uid and gid (SO_PEERCRED, read
  * through nng); on tcp:// the connection must come from a loopback
- * address, and its socket's owner is read from /proc/net/tcp{,6} and its
- * process found by the socket's inode under /proc/PID/fd. */
+ * address, its socket's owner is asked of the kernel (sock_diag), and
+ * the process the caller claims to be (Envelope.caller) must hold that
+ * socket (gmt_peer_pid_holds). */
 #ifndef GMT_PEER_H
 #define GMT_PEER_H
 
@@ -27,14 +28,20 @@ typedef struct gmt_peer {
 int gmt_peer_tcp_parse(const char *text, int family, const uint8_t *addr, uint16_t port,
                        const uint8_t *raddr, uint16_t rport, uint32_t *uid, uint64_t *inode);
 
-/* As above, reading this network namespace's /proc/net/tcp{,6}. */
+/* As above, asking the kernel (sock_diag) for the one socket, or reading
+ * this network namespace's /proc/net/tcp{,6} where it cannot answer. */
 int gmt_peer_tcp_owner(int family, const uint8_t *addr, uint16_t port, const uint8_t *raddr,
                        uint16_t rport, uint32_t *uid, uint64_t *inode);
 
-/* The one process that holds socket inode open (a scan of /proc/PID/fd;
- * only processes this one may look into). -ENOENT: none seen; -EEXIST:
- * more than one process holds it (a fork in between), so none is named. */
-int gmt_peer_socket_pid(uint64_t inode, int64_t *pid);
+/* A tcp:// caller's own claim, checked: 0 when process pid holds socket
+ * inode (its descriptor fd, when not 0, is tried first; else its own
+ * descriptors are scanned, at most GMT_PEER_SCAN_MAX_FDS) and runs as
+ * uid, the socket's owner. -EPERM: another user's process (or one that
+ * changed users on exec); -ENOENT: it does not hold the socket; -E2BIG:
+ * too many descriptors to scan; -errno: its /proc could not be read.
+ * Costs the same however many processes and files the node has. */
+#define GMT_PEER_SCAN_MAX_FDS 65536
+int gmt_peer_pid_holds(int64_t pid, uint32_t fd, uint64_t inode, uint32_t uid);
 
 /* Whether addr (network byte order, family AF_INET or AF_INET6) is a
  * loopback address, v4-mapped ones included. */

@@ -19,6 +19,11 @@
 #define GMT_DEFAULT_SCHD_IPC "ipc:///run/gmt/schd.sock"
 #define GMT_DEFAULT_SCHD_TCP "tcp://127.0.0.1:50051"
 #define GMT_DEFAULT_PMGR_PORT 50052
+/* A pod manager's ipc socket for its --port (printf with the port), and
+ * the one a hook dials when GMT_PMGR is not set: the kernel names an ipc
+ * caller at once, where a tcp:// one must be looked up (docs/security.md). */
+#define GMT_PMGR_IPC_FMT "ipc:///run/gmt/pmgr-%ld.sock"
+#define GMT_DEFAULT_PMGR "ipc:///run/gmt/pmgr-50052.sock"
 
 /* The largest frame any socket accepts. A longer one closes its
  * connection before anything is allocated for it, so a peer cannot make a

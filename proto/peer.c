@@ -3,7 +3,6 @@
  * here talks nng, so that the server (server.c) and the tests share it. */
 #include "gmt_peer.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <grp.h>
@@ -17,6 +16,7 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -161,48 +161,59 @@ int gmt_peer_tcp_owner(int family, const uint8_t *addr, uint16_t port, const uin
   return rc;
 }
 
-int gmt_peer_socket_pid(uint64_t inode, int64_t *pid)
+/* Whether /proc/PID/fd/FD names the socket (the link reads
+ * "socket:[INODE]"). */
+static bool fd_is(const char *dir, const char *fd, const char *want)
 {
-  char want[40];
-  snprintf(want, sizeof want, "socket:[%" PRIu64 "]", inode);
-  DIR *proc = opendir("/proc");
-  if (!proc)
+  char path[96], target[64];
+  snprintf(path, sizeof path, "%s/%s", dir, fd);
+  ssize_t n = readlink(path, target, sizeof target - 1);
+  if (n <= 0)
+    return false;
+  target[n] = '\0';
+  return strcmp(target, want) == 0;
+}
+
+int gmt_peer_pid_holds(int64_t pid, uint32_t fd, uint64_t inode, uint32_t uid)
+{
+  if (pid <= 0 || pid > INT32_MAX)
+    return -EINVAL;
+  char dir[64], want[40], name[16];
+  snprintf(dir, sizeof dir, "/proc/%" PRId64, pid);
+  /* The process's effective user owns its /proc folder (root does, for
+   * one that changed users on exec: a set-uid program that inherited the
+   * caller's socket is not taken for the caller). */
+  struct stat st;
+  if (stat(dir, &st) < 0)
     return -errno;
-  int64_t found = -1;
+  if (st.st_uid != uid)
+    return -EPERM;
+  snprintf(dir, sizeof dir, "/proc/%" PRId64 "/fd", pid);
+  snprintf(want, sizeof want, "socket:[%" PRIu64 "]", inode);
+  snprintf(name, sizeof name, "%" PRIu32, fd);
+  if (fd > 0 && fd_is(dir, name, want))
+    return 0;
+  /* No descriptor named, or a wrong one: that one process's table,
+   * bounded, never the node's. */
+  DIR *fds = opendir(dir);
+  if (!fds)
+    return -errno;
   int rc = -ENOENT;
-  struct dirent *e;
-  while ((e = readdir(proc)) && rc != -EEXIST) {
-    if (!isdigit((unsigned char)e->d_name[0]))
+  size_t seen = 0;
+  struct dirent *f;
+  while ((f = readdir(fds))) {
+    if (f->d_name[0] == '.')
       continue;
-    char dir[300];
-    snprintf(dir, sizeof dir, "/proc/%s/fd", e->d_name);
-    DIR *fds = opendir(dir);
-    if (!fds)
-      continue; /* gone, or not ours to look into */
-    struct dirent *f;
-    while ((f = readdir(fds))) {
-      char path[600], target[64];
-      snprintf(path, sizeof path, "%s/%s", dir, f->d_name);
-      ssize_t n = readlink(path, target, sizeof target - 1);
-      if (n <= 0)
-        continue;
-      target[n] = '\0';
-      if (strcmp(target, want) != 0)
-        continue;
-      int64_t p = strtoll(e->d_name, NULL, 10);
-      if (found >= 0 && found != p) {
-        rc = -EEXIST;
-        break;
-      }
-      found = p;
+    if (++seen > GMT_PEER_SCAN_MAX_FDS) {
+      rc = -E2BIG;
+      break;
+    }
+    if (fd_is(dir, f->d_name, want)) {
       rc = 0;
       break;
     }
-    closedir(fds);
   }
-  closedir(proc);
-  if (rc == 0)
-    *pid = found;
+  closedir(fds);
   return rc;
 }
 

@@ -143,7 +143,7 @@ static void call_cb(void *arg)
   s->cb(s->arg, call, call->req);
 }
 
-static void resolve(nng_pipe p, gmt_peer_t *peer, bool want_pid);
+static void resolve(nng_pipe p, gmt_peer_t *peer, const Gmt__Caller *claim);
 
 /* Connections one user other than root and ours may hold open: enough for
  * hundreds of processes of a pod (a hooked process holds up to three),
@@ -162,7 +162,7 @@ static void on_pipe_added(nng_pipe p, nng_pipe_ev ev, void *arg)
   if (!e)
     return; /* looked up again at its first call */
   e->peer = (gmt_peer_t){.pipe = (uint32_t)nng_pipe_id(p), .pid = -1, .uid = -1, .gid = -1};
-  resolve(p, &e->peer, false);
+  resolve(p, &e->peer, NULL);
   int64_t uid = e->peer.uid;
   bool limited = uid > 0 && uid != (int64_t)geteuid();
   size_t held = 0;
@@ -434,8 +434,10 @@ static int tcp_addr(const nng_sockaddr *a, const uint8_t **bytes, uint16_t *port
   return -1;
 }
 
-/* Fills in what the kernel says of the peer behind pipe p. */
-static void resolve(nng_pipe p, gmt_peer_t *peer, bool want_pid)
+/* Fills in what the kernel says of the peer behind pipe p. A tcp peer's
+ * pid is its claim (the request's caller), taken only once that process
+ * is seen holding the connection's socket as the socket's owner. */
+static void resolve(nng_pipe p, gmt_peer_t *peer, const Gmt__Caller *claim)
 {
   uint64_t v;
   if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &v) == 0) {
@@ -457,11 +459,11 @@ static void resolve(nng_pipe p, gmt_peer_t *peer, bool want_pid)
   if (fam < 0 || tcp_addr(&la, &lb, &lport) != fam || !gmt_peer_addr_loopback(fam, rb))
     return;
   peer->loopback = true;
-  bool need_pid = want_pid && peer->pid < 0;
+  bool need_pid = claim && peer->pid < 0;
   if (peer->uid >= 0 && !need_pid)
     return;
   /* The peer's socket is the one whose local end is its address: one
-   * lookup gives its owner and the inode that leads to its process. */
+   * lookup gives its owner and the inode its process must hold. */
   uint32_t uid;
   uint64_t ino;
   if (gmt_peer_tcp_owner(fam, rb, rport, lb, lport, &uid, &ino) != 0)
@@ -469,13 +471,19 @@ static void resolve(nng_pipe p, gmt_peer_t *peer, bool want_pid)
   peer->uid = uid;
   if (!need_pid)
     return;
-  int64_t pid;
-  int rc = gmt_peer_socket_pid(ino, &pid);
+  if (claim->pid == 0) {
+    gmt_debug("connection %u names no process (an older client?)", peer->pipe);
+    return;
+  }
+  int rc = gmt_peer_pid_holds(claim->pid, claim->fd, ino, uid);
   if (rc == 0)
-    peer->pid = pid;
+    peer->pid = claim->pid;
   else
-    gmt_debug("the process behind connection %u is not known: %s", peer->pipe,
-              rc == -EEXIST ? "several processes hold its socket" : gmt_strerror(rc));
+    gmt_info("connection %u from uid %u claims pid %u, not taken: %s", peer->pipe, uid, claim->pid,
+             rc == -ENOENT  ? "that process does not hold the connection"
+             : rc == -EPERM ? "that process is not the connection's owner"
+             : rc == -E2BIG ? "that process has too many descriptors to look through"
+                            : gmt_strerror(rc));
 }
 
 int gmt_call_peer(const gmt_call_t *call, gmt_peer_t *out, bool want_pid)
@@ -499,8 +507,11 @@ int gmt_call_peer(const gmt_call_t *call, gmt_peer_t *out, bool want_pid)
     return p.uid >= 0 ? 0 : -EPERM;
   }
 
-  /* Outside the lock: a pid may take a scan of /proc. */
-  resolve(call->pipe, &p, want_pid);
+  /* Outside the lock: a claimed pid is checked in /proc. An empty claim
+   * stands for none, so that the lookup is tried once. */
+  static const Gmt__Caller none = GMT__CALLER__INIT;
+  const Gmt__Caller *claim = call->req && call->req->caller ? call->req->caller : &none;
+  resolve(call->pipe, &p, want_pid ? claim : NULL);
   pthread_mutex_lock(&s->peers_mu);
   for (e = s->peers; e && e->peer.pipe != id; e = e->next)
     ;

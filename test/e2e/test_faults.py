@@ -81,6 +81,45 @@ class Faults(GmtTestCase):
         wait_for(lambda: self.reserved(p.proc.pid) == GIB, timeout=5, what="1 GiB in the ledger")
         p.stop()
 
+    def test_fail_closed_process_waits_for_its_pod_manager_and_gets_its_quota(self):
+        # GMT_FAIL_CLOSED: never heard a limit, so its first allocation
+        # waits for the pod manager instead of running unlimited.
+        self.start_schd()
+        pm = self.start_pmgr("a")
+        pm.stop()
+        env = self.hook_env("a", GMT_FAIL_CLOSED="1", GMT_FAIL_CLOSED_WAIT_MS="15000")
+        p = self.run_prog("a", MEM_PATHS, "alloc", str(GIB), "--step", str(256 * MIB), "--over",
+                          str(64 * MIB), env=env)
+        p.expect("INFO")
+        p.send()
+        time.sleep(1.0)
+        self.assertTrue(p.lines.empty(), "allocated before its pod manager came")
+        self.start_pmgr("a")
+        self.assertEqual(p.expect("FILLED", timeout=15)["ok"], "1")
+        self.assertEqual(int(p.expect("OVER")["rc"]), OOM)  # the pod's quota applies
+        self.assertIn("GMT_FAIL_CLOSED is set", p.stderr())
+        wait_for(lambda: self.reserved(p.proc.pid) == GIB, timeout=5, what="1 GiB in the ledger")
+        p.stop()
+
+    def test_fail_closed_process_fails_allocations_when_no_pod_manager_answers(self):
+        self.start_schd()
+        pm = self.start_pmgr("a")
+        pm.stop()
+        env = self.hook_env("a", GMT_FAIL_CLOSED="1", GMT_FAIL_CLOSED_WAIT_MS="700")
+        p = self.run_prog("a", MEM_PATHS, "alloc", str(256 * MIB), "--step", str(64 * MIB),
+                          env=env)
+        p.expect("INFO")
+        t0 = time.monotonic()
+        p.send()
+        f = p.expect("FILLED", timeout=10)
+        took = time.monotonic() - t0
+        self.assertEqual(f["ok"], "0", f)
+        self.assertEqual(int(f["rc"]), OOM, f)
+        self.assertGreater(took, 0.6)  # it waited for the pod manager first
+        self.assertLess(took, 5.0)
+        said = "GMT_FAIL_CLOSED: no pod manager gave this process its pod's memory limit"
+        wait_for(lambda: said in p.stderr(), timeout=5, what="the hook to say why")
+
     def test_stopped_pod_manager_does_not_hold_launches_or_allocations(self):
         self.start_schd()
         pm = self.start_pmgr("a")

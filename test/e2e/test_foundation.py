@@ -98,9 +98,12 @@ class PodsAndProcesses(GmtTestCase):
         p.send()
         rc, err = p.finish()
         self.assertEqual(rc, 0, err)
-        lines = [l for l in err.splitlines() if "unhooked" in l]
+        # One line, and an honest one: nothing limits this process.
+        lines = [l for l in err.splitlines() if "limit" in l]
         self.assertEqual(len(lines), 1, err)
-        self.assertIn("127.0.0.1:%d" % port, lines[0])
+        self.assertIn("no pod manager at tcp://127.0.0.1:%d" % port, lines[0])
+        self.assertIn("NOT limited", lines[0])
+        self.assertIn("GMT_FAIL_CLOSED=1", lines[0])
 
     def test_program_that_never_touches_cuda_says_nothing(self):
         env = self.env(LD_PRELOAD=self.preload(), GMT_PMGR="tcp://127.0.0.1:1")

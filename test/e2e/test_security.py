@@ -6,7 +6,9 @@ only itself: the pid it names is replaced by the kernel's."""
 import os
 import resource
 import shutil
+import socket
 import stat
+import struct
 import subprocess
 import sys
 
@@ -187,6 +189,187 @@ class Connections(GmtTestCase):
         finally:
             p.stdin.close()
             p.wait(timeout=20)
+
+
+def _varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def _field(num, value):
+    """One protobuf field: an int (varint) or bytes (length-delimited)."""
+    if isinstance(value, int):
+        return _varint(num << 3) + _varint(value)
+    return _varint(num << 3 | 2) + _varint(len(value)) + value
+
+
+def _fields(buf):
+    """(number, value) of each varint or length-delimited field of buf."""
+    i, out = 0, []
+    while i < len(buf):
+        key, shift = 0, 0
+        while True:
+            b = buf[i]
+            i += 1
+            key |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        v, shift = 0, 0
+        while True:
+            b = buf[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        if key & 7 == 2:
+            out.append((key >> 3, buf[i:i + v]))
+            i += v
+        else:
+            out.append((key >> 3, v))
+    return out
+
+
+def register_claiming(port, pid, fd=None):
+    """A Register over loopback TCP, written by hand, whose Envelope.caller
+    claims pid (and fd, by default this socket's own descriptor): what a
+    local program that lies about itself sends. Returns (code, message),
+    code 0 for a RegisterReply."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"\x00SP\x00\x00\x30\x00\x00")
+        hdr = b""
+        while len(hdr) < 8:
+            hdr += s.recv(8 - len(hdr))
+        caller = _field(1, pid) + _field(2, s.fileno() if fd is None else fd)
+        reg = _field(1, b"a") + _field(2, pid) + _field(3, b"/forged")
+        env = _field(1, 1) + _field(3, caller) + _field(10, reg)
+        s.sendall(struct.pack(">QI", 4 + len(env), 0x80000001) + env)
+        data = b""
+        while len(data) < 8 or len(data) < 8 + struct.unpack(">Q", data[:8])[0]:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise AssertionError("connection closed without a reply")
+            data += chunk
+    for num, v in _fields(data[12:]):
+        if num == 2:  # Error
+            f = dict(_fields(v))
+            code = f.get(1, 0)
+            return (code >> 1) ^ -(code & 1), f.get(2, b"").decode()
+        if num == 11:
+            return 0, ""
+    raise AssertionError("no reply body in %r" % data)
+
+
+class Claims(GmtTestCase):
+    """Over tcp:// a caller names its process (Envelope.caller); the pod
+    manager takes the claim only when that process holds the connection's
+    socket, one readlink however loaded the node is."""
+    CONFIG = "2\na 0.5 1.0 1Gi\nb 0.5 1.0 1Gi\n"
+
+    def test_a_tcp_caller_is_known_by_the_process_that_holds_its_socket(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        port = self.pmgr_urls["a"][1]
+        code, text = register_claiming(port, os.getpid())
+        self.assertEqual(code, 0, text)
+        self.assertIn("pid %d (" % os.getpid(), self.daemons[1].output())
+        # Another live process, pid 1, and a descriptor that is not the
+        # socket: refused, and nobody joins the pod.
+        other = subprocess.Popen(["sleep", "30"])
+        try:
+            for pid, fd in ((other.pid, None), (1, None), (other.pid, 0)):
+                code, text = register_claiming(port, pid, fd)
+                self.assertEqual(code, EPERM, text)
+                self.assertIn("cannot tell which process is calling", text)
+            log = self.daemons[1].output()
+            self.assertIn("claims pid %d, not taken" % other.pid, log)
+            self.assertNotIn("pid %d (" % other.pid, log)
+            self.assertNotIn("pid 1 (", log)
+        finally:
+            other.kill()
+            other.wait(timeout=5)
+
+
+# Run as nobody: N descriptors (dups of /dev/null) held by as many
+# processes as the open-file limit needs, until stdin closes.
+FD_HOLDER = r"""
+import os, resource, sys
+want = int(sys.argv[1])
+per = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 32
+r, w = os.pipe()
+kids = []
+for i in range(0, want, per):
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        fd = os.open("/dev/null", os.O_RDONLY)
+        held = [os.dup(fd) for _ in range(min(per, want - i) - 1)]
+        os.write(w, b"%d\n" % (len(held) + 1))
+        os.read(0, 1)  # until stdin closes
+        os._exit(0)
+    kids.append(pid)
+os.close(w)
+got = 0
+with os.fdopen(r) as f:
+    for _ in kids:
+        got += int(f.readline())
+print("HOLDING", got, flush=True)
+sys.stdin.readline()
+for k in kids:
+    os.waitpid(k, 0)
+"""
+
+
+class LoadedNode(GmtTestCase):
+    """Issue 24: with another user holding 250,000 open files, each new
+    tcp:// connection took a 2.4 s walk of every process's descriptors to
+    identify, past the hook's 1 s bound: the processes ran unhooked, and
+    4 x 900 MiB went into a 1 GiB pod."""
+    CONFIG = "1\na 0.5 1.0 1Gi\n"
+    FDS = 250000
+
+    def test_a_node_full_of_open_files_does_not_unhook_a_pod(self):
+        if os.geteuid() != 0:
+            cannot_run(self, "the descriptors are held by nobody: needs root")
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard < 1024:
+            cannot_run(self, "hard open-file limit %d is too low for this test" % hard)
+        self.start_schd()
+        self.start_pmgr("a")
+
+        def nobody_with_fds():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            as_nobody()
+        py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+        holder = subprocess.Popen([py, "-c", FD_HOLDER, str(self.FDS)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, preexec_fn=nobody_with_fds)
+        try:
+            line = holder.stdout.readline()
+            self.assertEqual(line.split(), ["HOLDING", str(self.FDS)])
+            progs = [self.run_prog("a", MEM_PATHS, "alloc", str(900 * MIB), "--step",
+                                   str(900 * MIB)) for _ in range(4)]
+            for p in progs:
+                p.expect("INFO")
+                self.wait_process("a", p.proc.pid, timeout=5)
+            for p in progs:
+                p.send()
+            filled = [p.expect("FILLED") for p in progs]
+            # 4 x 900 MiB in a 1 GiB pod: one fits, the others get OOM.
+            self.assertEqual([f["ok"] for f in filled].count("1"), 1, filled)
+            for p in progs:
+                self.assertNotIn("no pod manager", p.stderr())
+                self.assertNotIn("NOT limited", p.stderr())
+            wait_for(lambda: self.pod("a").get("memory_used") == 900 * MIB or None, timeout=5,
+                     what="the pod to count the one 900 MiB")
+            self.assertLessEqual(self.pod("a")["memory_reserved"], 1 << 30)
+        finally:
+            holder.stdin.close()
+            holder.wait(timeout=20)
 
 
 class Listen(GmtTestCase):

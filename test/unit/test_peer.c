@@ -1,5 +1,6 @@
 /* Who is calling (proto/peer.c): the kernel's word for a loopback TCP
- * peer's user and process, the /proc/net/tcp fallback's parsing, which
+ * peer's user, a caller's claim to be a process checked against that
+ * process's descriptors, the /proc/net/tcp fallback's parsing, which
  * urls count as local, and who a daemon admits. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -77,9 +79,66 @@ static void test_loopback_peer_is_this_process(void **state)
                                       (const uint8_t *)&a.sin_addr, a.sin_port, &uid, &ino),
                    0);
   assert_int_equal(uid, geteuid());
-  int64_t pid = -1;
-  assert_int_equal(gmt_peer_socket_pid(ino, &pid), 0);
-  assert_int_equal(pid, getpid());
+  /* Our claim holds: by the descriptor named, by a scan of our own
+   * descriptors when none or a wrong one is named. */
+  assert_int_equal(gmt_peer_pid_holds(getpid(), (uint32_t)c, ino, uid), 0);
+  assert_int_equal(gmt_peer_pid_holds(getpid(), 0, ino, uid), 0);
+  assert_int_equal(gmt_peer_pid_holds(getpid(), (uint32_t)l, ino, uid), 0);
+  /* Not as another user, and not for a socket we do not hold. */
+  assert_int_equal(gmt_peer_pid_holds(getpid(), (uint32_t)c, ino, uid + 1), -EPERM);
+  assert_int_equal(gmt_peer_pid_holds(getpid(), (uint32_t)c, ino + 1000000, uid), -ENOENT);
+  close(c);
+  close(l);
+}
+
+/* A claim names a process that does not hold the socket: a child that
+ * closed its copy, or any other process, is refused; so is a pid that
+ * does not exist. */
+static void test_claim_of_another_process_is_refused(void **state)
+{
+  (void)state;
+  int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(l >= 0 && c >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(l, 1), 0);
+  assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+  assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof a), 0);
+  struct sockaddr_in mine;
+  len = sizeof mine;
+  assert_int_equal(getsockname(c, (struct sockaddr *)&mine, &len), 0);
+  uint32_t uid;
+  uint64_t ino;
+  assert_int_equal(gmt_peer_tcp_owner(AF_INET, (const uint8_t *)&mine.sin_addr, mine.sin_port,
+                                      (const uint8_t *)&a.sin_addr, a.sin_port, &uid, &ino),
+                   0);
+  int go[2], ready[2];
+  assert_int_equal(pipe(go), 0);
+  assert_int_equal(pipe(ready), 0);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    close(c);
+    close(go[1]);
+    close(ready[0]);
+    close(ready[1]); /* its copy closed: the parent may look */
+    char b;
+    (void)!read(go[0], &b, 1); /* until the parent has looked */
+    _exit(0);
+  }
+  close(go[0]);
+  close(ready[1]);
+  char b;
+  assert_int_equal(read(ready[0], &b, 1), 0);
+  close(ready[0]);
+  assert_int_equal(gmt_peer_pid_holds(child, (uint32_t)c, ino, uid), -ENOENT);
+  assert_int_equal(gmt_peer_pid_holds(getpid(), (uint32_t)c, ino, uid), 0);
+  close(go[1]);
+  int st;
+  assert_int_equal(waitpid(child, &st, 0), child);
+  assert_true(gmt_peer_pid_holds(child, (uint32_t)c, ino, uid) < 0); /* gone */
+  assert_int_equal(gmt_peer_pid_holds(0, 0, ino, uid), -EINVAL);
   close(c);
   close(l);
 }
@@ -114,6 +173,7 @@ int main(void)
       cmocka_unit_test(test_local_urls),
       cmocka_unit_test(test_proc_net_tcp_line),
       cmocka_unit_test(test_loopback_peer_is_this_process),
+      cmocka_unit_test(test_claim_of_another_process_is_refused),
       cmocka_unit_test(test_admission),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
