@@ -53,10 +53,11 @@ gmt status >/dev/null || { echo "gmt-schd did not start:"; cat "$tmp/schd.log"; 
 declare -A pmgr_url
 for pod in train infer; do
   port=$(free_port)
-  "$build/client/gmt-pmgr" --port "$port" --name "$pod" --schd "$schd_url" \
+  "$build/client/gmt-pmgr" --port "$port" --name "$pod" --schd "ipc://$tmp/schd.sock" \
     --ipc "$tmp/pmgr-$pod.sock" 2>"$tmp/pmgr-$pod.log" &
   pids+=($!)
-  pmgr_url[$pod]="tcp://127.0.0.1:$port"
+  # The ipc socket: the kernel names each process that calls on it.
+  pmgr_url[$pod]="ipc://$tmp/pmgr-$pod.sock"
 done
 for _ in $(seq 100); do
   [ "$(gmt status --json | python3 -c 'import json,sys; print(sum(p["connected"] for p in json.load(sys.stdin)["pods"]))')" = 2 ] && break
@@ -66,7 +67,7 @@ done
 echo "== two sample jobs under the hook"
 jobs_pids=()
 for pod in train infer; do
-  GMT_PMGR=${pmgr_url[$pod]} LD_PRELOAD="$build/hook/libgmthook.so" \
+  GMT_FAIL_CLOSED=1 GMT_PMGR=${pmgr_url[$pod]} LD_PRELOAD="$build/hook/libgmthook.so" \
     "$build/test/e2e/progs/sample_job" "${job_args[@]}" &
   jobs_pids+=($!)
 done

@@ -195,8 +195,10 @@ class Backend:
                            a.timeout - (deadline - time.monotonic()),
                            names[0] if names else "NAME",
                            " -c " + a.config,
-                           "" if a.base_port == DEFAULT_BASE_PORT else
-                           " --base-port %d" % a.base_port))
+                           ("" if a.base_port == DEFAULT_BASE_PORT else
+                            " --base-port %d" % a.base_port) +
+                           ("" if self.run_dir == DEFAULT_RUN_DIR else
+                            " --run-dir " + self.run_dir)))
 
         while not self.stopping():
             for d in self.daemons:

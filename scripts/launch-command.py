@@ -3,14 +3,16 @@
 launch-command.py did: under the hook (LD_PRELOAD=libgmthook.so, the ASan
 runtime first for a sanitized build) with GMT_PMGR naming the pod's
 manager. The pod manager's address is the one launch-backend.py gives it
-(--base-port plus the pod's position in resource-config.txt), or --pmgr.
+(--base-port plus the pod's position in resource-config.txt): its ipc
+socket in --run-dir when it listens there (the kernel names an ipc caller
+at once), else its loopback port; or --pmgr.
 
 It execs `gmt run --pod NAME --pmgr URL -- CMD`, which finds the hook and
 sets the environment (docs/devices.md, "gmt run") and then execs CMD: CMD
 keeps this pid, and its signals and exit code are its own. Python 3
 standard library only; docs/operators.md.
 
-  launch-command.py --pod NAME [--base-port N] [-c FILE | --pmgr URL] -- CMD [ARGS...]
+  launch-command.py --pod NAME [--base-port N] [--run-dir DIR] [-c FILE | --pmgr URL] -- CMD [ARGS...]
 """
 import argparse
 import os
@@ -18,8 +20,8 @@ import sys
 
 sys.dont_write_bytecode = True  # nothing written beside the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from launchlib import (DEFAULT_BASE_PORT, LaunchError, find_program, listening,  # noqa: E402
-                       pod_names, pod_port, tcp_url)
+from launchlib import (DEFAULT_BASE_PORT, DEFAULT_RUN_DIR, LaunchError,  # noqa: E402
+                       find_program, listening, pod_names, pod_port, tcp_url)
 
 PROG = "launch-command"
 DEFAULT_CONFIG = "/etc/gmt/resource-config.txt"
@@ -42,6 +44,9 @@ def parse_args(argv):
     p.add_argument("--pod", required=True, metavar="NAME", help="the pod CMD runs in")
     p.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT, metavar="N",
                    help="launch-backend.py's --base-port (default %(default)s)")
+    p.add_argument("--run-dir", default=DEFAULT_RUN_DIR, metavar="DIR",
+                   help="launch-backend.py's socket folder: the pod manager's ipc socket "
+                   "DIR/pmgr-PORT.sock is used when it listens (default %(default)s)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("-c", "--config", metavar="FILE",
                    help="resource-config.txt: the pod's position there gives its port "
@@ -70,8 +75,12 @@ def pmgr_url(args):
         return args.pmgr, "--pmgr"
     names = pod_names(args.config)
     port = pod_port(names, args.pod, args.base_port, args.config)
-    return tcp_url(port), "%s's position %d in %s plus --base-port %d" % (
+    whence = "%s's position %d in %s plus --base-port %d" % (
         args.pod, names.index(args.pod), args.config, args.base_port)
+    ipc = "ipc://" + os.path.join(os.path.abspath(args.run_dir), "pmgr-%d.sock" % port)
+    if listening(ipc):
+        return ipc, whence + ", in --run-dir"
+    return tcp_url(port), whence
 
 
 def main(argv):

@@ -448,9 +448,16 @@ class Launch(unittest.TestCase):
     def test_a_command_runs_in_its_pod(self):
         self.ready()
         cfg = self.node.config_path
-        p = self.command("--pod", "infer", "-c", cfg, "--base-port", str(self.base))
+        run = os.path.join(self.node.tmp, "run")
+        p = self.command("--pod", "infer", "-c", cfg, "--base-port", str(self.base), "--run-dir",
+                         run)
         env = p.expect("ENV")
         self.assertEqual(int(env["pid"]), p.proc.pid)  # exec: CMD has this pid
+        # The pod manager's ipc socket, where the kernel names the caller.
+        with open("/proc/%d/environ" % p.proc.pid, "rb") as f:
+            environ = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        self.assertEqual(environ[b"GMT_PMGR"].decode(),
+                         "ipc://" + os.path.join(run, "pmgr-%d.sock" % (self.base + 1)))
         wait_for(lambda: self.pods_of(p.proc.pid) == ["infer"], timeout=20,
                  what="pid %d under pod infer" % p.proc.pid)
         q = self.command("--pod", "train", "--pmgr", "tcp://127.0.0.1:%d" % self.base)
