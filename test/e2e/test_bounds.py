@@ -12,66 +12,12 @@ import time
 import unittest
 
 from gmt_e2e import SCHD, Daemon, GmtTestCase, free_port, wait_for
-
-# nng's SP handshake: "\0SP\0", the protocol (REQ 0x30), two zero bytes.
-SP_REQ = b"\x00SP\x00\x00\x30\x00\x00"
-
-
-def varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def field(num, value):
-    """One protobuf field: an int is a varint, bytes are length-delimited."""
-    if isinstance(value, int):
-        return varint(num << 3) + varint(value)
-    return varint(num << 3 | 2) + varint(len(value)) + value
-
+from rawwire import SP_REQ, call_raw, connect, field
 
 def heartbeat(pod, nprocs, seq=1):
     procs = b"".join(field(3, field(1, 1000 + i) + field(2, b"x")) for i in range(nprocs))
     body = field(1, pod.encode()) + field(2, seq) + procs + field(4, 1)
     return field(1, 1) + field(12, body)  # Envelope: version 1, heartbeat_req
-
-
-def connect(port):
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(SP_REQ)
-    peer = s.recv(8)
-    if len(peer) != 8 or peer[:4] != b"\x00SP\x00":
-        raise AssertionError("no SP handshake from gmt-schd: %r" % peer)
-    return s
-
-
-def recv_exact(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise AssertionError("gmt-schd closed the connection")
-        buf += chunk
-    return buf
-
-
-def call_raw(port, envelope, timeout=5.0):
-    """Sends one REQ frame (request id, envelope); returns the reply's body."""
-    s = connect(port)
-    try:
-        s.settimeout(timeout)
-        payload = struct.pack(">I", 0x80000001) + envelope
-        s.sendall(struct.pack(">Q", len(payload)) + payload)
-        n = struct.unpack(">Q", recv_exact(s, 8))[0]
-        return recv_exact(s, n)[4:]
-    finally:
-        s.close()
 
 
 def rss_kib(pid):

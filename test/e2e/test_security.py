@@ -6,13 +6,12 @@ only itself: the pid it names is replaced by the kernel's."""
 import os
 import resource
 import shutil
-import socket
 import stat
-import struct
 import subprocess
 import sys
 
 from gmt_e2e import BUILD, SCHD, GmtTestCase, cannot_run, wait_for
+from rawwire import call_raw, error_of, field, fields
 
 WIRE = os.path.join(BUILD, "test", "e2e", "wireprogs", "wire_call")
 MEM_PATHS = os.path.join(BUILD, "test", "e2e", "memprogs", "mem_paths")
@@ -191,78 +190,18 @@ class Connections(GmtTestCase):
             p.wait(timeout=20)
 
 
-def _varint(n):
-    out = b""
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n:
-            return out
-
-
-def _field(num, value):
-    """One protobuf field: an int (varint) or bytes (length-delimited)."""
-    if isinstance(value, int):
-        return _varint(num << 3) + _varint(value)
-    return _varint(num << 3 | 2) + _varint(len(value)) + value
-
-
-def _fields(buf):
-    """(number, value) of each varint or length-delimited field of buf."""
-    i, out = 0, []
-    while i < len(buf):
-        key, shift = 0, 0
-        while True:
-            b = buf[i]
-            i += 1
-            key |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        v, shift = 0, 0
-        while True:
-            b = buf[i]
-            i += 1
-            v |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        if key & 7 == 2:
-            out.append((key >> 3, buf[i:i + v]))
-            i += v
-        else:
-            out.append((key >> 3, v))
-    return out
-
-
 def register_claiming(port, pid, fd=None):
-    """A Register over loopback TCP, written by hand, whose Envelope.caller
-    claims pid (and fd, by default this socket's own descriptor): what a
-    local program that lies about itself sends. Returns (code, message),
-    code 0 for a RegisterReply."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"\x00SP\x00\x00\x30\x00\x00")
-        hdr = b""
-        while len(hdr) < 8:
-            hdr += s.recv(8 - len(hdr))
-        caller = _field(1, pid) + _field(2, s.fileno() if fd is None else fd)
-        reg = _field(1, b"a") + _field(2, pid) + _field(3, b"/forged")
-        env = _field(1, 1) + _field(3, caller) + _field(10, reg)
-        s.sendall(struct.pack(">QI", 4 + len(env), 0x80000001) + env)
-        data = b""
-        while len(data) < 8 or len(data) < 8 + struct.unpack(">Q", data[:8])[0]:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise AssertionError("connection closed without a reply")
-            data += chunk
-    for num, v in _fields(data[12:]):
-        if num == 2:  # Error
-            f = dict(_fields(v))
-            code = f.get(1, 0)
-            return (code >> 1) ^ -(code & 1), f.get(2, b"").decode()
-        if num == 11:
-            return 0, ""
-    raise AssertionError("no reply body in %r" % data)
+    """A Register whose Envelope.caller claims pid (and fd, by default this
+    socket's own descriptor): what a local program that lies about itself
+    sends. Returns (code, message), code 0 for a RegisterReply."""
+    reg = field(1, b"a") + field(2, pid) + field(3, b"/forged")
+    rep = call_raw(port, field(1, 1) + field(10, reg), timeout=10, claim=(pid, fd))
+    err = error_of(rep)
+    if err:
+        return err
+    if 11 not in [num for num, _ in fields(rep)]:
+        raise AssertionError("no RegisterReply in %r" % rep)
+    return 0, ""
 
 
 class Claims(GmtTestCase):
