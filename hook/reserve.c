@@ -150,6 +150,8 @@ const char *gmt__reserve_unheard_plan(char *buf, size_t len)
 
 enum { UNHEARD_RUN = 0, UNHEARD_RETRY = 1 };
 
+static int offline_now(uint64_t now);
+
 /* An allocation that finds no limit ever heard and none to ask now: the
  * pod manager is down (never answered), or it refused this process
  * (unhooked: nothing will come). Without GMT_FAIL_CLOSED it runs
@@ -170,7 +172,10 @@ static int unheard(int unhooked)
   if (!closed)
     return UNHEARD_RUN;
   while (!unhooked && now < until) {
-    if (!gmt__channel_down())
+    pthread_mutex_lock(&g_mu);
+    int offline = offline_now(now);
+    pthread_mutex_unlock(&g_mu);
+    if (!offline)
       return UNHEARD_RETRY;
     uint64_t left = until - now;
     struct timespec ts = {0, (long)(left < 20 ? left : 20) * 1000000L};
@@ -326,6 +331,23 @@ static int grant_locally(int d, uint64_t bytes)
   return ok ? 0 : GMT_EQUOTA;
 }
 
+#define GRANT_ASK 1
+
+/* The pod manager cannot be asked now: within the last known limit, or,
+ * never having heard one, as unheard() says. GRANT_ASK: it answers now,
+ * ask it. */
+static int grant_offline(int d, uint64_t bytes)
+{
+  if (!limit_known()) {
+    int u = unheard(0);
+    if (u == UNHEARD_RETRY)
+      return GRANT_ASK;
+    if (u != UNHEARD_RUN)
+      return u;
+  }
+  return grant_locally(d, bytes);
+}
+
 int gmt__reserve(int device, uint64_t bytes)
 {
   int d = clamp_dev(device);
@@ -341,17 +363,14 @@ int gmt__reserve(int device, uint64_t bytes)
       return 0;
     }
     uint64_t shortfall = bytes - slack;
-    int offline = offline_now(now), known = g_limit_known;
+    int offline = offline_now(now);
     pthread_mutex_unlock(&g_mu);
-    if (offline && !known) {
-      int u = unheard(0);
-      if (u == UNHEARD_RETRY)
+    if (offline) {
+      int r = grant_offline(d, bytes);
+      if (r == GRANT_ASK)
         continue;
-      if (u != UNHEARD_RUN)
-        return u;
+      return r;
     }
-    if (offline)
-      return grant_locally(d, bytes);
 
     uint64_t want = shortfall > GMT_RESERVE_CHUNK ? shortfall : GMT_RESERVE_CHUNK;
     int r = rpc_memory(0, d, want);
@@ -366,15 +385,12 @@ int gmt__reserve(int device, uint64_t bytes)
       pthread_mutex_unlock(&g_mu);
       continue; /* take it (another thread may have taken it first) */
     case RPC_UNHOOKED: return unheard(1) == UNHEARD_RUN ? 0 : GMT_EQUOTA;
-    case RPC_UNREACHABLE:
-      if (!limit_known()) {
-        int u = unheard(0);
-        if (u == UNHEARD_RETRY)
-          continue;
-        if (u != UNHEARD_RUN)
-          return u;
-      }
-      return grant_locally(d, bytes);
+    case RPC_UNREACHABLE: {
+      int g = grant_offline(d, bytes);
+      if (g == GRANT_ASK)
+        continue;
+      return g;
+    }
     case RPC_DEVICE: return GMT_EDEVICE;
     default: return GMT_EQUOTA;
     }
