@@ -20,7 +20,6 @@ GMT_BUILD_DIR names the build (a plain one: build-test-plain); run it on
 two builds to compare them. Needs root (the flood is held by nobody)."""
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -35,53 +34,6 @@ MEM_PATHS = gmt_e2e.build_path("test", "e2e", "memprogs", "mem_paths")
 MIB = 1 << 20
 STEP = 8 * MIB
 QUOTA = 1 << 30
-NOBODY = 65534
-
-FD_HOLDER = r"""
-import os, resource, sys
-want = int(sys.argv[1])
-per = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 32
-r, w = os.pipe()
-kids = []
-for i in range(0, want, per):
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        fd = os.open("/dev/null", os.O_RDONLY)
-        held = [os.dup(fd) for _ in range(min(per, want - i) - 1)]
-        os.write(w, b"%d\n" % (len(held) + 1))
-        os.read(0, 1)
-        os._exit(0)
-    kids.append(pid)
-os.close(w)
-got = 0
-with os.fdopen(r) as f:
-    for _ in kids:
-        got += int(f.readline())
-print("HOLDING", got, flush=True)
-sys.stdin.readline()
-for k in kids:
-    os.waitpid(k, 0)
-"""
-
-
-def hold_fds(n):
-    """A nobody process tree holding n descriptors; stop it by closing stdin."""
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-
-    def drop():
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        os.setgroups([])
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)
-    py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-    p = subprocess.Popen([py, "-c", FD_HOLDER, str(n)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True, preexec_fn=drop)
-    line = p.stdout.readline().split()
-    if line != ["HOLDING", str(n)]:
-        raise SystemExit("the flood did not start: %r" % line)
-    return p
-
 
 def pct(xs, q):
     if not xs:
@@ -97,7 +49,7 @@ def one_case(transport, fds, clients, nstatus):
         node.start_schd()
         node.start_pmgr("a")
         if fds:
-            holder = hold_fds(fds)
+            holder = gmt_e2e.hold_fds(fds)
         url = node.pmgr_urls["a"][0] if transport == "tcp" else \
             "ipc://" + os.path.join(node.tmp, "run", "pmgr-a.sock")
         env = node.hook_env("a", GMT_PMGR=url)

@@ -97,6 +97,61 @@ def wait_for(pred, timeout=10.0, interval=0.05, what="condition"):
     raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
 
 
+# Run as nobody by hold_fds: N descriptors (dups of /dev/null) held by as
+# many processes as the open-file limit needs, until stdin closes.
+_FD_HOLDER = r"""
+import os, resource, sys
+want = int(sys.argv[1])
+per = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 32
+r, w = os.pipe()
+kids = []
+for i in range(0, want, per):
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        fd = os.open("/dev/null", os.O_RDONLY)
+        held = [os.dup(fd) for _ in range(min(per, want - i) - 1)]
+        os.write(w, b"%d\n" % (len(held) + 1))
+        os.read(0, 1)  # until stdin closes
+        os._exit(0)
+    kids.append(pid)
+os.close(w)
+got = 0
+with os.fdopen(r) as f:
+    for _ in kids:
+        got += int(f.readline())
+print("HOLDING", got, flush=True)
+sys.stdin.readline()
+for k in kids:
+    os.waitpid(k, 0)
+"""
+NOBODY = 65534
+
+
+def hold_fds(n):
+    """A node full of open files: n descriptors held by nobody (root only),
+    in processes of the hard open-file limit each. Returns the Popen;
+    closing its stdin ends it."""
+    import resource
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    def drop():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+    # The system's python: nobody may not enter a user's own install.
+    py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    p = subprocess.Popen([py, "-c", _FD_HOLDER, str(n)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, preexec_fn=drop)
+    line = p.stdout.readline().split()
+    if line != ["HOLDING", str(n)]:
+        p.kill()
+        p.wait(timeout=10)
+        raise AssertionError("nobody could not hold %d descriptors: %r" % (n, line))
+    return p
+
+
 def daemon_env(env):
     """env for one of gmt's own programs: GMT_DAEMON_LIBS, where set, names
     the folder of the shared libraries they need (the GPU machine)."""
