@@ -10,7 +10,7 @@ import stat
 import subprocess
 import sys
 
-from gmt_e2e import BUILD, SCHD, GmtTestCase, cannot_run, wait_for
+from gmt_e2e import BUILD, SCHD, GmtTestCase, cannot_run, free_port, wait_for
 
 WIRE = os.path.join(BUILD, "test", "e2e", "wireprogs", "wire_call")
 MEM_PATHS = os.path.join(BUILD, "test", "e2e", "memprogs", "mem_paths")
@@ -187,6 +187,37 @@ class Connections(GmtTestCase):
         finally:
             p.stdin.close()
             p.wait(timeout=20)
+
+
+class StateFolder(GmtTestCase):
+    """gmt.db and its journals have names anyone can foresee: gmt-schd
+    keeps them only in a folder no other user may write."""
+    CONFIG = "1\na 0.5 1.0 1Gi\n"
+
+    def run_schd(self, state):
+        return subprocess.run([SCHD, "-c", self.config_path, "--listen",
+                               "tcp://127.0.0.1:%d" % free_port(), "--metrics", "off",
+                               "--state-dir", state], capture_output=True, text=True, timeout=20,
+                              env=self.env())
+
+    def test_a_state_folder_others_may_write_is_refused_at_start(self):
+        for mode, who in ((0o1777, "others"), (0o777, "others"), (0o770, "its group")):
+            d = os.path.join(self.tmp, "state-%o" % mode)
+            os.mkdir(d)
+            os.chmod(d, mode)
+            r = self.run_schd(d)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("state dir %s is writable by %s (mode %04o)" % (d, who, mode), r.stderr)
+            self.assertIn("--state-dir", r.stderr)
+            self.assertEqual(os.listdir(d), [])
+        if os.geteuid() == 0:
+            d = os.path.join(self.tmp, "state-nobody")
+            os.mkdir(d, 0o700)
+            os.chown(d, NOBODY, NOBODY)
+            r = self.run_schd(d)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("state dir %s belongs to uid %d" % (d, NOBODY), r.stderr)
+            self.assertEqual(os.listdir(d), [])
 
 
 class Listen(GmtTestCase):
