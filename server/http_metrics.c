@@ -63,8 +63,7 @@ struct gmt_metrics {
   gmt_schd_t *s;
   uv_tcp_t listener;
   conn_t *oldest, *newest; /* every live connection, by arrival */
-  int nconns;
-  int handles; /* open: the listener's and each connection's two */
+  int handles;             /* open: the listener's and each connection's two */
   bool stopping;
   char *page; /* the last rendered page, and when */
   size_t page_len;
@@ -126,7 +125,6 @@ static void conn_close(conn_t *c)
     c->next->prev = c->prev;
   else
     m->newest = c->prev;
-  m->nconns--;
   uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
   uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
 }
@@ -444,7 +442,6 @@ static void on_connection(uv_stream_t *server, int status)
   else
     m->oldest = c;
   m->newest = c;
-  m->nconns++;
   if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
     conn_close(c);
     return;
