@@ -1,10 +1,11 @@
-/* The text of Alnair's per-call logs and the names of their files (see
- * callfmt.h). */
+/* The text of Alnair's per-call logs, the names of their files and the
+ * rules for the folder they go in (see callfmt.h). */
 #include "callfmt.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static size_t fitted(int n, size_t len)
 {
@@ -33,30 +34,62 @@ size_t gmt__callfmt_dropped(char *buf, size_t len, uint64_t lines)
                 len);
 }
 
-/* out = dir/leaf. */
-static int join(char *out, const char *dir, const char *leaf)
+void gmt__callfmt_paths(gmt_callpaths_t *p, int pid, int plain)
 {
-  int n = snprintf(out, 4096, "%s/%s", dir, leaf);
-  return n > 0 && n < 4096 ? 0 : -ENAMETOOLONG;
+  snprintf(p->lock, sizeof p->lock, ".gmt-calllog.lock");
+  if (plain) {
+    snprintf(p->metrics, sizeof p->metrics, "metrics.log");
+    snprintf(p->timeline, sizeof p->timeline, "timeline.log");
+  } else {
+    snprintf(p->metrics, sizeof p->metrics, "metrics.%d.log", pid);
+    snprintf(p->timeline, sizeof p->timeline, "timeline.%d.log", pid);
+  }
+  snprintf(p->rotated, sizeof p->rotated, "%s.1", p->timeline);
 }
 
-int gmt__callfmt_paths(gmt_callpaths_t *p, const char *dir, int pid, int plain)
+void gmt__callfmt_tmp_name(char *buf, size_t len, int pid, uint64_t rnd)
 {
-  char m[64], t[64], r[64], tmp[64];
-  if (!plain) {
-    snprintf(m, sizeof m, "metrics.%d.log", pid);
-    snprintf(t, sizeof t, "timeline.%d.log", pid);
-    snprintf(r, sizeof r, "timeline.%d.log.1", pid);
-  } else {
-    snprintf(m, sizeof m, "metrics.log");
-    snprintf(t, sizeof t, "timeline.log");
-    snprintf(r, sizeof r, "timeline.log.1");
+  snprintf(buf, len, ".metrics.%d.%016llx.tmp", pid, (unsigned long long)rnd);
+}
+
+int gmt__callfmt_mode(const char *text, unsigned *mode)
+{
+  unsigned v = 0;
+  size_t n = 0;
+  for (; text[n]; n++) {
+    if (text[n] < '0' || text[n] > '7' || n >= 4)
+      return -EINVAL;
+    v = v * 8 + (unsigned)(text[n] - '0');
   }
-  snprintf(tmp, sizeof tmp, ".metrics.%d.log.tmp", pid);
-  int rc = join(p->lock, dir, ".gmt-calllog.lock");
-  rc = rc ? rc : join(p->metrics, dir, m);
-  rc = rc ? rc : join(p->tmp, dir, tmp);
-  rc = rc ? rc : join(p->timeline, dir, t);
-  rc = rc ? rc : join(p->rotated, dir, r);
-  return rc;
+  if (n == 0 || (v & ~0666u) || (v & (S_IRUSR | S_IWUSR)) != (S_IRUSR | S_IWUSR))
+    return -EINVAL;
+  *mode = v;
+  return 0;
+}
+
+unsigned gmt__callfmt_dir_mode(unsigned file_mode)
+{
+  return S_IRWXU | (file_mode & S_IRGRP ? S_IRGRP | S_IXGRP : 0) |
+         (file_mode & S_IROTH ? S_IROTH | S_IXOTH : 0);
+}
+
+const char *gmt__callfmt_dir_open_to(unsigned dir_mode)
+{
+  if (dir_mode & S_ISVTX)
+    return NULL;
+  return dir_mode & S_IWOTH ? "others" : dir_mode & S_IWGRP ? "its group" : NULL;
+}
+
+int gmt__callfmt_file_ours(unsigned mode, unsigned uid, unsigned long nlink, unsigned euid,
+                           char *why, size_t len)
+{
+  if (!S_ISREG(mode))
+    snprintf(why, len, "is not a regular file");
+  else if (uid != euid)
+    snprintf(why, len, "belongs to uid %u", uid);
+  else if (nlink != 1)
+    snprintf(why, len, "has %lu names (hard links)", nlink);
+  else
+    return 1;
+  return 0;
 }

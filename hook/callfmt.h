@@ -41,17 +41,47 @@ static inline int gmt__callfmt_must_rotate(uint64_t size, uint64_t n, uint64_t m
   return size > 0 && n > max - (size < max ? size : max);
 }
 
-/* The files of process pid in dir. plain: Alnair's own names, for the
- * process holding the folder's lock; else each name carries the pid. */
+/* The names of process pid's files in the log folder (calllog.c makes
+ * them there by name, relative to the folder it opened). plain: Alnair's
+ * own names, for the process holding the folder's lock; else each name
+ * carries the pid. */
 typedef struct {
-  char lock[4096];     /* dir/.gmt-calllog.lock: whoever holds it has the plain names */
-  char metrics[4096];  /* dir/metrics.log or dir/metrics.<pid>.log */
-  char tmp[4096];      /* dir/.metrics.<pid>.log.tmp, renamed over metrics */
-  char timeline[4096]; /* dir/timeline.log or dir/timeline.<pid>.log */
-  char rotated[4096];  /* timeline + ".1" */
+  char lock[32];     /* .gmt-calllog.lock: whoever holds it has the plain names */
+  char metrics[48];  /* metrics.log or metrics.<pid>.log */
+  char timeline[48]; /* timeline.log or timeline.<pid>.log */
+  char rotated[52];  /* timeline + ".1" */
 } gmt_callpaths_t;
 
-/* Fills p (tmp always carries the pid). 0, or -ENAMETOOLONG. */
-int gmt__callfmt_paths(gmt_callpaths_t *p, const char *dir, int pid, int plain);
+void gmt__callfmt_paths(gmt_callpaths_t *p, int pid, int plain);
+
+/* metrics.log is written into a temporary file renamed over it. Its name
+ * carries random bits (rnd): a name another user can foresee is one they
+ * can plant a link at first. At least 40 bytes. */
+void gmt__callfmt_tmp_name(char *buf, size_t len, int pid, uint64_t rnd);
+
+/* The logs' files are private unless GMT_LOG_MODE widens them. */
+#define GMT_CALLLOG_DEFAULT_MODE 0600u
+
+/* GMT_LOG_MODE: an octal file mode that keeps the owner's read and write
+ * and adds only reads and writes (0600 to 0666: 0640, 0644, ...). 0 with
+ * *mode, or -EINVAL. */
+int gmt__callfmt_mode(const char *text, unsigned *mode);
+
+/* The mode of a folder the hook makes for files of mode file_mode: the
+ * owner's, plus reading and entering for whoever may read the files;
+ * never writing, which would let them replace the files. */
+unsigned gmt__callfmt_dir_mode(unsigned file_mode);
+
+/* Who, other than the folder's owner, can rename and replace the files in
+ * a folder of mode dir_mode: "others", "its group", or NULL when nobody
+ * can (not writable by them, or sticky as /tmp, where only a file's owner
+ * may rename it). */
+const char *gmt__callfmt_dir_open_to(unsigned dir_mode);
+
+/* Whether a file opened (without following a link) in the folder is one
+ * the logs may write: a regular file of user euid with no other name.
+ * Else 0 with why ("belongs to uid 65534", ...) filled, 1 when it may. */
+int gmt__callfmt_file_ours(unsigned mode, unsigned uid, unsigned long nlink, unsigned euid,
+                           char *why, size_t len);
 
 #endif

@@ -15,18 +15,28 @@
  * and every METRICS_MS writes metrics.log afresh into a temporary file
  * renamed over it, so a reader never sees half of one. Its lock, g_mu, is
  * held only by it and by the exit handler, across file writes; it takes
- * nothing else (fork.h's CALLLOG rank). */
+ * nothing else (fork.h's CALLLOG rank).
+ *
+ * The folder may be one other users write too (a shared /tmp-like one):
+ * it is opened once and every file made in it by name from there; no link
+ * is followed, a file is written only when it is a regular file of ours
+ * with no other name, the temporary file's name cannot be foreseen, and a
+ * folder others can rearrange (writable by them, no sticky bit) is
+ * refused. Files are 0600 and a folder the hook makes 0700 unless
+ * GMT_LOG_MODE widens them. */
 #include "calllog.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -101,8 +111,10 @@ static struct {
   char dir[PATH_MAX];
   uint64_t max;
   int state;
-  int plain; /* this process holds the folder's lock: Alnair's names */
-  int lock_fd, tl_fd;
+  int plain;     /* this process holds the folder's lock: Alnair's names */
+  unsigned mode; /* of the files (GMT_LOG_MODE) */
+  int pid;
+  int dir_fd, lock_fd, tl_fd;
   uint64_t tl_size;
   uint64_t lost_lines; /* lines a failed write lost */
   int said_write;
@@ -229,12 +241,125 @@ static int write_all(int fd, const char *p, size_t n)
   return 0;
 }
 
-/* Once per process: which names are ours, and the timeline opened. A
- * folder that cannot be written turns the logs off, said once. */
+/* The folder, made if missing and opened: every file is then made in it
+ * by name (openat), so a folder moved or replaced later changes nothing.
+ * A link at the folder's own name is followed only when we or root made
+ * it: another user's link would choose the folder for us. 0, or -errno
+ * with why filled in. */
+static int open_dir(char *why, size_t len)
+{
+  unsigned dmode = gmt__callfmt_dir_mode(g.mode);
+  bool made = mkdir(g.dir, dmode) == 0;
+  if (!made && errno != EEXIST) {
+    int err = errno;
+    snprintf(why, len, "cannot make the folder (%s)", strerror(err));
+    return -err;
+  }
+  int fd = open(g.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    snprintf(why, len, "cannot open the folder (%s)", strerror(err));
+    return -err;
+  }
+  struct stat st, name;
+  const char *who;
+  int rc = 0;
+  if (fstat(fd, &st) < 0 || lstat(g.dir, &name) < 0) {
+    rc = -errno;
+    snprintf(why, len, "cannot look at the folder (%s)", strerror(-rc));
+  } else if (S_ISLNK(name.st_mode) && name.st_uid != 0 && name.st_uid != geteuid()) {
+    rc = -ELOOP;
+    snprintf(why, len, "the folder's name is a symbolic link of uid %u, not followed",
+             (unsigned)name.st_uid);
+  } else if (S_ISLNK(name.st_mode) && stat(g.dir, &name) < 0) {
+    rc = -errno;
+    snprintf(why, len, "cannot look at the folder (%s)", strerror(-rc));
+  } else if (name.st_dev != st.st_dev || name.st_ino != st.st_ino) {
+    rc = -EAGAIN;
+    snprintf(why, len, "the folder was replaced while it was opened");
+  } else if ((who = gmt__callfmt_dir_open_to(st.st_mode)) != NULL) {
+    rc = -EPERM;
+    snprintf(why, len,
+             "the folder is writable by %s without the sticky bit, so they could swap the logs "
+             "for links (chmod +t the folder, or take their write away)",
+             who);
+  }
+  if (rc < 0) {
+    close(fd);
+    return rc;
+  }
+  /* Exactly the mode asked for, whatever the umask. */
+  if (made && st.st_uid == geteuid() && (st.st_mode & 07777) != dmode && fchmod(fd, dmode) < 0)
+    GMT_HOOK_DEBUG("cannot set %s to %o (%s)", g.dir, dmode, strerror(errno));
+  g.dir_fd = fd;
+  return 0;
+}
+
+/* name in the folder, made if missing, for writing: never through a link
+ * (nor a FIFO's wait for a reader), and only when it is a regular file of
+ * ours with no other name, so that nothing another user planted is
+ * written. Never truncated here: a truncation before those checks could
+ * cut a file of theirs. Its mode is made g.mode. An fd, or -errno with why
+ * filled in. */
+static int open_ours(const char *name, int flags, char *why, size_t len)
+{
+  int fd = openat(g.dir_fd, name, flags | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, g.mode);
+  struct stat st;
+  if (fd < 0) {
+    int err = errno;
+    if (err == ELOOP)
+      snprintf(why, len, "is a symbolic link, not followed");
+    else if (fstatat(g.dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+      snprintf(why, len, "is not a regular file");
+    else
+      snprintf(why, len, "cannot be opened (%s)", strerror(err));
+    return -err;
+  }
+  if (fstat(fd, &st) < 0) {
+    int err = errno;
+    snprintf(why, len, "cannot be looked at (%s)", strerror(err));
+    close(fd);
+    return -err;
+  }
+  if (!gmt__callfmt_file_ours(st.st_mode, st.st_uid, (unsigned long)st.st_nlink, geteuid(), why,
+                              len)) {
+    close(fd);
+    return -EPERM;
+  }
+  fcntl(fd, F_SETFL, flags & O_APPEND);
+  /* Made by the umask, or by an older gmt (0644): g.mode exactly. */
+  if ((st.st_mode & 07777) != g.mode && fchmod(fd, g.mode) < 0)
+    GMT_HOOK_DEBUG("cannot set %s/%s to %o (%s)", g.dir, name, g.mode, strerror(errno));
+  return fd;
+}
+
+/* Whether name in the folder, if there, is ours to replace (metrics.log,
+ * written by a rename over it): else 0 with why filled in. */
+static int name_ours(const char *name, char *why, size_t len)
+{
+  struct stat st;
+  if (fstatat(g.dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+    snprintf(why, len, "cannot be looked at (%s)", strerror(errno));
+    return errno == ENOENT;
+  }
+  if (S_ISLNK(st.st_mode)) {
+    snprintf(why, len, "is a symbolic link, not followed");
+    return 0;
+  }
+  return gmt__callfmt_file_ours(st.st_mode, st.st_uid, (unsigned long)st.st_nlink, geteuid(), why,
+                                len);
+}
+
+/* Once per process: the folder checked and opened, which names are ours,
+ * and the timeline opened. A folder that cannot be used turns the logs
+ * off, said once; Alnair's names that are not ours to write (a link,
+ * another user's file) are said once, and this process's own names are
+ * used instead. */
 static void open_files(void)
 {
-  const char *what = "make the folder";
-  int pid = (int)getpid();
+  char why[256];
+  const char *name = NULL; /* the file why speaks of; NULL: the folder */
+  g.pid = (int)getpid();
   const char *mx = getenv("GMT_LOG_MAX_BYTES");
   uint64_t max = 0;
   g.max = GMT_CALLLOG_DEFAULT_MAX_BYTES;
@@ -244,37 +369,60 @@ static void open_files(void)
              mx, (unsigned long long)g.max);
   else if (mx && *mx)
     g.max = max;
+  const char *mode = getenv("GMT_LOG_MODE");
+  g.mode = GMT_CALLLOG_DEFAULT_MODE;
+  if (mode && *mode && gmt__callfmt_mode(mode, &g.mode) < 0)
+    gmt__say("GMT_LOG_MODE=%s is not an octal file mode from 0600 to 0666 (as 0640 or 0644); "
+             "the logs are kept private (0600)",
+             mode);
   /* Only the folder itself is made: a missing parent is the operator's to
    * fix, and is said like any other folder that cannot be written. */
-  int rc = mkdir(g.dir, 0755) < 0 && errno != EEXIST ? -errno : 0;
-  if (rc == 0) {
-    what = "write in it";
-    gmt__callfmt_paths(&g.paths, g.dir, pid, 0); /* the length was checked at load */
-    g.lock_fd = open(g.paths.lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    rc = g.lock_fd < 0 ? -errno : 0;
-  }
+  int rc = open_dir(why, sizeof why);
   if (rc == 0) {
     /* The first process of the folder keeps Alnair's names for as long as
      * it lives; the others, and its forked children, carry their pid. The
-     * lock goes with the process (and with an exec: O_CLOEXEC). */
-    g.plain = flock(g.lock_fd, LOCK_EX | LOCK_NB) == 0;
-    if (!g.plain) {
+     * lock goes with the process (and with an exec: O_CLOEXEC). A lock
+     * that cannot be had (another user's) means this process's names. */
+    char lwhy[128];
+    g.lock_fd = open_ours(".gmt-calllog.lock", O_RDWR, lwhy, sizeof lwhy);
+    g.plain = g.lock_fd >= 0 && flock(g.lock_fd, LOCK_EX | LOCK_NB) == 0;
+    if (g.lock_fd < 0)
+      GMT_HOOK_DEBUG("%s/.gmt-calllog.lock %s; this process's own names", g.dir, lwhy);
+    gmt__callfmt_paths(&g.paths, g.pid, g.plain);
+    const char *refused = NULL;
+    if (g.plain && !name_ours(g.paths.metrics, why, sizeof why))
+      refused = g.paths.metrics;
+    else if ((g.tl_fd = open_ours(g.paths.timeline, O_WRONLY | O_APPEND, why, sizeof why)) < 0)
+      refused = g.paths.timeline;
+    if (g.plain && refused) {
+      char was[sizeof why], rname[sizeof g.paths.metrics];
+      memcpy(was, why, sizeof why);
+      snprintf(rname, sizeof rname, "%s", refused);
+      g.plain = 0;
+      gmt__callfmt_paths(&g.paths, g.pid, 0);
+      g.tl_fd = open_ours(g.paths.timeline, O_WRONLY | O_APPEND, why, sizeof why);
+      if (g.tl_fd >= 0)
+        gmt__say("%s=%s: %s %s; this process writes %s and %s instead", g.var, g.dir, rname, was,
+                 g.paths.timeline, g.paths.metrics);
+    }
+    if (!g.plain && g.lock_fd >= 0) {
       close(g.lock_fd);
       g.lock_fd = -1;
     }
-    gmt__callfmt_paths(&g.paths, g.dir, pid, g.plain);
-    what = g.plain ? "timeline.log in it" : "timeline.<pid>.log in it";
-    g.tl_fd = open(g.paths.timeline, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    rc = g.tl_fd < 0 ? -errno : 0;
+    if (g.tl_fd < 0) {
+      name = g.paths.timeline;
+      rc = -EPERM;
+    }
   }
   struct stat st;
   if (rc == 0 && fstat(g.tl_fd, &st) == 0)
     g.tl_size = (uint64_t)st.st_size;
   if (rc < 0) {
-    gmt__say("%s=%s: cannot %s (%s); no per-call logs", g.var, g.dir, what, strerror(-rc));
-    if (g.lock_fd >= 0)
-      close(g.lock_fd);
-    g.lock_fd = -1;
+    gmt__say("%s=%s: %s%s%s; no per-call logs", g.var, g.dir, name ? name : "", name ? " " : "",
+             why);
+    if (g.dir_fd >= 0)
+      close(g.dir_fd);
+    g.dir_fd = -1;
     g.state = FILES_FAILED;
     atomic_store_explicit(&gmt__calllog_on, 0, memory_order_relaxed);
     return;
@@ -282,13 +430,13 @@ static void open_files(void)
   g.state = FILES_OPEN;
 }
 
-static void write_failed(const char *path, int err)
+static void write_failed(const char *name, const char *why)
 {
   if (g.said_write)
     return;
   g.said_write = 1;
-  gmt__say("%s: cannot write %s (%s); its lines are dropped and counted", g.var, path,
-           strerror(-err));
+  gmt__say("%s: cannot write %s/%s (%s); its lines are dropped and counted", g.var, g.dir, name,
+           why);
 }
 
 static void flush_buf(void)
@@ -301,22 +449,27 @@ static void flush_buf(void)
   } else {
     for (size_t i = 0; i < g.buflen; i++)
       g.lost_lines += g.buf[i] == '\n';
-    write_failed(g.paths.timeline, rc);
+    write_failed(g.paths.timeline, strerror(-rc));
   }
   g.buflen = 0;
 }
 
-/* timeline.log becomes timeline.log.1 (replacing the one before) and a
- * new timeline.log starts: the two never hold more than twice the bound. */
+/* timeline.log becomes timeline.log.1 (replacing whatever had that name:
+ * a rename replaces a link, it does not follow it) and a new timeline.log
+ * starts: the two never hold more than twice the bound. */
 static void rotate(void)
 {
   if (g.tl_fd >= 0)
     close(g.tl_fd);
-  if (rename(g.paths.timeline, g.paths.rotated) < 0)
-    GMT_HOOK_DEBUG("cannot rename %s (%s); it is cut instead", g.paths.timeline, strerror(errno));
-  g.tl_fd = open(g.paths.timeline, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (renameat(g.dir_fd, g.paths.timeline, g.dir_fd, g.paths.rotated) < 0)
+    GMT_HOOK_DEBUG("cannot rename %s/%s (%s); it is cut instead", g.dir, g.paths.timeline,
+                   strerror(errno));
+  char why[128];
+  g.tl_fd = open_ours(g.paths.timeline, O_WRONLY | O_APPEND, why, sizeof why);
+  if (g.tl_fd >= 0 && ftruncate(g.tl_fd, 0) < 0)
+    GMT_HOOK_DEBUG("cannot cut %s/%s (%s)", g.dir, g.paths.timeline, strerror(errno));
   if (g.tl_fd < 0)
-    write_failed(g.paths.timeline, -errno);
+    write_failed(g.paths.timeline, why);
   g.tl_size = 0;
 }
 
@@ -417,15 +570,32 @@ static void write_metrics(void)
   }
   if (dropped)
     len += gmt__callfmt_dropped(g.mbuf + len, sizeof(g.mbuf) - len, dropped);
-  int fd = open(g.paths.tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  int rc = fd < 0 ? -errno : write_all(fd, g.mbuf, len);
+  /* A fresh name each time, made only if nothing has it (O_EXCL: not
+   * through a link either). */
+  char tmp[64];
+  int fd = -1;
+  for (int i = 0; i < 8 && fd < 0; i++) {
+    uint64_t rnd;
+    if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
+      rnd = clock_ns(CLOCK_MONOTONIC) ^ ((uint64_t)i << 56);
+    gmt__callfmt_tmp_name(tmp, sizeof tmp, g.pid, rnd);
+    fd = openat(g.dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, g.mode);
+    if (fd < 0 && errno != EEXIST)
+      break;
+  }
+  int rc = fd < 0 ? -errno : 0;
+  if (rc == 0 && fchmod(fd, g.mode) < 0) /* the umask's cut undone */
+    rc = -errno;
+  if (rc == 0)
+    rc = write_all(fd, g.mbuf, len);
+  if (rc == 0 && renameat(g.dir_fd, tmp, g.dir_fd, g.paths.metrics) < 0)
+    rc = -errno;
   if (fd >= 0)
     close(fd);
-  if (rc == 0 && rename(g.paths.tmp, g.paths.metrics) < 0)
-    rc = -errno;
   if (rc < 0) {
-    unlink(g.paths.tmp);
-    write_failed(g.paths.metrics, rc);
+    if (fd >= 0)
+      unlinkat(g.dir_fd, tmp, 0);
+    write_failed(g.paths.metrics, strerror(-rc));
   }
 }
 
@@ -501,7 +671,9 @@ static void calllog_child(void)
     close(g.lock_fd); /* only our copy: the parent keeps its lock */
   if (g.tl_fd >= 0)
     close(g.tl_fd);
-  g.lock_fd = g.tl_fd = -1;
+  if (g.dir_fd >= 0)
+    close(g.dir_fd);
+  g.dir_fd = g.lock_fd = g.tl_fd = -1;
   if (g.state == FILES_OPEN)
     g.state = FILES_NONE;
   g.plain = 0;
@@ -527,7 +699,7 @@ static const gmt_fork_ops_t g_fork_ops = {calllog_prepare, calllog_parent, calll
  * call, so a process that never calls CUDA leaves no file. */
 __attribute__((constructor)) static void calllog_init(void)
 {
-  g.lock_fd = g.tl_fd = -1;
+  g.dir_fd = g.lock_fd = g.tl_fd = -1;
   gmt__fork_register(GMT_LOCK_CALLLOG, &g_fork_ops);
   g.var = "GMT_LOG_DIR";
   const char *dir = getenv(g.var);

@@ -5,16 +5,38 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "gmt_log.h"
+#include "gmt_wire.h"
+
+_Static_assert(GMT_DAEMON_NOFILE_MIN == 4 * GMT_SERVER_MAX_PER_USER + 1024,
+               "the floor follows the per-user cap");
+
+/* The warning for a limit of have descriptors (hard: the hard limit):
+ * 0 with buf filled, or -EAGAIN when have is enough. */
+static int nofile_warning(unsigned long long have, unsigned long long hard, char *buf, size_t len)
+{
+  if (have >= GMT_DAEMON_NOFILE_MIN)
+    return -EAGAIN;
+  snprintf(buf, len,
+           "open-file limit %llu (hard limit %llu) is below %d: one user may hold %d "
+           "connections (the per-user cap), so one or two users can take every descriptor and "
+           "lock pods, hooks and `gmt status` out; raise the hard limit (LimitNOFILE= in the "
+           "systemd unit: deploy/systemd sets 1048576; `prlimit --nofile` or "
+           "/etc/security/limits.conf otherwise)",
+           have, hard, GMT_DAEMON_NOFILE_MIN, GMT_SERVER_MAX_PER_USER);
+  return 0;
+}
 
 void gmt_daemon_raise_nofile(void)
 {
   struct rlimit rl;
+  char warning[512];
 
   if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
     gmt_warn("cannot read the open-file limit: %s", strerror(errno));
@@ -27,10 +49,12 @@ void gmt_daemon_raise_nofile(void)
     if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
       gmt_warn("cannot raise the open-file limit from %llu to %llu: %s", (unsigned long long)was,
                (unsigned long long)rl.rlim_max, strerror(errno));
-      return;
+      rl.rlim_cur = was;
     }
   }
   gmt_debug("open-file limit %llu", (unsigned long long)rl.rlim_cur);
+  if (nofile_warning(rl.rlim_cur, rl.rlim_max, warning, sizeof warning) == 0)
+    gmt_warn("%s", warning);
 }
 
 /* ---- the bound on stopping ---- */

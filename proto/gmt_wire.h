@@ -131,6 +131,11 @@ typedef struct gmt_call gmt_call_t; /* one request waiting for its reply */
  * must answer every call exactly once with gmt_call_reply*(). */
 typedef void (*gmt_server_cb)(void *arg, gmt_call_t *call, const Gmt__Envelope *req);
 
+/* Connections one user other than root and the daemon's own may hold open
+ * to a server; one more is closed at once. server.c keeps a copy of this
+ * line: the compiler refuses the two if they ever differ. */
+#define GMT_SERVER_MAX_PER_USER 1024
+
 int gmt_server_new(gmt_server_t **s, int ncontexts, gmt_server_cb cb, void *arg);
 /* Listens on url; ipc:// paths get their folder made, a stale socket
  * removed and mode 0660. May be called for several urls before gmt_server_start(). */

@@ -76,7 +76,10 @@ class Daemon:
         self.what, self.pod, self.port, self.url, self.ipc = what, pod, port, url, ipc
         self.argv = argv
         self.log_path = log_path
-        self.log = open(log_path, "ab")
+        # Not through a link, and the daemon's user's alone: the log says
+        # who ran what.
+        self.log = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT |
+                                     os.O_NOFOLLOW | os.O_CLOEXEC, 0o600), "ab")
         self.log.write(("==== %s: %s started at %s\n"
                         % (PROG, " ".join(argv), time.strftime("%Y-%m-%d %H:%M:%S"))).encode())
         self.log.flush()

@@ -6,14 +6,25 @@
  * could hold enough idle connections to take every descriptor gmt-schd may
  * open and lock every pod out of it (measured: `gmt status` timed out while
  * 20,000 idle connections to the metrics port were held). Here:
- * - at most MAX_CONNS connections live at once. When one more comes, the
- *   oldest whose request is not whole yet is answered 503 and closed (a
- *   scraper sends its request as soon as it connects, so a flood of idle
- *   connections evicts itself); when every connection is being answered,
- *   the new one is;
+ * - at most MAX_CONNS connections live at once, and at most PER_USER of
+ *   one user other than root and the daemon's own (a loopback peer's user
+ *   comes from sock_diag, one message however many sockets the node has;
+ *   peers whose user is not known share one such cap). When one more
+ *   comes, http_admit.c picks who gives way: a user past its cap loses its
+ *   own oldest connection whose request is not whole yet, so one user
+ *   reconnecting in a loop pushes out only itself; past MAX_CONNS the
+ *   oldest such connection of whoever holds the most goes. It is answered
+ *   503 and closed (a scraper sends its request as soon as it connects, so
+ *   a flood of idle connections evicts itself); when every other
+ *   connection is being answered, the new one is;
  * - a client has REQUEST_MS to send its request head (at most
- *   GMT_HTTP_HEAD_MAX bytes), and ANSWER_MS more to take the answer;
- * - every answer closes its connection (Connection: close);
+ *   GMT_HTTP_HEAD_MAX bytes: past it the answer is 431), and ANSWER_MS
+ *   more to take the answer;
+ * - every answer closes its connection (Connection: close), gracefully: the
+ *   writing side is shut, and what the client still sends is read and
+ *   dropped for up to LINGER_MS, because closing a socket with unread
+ *   bytes sends a reset that can destroy the answer before the client
+ *   reads it (an oversized head's 431 did);
  * - the page is rendered at most every PAGE_MS: a flood of scrapes costs
  *   the loop a few renders a second, not one per scrape.
  * Everything runs on the loop, so the page is built from the scheduler's
@@ -23,19 +34,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_http_head.h"
+#include "gmt_peer.h"
+#include "http_admit.h"
 #include "metrics.h"
 #include "rpc_trace.h"
 #include "schd.h"
 
 #define PATH "/metrics"
 #define MAX_CONNS 64
+#define PER_USER 8
 #define REQUEST_MS 5000
 #define ANSWER_MS 10000
+#define LINGER_MS 2000
 #define PAGE_MS 250
 
 typedef struct conn conn_t;
@@ -46,13 +63,12 @@ struct gmt_metrics {
   gmt_schd_t *s;
   uv_tcp_t listener;
   conn_t *oldest, *newest; /* every live connection, by arrival */
-  int nconns;
-  int handles; /* open: the listener's and each connection's two */
+  int handles;             /* open: the listener's and each connection's two */
   bool stopping;
   char *page; /* the last rendered page, and when */
   size_t page_len;
   uint64_t page_ms;
-  uint64_t evicted_said_ms;
+  uint64_t evicted_said_ms, capped_said_ms;
   uv_tcp_t reject; /* a connection there is no memory for */
   bool reject_busy;
 };
@@ -62,12 +78,16 @@ struct conn {
   uv_timer_t timer;
   struct gmt_metrics *m;
   conn_t *prev, *next;
+  int64_t uid;    /* who holds the other end; -1: not known */
+  bool limited;   /* held to PER_USER */
   bool answering; /* the request is whole; its answer is on its way */
+  bool lingering; /* answered: what the client still sends is dropped */
   bool closing;
   int open; /* of tcp and timer */
   size_t len;
   char head[GMT_HTTP_HEAD_MAX];
   uv_write_t wr;
+  uv_shutdown_t shut;
   char *out; /* the answer being written */
 };
 
@@ -105,7 +125,6 @@ static void conn_close(conn_t *c)
     c->next->prev = c->prev;
   else
     m->newest = c->prev;
-  m->nconns--;
   uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
   uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
 }
@@ -144,10 +163,34 @@ static const char *page(struct gmt_metrics *m, size_t *len)
   return text;
 }
 
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+static void on_alloc(uv_handle_t *h, size_t want, uv_buf_t *buf);
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+  conn_t *c = req->data;
+  if (status < 0 && status != UV_ECANCELED)
+    conn_close(c);
+}
+
+/* The answer is written: the writing side is shut (the client reads it
+ * and then the end), and whatever the client still sends is read and
+ * dropped until it closes, or LINGER_MS, so that the close sends no reset
+ * over the answer. */
 static void on_written(uv_write_t *wr, int status)
 {
-  (void)status; /* whatever came of it, the connection is done */
-  conn_close(wr->data);
+  conn_t *c = wr->data;
+  if (status < 0 || c->closing) {
+    conn_close(c);
+    return;
+  }
+  c->lingering = true;
+  c->len = 0;
+  c->shut.data = c;
+  uv_timer_start(&c->timer, on_deadline, LINGER_MS, 0);
+  if (uv_shutdown(&c->shut, (uv_stream_t *)&c->tcp, on_shutdown) < 0 ||
+      uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+    conn_close(c);
 }
 
 /* Sends status (and body, unless a HEAD) and closes the connection once
@@ -209,7 +252,15 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
   (void)buf;
   conn_t *c = st->data;
-  if (c->answering || c->closing)
+  if (c->closing)
+    return;
+  if (c->lingering) { /* dropped; the client's end closes it */
+    c->len = 0;
+    if (nread < 0)
+      conn_close(c);
+    return;
+  }
+  if (c->answering)
     return;
   if (nread < 0) { /* EOF or an error before the request was whole */
     conn_close(c);
@@ -242,6 +293,11 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 static void on_deadline(uv_timer_t *t)
 {
   conn_t *c = t->data;
+  if (c->lingering) {
+    gmt_debug("metrics: a client still sent %d ms after its answer; closed", LINGER_MS);
+    conn_close(c);
+    return;
+  }
   gmt_debug("metrics: a client took more than %d ms to %s; closed",
             c->answering ? ANSWER_MS : REQUEST_MS,
             c->answering ? "take its answer" : "send its request");
@@ -253,24 +309,92 @@ static void on_deadline(uv_timer_t *t)
 
 /* ---- connections ---- */
 
-/* Makes room: the oldest connection still sending its request (the
- * newest, which is, when every other is being answered) is answered 503
- * and closed. Returns it. */
-static conn_t *evict(struct gmt_metrics *m)
+/* The addresses of a TCP address, as sock_diag wants them: a v4-mapped
+ * IPv6 address (a dual-stack listener's IPv4 peer) as the IPv4 one. */
+static int addr_of(const struct sockaddr_storage *sa, const uint8_t **addr, uint16_t *port)
 {
-  for (conn_t *c = m->oldest; c; c = c->next)
-    if (!c->answering) {
-      uint64_t now = uv_now(m->s->loop);
-      if (now - m->evicted_said_ms >= 1000) { /* a flood says it once a second */
-        m->evicted_said_ms = now;
-        gmt_warn("metrics: %d connections at once; the oldest idle one was answered 503 (at "
-                 "most one such line a second)",
-                 MAX_CONNS);
-      }
-      turn_away(c);
-      return c;
+  if (sa->ss_family == AF_INET) {
+    const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+    *addr = (const uint8_t *)&in->sin_addr;
+    *port = in->sin_port;
+    return AF_INET;
+  }
+  if (sa->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+    *port = in6->sin6_port;
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      *addr = in6->sin6_addr.s6_addr + 12;
+      return AF_INET;
     }
-  return NULL;
+    *addr = in6->sin6_addr.s6_addr;
+    return AF_INET6;
+  }
+  return -1;
+}
+
+/* The user holding the other end of c: a loopback peer's socket is looked
+ * up by its four-tuple (gmt_peer_tcp_owner: sock_diag, no walk of /proc).
+ * -1 for a peer not on loopback, or one gone already. */
+static int64_t peer_uid(conn_t *c)
+{
+  struct sockaddr_storage ra, la;
+  int rlen = sizeof ra, llen = sizeof la;
+  const uint8_t *rb, *lb;
+  uint16_t rport, lport;
+  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ra, &rlen) < 0 ||
+      uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&la, &llen) < 0)
+    return -1;
+  int fam = addr_of(&ra, &rb, &rport);
+  if (fam < 0 || addr_of(&la, &lb, &lport) != fam || !gmt_peer_addr_loopback(fam, rb))
+    return -1;
+  uint32_t uid;
+  uint64_t ino;
+  if (gmt_peer_tcp_owner(fam, rb, rport, lb, lport, &uid, &ino) != 0)
+    return -1;
+  return uid;
+}
+
+/* Makes room for c, just accepted, as http_admit.c decides: the one that
+ * gives way is answered 503 and closed (one whose answer is written
+ * already is closed). Returns it, or NULL. */
+static conn_t *make_room(struct gmt_metrics *m, conn_t *c)
+{
+  gmt_http_conn_t view[MAX_CONNS + 1];
+  conn_t *at[MAX_CONNS + 1];
+  size_t n = 0;
+  for (conn_t *x = m->oldest; x && n < MAX_CONNS + 1; x = x->next) {
+    at[n] = x;
+    view[n++] = (gmt_http_conn_t){
+        .uid = x->uid, .limited = x->limited, .busy = x->answering && !x->lingering};
+  }
+  if (n == 0 || at[n - 1] != c) /* more than the array: cannot happen, one goes per arrival */
+    return NULL;
+  int i = gmt_http_admit(view, n, MAX_CONNS, PER_USER);
+  if (i < 0)
+    return NULL;
+  conn_t *gone = at[i];
+  size_t held = 0;
+  for (size_t k = 0; k < n; k++)
+    held += view[k].uid == c->uid;
+  bool capped = c->limited && held > PER_USER; /* else the port is full */
+  uint64_t now = uv_now(m->s->loop);
+  uint64_t *said = capped ? &m->capped_said_ms : &m->evicted_said_ms;
+  if (now - *said >= 1000) { /* a flood says it once a second */
+    *said = now;
+    if (capped)
+      gmt_warn("metrics: uid %lld has %d connections at once; its own oldest idle one was "
+               "answered 503 (at most one such line a second)",
+               (long long)c->uid, PER_USER);
+    else
+      gmt_warn("metrics: %d connections at once; the oldest idle one was answered 503, of the "
+               "user holding the most (at most one such line a second)",
+               MAX_CONNS);
+  }
+  if (gone->lingering)
+    conn_close(gone);
+  else
+    turn_away(gone);
+  return gone;
 }
 
 /* Out of memory for a connection: it is accepted into the one spare
@@ -318,12 +442,13 @@ static void on_connection(uv_stream_t *server, int status)
   else
     m->oldest = c;
   m->newest = c;
-  m->nconns++;
   if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
     conn_close(c);
     return;
   }
-  if (m->nconns > MAX_CONNS && evict(m) == c)
+  c->uid = peer_uid(c);
+  c->limited = c->uid != 0 && c->uid != (int64_t)geteuid();
+  if (make_room(m, c) == c)
     return;
   uv_timer_start(&c->timer, on_deadline, REQUEST_MS, 0);
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -357,9 +358,31 @@ int gmt_store_open(gmt_store_t **out, const char *dir, char *errbuf, size_t errl
     return rv;
   }
   /* A folder we made is 0700; one that was there is the operator's, so it
-   * is not changed, only reported when others may look in. */
+   * is not changed, only reported when others may look in. But gmt.db and
+   * its journals have names anyone can foresee, and SQLite makes them
+   * without O_EXCL: in a folder another user may write (sticky or not),
+   * they could put a journal of their own or a link there first. */
   struct stat ds;
-  if (stat(dir, &ds) == 0 && (ds.st_mode & 077))
+  if (stat(dir, &ds) < 0) {
+    rv = -errno;
+    say(errbuf, errlen, "state dir %s: %s", dir, gmt_strerror(rv));
+    return rv;
+  }
+  uid_t me = geteuid();
+  if ((ds.st_mode & (S_IWGRP | S_IWOTH)) || (ds.st_uid != me && ds.st_uid != 0)) {
+    char who[64];
+    if (ds.st_mode & (S_IWGRP | S_IWOTH))
+      snprintf(who, sizeof who, "is writable by %s (mode %04o)",
+               ds.st_mode & S_IWOTH ? "others" : "its group", (unsigned)(ds.st_mode & 07777));
+    else
+      snprintf(who, sizeof who, "belongs to uid %u", (unsigned)ds.st_uid);
+    say(errbuf, errlen,
+        "state dir %s %s: another user could plant gmt.db or its journal there; give gmt-schd "
+        "a folder of its own (--state-dir; 0700, owned by uid %u)",
+        dir, who, (unsigned)me);
+    return -EPERM;
+  }
+  if (ds.st_mode & 077)
     gmt_warn("state dir %s is mode %03o: others may read the history; 0700 is advised", dir,
              (unsigned)(ds.st_mode & 0777));
   gmt_store_t *st = calloc(1, sizeof *st);

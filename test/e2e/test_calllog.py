@@ -4,14 +4,26 @@ wrapped entry point exactly, and its timeline.log has one parsable line
 per call; the files are per process, a forked child writes its own, the
 timeline stays under GMT_LOG_MAX_BYTES, a folder that cannot be written
 costs one line on stderr and nothing else, and without the variables no
-file is made."""
+file is made. In a folder another user can write, nothing they plant is
+followed: links and files of theirs are left as they were, a folder
+others may rearrange (writable, no sticky bit) is refused, and what gmt
+makes is private (0700, 0600) unless GMT_LOG_MODE widens it."""
 import os
 import re
+import stat
 import subprocess
 import time
 import unittest
 
-from gmt_e2e import ASAN_PRELOAD, PROGS, GmtTestCase, wait_for
+from gmt_e2e import ASAN_PRELOAD, PROGS, GmtTestCase, cannot_run, wait_for
+
+NOBODY = 65534
+
+
+def as_nobody():
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
 
 TIMELINE = re.compile(r"^name:(cu\w+), start:(\d+), burst:(\d+)$")
 METRIC = re.compile(r"^name:(\w+),count:(\d+)(?:,burst:(\d+))?$")
@@ -52,7 +64,7 @@ def by_name(rows):
     return counts
 
 
-class CallLogs(GmtTestCase):
+class CallLogCase(GmtTestCase):
     CONFIG = "1\na 0.5 1.0 4Gi\n"
 
     def setUp(self):
@@ -92,6 +104,8 @@ class CallLogs(GmtTestCase):
         self.assertNotIn("timeline_dropped", metrics)
         self.assertEqual(by_name(rows), {k: v[0] for k, v in metrics.items()})
 
+
+class CallLogs(CallLogCase):
     def test_counts_bursts_and_timeline_lines_match_the_calls(self):
         t0 = time.time_ns()
         ready, err = self.run_counts("--allocs", "5", "--copies", "3", "--launches", "100",
@@ -261,6 +275,192 @@ class CallLogs(GmtTestCase):
                            capture_output=True, text=True, timeout=10)
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "hi\n", ""))
         self.assertFalse(os.path.exists(self.logs))
+
+
+class SharedFolder(CallLogCase):
+    """A log folder another user (nobody) can write, used by a root job."""
+
+    SECRET = "root's own, 0600\n"
+
+    def setUp(self):
+        super().setUp()
+        if os.geteuid() != 0:
+            cannot_run(self, "the links are planted as nobody for a root job: needs root")
+        os.chmod(self.node.tmp, 0o711)  # nobody may pass through to the folder
+        # Owned by the other user and world-writable with the sticky bit: the
+        # kernel's protected_symlinks lets root follow a link the folder's
+        # owner made, so only the hook stands between the job and the link.
+        os.mkdir(self.logs)
+        os.chown(self.logs, NOBODY, NOBODY)
+        os.chmod(self.logs, 0o1777)
+        self.targets = os.path.join(self.node.tmp, "targets")
+        os.mkdir(self.targets, 0o700)
+
+    def target(self, name):
+        """A root-owned 0600 file the other user would like the job to write."""
+        path = os.path.join(self.targets, name)
+        with open(path, "w") as f:
+            f.write(self.SECRET)
+        os.chmod(path, 0o600)
+        return path
+
+    def as_nobody(self, *argv):
+        r = subprocess.run(list(argv), capture_output=True, text=True, timeout=10,
+                           preexec_fn=as_nobody)
+        self.assertEqual(r.returncode, 0, "%s as nobody: %s" % (argv, r.stderr))
+
+    def plant(self, name, target):
+        link = os.path.join(self.logs, name)
+        self.as_nobody("ln", "-s", target, link)
+        st = os.lstat(link)
+        self.assertTrue(stat.S_ISLNK(st.st_mode))
+        self.assertEqual(st.st_uid, NOBODY)
+        return link
+
+    def start_waiting(self, *args, **extra):
+        """call_counts behind a shell that waits for a line before it execs
+        it: its pid is known before its first driver call."""
+        return self.run_prog("a", "/bin/sh", "-c", 'read go; exec "$0" "$@"',
+                             os.path.join(PROGS, "call_counts"), *args,
+                             env=self.counts_env(**extra))
+
+    def assert_untouched(self, targets):
+        for path in targets:
+            st = os.stat(path)
+            self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (0, 0o600), path)
+            with open(path) as f:
+                self.assertEqual(f.read(), self.SECRET, "%s was written through a link" % path)
+
+    def test_links_another_user_planted_are_not_followed(self):
+        p = self.start_waiting("--launches", "400", GMT_LOG_DIR=self.logs,
+                               GMT_LOG_MAX_BYTES="2Ki")
+        pid = p.proc.pid
+        names = ["metrics.log", "timeline.log", "timeline.log.1",
+                 ".metrics.%d.log.tmp" % pid]  # the temporary name gmt used to use
+        planted = {n: self.target(n.strip(".") + ".target") for n in names}
+        for n, t in planted.items():
+            self.plant(n, t)
+        p.send()
+        p.expect("READY")
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assert_untouched(planted.values())
+        for n, t in planted.items():  # each link left as it was
+            link = os.path.join(self.logs, n)
+            self.assertTrue(os.path.islink(link), n)
+            self.assertEqual(os.readlink(link), t, n)
+        # The hook said why, once, and logged under its pid instead.
+        lines = [l for l in err.splitlines() if "GMT_LOG_DIR" in l]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("metrics.log is a symbolic link, not followed", lines[0])
+        self.assertIn("timeline.%d.log" % pid, lines[0])
+        m = os.path.join(self.logs, "metrics.%d.log" % pid)
+        self.assertEqual(read_metrics(m)["cuLaunchKernel"][0], 400)
+        for name in ("metrics.%d.log" % pid, "timeline.%d.log" % pid, "timeline.%d.log.1" % pid):
+            st = os.lstat(os.path.join(self.logs, name))
+            self.assertTrue(stat.S_ISREG(st.st_mode), name)
+            self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (0, 0o600), name)
+        # No temporary file of its own left behind.
+        self.assertEqual([f for f in self.files() if f.endswith(".tmp") and f not in planted], [])
+
+    def test_a_link_at_metrics_log_alone_is_left_as_it_was(self):
+        target = self.target("metrics.target")
+        link = self.plant("metrics.log", target)
+        p = self.start_waiting("--launches", "6", GMT_LOG_DIR=self.logs)
+        pid = p.proc.pid
+        p.send()
+        p.expect("READY")
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assert_untouched([target])
+        self.assertEqual(os.readlink(link), target)
+        self.assertIn("metrics.log is a symbolic link, not followed; this process writes "
+                      "timeline.%d.log and metrics.%d.log instead" % (pid, pid), err)
+        m = read_metrics(os.path.join(self.logs, "metrics.%d.log" % pid))
+        self.assertEqual(m["cuLaunchKernel"][0], 6)
+        self.assertNotIn("timeline.log", self.files())
+
+    def test_a_file_another_user_made_is_not_appended_to(self):
+        # A regular file of theirs, readable by them: appending the job's
+        # calls to it would hand them the job's timeline.
+        self.as_nobody("sh", "-c", "umask 0; echo theirs > %s" %
+                       os.path.join(self.logs, "timeline.log"))
+        p = self.start_waiting("--launches", "5", GMT_LOG_DIR=self.logs)
+        pid = p.proc.pid
+        p.send()
+        p.expect("READY")
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(self.logs, "timeline.log")) as f:
+            self.assertEqual(f.read(), "theirs\n")
+        self.assertIn("timeline.log belongs to uid %d" % NOBODY, err)
+        rows = read_timeline(os.path.join(self.logs, "timeline.%d.log" % pid))
+        self.assertEqual(by_name(rows)["cuLaunchKernel"], 5)
+
+
+class FolderModes(CallLogCase):
+    def run_in(self, folder, **extra):
+        p = self.start_counts("--launches", "5", GMT_LOG_DIR=folder, **extra)
+        p.expect("READY")
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        return err
+
+    def modes(self, folder):
+        return {n: stat.S_IMODE(os.lstat(os.path.join(folder, n)).st_mode)
+                for n in os.listdir(folder)}
+
+    def test_a_folder_others_may_rearrange_is_refused_with_one_line(self):
+        for mode in (0o777, 0o770):
+            folder = os.path.join(self.node.tmp, "open-%o" % mode)
+            os.mkdir(folder)
+            os.chmod(folder, mode)
+            err = self.run_in(folder)
+            lines = [l for l in err.splitlines() if l.strip()]
+            self.assertEqual(len(lines), 1, err)
+            self.assertIn("GMT_LOG_DIR=" + folder, lines[0])
+            self.assertIn("writable by", lines[0])
+            self.assertIn("sticky", lines[0])
+            self.assertIn("no per-call logs", lines[0])
+            self.assertEqual(self.files(folder), [])
+        # With the sticky bit (as /tmp) it is used.
+        folder = os.path.join(self.node.tmp, "sticky")
+        os.mkdir(folder)
+        os.chmod(folder, 0o1777)
+        self.assertNotIn("per-call", self.run_in(folder))
+        self.assertEqual(read_metrics(os.path.join(folder, "metrics.log"))["cuLaunchKernel"][0], 5)
+
+    def test_what_gmt_makes_is_private_unless_log_mode_widens_it(self):
+        old = os.umask(0o022)  # the usual umask would give 0755 and 0644
+        try:
+            self.assertNotIn("per-call", self.run_in(self.logs, GMT_LOG_MAX_BYTES="512"))
+            self.assertEqual(stat.S_IMODE(os.stat(self.logs).st_mode), 0o700)
+            self.assertEqual(self.modes(self.logs),
+                             {".gmt-calllog.lock": 0o600, "metrics.log": 0o600,
+                              "timeline.log": 0o600, "timeline.log.1": 0o600})
+            wide = os.path.join(self.node.tmp, "wide")
+            self.assertNotIn("per-call", self.run_in(wide, GMT_LOG_MODE="0644"))
+            self.assertEqual(stat.S_IMODE(os.stat(wide).st_mode), 0o755)
+            self.assertEqual(set(self.modes(wide).values()), {0o644})
+            group = os.path.join(self.node.tmp, "group")
+            self.assertNotIn("per-call", self.run_in(group, GMT_LOG_MODE="640"))
+            self.assertEqual(stat.S_IMODE(os.stat(group).st_mode), 0o750)
+            self.assertEqual(set(self.modes(group).values()), {0o640})
+        finally:
+            os.umask(old)
+        # A file made wider by an older gmt is made private again.
+        os.chmod(os.path.join(self.logs, "timeline.log"), 0o644)
+        self.run_in(self.logs)
+        self.assertEqual(self.modes(self.logs)["timeline.log"], 0o600)
+
+    def test_a_bad_log_mode_is_said_once_and_the_private_default_kept(self):
+        for bad in ("0777", "0200", "rw-r--r--", "0o644", "4755"):
+            folder = os.path.join(self.node.tmp, "bad-" + bad.replace("-", "_"))
+            err = self.run_in(folder, GMT_LOG_MODE=bad)
+            lines = [l for l in err.splitlines() if "GMT_LOG_MODE" in l]
+            self.assertEqual(len(lines), 1, err)
+            self.assertIn(bad, lines[0])
+            self.assertEqual(set(self.modes(folder).values()), {0o600}, bad)
 
 
 if __name__ == "__main__":

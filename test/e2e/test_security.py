@@ -10,7 +10,8 @@ import stat
 import subprocess
 import sys
 
-from gmt_e2e import BUILD, SCHD, GmtTestCase, cannot_run, hold_fds, wait_for
+from gmt_e2e import (BUILD, PMGR, SCHD, Daemon, GmtTestCase, cannot_run, free_port, hold_fds,
+                      wait_for)
 from rawwire import call_raw, error_of, field, fields
 
 WIRE = os.path.join(BUILD, "test", "e2e", "wireprogs", "wire_call")
@@ -268,6 +269,84 @@ class LoadedNode(GmtTestCase):
         finally:
             holder.stdin.close()
             holder.wait(timeout=20)
+
+
+class OpenFileLimit(GmtTestCase):
+    """Each connection costs a daemon a descriptor and one user may hold
+    1,024: with a hard limit near that, the cap protects nobody, and the
+    daemons say so at start."""
+    CONFIG = "1\na 0.5 1.0 1Gi\n"
+
+    def start_limited(self, nofile):
+        """gmt-schd and a pod manager under prlimit --nofile=nofile."""
+        lim = ["prlimit", "--nofile=" + nofile]
+        schd = Daemon("schd", lim + [SCHD, "-c", self.config_path, "--listen", self.schd_url,
+                                     "--state-dir", os.path.join(self.tmp, "state"),
+                                     "--metrics", "off"], self.env(), self.tmp)
+        self.daemons.append(schd)
+        wait_for(lambda: not schd.alive() or self.try_status() is not None,
+                 what="gmt-schd to answer")
+        self.assertTrue(schd.alive(), schd.output())
+        port = free_port()
+        pmgr = Daemon("pmgr-a", lim + [PMGR, "--port", str(port), "--name", "a", "--schd",
+                                       self.schd_url, "--ipc",
+                                       os.path.join(self.tmp, "run", "pmgr-a.sock")],
+                      self.env(), self.tmp)
+        self.daemons.append(pmgr)
+        self.pmgr_urls["a"] = ("tcp://127.0.0.1:%d" % port, port)
+        wait_for(lambda: not pmgr.alive() or self.pod("a").get("connected"),
+                 what="pod a to connect")
+        self.assertTrue(pmgr.alive(), pmgr.output())
+        return schd, pmgr
+
+    def test_a_hard_limit_of_1024_is_said_at_start_with_how_to_raise_it(self):
+        for d in self.start_limited("1024:1024"):
+            lines = [l for l in d.output().splitlines() if "open-file limit" in l]
+            self.assertEqual(len(lines), 1, d.output())
+            self.assertIn("warning: open-file limit 1024 (hard limit 1024) is below 5120", lines[0])
+            self.assertIn("per-user cap", lines[0])
+            self.assertIn("LimitNOFILE=", lines[0])
+
+    def test_a_soft_limit_of_1024_under_a_high_hard_one_is_raised_and_not_said(self):
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard < 8192 and os.geteuid() != 0:
+            cannot_run(self, "hard open-file limit %d: cannot give the daemons 8192" % hard)
+        for d in self.start_limited("1024:8192"):
+            self.assertNotIn("open-file limit", d.output())
+            with open("/proc/%d/limits" % d.proc.pid) as f:
+                row = [l for l in f if l.startswith("Max open files")][0]
+            self.assertEqual(row.split()[3:5], ["8192", "8192"], row)
+
+
+class StateFolder(GmtTestCase):
+    """gmt.db and its journals have names anyone can foresee: gmt-schd
+    keeps them only in a folder no other user may write."""
+    CONFIG = "1\na 0.5 1.0 1Gi\n"
+
+    def run_schd(self, state):
+        return subprocess.run([SCHD, "-c", self.config_path, "--listen",
+                               "tcp://127.0.0.1:%d" % free_port(), "--metrics", "off",
+                               "--state-dir", state], capture_output=True, text=True, timeout=20,
+                              env=self.env())
+
+    def test_a_state_folder_others_may_write_is_refused_at_start(self):
+        for mode, who in ((0o1777, "others"), (0o777, "others"), (0o770, "its group")):
+            d = os.path.join(self.tmp, "state-%o" % mode)
+            os.mkdir(d)
+            os.chmod(d, mode)
+            r = self.run_schd(d)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("state dir %s is writable by %s (mode %04o)" % (d, who, mode), r.stderr)
+            self.assertIn("--state-dir", r.stderr)
+            self.assertEqual(os.listdir(d), [])
+        if os.geteuid() == 0:
+            d = os.path.join(self.tmp, "state-nobody")
+            os.mkdir(d, 0o700)
+            os.chown(d, NOBODY, NOBODY)
+            r = self.run_schd(d)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("state dir %s belongs to uid %d" % (d, NOBODY), r.stderr)
+            self.assertEqual(os.listdir(d), [])
 
 
 class Listen(GmtTestCase):

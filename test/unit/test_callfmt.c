@@ -73,28 +73,95 @@ static void test_callfmt_plain_names_are_alnairs_and_others_carry_the_pid(void *
 {
   (void)state;
   static gmt_callpaths_t p;
-  assert_int_equal(gmt__callfmt_paths(&p, "/var/log/gmt", 4242, 1), 0);
-  assert_string_equal(p.metrics, "/var/log/gmt/metrics.log");
-  assert_string_equal(p.timeline, "/var/log/gmt/timeline.log");
-  assert_string_equal(p.rotated, "/var/log/gmt/timeline.log.1");
-  assert_string_equal(p.lock, "/var/log/gmt/.gmt-calllog.lock");
-  assert_string_equal(p.tmp, "/var/log/gmt/.metrics.4242.log.tmp");
-  assert_int_equal(gmt__callfmt_paths(&p, "/var/log/gmt", 4242, 0), 0);
-  assert_string_equal(p.metrics, "/var/log/gmt/metrics.4242.log");
-  assert_string_equal(p.timeline, "/var/log/gmt/timeline.4242.log");
-  assert_string_equal(p.rotated, "/var/log/gmt/timeline.4242.log.1");
-  assert_string_equal(p.lock, "/var/log/gmt/.gmt-calllog.lock");
-  assert_string_equal(p.tmp, "/var/log/gmt/.metrics.4242.log.tmp");
+  gmt__callfmt_paths(&p, 4242, 1);
+  assert_string_equal(p.metrics, "metrics.log");
+  assert_string_equal(p.timeline, "timeline.log");
+  assert_string_equal(p.rotated, "timeline.log.1");
+  assert_string_equal(p.lock, ".gmt-calllog.lock");
+  gmt__callfmt_paths(&p, 2147483647, 0);
+  assert_string_equal(p.metrics, "metrics.2147483647.log");
+  assert_string_equal(p.timeline, "timeline.2147483647.log");
+  assert_string_equal(p.rotated, "timeline.2147483647.log.1");
+  assert_string_equal(p.lock, ".gmt-calllog.lock");
 }
 
-static void test_callfmt_too_long_a_folder_is_refused(void **state)
+static void test_callfmt_temporary_name_carries_the_random_bits_whole(void **state)
 {
   (void)state;
-  static gmt_callpaths_t p;
-  static char dir[4100];
-  memset(dir, 'a', sizeof(dir) - 1);
-  dir[0] = '/';
-  assert_int_equal(gmt__callfmt_paths(&p, dir, 1, 1), -ENAMETOOLONG);
+  char a[64], b[64];
+  gmt__callfmt_tmp_name(a, sizeof a, 4242, 0x0123456789abcdefull);
+  assert_string_equal(a, ".metrics.4242.0123456789abcdef.tmp");
+  gmt__callfmt_tmp_name(b, sizeof b, 4242, 0x0123456789abcdeeull);
+  assert_string_not_equal(a, b);
+  gmt__callfmt_tmp_name(a, sizeof a, 2147483647, UINT64_MAX);
+  assert_string_equal(a, ".metrics.2147483647.ffffffffffffffff.tmp");
+}
+
+static void test_callfmt_log_mode_takes_only_reads_and_writes_beyond_the_owners(void **state)
+{
+  (void)state;
+  unsigned m = 1;
+  assert_int_equal(gmt__callfmt_mode("0644", &m), 0);
+  assert_int_equal(m, 0644);
+  assert_int_equal(gmt__callfmt_mode("640", &m), 0);
+  assert_int_equal(m, 0640);
+  assert_int_equal(gmt__callfmt_mode("0600", &m), 0);
+  assert_int_equal(m, 0600);
+  assert_int_equal(gmt__callfmt_mode("0666", &m), 0);
+  assert_int_equal(m, 0666);
+  m = 1;
+  static const char *const bad[] = {"",     "0777",  "0700", "0400",      "0200",  "0044", "4644",
+                                    "1644", "0o644", "644 ", "rw-r--r--", "00644", "-644", "8"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(gmt__callfmt_mode(bad[i], &m), -EINVAL);
+    assert_int_equal(m, 1); /* untouched */
+  }
+}
+
+static void test_callfmt_made_folder_lets_in_whoever_may_read_and_lets_nobody_write(void **state)
+{
+  (void)state;
+  assert_int_equal(gmt__callfmt_dir_mode(0600), 0700);
+  assert_int_equal(gmt__callfmt_dir_mode(0640), 0750);
+  assert_int_equal(gmt__callfmt_dir_mode(0644), 0755);
+  assert_int_equal(gmt__callfmt_dir_mode(0604), 0705);
+  assert_int_equal(gmt__callfmt_dir_mode(0666), 0755);
+  assert_int_equal(gmt__callfmt_dir_mode(0660), 0750);
+  /* Whatever GMT_LOG_MODE allows, the folder made is not one the hook
+   * would refuse. */
+  for (unsigned f = 0600; f <= 0666; f++)
+    if ((f & ~0666u) == 0)
+      assert_null(gmt__callfmt_dir_open_to(040000 | gmt__callfmt_dir_mode(f)));
+}
+
+static void test_callfmt_folder_others_may_write_is_refused_unless_sticky(void **state)
+{
+  (void)state;
+  assert_string_equal(gmt__callfmt_dir_open_to(040777), "others");
+  assert_string_equal(gmt__callfmt_dir_open_to(040703), "others");
+  assert_string_equal(gmt__callfmt_dir_open_to(040770), "its group");
+  assert_string_equal(gmt__callfmt_dir_open_to(042775), "its group"); /* setgid alone */
+  assert_null(gmt__callfmt_dir_open_to(041777));                      /* /tmp */
+  assert_null(gmt__callfmt_dir_open_to(041770));
+  assert_null(gmt__callfmt_dir_open_to(040755));
+  assert_null(gmt__callfmt_dir_open_to(040700));
+}
+
+static void test_callfmt_only_a_regular_file_of_ours_with_one_name_is_written(void **state)
+{
+  (void)state;
+  char why[64] = "";
+  assert_int_equal(gmt__callfmt_file_ours(0100600, 0, 1, 0, why, sizeof why), 1);
+  assert_int_equal(gmt__callfmt_file_ours(0100644, 1000, 1, 1000, why, sizeof why), 1);
+  assert_int_equal(gmt__callfmt_file_ours(0100666, 65534, 1, 0, why, sizeof why), 0);
+  assert_string_equal(why, "belongs to uid 65534");
+  assert_int_equal(gmt__callfmt_file_ours(0100600, 0, 2, 0, why, sizeof why), 0);
+  assert_string_equal(why, "has 2 names (hard links)");
+  assert_int_equal(gmt__callfmt_file_ours(010600, 0, 1, 0, why, sizeof why), 0); /* a FIFO */
+  assert_string_equal(why, "is not a regular file");
+  assert_int_equal(gmt__callfmt_file_ours(0120777, 0, 1, 0, why, sizeof why), 0); /* a link */
+  assert_string_equal(why, "is not a regular file");
+  assert_int_equal(gmt__callfmt_file_ours(020600, 0, 1, 0, why, sizeof why), 0); /* a device */
 }
 
 int main(void)
@@ -106,7 +173,11 @@ int main(void)
       cmocka_unit_test(test_callfmt_line_that_does_not_fit_gives_zero),
       cmocka_unit_test(test_callfmt_rotates_only_when_the_next_line_would_pass_the_bound),
       cmocka_unit_test(test_callfmt_plain_names_are_alnairs_and_others_carry_the_pid),
-      cmocka_unit_test(test_callfmt_too_long_a_folder_is_refused),
+      cmocka_unit_test(test_callfmt_temporary_name_carries_the_random_bits_whole),
+      cmocka_unit_test(test_callfmt_log_mode_takes_only_reads_and_writes_beyond_the_owners),
+      cmocka_unit_test(test_callfmt_made_folder_lets_in_whoever_may_read_and_lets_nobody_write),
+      cmocka_unit_test(test_callfmt_folder_others_may_write_is_refused_unless_sticky),
+      cmocka_unit_test(test_callfmt_only_a_regular_file_of_ours_with_one_name_is_written),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
