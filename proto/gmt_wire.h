@@ -132,8 +132,9 @@ typedef struct gmt_call gmt_call_t; /* one request waiting for its reply */
 typedef void (*gmt_server_cb)(void *arg, gmt_call_t *call, const Gmt__Envelope *req);
 
 /* Connections one user other than root and the daemon's own may hold open
- * to a server; one more is closed at once. server.c keeps a copy of this
- * line: the compiler refuses the two if they ever differ. */
+ * to a server; one more is closed at once. Enough for hundreds of
+ * processes of a pod (a hooked process holds up to three), and far below
+ * the descriptors the daemon has (gmt_daemon_raise_nofile). */
 #define GMT_SERVER_MAX_PER_USER 1024
 
 int gmt_server_new(gmt_server_t **s, int ncontexts, gmt_server_cb cb, void *arg);

@@ -145,12 +145,6 @@ static void call_cb(void *arg)
 
 static void resolve(nng_pipe p, gmt_peer_t *peer, const Gmt__Caller *claim);
 
-/* Connections one user other than root and ours may hold open: enough for
- * hundreds of processes of a pod (a hooked process holds up to three),
- * and far below the descriptors the daemon has (it raises its soft limit
- * to the hard one, gmt_daemon_raise_nofile). */
-#define GMT_SERVER_MAX_PER_USER 1024
-
 /* A connection came: note who it is from, and turn it away if its user
  * already holds GMT_SERVER_MAX_PER_USER (so that one user cannot take
  * every descriptor and lock everyone else out). */
