@@ -308,7 +308,8 @@ int gmt_server_listen(gmt_server_t *s, const char *url)
     rv = nng_listener_start(l, 0);
   if (rv)
     return gmt__from_nng(rv);
-  if (path && s->ipc_gid >= 0 && chown(path, (uid_t)-1, (gid_t)s->ipc_gid) < 0) {
+  /* lchown: a link planted at the path is not followed. */
+  if (path && s->ipc_gid >= 0 && lchown(path, (uid_t)-1, (gid_t)s->ipc_gid) < 0) {
     rv = -errno;
     nng_listener_close(l);
     return rv;
