@@ -39,9 +39,9 @@ gmt_pin_advice_t gmt_pin_decide(int mode, uint64_t bytes, bool pays_back, uint64
                                 gmt_pin_site_t site);
 
 /* One pod's part of the node's pinned budget (docs/pinning.md, "Shares"):
- * limit split evenly over pods (the pods of the config whose pin= is not
- * off, for what a pod's pins may reach; every pod of the config, for
- * what its programs' own pins may count). 0 pods count as 1. */
+ * limit split evenly over pods (the pods that run whose pin= is not off,
+ * for what a pod's pins may reach; every pod that runs, for what its
+ * programs' own pins may count). 0 pods count as 1. */
 uint64_t gmt_pin_share(uint64_t limit, size_t pods);
 
 /* The room one pod's Advise may take: what the node's budget has left

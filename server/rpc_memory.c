@@ -16,7 +16,6 @@
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "ledger.h"
-#include "pin_policy.h"
 #include "reply.h"
 #include "reports.h"
 #include "schd.h"
@@ -226,8 +225,9 @@ static void ledger_sync(gmt_schd_t *s, gmt_ledger_t *l, const ledger_kind_t *kin
 static void bound_reports(gmt_schd_t *s, gmt_pod_t *pod)
 {
   const char *name = pod->cfg.name;
-  uint64_t share, own_left;
-  gmt__pin_shares(s, pod, &share, &own_left);
+  uint64_t share, own_part;
+  gmt__pin_shares(s, pod, &share, &own_part);
+  uint64_t own_left = own_part;
   unsigned past = 0;
   uint32_t liar = 0;
   gmt_report_counts_t said = {0}, counted = {0};
@@ -259,9 +259,9 @@ static void bound_reports(gmt_schd_t *s, gmt_pod_t *pod)
   if (past & GMT_REPORT_PINNED)
     gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes pinned, %" PRIu64 " of them on advice; "
              "gmt granted it %" PRIu64 " on advice and the pod's own pins count at most %" PRIu64
-             " (--pinned-limit over %zu pods): counted as %" PRIu64,
-             name, liar, said.pinned_bytes, said.pinned_advised, counted.pinned_advised,
-             gmt_pin_share(s->pinned_limit, s->pods->npods), s->pods->npods, counted.pinned_bytes);
+             " (--pinned-limit over the pods that run): counted as %" PRIu64,
+             name, liar, said.pinned_bytes, said.pinned_advised, counted.pinned_advised, own_part,
+             counted.pinned_bytes);
   if (past & GMT_REPORT_SWAP)
     gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes in host memory, %" PRIu64
              " kept and %" PRIu64 " in spill files, past the %" PRIu64

@@ -37,13 +37,20 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
   return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+/* Pods the config lists but that do not run (no pod manager) hold no
+ * part: the budget is not kept for them. */
 void gmt__pin_shares(gmt_schd_t *s, const gmt_pod_t *pod, uint64_t *share, uint64_t *own)
 {
-  size_t pinning = 0;
-  for (size_t i = 0; i < s->pods->npods; i++)
-    pinning += s->pods->pods[i].cfg.pin != GMT__PIN_MODE__PIN_OFF;
+  size_t running = 0, pinning = 0;
+  for (size_t i = 0; i < s->pods->npods; i++) {
+    const gmt_pod_t *p = &s->pods->pods[i];
+    if (!p->connected && p != pod)
+      continue;
+    running++;
+    pinning += p->cfg.pin != GMT__PIN_MODE__PIN_OFF;
+  }
   *share = pod->cfg.pin != GMT__PIN_MODE__PIN_OFF ? gmt_pin_share(s->pinned_limit, pinning) : 0;
-  *own = gmt_pin_share(s->pinned_limit, s->pods->npods);
+  *own = gmt_pin_share(s->pinned_limit, running);
 }
 
 /* What a pod's processes pinned themselves. Each reports all the host

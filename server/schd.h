@@ -171,9 +171,10 @@ int gmt__pin_init(gmt_schd_t *s);
 void gmt__pin_close(gmt_schd_t *s);
 void gmt__rpc_advise(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 /* The pod's parts of the node's pinned budget (docs/pinning.md,
- * "Shares"): *share, what its pins on advice and its programs' own pins
- * together may reach (0 for a pod whose pin= is off); *own, what its
- * programs' own pins may count. */
+ * "Shares"), split over the pods that run (connected, and pod itself):
+ * *share, what its pins on advice and its programs' own pins together may
+ * reach (0 for a pod whose pin= is off); *own, what its programs' own pins
+ * may count. */
 void gmt__pin_shares(gmt_schd_t *s, const gmt_pod_t *pod, uint64_t *share, uint64_t *own);
 
 /* All of the above, for one pod or (pod NULL) for every pod. */

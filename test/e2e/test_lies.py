@@ -83,7 +83,7 @@ class Resident(LiesCase):
         self.assertEqual(b.resident(2 * GIB)[:2], (False, "TOO_BIG"))
         time.sleep(0.7)  # more than a heartbeat: a target would have come
         self.assertEqual(c.report(swap_gpu=512 * MIB, swap_device=0), (False, 0))
-        self.assertEqual(self.process("c", c.pid)["tiers"]["gpu"], 512 * MIB)
+        self.assertEqual(self.space("gpu")["reserved"], GIB + 512 * MIB)
         # Its quota exactly fits; one byte more does not, nor one byte of
         # a second process of the pod (the quota is the pod's).
         self.assertEqual(b.resident(256 * MIB)[:2], (True, "ROOM"))
@@ -118,7 +118,7 @@ class PinnedLies(LiesCase):
         liar.report_line(EVERY_BYTE, 0, swap_outs=1)
         p = self.reported("a", liar.pid, swap_outs=1)
         # Counted as the most its pod could pin itself, no more: its part
-        # of the budget, 64 MiB over the 2 pods of the config.
+        # of the budget, 64 MiB over the 2 pods that run.
         self.assertEqual(p["pinned_bytes"], 32 * MIB)
         self.assertEqual((self.host()["pinned_bytes"], self.host()["pinned_advised"]),
                          (32 * MIB, 0))
@@ -157,6 +157,21 @@ class PinnedLies(LiesCase):
         # Its share, 64 MiB over the 2 pods that pin, fits exactly.
         self.assertEqual(a.advise(32 * MIB, "pays_back"), (True, "PAYS_BACK", 32 * MIB, 64 * MIB))
         self.assertEqual(a.advise(1, "pays_back")[:2], (False, "BUDGET"))
+        self.assertEqual(b.advise(32 * MIB, "pays_back"), (True, "PAYS_BACK", 64 * MIB, 64 * MIB))
+
+
+    def test_a_pod_that_does_not_run_holds_no_share(self):
+        self.start_schd("--pinned-limit", "64Mi")
+        self.start_pmgr("a")
+        a = self.caller("a")
+        # b's pod manager is not running: a, alone, may take it all.
+        self.assertEqual(a.advise(64 * MIB, "pays_back"), (True, "PAYS_BACK", 64 * MIB, 64 * MIB))
+        a.advise(0, "release=%d" % (64 * MIB))
+        # Once b runs, each has half, whatever the other does.
+        self.start_pmgr("b")
+        b = self.caller("b")
+        self.assertEqual(a.advise(32 * MIB + 1, "pays_back")[:2], (False, "BUDGET"))
+        self.assertEqual(a.advise(32 * MIB, "pays_back")[:2], (True, "PAYS_BACK"))
         self.assertEqual(b.advise(32 * MIB, "pays_back"), (True, "PAYS_BACK", 64 * MIB, 64 * MIB))
 
 
