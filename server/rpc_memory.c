@@ -228,9 +228,12 @@ static void bound_reports(gmt_schd_t *s, gmt_pod_t *pod)
   uint64_t share, own_part;
   gmt__pin_shares(s, pod, &share, &own_part);
   uint64_t own_left = own_part;
-  unsigned past = 0;
-  uint32_t liar = 0;
-  gmt_report_counts_t said = {0}, counted = {0};
+  /* The first process past its grants, for each kind: pins, copies. */
+  static const unsigned kinds[2] = {GMT_REPORT_PINNED, GMT_REPORT_SWAP};
+  struct {
+    uint32_t pid;
+    gmt_report_counts_t said, counted;
+  } first[2] = {{0}};
   for (size_t i = 0; i < pod->nprocs; i++) {
     gmt_proc_t *pr = &pod->procs[i];
     gmt_report_counts_t c = {pr->pinned_bytes, pr->pinned_advised, pr->pinned_cached,
@@ -239,14 +242,14 @@ static void bound_reports(gmt_schd_t *s, gmt_pod_t *pod)
                              .advised = gmt_ledger_pid_total(s->pinned_ledger, name, pr->pid),
                              .own_room = own_left};
     gmt_report_counts_t was = c;
-    unsigned m = gmt_report_bound(&c, &g);
+    unsigned past = gmt_report_bound(&c, &g);
     own_left -= gmt_report_own_pins(&c); /* within own_room */
-    if (m && !past) {
-      liar = pr->pid;
-      said = was;
-      counted = c;
-    }
-    past |= m;
+    for (int k = 0; k < 2; k++)
+      if ((past & kinds[k]) && !first[k].pid) {
+        first[k].pid = pr->pid;
+        first[k].said = was;
+        first[k].counted = c;
+      }
     pr->pinned_bytes = c.pinned_bytes;
     pr->pinned_advised = c.pinned_advised;
     pr->pinned_cached = c.pinned_cached;
@@ -254,21 +257,24 @@ static void bound_reports(gmt_schd_t *s, gmt_pod_t *pod)
     pr->swap_kept = c.swap_kept;
     pr->swap_disk = c.swap_disk;
   }
-  if (!past || !gmt__say_now(&pod->said_report_ms, uv_now(s->loop)))
+  if ((!first[0].pid && !first[1].pid) || !gmt__say_now(&pod->said_report_ms, uv_now(s->loop)))
     return;
-  if (past & GMT_REPORT_PINNED)
+  const gmt_report_counts_t *said = &first[0].said, *counted = &first[0].counted;
+  if (first[0].pid)
     gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes pinned, %" PRIu64 " of them on advice; "
              "gmt granted it %" PRIu64 " on advice and the pod's own pins count at most %" PRIu64
              " (--pinned-limit over the pods that run): counted as %" PRIu64,
-             name, liar, said.pinned_bytes, said.pinned_advised, counted.pinned_advised, own_part,
-             counted.pinned_bytes);
-  if (past & GMT_REPORT_SWAP)
+             name, first[0].pid, said->pinned_bytes, said->pinned_advised, counted->pinned_advised,
+             own_part, counted->pinned_bytes);
+  said = &first[1].said;
+  counted = &first[1].counted;
+  if (first[1].pid)
     gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes in host memory, %" PRIu64
              " kept and %" PRIu64 " in spill files, past the %" PRIu64
              " it reserved: counted as %" PRIu64 ", %" PRIu64 " and %" PRIu64,
-             name, liar, said.swap_host, said.swap_kept, said.swap_disk,
-             gmt_ledger_pid_total(s->ledger, name, liar), counted.swap_host, counted.swap_kept,
-             counted.swap_disk);
+             name, first[1].pid, said->swap_host, said->swap_kept, said->swap_disk,
+             gmt_ledger_pid_total(s->ledger, name, first[1].pid), counted->swap_host,
+             counted->swap_kept, counted->swap_disk);
 }
 
 void gmt__ledger_pod_changed(gmt_schd_t *s, gmt_pod_t *pod)
