@@ -284,14 +284,21 @@ uint64_t gmt_ledger_retain_pods(gmt_ledger_t *l, bool (*keep)(void *arg, const c
 }
 
 uint64_t gmt_ledger_adopt(gmt_ledger_t *l, const char *pod, uint32_t pid, uint64_t bytes,
-                          bool at_least)
+                          bool at_least, uint64_t limit)
 {
   lpod_t *p = pod_find(l, pod);
   lproc_t *pr = proc_find(p, pid);
   if (pr && (!at_least || pr->total >= bytes))
     return 0;
+  uint64_t had = pr ? pr->total : 0, held = p ? p->total : 0;
+  /* What the report says beyond what the pod may hold is not believed. */
+  uint64_t room = held < limit ? limit - held : 0;
+  if (bytes - had > room)
+    bytes = had + room;
   if (!pr && bytes == 0)
     return 0; /* nothing to know yet: its first Reserve creates the entry */
+  if (bytes == had)
+    return 0;
   if (!p && !(p = pod_get(l, pod)))
     return 0;
   if (!pr) {

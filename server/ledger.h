@@ -80,10 +80,11 @@ uint64_t gmt_ledger_retain_pods(gmt_ledger_t *l, bool (*keep)(void *arg, const c
  * holds. A pid the ledger does not know gets bytes; with at_least, a known
  * pid that holds less is raised to bytes (the first report of a pod after
  * the ledger lost track of it, which may cross a reservation made
- * meanwhile). The quota is not checked: the memory is already allocated.
- * Returns the bytes added. */
+ * meanwhile). Nothing is refused (the memory is already allocated), but a
+ * report is believed only as far as limit, what the pod may hold: the
+ * pod's total stays within it. Returns the bytes added. */
 uint64_t gmt_ledger_adopt(gmt_ledger_t *l, const char *pod, uint32_t pid, uint64_t bytes,
-                          bool at_least);
+                          bool at_least, uint64_t limit);
 
 /* Whether the pod's entries are in step with its pod manager's reports;
  * cleared when the pod is forgotten (disconnect), set by the caller once

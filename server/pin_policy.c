@@ -41,6 +41,22 @@ gmt_pin_advice_t gmt_pin_decide(int mode, uint64_t bytes, bool pays_back, uint64
   }
 }
 
+uint64_t gmt_pin_share(uint64_t limit, size_t pods)
+{
+  return limit / (pods ? pods : 1);
+}
+
+static uint64_t left(uint64_t whole, uint64_t used)
+{
+  return whole > used ? whole - used : 0;
+}
+
+uint64_t gmt_pin_room(uint64_t limit, uint64_t node_used, uint64_t share, uint64_t pod_used)
+{
+  uint64_t node = left(limit, node_used), pod = left(share, pod_used);
+  return node < pod ? node : pod;
+}
+
 double gmt_pin_reuse(const gmt_pin_usage_t *u)
 {
   if (u->size == 0)

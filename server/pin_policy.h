@@ -38,6 +38,20 @@ typedef struct {
 gmt_pin_advice_t gmt_pin_decide(int mode, uint64_t bytes, bool pays_back, uint64_t room,
                                 gmt_pin_site_t site);
 
+/* One pod's part of the node's pinned budget (docs/pinning.md, "Shares"):
+ * limit split evenly over pods (the pods that run whose pin= is not off,
+ * for what a pod's pins may reach; every pod that runs, for what its
+ * programs' own pins may count). 0 pods count as 1. */
+uint64_t gmt_pin_share(uint64_t limit, size_t pods);
+
+/* The room one pod's Advise may take: what the node's budget has left
+ * (limit less node_used) and what the pod's share has left (share less
+ * pod_used), whichever is smaller; 0 when either is spent. The used
+ * bytes are the pins on advice and the pins programs made themselves,
+ * as gmt-schd counts them. So no pod takes another's share, in one
+ * request or in many; with one pod that pins, its share is the budget. */
+uint64_t gmt_pin_room(uint64_t limit, uint64_t node_used, uint64_t share, uint64_t pod_used);
+
 /* Below two passes of its bytes over the bus a buffer is never hot. A
  * pass at pinned speed (about 55 GB/s on an H100) instead of pageable
  * (about 12 GB/s, 8 to 14 measured) saves about 70 ms/GiB (55 at 14

@@ -50,6 +50,10 @@ typedef struct gmt_pod {
   uint64_t epoch, seq;   /* of the last heartbeat applied */
   uint64_t last_seen_ms; /* monotonic, last Register or Heartbeat */
   int64_t owner_pid;     /* the pod manager that speaks for it (rpc.c), 0: none yet */
+  /* When a refusal past its quota, or a report past its grants, was last
+   * logged (monotonic ms; 0: never): one line a period, however often it
+   * asks or says it. */
+  uint64_t said_quota_ms, said_report_ms;
   size_t nprocs;
   gmt_proc_t *procs; /* sorted by pid */
 } gmt_pod_t;

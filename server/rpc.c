@@ -175,7 +175,7 @@ static void on_reply_kind(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
   gmt_call_reply_error(call, -EINVAL, "%s is a reply, not a request", rpcs[req->body_case].name);
 }
 
-void gmt__pods_changed(gmt_schd_t *s, const gmt_pod_t *pod)
+void gmt__pods_changed(gmt_schd_t *s, gmt_pod_t *pod)
 {
   if (pod) {
     gmt__tokens_pod_changed(s, pod);

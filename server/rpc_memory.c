@@ -7,7 +7,9 @@
  * A pod's GPU_MEM is its total across every device of the node. The
  * second ledger holds the host memory pinned on advice (the HOST tier):
  * Advise (rpc_pin.c) charges it against the node's --pinned-limit; here
- * it is kept in step with the pods' processes as the first one is. */
+ * it is kept in step with the pods' processes as the first one is. What
+ * the processes report of themselves is held to what the two ledgers
+ * granted them (bound_reports): the node's budgets count grants. */
 #include <inttypes.h>
 #include <stdlib.h>
 
@@ -15,6 +17,7 @@
 #include "gmt_log.h"
 #include "ledger.h"
 #include "reply.h"
+#include "reports.h"
 #include "schd.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -127,10 +130,12 @@ void gmt__rpc_meminfo(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 }
 
 /* What sets one ledger apart when a pod's processes change: which of their
- * reports' numbers it is rebuilt from, and how its bytes are named. */
+ * reports' numbers it is rebuilt from, how far a report is believed (what
+ * the pod may hold), and how its bytes are named. */
 typedef struct {
   const char *held; /* "reserved": "bytes (x MiB) it had reserved" */
   uint64_t (*reported)(const gmt_proc_t *pr);
+  uint64_t (*limit)(gmt_schd_t *s, const gmt_pod_t *pod);
 } ledger_kind_t;
 
 static uint64_t reported_reserved(const gmt_proc_t *pr)
@@ -143,8 +148,21 @@ static uint64_t reported_advised(const gmt_proc_t *pr)
   return pr->pinned_advised;
 }
 
-static const ledger_kind_t device_kind = {"reserved", reported_reserved};
-static const ledger_kind_t pinned_kind = {"pinned on advice", reported_advised};
+static uint64_t quota(gmt_schd_t *s, const gmt_pod_t *pod)
+{
+  (void)s;
+  return pod->cfg.memory_limit;
+}
+
+static uint64_t pin_share(gmt_schd_t *s, const gmt_pod_t *pod)
+{
+  uint64_t share, own;
+  gmt__pin_shares(s, pod, &share, &own);
+  return share;
+}
+
+static const ledger_kind_t device_kind = {"reserved", reported_reserved, quota};
+static const ledger_kind_t pinned_kind = {"pinned on advice", reported_advised, pin_share};
 
 typedef struct {
   gmt_schd_t *s;
@@ -181,12 +199,14 @@ static void ledger_sync(gmt_schd_t *s, gmt_ledger_t *l, const ledger_kind_t *kin
     gmt_ledger_set_synced(l, name, false);
     return;
   }
-  /* The processes still hold what they were granted. */
+  /* The processes still hold what they were granted; a report is
+   * believed no further than what the pod may hold. */
   bool first = !gmt_ledger_synced(l, name);
+  uint64_t limit = kind->limit(s, pod);
   for (size_t i = 0; i < pod->nprocs; i++) {
     const gmt_proc_t *pr = &pod->procs[i];
     uint64_t has = kind->reported(pr);
-    uint64_t add = gmt_ledger_adopt(l, name, pr->pid, has, first);
+    uint64_t add = gmt_ledger_adopt(l, name, pr->pid, has, first, limit);
     if (add)
       gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes %s; taken into the ledger (+%" PRIu64
                ")",
@@ -196,7 +216,68 @@ static void ledger_sync(gmt_schd_t *s, gmt_ledger_t *l, const ledger_kind_t *kin
     gmt_warn("pod '%s': out of memory in the ledger", name);
 }
 
-void gmt__ledger_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
+/* The pod's reports held to what the ledgers granted each process
+ * (reports.h): pins on advice are the pinned ledger's, its programs' own
+ * pins count up to the pod's part of the budget (shared by its
+ * processes, in pid order), host copies and spill files up to what each
+ * reserved. A report past them is counted as granted, and said once a
+ * period: a process can lower its own count, never raise the node's. */
+static void bound_reports(gmt_schd_t *s, gmt_pod_t *pod)
+{
+  const char *name = pod->cfg.name;
+  uint64_t share, own_part;
+  gmt__pin_shares(s, pod, &share, &own_part);
+  uint64_t own_left = own_part;
+  /* The first process past its grants, for each kind: pins, copies. */
+  static const unsigned kinds[2] = {GMT_REPORT_PINNED, GMT_REPORT_SWAP};
+  struct {
+    uint32_t pid;
+    gmt_report_counts_t said, counted;
+  } first[2] = {{0}};
+  for (size_t i = 0; i < pod->nprocs; i++) {
+    gmt_proc_t *pr = &pod->procs[i];
+    gmt_report_counts_t c = {pr->pinned_bytes, pr->pinned_advised, pr->pinned_cached,
+                             pr->swap_host,    pr->swap_kept,      pr->swap_disk};
+    gmt_report_grants_t g = {.reserved = gmt_ledger_pid_total(s->ledger, name, pr->pid),
+                             .advised = gmt_ledger_pid_total(s->pinned_ledger, name, pr->pid),
+                             .own_room = own_left};
+    gmt_report_counts_t was = c;
+    unsigned past = gmt_report_bound(&c, &g);
+    own_left -= gmt_report_own_pins(&c); /* within own_room */
+    for (int k = 0; k < 2; k++)
+      if ((past & kinds[k]) && !first[k].pid) {
+        first[k].pid = pr->pid;
+        first[k].said = was;
+        first[k].counted = c;
+      }
+    pr->pinned_bytes = c.pinned_bytes;
+    pr->pinned_advised = c.pinned_advised;
+    pr->pinned_cached = c.pinned_cached;
+    pr->swap_host = c.swap_host;
+    pr->swap_kept = c.swap_kept;
+    pr->swap_disk = c.swap_disk;
+  }
+  if ((!first[0].pid && !first[1].pid) || !gmt__say_now(&pod->said_report_ms, uv_now(s->loop)))
+    return;
+  const gmt_report_counts_t *said = &first[0].said, *counted = &first[0].counted;
+  if (first[0].pid)
+    gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes pinned, %" PRIu64 " of them on advice; "
+             "gmt granted it %" PRIu64 " on advice and the pod's own pins count at most %" PRIu64
+             " (--pinned-limit over the pods that run): counted as %" PRIu64,
+             name, first[0].pid, said->pinned_bytes, said->pinned_advised, counted->pinned_advised,
+             own_part, counted->pinned_bytes);
+  said = &first[1].said;
+  counted = &first[1].counted;
+  if (first[1].pid)
+    gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes in host memory, %" PRIu64
+             " kept and %" PRIu64 " in spill files, past the %" PRIu64
+             " it reserved: counted as %" PRIu64 ", %" PRIu64 " and %" PRIu64,
+             name, first[1].pid, said->swap_host, said->swap_kept, said->swap_disk,
+             gmt_ledger_pid_total(s->ledger, name, first[1].pid), counted->swap_host,
+             counted->swap_kept, counted->swap_disk);
+}
+
+void gmt__ledger_pod_changed(gmt_schd_t *s, gmt_pod_t *pod)
 {
   if (!s->ledger || !s->pinned_ledger)
     return;
@@ -212,6 +293,7 @@ void gmt__ledger_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
   ledger_sync(s, s->pinned_ledger, &pinned_kind, pod, pids);
   if (pids != stack)
     free(pids);
+  bound_reports(s, pod);
 }
 
 void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)

@@ -3,10 +3,11 @@
  * bytes to the process in the pinned ledger (s->pinned_ledger, kept in
  * step with the pods by rpc_memory.c) until it gives them back, so that
  * the node's pinned host memory stays within --pinned-limit however many
- * processes ask at once. The same call gives back and brings the buffer
- * histories of pin=profile runs, which go to the store (pin_profile.c).
- * The decision itself is pin_policy.c's; this file gathers its inputs,
- * applies the answer and logs it. */
+ * processes ask at once, and each pod's within its share of it. The same
+ * call gives back and brings the buffer histories of pin=profile runs,
+ * which go to the store (pin_profile.c). The decisions themselves are
+ * pin_policy.c's; this file gathers their inputs, applies the answer and
+ * logs it. */
 #include <inttypes.h>
 #include <stdlib.h>
 
@@ -36,21 +37,34 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
   return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-/* What the pods' processes pinned themselves. Each reports all the host
+/* Pods the config lists but that do not run (no pod manager) hold no
+ * part: the budget is not kept for them. */
+void gmt__pin_shares(gmt_schd_t *s, const gmt_pod_t *pod, uint64_t *share, uint64_t *own)
+{
+  size_t running = 0, pinning = 0;
+  for (size_t i = 0; i < s->pods->npods; i++) {
+    const gmt_pod_t *p = &s->pods->pods[i];
+    if (!p->connected && p != pod)
+      continue;
+    running++;
+    pinning += p->cfg.pin != GMT__PIN_MODE__PIN_OFF;
+  }
+  *share = pod->cfg.pin != GMT__PIN_MODE__PIN_OFF ? gmt_pin_share(s->pinned_limit, pinning) : 0;
+  *own = gmt_pin_share(s->pinned_limit, running);
+}
+
+/* What a pod's processes pinned themselves. Each reports all the host
  * memory it holds page-locked (pinned_bytes), of which pinned_advised was
  * pinned on advice and is in the ledger already: counted there, not
- * twice. A report may lag behind the ledger, never the other way round
- * for one process's two numbers, hence the floor at 0. */
-static uint64_t own_pins(gmt_schd_t *s)
+ * twice. Both as gmt-schd counts them (rpc_memory.c holds reports to
+ * what the ledgers granted: reports.h). */
+static uint64_t own_pins(const gmt_pod_t *pod)
 {
   uint64_t sum = 0;
-  for (size_t i = 0; i < s->pods->npods; i++) {
-    const gmt_pod_t *pod = &s->pods->pods[i];
-    for (size_t j = 0; j < pod->nprocs; j++) {
-      const gmt_proc_t *pr = &pod->procs[j];
-      if (pr->pinned_bytes > pr->pinned_advised)
-        sum = add_sat(sum, pr->pinned_bytes - pr->pinned_advised);
-    }
+  for (size_t j = 0; j < pod->nprocs; j++) {
+    const gmt_proc_t *pr = &pod->procs[j];
+    if (pr->pinned_bytes > pr->pinned_advised)
+      sum = add_sat(sum, pr->pinned_bytes - pr->pinned_advised);
   }
   return sum;
 }
@@ -58,7 +72,10 @@ static uint64_t own_pins(gmt_schd_t *s)
 /* The node's pinned host memory as gmt-schd counts it. */
 static uint64_t pinned_used(gmt_schd_t *s)
 {
-  return add_sat(own_pins(s), gmt_ledger_node_total(s->pinned_ledger));
+  uint64_t sum = gmt_ledger_node_total(s->pinned_ledger);
+  for (size_t i = 0; i < s->pods->npods; i++)
+    sum = add_sat(sum, own_pins(&s->pods->pods[i]));
+  return sum;
 }
 
 static int cmp_pid(const void *key, const void *elem)
@@ -162,11 +179,16 @@ void gmt__rpc_advise(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   if (pod->cfg.pin == GMT__PIN_MODE__PIN_USE && r->bytes && r->site)
     site = gmt_pin_profiles_site(s->pin_profiles, exe, r->site->module, r->site->offset,
                                  r->site->nth, r->site->size_class);
-  uint64_t used = pinned_used(s), limit = s->pinned_limit;
-  uint64_t room = limit > used ? limit - used : 0;
+  /* The node's budget, and the pod's share of it: no pod takes the
+   * others' shares, in one request or in many. */
+  uint64_t used = pinned_used(s), limit = s->pinned_limit, share, own_part;
+  gmt__pin_shares(s, pod, &share, &own_part);
+  uint64_t pod_used = add_sat(gmt_ledger_pod_total(s->pinned_ledger, name), own_pins(pod));
+  uint64_t room = gmt_pin_room(limit, used, share, pod_used);
   gmt_pin_advice_t a = gmt_pin_decide(pod->cfg.pin, r->bytes, r->pays_back, room, site);
   if (a.pin) {
-    /* The node's budget is checked above; the pod has no limit of its own. */
+    /* Checked above against the node and the pod: the ledger's own limit
+     * would only repeat the pod's share. */
     int rc = gmt_ledger_reserve(s->pinned_ledger, name, r->pid, 0, r->bytes, UINT64_MAX,
                                 uv_now(s->loop), NULL);
     if (rc < 0) {
@@ -177,9 +199,10 @@ void gmt__rpc_advise(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   }
   if (r->bytes)
     gmt_debug("pod '%s' pid %u: pin of %" PRIu64 " bytes (%.1f MiB) %s, %s; node pins %" PRIu64
-              " of %" PRIu64,
+              " of %" PRIu64 ", the pod's %" PRIu64 " of its share %" PRIu64,
               name, r->pid, r->bytes, (double)r->bytes / MIB, a.pin ? "granted" : "refused",
-              reason_name(a.reason), used, limit);
+              reason_name(a.reason), used, limit, a.pin ? add_sat(pod_used, r->bytes) : pod_used,
+              share);
 
   Gmt__AdviseReply body = GMT__ADVISE_REPLY__INIT;
   uint32_t hot[GMT_ADVISE_MAX_HOT_NTHS];

@@ -105,7 +105,8 @@ static Gmt__ResidentReason wire_reason(gmt_swap_reason_t r)
   case GMT_SWAP_ROOM: return GMT__RESIDENT_REASON__RESIDENT_REASON_ROOM;
   case GMT_SWAP_WAIT: return GMT__RESIDENT_REASON__RESIDENT_REASON_WAIT;
   case GMT_SWAP_PARTIAL: return GMT__RESIDENT_REASON__RESIDENT_REASON_PARTIAL;
-  case GMT_SWAP_TOO_BIG: break;
+  case GMT_SWAP_TOO_BIG: /* never fits, as the next: */
+  case GMT_SWAP_QUOTA: break;
   }
   return GMT__RESIDENT_REASON__RESIDENT_REASON_TOO_BIG;
 }
@@ -136,7 +137,7 @@ static bool card_full(gmt_schd_t *s, const Gmt__ResidentRequest *r, uint64_t *mo
 void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   const Gmt__ResidentRequest *r = req->resident_req;
-  const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
+  gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
     gmt__reply_nopod(call, s->cfg, r->pod);
     return;
@@ -187,6 +188,7 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
   }
   expire(s);
   gmt_swap_space_t sp = space_of(s, limit, base);
+  sp.quota = pod->cfg.memory_limit;
   gmt_swap_answer_t a;
   uint64_t had = gmt_swap_resident(s->swap, pod->cfg.name, r->pid, r->device);
   int rc = gmt_swap_request_part(s->swap, pod->cfg.name, r->pid, r->device, r->bytes, r->at_least,
@@ -196,6 +198,12 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
                          gmt_strerror(rc));
     return;
   }
+  if (a.reason == GMT_SWAP_QUOTA && gmt__say_now(&pod->said_quota_ms, uv_now(s->loop)))
+    gmt_info("swap: pod '%s' pid %u: %" PRIu64 " bytes (%.1f MiB) on device %d refused: past its "
+             "quota of %" PRIu64 " bytes (%.1f MiB), with %" PRIu64
+             " resident elsewhere in the pod",
+             pod->cfg.name, r->pid, r->bytes, (double)r->bytes / MIB, r->device,
+             pod->cfg.memory_limit, (double)pod->cfg.memory_limit / MIB, a.pod_total - had);
   if (a.asked)
     gmt_info("swap: pod '%s' pid %u wants %" PRIu64 " bytes (%.1f MiB) on device %d, %" PRIu64
              " short; %zu process%s of idle pods asked to move out",
@@ -209,7 +217,7 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
     gmt_debug("swap: pod '%s' pid %u wants %" PRIu64 " bytes on device %d, %" PRIu64
               " short, %" PRIu64 " coming from targets already set: wait",
               pod->cfg.name, r->pid, r->bytes, r->device, a.shortfall, a.coming);
-  else if (a.reason != GMT_SWAP_WAIT)
+  else if (a.reason != GMT_SWAP_WAIT && a.reason != GMT_SWAP_QUOTA)
     gmt_debug("swap: pod '%s' pid %u device %d: %" PRIu64 " -> %" PRIu64 " bytes %s, room %" PRIu64,
               pod->cfg.name, r->pid, r->device, had, r->bytes,
               a.granted ? "granted" : "refused (more than the space's limit)", a.room);
@@ -334,8 +342,8 @@ void gmt__swap_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
    * it, until their own Resident calls say more. */
   for (size_t i = 0; i < pod->nprocs; i++) {
     const gmt_proc_t *pr = &pod->procs[i];
-    uint64_t add =
-        gmt_swap_adopt(s->swap, pod->cfg.name, pr->pid, pr->swap_device, pr->swap_gpu, now);
+    uint64_t add = gmt_swap_adopt(s->swap, pod->cfg.name, pr->pid, pr->swap_device, pr->swap_gpu,
+                                  pod->cfg.memory_limit, now);
     if (add)
       gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes on device %d in swap mode; counted "
                "as resident",

@@ -24,6 +24,19 @@ static inline uint64_t gmt__sat_add(uint64_t a, uint64_t b)
   return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+/* Whether a line logged at most once every GMT_SAY_PERIOD_MS may be
+ * logged now (*said_ms: when it last was, 0 never); if so, now is noted.
+ * A process that repeats a refused request or a report past its grants
+ * every few ms would otherwise fill the log. */
+#define GMT_SAY_PERIOD_MS 10000
+static inline bool gmt__say_now(uint64_t *said_ms, uint64_t now_ms)
+{
+  if (*said_ms && now_ms - *said_ms < GMT_SAY_PERIOD_MS)
+    return false;
+  *said_ms = now_ms ? now_ms : 1;
+  return true;
+}
+
 /* A --disk-tier: the folder where spill files are to go, and its space's
  * bytes (DISK space i is disks[i]). */
 #define GMT_SCHD_MAX_DISK_TIERS 16
@@ -107,8 +120,9 @@ void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 void gmt__rpc_release(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 void gmt__rpc_meminfo(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 /* As gmt__tokens_pod_changed: reservations and advised pins of processes
- * that are gone are reclaimed. */
-void gmt__ledger_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
+ * that are gone are reclaimed, and the pod's reports are held to what the
+ * ledgers granted (reports.h). */
+void gmt__ledger_pod_changed(gmt_schd_t *s, gmt_pod_t *pod);
 /* memory_reserved and pinned_advised of the pod and its processes (after
  * they are filled in), and the node's pinned_advised. */
 void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps);
@@ -156,9 +170,15 @@ int gmt__swap_heartbeat_evicts(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__Heartbe
 int gmt__pin_init(gmt_schd_t *s);
 void gmt__pin_close(gmt_schd_t *s);
 void gmt__rpc_advise(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+/* The pod's parts of the node's pinned budget (docs/pinning.md,
+ * "Shares"), split over the pods that run (connected, and pod itself):
+ * *share, what its pins on advice and its programs' own pins together may
+ * reach (0 for a pod whose pin= is off); *own, what its programs' own pins
+ * may count. */
+void gmt__pin_shares(gmt_schd_t *s, const gmt_pod_t *pod, uint64_t *share, uint64_t *own);
 
 /* All of the above, for one pod or (pod NULL) for every pod. */
-void gmt__pods_changed(gmt_schd_t *s, const gmt_pod_t *pod);
+void gmt__pods_changed(gmt_schd_t *s, gmt_pod_t *pod);
 
 /* ---- rpc_pod_devices.c: a pod per GPU, context memory (docs/devices.md) ---- */
 /* ps->devices (one allocation: gmt__pod_devices_free() once the reply is

@@ -73,10 +73,10 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
       pr[k].allocs = src->allocs;
       pr[k].frees = src->frees;
       pr[k].pinned_bytes = src->pinned_bytes;
-      ps[i].pinned_bytes += src->pinned_bytes;
+      ps[i].pinned_bytes = gmt__sat_add(ps[i].pinned_bytes, src->pinned_bytes);
       pr[k].pinned_cached = src->pinned_cached;
       pr[k].pinned_reused = src->pinned_reused;
-      ps[i].pinned_cached += src->pinned_cached;
+      ps[i].pinned_cached = gmt__sat_add(ps[i].pinned_cached, src->pinned_cached);
       pr[k].swap_gpu = src->swap_gpu;
       pr[k].swap_host = src->swap_host;
       pr[k].swap_disk = src->swap_disk;
@@ -93,8 +93,8 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
     /* After the ledger's part: a context is NVML's count less the ledger's. */
     if (gmt__pod_devices_status(s, pod, &ps[i]) < 0)
       return -ENOMEM;
-    host->pinned_bytes += ps[i].pinned_bytes;
-    host->pinned_cached += ps[i].pinned_cached;
+    host->pinned_bytes = gmt__sat_add(host->pinned_bytes, ps[i].pinned_bytes);
+    host->pinned_cached = gmt__sat_add(host->pinned_cached, ps[i].pinned_cached);
     st->psp[i] = &ps[i];
   }
   gmt__ledger_host_status(s, host);

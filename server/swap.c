@@ -89,6 +89,16 @@ uint64_t gmt_swap_resident(const gmt_swap_t *sw, const char *pod, uint32_t pid, 
   return e ? e->resident : 0;
 }
 
+/* What pod's processes have on every device (saturating). */
+static uint64_t pod_total(const gmt_swap_t *sw, const char *pod)
+{
+  uint64_t sum = 0;
+  for (size_t i = 0; i < sw->n; i++)
+    if (strcmp(sw->e[i].pod, pod) == 0)
+      sum = sat_add(sum, sw->e[i].resident);
+  return sum;
+}
+
 uint64_t gmt_swap_device_total(const gmt_swap_t *sw, int device)
 {
   uint64_t sum = 0;
@@ -239,6 +249,9 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
   uint64_t own = e ? e->resident : 0;
   uint64_t total = gmt_swap_device_total(sw, device);
   uint64_t others = total - own; /* own is a part of total */
+  /* The pod's bytes but these: own is a part of the sum unless it saturated. */
+  uint64_t pod_rest = pod_total(sw, pod);
+  pod_rest = pod_rest > own ? pod_rest - own : 0;
 
   if (bytes <= own) {
     if (e) { /* none: own is 0 and so are bytes, nothing to keep */
@@ -250,12 +263,17 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
     out->reason = GMT_SWAP_ROOM;
     out->room = room_left(space->limit, sat_add(sat_add(space->base, others), bytes));
     out->granted_total = bytes;
+    out->pod_total = sat_add(pod_rest, bytes);
     return 0;
   }
   out->granted_total = own;
+  out->pod_total = sat_add(pod_rest, own);
   uint64_t occupied = sat_add(space->base, total);
-  if (bytes > space->limit) {
-    out->reason = GMT_SWAP_TOO_BIG;
+  /* Never, however much room: more than the space, or more than the pod
+   * may hold (asking others to move out for it would move them for
+   * nothing the pod may have). */
+  if (bytes > space->limit || bytes > space->quota || pod_rest > space->quota - bytes) {
+    out->reason = bytes > space->limit ? GMT_SWAP_TOO_BIG : GMT_SWAP_QUOTA;
     out->room = room_left(space->limit, occupied);
     return 0;
   }
@@ -271,6 +289,7 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
     out->reason = GMT_SWAP_ROOM;
     out->room = space->limit - need;
     out->granted_total = bytes;
+    out->pod_total = pod_rest + bytes; /* within the quota: checked above */
     return 0;
   }
   out->reason = GMT_SWAP_WAIT;
@@ -297,6 +316,7 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
     out->retry_ms = 0;
     out->room = 0;
     out->granted_total = fits;
+    out->pod_total = pod_rest + fits; /* fits < bytes, within the quota */
   }
   return 0;
 }
@@ -438,15 +458,21 @@ uint64_t gmt_swap_retain_pods(gmt_swap_t *sw, bool (*keep)(void *arg, const char
 }
 
 uint64_t gmt_swap_adopt(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, uint64_t bytes,
-                        uint64_t now_ms)
+                        uint64_t quota, uint64_t now_ms)
 {
-  if (!pod || pid == 0 || device < 0 || device >= GMT_SWAP_DEVICES || bytes == 0)
+  if (!pod || pid == 0 || device < 0 || device >= GMT_SWAP_DEVICES)
     return 0;
   /* Known on any device: its own calls are the truth, not a report that
    * may be older than them. */
   for (size_t i = 0; i < sw->n; i++)
     if (sw->e[i].pid == pid && strcmp(sw->e[i].pod, pod) == 0)
       return 0;
+  /* A report is believed only as far as the pod may hold. */
+  uint64_t room = room_left(quota, pod_total(sw, pod));
+  if (bytes > room)
+    bytes = room;
+  if (bytes == 0)
+    return 0;
   entry_t *e = get(sw, pod, pid, device, now_ms);
   if (!e)
     return 0;

@@ -40,6 +40,11 @@ typedef bool (*gmt_swap_may_ask_fn)(void *arg, const char *pod, int device);
 typedef struct gmt_swap_space {
   uint64_t limit; /* what may be occupied */
   uint64_t base;  /* occupied by everything but swap processes' resident bytes */
+  /* The requesting pod's quota (GPU_MEM, its total over every device):
+   * what its processes have resident on every device together stays
+   * within it, so that no pod makes others move out for more than it may
+   * hold (0: nothing; UINT64_MAX: no bound). Requests only. */
+  uint64_t quota;
   uint64_t now_ms;
   gmt_swap_may_ask_fn may_ask;
   /* When the pod last ran on device (its last token grant's end;
@@ -53,6 +58,7 @@ typedef enum gmt_swap_reason {
   GMT_SWAP_WAIT,    /* not yet: ask again in retry_ms */
   GMT_SWAP_TOO_BIG, /* never: bytes above the space's limit */
   GMT_SWAP_PARTIAL, /* granted in part (gmt_swap_request_part): granted_total */
+  GMT_SWAP_QUOTA,   /* never: the pod's resident bytes would pass space->quota */
 } gmt_swap_reason_t;
 
 typedef struct gmt_swap_answer {
@@ -66,19 +72,23 @@ typedef struct gmt_swap_answer {
   /* The process's resident bytes on device after the answer: bytes when
    * granted, what fits when PARTIAL, what it had otherwise. */
   uint64_t granted_total;
+  /* The pod's resident bytes on every device after the answer. */
+  uint64_t pod_total;
 } gmt_swap_answer_t;
 
 /* pid of pod wants bytes of its swap allocations on device, as a new total.
  * At or below what it has: granted (ROOM), and a target it had is met when
  * bytes are at or below it. Above: TOO_BIG when bytes alone pass
- * space->limit; granted when base + every resident byte with this new
- * total stays within it (fits exactly: granted); otherwise WAIT, and idle
- * processes of other pods (space->may_ask) with resident bytes on device
- * get targets, the largest first, so that together with the targets
- * already pending the shortfall is covered; when even all of them cannot
- * cover it, none is asked (the requester waits for memory to come back
- * otherwise). A raise ends a target the requester itself had. Returns 0,
- * -EINVAL (device out of range, pid 0, no pod) or -ENOMEM. */
+ * space->limit; QUOTA when the pod's resident bytes on every device, with
+ * this new total, would pass space->quota (nobody is asked); granted when
+ * base + every resident byte with this new total stays within space->limit
+ * (fits exactly: granted); otherwise WAIT, and idle processes of other
+ * pods (space->may_ask) with resident bytes on device get targets, the
+ * largest first, so that together with the targets already pending the
+ * shortfall is covered; when even all of them cannot cover it, none is
+ * asked (the requester waits for memory to come back otherwise). A raise
+ * ends a target the requester itself had. Returns 0, -EINVAL (device out
+ * of range, pid 0, no pod) or -ENOMEM. */
 int gmt_swap_request(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, uint64_t bytes,
                      const gmt_swap_space_t *space, gmt_swap_answer_t *out);
 
@@ -164,10 +174,12 @@ uint64_t gmt_swap_retain_pods(gmt_swap_t *sw, bool (*keep)(void *arg, const char
                               gmt_swap_reclaim_fn fn, void *arg);
 
 /* After a restart of the scheduler: a process it does not know reports
- * bytes on device (its last report's swap_gpu). Taken as resident, without
- * a check (the memory is on the card already); a known process is left as
- * its own Resident calls said. Returns the bytes added. */
+ * bytes on device (its last report's swap_gpu). Taken as resident without
+ * checking the space (the memory is on the card already), but no further
+ * than quota, the pod's: a report cannot make the pod hold more than it
+ * may; a known process is left as its own Resident calls said. Returns
+ * the bytes added. */
 uint64_t gmt_swap_adopt(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, uint64_t bytes,
-                        uint64_t now_ms);
+                        uint64_t quota, uint64_t now_ms);
 
 #endif

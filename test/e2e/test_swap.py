@@ -198,6 +198,9 @@ class Status(SwapCase):
         self.start_pmgr("a")
         self.start_pmgr("b")
         b1, b2 = self.caller("b"), self.caller("b")
+        # Its allocations, reserved as a hook does: what its reports may
+        # count in host memory and spill files (test_lies.py).
+        b1.ok("reserve b 1 %d" % (501 * MIB))
         self.assertEqual(b1.resident(300 * MIB)[:2], (True, "ROOM"))
         self.assertEqual(b2.resident(100 * MIB)[:2], (True, "ROOM"))
         b1.report(swap_gpu=300 * MIB, swap_host=200 * MIB, swap_disk=MIB, swap_outs=5,

@@ -193,8 +193,8 @@ static void test_rebuild_adopts_what_unknown_processes_report(void **state)
   gmt_ledger_t *l = *state;
   /* A restarted scheduler: nothing known, the reports say what is held. */
   assert_false(gmt_ledger_synced(l, "a"));
-  assert_int_equal(gmt_ledger_adopt(l, "a", 10, 300 * MIB, true), 300 * MIB);
-  assert_int_equal(gmt_ledger_adopt(l, "a", 11, 0, true), 0);
+  assert_int_equal(gmt_ledger_adopt(l, "a", 10, 300 * MIB, true, UINT64_MAX), 300 * MIB);
+  assert_int_equal(gmt_ledger_adopt(l, "a", 11, 0, true, UINT64_MAX), 0);
   assert_false(gmt_ledger_knows(l, "a", 11));
   assert_int_equal(gmt_ledger_set_synced(l, "a", true), 0);
   assert_true(gmt_ledger_synced(l, "a"));
@@ -205,12 +205,38 @@ static void test_rebuild_adopts_what_unknown_processes_report(void **state)
   assert_int_equal(gmt_ledger_release(l, "a", 10, 2, 100 * MIB), 100 * MIB);
   /* Once in step, a known pid's report does not override the ledger (a
    * late report of what it held before a release). */
-  assert_int_equal(gmt_ledger_adopt(l, "a", 10, 300 * MIB, false), 0);
+  assert_int_equal(gmt_ledger_adopt(l, "a", 10, 300 * MIB, false, UINT64_MAX), 0);
   assert_int_equal(gmt_ledger_pid_total(l, "a", 10), 200 * MIB);
   /* The first report after losing track raises a pid that holds less. */
-  assert_int_equal(gmt_ledger_adopt(l, "a", 10, 250 * MIB, true), 50 * MIB);
-  assert_int_equal(gmt_ledger_adopt(l, "a", 10, 100 * MIB, true), 0);
+  assert_int_equal(gmt_ledger_adopt(l, "a", 10, 250 * MIB, true, UINT64_MAX), 50 * MIB);
+  assert_int_equal(gmt_ledger_adopt(l, "a", 10, 100 * MIB, true, UINT64_MAX), 0);
   assert_int_equal(gmt_ledger_pod_total(l, "a"), 250 * MIB);
+}
+
+/* A report of 2^64-1 bytes after a restart: believed only as far as the
+ * pod may hold, its total within the limit, across its processes. */
+static void test_adopt_believes_a_report_only_as_far_as_the_pods_limit(void **state)
+{
+  gmt_ledger_t *l = *state;
+  assert_int_equal(gmt_ledger_reserve(l, "a", 10, 0, 100 * MIB, GIB, NOW, NULL), 0);
+  assert_int_equal(gmt_ledger_adopt(l, "a", 11, UINT64_MAX, true, GIB), GIB - 100 * MIB);
+  assert_int_equal(gmt_ledger_pod_total(l, "a"), GIB);
+  /* Full: nothing more, for a new pid or a known one raised. */
+  assert_int_equal(gmt_ledger_adopt(l, "a", 12, 1, true, GIB), 0);
+  assert_false(gmt_ledger_knows(l, "a", 12));
+  assert_int_equal(gmt_ledger_adopt(l, "a", 10, 200 * MIB, true, GIB), 0);
+  assert_int_equal(gmt_ledger_pid_total(l, "a", 10), 100 * MIB);
+  /* Room made by a release is room a report may fill, no more. */
+  assert_int_equal(gmt_ledger_release(l, "a", 11, 0, 300 * MIB), 300 * MIB);
+  assert_int_equal(gmt_ledger_adopt(l, "a", 10, 500 * MIB, true, GIB), 300 * MIB);
+  assert_int_equal(gmt_ledger_pid_total(l, "a", 10), 400 * MIB);
+  /* A pod over its limit (a reload lowered it) takes nothing in. */
+  assert_int_equal(gmt_ledger_adopt(l, "a", 13, MIB, true, 512 * MIB), 0);
+  /* A limit of 0 believes nothing; another pod's limit is its own. */
+  assert_int_equal(gmt_ledger_adopt(l, "b", 20, MIB, true, 0), 0);
+  assert_false(gmt_ledger_knows(l, "b", 20));
+  assert_int_equal(gmt_ledger_adopt(l, "b", 20, MIB, true, GIB), MIB);
+  assert_int_equal(gmt_ledger_node_total(l), GIB + MIB);
 }
 
 static void test_node_total_sums_every_pod_and_follows_releases_and_reclaims(void **state)
@@ -243,8 +269,8 @@ static void test_node_total_sums_every_pod_and_follows_releases_and_reclaims(voi
   assert_int_equal(gmt_ledger_retain_pods(l, keep_b, NULL, NULL), 24 * MIB);
   assert_int_equal(gmt_ledger_node_total(l), 0);
   /* Adopted bytes count, and a sum past 2^64 saturates. */
-  assert_int_equal(gmt_ledger_adopt(l, "c", 30, UINT64_MAX - 1, true), UINT64_MAX - 1);
-  assert_int_equal(gmt_ledger_adopt(l, "d", 40, 5, true), 5);
+  assert_int_equal(gmt_ledger_adopt(l, "c", 30, UINT64_MAX - 1, true, UINT64_MAX), UINT64_MAX - 1);
+  assert_int_equal(gmt_ledger_adopt(l, "d", 40, 5, true, UINT64_MAX), 5);
   assert_true(gmt_ledger_node_total(l) == UINT64_MAX);
 }
 
@@ -271,7 +297,7 @@ static void test_pod_device_total_is_the_pods_processes_on_that_device(void **st
   const uint32_t keep[] = {10};
   assert_int_equal(gmt_ledger_retain(l, "a", keep, 1, NOW + GMT_LEDGER_GRACE_MS, NULL, NULL), 7);
   assert_int_equal(gmt_ledger_pod_device_total(l, "a", 1), 2000);
-  assert_int_equal(gmt_ledger_adopt(l, "a", 12, 64 * MIB, true), 64 * MIB);
+  assert_int_equal(gmt_ledger_adopt(l, "a", 12, 64 * MIB, true, UINT64_MAX), 64 * MIB);
   assert_int_equal(gmt_ledger_pod_device_total(l, "a", 0), 10000001);
   assert_int_equal(gmt_ledger_pod_device_total(l, "a", 1), 2000);
   assert_int_equal(gmt_ledger_pod_total(l, "a"), 10000001 + 2000 + 64 * MIB);
@@ -302,6 +328,8 @@ int main(void)
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_rebuild_adopts_what_unknown_processes_report, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_adopt_believes_a_report_only_as_far_as_the_pods_limit,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(
           test_node_total_sums_every_pod_and_follows_releases_and_reclaims, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pod_device_total_is_the_pods_processes_on_that_device,

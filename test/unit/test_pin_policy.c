@@ -84,6 +84,42 @@ static void test_adaptive_pins_only_what_pays_back_and_fits(void **state)
          GMT__PIN_REASON__PIN_REASON_BUDGET);
 }
 
+/* The budget split evenly, its remainder left to nobody; no pods is one. */
+static void test_pin_share_splits_the_limit_evenly_over_the_pods(void **state)
+{
+  (void)state;
+  assert_int_equal(gmt_pin_share(64 * MIB, 1), 64 * MIB);
+  assert_int_equal(gmt_pin_share(64 * MIB, 2), 32 * MIB);
+  assert_int_equal(gmt_pin_share(64 * MIB, 0), 64 * MIB);
+  assert_int_equal(gmt_pin_share(100, 3), 33);
+  assert_int_equal(gmt_pin_share(UINT64_MAX, 1), UINT64_MAX);
+  assert_int_equal(gmt_pin_share(0, 4), 0);
+}
+
+/* The room is the smaller of the node's and the pod's; a pod alone with
+ * the budget may take all of it, one of two only its half, whatever the
+ * node has left; what is used past either (a reload lowered the limit)
+ * leaves none. */
+static void test_pin_room_is_the_smaller_of_the_nodes_and_the_pods_share(void **state)
+{
+  (void)state;
+  uint64_t limit = 64 * MIB;
+  assert_int_equal(gmt_pin_room(limit, 0, gmt_pin_share(limit, 1), 0), 64 * MIB);
+  assert_int_equal(gmt_pin_room(limit, 0, gmt_pin_share(limit, 2), 0), 32 * MIB);
+  assert_int_equal(gmt_pin_room(limit, 48 * MIB, 32 * MIB, 8 * MIB), 16 * MIB);
+  assert_int_equal(gmt_pin_room(limit, 40 * MIB, 32 * MIB, 20 * MIB), 12 * MIB);
+  assert_int_equal(gmt_pin_room(limit, 64 * MIB, 32 * MIB, 0), 0);
+  assert_int_equal(gmt_pin_room(limit, 0, 32 * MIB, 32 * MIB), 0);
+  assert_int_equal(gmt_pin_room(limit, UINT64_MAX, 32 * MIB, 0), 0);
+  assert_int_equal(gmt_pin_room(limit, 0, 32 * MIB, UINT64_MAX), 0);
+  /* Fed to the decision: one byte past the pod's room is the budget's no. */
+  uint64_t room = gmt_pin_room(limit, 16 * MIB, 32 * MIB, 16 * MIB);
+  expect(gmt_pin_decide(ADAPTIVE, room, true, room, UNKNOWN), true,
+         GMT__PIN_REASON__PIN_REASON_PAYS_BACK);
+  expect(gmt_pin_decide(ADAPTIVE, room + 1, true, room, UNKNOWN), false,
+         GMT__PIN_REASON__PIN_REASON_BUDGET);
+}
+
 /* size, and copies each of the whole buffer. */
 static gmt_pin_usage_t buf(uint64_t size, uint64_t h2d, uint64_t d2h)
 {
@@ -193,6 +229,8 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_off_never_pins_whatever_the_room_or_the_case),
+      cmocka_unit_test(test_pin_share_splits_the_limit_evenly_over_the_pods),
+      cmocka_unit_test(test_pin_room_is_the_smaller_of_the_nodes_and_the_pods_share),
       cmocka_unit_test(test_asking_for_nothing_is_never_a_pin),
       cmocka_unit_test(test_profile_pins_what_fits_exactly_and_not_a_byte_more),
       cmocka_unit_test(test_use_asks_the_profile_before_the_budget),

@@ -35,11 +35,16 @@ static bool may_ask(void *arg, const char *pod, int device)
 
 static world_t nobody_runs;
 
-/* A 1 GiB space with base bytes of strict reservations in it. */
+/* A 1 GiB space with base bytes of strict reservations in it, asked by a
+ * pod whose quota does not bound it. */
 static gmt_swap_space_t space(uint64_t base, world_t *w, uint64_t now)
 {
-  return (gmt_swap_space_t){
-      .limit = GIB, .base = base, .now_ms = now, .may_ask = may_ask, .arg = w ? w : &nobody_runs};
+  return (gmt_swap_space_t){.limit = GIB,
+                            .base = base,
+                            .quota = UINT64_MAX,
+                            .now_ms = now,
+                            .may_ask = may_ask,
+                            .arg = w ? w : &nobody_runs};
 }
 
 static int setup(void **state)
@@ -137,6 +142,79 @@ static void test_swap_more_than_the_limit_alone_is_too_big(void **state)
   assert_int_equal(gmt_swap_request(sw, "b", 10, 0, UINT64_MAX, &sp, &a), 0);
   assert_int_equal(a.reason, GMT_SWAP_TOO_BIG);
   assert_int_equal(gmt_swap_device_total(sw, 0), 0);
+}
+
+/* The issue's pod: a quota of 256 MiB, holding nothing, asks for 1 GiB
+ * of a 2 GiB card where another pod's idle process has 512 MiB. Refused
+ * at once (not WAIT), nobody asked, nothing counted. */
+static void test_swap_raise_past_the_pods_quota_is_refused_and_asks_nobody(void **state)
+{
+  gmt_swap_t *sw = *state;
+  have(sw, "c", 3, 512 * MIB);
+  gmt_swap_space_t sp = space(0, NULL, NOW);
+  sp.limit = 2 * GIB;
+  sp.quota = 256 * MIB;
+  gmt_swap_answer_t a;
+  for (uint64_t ask = GIB; ask <= 2 * GIB; ask += GIB) {
+    assert_int_equal(gmt_swap_request_part(sw, "b", 2, 0, ask, MIB, &sp, &a), 0);
+    assert_false(a.granted);
+    assert_int_equal(a.reason, GMT_SWAP_QUOTA);
+    assert_int_equal(a.retry_ms, 0);
+    assert_int_equal(a.asked, 0);
+    assert_int_equal(a.granted_total, 0);
+    assert_int_equal(a.room, 2 * GIB - 512 * MIB);
+  }
+  assert_false(gmt_swap_target(sw, "c", 3, 0, NULL));
+  assert_int_equal(gmt_swap_device_total(sw, 0), 512 * MIB);
+  /* The quota fits exactly; one byte more does not. */
+  assert_int_equal(gmt_swap_request(sw, "b", 2, 0, 256 * MIB + 1, &sp, &a), 0);
+  assert_int_equal(a.reason, GMT_SWAP_QUOTA);
+  assert_int_equal(gmt_swap_request(sw, "b", 2, 0, 256 * MIB, &sp, &a), 0);
+  assert_true(a.granted);
+  assert_int_equal(a.pod_total, 256 * MIB);
+  /* Past the space is still TOO_BIG (the space's answer comes first). */
+  assert_int_equal(gmt_swap_request(sw, "b", 2, 0, 2 * GIB + 1, &sp, &a), 0);
+  assert_int_equal(a.reason, GMT_SWAP_TOO_BIG);
+  assert_int_equal(gmt_swap_request(sw, "b", 2, 0, UINT64_MAX, &sp, &a), 0);
+  assert_false(a.granted);
+  assert_int_equal(gmt_swap_resident(sw, "b", 2, 0), 256 * MIB);
+}
+
+/* The quota is the pod's over every process and device: what the others
+ * have counts, lowering is always granted and frees it for them. */
+static void test_swap_quota_counts_every_process_and_device_of_the_pod(void **state)
+{
+  gmt_swap_t *sw = *state;
+  gmt_swap_space_t sp = space(0, NULL, NOW);
+  sp.quota = 300 * MIB;
+  gmt_swap_answer_t a;
+  assert_int_equal(gmt_swap_request(sw, "b", 1, 0, 200 * MIB, &sp, &a), 0);
+  assert_true(a.granted);
+  assert_int_equal(gmt_swap_request(sw, "b", 1, 1, 50 * MIB, &sp, &a), 0);
+  assert_true(a.granted);
+  assert_int_equal(a.pod_total, 250 * MIB);
+  assert_int_equal(gmt_swap_request(sw, "b", 2, 0, 50 * MIB + 1, &sp, &a), 0);
+  assert_int_equal(a.reason, GMT_SWAP_QUOTA);
+  assert_int_equal(a.pod_total, 250 * MIB);
+  /* Partial grants stay within it too: nothing more than 50 MiB. */
+  assert_int_equal(gmt_swap_request_part(sw, "b", 2, 0, 100 * MIB, 1, &sp, &a), 0);
+  assert_int_equal(a.reason, GMT_SWAP_QUOTA);
+  assert_int_equal(gmt_swap_request(sw, "b", 2, 0, 50 * MIB, &sp, &a), 0);
+  assert_true(a.granted);
+  /* Another pod's bytes do not count against b's quota. */
+  assert_int_equal(gmt_swap_request(sw, "c", 3, 0, 300 * MIB, &sp, &a), 0);
+  assert_true(a.granted);
+  /* A lowering, even by a pod over its quota (a reload lowered it). */
+  sp.quota = 100 * MIB;
+  assert_int_equal(gmt_swap_request(sw, "b", 1, 0, 100 * MIB, &sp, &a), 0);
+  assert_true(a.granted);
+  assert_int_equal(a.pod_total, 200 * MIB);
+  assert_int_equal(gmt_swap_request(sw, "b", 1, 0, 100 * MIB + 1, &sp, &a), 0);
+  assert_int_equal(a.reason, GMT_SWAP_QUOTA);
+  /* A quota of 0: nothing on the GPU. */
+  sp.quota = 0;
+  assert_int_equal(gmt_swap_request(sw, "d", 4, 0, 1, &sp, &a), 0);
+  assert_int_equal(a.reason, GMT_SWAP_QUOTA);
 }
 
 static void test_swap_bad_requests_are_einval(void **state)
@@ -480,20 +558,33 @@ static void test_swap_retain_pods_forgets_pods_removed_or_out_of_swap(void **sta
 static void test_swap_adopt_takes_reports_only_for_unknown_processes(void **state)
 {
   gmt_swap_t *sw = *state;
-  assert_int_equal(gmt_swap_adopt(sw, "b", 2, 0, 300 * MIB, NOW), 300 * MIB);
+  assert_int_equal(gmt_swap_adopt(sw, "b", 2, 0, 300 * MIB, UINT64_MAX, NOW), 300 * MIB);
   assert_int_equal(gmt_swap_device_total(sw, 0), 300 * MIB);
   /* Known: its own calls are the truth, a (maybe older) report is not. */
-  assert_int_equal(gmt_swap_adopt(sw, "b", 2, 0, 900 * MIB, NOW), 0);
+  assert_int_equal(gmt_swap_adopt(sw, "b", 2, 0, 900 * MIB, UINT64_MAX, NOW), 0);
   gmt_swap_space_t sp = space(0, NULL, NOW);
   gmt_swap_answer_t a;
   assert_int_equal(gmt_swap_request(sw, "b", 2, 0, 0, &sp, &a), 0);
-  assert_int_equal(gmt_swap_adopt(sw, "b", 2, 0, 300 * MIB, NOW), 0);
+  assert_int_equal(gmt_swap_adopt(sw, "b", 2, 0, 300 * MIB, UINT64_MAX, NOW), 0);
   assert_int_equal(gmt_swap_device_total(sw, 0), 0);
-  assert_int_equal(gmt_swap_adopt(sw, "b", 5, -1, 1, NOW), 0);
+  assert_int_equal(gmt_swap_adopt(sw, "b", 5, -1, 1, UINT64_MAX, NOW), 0);
   /* An adopted process was listed (by the heartbeat it came in): once a
    * heartbeat no longer lists it, it has no grace. */
-  assert_int_equal(gmt_swap_adopt(sw, "b", 6, 0, 10, NOW), 10);
+  assert_int_equal(gmt_swap_adopt(sw, "b", 6, 0, 10, UINT64_MAX, NOW), 10);
   assert_int_equal(gmt_swap_retain(sw, "b", NULL, 0, NOW, NULL, NULL), 10);
+}
+
+/* A report is believed as far as the pod may hold: no further than its
+ * quota less what its processes have already. */
+static void test_swap_adopt_stays_within_the_pods_quota(void **state)
+{
+  gmt_swap_t *sw = *state;
+  assert_int_equal(gmt_swap_adopt(sw, "b", 2, 0, UINT64_MAX, 256 * MIB, NOW), 256 * MIB);
+  assert_int_equal(gmt_swap_adopt(sw, "b", 3, 1, 1, 256 * MIB, NOW), 0);
+  assert_int_equal(gmt_swap_adopt(sw, "c", 4, 0, 100 * MIB, 1 << 30, NOW), 100 * MIB);
+  assert_int_equal(gmt_swap_adopt(sw, "c", 5, 1, 1 << 30, 1 << 30, NOW), (1 << 30) - 100 * MIB);
+  assert_int_equal(gmt_swap_device_total(sw, 0), 356 * MIB);
+  assert_int_equal(gmt_swap_resident(sw, "b", 3, 1), 0);
 }
 
 /* When each pod last ran: c never, a at 10, b at 50. */
@@ -657,6 +748,8 @@ int main(void)
       T(test_swap_raise_that_fits_exactly_is_granted_one_byte_more_waits),
       T(test_swap_lowering_is_always_granted_even_over_the_limit),
       T(test_swap_more_than_the_limit_alone_is_too_big),
+      T(test_swap_raise_past_the_pods_quota_is_refused_and_asks_nobody),
+      T(test_swap_quota_counts_every_process_and_device_of_the_pod),
       T(test_swap_bad_requests_are_einval),
       T(test_swap_wait_asks_the_largest_idle_process_for_the_shortfall),
       T(test_swap_shortfall_spread_over_victims_largest_first),
@@ -673,6 +766,7 @@ int main(void)
       T(test_swap_process_in_grace_is_kept_then_reclaimed),
       T(test_swap_retain_pods_forgets_pods_removed_or_out_of_swap),
       T(test_swap_adopt_takes_reports_only_for_unknown_processes),
+      T(test_swap_adopt_stays_within_the_pods_quota),
       T(test_swap_victims_least_recently_run_first),
       T(test_swap_a_restore_is_granted_in_part_as_room_comes),
       T(test_swap_pressure_below_the_trigger_asks_nobody),
