@@ -42,6 +42,7 @@ def job(kind):
             steps += 1
         print("DONE steps=%d" % steps, flush=True)
         return
+    torch.zeros(1, device=dev)  # CUDA up: the process is registered by now
     print("READY", flush=True)
     sys.stdin.readline()
     held, oom = [], 0
