@@ -10,6 +10,7 @@
 #include "gmt_log.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <nng/nng.h>
 #include <nng/supplemental/tls/tls.h>
 #include <pthread.h>
@@ -195,6 +196,13 @@ int main(int argc, char **argv)
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, NULL);
   signal(SIGPIPE, SIG_IGN);
+#ifdef M_MMAP_THRESHOLD
+  /* Bodies and large answers from mmap, handed back when freed. glibc
+   * would raise its threshold past a body's size at the first free and
+   * keep later bodies in each thread's arena, so the peak would grow with
+   * nng's threads rather than with what is held (server.h's bound). */
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);
+#endif
 
   char url_text[300], stream_url[310];
   snprintf(url_text, sizeof url_text, "https://%s", f.listen);
