@@ -49,6 +49,7 @@
 
 #include "gmt_http_head.h"
 #include "gmt_log.h"
+#include "scan.h"
 
 #define STOP_WAIT_MS 2000
 #define REAP_EVERY_MS 250
@@ -700,6 +701,12 @@ static void on_reap(void *arg)
 }
 
 /* ---- start and stop ---- */
+
+size_t gmt_webhook_memory_bound(size_t max_body)
+{
+  return GMT_WEBHOOK_BASE + GMT_WEBHOOK_BODIES * (max_body + GMT_HTTP_HEAD_MAX) +
+         GMT_WEBHOOK_PARSERS * ((size_t)GMT_WEBHOOK_TREE_MAX + GMT_WEBHOOK_ANSWER);
+}
 
 static void server_free(gmt_webhook_server_t *srv)
 {

@@ -27,6 +27,15 @@
  * timeoutSeconds is 10 s by default, at most 30 s. */
 #define GMT_WEBHOOK_TIMEOUT_MS 10000
 
+/* What gmt-webhook may hold at once, from above, for --max-body max_body:
+ * the process at rest with its connections (GMT_WEBHOOK_BASE), the bodies
+ * held, and each parser's tree (GMT_WEBHOOK_TREE_MAX) with its patch and
+ * answer (GMT_WEBHOOK_ANSWER). 56 MiB for the default 3 MiB; the
+ * manifest's limit is twice that, rounded (docs/kubernetes.md). */
+#define GMT_WEBHOOK_BASE (8u << 20)
+#define GMT_WEBHOOK_ANSWER (2u << 20)
+size_t gmt_webhook_memory_bound(size_t max_body);
+
 typedef struct gmt_webhook_server gmt_webhook_server_t;
 
 /* Serves POST /mutate and GET /healthz on url ("tls+tcp://HOST:PORT")

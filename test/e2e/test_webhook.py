@@ -694,6 +694,18 @@ class Flags(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("LD_PRELOAD", r.stderr)
 
+    def test_scheduler_socket_in_the_pods_run_gmt_is_a_usage_error(self):
+        # The sidecar's /run/gmt is the pod's own now; the node's is /run/gmt-node.
+        r = self.run_webhook("--cert", "/x", "--key", "/y", "--schd", "ipc:///run/gmt/schd.sock")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("/run/gmt-node", r.stderr)
+
+    def test_help_says_what_the_webhook_may_hold(self):
+        r = self.run_webhook("--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("56 MiB by default", r.stdout)
+        self.assertIn("ipc:///run/gmt/pmgr-N.sock", r.stdout)
+
     def test_unreadable_cert_exits_1_naming_it(self):
         r = self.run_webhook("--cert", "/nonexistent/tls.crt", "--key", "/nonexistent/tls.key",
                              "--listen", "127.0.0.1:%d" % free_port())
