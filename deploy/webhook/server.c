@@ -306,13 +306,12 @@ static bool route(conn_t *c, const gmt_http_head_t *h)
   /* Answered now, what the client still sends is dropped before the
    * close: the rest of its body, or of a bad or cut head, or of a POST
    * whose length it did not say. */
-  size_t had = c->len - h->len; /* of the body, read with the head */
-  size_t drain = h->content_length > 0 ? (size_t)h->content_length - had
-                 : h->status != 0 || (h->content_length < 0 && h->method == GMT_HTTP_POST)
-                     ? DRAIN_UNKNOWN
-                     : 0;
-  if (h->content_length > 0 && had >= (size_t)h->content_length)
-    drain = 0;
+  size_t had = c->len > h->len ? c->len - h->len : 0; /* of the body, read with the head */
+  size_t drain = 0;
+  if (h->status != 0 || (h->content_length < 0 && h->method == GMT_HTTP_POST))
+    drain = DRAIN_UNKNOWN; /* a bad head's Content-Length is not to be trusted */
+  else if (h->content_length > 0 && had < (size_t)h->content_length)
+    drain = (size_t)h->content_length - had;
   char msg[160];
   if (h->status) {
     snprintf(msg, sizeof msg, "%d %s\n", h->status, gmt_http_reason(h->status));
@@ -368,7 +367,7 @@ static void busy(conn_t *c)
              c->need - c->body_at, srv->timeout_ms, srv->budget, GMT_WEBHOOK_BODIES);
   snprintf(msg, sizeof msg, "gmt-webhook: busy: %zu bytes of reviews are held already; try again\n",
            srv->budget);
-  answer_text(c, 503, NULL, msg, false, c->need - c->len);
+  answer_text(c, 503, NULL, msg, false, c->need > c->len ? c->need - c->len : 0);
 }
 
 /* On a parser: the review and its answer. The body is freed, and its room
@@ -681,7 +680,8 @@ static void on_accept(void *arg)
 /* ---- deadlines ---- */
 
 /* Every REAP_EVERY_MS: a connection past its deadline is cut (its own
- * timeout may have been lost in the TLS stream: the comment at the top). */
+ * timeout may have been lost in the TLS stream: the comment at the top).
+ * Not one waiting for room: its sleep is no stream's, and ends in a 503. */
 static void on_reap(void *arg)
 {
   gmt_webhook_server_t *srv = arg;
@@ -690,7 +690,7 @@ static void on_reap(void *arg)
   nng_mtx_lock(srv->mu);
   nng_time now = nng_clock();
   for (conn_t *c = srv->oldest; c; c = c->next)
-    if (!c->going && c->state != ST_REVIEW && now >= c->deadline) {
+    if (!c->going && c->state != ST_REVIEW && c->state != ST_WAIT && now >= c->deadline) {
       gmt_debug("a client took more than %d ms to %s; closed", srv->timeout_ms,
                 c->state == ST_SEND ? "take its answer" : "send its request");
       cut_locked(c, NNG_ETIMEDOUT);
