@@ -10,7 +10,8 @@
 #include <string.h>
 
 #define HOOK_VOLUME "gmt-hook"
-#define RUN_VOLUME "gmt-run"
+#define RUN_VOLUME "gmt-run"   /* the pod's /run/gmt */
+#define NODE_VOLUME "gmt-node" /* the node's /run/gmt */
 #define HOOK_COPY "gmt-hook-copy"
 #define PMGR "gmt-pmgr"
 #define HOOK_STAGING "/mnt/gmt-hook" /* gmt-hook in the copying init container */
@@ -20,7 +21,7 @@ void gmt_webhook_opts_default(gmt_webhook_opts_t *o)
   o->hook_image = "gmt:latest";
   o->hook_path = "/usr/local/lib/gmt";
   o->pmgr_image = "gmt:latest";
-  o->schd_url = "ipc:///run/gmt/schd.sock";
+  o->schd_url = "ipc://" GMT_WEBHOOK_NODE_RUN "/schd.sock";
   o->pmgr_port = 50052;
 }
 
@@ -53,6 +54,12 @@ int gmt_webhook_opts_check(const gmt_webhook_opts_t *o, char *why, size_t size)
     return fail(why, size, "the pod manager's port %d is not 1..65535", o->pmgr_port);
   if (!o->schd_url || !*o->schd_url)
     return fail(why, size, "the scheduler's URL is empty");
+  if (!strncmp(o->schd_url, "ipc://" GMT_WEBHOOK_POD_RUN "/", 6 + strlen(GMT_WEBHOOK_POD_RUN) + 1))
+    return fail(
+        why, size,
+        "the scheduler's URL %s is in %s, which is the pod's own folder in the sidecar (its "
+        "pod manager's socket); the node's %s is at %s there",
+        o->schd_url, GMT_WEBHOOK_POD_RUN, GMT_WEBHOOK_POD_RUN, GMT_WEBHOOK_NODE_RUN);
   return 0;
 }
 
@@ -233,20 +240,20 @@ static json_object *hook_copy_container(builder_t *b, const gmt_webhook_opts_t *
 
 static json_object *pmgr_container(builder_t *b, const gmt_webhook_opts_t *o, const char *pod)
 {
-  char port[16];
+  char port[16], sock[64];
   snprintf(port, sizeof port, "%d", o->pmgr_port);
-  /* Its ipc socket stays in the container: /run/gmt is the node's, where
-   * every pod's pod manager on the same port would take the same name. */
-  const char *cmd[] = {"gmt-pmgr",  "--port", port,
-                       "--name",    pod,      "--schd",
-                       o->schd_url, "--ipc",  "/tmp/gmt-pmgr.sock"};
+  /* Its own default too; named here so that it and GMT_PMGR cannot part. */
+  snprintf(sock, sizeof sock, GMT_WEBHOOK_POD_RUN "/pmgr-%d.sock", o->pmgr_port);
+  const char *cmd[] = {"gmt-pmgr", "--port",    port,    "--name", pod,
+                       "--schd",   o->schd_url, "--ipc", sock};
   json_object *c = obj(b);
   put(b, c, "name", str(b, PMGR));
   put(b, c, "image", str(b, o->pmgr_image));
   put(b, c, "command", strings(b, cmd, sizeof cmd / sizeof *cmd));
   put(b, c, "restartPolicy", str(b, "Always"));
   json_object *mounts = arr(b);
-  push(b, mounts, mount(b, RUN_VOLUME, "/run/gmt", false));
+  push(b, mounts, mount(b, RUN_VOLUME, GMT_WEBHOOK_POD_RUN, false));
+  push(b, mounts, mount(b, NODE_VOLUME, GMT_WEBHOOK_NODE_RUN, false));
   put(b, c, "volumeMounts", mounts);
   json_object *tcp = obj(b), *probe = obj(b);
   put(b, tcp, "port", json_object_new_int(o->pmgr_port));
@@ -257,23 +264,40 @@ static json_object *pmgr_container(builder_t *b, const gmt_webhook_opts_t *o, co
   return c;
 }
 
-/* The env ops of container i: LD_PRELOAD before the container's own,
- * GMT_PMGR replaced or added, and GMT_AUTO_DEVICE=pod added unless the
+/* Whether a mount path is path, a trailing '/' aside. */
+static bool same_path(const char *a, const char *path)
+{
+  size_t n = strlen(path);
+  return !strncmp(a, path, n) && (a[n] == '\0' || (a[n] == '/' && a[n + 1] == '\0'));
+}
+
+/* The ops of container i: its mounts, then its env: LD_PRELOAD before the
+ * container's own, GMT_PMGR and GMT_FAIL_CLOSED replaced or added (the
+ * operator's, not the pod's), GMT_AUTO_DEVICE=pod added unless the
  * container sets GMT_AUTO_DEVICE (its own choice: =N picks, =0 is off). */
-static int container_env(builder_t *b, json_object *c, size_t i, const gmt_webhook_opts_t *o,
+static int container_ops(builder_t *b, json_object *c, size_t i, const gmt_webhook_opts_t *o,
                          char *why, size_t size)
 {
-  char base[64], path[128], hook[600], pmgr[64];
+  char base[64], path[128], hook[600], pmgr[96];
   snprintf(base, sizeof base, "/spec/containers/%zu", i);
   snprintf(hook, sizeof hook, "%s/libgmthook.so", o->hook_path);
-  snprintf(pmgr, sizeof pmgr, "tcp://127.0.0.1:%d", o->pmgr_port);
+  snprintf(pmgr, sizeof pmgr, "ipc://" GMT_WEBHOOK_POD_RUN "/pmgr-%d.sock", o->pmgr_port);
 
   json_object *mounts = get(c, "volumeMounts", json_type_array);
+  size_t nm = mounts ? json_object_array_length(mounts) : 0;
+  for (size_t j = 0; j < nm; j++) {
+    json_object *mp = get(json_object_array_get_idx(mounts, j), "mountPath", json_type_string);
+    if (mp && same_path(json_object_get_string(mp), GMT_WEBHOOK_POD_RUN))
+      return fail(why, size,
+                  "container %zu mounts a volume at %s, where gmt puts its pod manager's socket", i,
+                  GMT_WEBHOOK_POD_RUN);
+  }
   snprintf(path, sizeof path, "%s/volumeMounts", base);
   append(b, path, mounts != NULL, mount(b, HOOK_VOLUME, o->hook_path, true));
+  append(b, path, true, mount(b, RUN_VOLUME, GMT_WEBHOOK_POD_RUN, true));
 
   json_object *env = get(c, "env", json_type_array);
-  bool have_preload = false, have_pmgr = false, have_autodev = false;
+  bool have_preload = false, have_pmgr = false, have_autodev = false, have_closed = false;
   size_t n = env ? json_object_array_length(env) : 0;
   for (size_t j = 0; j < n; j++) {
     json_object *e = json_object_array_get_idx(env, j);
@@ -301,6 +325,10 @@ static int container_env(builder_t *b, json_object *c, size_t i, const gmt_webho
       have_pmgr = true;
       snprintf(path, sizeof path, "%s/env/%zu", base, j);
       op(b, "replace", path, env_var(b, "GMT_PMGR", pmgr));
+    } else if (!strcmp(nm, "GMT_FAIL_CLOSED") && !have_closed) {
+      have_closed = true;
+      snprintf(path, sizeof path, "%s/env/%zu", base, j);
+      op(b, "replace", path, env_var(b, "GMT_FAIL_CLOSED", "1"));
     } else if (!strcmp(nm, "GMT_AUTO_DEVICE")) {
       have_autodev = true;
     }
@@ -318,8 +346,14 @@ static int container_env(builder_t *b, json_object *c, size_t i, const gmt_webho
   /* Before main, the hook asks the pod manager for the pod's GPUs and, when
    * the gmt pod has devices=, shows the process only those (hook/autodev.c):
    * its device 0 is then one gmt-schd lets it use. */
-  if (!have_autodev)
+  if (!have_autodev) {
     append(b, path, exists, env_var(b, "GMT_AUTO_DEVICE", "pod"));
+    exists = true;
+  }
+  /* A process that never heard its pod's quota waits for its pod manager,
+   * bounded, and then fails its allocations rather than run unlimited. */
+  if (!have_closed)
+    append(b, path, exists, env_var(b, "GMT_FAIL_CLOSED", "1"));
   return 0;
 }
 
@@ -348,8 +382,15 @@ int gmt_webhook_patch(json_object *pod, const gmt_webhook_opts_t *o, json_object
   if (json_object_object_get_ex(ann, GMT_WEBHOOK_INJECTED, NULL) || named(inits, PMGR) ||
       named(containers, PMGR))
     return 0; /* it has gmt already: a second pass adds nothing */
+  size_t n = json_object_array_length(containers), ni = inits ? json_object_array_length(inits) : 0;
+  if (n > GMT_WEBHOOK_MAX_CONTAINERS || ni > GMT_WEBHOOK_MAX_CONTAINERS)
+    return fail(why, size, "the pod has %zu %s; gmt hooks pods of at most %d of each",
+                n > GMT_WEBHOOK_MAX_CONTAINERS ? n : ni,
+                n > GMT_WEBHOOK_MAX_CONTAINERS ? "containers" : "init containers",
+                GMT_WEBHOOK_MAX_CONTAINERS);
   const char *taken = named(volumes, HOOK_VOLUME)                               ? HOOK_VOLUME
                       : named(volumes, RUN_VOLUME)                              ? RUN_VOLUME
+                      : named(volumes, NODE_VOLUME)                             ? NODE_VOLUME
                       : named(inits, HOOK_COPY) || named(containers, HOOK_COPY) ? HOOK_COPY
                                                                                 : NULL;
   if (taken)
@@ -368,29 +409,42 @@ int gmt_webhook_patch(json_object *pod, const gmt_webhook_opts_t *o, json_object
   if (!host_pid || !json_object_get_boolean(host_pid)) /* the API refuses both */
     op(&b, "add", "/spec/shareProcessNamespace", json_object_new_boolean(1));
 
-  json_object *hook = obj(&b), *run = obj(&b), *empty = obj(&b), *hp = obj(&b);
+  json_object *hook = obj(&b), *run = obj(&b), *node = obj(&b), *hp = obj(&b);
   put(&b, hook, "name", str(&b, HOOK_VOLUME));
-  put(&b, hook, "emptyDir", empty);
+  put(&b, hook, "emptyDir", obj(&b));
+  put(&b, run, "name", str(&b, RUN_VOLUME));
+  put(&b, run, "emptyDir", obj(&b));
   put(&b, hp, "path", str(&b, "/run/gmt"));
   put(&b, hp, "type", str(&b, "Directory"));
-  put(&b, run, "name", str(&b, RUN_VOLUME));
-  put(&b, run, "hostPath", hp);
+  put(&b, node, "name", str(&b, NODE_VOLUME));
+  put(&b, node, "hostPath", hp);
   append(&b, "/spec/volumes", volumes != NULL, hook);
   append(&b, "/spec/volumes", true, run);
+  append(&b, "/spec/volumes", true, node);
 
   append(&b, "/spec/initContainers", inits != NULL, hook_copy_container(&b, o));
   append(&b, "/spec/initContainers", true, pmgr_container(&b, o, name));
 
-  size_t n = json_object_array_length(containers);
   for (size_t i = 0; i < n && rc == 0; i++) {
     json_object *c = json_object_array_get_idx(containers, i);
     if (!json_object_is_type(c, json_type_object))
       rc = fail(why, size, "spec.containers[%zu] is not an object", i);
     else
-      rc = container_env(&b, c, i, o, why, size);
+      rc = container_ops(&b, c, i, o, why, size);
   }
   if (rc == 0 && b.oom)
     rc = -ENOMEM;
+  if (rc == 0) {
+    /* Measured as review.c will send it. */
+    const char *text = json_object_to_json_string_ext(b.ops, JSON_C_TO_STRING_PLAIN |
+                                                                 JSON_C_TO_STRING_NOSLASHESCAPE);
+    size_t len = text ? strlen(text) : 0;
+    if (!text)
+      rc = -ENOMEM;
+    else if (len > GMT_WEBHOOK_PATCH_MAX)
+      rc = fail(why, size, "the patch would be %zu bytes, over gmt-webhook's %u", len,
+                GMT_WEBHOOK_PATCH_MAX);
+  }
   if (rc < 0) {
     json_object_put(b.ops);
     return rc;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scan.h"
+
 #define REVIEW_API "admission.k8s.io/v1"
 #define REVIEW_KIND "AdmissionReview"
 
@@ -107,6 +109,29 @@ cleanup:
   return rc;
 }
 
+static bool span_is(const char *p, size_t n, const char *text)
+{
+  return p && n == strlen(text) && memcmp(p, text, n) == 0;
+}
+
+/* A body past a limit of the scan: refused in a review when the scan saw
+ * its apiVersion, kind and uid before it stopped (the API server sends
+ * them first), so that the pod is refused with the reason whatever the
+ * webhook's failurePolicy; else HTTP 400. */
+static int too_big(gmt_webhook_answer_t *a, const gmt_webhook_scan_t *sc, const char *why)
+{
+  if (!span_is(sc->api, sc->api_len, REVIEW_API) || !span_is(sc->kind, sc->kind_len, REVIEW_KIND) ||
+      !sc->uid || sc->uid_len == 0)
+    return plain(a, 400, "bad AdmissionReview: too large: %s\n", why);
+  char *uid = strndup(sc->uid, sc->uid_len), *msg = NULL;
+  int rc = -ENOMEM;
+  if (uid && asprintf(&msg, "gmt-webhook: the review is too large: %s", why) >= 0)
+    rc = reviewed(a, uid, NULL, msg);
+  free(uid);
+  free(msg);
+  return rc;
+}
+
 int gmt_webhook_review(const char *body, size_t len, const gmt_webhook_opts_t *o,
                        gmt_webhook_answer_t *a)
 {
@@ -115,9 +140,21 @@ int gmt_webhook_review(const char *body, size_t len, const gmt_webhook_opts_t *o
     return plain(a, 400, "bad AdmissionReview: the request has no body\n");
   if (memchr(body, '\0', len))
     return plain(a, 400, "bad AdmissionReview: the body holds a NUL byte\n");
-  json_tokener *tok = json_tokener_new_ex(64); /* a Pod with managedFields nests deep */
+  /* Nothing is built before the scan has bounded what the parse would
+   * take (scan.h). */
+  gmt_webhook_scan_t sc;
+  char why[600];
+  int src = gmt_webhook_scan(body, len, &sc, why, sizeof why);
+  if (src == -EINVAL)
+    return plain(a, 400, "bad AdmissionReview: not JSON (%s)\n", why);
+  if (src < 0)
+    return too_big(a, &sc, why);
+  json_tokener *tok = json_tokener_new_ex(GMT_WEBHOOK_JSON_DEPTH);
   if (!tok)
     return -ENOMEM;
+  /* Strict: the grammar the scan counted by (no comments, no single
+   * quotes). What follows the value is checked below. */
+  json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS);
   json_object *root = json_tokener_parse_ex(tok, body, (int)(len > 0x7fffffff ? 0x7fffffff : len));
   enum json_tokener_error jerr = json_tokener_get_error(tok);
   size_t used = json_tokener_get_parse_end(tok);
@@ -180,12 +217,11 @@ int gmt_webhook_review(const char *body, size_t len, const gmt_webhook_opts_t *o
     goto cleanup;
   }
   json_object *patch = NULL;
-  char why[256];
   int prc = gmt_webhook_patch(pod, o, &patch, why, sizeof why);
   if (prc == -ENOMEM)
     rc = -ENOMEM;
   else if (prc < 0) {
-    char msg[300];
+    char msg[sizeof why + 8];
     snprintf(msg, sizeof msg, "gmt: %s", why);
     rc = reviewed(a, uid, NULL, msg);
   } else

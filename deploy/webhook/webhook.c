@@ -10,6 +10,7 @@
 #include "gmt_log.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <nng/nng.h>
 #include <nng/supplemental/tls/tls.h>
 #include <pthread.h>
@@ -21,7 +22,10 @@
 #include <sys/stat.h>
 
 #define DEFAULT_LISTEN "0.0.0.0:8443"
-#define DEFAULT_MAX_BODY (3u << 20) /* above the API server's 3 MiB request limit */
+/* The API server's own limit on a request (3 MiB): every review it can
+ * send is read. gmt_webhook_memory_bound() of it is 56 MiB, and the
+ * manifest's limit (128 Mi) twice that, rounded: docs/kubernetes.md. */
+#define DEFAULT_MAX_BODY (3u << 20)
 #define PEM_MAX (1u << 20)
 
 typedef struct flags {
@@ -41,9 +45,10 @@ static void usage(FILE *f)
           "                   [--pmgr-port N] [--max-body BYTES] [--timeout MS] [-v]\n"
           "\n"
           "Kubernetes' mutating admission webhook for gmt: a Pod annotated\n"
-          "%s: NAME gets the hook (LD_PRELOAD), GMT_PMGR, GMT_AUTO_DEVICE=pod\n"
-          "(its processes see only the gmt pod's devices=) and a gmt-pmgr\n"
-          "sidecar serving gmt pod NAME (docs/kubernetes.md).\n"
+          "%s: NAME gets the hook (LD_PRELOAD), GMT_PMGR (an ipc socket on a\n"
+          "volume of the pod), GMT_AUTO_DEVICE=pod (its processes see only the gmt\n"
+          "pod's devices=), GMT_FAIL_CLOSED=1 and a gmt-pmgr sidecar serving gmt\n"
+          "pod NAME (docs/kubernetes.md).\n"
           "\n"
           "  --cert FILE        the server's certificate (PEM; with its chain)\n"
           "  --key FILE         its private key (PEM)\n"
@@ -54,18 +59,25 @@ static void usage(FILE *f)
           "  --hook-path DIR    that folder, holding libgmthook.so; containers see it there\n"
           "                     too (default %s)\n"
           "  --pmgr-image IMAGE the sidecar's image, gmt-pmgr on its PATH (default %s)\n"
-          "  --schd URL         gmt-schd as the sidecar reaches it (default %s)\n"
-          "  --pmgr-port N      the sidecar's loopback port, GMT_PMGR's (default %d)\n"
-          "  --max-body BYTES   refuse a larger body, unread, with HTTP 400 (default %u)\n"
+          "  --schd URL         gmt-schd as the sidecar reaches it; the node's /run/gmt is\n"
+          "                     at /run/gmt-node there (default %s)\n"
+          "  --pmgr-port N      the sidecar's port: GMT_PMGR is ipc:///run/gmt/pmgr-N.sock\n"
+          "                     (default %d)\n"
+          "  --max-body BYTES   refuse a larger body, unread, with HTTP 400 (default %u);\n"
+          "                     %d bodies of it are held at once and %d parsed, so the\n"
+          "                     process holds at most 8 MiB + %d x (BYTES + 8 KiB) + %d x 18 MiB\n"
+          "                     (56 MiB by default): give its container twice that\n"
           "  --timeout MS       a client's time to send its whole request, and again to\n"
           "                     take the answer (default %d; 100 to 60000); at most %d\n"
-          "                     connections at once, the oldest idle one closed for a new one\n"
+          "                     connections at once: for a new one, the oldest unfinished\n"
+          "                     one of the client address holding the most is closed\n"
           "  -v                 log every review\n"
           "\n"
           "Serves POST /mutate and GET /healthz. Exit codes: 0 stopped by\n"
           "SIGTERM/SIGINT, 1 the certificate or the address could not be used, 2 bad flags.\n",
           GMT_WEBHOOK_ANNOTATION, DEFAULT_LISTEN, d.hook_image, d.hook_path, d.pmgr_image,
-          d.schd_url, d.pmgr_port, DEFAULT_MAX_BODY, GMT_WEBHOOK_TIMEOUT_MS, GMT_WEBHOOK_MAX_CONNS);
+          d.schd_url, d.pmgr_port, DEFAULT_MAX_BODY, GMT_WEBHOOK_BODIES, GMT_WEBHOOK_PARSERS,
+          GMT_WEBHOOK_BODIES, GMT_WEBHOOK_PARSERS, GMT_WEBHOOK_TIMEOUT_MS, GMT_WEBHOOK_MAX_CONNS);
 }
 
 static int bad_flag(const char *what)
@@ -153,6 +165,24 @@ static int parse_flags(int argc, char **argv, flags_t *f)
   return -1;
 }
 
+/* The container's memory limit (cgroup v2, else v1) in bytes; 0 when
+ * there is none or it cannot be read. */
+static unsigned long long memory_limit(void)
+{
+  static const char *const files[] = {"/sys/fs/cgroup/memory.max",
+                                      "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+    FILE *fp = fopen(files[i], "re");
+    unsigned long long v = 0;
+    int got = fp ? fscanf(fp, "%llu", &v) : 0;
+    if (fp)
+      fclose(fp);
+    if (got == 1)
+      return v;
+  }
+  return 0;
+}
+
 /* A PEM file whole, NUL-terminated: malloc'ed, or NULL with why logged. */
 static char *read_pem(const char *path, const char *what)
 {
@@ -195,6 +225,13 @@ int main(int argc, char **argv)
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, NULL);
   signal(SIGPIPE, SIG_IGN);
+#ifdef M_MMAP_THRESHOLD
+  /* Bodies and large answers from mmap, handed back when freed. glibc
+   * would raise its threshold past a body's size at the first free and
+   * keep later bodies in each thread's arena, so the peak would grow with
+   * nng's threads rather than with what is held (server.h's bound). */
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);
+#endif
 
   char url_text[300], stream_url[310];
   snprintf(url_text, sizeof url_text, "https://%s", f.listen);
@@ -225,6 +262,15 @@ int main(int argc, char **argv)
   }
   gmt_info("serving %s/mutate (hook image %s at %s, pod manager image %s, annotation %s)", url_text,
            f.opts.hook_image, f.opts.hook_path, f.opts.pmgr_image, GMT_WEBHOOK_ANNOTATION);
+  /* Killed for its memory, the webhook lets pods start without gmt (or
+   * not at all): said at once where the limit is below what it may hold. */
+  size_t bound = gmt_webhook_memory_bound(f.max_body);
+  unsigned long long limit = memory_limit();
+  if (limit && limit < bound)
+    gmt_warn(
+        "the memory limit, %llu MiB, is below the %zu MiB gmt-webhook may hold with --max-body "
+        "%zu: raise the limit to twice that or lower --max-body (docs/kubernetes.md)",
+        limit >> 20, bound >> 20, f.max_body);
   int sig = 0;
   sigwait(&stop, &sig);
   gmt_info("stopping on signal %d", sig);

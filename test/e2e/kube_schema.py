@@ -1,5 +1,6 @@
 """A strict structural check of Kubernetes objects, written from the API
-reference (Kubernetes 1.29+: core/v1, apps/v1, admissionregistration.k8s.io/v1)
+reference (Kubernetes 1.29+: core/v1, apps/v1, admissionregistration.k8s.io/v1,
+networking.k8s.io/v1 NetworkPolicy, policy/v1 PodDisruptionBudget)
 for the kinds and fields gmt's manifests and patched pods use.
 
 It stands in for a validator from a package registry where none can be
@@ -9,12 +10,14 @@ error, as are a missing required field, a wrong type, a bad enum value and
 the cross-field rules named below (selector matches template labels, a
 mount names a volume, one source per volume, native sidecars only among
 init containers, hostPID excludes shareProcessNamespace, a Service's
-targetPort names a container port, a webhook's name and caBundle). A field
+targetPort names a container port, a webhook's name and caBundle, an
+ipBlock's CIDR, a disruption budget's one bound). A field
 this table lacks is refused, not passed: extend the table from the API
 reference when a manifest needs one.
 
     errors = check(obj)   # [] when valid"""
 import base64
+import ipaddress
 import re
 
 # Types: "str", "int", "bool", "intstr", "quantity", ["list", T], ["map", T]
@@ -116,6 +119,20 @@ TYPES = {
     "ServiceReference": {"namespace": (STR, True), "name": (STR, True), "path": (STR, False), "port": (INT, False)},
     "RuleWithOperations": {"operations": (L(STR), False), "apiGroups": (L(STR), False),
                            "apiVersions": (L(STR), False), "resources": (L(STR), False), "scope": (STR, False)},
+    "NetworkPolicySpec": {"podSelector": ("LabelSelector", True), "policyTypes": (L(STR), False),
+                          "ingress": (L("NetworkPolicyIngressRule"), False),
+                          "egress": (L("NetworkPolicyEgressRule"), False)},
+    "NetworkPolicyIngressRule": {"from": (L("NetworkPolicyPeer"), False),
+                                 "ports": (L("NetworkPolicyPort"), False)},
+    "NetworkPolicyEgressRule": {"to": (L("NetworkPolicyPeer"), False),
+                                "ports": (L("NetworkPolicyPort"), False)},
+    "NetworkPolicyPeer": {"podSelector": ("LabelSelector", False),
+                          "namespaceSelector": ("LabelSelector", False), "ipBlock": ("IPBlock", False)},
+    "IPBlock": {"cidr": (STR, True), "except": (L(STR), False)},
+    "NetworkPolicyPort": {"protocol": (STR, False), "port": ("intstr", False), "endPort": (INT, False)},
+    "PodDisruptionBudgetSpec": {"selector": ("LabelSelector", False), "minAvailable": ("intstr", False),
+                                "maxUnavailable": ("intstr", False),
+                                "unhealthyPodEvictionPolicy": (STR, False)},
 }
 
 # Top-level objects: (apiVersion, kind) -> fields besides apiVersion and kind.
@@ -130,6 +147,10 @@ KINDS = {
     ("apps/v1", "Deployment"): {"metadata": ("ObjectMeta", True), "spec": ("DeploymentSpec", True)},
     ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"): {
         "metadata": ("ObjectMeta", True), "webhooks": (L("MutatingWebhook"), False)},
+    ("networking.k8s.io/v1", "NetworkPolicy"): {"metadata": ("ObjectMeta", True),
+                                                "spec": ("NetworkPolicySpec", False)},
+    ("policy/v1", "PodDisruptionBudget"): {"metadata": ("ObjectMeta", True),
+                                           "spec": ("PodDisruptionBudgetSpec", False)},
 }
 
 ENUMS = {
@@ -155,6 +176,9 @@ ENUMS = {
     ("MutatingWebhook", "reinvocationPolicy"): {"Never", "IfNeeded"},
     ("RuleWithOperations", "scope"): {"Cluster", "Namespaced", "*"},
     ("VolumeMount", "mountPropagation"): {"None", "HostToContainer", "Bidirectional"},
+    ("NetworkPolicySpec", "policyTypes"): {"Ingress", "Egress"},
+    ("NetworkPolicyPort", "protocol"): {"TCP", "UDP", "SCTP"},
+    ("PodDisruptionBudgetSpec", "unhealthyPodEvictionPolicy"): {"IfHealthyBudget", "AlwaysAllow"},
 }
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -314,6 +338,20 @@ def _rules(v, name, path, errs):
                 base64.b64decode(ca, validate=True)
             except ValueError:
                 errs.append("%s.caBundle: not base64" % path)
+    elif name == "IPBlock":
+        for c in [v.get("cidr")] + list(v.get("except") or []):
+            try:
+                ipaddress.ip_network(c, strict=True)
+            except (TypeError, ValueError):
+                errs.append("%s: %r is not a CIDR" % (path, c))
+    elif name == "NetworkPolicyPeer":
+        if not v:
+            errs.append("%s: want podSelector, namespaceSelector or ipBlock" % path)
+        if "ipBlock" in v and len(v) > 1:
+            errs.append("%s: ipBlock stands alone in a peer" % path)
+    elif name == "PodDisruptionBudgetSpec":
+        if ("minAvailable" in v) == ("maxUnavailable" in v):
+            errs.append("%s: want exactly one of minAvailable and maxUnavailable" % path)
     elif name == "ServiceReference":
         p = v.get("port")
         if _is_int(p) and not 1 <= p <= 65535:

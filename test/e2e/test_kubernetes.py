@@ -1,7 +1,8 @@
 """deploy/kubernetes/: every manifest checked against the Kubernetes API's
 structure, and against each other (the Service selects the webhook's pods
 and names their port, the webhook configuration names the Service, the
-DaemonSet shares /run/gmt with the host).
+NetworkPolicy lets only ipBlocks reach the webhook's port, the disruption
+budget keeps one replica, the DaemonSet shares /run/gmt with the host).
 
 Three validators. kube_schema.py (strict: unknown fields, types, required
 fields, enums, cross-field rules; written here from the API reference)
@@ -69,7 +70,8 @@ class Manifests(unittest.TestCase):
         docs = manifests()
         kinds = sorted(d["kind"] for _, d in docs)
         self.assertEqual(kinds, ["ConfigMap", "DaemonSet", "Deployment", "MutatingWebhookConfiguration",
-                                 "Namespace", "Service", "ServiceAccount"])
+                                 "Namespace", "NetworkPolicy", "PodDisruptionBudget", "Service",
+                                 "ServiceAccount"])
         errs = []
         for where, d in docs:
             errs += kube_schema.check(d, where)
@@ -101,6 +103,15 @@ class Manifests(unittest.TestCase):
         self.assertTrue(refused(wh, lambda d: d["webhooks"][0].update(name="gmt")))
         self.assertTrue(refused(wh, lambda d: d["webhooks"][0]["clientConfig"].update(caBundle="%%")))
         self.assertTrue(refused(wh, lambda d: d.update(apiVersion="admissionregistration.k8s.io/v1beta1")))
+        np = by_kind("NetworkPolicy")[0]
+        pdb = by_kind("PodDisruptionBudget")[0]
+        peer = lambda d: d["spec"]["ingress"][0]["from"][0]  # noqa: E731
+        self.assertTrue(refused(np, lambda d: peer(d)["ipBlock"].update(cidr="10.0.0.1/8")))  # host bits
+        self.assertTrue(refused(np, lambda d: peer(d)["ipBlock"].update(cidr="api-server")))
+        self.assertTrue(refused(np, lambda d: peer(d).update(podSelector={})))
+        self.assertTrue(refused(np, lambda d: d["spec"].update(policyTypes=["ingress"])))
+        self.assertTrue(refused(np, lambda d: d["spec"]["ingress"][0]["ports"][0].update(protocol="HTTP")))
+        self.assertTrue(refused(pdb, lambda d: d["spec"].update(maxUnavailable=1)))
 
     def test_schd_daemonset_shares_run_gmt_with_host_pid_and_bpf_capabilities(self):
         ds = by_kind("DaemonSet")[0]
@@ -139,7 +150,8 @@ class Manifests(unittest.TestCase):
         self.assertEqual((ref["name"], ref["namespace"], ref["port"], ref["path"]),
                          (svc["metadata"]["name"], svc["metadata"]["namespace"], svc["spec"]["ports"][0]["port"],
                           "/mutate"))
-        self.assertEqual(wh["failurePolicy"], "Ignore")
+        # A pod that asks for gmt is not created without it (docs/kubernetes.md).
+        self.assertEqual(wh["failurePolicy"], "Fail")
         self.assertEqual(wh["sideEffects"], "None")
         self.assertEqual(wh["admissionReviewVersions"], ["v1"])
         self.assertIn("namespaceSelector", wh)
@@ -149,6 +161,43 @@ class Manifests(unittest.TestCase):
         self.assertEqual(vols[tls["name"]]["secret"]["secretName"], "%s-tls" % svc["metadata"]["name"])
         for flag in ("--cert", "--key"):
             self.assertTrue(c["command"][c["command"].index(flag) + 1].startswith("/etc/gmt-webhook/"))
+
+    def test_only_the_api_servers_addresses_may_reach_the_webhook(self):
+        dep = by_kind("Deployment")[0]
+        labels = dep["spec"]["template"]["metadata"]["labels"]
+        c = dep["spec"]["template"]["spec"]["containers"][0]
+        port = {p["name"]: p["containerPort"] for p in c["ports"]}["https"]
+        (np,) = by_kind("NetworkPolicy")
+        self.assertEqual(np["metadata"]["namespace"], dep["metadata"]["namespace"])
+        self.assertTrue(kube_schema._selects(np["spec"]["podSelector"], labels))
+        self.assertIn("Ingress", np["spec"]["policyTypes"])
+        self.assertTrue(np["spec"]["ingress"])
+        for rule in np["spec"]["ingress"]:
+            # Addresses only: a pod or namespace selector would let pods in.
+            self.assertTrue(rule["from"])
+            for peer in rule["from"]:
+                self.assertEqual(list(peer), ["ipBlock"], peer)
+            self.assertEqual(rule["ports"], [{"protocol": "TCP", "port": port}])
+
+    def test_a_drain_keeps_one_webhook_replica(self):
+        dep = by_kind("Deployment")[0]
+        (pdb,) = by_kind("PodDisruptionBudget")
+        self.assertEqual(pdb["metadata"]["namespace"], dep["metadata"]["namespace"])
+        self.assertTrue(kube_schema._selects(pdb["spec"]["selector"],
+                                             dep["spec"]["template"]["metadata"]["labels"]))
+        self.assertEqual(pdb["spec"]["minAvailable"], 1)
+        self.assertGreater(dep["spec"]["replicas"], pdb["spec"]["minAvailable"])
+
+    def test_webhook_memory_limit_is_twice_its_bound(self):
+        """gmt-webhook holds at most 8 MiB + 4 x (--max-body + 8 KiB) +
+        2 x 18 MiB (server.h); the manifest's limit is at least twice that."""
+        c = by_kind("Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+        cmd = c["command"]
+        max_body = int(cmd[cmd.index("--max-body") + 1]) if "--max-body" in cmd else 3 << 20
+        bound = (8 << 20) + 4 * (max_body + 8192) + 2 * (18 << 20)
+        limit = c["resources"]["limits"]["memory"]
+        self.assertRegex(limit, r"^\d+Mi$")
+        self.assertGreaterEqual(int(limit[:-2]) << 20, 2 * bound)
 
     def test_registry_validator_accepts_every_manifest(self):
         exe, why = registry_validator()
