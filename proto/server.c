@@ -17,6 +17,7 @@
 
 #include "gmt_bounded.h"
 #include "gmt_error.h"
+#include "gmt_ipc_watch.h"
 #include "gmt_log.h"
 #include "gmt_peer.h"
 #include "gmt_wire.h"
@@ -48,7 +49,9 @@ struct gmt_server {
   int ncalls;
   struct gmt_call *calls;
   char *ipc_paths[GMT_SERVER_MAX_IPC];
+  nng_listener ipc_listeners[GMT_SERVER_MAX_IPC];
   int nipc;
+  gmt_ipc_watch_t *ipc_watch; /* makes a listener that stopped again */
   volatile int closing;
   pthread_mutex_t peers_mu;
   peer_entry_t *peers;
@@ -285,14 +288,11 @@ static int ipc_is_stale(const char *path)
   return rv != 0 && errno == ECONNREFUSED;
 }
 
-int gmt_server_listen(gmt_server_t *s, const char *url)
+/* Listens on url (an ipc:// one: path) and gives the listener. */
+static int listen_url(gmt_server_t *s, const char *url, const char *path, nng_listener *out)
 {
-  const char *path = strncmp(url, "ipc://", 6) == 0 ? url + 6 : NULL;
   int rv;
-
   if (path) {
-    if (s->nipc >= GMT_SERVER_MAX_IPC)
-      return -E2BIG;
     if ((rv = make_parent_dirs(path)) != 0)
       return rv;
     if (ipc_is_stale(path))
@@ -314,9 +314,33 @@ int gmt_server_listen(gmt_server_t *s, const char *url)
     nng_listener_close(l);
     return rv;
   }
-  if (path)
-    s->ipc_paths[s->nipc++] = strdup(path);
+  *out = l;
   return 0;
+}
+
+int gmt_server_listen(gmt_server_t *s, const char *url)
+{
+  const char *path = strncmp(url, "ipc://", 6) == 0 ? url + 6 : NULL;
+  if (path && s->nipc >= GMT_SERVER_MAX_IPC)
+    return -E2BIG;
+  nng_listener l;
+  int rv = listen_url(s, url, path, &l);
+  if (rv == 0 && path) {
+    s->ipc_listeners[s->nipc] = l;
+    s->ipc_paths[s->nipc++] = strdup(path);
+  }
+  return rv;
+}
+
+/* The watch found ipc listener i no longer accepting: a new one on the
+ * same path (closing the old one removes the socket file). */
+static int relisten(void *data, int i)
+{
+  gmt_server_t *s = data;
+  char url[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+  snprintf(url, sizeof url, "ipc://%s", s->ipc_paths[i]);
+  nng_listener_close(s->ipc_listeners[i]);
+  return listen_url(s, url, s->ipc_paths[i], &s->ipc_listeners[i]);
 }
 
 void gmt_server_set_ipc_group(gmt_server_t *s, int64_t gid)
@@ -328,6 +352,12 @@ int gmt_server_start(gmt_server_t *s)
 {
   for (int i = 0; i < s->ncalls; i++)
     call_receive(&s->calls[i]);
+  if (s->nipc > 0) {
+    int rc = gmt_ipc_watch_start(&s->ipc_watch, s->ipc_paths, s->nipc, GMT_IPC_WATCH_PERIOD_MS,
+                                 GMT_IPC_WATCH_TIMEOUT_MS, relisten, s);
+    if (rc < 0)
+      gmt_warn("cannot watch the ipc sockets: %s", gmt_strerror(rc));
+  }
   return 0;
 }
 
@@ -336,6 +366,9 @@ void gmt_server_free(gmt_server_t *s)
   if (!s)
     return;
   s->closing = 1;
+  /* First, so that no listener is made again while the socket closes. */
+  gmt_ipc_watch_stop(s->ipc_watch);
+  s->ipc_watch = NULL;
   /* nng 1.5's close of a socket can wait for ever on a connection it
    * never reaps (seen in gmt-pmgr's stop after the scheduler restarted).
    * Past the bound, nothing is freed: nng may still call back into it. */

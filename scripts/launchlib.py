@@ -162,6 +162,20 @@ def listening(url, timeout=0.5):
         s.settimeout(timeout)
         try:
             s.connect(addr)
-            return True
         except OSError:
             return False
+        # A gmt daemon speaks first (nng's SP header); answering it before
+        # hanging up matters: nng 1.5 stops accepting on an ipc socket
+        # whose client hangs up mid-handshake (proto/gmt_ipc_watch.h).
+        try:
+            head = b""
+            while len(head) < 8:
+                chunk = s.recv(8 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+            if head[:4] == b"\x00SP\x00":
+                s.sendall(b"\x00SP\x00\x00\x30\x00\x00")
+        except OSError:
+            pass
+        return True

@@ -6,9 +6,11 @@ only itself: the pid it names is replaced by the kernel's."""
 import os
 import resource
 import shutil
+import socket
 import stat
 import subprocess
 import sys
+import time
 
 from gmt_e2e import (BUILD, PMGR, SCHD, Daemon, GmtTestCase, cannot_run, free_port, hold_fds,
                       wait_for)
@@ -269,6 +271,46 @@ class LoadedNode(GmtTestCase):
         finally:
             holder.stdin.close()
             holder.wait(timeout=20)
+
+
+class HungUpClients(GmtTestCase):
+    """nng 1.5's ipc listener stops accepting for good after a client hangs
+    up before the server's half of the handshake (nng #1518): one
+    connect-and-close, or a job killed while it dials, cut every later
+    process of the pod off its pod manager. The daemons listen again."""
+    CONFIG = "1\na 0.5 1.0 1Gi\n"
+
+    @staticmethod
+    def hang_up(path):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+        s.close()
+
+    def test_a_client_that_hangs_up_mid_handshake_cuts_nobody_off(self):
+        self.start_schd()
+        self.start_pmgr("a")
+        pmgr_ipc = os.path.join(self.tmp, "run", "pmgr-a.sock")
+        for _ in range(3):
+            self.hang_up(pmgr_ipc)
+            self.hang_up(self.schd_ipc)
+        t0 = time.monotonic()
+        env = self.hook_env("a", GMT_PMGR="ipc://" + pmgr_ipc)
+        # Each hooked process registers at its cuInit; one that came in the
+        # moment before the pod manager listened again registers from its
+        # next report. Either way it is in the pod within a few seconds.
+        p = self.run_prog("a", MEM_PATHS, "alloc", str(64 * MIB), "--step", str(64 * MIB),
+                          env=env)
+        p.expect("INFO")
+        self.wait_process("a", p.proc.pid, timeout=6)
+        self.assertLess(time.monotonic() - t0, 6.0)
+        r = subprocess.run([os.path.join(BUILD, "client", "gmt"), "--schd",
+                            "ipc://" + self.schd_ipc, "status"], capture_output=True, text=True,
+                           timeout=10, env=self.env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wait_for(lambda: "listening on it again" in self.daemons[1].output(), timeout=5,
+                 what="the pod manager to say it listened again")
+        p.send()
+        self.assertEqual(p.expect("FILLED")["ok"], "1")
 
 
 class OpenFileLimit(GmtTestCase):
