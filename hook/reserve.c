@@ -5,7 +5,9 @@
  *
  * One mutex guards the numbers and is never held across an RPC or a
  * driver call. Reserve RPCs are made by the allocating thread; Release
- * RPCs only by the reporter thread (gmt__reserve_tick). */
+ * RPCs only by the reporter thread (gmt__reserve_tick), on its own
+ * channel: a Release never queues behind this process's Reserve that the
+ * pod manager holds until slack comes back. */
 #include "reserve.h"
 
 #include <errno.h>
@@ -43,6 +45,9 @@ static uint64_t g_last_activity_ms;
 static uint64_t g_limit;         /* the pod's, as last heard */
 static int g_limit_known;        /* g_limit was heard at all */
 static uint64_t g_others;        /* the pod's other processes held this, last heard */
+static uint64_t g_room;          /* the pod's limit less its total, last heard */
+static uint64_t g_room_ms;       /* when (monotonic ms); 0: never */
+static uint64_t g_tight_until;   /* monotonic ms: no chunks, no slack kept before this */
 static uint64_t g_offline_until; /* no RPC before this (monotonic ms) */
 static uint64_t g_offline_backoff;
 static int g_offline_said;
@@ -86,6 +91,18 @@ static void heard_pod(uint64_t pod_used, uint64_t limit, uint64_t reserving)
   g_others = pod_used > ours ? pod_used - ours : 0;
   g_limit = limit;
   g_limit_known = 1;
+  g_room = limit > pod_used ? limit - pod_used : 0;
+  g_room_ms = gmt_now_ms();
+}
+
+/* Whether to reserve exactly what an allocation needs (g_mu held): near
+ * its limit the pod has no room for chunks that would mostly be slack,
+ * which other processes of the pod would then wait for. Room not heard
+ * lately counts as near: one exact Reserve tells it. */
+static int tight(uint64_t now)
+{
+  return now < g_tight_until || !g_room_ms || now - g_room_ms >= GMT_RESERVE_TIGHT_MS ||
+         g_room < GMT_RESERVE_CHUNK;
 }
 
 uint64_t gmt__reserve_held(void)
@@ -253,7 +270,8 @@ static int rpc_memory(int release, int device, uint64_t bytes)
     env.reserve_req = &rq;
   }
   Gmt__Envelope *rep = NULL;
-  int rc = gmt__channel_call(GMT_CH_MEMORY, &env, &rep, GMT_RESERVE_RPC_TIMEOUT_MS);
+  int rc = gmt__channel_call(release ? GMT_CH_REPORT : GMT_CH_MEMORY, &env, &rep,
+                             GMT_RESERVE_RPC_TIMEOUT_MS);
   if (rc == -ENOTCONN)
     return RPC_UNHOOKED;
   char err[256] = "";
@@ -262,12 +280,15 @@ static int rpc_memory(int release, int device, uint64_t bytes)
         rep, release ? GMT__ENVELOPE__BODY_RELEASE_REP : GMT__ENVELOPE__BODY_RESERVE_REP, err,
         sizeof err);
   if (rc == 0) {
-    if (!release) {
-      pthread_mutex_lock(&g_mu);
-      /* A reload may have changed the limit. */
+    pthread_mutex_lock(&g_mu);
+    if (!release) /* a reload may have changed the limit */
       heard_pod(rep->reserve_rep->memory_used, rep->reserve_rep->memory_limit, bytes);
-      pthread_mutex_unlock(&g_mu);
+    else if (g_limit_known) {
+      g_room =
+          g_limit > rep->release_rep->memory_used ? g_limit - rep->release_rep->memory_used : 0;
+      g_room_ms = gmt_now_ms();
     }
+    pthread_mutex_unlock(&g_mu);
     gmt_wire_free(rep);
     came_back();
     return RPC_OK;
@@ -342,6 +363,7 @@ int gmt__reserve(int device, uint64_t bytes)
     }
     uint64_t shortfall = bytes - slack;
     int offline = offline_now(now), known = g_limit_known;
+    uint64_t want = tight(now) || shortfall > GMT_RESERVE_CHUNK ? shortfall : GMT_RESERVE_CHUNK;
     pthread_mutex_unlock(&g_mu);
     if (offline && !known) {
       int u = unheard(0);
@@ -353,18 +375,31 @@ int gmt__reserve(int device, uint64_t bytes)
     if (offline)
       return grant_locally(d, bytes);
 
-    uint64_t want = shortfall > GMT_RESERVE_CHUNK ? shortfall : GMT_RESERVE_CHUNK;
-    int r = rpc_memory(0, d, want);
-    if (r == RPC_QUOTA && want > shortfall) {
+    int r = rpc_memory(0, d, want), refused = r == RPC_QUOTA;
+    if (refused && want > shortfall) {
       want = shortfall;
       r = rpc_memory(0, d, want);
     }
+    if (refused) {
+      /* The pod is short of room: no chunks for a while. */
+      pthread_mutex_lock(&g_mu);
+      g_tight_until = gmt_now_ms() + GMT_RESERVE_TIGHT_MS;
+      pthread_mutex_unlock(&g_mu);
+    }
     switch (r) {
-    case RPC_OK:
+    case RPC_OK: {
+      /* Taken at once, before the reporter can count it as slack to give
+       * back; unless other threads took the slack meanwhile: ask again. */
       pthread_mutex_lock(&g_mu);
       v->held += want;
+      int took = v->held - v->charged >= bytes;
+      if (took)
+        v->charged += bytes;
       pthread_mutex_unlock(&g_mu);
-      continue; /* take it (another thread may have taken it first) */
+      if (took)
+        return 0;
+      continue;
+    }
     case RPC_UNHOOKED: return unheard(1) == UNHEARD_RUN ? 0 : GMT_EQUOTA;
     case RPC_UNREACHABLE:
       if (!limit_known()) {
@@ -456,7 +491,7 @@ int gmt__reserve_tick(uint64_t reported)
   pthread_mutex_lock(&g_mu);
   if (!offline_now(now)) {
     int idle = now - g_last_activity_ms >= GMT_RESERVE_IDLE_MS;
-    uint64_t keep = idle ? 0 : GMT_RESERVE_SLACK_KEEP;
+    uint64_t keep = idle || now < g_tight_until ? 0 : GMT_RESERVE_SLACK_KEEP;
     for (int d = 0; d < GMT_RESERVE_DEVICES; d++) {
       uint64_t slack = g_dev[d].held - g_dev[d].charged;
       if (slack > keep) {
@@ -492,6 +527,13 @@ int gmt__reserve_tick(uint64_t reported)
   return gmt__reserve_held() != reported;
 }
 
+void gmt__reserve_give_back(void)
+{
+  pthread_mutex_lock(&g_mu);
+  g_tight_until = gmt_now_ms() + GMT_RESERVE_TIGHT_MS;
+  pthread_mutex_unlock(&g_mu);
+}
+
 /* ---- fork ---- */
 
 static void reserve_prepare(void)
@@ -515,6 +557,8 @@ static void reserve_child(void)
   g_unheard_since = 0;
   atomic_store(&g_unheard_said, 0);
   g_others = 0;
+  g_room = g_room_ms = 0;
+  g_tight_until = 0;
   atomic_store(&g_denied_said, 0);
   pthread_mutex_init(&g_mu, NULL);
 }
