@@ -481,12 +481,40 @@ static void on_reserve_landed(gmt_inbox_item_t *item, int status)
   free(u);
 }
 
+static void on_orphan_released(void *arg, int rc, Gmt__Envelope *rep)
+{
+  (void)arg;
+  (void)rc;
+  gmt_wire_free(rep);
+}
+
+/* On an nng thread: the scheduler granted a Reserve whose process has
+ * given up on it (closed its connection: it takes the Reserve as not
+ * granted); given back at once, or the ledger would charge the pod for
+ * bytes no one holds until the process exits. */
+static void release_orphan(gmt_pmgr_t *pm, const Gmt__ReserveRequest *r)
+{
+  Gmt__ReleaseRequest rl = GMT__RELEASE_REQUEST__INIT;
+  rl.pod = (char *)pm->name;
+  rl.pid = r->pid;
+  rl.device = r->device;
+  rl.bytes = r->bytes;
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_RELEASE_REQ, &rl);
+  gmt_debug("pid %u: %" PRIu64 " bytes granted after it gave up; given back", r->pid, r->bytes);
+  if (gmt__pmgr_schd_call(pm, &env, PMGR_FORWARD_TIMEOUT_MS, on_orphan_released, NULL) < 0)
+    gmt_warn("pid %u: %" PRIu64 " bytes granted after it gave up stay in the ledger", r->pid,
+             r->bytes);
+}
+
 /* On an nng thread: a Reserve's answer. A first try's grant goes straight
  * back; anything a held Reserve or the policy must see goes to the loop. */
 static void on_reserve_answered(void *arg, int rc, Gmt__Envelope *rep)
 {
   reserve_up_t *u = arg;
   note_ledger(u->pm, rc, rep);
+  if (rc == 0 && rep->body_case == GMT__ENVELOPE__BODY_RESERVE_REP && gmt_call_caller_gone(u->call))
+    release_orphan(u->pm, reserve_of(u->call));
   if (!u->held && rc == 0 && !is_quota_refusal(rep)) {
     if (gmt_call_reply(u->call, rep) < 0)
       gmt_warn("cannot pass the scheduler's reply back to a process");
@@ -579,6 +607,13 @@ static void on_held_tick(uv_timer_t *t)
     next = h->next;
     if (h->in_flight) {
       room -= h->bytes < room ? h->bytes : room;
+      continue;
+    }
+    if (gmt_call_caller_gone(h->call)) {
+      gmt_debug("pid %u: gave up on %" PRIu64 " bytes after %" PRIu64 " ms held", h->pid, h->bytes,
+                now - h->since_ms);
+      gmt_call_reply_error(h->call, -ECANCELED, "the caller has gone");
+      held_drop(pm, h);
       continue;
     }
     if (!may_hold(pm, h->pid, h->bytes, now - h->since_ms)) {
@@ -715,6 +750,17 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
 
 void gmt__pmgr_handle_memory(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
 {
+  /* A Reserve or Release that its process gave up on (it waited while the
+   * pod manager was stopped, say) is taken there as not done: done now,
+   * it would charge bytes that no one holds, or give bytes back twice. */
+  if ((req->body_case == GMT__ENVELOPE__BODY_RESERVE_REQ ||
+       req->body_case == GMT__ENVELOPE__BODY_RELEASE_REQ) &&
+      gmt_call_caller_gone(call)) {
+    gmt_debug("a %s its process gave up on is dropped",
+              req->body_case == GMT__ENVELOPE__BODY_RESERVE_REQ ? "Reserve" : "Release");
+    gmt_call_reply_error(call, -ECANCELED, "the caller has gone");
+    return;
+  }
   if (pm->schd_down)
     reply_local(pm, call, req, gmt_now_ms());
   else

@@ -28,7 +28,9 @@
  *
  * When the pod manager cannot be reached, allocations are checked against
  * the pod's memory_limit as last heard (registration or a reply), counting
- * this process alone: a best effort, logged once, that never hangs. */
+ * this process alone: a best effort, logged once, that never hangs. Back
+ * in touch, the reporter drops what it granted itself as slack and
+ * reserves for real what backs allocations. */
 #ifndef GMT_HOOK_RESERVE_H
 #define GMT_HOOK_RESERVE_H
 
@@ -57,7 +59,10 @@ int gmt__reserve(int device, uint64_t bytes);
  * driver failed after it was charged): they become slack. */
 void gmt__unreserve(int device, uint64_t bytes);
 
-/* Bytes this process holds in the ledger, slack included. */
+/* Bytes this process holds in the ledger, slack included: not what it
+ * granted itself while offline, until the reporter has reserved that for
+ * real once back (what it reports, so that a ledger rebuilt from reports
+ * holds exactly this). */
 uint64_t gmt__reserve_held(void);
 
 /* The pod's reserved total and limit as the scheduler says (MemInfo),
