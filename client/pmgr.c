@@ -25,7 +25,10 @@
 #include "pmgr_state.h"
 #include "pmgr_token.h"
 
-#define PMGR_CONTEXTS 64 /* requests in progress at once; token calls may wait */
+/* Requests in progress at once: token calls may wait, and so may Reserves
+ * held for the pod's slack (pmgr_memory.h), which leave 64 for the rest
+ * (the Reports and Releases that give the slack back among them). */
+#define PMGR_CONTEXTS (64 + PMGR_HELD_MAX)
 #define PMGR_REGISTER_TRY_MS 1000
 #define PMGR_BACKOFF_MIN_MS 100
 #define PMGR_BACKOFF_MAX_MS 2000
@@ -340,7 +343,7 @@ int main(int argc, char **argv)
   }
   pm->loop = &loop;
   gmt__pmgr_procs_init(pm, on_procs);
-  if ((rc = gmt_inbox_init(&pm->inbox, &loop)) < 0) {
+  if ((rc = gmt_inbox_init(&pm->inbox, &loop)) < 0 || (rc = gmt__pmgr_memory_init(pm)) < 0) {
     fprintf(stderr, "gmt-pmgr: event loop: %s\n", uv_strerror(rc));
     gmt_client_close(pm->schd);
     return 1;

@@ -31,7 +31,14 @@
  * Resident call or, after its restart, from its reports.
  *
  * A refusal by the scheduler (over quota, a pod it does not list) is an
- * answer and goes back as it is. */
+ * answer and goes back as it is, but for one case: a Reserve refused for
+ * the quota (by the scheduler, or here in an outage) that the pod's live
+ * allocations leave room for is held (client/slack_policy.h): the pod's
+ * processes that report slack are asked for it in the replies to their
+ * reports, and the Reserve is tried again as their Releases come back,
+ * until it is granted or the hold ends (at most GMT_SLACK_HOLD_MS, then
+ * the last refusal is the answer). The loop never waits for it: a timer
+ * looks at the held Reserves while there are any. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -41,6 +48,7 @@
 #include "pmgr_memory.h"
 #include "pmgr_procs.h"
 #include "pmgr_schd.h"
+#include "slack_policy.h"
 
 /* Well below the hook's own bound on a memory call (1.5 s), so that a
  * process gets the pod's answer, not its own. */
@@ -59,6 +67,17 @@
  * the process waits for it, so the pod manager answers (UNREACHABLE) well
  * before the hook would give up on it. */
 #define PMGR_RESIDENT_TIMEOUT_MS 400
+/* Held Reserves are looked at this often; each is asked again when a
+ * Release or a grant passed back since its last try shows room for it, or
+ * every PMGR_HELD_RETRY_EVERY_MS (what the pod manager does not see: a
+ * process's exit reclaimed by the scheduler). */
+#define PMGR_HELD_TICK_MS 10
+#define PMGR_HELD_RETRY_EVERY_MS 200
+/* A try still with the scheduler when the hold ends gets this much more;
+ * the answer then stays inside the hook's bound on a Reserve (1.5 s). */
+#define PMGR_HELD_LAST_TRY_MS 150
+_Static_assert(GMT_SLACK_HOLD_MS + PMGR_HELD_LAST_TRY_MS <= 1200,
+               "a held Reserve is answered well before the hook gives up (1500 ms)");
 #define MIB (1024.0 * 1024.0)
 
 /* What was granted (up) and given back (down) here for pid since its last
@@ -120,7 +139,187 @@ void gmt__pmgr_memory_proc(gmt_pmgr_t *pm, uint32_t pid, bool gone)
   }
 }
 
-static void reply_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
+/* ---- Reserves held for slack ---- */
+
+/* A Reserve waiting for the pod's slack: refused for the quota, or come
+ * while others wait (it does not overtake them). */
+struct pmgr_held {
+  pmgr_held_t *next;
+  gmt_call_t *call;
+  uint32_t pid;
+  uint64_t bytes;
+  uint64_t since_ms;      /* when the pod manager had it first */
+  uint64_t tried_ms;      /* its last try, 0: none yet */
+  uint64_t tried_news;    /* pm->ledger_news then */
+  bool in_flight;         /* a try is with the scheduler, which owns the call meanwhile */
+  Gmt__Envelope *refusal; /* the scheduler's last, the answer at the end */
+  bool here;              /* else refused by the count here (an outage) */
+};
+
+/* A Reserve with the scheduler, and its answer on the way to the loop. */
+typedef struct {
+  gmt_inbox_item_t item; /* first: on_reserve_landed finds the whole from it */
+  gmt_pmgr_t *pm;
+  gmt_call_t *call;
+  pmgr_held_t *held; /* NULL: its first try */
+  uint64_t since_ms;
+  int rc;
+  Gmt__Envelope *rep;
+} reserve_up_t;
+
+static bool is_quota_refusal(const Gmt__Envelope *rep)
+{
+  return rep && rep->body_case == GMT__ENVELOPE__BODY_ERROR && rep->error &&
+         rep->error->code == GMT_EQUOTA;
+}
+
+/* On an nng thread: what a Reserve or Release reply says of the pod's total
+ * in the ledger, for the held Reserves. */
+static void note_ledger(gmt_pmgr_t *pm, int rc, const Gmt__Envelope *rep)
+{
+  if (rc < 0 || !rep)
+    return;
+  if (rep->body_case == GMT__ENVELOPE__BODY_RESERVE_REP && rep->reserve_rep)
+    atomic_store(&pm->ledger_seen, rep->reserve_rep->memory_used);
+  else if (rep->body_case == GMT__ENVELOPE__BODY_RELEASE_REP && rep->release_rep)
+    atomic_store(&pm->ledger_seen, rep->release_rep->memory_used);
+  else
+    return;
+  atomic_fetch_add(&pm->ledger_news, 1);
+}
+
+/* Whether a Reserve of pid's, refused waited_ms after the pod manager had
+ * it, is held (on): the policy, on the pod's reports. */
+static bool may_hold(gmt_pmgr_t *pm, uint32_t pid, uint64_t bytes, uint64_t waited_ms)
+{
+  gmt_slack_pod_t pod = {.limit = pm->config.memory_limit};
+  gmt__pmgr_procs_slack(pm, pid, &pod.used, &pod.others_slack);
+  return gmt_slack_hold(&pod, bytes, waited_ms);
+}
+
+/* The count's refusal of r (the scheduler is unreachable). */
+static void refuse_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__ReserveRequest *r)
+{
+  uint64_t limit = pm->config.memory_limit, used = pod_used(pm);
+  gmt_call_reply_error(call, GMT_EQUOTA,
+                       "pod '%s' holds %" PRIu64 " bytes (%.1f MiB) of its limit %" PRIu64
+                       " bytes (%.1f MiB); %" PRIu64
+                       " more do not fit (counted by its pod manager: the scheduler is "
+                       "unreachable)",
+                       pm->name, used, (double)used / MIB, limit, (double)limit / MIB, r->bytes);
+}
+
+/* In an outage: grants r from the count when it fits (true), else false
+ * and nothing is answered. */
+static bool grant_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__ReserveRequest *r)
+{
+  uint64_t limit = pm->config.memory_limit, used = pod_used(pm);
+  if (used > limit || r->bytes > limit - used)
+    return false;
+  pmgr_mem_proc_t *m = local_find(pm, r->pid, true);
+  if (!m) {
+    gmt_call_reply_error(call, -ENOMEM, "pod manager out of memory");
+    return true;
+  }
+  m->up += r->bytes;
+  gmt_debug("pid %u: %" PRIu64 " bytes granted locally, pod holds %" PRIu64 " of %" PRIu64, r->pid,
+            r->bytes, used + r->bytes, limit);
+  Gmt__ReserveReply body = GMT__RESERVE_REPLY__INIT;
+  body.memory_used = used + r->bytes;
+  body.memory_limit = limit;
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RESERVE_REP, &body);
+  return true;
+}
+
+static const Gmt__ReserveRequest *reserve_of(gmt_call_t *call)
+{
+  return gmt_call_request(call)->reserve_req;
+}
+
+/* Answers a held Reserve with its last refusal: the scheduler's, or the
+ * count's in an outage. One never tried is answered only when the pod
+ * manager stops. */
+static void answer_refusal(gmt_pmgr_t *pm, const pmgr_held_t *h)
+{
+  if (h->refusal) {
+    if (gmt_call_reply(h->call, h->refusal) < 0)
+      gmt_debug("a refusal could not be sent (the process has gone?)");
+  } else if (h->here) {
+    refuse_local(pm, h->call, reserve_of(h->call));
+  } else {
+    gmt_call_reply_error(h->call, -ESHUTDOWN, "pod manager is stopping");
+  }
+}
+
+static void held_drop(gmt_pmgr_t *pm, pmgr_held_t *h)
+{
+  for (pmgr_held_t **pp = &pm->held; *pp; pp = &(*pp)->next) {
+    if (*pp == h) {
+      *pp = h->next;
+      pm->nheld--;
+      break;
+    }
+  }
+  gmt_wire_free(h->refusal);
+  free(h);
+}
+
+static void on_held_tick(uv_timer_t *t);
+
+/* On the loop: holds call's Reserve behind the others when the policy says
+ * so and the held are not too many; NULL (nothing answered) otherwise.
+ * tried: it was just refused (refusal: the scheduler's, owned from here;
+ * NULL: by the count here), else it has not been tried. */
+static pmgr_held_t *hold(gmt_pmgr_t *pm, gmt_call_t *call, uint64_t since_ms, bool tried,
+                         Gmt__Envelope *refusal)
+{
+  const Gmt__ReserveRequest *r = reserve_of(call);
+  uint64_t now = gmt_now_ms();
+  if (pm->nheld >= PMGR_HELD_MAX || !may_hold(pm, r->pid, r->bytes, now - since_ms))
+    return NULL;
+  pmgr_held_t *h = calloc(1, sizeof *h);
+  if (!h)
+    return NULL;
+  h->call = call;
+  h->pid = r->pid;
+  h->bytes = r->bytes;
+  h->since_ms = since_ms;
+  h->tried_ms = tried ? now : 0;
+  h->tried_news = atomic_load(&pm->ledger_news);
+  h->refusal = refusal;
+  h->here = tried && !refusal;
+  pmgr_held_t **pp = &pm->held;
+  while (*pp)
+    pp = &(*pp)->next;
+  *pp = h;
+  if (pm->nheld++ == 0)
+    uv_timer_start(&pm->held_timer, on_held_tick, PMGR_HELD_TICK_MS, PMGR_HELD_TICK_MS);
+  gmt_debug("pid %u: %" PRIu64 " bytes %s; held while the pod gives back slack", r->pid, r->bytes,
+            tried ? "refused for the quota" : "behind other Reserves");
+  return h;
+}
+
+/* On the loop: call's Reserve was refused (refusal as in hold()): held,
+ * or answered with the refusal. */
+static void hold_or_refuse(gmt_pmgr_t *pm, gmt_call_t *call, uint64_t since_ms,
+                           Gmt__Envelope *refusal)
+{
+  if (hold(pm, call, since_ms, true, refusal))
+    return;
+  if (refusal) {
+    if (gmt_call_reply(call, refusal) < 0)
+      gmt_debug("a refusal could not be sent (the process has gone?)");
+    gmt_wire_free(refusal);
+  } else {
+    refuse_local(pm, call, reserve_of(call));
+  }
+}
+
+/* The scheduler is unreachable: the pod manager answers from its count.
+ * since_ms: when it had the call first (a refused Reserve's hold counts
+ * from then). */
+static void reply_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req,
+                        uint64_t since_ms)
 {
   uint64_t limit = pm->config.memory_limit, used = pod_used(pm);
   switch (req->body_case) {
@@ -139,35 +338,20 @@ static void reply_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *r
                            pm->name, r->device);
       return;
     }
-    if (used > limit || r->bytes > limit - used) {
-      gmt_call_reply_error(call, GMT_EQUOTA,
-                           "pod '%s' holds %" PRIu64 " bytes (%.1f MiB) of its limit %" PRIu64
-                           " bytes (%.1f MiB); %" PRIu64
-                           " more do not fit (counted by its pod manager: the scheduler is "
-                           "unreachable)",
-                           pm->name, used, (double)used / MIB, limit, (double)limit / MIB,
-                           r->bytes);
+    /* Not ahead of Reserves that wait for slack (the timer grants them
+     * in turn). */
+    if (pm->held && hold(pm, call, since_ms, false, NULL))
       return;
-    }
-    pmgr_mem_proc_t *m = local_find(pm, r->pid, true);
-    if (!m) {
-      gmt_call_reply_error(call, -ENOMEM, "pod manager out of memory");
-      return;
-    }
-    m->up += r->bytes;
-    gmt_debug("pid %u: %" PRIu64 " bytes granted locally, pod holds %" PRIu64 " of %" PRIu64,
-              r->pid, r->bytes, used + r->bytes, limit);
-    Gmt__ReserveReply body = GMT__RESERVE_REPLY__INIT;
-    body.memory_used = used + r->bytes;
-    body.memory_limit = limit;
-    gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RESERVE_REP, &body);
+    if (!grant_local(pm, call, r))
+      hold_or_refuse(pm, call, since_ms, NULL);
     return;
   }
   case GMT__ENVELOPE__BODY_RELEASE_REQ: {
     const Gmt__ReleaseRequest *r = req->release_req;
     pmgr_mem_proc_t *m = local_find(pm, r->pid, true);
     if (m)
-      m->down += r->bytes; /* not counted: the safe error */
+      m->down += r->bytes;                 /* not counted: the safe error */
+    atomic_fetch_add(&pm->ledger_news, 1); /* held Reserves: look again */
     Gmt__ReleaseReply body = GMT__RELEASE_REPLY__INIT;
     body.memory_used = pod_used(pm);
     gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RELEASE_REP, &body);
@@ -235,7 +419,7 @@ static void on_unanswered(void *data, gmt_call_t *call, int status)
     gmt_call_reply_error(call, status, "pod manager is stopping");
     return;
   }
-  reply_local(data, call, gmt_call_request(call));
+  reply_local(data, call, gmt_call_request(call), gmt_now_ms());
 }
 
 typedef struct forward {
@@ -251,6 +435,7 @@ static void on_forwarded(void *arg, int rc, Gmt__Envelope *rep)
   gmt_call_t *call = f->call;
   free(f);
 
+  note_ledger(pm, rc, rep);
   if (rc == -ESHUTDOWN)
     gmt_call_reply_error(call, rc, "pod manager is stopping"); /* the line closed */
   else if (rc < 0)
@@ -260,10 +445,231 @@ static void on_forwarded(void *arg, int rc, Gmt__Envelope *rep)
   gmt_wire_free(rep);
 }
 
+/* ---- a Reserve with the scheduler ---- */
+
+static void held_landed(reserve_up_t *u);
+
+/* On the loop, or handed back when the inbox closes. */
+static void on_reserve_landed(gmt_inbox_item_t *item, int status)
+{
+  reserve_up_t *u = (reserve_up_t *)item;
+  if (status < 0) {
+    /* Stopping: what came is the answer (a held one's call is this try's). */
+    if (u->rc == 0 && u->rep)
+      gmt_call_reply(u->call, u->rep);
+    else
+      gmt_call_reply_error(u->call, -ESHUTDOWN, "pod manager is stopping");
+    gmt_wire_free(u->rep);
+    free(u);
+    return;
+  }
+  if (u->held) {
+    held_landed(u);
+    return;
+  }
+  gmt_pmgr_t *pm = u->pm;
+  if (u->rc == -ESHUTDOWN)
+    gmt_call_reply_error(u->call, u->rc, "pod manager is stopping");
+  else if (u->rc < 0)
+    reply_local(pm, u->call, gmt_call_request(u->call), u->since_ms);
+  else if (is_quota_refusal(u->rep)) {
+    hold_or_refuse(pm, u->call, u->since_ms, u->rep);
+    u->rep = NULL; /* the held Reserve's now */
+  } else if (gmt_call_reply(u->call, u->rep) < 0)
+    gmt_warn("cannot pass the scheduler's reply back to a process");
+  gmt_wire_free(u->rep);
+  free(u);
+}
+
+static void on_orphan_released(void *arg, int rc, Gmt__Envelope *rep)
+{
+  (void)arg;
+  (void)rc;
+  gmt_wire_free(rep);
+}
+
+/* On an nng thread: the scheduler granted a Reserve whose process has
+ * given up on it (closed its connection: it takes the Reserve as not
+ * granted); given back at once, or the ledger would charge the pod for
+ * bytes no one holds until the process exits. */
+static void release_orphan(gmt_pmgr_t *pm, const Gmt__ReserveRequest *r)
+{
+  Gmt__ReleaseRequest rl = GMT__RELEASE_REQUEST__INIT;
+  rl.pod = (char *)pm->name;
+  rl.pid = r->pid;
+  rl.device = r->device;
+  rl.bytes = r->bytes;
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_RELEASE_REQ, &rl);
+  gmt_debug("pid %u: %" PRIu64 " bytes granted after it gave up; given back", r->pid, r->bytes);
+  if (gmt__pmgr_schd_call(pm, &env, PMGR_FORWARD_TIMEOUT_MS, on_orphan_released, NULL) < 0)
+    gmt_warn("pid %u: %" PRIu64 " bytes granted after it gave up stay in the ledger", r->pid,
+             r->bytes);
+}
+
+/* On an nng thread: a Reserve's answer. A first try's grant goes straight
+ * back; anything a held Reserve or the policy must see goes to the loop. */
+static void on_reserve_answered(void *arg, int rc, Gmt__Envelope *rep)
+{
+  reserve_up_t *u = arg;
+  note_ledger(u->pm, rc, rep);
+  if (rc == 0 && rep->body_case == GMT__ENVELOPE__BODY_RESERVE_REP && gmt_call_caller_gone(u->call))
+    release_orphan(u->pm, reserve_of(u->call));
+  if (!u->held && rc == 0 && !is_quota_refusal(rep)) {
+    if (gmt_call_reply(u->call, rep) < 0)
+      gmt_warn("cannot pass the scheduler's reply back to a process");
+    gmt_wire_free(rep);
+    free(u);
+    return;
+  }
+  u->rc = rc;
+  u->rep = rep;
+  /* Never touches u->held here: once the inbox is closed the loop may be
+   * freeing the held Reserves. */
+  if (gmt_inbox_push(&u->pm->inbox, &u->item, on_reserve_landed) < 0)
+    on_reserve_landed(&u->item, -ESHUTDOWN);
+}
+
+/* Sends call's Reserve to the scheduler with the pod's name; held: a try
+ * of a held one. */
+static int reserve_up(gmt_pmgr_t *pm, gmt_call_t *call, pmgr_held_t *held, uint64_t since_ms,
+                      int timeout_ms)
+{
+  Gmt__Envelope env = *gmt_call_request(call);
+  Gmt__ReserveRequest reserve = *env.reserve_req;
+  reserve.pod = (char *)pm->name;
+  env.reserve_req = &reserve;
+  reserve_up_t *u = calloc(1, sizeof *u);
+  if (!u)
+    return -ENOMEM;
+  u->pm = pm;
+  u->call = call;
+  u->held = held;
+  u->since_ms = since_ms;
+  int rc = gmt__pmgr_schd_call(pm, &env, timeout_ms, on_reserve_answered, u);
+  if (rc < 0)
+    free(u);
+  return rc;
+}
+
+/* On the loop: a try of a held Reserve came back. */
+static void held_landed(reserve_up_t *u)
+{
+  gmt_pmgr_t *pm = u->pm;
+  pmgr_held_t *h = u->held;
+  h->in_flight = false;
+  if (u->rc == -ESHUTDOWN) {
+    gmt_call_reply_error(h->call, u->rc, "pod manager is stopping");
+    held_drop(pm, h);
+  } else if (u->rc < 0) {
+    /* Unreachable now: the count here decides; not granted, it stays
+     * held and the timer looks again. */
+    if (grant_local(pm, h->call, reserve_of(h->call)))
+      held_drop(pm, h);
+    else {
+      gmt_wire_free(h->refusal);
+      h->refusal = NULL;
+      h->here = true;
+    }
+  } else if (is_quota_refusal(u->rep)) {
+    gmt_wire_free(h->refusal);
+    h->refusal = u->rep;
+    h->here = false;
+    u->rep = NULL;
+  } else {
+    if (u->rep->body_case == GMT__ENVELOPE__BODY_RESERVE_REP)
+      gmt_debug("pid %u: %" PRIu64 " bytes granted after %" PRIu64 " ms held", h->pid, h->bytes,
+                gmt_now_ms() - h->since_ms);
+    if (gmt_call_reply(h->call, u->rep) < 0)
+      gmt_warn("cannot pass the scheduler's reply back to a process");
+    held_drop(pm, h);
+  }
+  gmt_wire_free(u->rep);
+  free(u);
+}
+
+/* The timer, while Reserves are held: each is answered with its refusal
+ * once the policy lets it go; the others are granted in turn, none ahead
+ * of an earlier one that does not fit: from the count in an outage, else
+ * tried again when the ledger (as the replies passed back say) has room
+ * for it, or, the first that has none, every PMGR_HELD_RETRY_EVERY_MS
+ * (room the pod manager does not see: a process's exit reclaimed by the
+ * scheduler). */
+static void on_held_tick(uv_timer_t *t)
+{
+  gmt_pmgr_t *pm = t->data;
+  uint64_t now = gmt_now_ms(), limit = pm->config.memory_limit;
+  uint64_t news = atomic_load(&pm->ledger_news);
+  uint64_t total = atomic_load(&pm->ledger_seen);
+  uint64_t room = limit > total ? limit - total : 0;
+  bool blocked = false;
+  for (pmgr_held_t *h = pm->held, *next; h; h = next) {
+    next = h->next;
+    if (h->in_flight) {
+      room -= h->bytes < room ? h->bytes : room;
+      continue;
+    }
+    if (gmt_call_caller_gone(h->call)) {
+      gmt_debug("pid %u: gave up on %" PRIu64 " bytes after %" PRIu64 " ms held", h->pid, h->bytes,
+                now - h->since_ms);
+      gmt_call_reply_error(h->call, -ECANCELED, "the caller has gone");
+      held_drop(pm, h);
+      continue;
+    }
+    if (!may_hold(pm, h->pid, h->bytes, now - h->since_ms)) {
+      if (!h->tried_ms) {
+        /* Never asked (it waited behind others): the ledger, or the
+         * count, answers it once, as if it came now. */
+        gmt_call_t *call = h->call;
+        uint64_t since_ms = h->since_ms;
+        held_drop(pm, h);
+        if (pm->schd_down || reserve_up(pm, call, NULL, since_ms, PMGR_FORWARD_TIMEOUT_MS) < 0)
+          reply_local(pm, call, gmt_call_request(call), since_ms);
+        continue;
+      }
+      gmt_debug("pid %u: %" PRIu64 " bytes refused after %" PRIu64 " ms held", h->pid, h->bytes,
+                now - h->since_ms);
+      answer_refusal(pm, h);
+      held_drop(pm, h);
+      continue;
+    }
+    if (blocked)
+      continue;
+    if (pm->schd_down) {
+      if (grant_local(pm, h->call, reserve_of(h->call)))
+        held_drop(pm, h);
+      else
+        blocked = true;
+      continue;
+    }
+    /* Room by the replies: tried when they said something new since its
+     * last try. No room: the first such is tried blind now and then, and
+     * those behind it wait. */
+    bool fits = h->bytes <= room;
+    bool due = !h->tried_ms || now - h->tried_ms >= PMGR_HELD_RETRY_EVERY_MS;
+    blocked = !fits;
+    if (!(fits ? due || h->tried_news != news : due)) {
+      blocked = true;
+      continue;
+    }
+    uint64_t end = h->since_ms + GMT_SLACK_HOLD_MS + PMGR_HELD_LAST_TRY_MS;
+    int timeout_ms = end > now ? (int)(end - now) : 1;
+    if (timeout_ms > PMGR_FORWARD_TIMEOUT_MS)
+      timeout_ms = PMGR_FORWARD_TIMEOUT_MS;
+    h->tried_ms = now;
+    h->tried_news = news;
+    if (reserve_up(pm, h->call, h, h->since_ms, timeout_ms) == 0) {
+      h->in_flight = true;
+      room -= h->bytes < room ? h->bytes : room;
+    }
+  }
+  if (!pm->nheld)
+    uv_timer_stop(t);
+}
+
 static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
 {
   Gmt__Envelope env = *req;
-  Gmt__ReserveRequest reserve;
   Gmt__ReleaseRequest release;
   Gmt__MemInfoRequest meminfo;
   Gmt__AdviseRequest advise;
@@ -276,11 +682,19 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
   /* Shallow copies: only the pod differs, and the request is packed
    * before gmt_client_call_async() returns. */
   switch (req->body_case) {
-  case GMT__ENVELOPE__BODY_RESERVE_REQ:
-    reserve = *req->reserve_req;
-    reserve.pod = pod;
-    env.reserve_req = &reserve;
-    break;
+  case GMT__ENVELOPE__BODY_RESERVE_REQ: {
+    /* Not ahead of Reserves that wait for slack (the timer tries them
+     * in turn); its answer may be held too (above). */
+    uint64_t now = gmt_now_ms();
+    if (pm->held && hold(pm, call, now, false, NULL))
+      return;
+    int rc = reserve_up(pm, call, NULL, now, PMGR_FORWARD_TIMEOUT_MS);
+    if (rc == -ESHUTDOWN)
+      gmt_call_reply_error(call, rc, "pod manager is stopping");
+    else if (rc < 0)
+      reply_local(pm, call, req, now);
+    return;
+  }
   case GMT__ENVELOPE__BODY_RELEASE_REQ:
     release = *req->release_req;
     release.pod = pod;
@@ -330,20 +744,47 @@ static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
     if (rc == -ESHUTDOWN)
       gmt_call_reply_error(call, rc, "pod manager is stopping");
     else
-      reply_local(pm, call, req);
+      reply_local(pm, call, req, gmt_now_ms());
   }
 }
 
 void gmt__pmgr_handle_memory(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
 {
+  /* A Reserve or Release that its process gave up on (it waited while the
+   * pod manager was stopped, say) is taken there as not done: done now,
+   * it would charge bytes that no one holds, or give bytes back twice. */
+  if ((req->body_case == GMT__ENVELOPE__BODY_RESERVE_REQ ||
+       req->body_case == GMT__ENVELOPE__BODY_RELEASE_REQ) &&
+      gmt_call_caller_gone(call)) {
+    gmt_debug("a %s its process gave up on is dropped",
+              req->body_case == GMT__ENVELOPE__BODY_RESERVE_REQ ? "Reserve" : "Release");
+    gmt_call_reply_error(call, -ECANCELED, "the caller has gone");
+    return;
+  }
   if (pm->schd_down)
-    reply_local(pm, call, req);
+    reply_local(pm, call, req, gmt_now_ms());
   else
     forward(pm, call, req);
 }
 
+int gmt__pmgr_memory_init(gmt_pmgr_t *pm)
+{
+  int rc = uv_timer_init(pm->loop, &pm->held_timer);
+  pm->held_timer.data = pm;
+  return rc;
+}
+
 void gmt__pmgr_memory_close(gmt_pmgr_t *pm)
 {
+  /* A held Reserve with a try in flight is answered by that try. */
+  while (pm->held) {
+    pmgr_held_t *h = pm->held;
+    if (!h->in_flight)
+      answer_refusal(pm, h);
+    held_drop(pm, h);
+  }
+  if (pm->held_timer.data && !uv_is_closing((uv_handle_t *)&pm->held_timer))
+    uv_close((uv_handle_t *)&pm->held_timer, NULL);
   while (pm->mem_local) {
     pmgr_mem_proc_t *m = pm->mem_local;
     pm->mem_local = m->next;

@@ -14,6 +14,7 @@
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "pmgr_procs.h"
+#include "slack_policy.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -310,6 +311,9 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
   }
 
   Gmt__ReportReply reply = GMT__REPORT_REPLY__INIT;
+  /* Also a state: asked again with each report while a Reserve waits
+   * and this process still reports slack. */
+  reply.give_back_slack = p && gmt_slack_ask(pm->nheld > 0, p->memory_used, p->memory_reserved);
   if (p && pm->prepare) {
     /* A state, not a request: said with every reply while it stands. */
     reply.prepare = true;
@@ -385,6 +389,16 @@ void gmt__pmgr_proc_reserved(gmt_pmgr_t *pm, uint32_t pid, uint64_t *bytes)
   pmgr_proc_t *p = find(pm, pid);
   if (p)
     *bytes = p->memory_reserved;
+}
+
+void gmt__pmgr_procs_slack(gmt_pmgr_t *pm, uint32_t pid, uint64_t *used, uint64_t *others_slack)
+{
+  *used = *others_slack = 0;
+  for (pmgr_proc_t *p = pm->procs; p; p = p->next) {
+    *used += p->memory_used;
+    if (p->pid != pid && p->memory_reserved > p->memory_used)
+      *others_slack += p->memory_reserved - p->memory_used;
+  }
 }
 
 uint64_t gmt__pmgr_procs_reserved(gmt_pmgr_t *pm)

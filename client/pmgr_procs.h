@@ -24,6 +24,10 @@ size_t gmt__pmgr_procs_evict(gmt_pmgr_t *pm, Gmt__Evict **evict, size_t n);
  * pid is unknown), and the sum over the pod. */
 void gmt__pmgr_proc_reserved(gmt_pmgr_t *pm, uint32_t pid, uint64_t *bytes);
 uint64_t gmt__pmgr_procs_reserved(gmt_pmgr_t *pm);
+/* As the pod's processes last reported: their live allocations (the sum of
+ * memory_used) and the slack of all but pid (memory_reserved less
+ * memory_used, each at least 0). */
+void gmt__pmgr_procs_slack(gmt_pmgr_t *pm, uint32_t pid, uint64_t *used, uint64_t *others_slack);
 void gmt__pmgr_procs_close(gmt_pmgr_t *pm);
 
 #endif

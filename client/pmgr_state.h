@@ -6,6 +6,7 @@
 #define GMT_PMGR_STATE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -45,6 +46,7 @@ static inline bool gmt__pmgr_config_allows(const pmgr_config_t *c, int32_t devic
 typedef struct pmgr_proc pmgr_proc_t;
 typedef struct pmgr_tokens pmgr_tokens_t;
 typedef struct pmgr_mem_proc pmgr_mem_proc_t;
+typedef struct pmgr_held pmgr_held_t;
 
 typedef struct gmt_pmgr {
   /* Fixed before the loop starts. */
@@ -81,6 +83,12 @@ typedef struct gmt_pmgr {
   Gmt__Envelope *hb_rep;
   pmgr_tokens_t *tokens;      /* pmgr_token.c, made at the first Token */
   pmgr_mem_proc_t *mem_local; /* pmgr_memory.c: grants made here since the reports */
+  /* pmgr_memory.c: Reserves refused for the quota, held while the pod's
+   * processes give back their slack (client/slack_policy.h); each Report
+   * reply asks for slack while nheld > 0. */
+  pmgr_held_t *held; /* in arrival order */
+  size_t nheld;
+  uv_timer_t held_timer;
 
   /* Closing the line to the scheduler left calls whose callback had not
    * returned (pmgr_schd.h): the server must outlive them. */
@@ -89,6 +97,10 @@ typedef struct gmt_pmgr {
   /* Shared with nng threads (pmgr_schd.c). */
   pthread_mutex_t mu;
   bool stopping; /* no more calls to the scheduler */
+  /* The pod's total in the ledger as the last Reserve or Release reply
+   * passed back said it, and how many such replies came (pmgr_memory.c:
+   * when a held Reserve is worth asking again). */
+  _Atomic uint64_t ledger_seen, ledger_news;
 } gmt_pmgr_t;
 
 #endif

@@ -70,9 +70,10 @@ static void sleep_ms(uint64_t ms)
   }
 }
 
-/* One report; *evict, *keep and *where get the reply's Evict (mode=swap). */
+/* One report; *evict, *keep and *where get the reply's Evict (mode=swap),
+ * *give_back whether the pod manager asks for this process's slack. */
 static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, size_t n, int *evict,
-                       uint64_t *keep, gmt_swap_where_t *where)
+                       uint64_t *keep, gmt_swap_where_t *where, int *give_back)
 {
   Gmt__MemEvent *evs = n ? calloc(n, sizeof(*evs)) : NULL;
   Gmt__MemEvent **pev = n ? calloc(n, sizeof(*pev)) : NULL;
@@ -127,6 +128,8 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
       GMT_HOOK_DEBUG("report refused: %s (%s)", gmt_strerror(rc), err);
     if (rc >= 0 && rep->report_rep && rep->report_rep->prepare)
       gmt__swap_prepare(rep->report_rep->bounded, rep->report_rep->host_room);
+    if (rc >= 0 && rep->report_rep && rep->report_rep->give_back_slack)
+      *give_back = 1;
     if (rc >= 0 && rep->report_rep && rep->report_rep->evict) {
       const Gmt__ReportReply *rr = rep->report_rep;
       *evict = 1;
@@ -150,10 +153,14 @@ static void *reporter_main(void *arg)
   if (!buf)
     return NULL;
   uint64_t sent_launches = 0, sent_reserved = 0, last_send = 0, backoff = 0;
+  int give_back = 0;
   for (;;) {
     int swap = atomic_load_explicit(&gmt__swap_on, memory_order_relaxed);
-    int changed = gmt__state_wait_change(sent_launches,
-                                         swap ? GMT_REPORT_SWAP_KEEPALIVE_MS : GMT_REPORT_POLL_MS);
+    /* Asked for slack: given back now, not after the poll. */
+    int changed = gmt__state_wait_change(sent_launches, give_back ? 0
+                                                        : swap    ? GMT_REPORT_SWAP_KEEPALIVE_MS
+                                                                  : GMT_REPORT_POLL_MS);
+    give_back = 0;
     /* Idle slack goes back to the ledger from here, never from a free. */
     changed |= gmt__reserve_tick(sent_reserved);
     /* Pins given back and profile histories, from here, never from a free. */
@@ -175,8 +182,10 @@ static void *reporter_main(void *arg)
     int evict = 0;
     uint64_t keep = 0;
     gmt_swap_where_t where = {0};
-    int rc = send_report(&t, buf, n, &evict, &keep, &where);
+    int rc = send_report(&t, buf, n, &evict, &keep, &where, &give_back);
     last_send = gmt_now_ms();
+    if (give_back)
+      gmt__reserve_give_back();
     /* Here, not inside the RPC: the eviction synchronizes and copies.
      * PyTorch's unused cached blocks go first, rather than move. */
     if (evict) {

@@ -5,7 +5,9 @@
  *
  * One mutex guards the numbers and is never held across an RPC or a
  * driver call. Reserve RPCs are made by the allocating thread; Release
- * RPCs only by the reporter thread (gmt__reserve_tick). */
+ * RPCs only by the reporter thread (gmt__reserve_tick), on its own
+ * channel: a Release never queues behind this process's Reserve that the
+ * pod manager holds until slack comes back. */
 #include "reserve.h"
 
 #include <errno.h>
@@ -30,11 +32,14 @@
 #define GMT_RESERVE_OFFLINE_MIN_MS 1000
 #define GMT_RESERVE_OFFLINE_MAX_MS 2000
 #define GMT_RESERVE_TRIES 8
+/* What was granted offline and the quota refused once back: asked again
+ * this often. */
+#define GMT_RESERVE_SETTLE_EVERY_MS 1000
 
 typedef struct {
   uint64_t held;    /* in the ledger (or granted locally while offline) */
   uint64_t charged; /* of which allocations and pools use this much */
-  uint64_t local;   /* of held, granted while offline: not in the ledger */
+  uint64_t local;   /* of held, granted while offline: not in the ledger (yet) */
 } dev_t_;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -43,6 +48,10 @@ static uint64_t g_last_activity_ms;
 static uint64_t g_limit;         /* the pod's, as last heard */
 static int g_limit_known;        /* g_limit was heard at all */
 static uint64_t g_others;        /* the pod's other processes held this, last heard */
+static uint64_t g_room;          /* the pod's limit less its total, last heard */
+static uint64_t g_room_ms;       /* when (monotonic ms); 0: never */
+static uint64_t g_tight_until;   /* monotonic ms: no chunks, no slack kept before this */
+static uint64_t g_settle_after;  /* monotonic ms: no settling before this */
 static uint64_t g_offline_until; /* no RPC before this (monotonic ms) */
 static uint64_t g_offline_backoff;
 static int g_offline_said;
@@ -86,6 +95,18 @@ static void heard_pod(uint64_t pod_used, uint64_t limit, uint64_t reserving)
   g_others = pod_used > ours ? pod_used - ours : 0;
   g_limit = limit;
   g_limit_known = 1;
+  g_room = limit > pod_used ? limit - pod_used : 0;
+  g_room_ms = gmt_now_ms();
+}
+
+/* Whether to reserve exactly what an allocation needs (g_mu held): near
+ * its limit the pod has no room for chunks that would mostly be slack,
+ * which other processes of the pod would then wait for. Room not heard
+ * lately counts as near: one exact Reserve tells it. */
+static int tight(uint64_t now)
+{
+  return now < g_tight_until || !g_room_ms || now - g_room_ms >= GMT_RESERVE_TIGHT_MS ||
+         g_room < GMT_RESERVE_CHUNK;
 }
 
 uint64_t gmt__reserve_held(void)
@@ -93,7 +114,7 @@ uint64_t gmt__reserve_held(void)
   uint64_t sum = 0;
   pthread_mutex_lock(&g_mu);
   for (int d = 0; d < GMT_RESERVE_DEVICES; d++)
-    sum += g_dev[d].held;
+    sum += g_dev[d].held - g_dev[d].local;
   pthread_mutex_unlock(&g_mu);
   return sum;
 }
@@ -238,8 +259,9 @@ static void came_back(void)
     GMT_HOOK_DEBUG("memory ledger reachable again");
 }
 
-/* One Reserve or Release; a Reserve's reply also brings the pod's limit. */
-static int rpc_memory(int release, int device, uint64_t bytes)
+/* One Reserve or Release on channel ch; a Reserve's reply also brings the
+ * pod's limit. */
+static int rpc_memory(int ch, int release, int device, uint64_t bytes)
 {
   Gmt__ReserveRequest rq = GMT__RESERVE_REQUEST__INIT;
   Gmt__ReleaseRequest rl = GMT__RELEASE_REQUEST__INIT;
@@ -258,7 +280,7 @@ static int rpc_memory(int release, int device, uint64_t bytes)
     env.reserve_req = &rq;
   }
   Gmt__Envelope *rep = NULL;
-  int rc = gmt__channel_call(GMT_CH_MEMORY, &env, &rep, GMT_RESERVE_RPC_TIMEOUT_MS);
+  int rc = gmt__channel_call(ch, &env, &rep, GMT_RESERVE_RPC_TIMEOUT_MS);
   if (rc == -ENOTCONN)
     return RPC_UNHOOKED;
   char err[256] = "";
@@ -267,12 +289,15 @@ static int rpc_memory(int release, int device, uint64_t bytes)
         rep, release ? GMT__ENVELOPE__BODY_RELEASE_REP : GMT__ENVELOPE__BODY_RESERVE_REP, err,
         sizeof err);
   if (rc == 0) {
-    if (!release) {
-      pthread_mutex_lock(&g_mu);
-      /* A reload may have changed the limit. */
+    pthread_mutex_lock(&g_mu);
+    if (!release) /* a reload may have changed the limit */
       heard_pod(rep->reserve_rep->memory_used, rep->reserve_rep->memory_limit, bytes);
-      pthread_mutex_unlock(&g_mu);
+    else if (g_limit_known) {
+      g_room =
+          g_limit > rep->release_rep->memory_used ? g_limit - rep->release_rep->memory_used : 0;
+      g_room_ms = gmt_now_ms();
     }
+    pthread_mutex_unlock(&g_mu);
     gmt_wire_free(rep);
     came_back();
     return RPC_OK;
@@ -364,6 +389,7 @@ int gmt__reserve(int device, uint64_t bytes)
     }
     uint64_t shortfall = bytes - slack;
     int offline = offline_now(now);
+    uint64_t want = tight(now) || shortfall > GMT_RESERVE_CHUNK ? shortfall : GMT_RESERVE_CHUNK;
     pthread_mutex_unlock(&g_mu);
     if (offline) {
       int r = grant_offline(d, bytes);
@@ -372,18 +398,31 @@ int gmt__reserve(int device, uint64_t bytes)
       return r;
     }
 
-    uint64_t want = shortfall > GMT_RESERVE_CHUNK ? shortfall : GMT_RESERVE_CHUNK;
-    int r = rpc_memory(0, d, want);
-    if (r == RPC_QUOTA && want > shortfall) {
+    int r = rpc_memory(GMT_CH_MEMORY, 0, d, want), refused = r == RPC_QUOTA;
+    if (refused && want > shortfall) {
       want = shortfall;
-      r = rpc_memory(0, d, want);
+      r = rpc_memory(GMT_CH_MEMORY, 0, d, want);
+    }
+    if (refused) {
+      /* The pod is short of room: no chunks for a while. */
+      pthread_mutex_lock(&g_mu);
+      g_tight_until = gmt_now_ms() + GMT_RESERVE_TIGHT_MS;
+      pthread_mutex_unlock(&g_mu);
     }
     switch (r) {
-    case RPC_OK:
+    case RPC_OK: {
+      /* Taken at once, before the reporter can count it as slack to give
+       * back; unless other threads took the slack meanwhile: ask again. */
       pthread_mutex_lock(&g_mu);
       v->held += want;
+      int took = v->held - v->charged >= bytes;
+      if (took)
+        v->charged += bytes;
       pthread_mutex_unlock(&g_mu);
-      continue; /* take it (another thread may have taken it first) */
+      if (took)
+        return 0;
+      continue;
+    }
     case RPC_UNHOOKED: return unheard(1) == UNHEARD_RUN ? 0 : GMT_EQUOTA;
     case RPC_UNREACHABLE: {
       int g = grant_offline(d, bytes);
@@ -436,10 +475,14 @@ int gmt__reserve_meminfo(int device, uint64_t *pod_used, uint64_t *limit)
     gmt_wire_free(rep);
     pthread_mutex_lock(&g_mu);
     heard_pod(*pod_used, *limit, 0);
-    /* Our own slack is reserved but ours to allocate: not used. */
+    /* Our own slack is reserved but ours to allocate: not used. What was
+     * granted offline counts as slack first (the reporter drops it first)
+     * and is not in the ledger. */
     uint64_t slack = 0;
-    for (int d = 0; d < GMT_RESERVE_DEVICES; d++)
-      slack += g_dev[d].held - g_dev[d].charged - g_dev[d].local;
+    for (int d = 0; d < GMT_RESERVE_DEVICES; d++) {
+      uint64_t s = g_dev[d].held - g_dev[d].charged;
+      slack += s - (s < g_dev[d].local ? s : g_dev[d].local);
+    }
     *pod_used -= slack < *pod_used ? slack : *pod_used;
     pthread_mutex_unlock(&g_mu);
     came_back();
@@ -464,27 +507,68 @@ int gmt__reserve_meminfo(int device, uint64_t *pod_used, uint64_t *limit)
 
 /* ---- the reporter side ---- */
 
+/* The reporter, back in touch: what was granted offline is settled. The
+ * part that is slack is dropped (the ledger never had it); the part that
+ * backs allocations is reserved for real, so that the ledger holds what
+ * this process reports (its report leaves offline grants out: a ledger
+ * rebuilt from reports after an outage would otherwise take them in, and
+ * they would stay there after this process dropped them). Refused (the
+ * pod took more than its quota while apart), it stays local and is asked
+ * again later. Reserves from here go on the reporter's channel. */
+static void settle(uint64_t now)
+{
+  uint64_t ask[GMT_RESERVE_DEVICES] = {0};
+  int any = 0;
+  pthread_mutex_lock(&g_mu);
+  for (int d = 0; d < GMT_RESERVE_DEVICES; d++) {
+    dev_t_ *v = &g_dev[d];
+    uint64_t slack = v->held - v->charged;
+    uint64_t drop = slack < v->local ? slack : v->local;
+    v->held -= drop;
+    v->local -= drop;
+    ask[d] = now >= g_settle_after ? v->local : 0;
+    any |= ask[d] != 0;
+  }
+  pthread_mutex_unlock(&g_mu);
+  for (int d = 0; any && d < GMT_RESERVE_DEVICES; d++) {
+    if (!ask[d])
+      continue;
+    int r = rpc_memory(GMT_CH_REPORT, 0, d, ask[d]);
+    pthread_mutex_lock(&g_mu);
+    if (r == RPC_OK)
+      g_dev[d].local -= ask[d] < g_dev[d].local ? ask[d] : g_dev[d].local;
+    else
+      g_settle_after = gmt_now_ms() + GMT_RESERVE_SETTLE_EVERY_MS;
+    pthread_mutex_unlock(&g_mu);
+    GMT_HOOK_DEBUG("%llu bytes granted offline on device %d %s", (unsigned long long)ask[d], d,
+                   r == RPC_OK ? "now reserved in the ledger" : "not reserved yet");
+  }
+}
+
 int gmt__reserve_tick(uint64_t reported)
 {
-  uint64_t give[GMT_RESERVE_DEVICES] = {0}, local[GMT_RESERVE_DEVICES] = {0};
+  uint64_t give[GMT_RESERVE_DEVICES] = {0};
   int any = 0;
   uint64_t now = gmt_now_ms();
   pthread_mutex_lock(&g_mu);
+  int offline = offline_now(now);
+  pthread_mutex_unlock(&g_mu);
+  if (!offline)
+    settle(now);
+  pthread_mutex_lock(&g_mu);
   if (!offline_now(now)) {
     int idle = now - g_last_activity_ms >= GMT_RESERVE_IDLE_MS;
-    uint64_t keep = idle ? 0 : GMT_RESERVE_SLACK_KEEP;
+    uint64_t keep = idle || now < g_tight_until ? 0 : GMT_RESERVE_SLACK_KEEP;
     for (int d = 0; d < GMT_RESERVE_DEVICES; d++) {
+      /* settle() dropped the offline grants in the slack; one made since
+       * counts as slack first and goes at the next tick. */
       uint64_t slack = g_dev[d].held - g_dev[d].charged;
+      slack -= slack < g_dev[d].local ? slack : g_dev[d].local;
       if (slack > keep) {
         /* Out of the slack before the RPC, so no allocation counts on
          * what is being given back. */
         give[d] = slack - keep;
         g_dev[d].held -= give[d];
-        /* What was granted offline never reached the ledger: dropped
-         * here, not released there (an over-count is the safe error). */
-        local[d] = give[d] < g_dev[d].local ? give[d] : g_dev[d].local;
-        g_dev[d].local -= local[d];
-        give[d] -= local[d];
         any = 1;
       }
     }
@@ -493,7 +577,7 @@ int gmt__reserve_tick(uint64_t reported)
   for (int d = 0; any && d < GMT_RESERVE_DEVICES; d++) {
     if (!give[d])
       continue;
-    int r = rpc_memory(1, d, give[d]);
+    int r = rpc_memory(GMT_CH_REPORT, 1, d, give[d]);
     if (r == RPC_UNHOOKED)
       continue;
     if (r != RPC_OK) {
@@ -506,6 +590,13 @@ int gmt__reserve_tick(uint64_t reported)
     GMT_HOOK_DEBUG("gave back %llu bytes of slack on device %d", (unsigned long long)give[d], d);
   }
   return gmt__reserve_held() != reported;
+}
+
+void gmt__reserve_give_back(void)
+{
+  pthread_mutex_lock(&g_mu);
+  g_tight_until = gmt_now_ms() + GMT_RESERVE_TIGHT_MS;
+  pthread_mutex_unlock(&g_mu);
 }
 
 /* ---- fork ---- */
@@ -531,6 +622,8 @@ static void reserve_child(void)
   g_unheard_since = 0;
   atomic_store(&g_unheard_said, 0);
   g_others = 0;
+  g_room = g_room_ms = 0;
+  g_tight_until = g_settle_after = 0;
   atomic_store(&g_denied_said, 0);
   pthread_mutex_init(&g_mu, NULL);
 }

@@ -11,18 +11,26 @@
  *    says GMT_EQUOTA (alloc.c then gives back what its memory pools no
  *    longer hold and asks once more, and failing that the allocation fails
  *    with CUDA_ERROR_OUT_OF_MEMORY without reaching the driver);
+ *  - near the pod's limit (less than a chunk of room left when last
+ *    heard) and for GMT_RESERVE_TIGHT_MS after a chunk was refused or the
+ *    pod manager asked for slack back, it reserves exactly the shortfall;
  *  - a free returns its bytes to the slack (no RPC on the free path);
  *  - the reporter thread gives back slack above GMT_RESERVE_SLACK_KEEP at
  *    once, and all of it after GMT_RESERVE_IDLE_MS without allocations or
- *    frees, so that another process of the pod can use it.
+ *    frees, or while the pod manager asks for it (a Reserve of another
+ *    process waits for room: gmt__reserve_give_back), so that another
+ *    process of the pod can use it.
  * So the exact-limit rule (a reservation that fits exactly succeeds, one
  * byte more fails) holds for the pod's total in the ledger, and across
- * processes of one pod it holds once the others have been idle for
- * GMT_RESERVE_IDLE_MS (until then their slack counts against the quota).
+ * processes of one pod for their live allocations: a Reserve refused
+ * while others hold slack waits at the pod manager (at most 1 s) until
+ * they give it back (client/slack_policy.h).
  *
  * When the pod manager cannot be reached, allocations are checked against
  * the pod's memory_limit as last heard (registration or a reply), counting
- * this process alone: a best effort, logged once, that never hangs. */
+ * this process alone: a best effort, logged once, that never hangs. Back
+ * in touch, the reporter drops what it granted itself as slack and
+ * reserves for real what backs allocations. */
 #ifndef GMT_HOOK_RESERVE_H
 #define GMT_HOOK_RESERVE_H
 
@@ -32,6 +40,10 @@
 #define GMT_RESERVE_CHUNK ((uint64_t)32 << 20)
 #define GMT_RESERVE_SLACK_KEEP ((uint64_t)64 << 20)
 #define GMT_RESERVE_IDLE_MS 100
+/* Told that the pod is short of room (a chunk refused, or the pod manager
+ * asking for slack back): for this long, reserve exactly what allocations
+ * need and keep no slack. */
+#define GMT_RESERVE_TIGHT_MS 1000
 #define GMT_RESERVE_DEVICES 64
 
 /* Charges bytes on device to this process, reserving as needed. 0,
@@ -47,7 +59,10 @@ int gmt__reserve(int device, uint64_t bytes);
  * driver failed after it was charged): they become slack. */
 void gmt__unreserve(int device, uint64_t bytes);
 
-/* Bytes this process holds in the ledger, slack included. */
+/* Bytes this process holds in the ledger, slack included: not what it
+ * granted itself while offline, until the reporter has reserved that for
+ * real once back (what it reports, so that a ledger rebuilt from reports
+ * holds exactly this). */
 uint64_t gmt__reserve_held(void);
 
 /* The pod's reserved total and limit as the scheduler says (MemInfo),
@@ -72,5 +87,10 @@ void gmt__reserve_set_limit(uint64_t limit);
 /* Reporter thread: gives back slack as described above. Returns 1 when
  * what this process holds is no longer `reported` (a report is due). */
 int gmt__reserve_tick(uint64_t reported);
+
+/* The pod manager asks for slack back (a Reserve of the pod waits for
+ * room): the next gmt__reserve_tick gives all of it back, and for
+ * GMT_RESERVE_TIGHT_MS reservations are exact and no slack is kept. */
+void gmt__reserve_give_back(void);
 
 #endif

@@ -514,6 +514,12 @@ static void resolve(nng_pipe p, gmt_peer_t *peer, const Gmt__Caller *claim)
                             : gmt_strerror(rc));
 }
 
+bool gmt_call_caller_gone(const gmt_call_t *call)
+{
+  int peer;
+  return nng_pipe_get_int(call->pipe, NNG_OPT_PEER, &peer) == NNG_ENOENT;
+}
+
 int gmt_call_peer(const gmt_call_t *call, gmt_peer_t *out, bool want_pid)
 {
   gmt_server_t *s = call->server;

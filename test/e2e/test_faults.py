@@ -157,6 +157,35 @@ class Faults(GmtTestCase):
         spin.stop()
         m.stop()
 
+    def test_memory_taken_while_pod_manager_was_stopped_leaves_the_ledger_once_freed(self):
+        # The scheduler forgets the pod while its pod manager is stopped and
+        # rebuilds the ledger from the processes' reports once it is back.
+        schd = self.start_schd("--pod-timeout", "1000")
+        pm = self.start_pmgr("a")
+        p = self.mem(64 * MIB, "--step", str(64 * MIB))
+        p.expect("INFO")
+        self.wait_process("a", p.proc.pid)
+        pm.proc.send_signal(signal.SIGSTOP)
+        try:
+            p.send()
+            # Its Reserve gets no answer: granted by the hook itself.
+            self.assertEqual(p.expect("FILLED", timeout=10)["ok"], "1")
+            p.expect("OVER")
+            wait_for(lambda: "pod 'a' disconnected" in schd.output() or None, timeout=5,
+                     what="the scheduler to forget the pod")
+        finally:
+            pm.proc.send_signal(signal.SIGCONT)
+        # The ledger holds what the process uses: not the Reserve it gave up
+        # on (answered late), not its own grant twice.
+        wait_for(lambda: self.reserved(p.proc.pid) == 64 * MIB or None, timeout=8,
+                 what="64 MiB in the ledger (holds %r)" % self.reserved(p.proc.pid))
+        p.send()
+        p.expect("FREED")
+        # Freed, none of it stays there (it stayed until the process exited).
+        wait_for(lambda: self.reserved(p.proc.pid) == 0 or None, timeout=5,
+                 what="nothing in the ledger (holds %r)" % self.reserved(p.proc.pid))
+        p.stop()
+
 
 class Refusals(GmtTestCase):
     """A pod at LIMIT 0 gets no GPU time: the scheduler's refusal is an
