@@ -549,10 +549,8 @@ int gmt_call_peer(const gmt_call_t *call, gmt_peer_t *out, bool want_pid)
   pthread_mutex_lock(&s->peers_mu);
   for (e = s->peers; e && e->peer.pipe != id; e = e->next)
     ;
-  if (!e && (e = calloc(1, sizeof *e)) != NULL) {
-    e->next = s->peers;
-    s->peers = e;
-  }
+  /* Kept only while its connection is: on_pipe_added made the entry and
+   * on_pipe_removed frees it, so a pipe already gone is not added back. */
   if (e) {
     e->peer = p;
     e->pid_tried = e->pid_tried || want_pid;
