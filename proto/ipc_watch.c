@@ -57,10 +57,10 @@ int gmt_sp_probe_ipc(const char *path, int timeout_ms)
    * So the probe asks something: a frame that does not decode, which the
    * server answers with an error at once, on its own threads. */
   static const unsigned char req[] = {
-      0,    'S',  'P',  0, 0, 0x30, 0, 0, /* SP header: REQ */
-      1,    0,    0,    0, 0, 0,    0, 0, 8, /* ipc message: type, 64-bit length 8 */
-      0x80, 0,    0,    1,                /* request id */
-      0xff, 0xff, 0xff, 0xff,             /* not a protobuf envelope */
+      0,    'S',  'P',  0,    0, 0x30, 0, 0,    /* SP header: REQ */
+      1,    0,    0,    0,    0, 0,    0, 0, 8, /* ipc message: type, 64-bit length 8 */
+      0x80, 0,    0,    1,                      /* request id */
+      0xff, 0xff, 0xff, 0xff,                   /* not a protobuf envelope */
   };
   size_t sent = 0;
   while (rc == 0 && sent < sizeof req) {
