@@ -104,3 +104,24 @@ def call_raw(port, envelope, timeout=5.0, claim=None):
         return recv_exact(s, n)[4:]
     finally:
         s.close()
+
+
+def sp_answers(path, timeout=0.3):
+    """Whether a gmt server answers at the ipc path: the whole handshake,
+    then a frame that does not decode, which nng's threads answer with an
+    error (what proto/ipc_watch.c asks)."""
+    body = b"\x80\x00\x00\x01" + b"\xff" * 4
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(timeout)
+            s.connect(path)
+            s.sendall(SP_REQ + b"\x01" + len(body).to_bytes(8, "big") + body)
+            got = b""
+            while len(got) < 17:
+                chunk = s.recv(64)
+                if not chunk:
+                    return False
+                got += chunk
+            return got[:4] == b"\x00SP\x00" and got[8] == 1
+    except OSError:
+        return False

@@ -14,7 +14,7 @@ import time
 
 from gmt_e2e import (BUILD, PMGR, SCHD, Daemon, GmtTestCase, cannot_run, free_port, hold_fds,
                       wait_for)
-from rawwire import call_raw, error_of, field, fields
+from rawwire import call_raw, error_of, field, fields, sp_answers
 
 WIRE = os.path.join(BUILD, "test", "e2e", "wireprogs", "wire_call")
 MEM_PATHS = os.path.join(BUILD, "test", "e2e", "memprogs", "mem_paths")
@@ -271,27 +271,6 @@ class LoadedNode(GmtTestCase):
         finally:
             holder.stdin.close()
             holder.wait(timeout=20)
-
-
-def sp_answers(path, timeout=0.3):
-    """Whether a gmt server answers at the ipc path: the whole handshake,
-    then a frame that does not decode, which nng's threads answer with an
-    error (what proto/ipc_watch.c asks)."""
-    body = b"\x80\x00\x00\x01" + b"\xff" * 4
-    try:
-        with socket.socket(socket.AF_UNIX) as s:
-            s.settimeout(timeout)
-            s.connect(path)
-            s.sendall(b"\x00SP\x00\x00\x30\x00\x00" + b"\x01" + len(body).to_bytes(8, "big") + body)
-            got = b""
-            while len(got) < 17:
-                chunk = s.recv(64)
-                if not chunk:
-                    return False
-                got += chunk
-            return got[:4] == b"\x00SP\x00" and got[8] == 1
-    except OSError:
-        return False
 
 
 class HungUpClients(GmtTestCase):

@@ -56,28 +56,36 @@ static void test_proc_net_tcp_line(void **state)
       gmt_peer_tcp_parse(text, AF_INET, lo, htons(40001), lo, htons(50051), &uid, &ino), -ENOENT);
 }
 
+/* A loopback connection in this process: its listening socket *l, the
+ * connected end *c, and what the kernel says of *c (owner and inode). */
+static void loopback_pair(int *l, int *c, uint32_t *uid, uint64_t *ino)
+{
+  *l = socket(AF_INET, SOCK_STREAM, 0);
+  *c = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(*l >= 0 && *c >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  assert_int_equal(bind(*l, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(*l, 1), 0);
+  assert_int_equal(getsockname(*l, (struct sockaddr *)&a, &len), 0);
+  assert_int_equal(connect(*c, (struct sockaddr *)&a, sizeof a), 0);
+  struct sockaddr_in mine;
+  len = sizeof mine;
+  assert_int_equal(getsockname(*c, (struct sockaddr *)&mine, &len), 0);
+  assert_int_equal(gmt_peer_tcp_owner(AF_INET, (const uint8_t *)&mine.sin_addr, mine.sin_port,
+                                      (const uint8_t *)&a.sin_addr, a.sin_port, uid, ino),
+                   0);
+}
+
 /* A real loopback connection in this process: the kernel names our uid
  * and our pid as its owner. */
 static void test_loopback_peer_is_this_process(void **state)
 {
   (void)state;
-  int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(l >= 0 && c >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof a;
-  assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
-  assert_int_equal(listen(l, 1), 0);
-  assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
-  assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof a), 0);
-  struct sockaddr_in mine;
-  len = sizeof mine;
-  assert_int_equal(getsockname(c, (struct sockaddr *)&mine, &len), 0);
-
+  int l, c;
   uint32_t uid = 12345;
   uint64_t ino = 0;
-  assert_int_equal(gmt_peer_tcp_owner(AF_INET, (const uint8_t *)&mine.sin_addr, mine.sin_port,
-                                      (const uint8_t *)&a.sin_addr, a.sin_port, &uid, &ino),
-                   0);
+  loopback_pair(&l, &c, &uid, &ino);
   assert_int_equal(uid, geteuid());
   /* Our claim holds: by the descriptor named, by a scan of our own
    * descriptors when none or a wrong one is named. */
@@ -97,22 +105,10 @@ static void test_loopback_peer_is_this_process(void **state)
 static void test_claim_of_another_process_is_refused(void **state)
 {
   (void)state;
-  int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(l >= 0 && c >= 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof a;
-  assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
-  assert_int_equal(listen(l, 1), 0);
-  assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
-  assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof a), 0);
-  struct sockaddr_in mine;
-  len = sizeof mine;
-  assert_int_equal(getsockname(c, (struct sockaddr *)&mine, &len), 0);
+  int l, c;
   uint32_t uid;
   uint64_t ino;
-  assert_int_equal(gmt_peer_tcp_owner(AF_INET, (const uint8_t *)&mine.sin_addr, mine.sin_port,
-                                      (const uint8_t *)&a.sin_addr, a.sin_port, &uid, &ino),
-                   0);
+  loopback_pair(&l, &c, &uid, &ino);
   int go[2], ready[2];
   assert_int_equal(pipe(go), 0);
   assert_int_equal(pipe(ready), 0);
