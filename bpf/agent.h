@@ -5,7 +5,7 @@
  * by its owner when gmt_tracer_fd() is readable (gmt-schd's loop).
  *
  * The tracer's one door: gmt-schd (server/rpc_trace.c) and `gmt trace`
- * (client/cmd_trace.c) include this header only. The headers below come
+ * (client/cli/cmd_trace.c) include this header only. The headers below come
  * through it for their types and value helpers (gmt_alloc_site_format(),
  * gmt_trace_alloc_to_pb(), gmt_probes_find_libcuda(), ...); the history
  * itself is reached through the accessors here, each of which takes

@@ -19,6 +19,10 @@ client and hook side by side (none of these three includes another's
 headers; nor do bpf and topo). A file may include from its own layer or
 below.
 
+Within a layer, folders that must not know each other: proto/util/
+includes nothing from the rest of proto/ (the wire above it), and
+client/'s two programs, pmgr/ and cli/, include nothing of each other.
+
 Exit 0 when clean; 1 with one line per cycle or upward include. Python 3
 standard library and binutils' nm only."""
 import os
@@ -30,6 +34,8 @@ from collections import defaultdict
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKED = ("proto", "bpf", "topo", "server", "client", "hook")
 RANK = {"proto": 0, "bpf": 1, "topo": 1, "server": 2, "client": 2, "hook": 2}
+# (folder, folder it may not include from): prefixes of paths.
+APART = (("proto/util/", "proto/"), ("client/pmgr/", "client/cli/"), ("client/cli/", "client/pmgr/"))
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -75,6 +81,9 @@ def include_edges(files):
             a, b = node_of(f), node_of(target)
             if a != b:
                 edges[a].add((b, "includes %s" % target))
+            for fa, fb in APART:
+                if f.startswith(fa) and target.startswith(fb) and not target.startswith(fa):
+                    upward.append("%s includes %s (%s may not include from %s)" % (f, target, fa, fb))
             ta, tb = top(f), top(target)
             if ta != tb and (RANK[tb] > RANK[ta] or RANK[tb] == RANK[ta]):
                 upward.append("%s includes %s (%s may not include from %s)" % (f, target, ta, tb))

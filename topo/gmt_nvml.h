@@ -4,7 +4,7 @@
  * test that plays a machine.
  *
  * No nvml.h is needed to build: NVML's types, values and layouts are
- * proto/gmt_nvml_abi.h's (shared with the fake NVML and the hook); the
+ * proto/util/gmt_nvml_abi.h's (shared with the fake NVML and the hook); the
  * names below are this module's short aliases of them. */
 #ifndef GMT_NVML_H
 #define GMT_NVML_H

@@ -1,5 +1,5 @@
 /* gmt-webhook's HTTPS server (server.h). nng's TLS streams carry the
- * bytes; the request is read with proto/http_head.c and answered here.
+ * bytes; the request is read with proto/util/http_head.c and answered here.
  *
  * Not nng's HTTP server: it keeps a connection for as long as its client
  * likes and caps nothing. Any pod of the cluster that the NetworkPolicy

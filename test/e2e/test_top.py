@@ -26,7 +26,7 @@ MIB = 1 << 20
 
 
 def human(n):
-    """gmt_human_bytes (client/status_json.c), as gmt status and top write bytes."""
+    """gmt_human_bytes (client/cli/status_json.c), as gmt status and top write bytes."""
     if n < 1024:
         return "%d B" % n
     v, u = n / 1024, 0

@@ -1,5 +1,5 @@
 /* libFuzzer target: bytes a client sends to gmt-schd's metrics port or
- * gmt-webhook, through the request-head reader (proto/http_head.c). The
+ * gmt-webhook, through the request-head reader (proto/util/http_head.c). The
  * input is copied to a buffer of exactly its size, so that ASan sees a
  * read past it. An answer must be one the servers know how to send; a
  * whole head, and the path in it, must lie inside what was read. */

@@ -4,4 +4,4 @@
 gmt_unit_test(test_fakenvml
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_fakenvml.c
   LIBS fakecuda fakenvml Threads::Threads
-  INCLUDES ${GMT_CUDA_INCLUDE} ${CMAKE_SOURCE_DIR}/proto)
+  INCLUDES ${GMT_CUDA_INCLUDE} ${CMAKE_SOURCE_DIR}/proto/util)

@@ -1,4 +1,4 @@
-/* PCI bus ids (proto/gmt_busid.h): CUDA's, NVML's and the short spelling of
+/* PCI bus ids (proto/util/gmt_busid.h): CUDA's, NVML's and the short spelling of
  * one device compare equal; anything else, trailing junk included, is
  * refused and leaves the output alone. */
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* The head of an HTTP/1.x request (proto/http_head.c), as gmt-schd's
+/* The head of an HTTP/1.x request (proto/util/http_head.c), as gmt-schd's
  * /metrics and gmt-webhook read it: the request line, the body's length,
  * every malformed head's answer, and never a byte read past the bound. */
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 /* gmt run's options, the LD_PRELOAD it builds and where it finds the hook
- * (client/run_env.c), and CUDA_VISIBLE_DEVICES from a Pick's answer
+ * (client/cli/run_env.c), and CUDA_VISIBLE_DEVICES from a Pick's answer
  * (proto/visible.c). */
 #include <errno.h>
 #include <setjmp.h>

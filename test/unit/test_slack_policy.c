@@ -1,4 +1,4 @@
-/* Held Reserves (client/slack_policy.c): a refused Reserve that the pod's
+/* Held Reserves (client/pmgr/slack_policy.c): a refused Reserve that the pod's
  * live allocations leave room for waits while other processes' slack comes
  * back; one past the quota is refused at once; the wait is bounded; and
  * only processes that hold slack are asked for it. */

@@ -1,4 +1,4 @@
-/* StatusReply.devices in `gmt status` (client/status_devices.c): the JSON
+/* StatusReply.devices in `gmt status` (client/cli/status_devices.c): the JSON
  * list, with null for what is not known, and the table. */
 #include <setjmp.h>
 #include <stdarg.h>

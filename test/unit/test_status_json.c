@@ -1,4 +1,4 @@
-/* gmt status --json (client/status_json.c): a StatusReply built in memory
+/* gmt status --json (client/cli/status_json.c): a StatusReply built in memory
  * is rendered and read back with json-c; every field must come back as
  * docs/protocol.md documents it. */
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* gmt top's screen (client/top_view.c), rendered from replies built in
+/* gmt top's screen (client/cli/top_view.c), rendered from replies built in
  * memory: the pods' order for each key, what each pod's row says, the
  * tiers only where memory moves, the scheduler unreachable with its last
  * answer kept, the hottest buffers or why there are none, and cutting to

@@ -15,9 +15,9 @@ typedef struct gmt_cmd_ctx {
 int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
 /* Local: reads this node's topology, asks no daemon. */
 int gmt_cmd_topo(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
-/* A live full-screen view until q (client/cmd_top.c); needs a terminal. */
+/* A live full-screen view until q (client/cli/cmd_top.c); needs a terminal. */
 int gmt_cmd_top(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
-/* Execs a command (client/cmd_run.c): returns only when it cannot. */
+/* Execs a command (client/cli/cmd_run.c): returns only when it cannot. */
 int gmt_cmd_run(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
 
 /* A command whose only option is --json (and -h/--help): -1 to go on

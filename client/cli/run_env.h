@@ -1,4 +1,4 @@
-/* What `gmt run` execs with (client/cmd_run.c): its options, the
+/* What `gmt run` execs with (client/cli/cmd_run.c): its options, the
  * LD_PRELOAD that puts the hook in, and where the hook is. Pure apart
  * from looking at files, so that test/unit can check it. */
 #ifndef GMT_RUN_ENV_H

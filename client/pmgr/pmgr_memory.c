@@ -33,7 +33,7 @@
  * A refusal by the scheduler (over quota, a pod it does not list) is an
  * answer and goes back as it is, but for one case: a Reserve refused for
  * the quota (by the scheduler, or here in an outage) that the pod's live
- * allocations leave room for is held (client/slack_policy.h): the pod's
+ * allocations leave room for is held (client/pmgr/slack_policy.h): the pod's
  * processes that report slack are asked for it in the replies to their
  * reports, and the Reserve is tried again as their Releases come back,
  * until it is granted or the hold ends (at most GMT_SLACK_HOLD_MS, then

@@ -84,7 +84,7 @@ typedef struct gmt_pmgr {
   pmgr_tokens_t *tokens;      /* pmgr_token.c, made at the first Token */
   pmgr_mem_proc_t *mem_local; /* pmgr_memory.c: grants made here since the reports */
   /* pmgr_memory.c: Reserves refused for the quota, held while the pod's
-   * processes give back their slack (client/slack_policy.h); each Report
+   * processes give back their slack (client/pmgr/slack_policy.h); each Report
    * reply asks for slack while nheld > 0. */
   pmgr_held_t *held; /* in arrival order */
   size_t nheld;

@@ -1,6 +1,6 @@
 /* gmt top: a live full-screen view of the node, like nvtop. Every interval
  * it asks gmt-schd for its Status (and, where its tracer runs, each busy
- * pod's hottest buffers: TraceSpots), renders them with client/top_view.c
+ * pod's hottest buffers: TraceSpots), renders them with client/cli/top_view.c
  * and draws the rows with curses; keys sort, pause and quit. Every call is
  * bounded, so a scheduler that died or hangs shows as unreachable in the
  * view while it retries, and the keys keep working. */

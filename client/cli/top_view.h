@@ -2,7 +2,7 @@
  * with its target and measured share, the GPUs whose token it holds, its
  * memory against its quota (per tier for a pod whose memory moves), its
  * context memory; the hottest buffers from gmt-schd's tracer; the node's
- * GPUs. Pure: no curses and no socket here (client/cmd_top.c draws the rows
+ * GPUs. Pure: no curses and no socket here (client/cli/cmd_top.c draws the rows
  * and fetches the replies), so that a unit test renders a reply built in
  * memory and reads the screen back. */
 #ifndef GMT_TOP_VIEW_H
