@@ -52,7 +52,7 @@
 #define GMT_REPORT_KEEPALIVE_MS 500 /* a report at least this often */
 /* In mode=swap: a move-out target for this process comes back in the
  * reply to a report, so it is heard within this (and the pod manager's
- * heartbeat, 20 ms for a swap pod: client/pmgr_heartbeat.c says why). */
+ * heartbeat, 20 ms for a swap pod: client/pmgr/pmgr_heartbeat.c says why). */
 #define GMT_REPORT_SWAP_KEEPALIVE_MS 20
 
 enum { REP_NONE = 0, REP_ACTIVE = 1, REP_UNHOOKED = 2 };

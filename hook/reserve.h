@@ -24,7 +24,7 @@
  * byte more fails) holds for the pod's total in the ledger, and across
  * processes of one pod for their live allocations: a Reserve refused
  * while others hold slack waits at the pod manager (at most 1 s) until
- * they give it back (client/slack_policy.h).
+ * they give it back (client/pmgr/slack_policy.h).
  *
  * When the pod manager cannot be reached, allocations are checked against
  * the pod's memory_limit as last heard (registration or a reply), counting
