@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "gmt_counters.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
@@ -166,16 +167,17 @@ static void print_text(const Gmt__StatusReply *st)
       printf("  %8s  %-10s  %10s  %s\n", "PID", "MEMORY", "LAUNCHES", "EXE");
     for (size_t j = 0; j < pod->n_processes; j++) {
       const Gmt__ProcessStatus *p = pod->processes[j];
+      const Gmt__ProcessCounters *c = gmt_counters_of(p->counters);
       char mem[32];
-      gmt_human_bytes(mem, sizeof mem, p->memory_used);
-      printf("  %8u  %-10s  %10llu  ", p->pid, mem, (unsigned long long)p->launches);
+      gmt_human_bytes(mem, sizeof mem, c->memory_used);
+      printf("  %8u  %-10s  %10llu  ", p->pid, mem, (unsigned long long)c->launches);
       if (swap) {
         char g[32], hst[32], dsk[32], moves[48];
-        gmt_human_bytes(g, sizeof g, p->swap_gpu);
-        gmt_human_bytes(hst, sizeof hst, p->swap_host);
-        gmt_human_bytes(dsk, sizeof dsk, p->swap_disk);
-        snprintf(moves, sizeof moves, "%llu/%llu", (unsigned long long)p->swap_outs,
-                 (unsigned long long)p->swap_ins);
+        gmt_human_bytes(g, sizeof g, c->swap_gpu);
+        gmt_human_bytes(hst, sizeof hst, c->swap_host);
+        gmt_human_bytes(dsk, sizeof dsk, c->swap_disk);
+        snprintf(moves, sizeof moves, "%llu/%llu", (unsigned long long)c->swap_outs,
+                 (unsigned long long)c->swap_ins);
         printf("%-10s  %-10s  %-10s  %-11s  ", g, hst, dsk, moves);
       }
       print_safe(p->exe);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_counters.h"
 #include "gmt_wire.h"
 #include "status_devices.h"
 
@@ -82,6 +83,7 @@ static json_object *tiers_json(uint64_t gpu, uint64_t host, uint64_t disk)
 
 static json_object *process_json(const Gmt__ProcessStatus *p)
 {
+  const Gmt__ProcessCounters *c = gmt_counters_of(p->counters);
   json_object *o = json_object_new_object();
   if (!o)
     return NULL;
@@ -92,19 +94,19 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   else /* not found on the node */
     rc |= json_object_object_add(o, "node_pid", NULL) != 0 ? -ENOMEM : 0;
   rc |= add(o, "exe", json_object_new_string(str(p->exe)));
-  rc |= add(o, "memory_used", new_u64(p->memory_used));
-  rc |= add(o, "launches", new_u64(p->launches));
-  rc |= add(o, "allocs", new_u64(p->allocs));
-  rc |= add(o, "frees", new_u64(p->frees));
-  rc |= add(o, "memory_reserved", new_u64(p->memory_reserved));
-  rc |= add(o, "pinned_bytes", new_u64(p->pinned_bytes));
-  rc |= add(o, "pinned_advised", new_u64(p->pinned_advised));
-  rc |= add(o, "pinned_cached", new_u64(p->pinned_cached));
-  rc |= add(o, "pinned_reused", new_u64(p->pinned_reused));
-  rc |= add(o, "tiers", tiers_json(p->swap_gpu, p->swap_host, p->swap_disk));
-  rc |= add(o, "swap_kept", new_u64(p->swap_kept));
-  rc |= add(o, "swap_outs", new_u64(p->swap_outs));
-  rc |= add(o, "swap_ins", new_u64(p->swap_ins));
+  rc |= add(o, "memory_used", new_u64(c->memory_used));
+  rc |= add(o, "launches", new_u64(c->launches));
+  rc |= add(o, "allocs", new_u64(c->allocs));
+  rc |= add(o, "frees", new_u64(c->frees));
+  rc |= add(o, "memory_reserved", new_u64(c->memory_reserved));
+  rc |= add(o, "pinned_bytes", new_u64(c->pinned_bytes));
+  rc |= add(o, "pinned_advised", new_u64(c->pinned_advised));
+  rc |= add(o, "pinned_cached", new_u64(c->pinned_cached));
+  rc |= add(o, "pinned_reused", new_u64(c->pinned_reused));
+  rc |= add(o, "tiers", tiers_json(c->swap_gpu, c->swap_host, c->swap_disk));
+  rc |= add(o, "swap_kept", new_u64(c->swap_kept));
+  rc |= add(o, "swap_outs", new_u64(c->swap_outs));
+  rc |= add(o, "swap_ins", new_u64(c->swap_ins));
   rc |= add(o, "context_bytes", new_u64(p->context_bytes));
   return built(o, rc);
 }

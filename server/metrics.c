@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_counters.h"
 #include "gmt_peer.h"
 
 /* ---- the output buffer ---- */
@@ -242,20 +243,23 @@ GETTER(pdev_memory_used, Gmt__PodDeviceStatus, U(o->memory_used))
 GETTER(pdev_holds_token, Gmt__PodDeviceStatus, B(o->holds_token))
 GETTER(pdev_share, Gmt__PodDeviceStatus, D(o->gpu_time_share))
 
-GETTER(proc_launches, Gmt__ProcessStatus, U(o->launches))
-GETTER(proc_allocs, Gmt__ProcessStatus, U(o->allocs))
-GETTER(proc_frees, Gmt__ProcessStatus, U(o->frees))
-GETTER(proc_memory_used, Gmt__ProcessStatus, U(o->memory_used))
-GETTER(proc_memory_reserved, Gmt__ProcessStatus, U(o->memory_reserved))
+/* A process's counters, as its last report said them (gmt.proto). */
+#define PC(o) gmt_counters_of((o)->counters)
+GETTER(proc_launches, Gmt__ProcessStatus, U(PC(o)->launches))
+GETTER(proc_allocs, Gmt__ProcessStatus, U(PC(o)->allocs))
+GETTER(proc_frees, Gmt__ProcessStatus, U(PC(o)->frees))
+GETTER(proc_memory_used, Gmt__ProcessStatus, U(PC(o)->memory_used))
+GETTER(proc_memory_reserved, Gmt__ProcessStatus, U(PC(o)->memory_reserved))
 GETTER(proc_context, Gmt__ProcessStatus, U(o->context_bytes))
-GETTER(proc_pinned, Gmt__ProcessStatus, U(o->pinned_bytes))
-GETTER(proc_pinned_advised, Gmt__ProcessStatus, U(o->pinned_advised))
-GETTER(proc_pinned_cached, Gmt__ProcessStatus, U(o->pinned_cached))
-GETTER(proc_pinned_reused, Gmt__ProcessStatus, U(o->pinned_reused))
-GETTER(proc_tier, Gmt__ProcessStatus, U(of_tier(tier, o->swap_gpu, o->swap_host, o->swap_disk)))
-GETTER(proc_swap_kept, Gmt__ProcessStatus, U(o->swap_kept))
-GETTER(proc_swap_outs, Gmt__ProcessStatus, U(o->swap_outs))
-GETTER(proc_swap_ins, Gmt__ProcessStatus, U(o->swap_ins))
+GETTER(proc_pinned, Gmt__ProcessStatus, U(PC(o)->pinned_bytes))
+GETTER(proc_pinned_advised, Gmt__ProcessStatus, U(PC(o)->pinned_advised))
+GETTER(proc_pinned_cached, Gmt__ProcessStatus, U(PC(o)->pinned_cached))
+GETTER(proc_pinned_reused, Gmt__ProcessStatus, U(PC(o)->pinned_reused))
+GETTER(proc_tier, Gmt__ProcessStatus,
+       U(of_tier(tier, PC(o)->swap_gpu, PC(o)->swap_host, PC(o)->swap_disk)))
+GETTER(proc_swap_kept, Gmt__ProcessStatus, U(PC(o)->swap_kept))
+GETTER(proc_swap_outs, Gmt__ProcessStatus, U(PC(o)->swap_outs))
+GETTER(proc_swap_ins, Gmt__ProcessStatus, U(PC(o)->swap_ins))
 
 GETTER(host_pinned, Gmt__HostStatus, U(o->pinned_bytes))
 GETTER(host_pinned_advised, Gmt__HostStatus, U(o->pinned_advised))

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_counters.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
 
@@ -109,23 +110,8 @@ static gmt_proc_t *procs_from(const Gmt__HeartbeatRequest *req, size_t *n)
     const Gmt__ProcessReport *r = req->processes[i];
     if (!r || r->pid == 0)
       continue;
-    v[k] = (gmt_proc_t){.pid = r->pid,
-                        .memory_used = r->memory_used,
-                        .launches = r->launches,
-                        .allocs = r->allocs,
-                        .frees = r->frees,
-                        .memory_reserved = r->memory_reserved,
-                        .pinned_bytes = r->pinned_bytes,
-                        .pinned_advised = r->pinned_advised,
-                        .pinned_cached = r->pinned_cached,
-                        .pinned_reused = r->pinned_reused,
-                        .swap_gpu = r->swap_gpu,
-                        .swap_host = r->swap_host,
-                        .swap_disk = r->swap_disk,
-                        .swap_kept = r->swap_kept,
-                        .swap_outs = r->swap_outs,
-                        .swap_ins = r->swap_ins,
-                        .swap_device = r->swap_device};
+    v[k] = (gmt_proc_t){.pid = r->pid};
+    gmt_counters_copy(&v[k].c, r->counters);
     if (!(v[k].exe = strdup(r->exe ? r->exe : ""))) {
       procs_free(v, k);
       return NULL;
@@ -322,7 +308,7 @@ uint64_t gmt_pod_memory_used(const gmt_pod_t *pod)
 {
   uint64_t sum = 0;
   for (size_t i = 0; i < pod->nprocs; i++) {
-    uint64_t m = pod->procs[i].memory_used;
+    uint64_t m = pod->procs[i].c.memory_used;
     sum = sum > UINT64_MAX - m ? UINT64_MAX : sum + m;
   }
   return sum;

@@ -215,6 +215,7 @@ typedef struct gmt__status {
   Gmt__PodStatus *ps, **psp;
   Gmt__PodConfig *pcs;
   Gmt__ProcessStatus *pr, **prp;
+  Gmt__ProcessCounters *pc; /* pr[k].counters: copies, the ledgers' parts written over */
   size_t npods;
 } gmt__status_t;
 /* st->reply: the node now, as Status answers (loop thread; the GPUs'

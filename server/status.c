@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "gmt_counters.h"
 #include "reply.h"
 #include "schd.h"
 
@@ -18,12 +19,14 @@ void gmt__status_free(gmt__status_t *st)
   free(st->pcs);
   free(st->pr);
   free(st->prp);
+  free(st->pc);
   free(st->host.tiers);
   st->ps = NULL;
   st->psp = NULL;
   st->pcs = NULL;
   st->pr = NULL;
   st->prp = NULL;
+  st->pc = NULL;
   st->host.tiers = NULL;
   st->npods = 0;
 }
@@ -45,7 +48,8 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
   st->pcs = calloc(p->npods + 1, sizeof *st->pcs);
   st->pr = calloc(nprocs + 1, sizeof *st->pr);
   st->prp = calloc(nprocs + 1, sizeof(Gmt__ProcessStatus *));
-  if (!st->ps || !st->psp || !st->pcs || !st->pr || !st->prp)
+  st->pc = calloc(nprocs + 1, sizeof *st->pc);
+  if (!st->ps || !st->psp || !st->pcs || !st->pr || !st->prp || !st->pc)
     return -ENOMEM;
   Gmt__PodStatus *ps = st->ps;
   Gmt__ProcessStatus *pr = st->pr;
@@ -68,25 +72,15 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
       pr[k].pid = src->pid;
       pr[k].node_pid = gmt_proc_node_pid(src);
       pr[k].exe = src->exe;
-      pr[k].memory_used = src->memory_used;
-      pr[k].launches = src->launches;
-      pr[k].allocs = src->allocs;
-      pr[k].frees = src->frees;
-      pr[k].pinned_bytes = src->pinned_bytes;
-      ps[i].pinned_bytes = gmt__sat_add(ps[i].pinned_bytes, src->pinned_bytes);
-      pr[k].pinned_cached = src->pinned_cached;
-      pr[k].pinned_reused = src->pinned_reused;
-      ps[i].pinned_cached = gmt__sat_add(ps[i].pinned_cached, src->pinned_cached);
-      pr[k].swap_gpu = src->swap_gpu;
-      pr[k].swap_host = src->swap_host;
-      pr[k].swap_disk = src->swap_disk;
-      pr[k].swap_kept = src->swap_kept;
-      pr[k].swap_outs = src->swap_outs;
-      pr[k].swap_ins = src->swap_ins;
-      ps[i].swap_gpu = gmt__sat_add(ps[i].swap_gpu, src->swap_gpu);
-      ps[i].swap_host = gmt__sat_add(ps[i].swap_host, src->swap_host);
-      ps[i].swap_disk = gmt__sat_add(ps[i].swap_disk, src->swap_disk);
-      ps[i].swap_kept = gmt__sat_add(ps[i].swap_kept, src->swap_kept);
+      gmt_counters_copy(&st->pc[k], &src->c);
+      pr[k].counters = &st->pc[k];
+      const Gmt__ProcessCounters *c = &src->c;
+      ps[i].pinned_bytes = gmt__sat_add(ps[i].pinned_bytes, c->pinned_bytes);
+      ps[i].pinned_cached = gmt__sat_add(ps[i].pinned_cached, c->pinned_cached);
+      ps[i].swap_gpu = gmt__sat_add(ps[i].swap_gpu, c->swap_gpu);
+      ps[i].swap_host = gmt__sat_add(ps[i].swap_host, c->swap_host);
+      ps[i].swap_disk = gmt__sat_add(ps[i].swap_disk, c->swap_disk);
+      ps[i].swap_kept = gmt__sat_add(ps[i].swap_kept, c->swap_kept);
       st->prp[k] = &pr[k];
     }
     gmt__ledger_status(s, pod, &ps[i]); /* after its processes: fills theirs too */

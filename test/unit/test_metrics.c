@@ -196,6 +196,7 @@ typedef struct {
   Gmt__PodConfig cfg[2];
   Gmt__PodStatus pod[2], *pods[2];
   Gmt__ProcessStatus proc[3], *procs_a[2], *procs_b[1];
+  Gmt__ProcessCounters counters[3];
   Gmt__PodDeviceStatus pdev[2], *pdevs[2];
   Gmt__TierSpace space[2], *spaces[2];
   Gmt__HostStatus host;
@@ -217,8 +218,11 @@ static void node_init(node_t *n)
     n->pods[i] = &n->pod[i];
     n->pod[i].config = &n->cfg[i];
   }
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 3; i++) {
     gmt__process_status__init(&n->proc[i]);
+    gmt__process_counters__init(&n->counters[i]);
+    n->proc[i].counters = &n->counters[i];
+  }
   n->cfg[0].name = "a";
   n->cfg[0].request = 0.3;
   n->cfg[0].limit = 1.0;
@@ -246,16 +250,16 @@ static void node_init(node_t *n)
 
   n->proc[0].pid = 100;
   n->proc[0].exe = TRICKY_EXE;
-  n->proc[0].launches = 123456789012ull;
-  n->proc[0].allocs = 17;
-  n->proc[0].frees = 5;
-  n->proc[0].memory_used = 10000001;
-  n->proc[0].swap_disk = 9;
+  n->counters[0].launches = 123456789012ull;
+  n->counters[0].allocs = 17;
+  n->counters[0].frees = 5;
+  n->counters[0].memory_used = 10000001;
+  n->counters[0].swap_disk = 9;
   n->proc[1].pid = 200;
   n->proc[1].exe = "/bin/two";
   n->proc[2].pid = 300;
   n->proc[2].exe = "/bin/three";
-  n->proc[2].swap_outs = 3;
+  n->counters[2].swap_outs = 3;
 
   n->pdev[0].device = 0;
   n->pdev[0].memory_used = 6000000;

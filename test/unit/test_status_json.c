@@ -71,31 +71,34 @@ static void test_status_json_renders_every_field(void **state)
   cfg_b.memory_limit = 40ull << 30; /* past 32 bits */
 
   Gmt__ProcessStatus p1 = GMT__PROCESS_STATUS__INIT, p2 = GMT__PROCESS_STATUS__INIT;
+  Gmt__ProcessCounters c1 = GMT__PROCESS_COUNTERS__INIT, c2 = GMT__PROCESS_COUNTERS__INIT;
+  p1.counters = &c1;
+  p2.counters = &c2;
   p1.pid = 1234;
   p1.node_pid = 1234;
   p1.exe = "/usr/bin/python3";
-  p1.memory_used = 512ull << 20;
-  p1.launches = 1000000;
-  p1.allocs = 17;
-  p1.frees = 5;
+  c1.memory_used = 512ull << 20;
+  c1.launches = 1000000;
+  c1.allocs = 17;
+  c1.frees = 5;
   p2.pid = 7; /* in a pod's PID namespace */
   p2.node_pid = 4000000;
   p2.exe = TRICKY_EXE;
-  p2.memory_used = 6ull << 30;
-  p2.launches = 0;
-  p2.allocs = 1;
-  p2.frees = 0;
-  p2.memory_reserved = (6ull << 30) + (32ull << 20);
-  p2.pinned_bytes = 5ull << 30; /* past 32 bits */
-  p2.pinned_advised = 4ull << 30;
-  p2.pinned_cached = 256ull << 20;
-  p2.pinned_reused = 99;
-  p2.swap_gpu = 300ull << 20;
-  p2.swap_host = 5ull << 30; /* past 32 bits */
-  p2.swap_disk = 7;
-  p2.swap_outs = 12;
-  p2.swap_kept = 6ull << 30;
-  p2.swap_ins = 9;
+  c2.memory_used = 6ull << 30;
+  c2.launches = 0;
+  c2.allocs = 1;
+  c2.frees = 0;
+  c2.memory_reserved = (6ull << 30) + (32ull << 20);
+  c2.pinned_bytes = 5ull << 30; /* past 32 bits */
+  c2.pinned_advised = 4ull << 30;
+  c2.pinned_cached = 256ull << 20;
+  c2.pinned_reused = 99;
+  c2.swap_gpu = 300ull << 20;
+  c2.swap_host = 5ull << 30; /* past 32 bits */
+  c2.swap_disk = 7;
+  c2.swap_outs = 12;
+  c2.swap_kept = 6ull << 30;
+  c2.swap_ins = 9;
   Gmt__ProcessStatus *procs_a[] = {&p1, &p2};
 
   Gmt__PodStatus a = GMT__POD_STATUS__INIT, b = GMT__POD_STATUS__INIT;
