@@ -63,19 +63,6 @@ void gmt__pmgr_procs_init(gmt_pmgr_t *pm, pmgr_procs_cb cb)
   pm->procs_cb = cb;
 }
 
-static void fill_config(const gmt_pmgr_t *pm, Gmt__PodConfig *out)
-{
-  gmt__pod_config__init(out);
-  out->name = pm->config.name ? pm->config.name : (char *)pm->name;
-  out->request = pm->config.request;
-  out->limit = pm->config.limit;
-  out->memory_limit = pm->config.memory_limit;
-  out->pin = (Gmt__PinMode)pm->config.pin;
-  out->mode = (Gmt__MemMode)pm->config.mode;
-  out->n_devices = pm->config.ndevices;
-  out->devices = (int32_t *)pm->config.devices;
-}
-
 static pmgr_proc_t *find(gmt_pmgr_t *pm, uint32_t pid)
 {
   for (pmgr_proc_t *p = pm->procs; p; p = p->next)
@@ -237,9 +224,12 @@ void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Regi
     }
   }
 
-  Gmt__PodConfig config;
+  /* The config as the scheduler said it, named for the pod when it gave
+   * no name: a view into pm->config. */
+  Gmt__PodConfig config = pm->config;
+  if (!config.name || !config.name[0])
+    config.name = (char *)pm->name;
   Gmt__RegisterReply reply = GMT__REGISTER_REPLY__INIT;
-  fill_config(pm, &config);
   reply.config = &config;
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REGISTER_REP, &reply);
 }

@@ -12,6 +12,7 @@
 
 #include "gmt_counters.h"
 #include "gmt_log.h"
+#include "gmt_podconfig.h"
 #include "gmt_wire.h"
 
 static void proc_clear(gmt_proc_t *pr)
@@ -230,31 +231,13 @@ int gmt_pods_expire(gmt_pods_t *p, uint64_t now_ms, uint64_t timeout_ms)
 /* Logs which of a pod's shares a reload changed; false when none did. */
 static bool log_change(const gmt_pod_config_t *a, const gmt_pod_config_t *b)
 {
+  Gmt__PodConfig was, now;
+  gmt_pod_config_wire(a, &was);
+  gmt_pod_config_wire(b, &now);
   char what[512];
-  int n = 0;
-  if (a->request != b->request)
-    n += snprintf(what + n, sizeof what - (size_t)n, ", request %g -> %g", a->request, b->request);
-  if (a->limit != b->limit)
-    n += snprintf(what + n, sizeof what - (size_t)n, ", limit %g -> %g", a->limit, b->limit);
-  if (a->memory_limit != b->memory_limit)
-    n += snprintf(what + n, sizeof what - (size_t)n, ", memory %llu -> %llu",
-                  (unsigned long long)a->memory_limit, (unsigned long long)b->memory_limit);
-  if (a->pin != b->pin)
-    n += snprintf(what + n, sizeof what - (size_t)n, ", pin %s -> %s", gmt_pin_mode_name(a->pin),
-                  gmt_pin_mode_name(b->pin));
-  if (a->mode != b->mode)
-    n += snprintf(what + n, sizeof what - (size_t)n, ", mode %s -> %s", gmt_mem_mode_name(a->mode),
-                  gmt_mem_mode_name(b->mode));
-  if (a->ndevices != b->ndevices ||
-      memcmp(a->devices, b->devices, a->ndevices * sizeof a->devices[0]) != 0) {
-    char da[96], db[96];
-    n += snprintf(what + n, sizeof what - (size_t)n, ", devices %s -> %s",
-                  gmt_pod_config_devices_str(a, da, sizeof da),
-                  gmt_pod_config_devices_str(b, db, sizeof db));
-  }
-  if (n == 0)
+  if (!gmt_podcfg_diff(&was, &now, what, sizeof what))
     return false;
-  gmt_info("config: pod '%s' changed: %s", a->name, what + 2);
+  gmt_info("config: pod '%s' changed: %s", a->name, what);
   return true;
 }
 

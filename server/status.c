@@ -7,7 +7,6 @@
 #include <stdlib.h>
 
 #include "gmt_counters.h"
-#include "reply.h"
 #include "schd.h"
 
 void gmt__status_free(gmt__status_t *st)
@@ -59,7 +58,7 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
   for (size_t i = 0; i < p->npods; i++) {
     const gmt_pod_t *pod = &p->pods[i];
     gmt__pod_status__init(&ps[i]);
-    gmt__pod_config_fill(pod, &st->pcs[i]);
+    gmt_pod_config_wire(&pod->cfg, &st->pcs[i]);
     ps[i].config = &st->pcs[i];
     ps[i].connected = pod->connected;
     ps[i].memory_used = gmt_pod_memory_used(pod);
