@@ -1,6 +1,7 @@
 /* A process's counters as one value (gmt_counters.h). */
 #include "gmt_counters.h"
 
+#include <stdint.h>
 #include <string.h>
 
 void gmt_counters_copy(Gmt__ProcessCounters *dst, const Gmt__ProcessCounters *src)
@@ -18,6 +19,19 @@ const Gmt__ProcessCounters *gmt_counters_of(const Gmt__ProcessCounters *c)
 {
   static const Gmt__ProcessCounters zero = GMT__PROCESS_COUNTERS__INIT;
   return c ? c : &zero;
+}
+
+void gmt_counters_add(Gmt__ProcessCounters *dst, const Gmt__ProcessCounters *src)
+{
+  const ProtobufCMessageDescriptor *d = &gmt__process_counters__descriptor;
+  for (unsigned i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+    if (f->type != PROTOBUF_C_TYPE_UINT64 || f->label == PROTOBUF_C_LABEL_REPEATED)
+      continue;
+    uint64_t *to = (uint64_t *)((char *)dst + f->offset);
+    uint64_t add = *(const uint64_t *)((const char *)src + f->offset);
+    *to = *to > UINT64_MAX - add ? UINT64_MAX : *to + add;
+  }
 }
 
 /* The bytes a scalar field takes in its C struct (protobuf-c's layout). */

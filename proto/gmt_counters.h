@@ -17,6 +17,11 @@ void gmt_counters_copy(Gmt__ProcessCounters *dst, const Gmt__ProcessCounters *sr
 /* c, or all zeros when c is NULL: what a renderer reads. */
 const Gmt__ProcessCounters *gmt_counters_of(const Gmt__ProcessCounters *c);
 
+/* Adds src's counters to dst's: each uint64 one (bytes, counts) with a
+ * sum that stops at UINT64_MAX; a counter of another kind (swap_device)
+ * is no sum and stays as dst had it. For a pod's and the node's totals. */
+void gmt_counters_add(Gmt__ProcessCounters *dst, const Gmt__ProcessCounters *src);
+
 /* Whether every counter of a equals b's. */
 bool gmt_counters_same(const Gmt__ProcessCounters *a, const Gmt__ProcessCounters *b);
 

@@ -92,16 +92,10 @@ static bool field_str(const ProtobufCFieldDescriptor *f, const Gmt__PodConfig *c
   }
   switch (f->type) {
   case PROTOBUF_C_TYPE_DOUBLE: snprintf(buf, len, "%g", *(const double *)at); return true;
-  case PROTOBUF_C_TYPE_UINT64:
-    snprintf(buf, len, "%" PRIu64, *(const uint64_t *)at);
-    return true;
-  case PROTOBUF_C_TYPE_UINT32:
-    snprintf(buf, len, "%" PRIu32, *(const uint32_t *)at);
-    return true;
+  case PROTOBUF_C_TYPE_UINT64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)at); return true;
+  case PROTOBUF_C_TYPE_UINT32: snprintf(buf, len, "%" PRIu32, *(const uint32_t *)at); return true;
   case PROTOBUF_C_TYPE_INT32:
-  case PROTOBUF_C_TYPE_SINT32:
-    snprintf(buf, len, "%" PRId32, *(const int32_t *)at);
-    return true;
+  case PROTOBUF_C_TYPE_SINT32: snprintf(buf, len, "%" PRId32, *(const int32_t *)at); return true;
   case PROTOBUF_C_TYPE_BOOL:
     snprintf(buf, len, "%s", *(const protobuf_c_boolean *)at ? "true" : "false");
     return true;
@@ -127,8 +121,10 @@ static bool field_same(const ProtobufCFieldDescriptor *f, const Gmt__PodConfig *
   case PROTOBUF_C_TYPE_DOUBLE: return *(const double *)x == *(const double *)y;
   case PROTOBUF_C_TYPE_UINT64: return *(const uint64_t *)x == *(const uint64_t *)y;
   case PROTOBUF_C_TYPE_STRING:
-    return !strcmp(*(char *const *)x ? *(char *const *)x : "", *(char *const *)y ? *(char *const *)y : "");
-  case PROTOBUF_C_TYPE_BOOL: return !*(const protobuf_c_boolean *)x == !*(const protobuf_c_boolean *)y;
+    return !strcmp(*(char *const *)x ? *(char *const *)x : "",
+                   *(char *const *)y ? *(char *const *)y : "");
+  case PROTOBUF_C_TYPE_BOOL:
+    return !*(const protobuf_c_boolean *)x == !*(const protobuf_c_boolean *)y;
   default: return *(const int32_t *)x == *(const int32_t *)y; /* the 32-bit kinds and enums */
   }
 }

@@ -286,13 +286,3 @@ int gmt_pods_reload(gmt_pods_t *p, const gmt_config_t *cfg)
   p->npods = cfg->npods;
   return 0;
 }
-
-uint64_t gmt_pod_memory_used(const gmt_pod_t *pod)
-{
-  uint64_t sum = 0;
-  for (size_t i = 0; i < pod->nprocs; i++) {
-    uint64_t m = pod->procs[i].c.memory_used;
-    sum = sum > UINT64_MAX - m ? UINT64_MAX : sum + m;
-  }
-  return sum;
-}

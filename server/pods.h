@@ -79,7 +79,4 @@ int gmt_pods_expire(gmt_pods_t *p, uint64_t now_ms, uint64_t timeout_ms);
  * the table is unchanged. */
 int gmt_pods_reload(gmt_pods_t *p, const gmt_config_t *cfg);
 
-/* Sum of the pod's processes' memory_used (saturating). */
-uint64_t gmt_pod_memory_used(const gmt_pod_t *pod);
-
 #endif

@@ -302,8 +302,8 @@ void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
   if (!s->ledger || !s->pinned_ledger)
     return;
   const char *name = pod->cfg.name;
-  ps->memory_reserved = gmt_ledger_pod_total(s->ledger, name);
-  ps->pinned_advised = gmt_ledger_pod_total(s->pinned_ledger, name);
+  ps->totals->memory_reserved = gmt_ledger_pod_total(s->ledger, name);
+  ps->totals->pinned_advised = gmt_ledger_pod_total(s->pinned_ledger, name);
   for (size_t i = 0; i < ps->n_processes; i++) {
     Gmt__ProcessStatus *pr = ps->processes[i];
     pr->counters->memory_reserved = gmt_ledger_pid_total(s->ledger, name, pr->pid);
@@ -314,5 +314,5 @@ void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
 void gmt__ledger_host_status(gmt_schd_t *s, Gmt__HostStatus *host)
 {
   if (s->pinned_ledger)
-    host->pinned_advised = gmt_ledger_node_total(s->pinned_ledger);
+    host->totals->pinned_advised = gmt_ledger_node_total(s->pinned_ledger);
 }

@@ -19,6 +19,7 @@ void gmt__status_free(gmt__status_t *st)
   free(st->pr);
   free(st->prp);
   free(st->pc);
+  free(st->pt);
   free(st->host.tiers);
   st->ps = NULL;
   st->psp = NULL;
@@ -26,6 +27,7 @@ void gmt__status_free(gmt__status_t *st)
   st->pr = NULL;
   st->prp = NULL;
   st->pc = NULL;
+  st->pt = NULL;
   st->host.tiers = NULL;
   st->npods = 0;
 }
@@ -36,6 +38,7 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
   *st = (gmt__status_t){.npods = p->npods};
   gmt__status_reply__init(&st->reply);
   gmt__host_status__init(&st->host);
+  gmt__process_counters__init(&st->ht);
   size_t nprocs = 0;
   for (size_t i = 0; i < p->npods; i++)
     nprocs += p->pods[i].nprocs;
@@ -48,20 +51,23 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
   st->pr = calloc(nprocs + 1, sizeof *st->pr);
   st->prp = calloc(nprocs + 1, sizeof(Gmt__ProcessStatus *));
   st->pc = calloc(nprocs + 1, sizeof *st->pc);
-  if (!st->ps || !st->psp || !st->pcs || !st->pr || !st->prp || !st->pc)
+  st->pt = calloc(p->npods + 1, sizeof *st->pt);
+  if (!st->ps || !st->psp || !st->pcs || !st->pr || !st->prp || !st->pc || !st->pt)
     return -ENOMEM;
   Gmt__PodStatus *ps = st->ps;
   Gmt__ProcessStatus *pr = st->pr;
   Gmt__HostStatus *host = &st->host;
   size_t k = 0;
   host->pinned_limit = s->pinned_limit;
+  host->totals = &st->ht;
   for (size_t i = 0; i < p->npods; i++) {
     const gmt_pod_t *pod = &p->pods[i];
     gmt__pod_status__init(&ps[i]);
     gmt_pod_config_wire(&pod->cfg, &st->pcs[i]);
     ps[i].config = &st->pcs[i];
     ps[i].connected = pod->connected;
-    ps[i].memory_used = gmt_pod_memory_used(pod);
+    gmt__process_counters__init(&st->pt[i]);
+    ps[i].totals = &st->pt[i];
     ps[i].n_processes = pod->nprocs;
     ps[i].processes = &st->prp[k];
     gmt__tokens_status(s, pod, &ps[i]);
@@ -73,21 +79,14 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
       pr[k].exe = src->exe;
       gmt_counters_copy(&st->pc[k], &src->c);
       pr[k].counters = &st->pc[k];
-      const Gmt__ProcessCounters *c = &src->c;
-      ps[i].pinned_bytes = gmt__sat_add(ps[i].pinned_bytes, c->pinned_bytes);
-      ps[i].pinned_cached = gmt__sat_add(ps[i].pinned_cached, c->pinned_cached);
-      ps[i].swap_gpu = gmt__sat_add(ps[i].swap_gpu, c->swap_gpu);
-      ps[i].swap_host = gmt__sat_add(ps[i].swap_host, c->swap_host);
-      ps[i].swap_disk = gmt__sat_add(ps[i].swap_disk, c->swap_disk);
-      ps[i].swap_kept = gmt__sat_add(ps[i].swap_kept, c->swap_kept);
+      gmt_counters_add(&st->pt[i], &src->c);
       st->prp[k] = &pr[k];
     }
     gmt__ledger_status(s, pod, &ps[i]); /* after its processes: fills theirs too */
     /* After the ledger's part: a context is NVML's count less the ledger's. */
     if (gmt__pod_devices_status(s, pod, &ps[i]) < 0)
       return -ENOMEM;
-    host->pinned_bytes = gmt__sat_add(host->pinned_bytes, ps[i].pinned_bytes);
-    host->pinned_cached = gmt__sat_add(host->pinned_cached, ps[i].pinned_cached);
+    gmt_counters_add(&st->ht, &st->pt[i]);
     st->psp[i] = &ps[i];
   }
   gmt__ledger_host_status(s, host);

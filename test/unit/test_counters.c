@@ -1,6 +1,6 @@
 /* A process's counters as one value (proto/gmt_counters.h): held by value
- * without what a newer sender added, read as zeros when absent, and told
- * apart on every field, a new one included. */
+ * without what a newer sender added, read as zeros when absent, told
+ * apart and added up on every field, a new one included. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -93,6 +93,35 @@ static void test_same_tells_apart_a_change_in_any_counter(void **state)
   }
 }
 
+/* A pod's totals: every byte and count adds up, a new uint64 counter
+ * too; the sum stops at UINT64_MAX; swap_device is no sum. */
+static void test_add_sums_every_uint64_counter_and_saturates(void **state)
+{
+  (void)state;
+  const ProtobufCMessageDescriptor *d = &gmt__process_counters__descriptor;
+  Gmt__ProcessCounters sum = GMT__PROCESS_COUNTERS__INIT, one = GMT__PROCESS_COUNTERS__INIT;
+  sum.swap_device = 3;
+  one.swap_device = 5;
+  for (unsigned i = 0; i < d->n_fields; i++)
+    if (d->fields[i].type == PROTOBUF_C_TYPE_UINT64)
+      *(uint64_t *)((char *)&one + d->fields[i].offset) = 1000 + i;
+  gmt_counters_add(&sum, &one);
+  gmt_counters_add(&sum, &one);
+  unsigned sums = 0;
+  for (unsigned i = 0; i < d->n_fields; i++)
+    if (d->fields[i].type == PROTOBUF_C_TYPE_UINT64) {
+      assert_int_equal(*(uint64_t *)((char *)&sum + d->fields[i].offset), 2 * (1000 + i));
+      sums++;
+    }
+  assert_int_equal(sums, d->n_fields - 1); /* all but swap_device */
+  assert_int_equal(sum.swap_device, 3);
+
+  one.pinned_bytes = UINT64_MAX - 1;
+  gmt_counters_add(&sum, &one);
+  assert_true(sum.pinned_bytes == UINT64_MAX);
+  assert_int_equal(sum.memory_used, 3 * one.memory_used);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -100,6 +129,7 @@ int main(void)
       cmocka_unit_test(test_copy_of_nothing_is_zeros_that_pack),
       cmocka_unit_test(test_copy_keeps_the_counters_and_drops_unknown_fields),
       cmocka_unit_test(test_same_tells_apart_a_change_in_any_counter),
+      cmocka_unit_test(test_add_sums_every_uint64_counter_and_saturates),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

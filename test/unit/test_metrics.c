@@ -196,7 +196,7 @@ typedef struct {
   Gmt__PodConfig cfg[2];
   Gmt__PodStatus pod[2], *pods[2];
   Gmt__ProcessStatus proc[3], *procs_a[2], *procs_b[1];
-  Gmt__ProcessCounters counters[3];
+  Gmt__ProcessCounters counters[3], totals[2], host_totals;
   Gmt__PodDeviceStatus pdev[2], *pdevs[2];
   Gmt__TierSpace space[2], *spaces[2];
   Gmt__HostStatus host;
@@ -217,6 +217,8 @@ static void node_init(node_t *n)
     gmt__device_status__init(&n->dev[i]);
     n->pods[i] = &n->pod[i];
     n->pod[i].config = &n->cfg[i];
+    gmt__process_counters__init(&n->totals[i]);
+    n->pod[i].totals = &n->totals[i];
   }
   for (int i = 0; i < 3; i++) {
     gmt__process_status__init(&n->proc[i]);
@@ -233,12 +235,12 @@ static void node_init(node_t *n)
   n->cfg[1].memory_limit = (1ull << 63) + 1; /* exact past 2^53 */
 
   n->pod[0].connected = true;
-  n->pod[0].memory_used = 10000001;
-  n->pod[0].memory_reserved = 10485760;
+  n->totals[0].memory_used = 10000001;
+  n->totals[0].memory_reserved = 10485760;
   n->pod[0].gpu_time_share = 0.25;
   n->pod[0].holds_token = true;
-  n->pod[0].pinned_bytes = 4096;
-  n->pod[0].swap_host = 77;
+  n->totals[0].pinned_bytes = 4096;
+  n->totals[0].swap_host = 77;
   n->pod[0].context_bytes = 5 << 20;
   n->procs_a[0] = &n->proc[0];
   n->procs_a[1] = &n->proc[1];
@@ -273,7 +275,9 @@ static void node_init(node_t *n)
   n->pod[0].n_devices = 2;
 
   gmt__host_status__init(&n->host);
-  n->host.pinned_bytes = 4096;
+  gmt__process_counters__init(&n->host_totals);
+  n->host.totals = &n->host_totals;
+  n->host_totals.pinned_bytes = 4096;
   n->host.pinned_limit = 16ull << 30;
   n->space[0].tier = "gpu";
   n->space[0].index = 0;
