@@ -137,7 +137,7 @@ size_t gmt_podcfg_diff(const Gmt__PodConfig *a, const Gmt__PodConfig *b, char *b
     buf[0] = '\0';
   for (unsigned i = 0; i < d->n_fields; i++) {
     const ProtobufCFieldDescriptor *f = &d->fields[i];
-    char was[256], now[256];
+    char was[96], now[96]; /* a long devices= list ends in ",..." where it always did */
     /* field_str first: it knows which kinds of field there are. */
     if (!strcmp(f->name, "name") || !field_str(f, a, was, sizeof was) || field_same(f, a, b) ||
         !field_str(f, b, now, sizeof now))
