@@ -91,26 +91,28 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
     evs[i].device = gmt__node_device(ev[i].device);
     pev[i] = &evs[i];
   }
+  Gmt__ProcessCounters c = GMT__PROCESS_COUNTERS__INIT;
+  c.memory_used = t->memory_used;
+  c.launches = t->launches;
+  c.allocs = t->allocs;
+  c.frees = t->frees;
+  c.memory_reserved = t->memory_reserved;
+  c.pinned_advised = gmt__pin_advised_bytes();
+  c.pinned_bytes = gmt__hostpin_bytes() + c.pinned_advised;
+  gmt__hostpin_pool_stats(&c.pinned_cached, &c.pinned_reused);
+  gmt_swap_stats_t sw;
+  gmt__swap_stats(&sw);
+  c.swap_gpu = sw.gpu;
+  c.swap_host = sw.host;
+  c.swap_kept = sw.kept;
+  c.swap_disk = sw.disk;
+  c.swap_outs = sw.outs;
+  c.swap_ins = sw.ins;
+  c.swap_device = gmt__node_device(sw.device); /* -1 (none yet) stays -1 */
   Gmt__ProcessReport pr = GMT__PROCESS_REPORT__INIT;
   pr.pid = (uint32_t)getpid();
   pr.exe = g_exe;
-  pr.memory_used = t->memory_used;
-  pr.launches = t->launches;
-  pr.allocs = t->allocs;
-  pr.frees = t->frees;
-  pr.memory_reserved = t->memory_reserved;
-  pr.pinned_advised = gmt__pin_advised_bytes();
-  pr.pinned_bytes = gmt__hostpin_bytes() + pr.pinned_advised;
-  gmt__hostpin_pool_stats(&pr.pinned_cached, &pr.pinned_reused);
-  gmt_swap_stats_t sw;
-  gmt__swap_stats(&sw);
-  pr.swap_gpu = sw.gpu;
-  pr.swap_host = sw.host;
-  pr.swap_kept = sw.kept;
-  pr.swap_disk = sw.disk;
-  pr.swap_outs = sw.outs;
-  pr.swap_ins = sw.ins;
-  pr.swap_device = gmt__node_device(sw.device); /* -1 (none yet) stays -1 */
+  pr.counters = &c;
   pr.n_events = n;
   pr.events = pev;
   Gmt__ReportRequest rr = GMT__REPORT_REQUEST__INIT;

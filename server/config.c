@@ -20,6 +20,7 @@
 #include "gmt_errlist.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_podconfig.h"
 #include "gmt_wire.h"
 
 /* Enough to show every problem of any sane file without letting a binary
@@ -611,30 +612,23 @@ const gmt_pod_config_t *gmt_config_find(const gmt_config_t *cfg, const char *nam
 
 bool gmt_pod_config_allows(const gmt_pod_config_t *pod, int device)
 {
-  if (pod->ndevices == 0)
-    return true;
-  for (size_t i = 0; i < pod->ndevices && pod->devices[i] <= device; i++)
-    if (pod->devices[i] == device)
-      return true;
-  return false;
+  return gmt_podcfg_devices_allow(pod->devices, pod->ndevices, device);
 }
 
 const char *gmt_pod_config_devices_str(const gmt_pod_config_t *pod, char *buf, size_t len)
 {
-  if (!len)
-    return buf;
-  snprintf(buf, len, "%s", pod->ndevices ? "" : "all");
-  size_t n = strlen(buf);
-  for (size_t i = 0; i < pod->ndevices; i++) {
-    char one[16];
-    int w = snprintf(one, sizeof one, "%s%d", i ? "," : "", (int)pod->devices[i]);
-    /* Room for this one, and for ",..." if more follow. */
-    if (n + (size_t)w + (i + 1 < pod->ndevices ? 4 : 0) >= len) {
-      snprintf(buf + n, len - n, "%s", len - n > 4 ? ",..." : "");
-      break;
-    }
-    memcpy(buf + n, one, (size_t)w + 1);
-    n += (size_t)w;
-  }
-  return buf;
+  return gmt_podcfg_devices_str(pod->devices, pod->ndevices, buf, len);
+}
+
+void gmt_pod_config_wire(const gmt_pod_config_t *pod, Gmt__PodConfig *pc)
+{
+  gmt__pod_config__init(pc);
+  pc->name = (char *)pod->name;
+  pc->request = pod->request;
+  pc->limit = pod->limit;
+  pc->memory_limit = pod->memory_limit;
+  pc->pin = (Gmt__PinMode)pod->pin;
+  pc->mode = (Gmt__MemMode)pod->mode;
+  pc->n_devices = pod->ndevices;
+  pc->devices = (int32_t *)pod->devices;
 }

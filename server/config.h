@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gmt.pb-c.h"
+
 #define GMT_POD_NAME_MAX 62
 /* devices=: at most this many GPUs, each index at most GMT_CONFIG_DEVICE_MAX. */
 #define GMT_CONFIG_MAX_DEVICES 64
@@ -88,5 +90,9 @@ bool gmt_pod_config_allows(const gmt_pod_config_t *pod, int device);
 /* The pod's devices= as "0,1" ("all" for every GPU) into buf; a list
  * that does not fit ends in "...". Returns buf. */
 const char *gmt_pod_config_devices_str(const gmt_pod_config_t *pod, char *buf, size_t len);
+
+/* The pod's config as the wire carries it, the shape both daemons share
+ * (gmt_podconfig.h): a view whose name and devices point into pod. */
+void gmt_pod_config_wire(const gmt_pod_config_t *pod, Gmt__PodConfig *pc);
 
 #endif

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_counters.h"
 #include "gmt_peer.h"
 
 /* ---- the output buffer ---- */
@@ -222,44 +223,51 @@ static uint64_t of_tier(int tier, uint64_t gpu, uint64_t host, uint64_t disk)
   return tier == 0 ? gpu : tier == 1 ? host : disk;
 }
 
+/* A pod's and the node's totals of their processes' counters, and a
+ * process's own, as its last report said them (gmt.proto). */
+#define TOT(o) gmt_counters_of((o)->totals)
+#define PC(o) gmt_counters_of((o)->counters)
+
 GETTER(pod_request, Gmt__PodStatus, D(o->config ? o->config->request : 0))
 GETTER(pod_limit, Gmt__PodStatus, D(o->config ? o->config->limit : 0))
 GETTER(pod_memory_limit, Gmt__PodStatus, U(o->config ? o->config->memory_limit : 0))
-GETTER(pod_memory_used, Gmt__PodStatus, U(o->memory_used))
-GETTER(pod_memory_reserved, Gmt__PodStatus, U(o->memory_reserved))
+GETTER(pod_memory_used, Gmt__PodStatus, U(TOT(o)->memory_used))
+GETTER(pod_memory_reserved, Gmt__PodStatus, U(TOT(o)->memory_reserved))
 GETTER(pod_share, Gmt__PodStatus, D(o->gpu_time_share))
 GETTER(pod_holds_token, Gmt__PodStatus, B(o->holds_token))
 GETTER(pod_connected, Gmt__PodStatus, B(o->connected))
 GETTER(pod_processes, Gmt__PodStatus, U(o->n_processes))
-GETTER(pod_pinned, Gmt__PodStatus, U(o->pinned_bytes))
-GETTER(pod_pinned_advised, Gmt__PodStatus, U(o->pinned_advised))
-GETTER(pod_pinned_cached, Gmt__PodStatus, U(o->pinned_cached))
-GETTER(pod_tier, Gmt__PodStatus, U(of_tier(tier, o->swap_gpu, o->swap_host, o->swap_disk)))
-GETTER(pod_swap_kept, Gmt__PodStatus, U(o->swap_kept))
+GETTER(pod_pinned, Gmt__PodStatus, U(TOT(o)->pinned_bytes))
+GETTER(pod_pinned_advised, Gmt__PodStatus, U(TOT(o)->pinned_advised))
+GETTER(pod_pinned_cached, Gmt__PodStatus, U(TOT(o)->pinned_cached))
+GETTER(pod_tier, Gmt__PodStatus,
+       U(of_tier(tier, TOT(o)->swap_gpu, TOT(o)->swap_host, TOT(o)->swap_disk)))
+GETTER(pod_swap_kept, Gmt__PodStatus, U(TOT(o)->swap_kept))
 GETTER(pod_context, Gmt__PodStatus, U(o->context_bytes))
 
 GETTER(pdev_memory_used, Gmt__PodDeviceStatus, U(o->memory_used))
 GETTER(pdev_holds_token, Gmt__PodDeviceStatus, B(o->holds_token))
 GETTER(pdev_share, Gmt__PodDeviceStatus, D(o->gpu_time_share))
 
-GETTER(proc_launches, Gmt__ProcessStatus, U(o->launches))
-GETTER(proc_allocs, Gmt__ProcessStatus, U(o->allocs))
-GETTER(proc_frees, Gmt__ProcessStatus, U(o->frees))
-GETTER(proc_memory_used, Gmt__ProcessStatus, U(o->memory_used))
-GETTER(proc_memory_reserved, Gmt__ProcessStatus, U(o->memory_reserved))
+GETTER(proc_launches, Gmt__ProcessStatus, U(PC(o)->launches))
+GETTER(proc_allocs, Gmt__ProcessStatus, U(PC(o)->allocs))
+GETTER(proc_frees, Gmt__ProcessStatus, U(PC(o)->frees))
+GETTER(proc_memory_used, Gmt__ProcessStatus, U(PC(o)->memory_used))
+GETTER(proc_memory_reserved, Gmt__ProcessStatus, U(PC(o)->memory_reserved))
 GETTER(proc_context, Gmt__ProcessStatus, U(o->context_bytes))
-GETTER(proc_pinned, Gmt__ProcessStatus, U(o->pinned_bytes))
-GETTER(proc_pinned_advised, Gmt__ProcessStatus, U(o->pinned_advised))
-GETTER(proc_pinned_cached, Gmt__ProcessStatus, U(o->pinned_cached))
-GETTER(proc_pinned_reused, Gmt__ProcessStatus, U(o->pinned_reused))
-GETTER(proc_tier, Gmt__ProcessStatus, U(of_tier(tier, o->swap_gpu, o->swap_host, o->swap_disk)))
-GETTER(proc_swap_kept, Gmt__ProcessStatus, U(o->swap_kept))
-GETTER(proc_swap_outs, Gmt__ProcessStatus, U(o->swap_outs))
-GETTER(proc_swap_ins, Gmt__ProcessStatus, U(o->swap_ins))
+GETTER(proc_pinned, Gmt__ProcessStatus, U(PC(o)->pinned_bytes))
+GETTER(proc_pinned_advised, Gmt__ProcessStatus, U(PC(o)->pinned_advised))
+GETTER(proc_pinned_cached, Gmt__ProcessStatus, U(PC(o)->pinned_cached))
+GETTER(proc_pinned_reused, Gmt__ProcessStatus, U(PC(o)->pinned_reused))
+GETTER(proc_tier, Gmt__ProcessStatus,
+       U(of_tier(tier, PC(o)->swap_gpu, PC(o)->swap_host, PC(o)->swap_disk)))
+GETTER(proc_swap_kept, Gmt__ProcessStatus, U(PC(o)->swap_kept))
+GETTER(proc_swap_outs, Gmt__ProcessStatus, U(PC(o)->swap_outs))
+GETTER(proc_swap_ins, Gmt__ProcessStatus, U(PC(o)->swap_ins))
 
-GETTER(host_pinned, Gmt__HostStatus, U(o->pinned_bytes))
-GETTER(host_pinned_advised, Gmt__HostStatus, U(o->pinned_advised))
-GETTER(host_pinned_cached, Gmt__HostStatus, U(o->pinned_cached))
+GETTER(host_pinned, Gmt__HostStatus, U(TOT(o)->pinned_bytes))
+GETTER(host_pinned_advised, Gmt__HostStatus, U(TOT(o)->pinned_advised))
+GETTER(host_pinned_cached, Gmt__HostStatus, U(TOT(o)->pinned_cached))
 GETTER(host_pinned_limit, Gmt__HostStatus, U(o->pinned_limit))
 
 GETTER(space_capacity, Gmt__TierSpace, U(o->capacity))

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_counters.h"
 #include "gmt_log.h"
+#include "gmt_podconfig.h"
 #include "gmt_wire.h"
 
 static void proc_clear(gmt_proc_t *pr)
@@ -109,23 +111,8 @@ static gmt_proc_t *procs_from(const Gmt__HeartbeatRequest *req, size_t *n)
     const Gmt__ProcessReport *r = req->processes[i];
     if (!r || r->pid == 0)
       continue;
-    v[k] = (gmt_proc_t){.pid = r->pid,
-                        .memory_used = r->memory_used,
-                        .launches = r->launches,
-                        .allocs = r->allocs,
-                        .frees = r->frees,
-                        .memory_reserved = r->memory_reserved,
-                        .pinned_bytes = r->pinned_bytes,
-                        .pinned_advised = r->pinned_advised,
-                        .pinned_cached = r->pinned_cached,
-                        .pinned_reused = r->pinned_reused,
-                        .swap_gpu = r->swap_gpu,
-                        .swap_host = r->swap_host,
-                        .swap_disk = r->swap_disk,
-                        .swap_kept = r->swap_kept,
-                        .swap_outs = r->swap_outs,
-                        .swap_ins = r->swap_ins,
-                        .swap_device = r->swap_device};
+    v[k] = (gmt_proc_t){.pid = r->pid};
+    gmt_counters_copy(&v[k].c, r->counters);
     if (!(v[k].exe = strdup(r->exe ? r->exe : ""))) {
       procs_free(v, k);
       return NULL;
@@ -244,31 +231,13 @@ int gmt_pods_expire(gmt_pods_t *p, uint64_t now_ms, uint64_t timeout_ms)
 /* Logs which of a pod's shares a reload changed; false when none did. */
 static bool log_change(const gmt_pod_config_t *a, const gmt_pod_config_t *b)
 {
+  Gmt__PodConfig was, now;
+  gmt_pod_config_wire(a, &was);
+  gmt_pod_config_wire(b, &now);
   char what[512];
-  int n = 0;
-  if (a->request != b->request)
-    n += snprintf(what + n, sizeof what - (size_t)n, ", request %g -> %g", a->request, b->request);
-  if (a->limit != b->limit)
-    n += snprintf(what + n, sizeof what - (size_t)n, ", limit %g -> %g", a->limit, b->limit);
-  if (a->memory_limit != b->memory_limit)
-    n += snprintf(what + n, sizeof what - (size_t)n, ", memory %llu -> %llu",
-                  (unsigned long long)a->memory_limit, (unsigned long long)b->memory_limit);
-  if (a->pin != b->pin)
-    n += snprintf(what + n, sizeof what - (size_t)n, ", pin %s -> %s", gmt_pin_mode_name(a->pin),
-                  gmt_pin_mode_name(b->pin));
-  if (a->mode != b->mode)
-    n += snprintf(what + n, sizeof what - (size_t)n, ", mode %s -> %s", gmt_mem_mode_name(a->mode),
-                  gmt_mem_mode_name(b->mode));
-  if (a->ndevices != b->ndevices ||
-      memcmp(a->devices, b->devices, a->ndevices * sizeof a->devices[0]) != 0) {
-    char da[96], db[96];
-    n += snprintf(what + n, sizeof what - (size_t)n, ", devices %s -> %s",
-                  gmt_pod_config_devices_str(a, da, sizeof da),
-                  gmt_pod_config_devices_str(b, db, sizeof db));
-  }
-  if (n == 0)
+  if (!gmt_podcfg_diff(&was, &now, what, sizeof what))
     return false;
-  gmt_info("config: pod '%s' changed: %s", a->name, what + 2);
+  gmt_info("config: pod '%s' changed: %s", a->name, what);
   return true;
 }
 
@@ -316,14 +285,4 @@ int gmt_pods_reload(gmt_pods_t *p, const gmt_config_t *cfg)
   p->pods = next;
   p->npods = cfg->npods;
   return 0;
-}
-
-uint64_t gmt_pod_memory_used(const gmt_pod_t *pod)
-{
-  uint64_t sum = 0;
-  for (size_t i = 0; i < pod->nprocs; i++) {
-    uint64_t m = pod->procs[i].memory_used;
-    sum = sum > UINT64_MAX - m ? UINT64_MAX : sum + m;
-  }
-  return sum;
 }

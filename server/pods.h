@@ -19,21 +19,11 @@ typedef struct gmt_proc {
   uint32_t node_pid;
   bool node_pid_tried;
   char *exe;
-  uint64_t memory_used;
-  uint64_t launches;
-  uint64_t allocs;
-  uint64_t frees;
-  uint64_t memory_reserved; /* as its report says; the ledger rebuilds from it */
-  uint64_t pinned_bytes;    /* page-locked host memory, as its report says */
-  uint64_t pinned_advised;  /* of which pinned on advice; the pinned ledger rebuilds from it */
-  uint64_t pinned_cached;   /* of pinned_bytes, its pinned pool's freed blocks */
-  uint64_t pinned_reused;   /* allocations its pinned pool served */
-  /* mode=swap, as its report says: its allocations' bytes on the GPU, in
-   * host memory and in spill files, moves out and in, and the device
-   * (-1: none yet). rpc_swap.c rebuilds resident bytes from swap_gpu. */
-  uint64_t swap_gpu, swap_host, swap_disk, swap_kept;
-  uint64_t swap_outs, swap_ins;
-  int32_t swap_device;
+  /* What its last report said it measures, held whole (gmt_counters.h);
+   * the pinned and swap bytes are held to its grants by rpc_memory.c
+   * (reports.h), and the ledgers rebuild from memory_reserved and
+   * pinned_advised, rpc_swap.c resident bytes from swap_gpu. */
+  Gmt__ProcessCounters c;
 } gmt_proc_t;
 
 /* p's pid on the node, 0 when not known (nspid.h); its reported pid
@@ -88,8 +78,5 @@ int gmt_pods_expire(gmt_pods_t *p, uint64_t now_ms, uint64_t timeout_ms);
  * added pods start disconnected. Logs what changed. On failure (-ENOMEM)
  * the table is unchanged. */
 int gmt_pods_reload(gmt_pods_t *p, const gmt_config_t *cfg);
-
-/* Sum of the pod's processes' memory_used (saturating). */
-uint64_t gmt_pod_memory_used(const gmt_pod_t *pod);
 
 #endif

@@ -36,16 +36,3 @@ void gmt__reply_device_refused(gmt_call_t *call, const gmt_config_t *cfg, const 
       call, GMT_EDEVICE, "pod '%s' may use GPU%s %s only (devices= in %s); %s on GPU %d refused",
       pod->cfg.name, pod->cfg.ndevices == 1 ? "" : "s", devs, cfg->path, what, device);
 }
-
-void gmt__pod_config_fill(const gmt_pod_t *pod, Gmt__PodConfig *pc)
-{
-  gmt__pod_config__init(pc);
-  pc->name = (char *)pod->cfg.name;
-  pc->request = pod->cfg.request;
-  pc->limit = pod->cfg.limit;
-  pc->memory_limit = pod->cfg.memory_limit;
-  pc->pin = (Gmt__PinMode)pod->cfg.pin;
-  pc->mode = (Gmt__MemMode)pod->cfg.mode;
-  pc->n_devices = pod->cfg.ndevices;
-  pc->devices = (int32_t *)pod->cfg.devices;
-}

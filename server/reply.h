@@ -1,5 +1,5 @@
 /* Replies that more than one of gmt-schd's handlers give: "no such pod",
- * and a pod's config as the wire carries it. Below the handlers (rpc*.c):
+ * a GPU its devices= refuses. Below the handlers (rpc*.c):
  * they call down to it, it names none of them and no daemon state. */
 #ifndef GMT_SERVER_REPLY_H
 #define GMT_SERVER_REPLY_H
@@ -20,8 +20,5 @@ void gmt__reply_nopod(gmt_call_t *call, const gmt_config_t *cfg, const char *nam
  * the GPUs it may use and the one it asked for. Logged at info level. */
 void gmt__reply_device_refused(gmt_call_t *call, const gmt_config_t *cfg, const gmt_pod_t *pod,
                                uint32_t pid, int device, const char *what);
-
-/* The pod's shares as the wire carries them. pc points into pod. */
-void gmt__pod_config_fill(const gmt_pod_t *pod, Gmt__PodConfig *pc);
 
 #endif

@@ -36,7 +36,7 @@ static void on_register(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *re
 
   Gmt__PodConfig pc;
   Gmt__RegisterReply body = GMT__REGISTER_REPLY__INIT;
-  gmt__pod_config_fill(pod, &pc);
+  gmt_pod_config_wire(&pod->cfg, &pc);
   body.config = &pc;
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REGISTER_REP, &body);
 }
@@ -100,7 +100,7 @@ static void on_heartbeat(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *r
 
   Gmt__PodConfig pc;
   Gmt__HeartbeatReply body = GMT__HEARTBEAT_REPLY__INIT;
-  gmt__pod_config_fill(pod, &pc);
+  gmt_pod_config_wire(&pod->cfg, &pc);
   body.config = &pc;
   /* mode=swap: what its processes are asked to move out. Resent while
    * pending: a target heard twice moves nothing more. */

@@ -140,12 +140,12 @@ typedef struct {
 
 static uint64_t reported_reserved(const gmt_proc_t *pr)
 {
-  return pr->memory_reserved;
+  return pr->c.memory_reserved;
 }
 
 static uint64_t reported_advised(const gmt_proc_t *pr)
 {
-  return pr->pinned_advised;
+  return pr->c.pinned_advised;
 }
 
 static uint64_t quota(gmt_schd_t *s, const gmt_pod_t *pod)
@@ -236,8 +236,9 @@ static void bound_reports(gmt_schd_t *s, gmt_pod_t *pod)
   } first[2] = {{0}};
   for (size_t i = 0; i < pod->nprocs; i++) {
     gmt_proc_t *pr = &pod->procs[i];
-    gmt_report_counts_t c = {pr->pinned_bytes, pr->pinned_advised, pr->pinned_cached,
-                             pr->swap_host,    pr->swap_kept,      pr->swap_disk};
+    Gmt__ProcessCounters *rc = &pr->c;
+    gmt_report_counts_t c = {rc->pinned_bytes, rc->pinned_advised, rc->pinned_cached,
+                             rc->swap_host,    rc->swap_kept,      rc->swap_disk};
     gmt_report_grants_t g = {.reserved = gmt_ledger_pid_total(s->ledger, name, pr->pid),
                              .advised = gmt_ledger_pid_total(s->pinned_ledger, name, pr->pid),
                              .own_room = own_left};
@@ -250,12 +251,12 @@ static void bound_reports(gmt_schd_t *s, gmt_pod_t *pod)
         first[k].said = was;
         first[k].counted = c;
       }
-    pr->pinned_bytes = c.pinned_bytes;
-    pr->pinned_advised = c.pinned_advised;
-    pr->pinned_cached = c.pinned_cached;
-    pr->swap_host = c.swap_host;
-    pr->swap_kept = c.swap_kept;
-    pr->swap_disk = c.swap_disk;
+    rc->pinned_bytes = c.pinned_bytes;
+    rc->pinned_advised = c.pinned_advised;
+    rc->pinned_cached = c.pinned_cached;
+    rc->swap_host = c.swap_host;
+    rc->swap_kept = c.swap_kept;
+    rc->swap_disk = c.swap_disk;
   }
   if ((!first[0].pid && !first[1].pid) || !gmt__say_now(&pod->said_report_ms, uv_now(s->loop)))
     return;
@@ -301,17 +302,17 @@ void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
   if (!s->ledger || !s->pinned_ledger)
     return;
   const char *name = pod->cfg.name;
-  ps->memory_reserved = gmt_ledger_pod_total(s->ledger, name);
-  ps->pinned_advised = gmt_ledger_pod_total(s->pinned_ledger, name);
+  ps->totals->memory_reserved = gmt_ledger_pod_total(s->ledger, name);
+  ps->totals->pinned_advised = gmt_ledger_pod_total(s->pinned_ledger, name);
   for (size_t i = 0; i < ps->n_processes; i++) {
     Gmt__ProcessStatus *pr = ps->processes[i];
-    pr->memory_reserved = gmt_ledger_pid_total(s->ledger, name, pr->pid);
-    pr->pinned_advised = gmt_ledger_pid_total(s->pinned_ledger, name, pr->pid);
+    pr->counters->memory_reserved = gmt_ledger_pid_total(s->ledger, name, pr->pid);
+    pr->counters->pinned_advised = gmt_ledger_pid_total(s->pinned_ledger, name, pr->pid);
   }
 }
 
 void gmt__ledger_host_status(gmt_schd_t *s, Gmt__HostStatus *host)
 {
   if (s->pinned_ledger)
-    host->pinned_advised = gmt_ledger_node_total(s->pinned_ledger);
+    host->totals->pinned_advised = gmt_ledger_node_total(s->pinned_ledger);
 }

@@ -63,8 +63,8 @@ static uint64_t own_pins(const gmt_pod_t *pod)
   uint64_t sum = 0;
   for (size_t j = 0; j < pod->nprocs; j++) {
     const gmt_proc_t *pr = &pod->procs[j];
-    if (pr->pinned_bytes > pr->pinned_advised)
-      sum = add_sat(sum, pr->pinned_bytes - pr->pinned_advised);
+    if (pr->c.pinned_bytes > pr->c.pinned_advised)
+      sum = add_sat(sum, pr->c.pinned_bytes - pr->c.pinned_advised);
   }
   return sum;
 }

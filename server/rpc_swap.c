@@ -126,8 +126,8 @@ static bool card_full(gmt_schd_t *s, const Gmt__ResidentRequest *r, uint64_t *mo
     if (p->cfg.mode != GMT__MEM_MODE__MEM_UM)
       continue;
     for (size_t j = 0; j < p->nprocs; j++)
-      if (p->procs[j].pid != r->pid && p->procs[j].swap_device == r->device)
-        *off = gmt__sat_add(*off, p->procs[j].swap_host);
+      if (p->procs[j].pid != r->pid && p->procs[j].c.swap_device == r->device)
+        *off = gmt__sat_add(*off, p->procs[j].c.swap_host);
   }
   uint64_t had = s->swap ? gmt_swap_resident(s->swap, r->pod, r->pid, r->device) : 0;
   *more = r->bytes > had ? r->bytes - had : 0;
@@ -342,11 +342,11 @@ void gmt__swap_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
    * it, until their own Resident calls say more. */
   for (size_t i = 0; i < pod->nprocs; i++) {
     const gmt_proc_t *pr = &pod->procs[i];
-    uint64_t add = gmt_swap_adopt(s->swap, pod->cfg.name, pr->pid, pr->swap_device, pr->swap_gpu,
-                                  pod->cfg.memory_limit, now);
+    uint64_t add = gmt_swap_adopt(s->swap, pod->cfg.name, pr->pid, pr->c.swap_device,
+                                  pr->c.swap_gpu, pod->cfg.memory_limit, now);
     if (add)
       gmt_info("pod '%s': pid %u reports %" PRIu64 " bytes on device %d in swap mode; counted "
                "as resident",
-               pod->cfg.name, pr->pid, add, pr->swap_device);
+               pod->cfg.name, pr->pid, add, pr->c.swap_device);
   }
 }

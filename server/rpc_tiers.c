@@ -44,8 +44,8 @@ static void sync_devices(gmt_schd_t *s)
   for (size_t i = 0; s->pods && i < s->pods->npods; i++)
     for (size_t j = 0; j < s->pods->pods[i].nprocs; j++) {
       const gmt_proc_t *p = &s->pods->pods[i].procs[j];
-      host = gmt__sat_add(host, gmt__sat_add(p->swap_host, p->swap_kept));
-      disk = gmt__sat_add(disk, p->swap_disk);
+      host = gmt__sat_add(host, gmt__sat_add(p->c.swap_host, p->c.swap_kept));
+      disk = gmt__sat_add(disk, p->c.swap_disk);
     }
   (void)gmt_tiers_set_held(s->tiers, GMT_TIER_HOST, 0, host);
   /* Spill files go to the first disk space (the hook's, rpc_swap.c). */

@@ -215,6 +215,9 @@ typedef struct gmt__status {
   Gmt__PodStatus *ps, **psp;
   Gmt__PodConfig *pcs;
   Gmt__ProcessStatus *pr, **prp;
+  Gmt__ProcessCounters *pc; /* pr[k].counters: copies, the ledgers' parts written over */
+  Gmt__ProcessCounters *pt; /* ps[i].totals */
+  Gmt__ProcessCounters ht;  /* host.totals */
   size_t npods;
 } gmt__status_t;
 /* st->reply: the node now, as Status answers (loop thread; the GPUs'

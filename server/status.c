@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "reply.h"
+#include "gmt_counters.h"
 #include "schd.h"
 
 void gmt__status_free(gmt__status_t *st)
@@ -18,12 +18,16 @@ void gmt__status_free(gmt__status_t *st)
   free(st->pcs);
   free(st->pr);
   free(st->prp);
+  free(st->pc);
+  free(st->pt);
   free(st->host.tiers);
   st->ps = NULL;
   st->psp = NULL;
   st->pcs = NULL;
   st->pr = NULL;
   st->prp = NULL;
+  st->pc = NULL;
+  st->pt = NULL;
   st->host.tiers = NULL;
   st->npods = 0;
 }
@@ -34,6 +38,7 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
   *st = (gmt__status_t){.npods = p->npods};
   gmt__status_reply__init(&st->reply);
   gmt__host_status__init(&st->host);
+  gmt__process_counters__init(&st->ht);
   size_t nprocs = 0;
   for (size_t i = 0; i < p->npods; i++)
     nprocs += p->pods[i].nprocs;
@@ -45,20 +50,24 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
   st->pcs = calloc(p->npods + 1, sizeof *st->pcs);
   st->pr = calloc(nprocs + 1, sizeof *st->pr);
   st->prp = calloc(nprocs + 1, sizeof(Gmt__ProcessStatus *));
-  if (!st->ps || !st->psp || !st->pcs || !st->pr || !st->prp)
+  st->pc = calloc(nprocs + 1, sizeof *st->pc);
+  st->pt = calloc(p->npods + 1, sizeof *st->pt);
+  if (!st->ps || !st->psp || !st->pcs || !st->pr || !st->prp || !st->pc || !st->pt)
     return -ENOMEM;
   Gmt__PodStatus *ps = st->ps;
   Gmt__ProcessStatus *pr = st->pr;
   Gmt__HostStatus *host = &st->host;
   size_t k = 0;
   host->pinned_limit = s->pinned_limit;
+  host->totals = &st->ht;
   for (size_t i = 0; i < p->npods; i++) {
     const gmt_pod_t *pod = &p->pods[i];
     gmt__pod_status__init(&ps[i]);
-    gmt__pod_config_fill(pod, &st->pcs[i]);
+    gmt_pod_config_wire(&pod->cfg, &st->pcs[i]);
     ps[i].config = &st->pcs[i];
     ps[i].connected = pod->connected;
-    ps[i].memory_used = gmt_pod_memory_used(pod);
+    gmt__process_counters__init(&st->pt[i]);
+    ps[i].totals = &st->pt[i];
     ps[i].n_processes = pod->nprocs;
     ps[i].processes = &st->prp[k];
     gmt__tokens_status(s, pod, &ps[i]);
@@ -68,33 +77,16 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
       pr[k].pid = src->pid;
       pr[k].node_pid = gmt_proc_node_pid(src);
       pr[k].exe = src->exe;
-      pr[k].memory_used = src->memory_used;
-      pr[k].launches = src->launches;
-      pr[k].allocs = src->allocs;
-      pr[k].frees = src->frees;
-      pr[k].pinned_bytes = src->pinned_bytes;
-      ps[i].pinned_bytes = gmt__sat_add(ps[i].pinned_bytes, src->pinned_bytes);
-      pr[k].pinned_cached = src->pinned_cached;
-      pr[k].pinned_reused = src->pinned_reused;
-      ps[i].pinned_cached = gmt__sat_add(ps[i].pinned_cached, src->pinned_cached);
-      pr[k].swap_gpu = src->swap_gpu;
-      pr[k].swap_host = src->swap_host;
-      pr[k].swap_disk = src->swap_disk;
-      pr[k].swap_kept = src->swap_kept;
-      pr[k].swap_outs = src->swap_outs;
-      pr[k].swap_ins = src->swap_ins;
-      ps[i].swap_gpu = gmt__sat_add(ps[i].swap_gpu, src->swap_gpu);
-      ps[i].swap_host = gmt__sat_add(ps[i].swap_host, src->swap_host);
-      ps[i].swap_disk = gmt__sat_add(ps[i].swap_disk, src->swap_disk);
-      ps[i].swap_kept = gmt__sat_add(ps[i].swap_kept, src->swap_kept);
+      gmt_counters_copy(&st->pc[k], &src->c);
+      pr[k].counters = &st->pc[k];
+      gmt_counters_add(&st->pt[i], &src->c);
       st->prp[k] = &pr[k];
     }
     gmt__ledger_status(s, pod, &ps[i]); /* after its processes: fills theirs too */
     /* After the ledger's part: a context is NVML's count less the ledger's. */
     if (gmt__pod_devices_status(s, pod, &ps[i]) < 0)
       return -ENOMEM;
-    host->pinned_bytes = gmt__sat_add(host->pinned_bytes, ps[i].pinned_bytes);
-    host->pinned_cached = gmt__sat_add(host->pinned_cached, ps[i].pinned_cached);
+    gmt_counters_add(&st->ht, &st->pt[i]);
     st->psp[i] = &ps[i];
   }
   gmt__ledger_host_status(s, host);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "gmt_counters.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
@@ -128,10 +129,11 @@ static void print_text(const Gmt__StatusReply *st)
   }
   for (size_t i = 0; i < st->n_pods; i++) {
     const Gmt__PodStatus *pod = st->pods[i];
+    const Gmt__ProcessCounters *t = gmt_counters_of(pod->totals);
     double req = pod->config ? pod->config->request : 0;
     double lim = pod->config ? pod->config->limit : 0;
     char used[32], limit[32], share[64];
-    gmt_human_bytes(used, sizeof used, pod->memory_used);
+    gmt_human_bytes(used, sizeof used, t->memory_used);
     gmt_human_bytes(limit, sizeof limit, pod->config ? pod->config->memory_limit : 0);
     snprintf(share, sizeof share, "%.2f/%.2f", req, lim);
     if (i > 0)
@@ -148,10 +150,10 @@ static void print_text(const Gmt__StatusReply *st)
     bool swap = pod->config && gmt_mem_mode_moves(pod->config->mode);
     if (swap) {
       char g[32], hst[32], dsk[32], kept[32];
-      gmt_human_bytes(g, sizeof g, pod->swap_gpu);
-      gmt_human_bytes(hst, sizeof hst, pod->swap_host);
-      gmt_human_bytes(dsk, sizeof dsk, pod->swap_disk);
-      gmt_human_bytes(kept, sizeof kept, pod->swap_kept);
+      gmt_human_bytes(g, sizeof g, t->swap_gpu);
+      gmt_human_bytes(hst, sizeof hst, t->swap_host);
+      gmt_human_bytes(dsk, sizeof dsk, t->swap_disk);
+      gmt_human_bytes(kept, sizeof kept, t->swap_kept);
       printf("  swap: gpu %s, host %s, disk %s; host copies kept %s\n", g, hst, dsk, kept);
     }
     print_pod_devices(pod);
@@ -166,16 +168,17 @@ static void print_text(const Gmt__StatusReply *st)
       printf("  %8s  %-10s  %10s  %s\n", "PID", "MEMORY", "LAUNCHES", "EXE");
     for (size_t j = 0; j < pod->n_processes; j++) {
       const Gmt__ProcessStatus *p = pod->processes[j];
+      const Gmt__ProcessCounters *c = gmt_counters_of(p->counters);
       char mem[32];
-      gmt_human_bytes(mem, sizeof mem, p->memory_used);
-      printf("  %8u  %-10s  %10llu  ", p->pid, mem, (unsigned long long)p->launches);
+      gmt_human_bytes(mem, sizeof mem, c->memory_used);
+      printf("  %8u  %-10s  %10llu  ", p->pid, mem, (unsigned long long)c->launches);
       if (swap) {
         char g[32], hst[32], dsk[32], moves[48];
-        gmt_human_bytes(g, sizeof g, p->swap_gpu);
-        gmt_human_bytes(hst, sizeof hst, p->swap_host);
-        gmt_human_bytes(dsk, sizeof dsk, p->swap_disk);
-        snprintf(moves, sizeof moves, "%llu/%llu", (unsigned long long)p->swap_outs,
-                 (unsigned long long)p->swap_ins);
+        gmt_human_bytes(g, sizeof g, c->swap_gpu);
+        gmt_human_bytes(hst, sizeof hst, c->swap_host);
+        gmt_human_bytes(dsk, sizeof dsk, c->swap_disk);
+        snprintf(moves, sizeof moves, "%llu/%llu", (unsigned long long)c->swap_outs,
+                 (unsigned long long)c->swap_ins);
         printf("%-10s  %-10s  %-10s  %-11s  ", g, hst, dsk, moves);
       }
       print_safe(p->exe);
@@ -194,9 +197,10 @@ static void print_text(const Gmt__StatusReply *st)
      * which gmt pinned on advice and gmt's pools keep for reuse, against
      * --pinned-limit. */
     char pinned[32], advised[32], cached[32], budget[32];
-    gmt_human_bytes(pinned, sizeof pinned, st->host->pinned_bytes);
-    gmt_human_bytes(advised, sizeof advised, st->host->pinned_advised);
-    gmt_human_bytes(cached, sizeof cached, st->host->pinned_cached);
+    const Gmt__ProcessCounters *t = gmt_counters_of(st->host->totals);
+    gmt_human_bytes(pinned, sizeof pinned, t->pinned_bytes);
+    gmt_human_bytes(advised, sizeof advised, t->pinned_advised);
+    gmt_human_bytes(cached, sizeof cached, t->pinned_cached);
     gmt_human_bytes(budget, sizeof budget, st->host->pinned_limit);
     printf("\n%-12s  %-12s  %-12s  %s\n", "HOST PINNED", "ON ADVICE", "POOL CACHED", "BUDGET");
     printf("%-12s  %-12s  %-12s  %s\n", pinned, advised, cached, budget);

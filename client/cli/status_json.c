@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_counters.h"
 #include "gmt_wire.h"
 #include "status_devices.h"
 
@@ -82,6 +83,7 @@ static json_object *tiers_json(uint64_t gpu, uint64_t host, uint64_t disk)
 
 static json_object *process_json(const Gmt__ProcessStatus *p)
 {
+  const Gmt__ProcessCounters *c = gmt_counters_of(p->counters);
   json_object *o = json_object_new_object();
   if (!o)
     return NULL;
@@ -92,19 +94,19 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   else /* not found on the node */
     rc |= json_object_object_add(o, "node_pid", NULL) != 0 ? -ENOMEM : 0;
   rc |= add(o, "exe", json_object_new_string(str(p->exe)));
-  rc |= add(o, "memory_used", new_u64(p->memory_used));
-  rc |= add(o, "launches", new_u64(p->launches));
-  rc |= add(o, "allocs", new_u64(p->allocs));
-  rc |= add(o, "frees", new_u64(p->frees));
-  rc |= add(o, "memory_reserved", new_u64(p->memory_reserved));
-  rc |= add(o, "pinned_bytes", new_u64(p->pinned_bytes));
-  rc |= add(o, "pinned_advised", new_u64(p->pinned_advised));
-  rc |= add(o, "pinned_cached", new_u64(p->pinned_cached));
-  rc |= add(o, "pinned_reused", new_u64(p->pinned_reused));
-  rc |= add(o, "tiers", tiers_json(p->swap_gpu, p->swap_host, p->swap_disk));
-  rc |= add(o, "swap_kept", new_u64(p->swap_kept));
-  rc |= add(o, "swap_outs", new_u64(p->swap_outs));
-  rc |= add(o, "swap_ins", new_u64(p->swap_ins));
+  rc |= add(o, "memory_used", new_u64(c->memory_used));
+  rc |= add(o, "launches", new_u64(c->launches));
+  rc |= add(o, "allocs", new_u64(c->allocs));
+  rc |= add(o, "frees", new_u64(c->frees));
+  rc |= add(o, "memory_reserved", new_u64(c->memory_reserved));
+  rc |= add(o, "pinned_bytes", new_u64(c->pinned_bytes));
+  rc |= add(o, "pinned_advised", new_u64(c->pinned_advised));
+  rc |= add(o, "pinned_cached", new_u64(c->pinned_cached));
+  rc |= add(o, "pinned_reused", new_u64(c->pinned_reused));
+  rc |= add(o, "tiers", tiers_json(c->swap_gpu, c->swap_host, c->swap_disk));
+  rc |= add(o, "swap_kept", new_u64(c->swap_kept));
+  rc |= add(o, "swap_outs", new_u64(c->swap_outs));
+  rc |= add(o, "swap_ins", new_u64(c->swap_ins));
   rc |= add(o, "context_bytes", new_u64(p->context_bytes));
   return built(o, rc);
 }
@@ -138,9 +140,10 @@ static json_object *host_json(const Gmt__HostStatus *h)
     json_object_put(tiers);
     return NULL;
   }
-  int rc = add(o, "pinned_bytes", new_u64(h->pinned_bytes));
-  rc |= add(o, "pinned_advised", new_u64(h->pinned_advised));
-  rc |= add(o, "pinned_cached", new_u64(h->pinned_cached));
+  const Gmt__ProcessCounters *t = gmt_counters_of(h->totals);
+  int rc = add(o, "pinned_bytes", new_u64(t->pinned_bytes));
+  rc |= add(o, "pinned_advised", new_u64(t->pinned_advised));
+  rc |= add(o, "pinned_cached", new_u64(t->pinned_cached));
   rc |= add(o, "pinned_limit", new_u64(h->pinned_limit));
   /* Always a list: empty from a scheduler older than the tiers. */
   for (size_t i = 0; i < h->n_tiers && !rc; i++)
@@ -181,6 +184,7 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
 {
   static Gmt__PodConfig none = GMT__POD_CONFIG__INIT;
   const Gmt__PodConfig *cfg = pod->config ? pod->config : &none;
+  const Gmt__ProcessCounters *t = gmt_counters_of(pod->totals);
   json_object *o = json_object_new_object();
   json_object *procs = json_object_new_array();
   if (!o || !procs) {
@@ -192,19 +196,19 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "name", json_object_new_string(str(cfg->name)));
   rc |= add(o, "request", new_share(cfg->request));
   rc |= add(o, "limit", new_share(cfg->limit));
-  rc |= add(o, "memory_used", new_u64(pod->memory_used));
+  rc |= add(o, "memory_used", new_u64(t->memory_used));
   rc |= add(o, "memory_limit", new_u64(cfg->memory_limit));
   rc |= add(o, "pin", json_object_new_string(gmt_pin_mode_name(cfg->pin)));
   rc |= add(o, "mode", json_object_new_string(gmt_mem_mode_name(cfg->mode)));
   rc |= add(o, "connected", json_object_new_boolean(pod->connected));
-  rc |= add(o, "memory_reserved", new_u64(pod->memory_reserved));
+  rc |= add(o, "memory_reserved", new_u64(t->memory_reserved));
   rc |= add(o, "gpu_time_share", new_share(pod->gpu_time_share));
   rc |= add(o, "holds_token", json_object_new_boolean(pod->holds_token));
-  rc |= add(o, "pinned_bytes", new_u64(pod->pinned_bytes));
-  rc |= add(o, "pinned_advised", new_u64(pod->pinned_advised));
-  rc |= add(o, "pinned_cached", new_u64(pod->pinned_cached));
-  rc |= add(o, "tiers", tiers_json(pod->swap_gpu, pod->swap_host, pod->swap_disk));
-  rc |= add(o, "swap_kept", new_u64(pod->swap_kept));
+  rc |= add(o, "pinned_bytes", new_u64(t->pinned_bytes));
+  rc |= add(o, "pinned_advised", new_u64(t->pinned_advised));
+  rc |= add(o, "pinned_cached", new_u64(t->pinned_cached));
+  rc |= add(o, "tiers", tiers_json(t->swap_gpu, t->swap_host, t->swap_disk));
+  rc |= add(o, "swap_kept", new_u64(t->swap_kept));
   rc |= add(o, "context_bytes", new_u64(pod->context_bytes));
   rc |= add_pod_devices(o, pod, cfg);
   for (size_t i = 0; i < pod->n_processes && !rc; i++)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_counters.h"
 #include "gmt_wire.h"
 #include "status_devices.h"
 #include "status_json.h"
@@ -172,7 +173,7 @@ void gmt_top_sort_pods(const Gmt__StatusReply *st, gmt_top_sort_t by, size_t *id
     items[i] = (sort_item_t){.idx = i,
                              .by = by,
                              .share = isnan(share) ? 0 : share,
-                             .memory = p->memory_used,
+                             .memory = gmt_counters_of(p->totals)->memory_used,
                              .name = pod_name(p)};
   }
   qsort(items, n, sizeof *items, cmp_items);
@@ -225,17 +226,18 @@ static void pods_section(lines_t *l, const gmt_top_view_t *v, const size_t *orde
   for (size_t k = 0; k < st->n_pods; k++) {
     const Gmt__PodStatus *pod = st->pods[order[k]];
     const Gmt__PodConfig *cfg = pod->config;
+    const Gmt__ProcessCounters *t = gmt_counters_of(pod->totals);
     char used[32], quota[32], mem[72], share[32], token[64], g[32], h[32], d[32], ctx[32];
-    gmt_human_bytes(used, sizeof used, pod->memory_used);
+    gmt_human_bytes(used, sizeof used, t->memory_used);
     gmt_human_bytes(quota, sizeof quota, cfg ? cfg->memory_limit : 0);
     snprintf(mem, sizeof mem, "%s / %s", used, quota);
     snprintf(share, sizeof share, "%.2f/%.2f", cfg ? cfg->request : 0, cfg ? cfg->limit : 0);
     token_text(pod, token, sizeof token);
     /* Per tier only where the pod's memory moves (mode=swap, um). */
     if (cfg && gmt_mem_mode_moves(cfg->mode)) {
-      gmt_human_bytes(g, sizeof g, pod->swap_gpu);
-      gmt_human_bytes(h, sizeof h, pod->swap_host);
-      gmt_human_bytes(d, sizeof d, pod->swap_disk);
+      gmt_human_bytes(g, sizeof g, t->swap_gpu);
+      gmt_human_bytes(h, sizeof h, t->swap_host);
+      gmt_human_bytes(d, sizeof d, t->swap_disk);
     } else {
       snprintf(g, sizeof g, "-");
       snprintf(h, sizeof h, "-");

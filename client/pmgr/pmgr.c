@@ -321,6 +321,7 @@ int main(int argc, char **argv)
   signal(SIGPIPE, SIG_IGN);
   gmt_daemon_raise_nofile();
   pm->name = o.name;
+  gmt__pod_config__init(&pm->config);
   pm->schd_url = o.schd_url;
   pm->admit = o.admit;
   struct timespec ts;
@@ -410,8 +411,7 @@ int main(int argc, char **argv)
   uv_run(&loop, UV_RUN_DEFAULT);
   if (uv_loop_close(&loop) != 0)
     gmt_warn("event loop closed with handles open");
-  free(pm->config.name);
-  pm->config.name = NULL;
+  gmt_podcfg_clear(&pm->config);
   gmt_daemon_stopping("exiting");
   return code;
 }

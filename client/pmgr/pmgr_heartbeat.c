@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "gmt_error.h"
 #include "gmt_log.h"
@@ -128,59 +127,14 @@ static void send_heartbeat(gmt_pmgr_t *pm)
     pm->hb_in_flight = true;
 }
 
-static bool same_share(double a, double b)
-{
-  return a == b;
-}
-
-/* devices= as the config says it ("all": every GPU), "..." past len. */
-static const char *devices_str(const int32_t *d, size_t n, char *buf, size_t len)
-{
-  size_t at = (size_t)snprintf(buf, len, "%s", n ? "" : "all");
-  for (size_t i = 0; i < n && at < len; i++)
-    at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? "," : "", (int)d[i]);
-  if (at >= len && len > 4)
-    memcpy(buf + len - 4, "...", 4);
-  return buf;
-}
-
 int gmt__pmgr_set_config(gmt_pmgr_t *pm, const Gmt__PodConfig *c, bool log_changes)
 {
   if (!c)
     return 0;
-  pmgr_config_t *cur = &pm->config;
-  if (log_changes && (!same_share(cur->request, c->request) || !same_share(cur->limit, c->limit) ||
-                      cur->memory_limit != c->memory_limit || cur->pin != (int)c->pin ||
-                      cur->mode != (int)c->mode))
-    gmt_info("pod '%s' config changed: request %g -> %g, limit %g -> %g, "
-             "memory limit %llu -> %llu bytes, pin %s -> %s, mode %s -> %s",
-             pm->name, cur->request, c->request, cur->limit, c->limit,
-             (unsigned long long)cur->memory_limit, (unsigned long long)c->memory_limit,
-             gmt_pin_mode_name(cur->pin), gmt_pin_mode_name(c->pin), gmt_mem_mode_name(cur->mode),
-             gmt_mem_mode_name(c->mode));
-  if (c->name && c->name[0] && (!cur->name || strcmp(cur->name, c->name))) {
-    char *name = strdup(c->name);
-    if (!name)
-      return -ENOMEM;
-    free(cur->name);
-    cur->name = name;
-  }
-  cur->request = c->request;
-  cur->limit = c->limit;
-  cur->memory_limit = c->memory_limit;
-  cur->pin = c->pin;
-  cur->mode = c->mode;
-  char was[96], now[96];
-  size_t nd = c->n_devices < PMGR_MAX_DEVICES ? c->n_devices : PMGR_MAX_DEVICES;
-  if (log_changes && (nd != cur->ndevices ||
-                      (nd && memcmp(cur->devices, c->devices, nd * sizeof cur->devices[0]) != 0)))
-    gmt_info("pod '%s' config changed: devices %s -> %s", pm->name,
-             devices_str(cur->devices, cur->ndevices, was, sizeof was),
-             devices_str(c->devices, nd, now, sizeof now));
-  if (nd)
-    memcpy(cur->devices, c->devices, nd * sizeof cur->devices[0]);
-  cur->ndevices = nd;
-  return 0;
+  char what[512];
+  if (log_changes && gmt_podcfg_diff(&pm->config, c, what, sizeof what))
+    gmt_info("pod '%s' config changed: %s", pm->name, what);
+  return gmt_podcfg_copy(&pm->config, c);
 }
 
 /* On the loop: the outcome of the heartbeat in flight. */

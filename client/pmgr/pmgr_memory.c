@@ -331,7 +331,7 @@ static void reply_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *r
                            pm->name);
       return;
     }
-    if (!gmt__pmgr_config_allows(&pm->config, r->device)) {
+    if (!gmt_podcfg_devices_allow(pm->config.devices, pm->config.n_devices, r->device)) {
       gmt_call_reply_error(call, GMT_EDEVICE,
                            "pod '%s' may not use GPU %d (devices= in its config; counted by its "
                            "pod manager: the scheduler is unreachable)",

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "gmt_counters.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "pmgr_procs.h"
@@ -31,14 +32,8 @@ struct pmgr_proc {
   gmt_pmgr_t *pm;
   uint32_t pid;
   char *exe;
-  uint64_t memory_used, launches, allocs, frees;
-  uint64_t memory_reserved; /* what it holds in the ledger, as it reports */
-  uint64_t pinned_bytes;    /* page-locked host memory, as it reports */
-  uint64_t pinned_advised;  /* of which pinned on advice (the scheduler rebuilds from it) */
-  uint64_t pinned_cached, pinned_reused; /* its pinned pool, as it reports */
-  /* mode=swap, as it reports: bytes per tier, moves, its device. */
-  uint64_t swap_gpu, swap_host, swap_disk, swap_kept, swap_outs, swap_ins;
-  int32_t swap_device;
+  /* What it last reported measuring, passed on whole to the scheduler. */
+  Gmt__ProcessCounters counters;
   bool evict;          /* a target the scheduler set, not yet told to the process */
   uint64_t keep_bytes; /* that target: how much may stay on the GPU */
   bool bounded;        /* and where its bytes may go (Evict's rooms) */
@@ -66,19 +61,6 @@ static const char *kind_name(int kind)
 void gmt__pmgr_procs_init(gmt_pmgr_t *pm, pmgr_procs_cb cb)
 {
   pm->procs_cb = cb;
-}
-
-static void fill_config(const gmt_pmgr_t *pm, Gmt__PodConfig *out)
-{
-  gmt__pod_config__init(out);
-  out->name = pm->config.name ? pm->config.name : (char *)pm->name;
-  out->request = pm->config.request;
-  out->limit = pm->config.limit;
-  out->memory_limit = pm->config.memory_limit;
-  out->pin = (Gmt__PinMode)pm->config.pin;
-  out->mode = (Gmt__MemMode)pm->config.mode;
-  out->n_devices = pm->config.ndevices;
-  out->devices = (int32_t *)pm->config.devices;
 }
 
 static pmgr_proc_t *find(gmt_pmgr_t *pm, uint32_t pid)
@@ -172,6 +154,7 @@ static int add(gmt_pmgr_t *pm, uint32_t pid, const char *exe, pmgr_proc_t **out)
     return -ENOMEM;
   p->pm = pm;
   p->pid = pid;
+  gmt__process_counters__init(&p->counters);
   if (set_exe(p, exe) < 0) {
     free(p);
     return -ENOMEM;
@@ -241,9 +224,12 @@ void gmt__pmgr_handle_register(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Regi
     }
   }
 
-  Gmt__PodConfig config;
+  /* The config as the scheduler said it, named for the pod when it gave
+   * no name: a view into pm->config. */
+  Gmt__PodConfig config = pm->config;
+  if (!config.name || !config.name[0])
+    config.name = (char *)pm->name;
   Gmt__RegisterReply reply = GMT__REGISTER_REPLY__INIT;
-  fill_config(pm, &config);
   reply.config = &config;
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_REGISTER_REP, &reply);
 }
@@ -282,30 +268,8 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
   log_events(rep);
   if (p) {
     bool changed = set_exe(p, rep->exe) > 0;
-    changed |= p->memory_used != rep->memory_used || p->launches != rep->launches ||
-               p->allocs != rep->allocs || p->frees != rep->frees ||
-               p->memory_reserved != rep->memory_reserved || p->pinned_bytes != rep->pinned_bytes ||
-               p->pinned_advised != rep->pinned_advised || p->pinned_cached != rep->pinned_cached ||
-               p->pinned_reused != rep->pinned_reused || p->swap_gpu != rep->swap_gpu ||
-               p->swap_host != rep->swap_host || p->swap_disk != rep->swap_disk ||
-               p->swap_kept != rep->swap_kept || p->swap_outs != rep->swap_outs ||
-               p->swap_ins != rep->swap_ins || p->swap_device != rep->swap_device;
-    p->memory_used = rep->memory_used;
-    p->launches = rep->launches;
-    p->allocs = rep->allocs;
-    p->frees = rep->frees;
-    p->memory_reserved = rep->memory_reserved;
-    p->pinned_bytes = rep->pinned_bytes;
-    p->pinned_advised = rep->pinned_advised;
-    p->pinned_cached = rep->pinned_cached;
-    p->pinned_reused = rep->pinned_reused;
-    p->swap_gpu = rep->swap_gpu;
-    p->swap_host = rep->swap_host;
-    p->swap_disk = rep->swap_disk;
-    p->swap_kept = rep->swap_kept;
-    p->swap_outs = rep->swap_outs;
-    p->swap_ins = rep->swap_ins;
-    p->swap_device = rep->swap_device;
+    changed |= !gmt_counters_same(&p->counters, gmt_counters_of(rep->counters));
+    gmt_counters_copy(&p->counters, rep->counters);
     if (changed)
       pm->procs_cb(pm, p->pid, false);
   }
@@ -313,7 +277,8 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
   Gmt__ReportReply reply = GMT__REPORT_REPLY__INIT;
   /* Also a state: asked again with each report while a Reserve waits
    * and this process still reports slack. */
-  reply.give_back_slack = p && gmt_slack_ask(pm->nheld > 0, p->memory_used, p->memory_reserved);
+  reply.give_back_slack =
+      p && gmt_slack_ask(pm->nheld > 0, p->counters.memory_used, p->counters.memory_reserved);
   if (p && pm->prepare) {
     /* A state, not a request: said with every reply while it stands. */
     reply.prepare = true;
@@ -342,22 +307,7 @@ void gmt__pmgr_proc_reports(gmt_pmgr_t *pm, Gmt__ProcessReport *out, Gmt__Proces
     gmt__process_report__init(&out[i]);
     out[i].pid = p->pid;
     out[i].exe = p->exe ? p->exe : (char *)"";
-    out[i].memory_used = p->memory_used;
-    out[i].launches = p->launches;
-    out[i].allocs = p->allocs;
-    out[i].frees = p->frees;
-    out[i].memory_reserved = p->memory_reserved;
-    out[i].pinned_bytes = p->pinned_bytes;
-    out[i].pinned_advised = p->pinned_advised;
-    out[i].pinned_cached = p->pinned_cached;
-    out[i].pinned_reused = p->pinned_reused;
-    out[i].swap_gpu = p->swap_gpu;
-    out[i].swap_host = p->swap_host;
-    out[i].swap_disk = p->swap_disk;
-    out[i].swap_kept = p->swap_kept;
-    out[i].swap_outs = p->swap_outs;
-    out[i].swap_ins = p->swap_ins;
-    out[i].swap_device = p->swap_device;
+    out[i].counters = &p->counters;
     ptrs[i] = &out[i];
   }
 }
@@ -388,16 +338,17 @@ void gmt__pmgr_proc_reserved(gmt_pmgr_t *pm, uint32_t pid, uint64_t *bytes)
 {
   pmgr_proc_t *p = find(pm, pid);
   if (p)
-    *bytes = p->memory_reserved;
+    *bytes = p->counters.memory_reserved;
 }
 
 void gmt__pmgr_procs_slack(gmt_pmgr_t *pm, uint32_t pid, uint64_t *used, uint64_t *others_slack)
 {
   *used = *others_slack = 0;
   for (pmgr_proc_t *p = pm->procs; p; p = p->next) {
-    *used += p->memory_used;
-    if (p->pid != pid && p->memory_reserved > p->memory_used)
-      *others_slack += p->memory_reserved - p->memory_used;
+    const Gmt__ProcessCounters *c = &p->counters;
+    *used += c->memory_used;
+    if (p->pid != pid && c->memory_reserved > c->memory_used)
+      *others_slack += c->memory_reserved - c->memory_used;
   }
 }
 
@@ -405,7 +356,7 @@ uint64_t gmt__pmgr_procs_reserved(gmt_pmgr_t *pm)
 {
   uint64_t sum = 0;
   for (pmgr_proc_t *p = pm->procs; p; p = p->next)
-    sum += p->memory_reserved;
+    sum += p->counters.memory_reserved;
   return sum;
 }
 

@@ -14,34 +14,8 @@
 
 #include "gmt_inbox.h"
 #include "gmt_peer.h"
+#include "gmt_podconfig.h"
 #include "gmt_wire.h"
-
-/* The most GPUs a pod's devices= lists (GMT_CONFIG_MAX_DEVICES). */
-#define PMGR_MAX_DEVICES 64
-
-/* The pod's shares as the scheduler last said them. */
-typedef struct pmgr_config {
-  char *name;
-  double request;
-  double limit;
-  uint64_t memory_limit;
-  int pin;  /* a Gmt__PinMode */
-  int mode; /* a Gmt__MemMode */
-  /* devices=: the node's GPUs it may use (0: every GPU); the scheduler
-   * refuses the others, and so does the pod manager in an outage. */
-  int32_t devices[PMGR_MAX_DEVICES];
-  size_t ndevices;
-} pmgr_config_t;
-
-/* Whether the pod may use the node's GPU device (devices=; every GPU when
- * it names none). */
-static inline bool gmt__pmgr_config_allows(const pmgr_config_t *c, int32_t device)
-{
-  for (size_t i = 0; i < c->ndevices; i++)
-    if (c->devices[i] == device)
-      return true;
-  return c->ndevices == 0;
-}
 
 typedef struct pmgr_proc pmgr_proc_t;
 typedef struct pmgr_tokens pmgr_tokens_t;
@@ -63,7 +37,9 @@ typedef struct gmt_pmgr {
   uv_loop_t *loop;
   uv_signal_t sigterm, sigint;
   uv_timer_t hb_tick, hb_soon;
-  pmgr_config_t config;
+  /* The pod's shares as the scheduler last said them (gmt_podconfig.h:
+   * owned, gmt_podcfg_copy). */
+  Gmt__PodConfig config;
   pmgr_proc_t *procs;
   size_t nprocs;
   /* Told of every change to the process table (pmgr_procs.h). */

@@ -300,8 +300,8 @@ static void local_grant(tok_dev_t *d)
 {
   if (!d->waiters)
     return;
-  pmgr_config_t *c = &d->t->pm->config;
-  if (!gmt__pmgr_config_allows(c, d->device)) {
+  const Gmt__PodConfig *c = &d->t->pm->config;
+  if (!gmt_podcfg_devices_allow(c->devices, c->n_devices, d->device)) {
     char why[160];
     snprintf(why, sizeof why, "pod '%s' may not use GPU %d (devices= in its config)",
              d->t->pm->name, d->device);

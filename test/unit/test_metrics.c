@@ -196,6 +196,7 @@ typedef struct {
   Gmt__PodConfig cfg[2];
   Gmt__PodStatus pod[2], *pods[2];
   Gmt__ProcessStatus proc[3], *procs_a[2], *procs_b[1];
+  Gmt__ProcessCounters counters[3], totals[2], host_totals;
   Gmt__PodDeviceStatus pdev[2], *pdevs[2];
   Gmt__TierSpace space[2], *spaces[2];
   Gmt__HostStatus host;
@@ -216,9 +217,14 @@ static void node_init(node_t *n)
     gmt__device_status__init(&n->dev[i]);
     n->pods[i] = &n->pod[i];
     n->pod[i].config = &n->cfg[i];
+    gmt__process_counters__init(&n->totals[i]);
+    n->pod[i].totals = &n->totals[i];
   }
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 3; i++) {
     gmt__process_status__init(&n->proc[i]);
+    gmt__process_counters__init(&n->counters[i]);
+    n->proc[i].counters = &n->counters[i];
+  }
   n->cfg[0].name = "a";
   n->cfg[0].request = 0.3;
   n->cfg[0].limit = 1.0;
@@ -229,12 +235,12 @@ static void node_init(node_t *n)
   n->cfg[1].memory_limit = (1ull << 63) + 1; /* exact past 2^53 */
 
   n->pod[0].connected = true;
-  n->pod[0].memory_used = 10000001;
-  n->pod[0].memory_reserved = 10485760;
+  n->totals[0].memory_used = 10000001;
+  n->totals[0].memory_reserved = 10485760;
   n->pod[0].gpu_time_share = 0.25;
   n->pod[0].holds_token = true;
-  n->pod[0].pinned_bytes = 4096;
-  n->pod[0].swap_host = 77;
+  n->totals[0].pinned_bytes = 4096;
+  n->totals[0].swap_host = 77;
   n->pod[0].context_bytes = 5 << 20;
   n->procs_a[0] = &n->proc[0];
   n->procs_a[1] = &n->proc[1];
@@ -246,16 +252,16 @@ static void node_init(node_t *n)
 
   n->proc[0].pid = 100;
   n->proc[0].exe = TRICKY_EXE;
-  n->proc[0].launches = 123456789012ull;
-  n->proc[0].allocs = 17;
-  n->proc[0].frees = 5;
-  n->proc[0].memory_used = 10000001;
-  n->proc[0].swap_disk = 9;
+  n->counters[0].launches = 123456789012ull;
+  n->counters[0].allocs = 17;
+  n->counters[0].frees = 5;
+  n->counters[0].memory_used = 10000001;
+  n->counters[0].swap_disk = 9;
   n->proc[1].pid = 200;
   n->proc[1].exe = "/bin/two";
   n->proc[2].pid = 300;
   n->proc[2].exe = "/bin/three";
-  n->proc[2].swap_outs = 3;
+  n->counters[2].swap_outs = 3;
 
   n->pdev[0].device = 0;
   n->pdev[0].memory_used = 6000000;
@@ -269,7 +275,9 @@ static void node_init(node_t *n)
   n->pod[0].n_devices = 2;
 
   gmt__host_status__init(&n->host);
-  n->host.pinned_bytes = 4096;
+  gmt__process_counters__init(&n->host_totals);
+  n->host.totals = &n->host_totals;
+  n->host_totals.pinned_bytes = 4096;
   n->host.pinned_limit = 16ull << 30;
   n->space[0].tier = "gpu";
   n->space[0].index = 0;

@@ -22,6 +22,7 @@
 typedef struct {
   Gmt__StatusReply st;
   Gmt__PodStatus pods[3], *podp[3];
+  Gmt__ProcessCounters totals[3];
   Gmt__PodConfig cfg[3];
   Gmt__PodDeviceStatus dev[3], *devp[3];
   Gmt__DeviceStatus gpu, *gpup[1];
@@ -38,6 +39,8 @@ static void three_pods(node_t *n)
   static const uint64_t used[] = {GIB, 64 * MIB, 512 * MIB};
   for (int i = 0; i < 3; i++) {
     gmt__pod_status__init(&n->pods[i]);
+    gmt__process_counters__init(&n->totals[i]);
+    n->pods[i].totals = &n->totals[i];
     gmt__pod_config__init(&n->cfg[i]);
     gmt__pod_device_status__init(&n->dev[i]);
     n->cfg[i].name = (char *)names[i];
@@ -46,7 +49,7 @@ static void three_pods(node_t *n)
     n->cfg[i].memory_limit = 2 * GIB;
     n->pods[i].config = &n->cfg[i];
     n->pods[i].connected = true;
-    n->pods[i].memory_used = used[i];
+    n->totals[i].memory_used = used[i];
     n->pods[i].gpu_time_share = share[i];
     n->dev[i].device = 0;
     n->dev[i].memory_used = used[i];
@@ -59,9 +62,9 @@ static void three_pods(node_t *n)
   n->pods[1].holds_token = true;
   n->pods[0].context_bytes = 300 * MIB;
   n->cfg[2].mode = GMT__MEM_MODE__MEM_SWAP;
-  n->pods[2].swap_gpu = 256 * MIB;
-  n->pods[2].swap_host = 192 * MIB;
-  n->pods[2].swap_disk = 64 * MIB;
+  n->totals[2].swap_gpu = 256 * MIB;
+  n->totals[2].swap_host = 192 * MIB;
+  n->totals[2].swap_disk = 64 * MIB;
   n->st.n_pods = 3;
   n->st.pods = n->podp;
   gmt__device_status__init(&n->gpu);

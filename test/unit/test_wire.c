@@ -23,6 +23,7 @@ static void test_envelope_round_trip_keeps_every_field(void **state)
   Gmt__Envelope env = GMT__ENVELOPE__INIT, *out;
   Gmt__ReportRequest rr = GMT__REPORT_REQUEST__INIT;
   Gmt__ProcessReport pr = GMT__PROCESS_REPORT__INIT;
+  Gmt__ProcessCounters pc = GMT__PROCESS_COUNTERS__INIT;
   Gmt__MemEvent ev = GMT__MEM_EVENT__INIT, *evs[1] = {&ev};
   void *buf;
   size_t len;
@@ -30,8 +31,9 @@ static void test_envelope_round_trip_keeps_every_field(void **state)
   (void)state;
   pr.pid = 4242;
   pr.exe = "/usr/bin/python3";
-  pr.memory_used = 3ull << 30;
-  pr.launches = 123456789;
+  pc.memory_used = 3ull << 30;
+  pc.launches = 123456789;
+  pr.counters = &pc;
   ev.address = 0x7f0000001000ull;
   ev.size = 2 << 20;
   ev.kind = GMT__ALLOC_KIND__ALLOC_KIND_ASYNC;
@@ -49,8 +51,8 @@ static void test_envelope_round_trip_keeps_every_field(void **state)
   assert_int_equal(out->body_case, GMT__ENVELOPE__BODY_REPORT_REQ);
   assert_int_equal(out->report_req->process->pid, 4242);
   assert_string_equal(out->report_req->process->exe, "/usr/bin/python3");
-  assert_int_equal(out->report_req->process->memory_used, 3ull << 30);
-  assert_int_equal(out->report_req->process->launches, 123456789);
+  assert_int_equal(out->report_req->process->counters->memory_used, 3ull << 30);
+  assert_int_equal(out->report_req->process->counters->launches, 123456789);
   assert_int_equal(out->report_req->process->n_events, 1);
   assert_int_equal(out->report_req->process->events[0]->address, 0x7f0000001000ull);
   assert_int_equal(out->report_req->process->events[0]->size, 2 << 20);

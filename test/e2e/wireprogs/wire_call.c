@@ -54,6 +54,7 @@ typedef struct {
   Gmt__ResidentRequest resident;
   Gmt__PinSite site;
   Gmt__ProcessReport procs[MAX_PROCS], *pp[MAX_PROCS];
+  Gmt__ProcessCounters counters; /* a report's */
   Gmt__BufferHistory hist[MAX_HISTORY], *hp[MAX_HISTORY];
   Gmt__PinSite hsite[MAX_HISTORY];
 } req_t;
@@ -189,28 +190,31 @@ static int build(req_t *q, const char *kind, char **a, int n)
     gmt__process_report__init(p);
     p->pid = (uint32_t)num(a[0]);
     p->exe = (char *)"wire_call";
-    p->pinned_bytes = num(a[1]);
-    p->pinned_advised = num(a[2]);
-    p->swap_device = -1;
+    Gmt__ProcessCounters *c = &q->counters;
+    gmt__process_counters__init(c);
+    p->counters = c;
+    c->pinned_bytes = num(a[1]);
+    c->pinned_advised = num(a[2]);
+    c->swap_device = -1;
     for (int i = 3; i < n; i++) {
       char *v = strchr(a[i], '=');
       if (!v)
         return -EINVAL;
       *v++ = '\0';
       if (!strcmp(a[i], "swap_gpu"))
-        p->swap_gpu = num(v);
+        c->swap_gpu = num(v);
       else if (!strcmp(a[i], "swap_host"))
-        p->swap_host = num(v);
+        c->swap_host = num(v);
       else if (!strcmp(a[i], "swap_disk"))
-        p->swap_disk = num(v);
+        c->swap_disk = num(v);
       else if (!strcmp(a[i], "swap_kept"))
-        p->swap_kept = num(v);
+        c->swap_kept = num(v);
       else if (!strcmp(a[i], "swap_outs"))
-        p->swap_outs = num(v);
+        c->swap_outs = num(v);
       else if (!strcmp(a[i], "swap_ins"))
-        p->swap_ins = num(v);
+        c->swap_ins = num(v);
       else if (!strcmp(a[i], "swap_device"))
-        p->swap_device = (int32_t)strtol(v, NULL, 10);
+        c->swap_device = (int32_t)strtol(v, NULL, 10);
       else
         return -EINVAL;
     }
