@@ -45,28 +45,12 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_rpc_kinds.h"
 #include "pmgr_memory.h"
 #include "pmgr_procs.h"
 #include "pmgr_schd.h"
 #include "slack_policy.h"
 
-/* Well below the hook's own bound on a memory call (1.5 s), so that a
- * process gets the pod's answer, not its own. */
-#define PMGR_FORWARD_TIMEOUT_MS 800
-/* Below the hook's bound on an Advise (500 ms) for the same reason, and
- * one more: a process that gets no answer sends its release again with
- * its next call, so the pod manager must answer (UNREACHABLE: the release
- * is lost, the safe error) before the process gives up, or a release the
- * scheduler applied late would be given back twice. */
-#define PMGR_ADVISE_TIMEOUT_MS 400
-/* A Pick may wait for the scheduler's probe of every GPU (daemon.probe-
- * timeout, 3 s by default; under 1 s for two H200s): above that, and
- * below the hook's bound on it (GMT_AUTO_DEVICE_TIMEOUT_MS, 5 s). */
-#define PMGR_PICK_TIMEOUT_MS 4000
-/* A Resident comes before an allocation's memory is made or brought back:
- * the process waits for it, so the pod manager answers (UNREACHABLE) well
- * before the hook would give up on it. */
-#define PMGR_RESIDENT_TIMEOUT_MS 400
 /* Held Reserves are looked at this often; each is asked again when a
  * Release or a grant passed back since its last try shows room for it, or
  * every PMGR_HELD_RETRY_EVERY_MS (what the pod manager does not see: a
@@ -502,7 +486,7 @@ static void release_orphan(gmt_pmgr_t *pm, const Gmt__ReserveRequest *r)
   Gmt__Envelope env = GMT__ENVELOPE__INIT;
   gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_RELEASE_REQ, &rl);
   gmt_debug("pid %u: %" PRIu64 " bytes granted after it gave up; given back", r->pid, r->bytes);
-  if (gmt__pmgr_schd_call(pm, &env, PMGR_FORWARD_TIMEOUT_MS, on_orphan_released, NULL) < 0)
+  if (gmt__pmgr_schd_call(pm, &env, GMT_RPC_PMGR_WAIT_MS, on_orphan_released, NULL) < 0)
     gmt_warn("pid %u: %" PRIu64 " bytes granted after it gave up stay in the ledger", r->pid,
              r->bytes);
 }
@@ -623,7 +607,7 @@ static void on_held_tick(uv_timer_t *t)
         gmt_call_t *call = h->call;
         uint64_t since_ms = h->since_ms;
         held_drop(pm, h);
-        if (pm->schd_down || reserve_up(pm, call, NULL, since_ms, PMGR_FORWARD_TIMEOUT_MS) < 0)
+        if (pm->schd_down || reserve_up(pm, call, NULL, since_ms, GMT_RPC_PMGR_WAIT_MS) < 0)
           reply_local(pm, call, gmt_call_request(call), since_ms);
         continue;
       }
@@ -654,8 +638,8 @@ static void on_held_tick(uv_timer_t *t)
     }
     uint64_t end = h->since_ms + GMT_SLACK_HOLD_MS + PMGR_HELD_LAST_TRY_MS;
     int timeout_ms = end > now ? (int)(end - now) : 1;
-    if (timeout_ms > PMGR_FORWARD_TIMEOUT_MS)
-      timeout_ms = PMGR_FORWARD_TIMEOUT_MS;
+    if (timeout_ms > GMT_RPC_PMGR_WAIT_MS)
+      timeout_ms = GMT_RPC_PMGR_WAIT_MS;
     h->tried_ms = now;
     h->tried_news = news;
     if (reserve_up(pm, h->call, h, h->since_ms, timeout_ms) == 0) {
@@ -669,76 +653,40 @@ static void on_held_tick(uv_timer_t *t)
 
 static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
 {
-  Gmt__Envelope env = *req;
-  Gmt__ReleaseRequest release;
-  Gmt__MemInfoRequest meminfo;
-  Gmt__AdviseRequest advise;
-  Gmt__ResidentRequest resident;
-  Gmt__DevicesRequest devices;
-  Gmt__PickRequest pick;
-  char *pod = (char *)pm->name;
-  int timeout_ms = PMGR_FORWARD_TIMEOUT_MS;
-
-  /* Shallow copies: only the pod differs, and the request is packed
-   * before gmt_client_call_async() returns. */
-  switch (req->body_case) {
-  case GMT__ENVELOPE__BODY_RESERVE_REQ: {
+  if (req->body_case == GMT__ENVELOPE__BODY_RESERVE_REQ) {
     /* Not ahead of Reserves that wait for slack (the timer tries them
      * in turn); its answer may be held too (above). */
     uint64_t now = gmt_now_ms();
     if (pm->held && hold(pm, call, now, false, NULL))
       return;
-    int rc = reserve_up(pm, call, NULL, now, PMGR_FORWARD_TIMEOUT_MS);
+    int rc = reserve_up(pm, call, NULL, now, GMT_RPC_PMGR_WAIT_MS);
     if (rc == -ESHUTDOWN)
       gmt_call_reply_error(call, rc, "pod manager is stopping");
     else if (rc < 0)
       reply_local(pm, call, req, now);
     return;
   }
-  case GMT__ENVELOPE__BODY_RELEASE_REQ:
-    release = *req->release_req;
-    release.pod = pod;
-    env.release_req = &release;
-    break;
-  case GMT__ENVELOPE__BODY_MEMINFO_REQ:
-    meminfo = *req->meminfo_req;
-    meminfo.pod = pod;
-    env.meminfo_req = &meminfo;
-    break;
-  case GMT__ENVELOPE__BODY_ADVISE_REQ:
-    advise = *req->advise_req;
-    advise.pod = pod;
-    env.advise_req = &advise;
-    timeout_ms = PMGR_ADVISE_TIMEOUT_MS;
-    break;
-  case GMT__ENVELOPE__BODY_RESIDENT_REQ:
-    resident = *req->resident_req;
-    resident.pod = pod;
-    env.resident_req = &resident;
-    timeout_ms = PMGR_RESIDENT_TIMEOUT_MS;
-    break;
-  case GMT__ENVELOPE__BODY_DEVICES_REQ:
-    devices = *req->devices_req;
-    devices.pod = pod;
-    env.devices_req = &devices;
-    break;
-  case GMT__ENVELOPE__BODY_PICK_REQ:
-    pick = *req->pick_req; /* a process picks among its own pod's GPUs */
-    pick.pod = pod;
-    env.pick_req = &pick;
-    timeout_ms = PMGR_PICK_TIMEOUT_MS;
-    break;
-  default: gmt_call_reply_error(call, -EINVAL, "not a request to forward"); return;
-  }
 
+  /* Only the pod differs (a process picks among its own pod's GPUs); the
+   * request is packed before gmt_client_call_async() returns. */
+  Gmt__Envelope env;
+  void *body;
+  int rc = gmt_rpc_with_pod(req, pm->name, &env, &body);
+  if (rc < 0) {
+    gmt_call_reply_error(call, rc,
+                         rc == -ENOMEM ? "pod manager out of memory" : "not a request to forward");
+    return;
+  }
   forward_t *f = malloc(sizeof *f);
   if (!f) {
+    free(body);
     gmt_call_reply_error(call, -ENOMEM, "pod manager out of memory");
     return;
   }
   f->pm = pm;
   f->call = call;
-  int rc = gmt__pmgr_schd_call(pm, &env, timeout_ms, on_forwarded, f);
+  rc = gmt__pmgr_schd_call(pm, &env, gmt_rpc_kind(req->body_case)->pmgr_wait_ms, on_forwarded, f);
+  free(body);
   if (rc < 0) {
     free(f);
     if (rc == -ESHUTDOWN)
