@@ -31,7 +31,7 @@ typedef enum {
 } gmt_rpc_outage_t;
 
 typedef struct gmt_rpc_kind {
-  const char *name;             /* "Reserve", "ReserveReply": as logs and errors say it */
+  const char *name;              /* "Reserve", "ReserveReply": as logs and errors say it */
   Gmt__Envelope__BodyCase reply; /* the reply that answers it; NOT_SET for a reply */
   /* Its fields that name the caller's pod and process (a path through
    * sub-messages, "process.pid"), NULL where it names none. A pod field

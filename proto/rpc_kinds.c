@@ -23,9 +23,15 @@
 #define PMGR_PICK_WAIT_MS 4000
 
 /* One row per RPC: its request and its reply. */
-#define RPC(C, NAME, POD, PID, VIEW, PMGR, OUTAGE, WAIT)                                          \
-  [GMT__ENVELOPE__BODY_##C##_REQ] = {NAME, GMT__ENVELOPE__BODY_##C##_REP, POD, PID, VIEW,           \
-                                     GMT_RPC_PMGR_##PMGR, GMT_RPC_OUTAGE_##OUTAGE, WAIT},           \
+#define RPC(C, NAME, POD, PID, VIEW, PMGR, OUTAGE, WAIT)                                           \
+  [GMT__ENVELOPE__BODY_##C##_REQ] = {.name = NAME,                                                 \
+                                     .reply = GMT__ENVELOPE__BODY_##C##_REP,                       \
+                                     .pod = POD,                                                   \
+                                     .pid = PID,                                                   \
+                                     .view = VIEW,                                                 \
+                                     .pmgr = GMT_RPC_PMGR_##PMGR,                                  \
+                                     .outage = GMT_RPC_OUTAGE_##OUTAGE,                            \
+                                     .pmgr_wait_ms = WAIT},                                        \
   [GMT__ENVELOPE__BODY_##C##_REP] = {.name = NAME "Reply"}
 #define ACTS false
 #define READS true

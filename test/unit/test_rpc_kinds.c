@@ -181,11 +181,11 @@ static void test_caller_fields_are_found_in_every_kind_that_names_them(void **st
   /* The pods a request speaks for (gmt-schd: the pod manager that named it
    * first), and the pids a pod manager replaces with the caller's. */
   static const Gmt__Envelope__BodyCase pods[] = {
-      C(REGISTER_REQ), C(HEARTBEAT_REQ), C(TOKEN_REQ),  C(RESERVE_REQ),  C(RELEASE_REQ),
+      C(REGISTER_REQ), C(HEARTBEAT_REQ), C(TOKEN_REQ),    C(RESERVE_REQ), C(RELEASE_REQ),
       C(MEMINFO_REQ),  C(ADVISE_REQ),    C(RESIDENT_REQ), C(DEVICES_REQ), C(PICK_REQ)};
-  static const Gmt__Envelope__BodyCase pids[] = {
-      C(REGISTER_REQ), C(REPORT_REQ),   C(TOKEN_REQ),   C(RESERVE_REQ),
-      C(RELEASE_REQ),  C(ADVISE_REQ),   C(RESIDENT_REQ), C(DEVICES_REQ)};
+  static const Gmt__Envelope__BodyCase pids[] = {C(REGISTER_REQ), C(REPORT_REQ),  C(TOKEN_REQ),
+                                                 C(RESERVE_REQ),  C(RELEASE_REQ), C(ADVISE_REQ),
+                                                 C(RESIDENT_REQ), C(DEVICES_REQ)};
   for (unsigned c = 0; c < 64; c++) {
     const gmt_rpc_kind_t *k = gmt_rpc_kind((Gmt__Envelope__BodyCase)c);
     if (!k)
