@@ -15,8 +15,8 @@ bool gmt_outage_fits(const gmt_outage_count_t *c, uint64_t bytes)
   return used <= c->limit && bytes <= c->limit - used;
 }
 
-bool gmt_held_admit(const gmt_slack_pod_t *pod, uint64_t bytes, uint64_t since_ms,
-                    uint64_t now_ms, bool full)
+bool gmt_held_admit(const gmt_slack_pod_t *pod, uint64_t bytes, uint64_t since_ms, uint64_t now_ms,
+                    bool full)
 {
   return !full && gmt_slack_hold(pod, bytes, now_ms > since_ms ? now_ms - since_ms : 0);
 }

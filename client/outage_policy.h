@@ -43,8 +43,8 @@ bool gmt_outage_fits(const gmt_outage_count_t *c, uint64_t bytes);
 /* Whether a Reserve that came at since_ms may be held at now_ms for the
  * pod's slack (gmt_slack_hold(), on the time it has waited), when the held
  * are not already as many as a pod manager keeps (full). */
-bool gmt_held_admit(const gmt_slack_pod_t *pod, uint64_t bytes, uint64_t since_ms,
-                    uint64_t now_ms, bool full);
+bool gmt_held_admit(const gmt_slack_pod_t *pod, uint64_t bytes, uint64_t since_ms, uint64_t now_ms,
+                    bool full);
 
 /* A Reserve while gmt-schd is unreachable. */
 typedef struct {
@@ -86,12 +86,12 @@ typedef struct {
 /* A held Reserve as the pass sees it. */
 typedef struct {
   uint64_t bytes;
-  uint64_t since_ms;     /* when the pod manager had it first */
-  uint64_t tried_ms;     /* its last try with gmt-schd or the count, 0: none yet */
-  uint64_t tried_news;   /* the pass's news then */
-  bool in_flight;        /* a try is with gmt-schd */
-  bool caller_gone;      /* its process closed its connection */
-  gmt_slack_pod_t slack; /* the pod as its reports say */
+  uint64_t since_ms;        /* when the pod manager had it first */
+  uint64_t tried_ms;        /* its last try with gmt-schd or the count, 0: none yet */
+  uint64_t tried_news;      /* the pass's news then */
+  bool in_flight;           /* a try is with gmt-schd */
+  bool caller_gone;         /* its process closed its connection */
+  gmt_slack_pod_t slack;    /* the pod as its reports say */
   gmt_outage_count_t count; /* the count, read in an outage only */
 } gmt_held_view_t;
 

@@ -1,16 +1,16 @@
-/* gmt-pmgr: the pod's memory calls (Reserve, Release, MemInfo, Advise for
- * pinned host memory, and mode=swap's Resident). They are stamped with the pod's name (a process
- * cannot name another pod) and forwarded to the scheduler, whose ledger
- * decides.
+/* gmt-pmgr: the calls it forwards (gmt_rpc_kinds.h): the pod's memory
+ * calls (Reserve, Release, MemInfo, Advise for pinned host memory, and
+ * mode=swap's Resident) and the views Devices and Pick. They are stamped
+ * with the pod's name (a process cannot name another pod) and forwarded
+ * to the scheduler, whose ledger decides.
  *
  * While the scheduler cannot be reached (the heartbeat says so, or a
- * forwarded call gets no answer) the pod manager decides, from its view of
- * the whole pod: what each process last reported holding, plus what was
- * granted and given back here since that report, summed against the pod's
- * GPU_MEM as last heard. So the quota holds for the pod's processes
- * together through an outage, not for each alone. A report that shows
- * more held settles the grants it includes (a report from before a grant
- * settles nothing), so the count never drops below what is held.
+ * forwarded call gets no answer) the pod manager answers itself: memory
+ * from its count of the whole pod (client/outage_policy.h decides; this
+ * file keeps the count and applies the verdicts). A report that shows more held settles
+ * the grants it includes (a report from before a grant settles nothing),
+ * so the count never drops below what is held. Each kind's answer then is
+ * the table's (gmt_rpc_kinds.h, its outage column), made below.
  *
  * Advise is the exception: the pinned budget is the node's, shared by
  * every pod, and no pod manager can know what the others took. So while
@@ -38,7 +38,8 @@
  * reports, and the Reserve is tried again as their Releases come back,
  * until it is granted or the hold ends (at most GMT_SLACK_HOLD_MS, then
  * the last refusal is the answer). The loop never waits for it: a timer
- * looks at the held Reserves while there are any. */
+ * looks at the held Reserves while there are any, and the policy's pass
+ * (gmt_held_step()) says what to do with each. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>

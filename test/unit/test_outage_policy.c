@@ -147,8 +147,8 @@ static void test_tick_answers_each_when_its_hold_ends(void **state)
   assert_int_equal(gmt_held_step(&pass, &tried, &timeout), GMT_HELD_CANCEL);
 }
 
-static void test_try_gives_up_last_try_ms_after_the_hold_and_waits_at_most_the_forward_wait(
-    void **state)
+static void
+test_try_gives_up_last_try_ms_after_the_hold_and_waits_at_most_the_forward_wait(void **state)
 {
   (void)state;
   int timeout = -1;
