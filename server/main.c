@@ -19,6 +19,7 @@
 #include "gmt_error.h"
 #include "gmt_bytes.h"
 #include "gmt_log.h"
+#include "gmt_rpc_kinds.h"
 #include "gmt_settings.h"
 #include "metrics.h"
 #include "rpc_trace.h"
@@ -128,8 +129,10 @@ static void on_request(void *arg, gmt_call_t *call, const Gmt__Envelope *req)
 {
   gmt_schd_t *s = arg;
   /* Who calls is looked up here, on the nng thread (for a tcp peer it
-   * may take a scan of /proc), so that the loop finds it known. */
-  if (req->body_case != GMT__ENVELOPE__BODY_STATUS_REQ) {
+   * may take a scan of /proc), so that the loop finds it known. A view
+   * is anyone's (gmt_rpc_kinds.h): nothing to look up. */
+  const gmt_rpc_kind_t *k = gmt_rpc_kind(req->body_case);
+  if (!k || !k->view) {
     gmt_peer_t peer;
     (void)gmt_call_peer(call, &peer, true);
   }

@@ -13,6 +13,7 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_rpc_kinds.h"
 #include "nspid.h"
 #include "reply.h"
 #include "rpc_trace.h"
@@ -122,58 +123,23 @@ static void on_status(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   gmt__status_free(&st);
 }
 
-/* Reports go to pod managers, not here. */
-static void on_unimplemented(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
-
-/* A reply sent as a request: a confused peer. */
-static void on_reply_kind(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
-
-static const struct {
-  const char *name;
-  rpc_fn fn;
-} rpcs[] = {
-    [GMT__ENVELOPE__BODY_ERROR] = {"Error", on_reply_kind},
-    [GMT__ENVELOPE__BODY_REGISTER_REQ] = {"Register", on_register},
-    [GMT__ENVELOPE__BODY_REGISTER_REP] = {"RegisterReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_HEARTBEAT_REQ] = {"Heartbeat", on_heartbeat},
-    [GMT__ENVELOPE__BODY_HEARTBEAT_REP] = {"HeartbeatReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_REPORT_REQ] = {"Report", on_unimplemented},
-    [GMT__ENVELOPE__BODY_REPORT_REP] = {"ReportReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_TOKEN_REQ] = {"Token", gmt__rpc_token},
-    [GMT__ENVELOPE__BODY_TOKEN_REP] = {"TokenReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_RESERVE_REQ] = {"Reserve", gmt__rpc_reserve},
-    [GMT__ENVELOPE__BODY_RESERVE_REP] = {"ReserveReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_RELEASE_REQ] = {"Release", gmt__rpc_release},
-    [GMT__ENVELOPE__BODY_RELEASE_REP] = {"ReleaseReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_MEMINFO_REQ] = {"MemInfo", gmt__rpc_meminfo},
-    [GMT__ENVELOPE__BODY_MEMINFO_REP] = {"MemInfoReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_STATUS_REQ] = {"Status", on_status},
-    [GMT__ENVELOPE__BODY_STATUS_REP] = {"StatusReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_TRACE_SPOTS_REQ] = {"TraceSpots", gmt__rpc_trace_spots},
-    [GMT__ENVELOPE__BODY_TRACE_SPOTS_REP] = {"TraceSpotsReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_ADVISE_REQ] = {"Advise", gmt__rpc_advise},
-    [GMT__ENVELOPE__BODY_ADVISE_REP] = {"AdviseReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_RESIDENT_REQ] = {"Resident", gmt__rpc_resident},
-    [GMT__ENVELOPE__BODY_RESIDENT_REP] = {"ResidentReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_DEVICES_REQ] = {"Devices", gmt__rpc_devices},
-    [GMT__ENVELOPE__BODY_DEVICES_REP] = {"DevicesReply", on_reply_kind},
-    [GMT__ENVELOPE__BODY_PICK_REQ] = {"Pick", gmt__rpc_pick},
-    [GMT__ENVELOPE__BODY_PICK_REP] = {"PickReply", on_reply_kind},
+/* Each request's handler; a request without one is not implemented here
+ * (a Report goes to pod managers). Names and who may ask are the table's
+ * (gmt_rpc_kinds.h). */
+static const rpc_fn handlers[] = {
+    [GMT__ENVELOPE__BODY_REGISTER_REQ] = on_register,
+    [GMT__ENVELOPE__BODY_HEARTBEAT_REQ] = on_heartbeat,
+    [GMT__ENVELOPE__BODY_TOKEN_REQ] = gmt__rpc_token,
+    [GMT__ENVELOPE__BODY_RESERVE_REQ] = gmt__rpc_reserve,
+    [GMT__ENVELOPE__BODY_RELEASE_REQ] = gmt__rpc_release,
+    [GMT__ENVELOPE__BODY_MEMINFO_REQ] = gmt__rpc_meminfo,
+    [GMT__ENVELOPE__BODY_STATUS_REQ] = on_status,
+    [GMT__ENVELOPE__BODY_TRACE_SPOTS_REQ] = gmt__rpc_trace_spots,
+    [GMT__ENVELOPE__BODY_ADVISE_REQ] = gmt__rpc_advise,
+    [GMT__ENVELOPE__BODY_RESIDENT_REQ] = gmt__rpc_resident,
+    [GMT__ENVELOPE__BODY_DEVICES_REQ] = gmt__rpc_devices,
+    [GMT__ENVELOPE__BODY_PICK_REQ] = gmt__rpc_pick,
 };
-
-static void on_unimplemented(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
-{
-  (void)s;
-  gmt_debug("%s: not implemented yet", rpcs[req->body_case].name);
-  gmt_call_reply_error(call, GMT_EUNIMPL, "%s is not implemented yet", rpcs[req->body_case].name);
-}
-
-static void on_reply_kind(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
-{
-  (void)s;
-  gmt_debug("%s sent as a request; refused", rpcs[req->body_case].name);
-  gmt_call_reply_error(call, -EINVAL, "%s is a reply, not a request", rpcs[req->body_case].name);
-}
 
 void gmt__pods_changed(gmt_schd_t *s, gmt_pod_t *pod)
 {
@@ -190,35 +156,18 @@ void gmt__pods_changed(gmt_schd_t *s, gmt_pod_t *pod)
 
 /* ---- who may ask ---- */
 
-/* The pod a request speaks for; NULL for one that names none. */
-static const char *pod_named(const Gmt__Envelope *req)
-{
-  switch (req->body_case) {
-  case GMT__ENVELOPE__BODY_REGISTER_REQ: return req->register_req->pod;
-  case GMT__ENVELOPE__BODY_HEARTBEAT_REQ: return req->heartbeat_req->pod;
-  case GMT__ENVELOPE__BODY_TOKEN_REQ: return req->token_req->pod;
-  case GMT__ENVELOPE__BODY_RESERVE_REQ: return req->reserve_req->pod;
-  case GMT__ENVELOPE__BODY_RELEASE_REQ: return req->release_req->pod;
-  case GMT__ENVELOPE__BODY_MEMINFO_REQ: return req->meminfo_req->pod;
-  case GMT__ENVELOPE__BODY_ADVISE_REQ: return req->advise_req->pod;
-  case GMT__ENVELOPE__BODY_RESIDENT_REQ: return req->resident_req->pod;
-  default: return NULL;
-  }
-}
-
-/* Status, Devices and Pick are views for every local user (what the node's
- * GPUs are called, which is emptiest); every other call acts, and only
- * an admitted user's may. A call that names a pod must come from the
+/* Views (the table's: Status, Devices and Pick) are for every local user
+ * (what the node's GPUs are called, which is emptiest); every other call
+ * acts, and only an admitted user's may. A call that names a pod must come from the
  * process that speaks for it: the first admitted pod manager to name it,
  * until that process is gone (docs/security.md). */
 static bool caller_may(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
-  if (req->body_case == GMT__ENVELOPE__BODY_STATUS_REQ ||
-      req->body_case == GMT__ENVELOPE__BODY_DEVICES_REQ ||
-      req->body_case == GMT__ENVELOPE__BODY_PICK_REQ)
+  const gmt_rpc_kind_t *k = gmt_rpc_kind(req->body_case);
+  if (k->view)
     return true;
-  const char *name = pod_named(req);
-  gmt_pod_t *pod = name ? gmt_pods_find(s->pods, name) : NULL;
+  char **name = gmt_rpc_pod(req);
+  gmt_pod_t *pod = name ? gmt_pods_find(s->pods, *name) : NULL;
   gmt_peer_t peer;
   char who[96];
   if (gmt_call_admit(call, &s->admit, "gmt-schd", pod != NULL, &peer) < 0)
@@ -227,9 +176,8 @@ static bool caller_may(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
     return true; /* no pod: the handler says so */
   /* kill(pid, 0) fails with EPERM for a live process of another user. */
   if (pod->owner_pid > 0 && (kill((pid_t)pod->owner_pid, 0) == 0 || errno == EPERM)) {
-    gmt_info("refused %s for pod '%s' from %s: pid %lld speaks for the pod",
-             rpcs[req->body_case].name, pod->cfg.name, gmt_peer_str(&peer, who, sizeof who),
-             (long long)pod->owner_pid);
+    gmt_info("refused %s for pod '%s' from %s: pid %lld speaks for the pod", k->name, pod->cfg.name,
+             gmt_peer_str(&peer, who, sizeof who), (long long)pod->owner_pid);
     gmt_call_reply_error(call, -EPERM,
                          "pod '%s' is served by another pod manager (pid %lld); only it may "
                          "speak for the pod",
@@ -246,7 +194,8 @@ static bool caller_may(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
 void gmt__rpc_handle(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   unsigned c = (unsigned)req->body_case;
-  if (c >= sizeof rpcs / sizeof rpcs[0] || !rpcs[c].fn) {
+  const gmt_rpc_kind_t *k = gmt_rpc_kind(req->body_case);
+  if (!k) {
     gmt_debug("request with no known body (case %u); refused", c);
     gmt_call_reply_error(call, -EINVAL, "envelope carries no request (body case %u)", c);
     return;
@@ -254,9 +203,20 @@ void gmt__rpc_handle(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   /* Every body is a message pointer in one union; a decoded envelope
    * always has it, but a NULL here would be our bug, not the peer's. */
   if (!req->error) {
-    gmt_call_reply_error(call, -EINVAL, "%s without a body", rpcs[c].name);
+    gmt_call_reply_error(call, -EINVAL, "%s without a body", k->name);
     return;
   }
-  if (caller_may(s, call, req))
-    rpcs[c].fn(s, call, req);
+  if (!caller_may(s, call, req))
+    return;
+  rpc_fn fn = c < sizeof handlers / sizeof handlers[0] ? handlers[c] : NULL;
+  if (k->reply == GMT__ENVELOPE__BODY__NOT_SET) {
+    /* A reply sent as a request: a confused peer. */
+    gmt_debug("%s sent as a request; refused", k->name);
+    gmt_call_reply_error(call, -EINVAL, "%s is a reply, not a request", k->name);
+  } else if (!fn) {
+    gmt_debug("%s: not implemented yet", k->name);
+    gmt_call_reply_error(call, GMT_EUNIMPL, "%s is not implemented yet", k->name);
+  } else {
+    fn(s, call, req);
+  }
 }

@@ -1,16 +1,16 @@
-/* gmt-pmgr: the pod's memory calls (Reserve, Release, MemInfo, Advise for
- * pinned host memory, and mode=swap's Resident). They are stamped with the pod's name (a process
- * cannot name another pod) and forwarded to the scheduler, whose ledger
- * decides.
+/* gmt-pmgr: the calls it forwards (gmt_rpc_kinds.h): the pod's memory
+ * calls (Reserve, Release, MemInfo, Advise for pinned host memory, and
+ * mode=swap's Resident) and the views Devices and Pick. They are stamped
+ * with the pod's name (a process cannot name another pod) and forwarded
+ * to the scheduler, whose ledger decides.
  *
  * While the scheduler cannot be reached (the heartbeat says so, or a
- * forwarded call gets no answer) the pod manager decides, from its view of
- * the whole pod: what each process last reported holding, plus what was
- * granted and given back here since that report, summed against the pod's
- * GPU_MEM as last heard. So the quota holds for the pod's processes
- * together through an outage, not for each alone. A report that shows
- * more held settles the grants it includes (a report from before a grant
- * settles nothing), so the count never drops below what is held.
+ * forwarded call gets no answer) the pod manager answers itself: memory
+ * from its count of the whole pod (client/pmgr/outage_policy.h decides; this
+ * file keeps the count and applies the verdicts). A report that shows more held settles
+ * the grants it includes (a report from before a grant settles nothing),
+ * so the count never drops below what is held. Each kind's answer then is
+ * the table's (gmt_rpc_kinds.h, its outage column), made below.
  *
  * Advise is the exception: the pinned budget is the node's, shared by
  * every pod, and no pod manager can know what the others took. So while
@@ -38,46 +38,23 @@
  * reports, and the Reserve is tried again as their Releases come back,
  * until it is granted or the hold ends (at most GMT_SLACK_HOLD_MS, then
  * the last refusal is the answer). The loop never waits for it: a timer
- * looks at the held Reserves while there are any. */
+ * looks at the held Reserves while there are any, and the policy's pass
+ * (gmt_held_step()) says what to do with each. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_rpc_kinds.h"
 #include "pmgr_memory.h"
 #include "pmgr_procs.h"
 #include "pmgr_schd.h"
-#include "slack_policy.h"
+#include "outage_policy.h"
 
-/* Well below the hook's own bound on a memory call (1.5 s), so that a
- * process gets the pod's answer, not its own. */
-#define PMGR_FORWARD_TIMEOUT_MS 800
-/* Below the hook's bound on an Advise (500 ms) for the same reason, and
- * one more: a process that gets no answer sends its release again with
- * its next call, so the pod manager must answer (UNREACHABLE: the release
- * is lost, the safe error) before the process gives up, or a release the
- * scheduler applied late would be given back twice. */
-#define PMGR_ADVISE_TIMEOUT_MS 400
-/* A Pick may wait for the scheduler's probe of every GPU (daemon.probe-
- * timeout, 3 s by default; under 1 s for two H200s): above that, and
- * below the hook's bound on it (GMT_AUTO_DEVICE_TIMEOUT_MS, 5 s). */
-#define PMGR_PICK_TIMEOUT_MS 4000
-/* A Resident comes before an allocation's memory is made or brought back:
- * the process waits for it, so the pod manager answers (UNREACHABLE) well
- * before the hook would give up on it. */
-#define PMGR_RESIDENT_TIMEOUT_MS 400
-/* Held Reserves are looked at this often; each is asked again when a
- * Release or a grant passed back since its last try shows room for it, or
- * every PMGR_HELD_RETRY_EVERY_MS (what the pod manager does not see: a
- * process's exit reclaimed by the scheduler). */
+/* Held Reserves are looked at this often (when each is tried again is
+ * the policy's: client/pmgr/outage_policy.h). */
 #define PMGR_HELD_TICK_MS 10
-#define PMGR_HELD_RETRY_EVERY_MS 200
-/* A try still with the scheduler when the hold ends gets this much more;
- * the answer then stays inside the hook's bound on a Reserve (1.5 s). */
-#define PMGR_HELD_LAST_TRY_MS 150
-_Static_assert(GMT_SLACK_HOLD_MS + PMGR_HELD_LAST_TRY_MS <= 1200,
-               "a held Reserve is answered well before the hook gives up (1500 ms)");
 #define MIB (1024.0 * 1024.0)
 
 /* What was granted (up) and given back (down) here for pid since its last
@@ -105,16 +82,22 @@ static pmgr_mem_proc_t *local_find(gmt_pmgr_t *pm, uint32_t pid, bool create)
   return m;
 }
 
-/* The pod's memory as the pod manager sees it. */
+/* The pod's memory as the pod manager counts it. */
+static gmt_outage_count_t count_of(gmt_pmgr_t *pm)
+{
+  gmt_outage_count_t c = {.limit = pm->config.memory_limit,
+                          .reported = gmt__pmgr_procs_reserved(pm)};
+  for (pmgr_mem_proc_t *m = pm->mem_local; m; m = m->next) {
+    c.up += m->up;
+    c.down += m->down;
+  }
+  return c;
+}
+
 static uint64_t pod_used(gmt_pmgr_t *pm)
 {
-  uint64_t up = 0, down = 0, reported = gmt__pmgr_procs_reserved(pm);
-  for (pmgr_mem_proc_t *m = pm->mem_local; m; m = m->next) {
-    up += m->up;
-    down += m->down;
-  }
-  uint64_t used = reported + up;
-  return used > down ? used - down : 0;
+  gmt_outage_count_t c = count_of(pm);
+  return gmt_outage_used(&c);
 }
 
 void gmt__pmgr_memory_proc(gmt_pmgr_t *pm, uint32_t pid, bool gone)
@@ -188,13 +171,12 @@ static void note_ledger(gmt_pmgr_t *pm, int rc, const Gmt__Envelope *rep)
   atomic_fetch_add(&pm->ledger_news, 1);
 }
 
-/* Whether a Reserve of pid's, refused waited_ms after the pod manager had
- * it, is held (on): the policy, on the pod's reports. */
-static bool may_hold(gmt_pmgr_t *pm, uint32_t pid, uint64_t bytes, uint64_t waited_ms)
+/* The pod as its reports say, seen from pid (the others' slack). */
+static gmt_slack_pod_t slack_of(gmt_pmgr_t *pm, uint32_t pid)
 {
   gmt_slack_pod_t pod = {.limit = pm->config.memory_limit};
   gmt__pmgr_procs_slack(pm, pid, &pod.used, &pod.others_slack);
-  return gmt_slack_hold(&pod, bytes, waited_ms);
+  return pod;
 }
 
 /* The count's refusal of r (the scheduler is unreachable). */
@@ -213,8 +195,9 @@ static void refuse_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__ReserveReq
  * and nothing is answered. */
 static bool grant_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__ReserveRequest *r)
 {
-  uint64_t limit = pm->config.memory_limit, used = pod_used(pm);
-  if (used > limit || r->bytes > limit - used)
+  gmt_outage_count_t c = count_of(pm);
+  uint64_t limit = c.limit, used = gmt_outage_used(&c);
+  if (!gmt_outage_fits(&c, r->bytes))
     return false;
   pmgr_mem_proc_t *m = local_find(pm, r->pid, true);
   if (!m) {
@@ -266,17 +249,14 @@ static void held_drop(gmt_pmgr_t *pm, pmgr_held_t *h)
 
 static void on_held_tick(uv_timer_t *t);
 
-/* On the loop: holds call's Reserve behind the others when the policy says
- * so and the held are not too many; NULL (nothing answered) otherwise.
- * tried: it was just refused (refusal: the scheduler's, owned from here;
- * NULL: by the count here), else it has not been tried. */
-static pmgr_held_t *hold(gmt_pmgr_t *pm, gmt_call_t *call, uint64_t since_ms, bool tried,
-                         Gmt__Envelope *refusal)
+/* On the loop: holds call's Reserve behind the others; NULL (nothing
+ * answered) when out of memory. tried: it was just refused (refusal: the
+ * scheduler's, owned from here; NULL: by the count here), else it has not
+ * been tried. */
+static pmgr_held_t *held_add(gmt_pmgr_t *pm, gmt_call_t *call, uint64_t since_ms, uint64_t now,
+                             bool tried, Gmt__Envelope *refusal)
 {
   const Gmt__ReserveRequest *r = reserve_of(call);
-  uint64_t now = gmt_now_ms();
-  if (pm->nheld >= PMGR_HELD_MAX || !may_hold(pm, r->pid, r->bytes, now - since_ms))
-    return NULL;
   pmgr_held_t *h = calloc(1, sizeof *h);
   if (!h)
     return NULL;
@@ -299,6 +279,18 @@ static pmgr_held_t *hold(gmt_pmgr_t *pm, gmt_call_t *call, uint64_t since_ms, bo
   return h;
 }
 
+/* As held_add() when the policy holds it (the held are not too many). */
+static pmgr_held_t *hold(gmt_pmgr_t *pm, gmt_call_t *call, uint64_t since_ms, bool tried,
+                         Gmt__Envelope *refusal)
+{
+  const Gmt__ReserveRequest *r = reserve_of(call);
+  uint64_t now = gmt_now_ms();
+  gmt_slack_pod_t pod = slack_of(pm, r->pid);
+  if (!gmt_held_admit(&pod, r->bytes, since_ms, now, pm->nheld >= PMGR_HELD_MAX))
+    return NULL;
+  return held_add(pm, call, since_ms, now, tried, refusal);
+}
+
 /* On the loop: call's Reserve was refused (refusal as in hold()): held,
  * or answered with the refusal. */
 static void hold_or_refuse(gmt_pmgr_t *pm, gmt_call_t *call, uint64_t since_ms,
@@ -315,101 +307,167 @@ static void hold_or_refuse(gmt_pmgr_t *pm, gmt_call_t *call, uint64_t since_ms,
   }
 }
 
+/* ---- answers while the scheduler is unreachable ---- */
+
+typedef void (*outage_fn)(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req,
+                          uint64_t since_ms);
+
+/* Reserve: the policy decides on the count (client/pmgr/outage_policy.h). */
+static void outage_reserve(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req,
+                           uint64_t since_ms)
+{
+  const Gmt__ReserveRequest *r = req->reserve_req;
+  gmt_outage_reserve_t in = {
+      .count = count_of(pm),
+      .slack = slack_of(pm, r->pid),
+      .bytes = r->bytes,
+      .since_ms = since_ms,
+      .now_ms = gmt_now_ms(),
+      .unlisted = pm->pod_unlisted,
+      .device_allowed =
+          gmt_podcfg_devices_allow(pm->config.devices, pm->config.n_devices, r->device),
+      .others_held = pm->held != NULL,
+      .held_full = pm->nheld >= PMGR_HELD_MAX,
+  };
+  gmt_outage_verdict_t v = gmt_outage_reserve(&in);
+  if (v == GMT_OUTAGE_HOLD_BEHIND || v == GMT_OUTAGE_HOLD) {
+    if (held_add(pm, call, since_ms, in.now_ms, v == GMT_OUTAGE_HOLD, NULL))
+      return;
+    /* No memory to hold it: answered now. */
+    v = gmt_outage_fits(&in.count, r->bytes) ? GMT_OUTAGE_GRANT : GMT_OUTAGE_REFUSE;
+  }
+  switch (v) {
+  case GMT_OUTAGE_NOPOD:
+    gmt_call_reply_error(call, GMT_ENOPOD,
+                         "the scheduler no longer lists pod '%s': no memory beyond what it holds",
+                         pm->name);
+    return;
+  case GMT_OUTAGE_DEVICE:
+    gmt_call_reply_error(call, GMT_EDEVICE,
+                         "pod '%s' may not use GPU %d (devices= in its config; counted by its "
+                         "pod manager: the scheduler is unreachable)",
+                         pm->name, r->device);
+    return;
+  case GMT_OUTAGE_GRANT:
+    if (grant_local(pm, call, r))
+      return;
+    refuse_local(pm, call, r);
+    return;
+  default: refuse_local(pm, call, r); return;
+  }
+}
+
+static void outage_release(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req,
+                           uint64_t since_ms)
+{
+  (void)since_ms;
+  const Gmt__ReleaseRequest *r = req->release_req;
+  pmgr_mem_proc_t *m = local_find(pm, r->pid, true);
+  if (m)
+    m->down += r->bytes;                 /* not counted: the safe error */
+  atomic_fetch_add(&pm->ledger_news, 1); /* held Reserves: look again */
+  Gmt__ReleaseReply body = GMT__RELEASE_REPLY__INIT;
+  body.memory_used = pod_used(pm);
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RELEASE_REP, &body);
+}
+
+static void outage_meminfo(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req,
+                           uint64_t since_ms)
+{
+  (void)req;
+  (void)since_ms;
+  gmt_outage_count_t c = count_of(pm);
+  Gmt__MemInfoReply body = GMT__MEM_INFO_REPLY__INIT;
+  body.memory_used = gmt_outage_used(&c);
+  body.memory_limit = c.limit;
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_MEMINFO_REP, &body);
+}
+
+/* Never a pin without the scheduler's ledger (see the top). */
+static void outage_advise(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req,
+                          uint64_t since_ms)
+{
+  (void)pm;
+  (void)since_ms;
+  const Gmt__AdviseRequest *r = req->advise_req;
+  if (r->bytes)
+    gmt_debug("pid %u: pin of %" PRIu64 " bytes refused: the scheduler is unreachable", r->pid,
+              r->bytes);
+  Gmt__AdviseReply body = GMT__ADVISE_REPLY__INIT;
+  body.pin = false;
+  body.reason = GMT__PIN_REASON__PIN_REASON_UNREACHABLE;
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_ADVISE_REP, &body);
+}
+
+static void outage_resident(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req,
+                            uint64_t since_ms)
+{
+  (void)pm;
+  (void)since_ms;
+  const Gmt__ResidentRequest *r = req->resident_req;
+  gmt_debug("pid %u: %llu bytes resident on device %d granted: the scheduler is unreachable",
+            r->pid, (unsigned long long)r->bytes, r->device);
+  Gmt__ResidentReply body = GMT__RESIDENT_REPLY__INIT;
+  body.granted = true;
+  body.reason = GMT__RESIDENT_REASON__RESIDENT_REASON_UNREACHABLE;
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RESIDENT_REP, &body);
+}
+
+/* Unknown, each: the process keeps its CUDA ordinals until it asks again
+ * (hook/devmap.c). */
+static void outage_devices(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req,
+                           uint64_t since_ms)
+{
+  (void)pm;
+  (void)since_ms;
+  const Gmt__DevicesRequest *r = req->devices_req;
+  int32_t *index = calloc(r->n_bus_ids + 1, sizeof *index);
+  if (!index) {
+    gmt_call_reply_error(call, -ENOMEM, "pod manager out of memory");
+    return;
+  }
+  for (size_t i = 0; i < r->n_bus_ids; i++)
+    index[i] = -1;
+  Gmt__DevicesReply body = GMT__DEVICES_REPLY__INIT;
+  body.n_index = r->n_bus_ids;
+  body.index = index;
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_DEVICES_REP, &body);
+  free(index);
+}
+
+static void outage_pick(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req,
+                        uint64_t since_ms)
+{
+  (void)req;
+  (void)since_ms;
+  gmt_call_reply_error(call, -EHOSTUNREACH,
+                       "cannot pick a GPU: the scheduler is unreachable from pod '%s'", pm->name);
+}
+
+/* The outage answer of each call the table forwards (its outage column
+ * says which kind of answer). */
+static const outage_fn outage_answers[] = {
+    [GMT__ENVELOPE__BODY_RESERVE_REQ] = outage_reserve,
+    [GMT__ENVELOPE__BODY_RELEASE_REQ] = outage_release,
+    [GMT__ENVELOPE__BODY_MEMINFO_REQ] = outage_meminfo,
+    [GMT__ENVELOPE__BODY_ADVISE_REQ] = outage_advise,
+    [GMT__ENVELOPE__BODY_RESIDENT_REQ] = outage_resident,
+    [GMT__ENVELOPE__BODY_DEVICES_REQ] = outage_devices,
+    [GMT__ENVELOPE__BODY_PICK_REQ] = outage_pick,
+};
+
 /* The scheduler is unreachable: the pod manager answers from its count.
  * since_ms: when it had the call first (a refused Reserve's hold counts
  * from then). */
 static void reply_local(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req,
                         uint64_t since_ms)
 {
-  uint64_t limit = pm->config.memory_limit, used = pod_used(pm);
-  switch (req->body_case) {
-  case GMT__ENVELOPE__BODY_RESERVE_REQ: {
-    const Gmt__ReserveRequest *r = req->reserve_req;
-    if (pm->pod_unlisted) {
-      gmt_call_reply_error(call, GMT_ENOPOD,
-                           "the scheduler no longer lists pod '%s': no memory beyond what it holds",
-                           pm->name);
-      return;
-    }
-    if (!gmt_podcfg_devices_allow(pm->config.devices, pm->config.n_devices, r->device)) {
-      gmt_call_reply_error(call, GMT_EDEVICE,
-                           "pod '%s' may not use GPU %d (devices= in its config; counted by its "
-                           "pod manager: the scheduler is unreachable)",
-                           pm->name, r->device);
-      return;
-    }
-    /* Not ahead of Reserves that wait for slack (the timer grants them
-     * in turn). */
-    if (pm->held && hold(pm, call, since_ms, false, NULL))
-      return;
-    if (!grant_local(pm, call, r))
-      hold_or_refuse(pm, call, since_ms, NULL);
-    return;
-  }
-  case GMT__ENVELOPE__BODY_RELEASE_REQ: {
-    const Gmt__ReleaseRequest *r = req->release_req;
-    pmgr_mem_proc_t *m = local_find(pm, r->pid, true);
-    if (m)
-      m->down += r->bytes;                 /* not counted: the safe error */
-    atomic_fetch_add(&pm->ledger_news, 1); /* held Reserves: look again */
-    Gmt__ReleaseReply body = GMT__RELEASE_REPLY__INIT;
-    body.memory_used = pod_used(pm);
-    gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RELEASE_REP, &body);
-    return;
-  }
-  case GMT__ENVELOPE__BODY_MEMINFO_REQ: {
-    Gmt__MemInfoReply body = GMT__MEM_INFO_REPLY__INIT;
-    body.memory_used = used;
-    body.memory_limit = limit;
-    gmt_call_reply_body(call, GMT__ENVELOPE__BODY_MEMINFO_REP, &body);
-    return;
-  }
-  case GMT__ENVELOPE__BODY_ADVISE_REQ: {
-    /* Never a pin without the scheduler's ledger (see the top). */
-    const Gmt__AdviseRequest *r = req->advise_req;
-    if (r->bytes)
-      gmt_debug("pid %u: pin of %" PRIu64 " bytes refused: the scheduler is unreachable", r->pid,
-                r->bytes);
-    Gmt__AdviseReply body = GMT__ADVISE_REPLY__INIT;
-    body.pin = false;
-    body.reason = GMT__PIN_REASON__PIN_REASON_UNREACHABLE;
-    gmt_call_reply_body(call, GMT__ENVELOPE__BODY_ADVISE_REP, &body);
-    return;
-  }
-  case GMT__ENVELOPE__BODY_RESIDENT_REQ: {
-    const Gmt__ResidentRequest *r = req->resident_req;
-    gmt_debug("pid %u: %llu bytes resident on device %d granted: the scheduler is unreachable",
-              r->pid, (unsigned long long)r->bytes, r->device);
-    Gmt__ResidentReply body = GMT__RESIDENT_REPLY__INIT;
-    body.granted = true;
-    body.reason = GMT__RESIDENT_REASON__RESIDENT_REASON_UNREACHABLE;
-    gmt_call_reply_body(call, GMT__ENVELOPE__BODY_RESIDENT_REP, &body);
-    return;
-  }
-  case GMT__ENVELOPE__BODY_DEVICES_REQ: {
-    /* Unknown, each: the process keeps its CUDA ordinals until it asks
-     * again (hook/devmap.c). */
-    const Gmt__DevicesRequest *r = req->devices_req;
-    int32_t *index = calloc(r->n_bus_ids + 1, sizeof *index);
-    if (!index) {
-      gmt_call_reply_error(call, -ENOMEM, "pod manager out of memory");
-      return;
-    }
-    for (size_t i = 0; i < r->n_bus_ids; i++)
-      index[i] = -1;
-    Gmt__DevicesReply body = GMT__DEVICES_REPLY__INIT;
-    body.n_index = r->n_bus_ids;
-    body.index = index;
-    gmt_call_reply_body(call, GMT__ENVELOPE__BODY_DEVICES_REP, &body);
-    free(index);
-    return;
-  }
-  case GMT__ENVELOPE__BODY_PICK_REQ:
-    gmt_call_reply_error(call, -EHOSTUNREACH,
-                         "cannot pick a GPU: the scheduler is unreachable from pod '%s'", pm->name);
-    return;
-  default: gmt_call_reply_error(call, -EINVAL, "not a memory call"); return;
-  }
+  unsigned c = (unsigned)req->body_case;
+  outage_fn fn = c < sizeof outage_answers / sizeof outage_answers[0] ? outage_answers[c] : NULL;
+  if (fn)
+    fn(pm, call, req, since_ms);
+  else
+    gmt_call_reply_error(call, -EINVAL, "not a memory call");
 }
 
 /* On the loop: a forwarded call that got no answer. */
@@ -502,7 +560,7 @@ static void release_orphan(gmt_pmgr_t *pm, const Gmt__ReserveRequest *r)
   Gmt__Envelope env = GMT__ENVELOPE__INIT;
   gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_RELEASE_REQ, &rl);
   gmt_debug("pid %u: %" PRIu64 " bytes granted after it gave up; given back", r->pid, r->bytes);
-  if (gmt__pmgr_schd_call(pm, &env, PMGR_FORWARD_TIMEOUT_MS, on_orphan_released, NULL) < 0)
+  if (gmt__pmgr_schd_call(pm, &env, GMT_RPC_PMGR_WAIT_MS, on_orphan_released, NULL) < 0)
     gmt_warn("pid %u: %" PRIu64 " bytes granted after it gave up stay in the ledger", r->pid,
              r->bytes);
 }
@@ -588,79 +646,75 @@ static void held_landed(reserve_up_t *u)
   free(u);
 }
 
-/* The timer, while Reserves are held: each is answered with its refusal
- * once the policy lets it go; the others are granted in turn, none ahead
- * of an earlier one that does not fit: from the count in an outage, else
- * tried again when the ledger (as the replies passed back say) has room
- * for it, or, the first that has none, every PMGR_HELD_RETRY_EVERY_MS
- * (room the pod manager does not see: a process's exit reclaimed by the
- * scheduler). */
+/* The timer, while Reserves are held: the policy's pass over them in
+ * arrival order (gmt_held_step(): refused once the hold ends, the others
+ * granted in turn, none ahead of an earlier one that does not fit); this
+ * applies what it says. */
 static void on_held_tick(uv_timer_t *t)
 {
   gmt_pmgr_t *pm = t->data;
-  uint64_t now = gmt_now_ms(), limit = pm->config.memory_limit;
-  uint64_t news = atomic_load(&pm->ledger_news);
-  uint64_t total = atomic_load(&pm->ledger_seen);
-  uint64_t room = limit > total ? limit - total : 0;
-  bool blocked = false;
+  uint64_t total = atomic_load(&pm->ledger_seen), limit = pm->config.memory_limit;
+  gmt_held_pass_t pass = {
+      .now_ms = gmt_now_ms(),
+      .outage = pm->schd_down,
+      .room = limit > total ? limit - total : 0,
+      .news = atomic_load(&pm->ledger_news),
+  };
+  uint64_t now = pass.now_ms;
   for (pmgr_held_t *h = pm->held, *next; h; h = next) {
     next = h->next;
-    if (h->in_flight) {
-      room -= h->bytes < room ? h->bytes : room;
-      continue;
+    gmt_held_view_t v = {
+        .bytes = h->bytes,
+        .since_ms = h->since_ms,
+        .tried_ms = h->tried_ms,
+        .tried_news = h->tried_news,
+        .in_flight = h->in_flight,
+    };
+    if (!h->in_flight) {
+      v.caller_gone = gmt_call_caller_gone(h->call);
+      v.slack = slack_of(pm, h->pid);
+      if (pass.outage)
+        v.count = count_of(pm);
     }
-    if (gmt_call_caller_gone(h->call)) {
+    int timeout_ms = 0;
+    switch (gmt_held_step(&pass, &v, &timeout_ms)) {
+    case GMT_HELD_WAIT: break;
+    case GMT_HELD_CANCEL:
       gmt_debug("pid %u: gave up on %" PRIu64 " bytes after %" PRIu64 " ms held", h->pid, h->bytes,
                 now - h->since_ms);
       gmt_call_reply_error(h->call, -ECANCELED, "the caller has gone");
       held_drop(pm, h);
-      continue;
+      break;
+    case GMT_HELD_ASK: {
+      /* Never asked (it waited behind others): the ledger, or the count,
+       * answers it once, as if it came now. */
+      gmt_call_t *call = h->call;
+      uint64_t since_ms = h->since_ms;
+      held_drop(pm, h);
+      if (pm->schd_down || reserve_up(pm, call, NULL, since_ms, GMT_RPC_PMGR_WAIT_MS) < 0)
+        reply_local(pm, call, gmt_call_request(call), since_ms);
+      break;
     }
-    if (!may_hold(pm, h->pid, h->bytes, now - h->since_ms)) {
-      if (!h->tried_ms) {
-        /* Never asked (it waited behind others): the ledger, or the
-         * count, answers it once, as if it came now. */
-        gmt_call_t *call = h->call;
-        uint64_t since_ms = h->since_ms;
-        held_drop(pm, h);
-        if (pm->schd_down || reserve_up(pm, call, NULL, since_ms, PMGR_FORWARD_TIMEOUT_MS) < 0)
-          reply_local(pm, call, gmt_call_request(call), since_ms);
-        continue;
-      }
+    case GMT_HELD_REFUSE:
       gmt_debug("pid %u: %" PRIu64 " bytes refused after %" PRIu64 " ms held", h->pid, h->bytes,
                 now - h->since_ms);
       answer_refusal(pm, h);
       held_drop(pm, h);
-      continue;
-    }
-    if (blocked)
-      continue;
-    if (pm->schd_down) {
+      break;
+    case GMT_HELD_GRANT:
       if (grant_local(pm, h->call, reserve_of(h->call)))
         held_drop(pm, h);
       else
-        blocked = true;
-      continue;
-    }
-    /* Room by the replies: tried when they said something new since its
-     * last try. No room: the first such is tried blind now and then, and
-     * those behind it wait. */
-    bool fits = h->bytes <= room;
-    bool due = !h->tried_ms || now - h->tried_ms >= PMGR_HELD_RETRY_EVERY_MS;
-    blocked = !fits;
-    if (!(fits ? due || h->tried_news != news : due)) {
-      blocked = true;
-      continue;
-    }
-    uint64_t end = h->since_ms + GMT_SLACK_HOLD_MS + PMGR_HELD_LAST_TRY_MS;
-    int timeout_ms = end > now ? (int)(end - now) : 1;
-    if (timeout_ms > PMGR_FORWARD_TIMEOUT_MS)
-      timeout_ms = PMGR_FORWARD_TIMEOUT_MS;
-    h->tried_ms = now;
-    h->tried_news = news;
-    if (reserve_up(pm, h->call, h, h->since_ms, timeout_ms) == 0) {
-      h->in_flight = true;
-      room -= h->bytes < room ? h->bytes : room;
+        pass.blocked = true;
+      break;
+    case GMT_HELD_TRY:
+      h->tried_ms = now;
+      h->tried_news = pass.news;
+      if (reserve_up(pm, h->call, h, h->since_ms, timeout_ms) == 0) {
+        h->in_flight = true;
+        gmt_held_took(&pass, h->bytes);
+      }
+      break;
     }
   }
   if (!pm->nheld)
@@ -669,76 +723,40 @@ static void on_held_tick(uv_timer_t *t)
 
 static void forward(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
 {
-  Gmt__Envelope env = *req;
-  Gmt__ReleaseRequest release;
-  Gmt__MemInfoRequest meminfo;
-  Gmt__AdviseRequest advise;
-  Gmt__ResidentRequest resident;
-  Gmt__DevicesRequest devices;
-  Gmt__PickRequest pick;
-  char *pod = (char *)pm->name;
-  int timeout_ms = PMGR_FORWARD_TIMEOUT_MS;
-
-  /* Shallow copies: only the pod differs, and the request is packed
-   * before gmt_client_call_async() returns. */
-  switch (req->body_case) {
-  case GMT__ENVELOPE__BODY_RESERVE_REQ: {
+  if (req->body_case == GMT__ENVELOPE__BODY_RESERVE_REQ) {
     /* Not ahead of Reserves that wait for slack (the timer tries them
      * in turn); its answer may be held too (above). */
     uint64_t now = gmt_now_ms();
     if (pm->held && hold(pm, call, now, false, NULL))
       return;
-    int rc = reserve_up(pm, call, NULL, now, PMGR_FORWARD_TIMEOUT_MS);
+    int rc = reserve_up(pm, call, NULL, now, GMT_RPC_PMGR_WAIT_MS);
     if (rc == -ESHUTDOWN)
       gmt_call_reply_error(call, rc, "pod manager is stopping");
     else if (rc < 0)
       reply_local(pm, call, req, now);
     return;
   }
-  case GMT__ENVELOPE__BODY_RELEASE_REQ:
-    release = *req->release_req;
-    release.pod = pod;
-    env.release_req = &release;
-    break;
-  case GMT__ENVELOPE__BODY_MEMINFO_REQ:
-    meminfo = *req->meminfo_req;
-    meminfo.pod = pod;
-    env.meminfo_req = &meminfo;
-    break;
-  case GMT__ENVELOPE__BODY_ADVISE_REQ:
-    advise = *req->advise_req;
-    advise.pod = pod;
-    env.advise_req = &advise;
-    timeout_ms = PMGR_ADVISE_TIMEOUT_MS;
-    break;
-  case GMT__ENVELOPE__BODY_RESIDENT_REQ:
-    resident = *req->resident_req;
-    resident.pod = pod;
-    env.resident_req = &resident;
-    timeout_ms = PMGR_RESIDENT_TIMEOUT_MS;
-    break;
-  case GMT__ENVELOPE__BODY_DEVICES_REQ:
-    devices = *req->devices_req;
-    devices.pod = pod;
-    env.devices_req = &devices;
-    break;
-  case GMT__ENVELOPE__BODY_PICK_REQ:
-    pick = *req->pick_req; /* a process picks among its own pod's GPUs */
-    pick.pod = pod;
-    env.pick_req = &pick;
-    timeout_ms = PMGR_PICK_TIMEOUT_MS;
-    break;
-  default: gmt_call_reply_error(call, -EINVAL, "not a request to forward"); return;
-  }
 
+  /* Only the pod differs (a process picks among its own pod's GPUs); the
+   * request is packed before gmt_client_call_async() returns. */
+  Gmt__Envelope env;
+  void *body;
+  int rc = gmt_rpc_with_pod(req, pm->name, &env, &body);
+  if (rc < 0) {
+    gmt_call_reply_error(call, rc,
+                         rc == -ENOMEM ? "pod manager out of memory" : "not a request to forward");
+    return;
+  }
   forward_t *f = malloc(sizeof *f);
   if (!f) {
+    free(body);
     gmt_call_reply_error(call, -ENOMEM, "pod manager out of memory");
     return;
   }
   f->pm = pm;
   f->call = call;
-  int rc = gmt__pmgr_schd_call(pm, &env, timeout_ms, on_forwarded, f);
+  rc = gmt__pmgr_schd_call(pm, &env, gmt_rpc_kind(req->body_case)->pmgr_wait_ms, on_forwarded, f);
+  free(body);
   if (rc < 0) {
     free(f);
     if (rc == -ESHUTDOWN)

@@ -11,7 +11,8 @@
 
 /* On the loop, before any call: the held Reserves' timer. */
 int gmt__pmgr_memory_init(gmt_pmgr_t *pm);
-/* On the loop: a process's Reserve, Release, MemInfo, Advise or Resident. */
+/* On the loop: a process's call that the table forwards (gmt_rpc_kinds.h:
+ * Reserve, Release, MemInfo, Advise, Resident, Devices, Pick). */
 void gmt__pmgr_handle_memory(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req);
 /* On the loop: pid's report changed (gone false) or it exited. */
 void gmt__pmgr_memory_proc(gmt_pmgr_t *pm, uint32_t pid, bool gone);
