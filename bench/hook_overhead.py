@@ -11,7 +11,7 @@ usage: bench/hook_overhead.py [--rounds R] [--launches N] [--allocs N] [--fake] 
 GMT_BUILD_DIR names the build (default build/); --fake runs on the fake
 driver (a dry run on a machine without a GPU: its numbers mean nothing).
 --calllog adds a fourth side, the hook with Alnair's per-call logs on
-(GMT_LOG_DIR, hook/calllog.c), and a third loop of cuGetProcAddress_v2 (a
+(GMT_LOG_DIR, hook/logs/calllog.c), and a third loop of cuGetProcAddress_v2 (a
 call that does little, so the timing's own cost shows), and prints what
 the logs cost per call."""
 import argparse

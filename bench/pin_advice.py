@@ -82,7 +82,7 @@ PIN = {"native": None, "unpinned": "off", "pinned": "off", "profile": "profile",
 BY_HAND = {"hand-profile": ("all", "profile"), "hand-use": ("hot", "use"),
            "hand-adaptive": ("pays", "adaptive")}
 DEFAULT_MODES = [m for m in MODES if m not in BY_HAND]
-# Staged copies (hook/stage.c): on in every hooked mode with --stage-threads
+# Staged copies (hook/pin/stage.c): on in every hooked mode with --stage-threads
 # threads, off in the -nostage modes, to compare side by side.
 NOSTAGE = ("use-nostage", "adaptive-nostage")
 # The dataloader's variants: (name, pin= or None for no hook, pin_memory).

@@ -82,9 +82,9 @@ static const struct entry_point {
 };
 /* gmt's own markers in libgmthook.so: exported no-ops that the hook
  * calls right after each registration and unregistration it makes
- * (hook/pin.c), so that the trace tells gmt's pins from the program's
+ * (hook/pin/pin.c), so that the trace tells gmt's pins from the program's
  * own, and after each allocation it moved off the GPU or back
- * (hook/swap.c), with the bytes and how long the move took. */
+ * (hook/swap/swap.c), with the bytes and how long the move took. */
 static const struct entry_point hook_points[] = {
     {"gmt_trace_pinned", GMT_TFN_GMT_PINNED | EO},
     {"gmt_trace_moved", GMT_TFN_GMT_MOVED | EO},

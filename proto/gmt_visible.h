@@ -1,6 +1,6 @@
 /* CUDA_VISIBLE_DEVICES from a Pick's answer (proto/gmt.proto, PickReply),
  * written once for `gmt run` (client/cli/cmd_run.c: --auto-device, and --pod's
- * confinement) and the hook's GMT_AUTO_DEVICE (hook/autodev.c: =N and
+ * confinement) and the hook's GMT_AUTO_DEVICE (hook/memory/autodev.c: =N and
  * =pod). */
 #ifndef GMT_VISIBLE_H
 #define GMT_VISIBLE_H

@@ -154,7 +154,7 @@ void gmt_server_free(gmt_server_t *s);
 const Gmt__Envelope *gmt_call_request(const gmt_call_t *call);
 /* Whether the connection the call came on has closed: its answer would
  * reach no one. A hooked process closes its connection when it gives up
- * on a call (hook/conn.c), and then takes the call as not done. */
+ * on a call (hook/base/conn.c), and then takes the call as not done. */
 bool gmt_call_caller_gone(const gmt_call_t *call);
 /* Who sent the call, as the kernel says (gmt_peer.h; a struct gmt_peer).
  * want_pid: find a tcp peer's process too (a scan of /proc, once per

@@ -21,7 +21,8 @@ below.
 
 Within a layer, folders that must not know each other: proto/util/
 includes nothing from the rest of proto/ (the wire above it), and
-client/'s two programs, pmgr/ and cli/, include nothing of each other.
+client/'s two programs, pmgr/ and cli/, include nothing of each other;
+hook/base/ includes nothing from hook/'s other folders.
 
 Exit 0 when clean; 1 with one line per cycle or upward include. Python 3
 standard library and binutils' nm only."""
@@ -35,7 +36,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKED = ("proto", "bpf", "topo", "server", "client", "hook")
 RANK = {"proto": 0, "bpf": 1, "topo": 1, "server": 2, "client": 2, "hook": 2}
 # (folder, folder it may not include from): prefixes of paths.
-APART = (("proto/util/", "proto/"), ("client/pmgr/", "client/cli/"), ("client/cli/", "client/pmgr/"))
+APART = (("proto/util/", "proto/"), ("client/pmgr/", "client/cli/"), ("client/cli/", "client/pmgr/"),
+         ("hook/base/", "hook/"))
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

@@ -414,7 +414,7 @@ static void outage_resident(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelop
 }
 
 /* Unknown, each: the process keeps its CUDA ordinals until it asks again
- * (hook/devmap.c). */
+ * (hook/memory/devmap.c). */
 static void outage_devices(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req,
                            uint64_t since_ms)
 {

@@ -4,7 +4,7 @@
  * test/unit/test_slack_policy.c covers the order of each decision.
  *
  * Slack is what a process holds reserved in the ledger and does not use
- * (hook/reserve.h: it reserves in chunks). Other processes' slack counts
+ * (hook/memory/reserve.h: it reserves in chunks). Other processes' slack counts
  * against the pod's quota, so a Reserve that the pod's live allocations
  * leave room for can be refused; held for a moment while the slack comes
  * back, it is granted instead. The quota stays exact: the ledger still
@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 /* The longest a refused Reserve is held: well inside the hook's bound on
- * the call (1.5 s, hook/reserve.c), like a token wait. */
+ * the call (1.5 s, hook/memory/reserve.c), like a token wait. */
 #define GMT_SLACK_HOLD_MS 1000
 /* With no slack reported by the other processes, a held Reserve waits this
  * long for reports to catch up (a chunk granted to another process shows

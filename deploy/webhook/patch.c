@@ -344,7 +344,7 @@ static int container_ops(builder_t *b, json_object *c, size_t i, const gmt_webho
     exists = true;
   }
   /* Before main, the hook asks the pod manager for the pod's GPUs and, when
-   * the gmt pod has devices=, shows the process only those (hook/autodev.c):
+   * the gmt pod has devices=, shows the process only those (hook/memory/autodev.c):
    * its device 0 is then one gmt-schd lets it use. */
   if (!have_autodev) {
     append(b, path, exists, env_var(b, "GMT_AUTO_DEVICE", "pod"));

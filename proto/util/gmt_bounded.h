@@ -1,7 +1,7 @@
 /* Waits with a bound, for what must not hang on a peer or on nng: a
  * deadline on CLOCK_MONOTONIC, condition variables that wait on it, and
  * closing an nng socket that stops waiting at the deadline. For gmtwire
- * (client.c, server.c); the hook's timed waits (hook/thread.c) take their
+ * (client.c, server.c); the hook's timed waits (hook/base/thread.c) take their
  * deadline from here too. */
 #ifndef GMT_BOUNDED_H
 #define GMT_BOUNDED_H

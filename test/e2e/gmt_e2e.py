@@ -363,7 +363,7 @@ class Node:
         the folder of the few libraries the hook needs, kept apart so that
         a framework's own libraries are not shadowed)."""
         env = dict(self.base_env)
-        # Staged copies (hook/stage.c) count their pinned buffers in a
+        # Staged copies (hook/pin/stage.c) count their pinned buffers in a
         # process's pinned_bytes, and start by the machine's CPU count: off
         # on the fake unless a test asks, so that its pinned counts do not
         # depend on the machine.

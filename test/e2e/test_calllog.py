@@ -1,4 +1,4 @@
-"""End-to-end: Alnair's per-call logs (hook/calllog.c). With GMT_LOG_DIR
+"""End-to-end: Alnair's per-call logs (hook/logs/calllog.c). With GMT_LOG_DIR
 (or PFLOG) set, a hooked program's metrics.log counts every call of every
 wrapped entry point exactly, and its timeline.log has one parsable line
 per call; the files are per process, a forked child writes its own, the

@@ -1,4 +1,4 @@
-"""NVML's memory view under the hook (hook/nvml.c): nvmlDeviceGetMemoryInfo
+"""NVML's memory view under the hook (hook/memory/nvml.c): nvmlDeviceGetMemoryInfo
 and _v2, linked or found with dlsym, show the pod's quota and use, equal to
 cuMemGetInfo's; without the hook, or outside a pod, the card's numbers."""
 import os

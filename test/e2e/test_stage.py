@@ -1,4 +1,4 @@
-"""Staged copies (issue 11, hook/stage.c): with pin advice on, a
+"""Staged copies (issue 11, hook/pin/stage.c): with pin advice on, a
 synchronous copy of 8 MiB or more between the device and pageable memory
 goes through gmt's pinned staging buffers, copied by several threads. The
 program (memprogs/pin_buffers.c) checks every byte of every round trip

@@ -1,6 +1,6 @@
 """End-to-end: the tracer records gmt's moves, with their bytes and how
 long they took (issue 12, item 5). In mode=swap and mode=um the hook moves
-whole allocations off the GPU and back (hook/swap.c) and calls
+whole allocations off the GPU and back (hook/swap/swap.c) and calls
 gmt_trace_moved() in libgmthook.so after each; the tracer probes that
 marker and puts a move_out or move_in event, with its bytes and duration,
 in the moved allocation's history, and counts them there.

@@ -1,5 +1,5 @@
 """End-to-end: the tracer tells gmt's pins from the program's own (issue
-11). Pin advice (hook/pin.c) registers a program's hot malloc'd buffers
+11). Pin advice (hook/pin/pin.c) registers a program's hot malloc'd buffers
 itself and calls gmt_trace_pinned() in libgmthook.so after each of its
 registrations and unregistrations; the tracer probes that marker and marks
 the buffer pinned_by_gmt. Pod a runs with pin=adaptive under the real

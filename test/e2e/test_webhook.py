@@ -240,7 +240,7 @@ class Webhook(unittest.TestCase):
             self.assertEqual(env["GMT_PMGR"], "ipc:///run/gmt/pmgr-50052.sock")
             self.assertEqual(env["GMT_FAIL_CLOSED"], "1")
             # The hook confines the container's processes to the gmt pod's
-            # devices= before main (hook/autodev.c).
+            # devices= before main (hook/memory/autodev.c).
             self.assertEqual(env.get("GMT_AUTO_DEVICE"), (autodev or {}).get(c["name"], "pod"),
                              c["name"])
         self.assertEqual(out["metadata"]["annotations"]["gmt.io/injected"], name)

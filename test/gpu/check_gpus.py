@@ -252,7 +252,7 @@ def confine(c, ids):
 
 def smi(c):
     """nvidia-smi under the hook in a pod of 8 GiB: does it read the pod's
-    view (hook/nvml.c) or the card's? pynvml the same way, as vLLM does."""
+    view (hook/memory/nvml.c) or the card's? pynvml the same way, as vLLM does."""
     node = gmt_e2e.Node("1\na 0.5 1.0 8Gi\n", fake=False)
     try:
         node.start_schd()

@@ -1,4 +1,4 @@
-/* When a grant is busy and when it is idle (hook/busy.c), on a fake clock:
+/* When a grant is busy and when it is idle (hook/token/busy.c), on a fake clock:
  * a process that waits for its own queued work is busy; the grant is idle
  * only after its work is done and nothing came for the idle time; overuse,
  * the unused tail and the burst estimate are measured from when the work

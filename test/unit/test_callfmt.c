@@ -1,4 +1,4 @@
-/* hook/callfmt.c: the text of metrics.log and timeline.log as Alnair's
+/* hook/logs/callfmt.c: the text of metrics.log and timeline.log as Alnair's
  * profiler hook writes it (README of alnair-profiler/profiler-hook-lib),
  * timeline.log's size bound and the files' names. */
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* hook/hookmap.c: the map that turns an address the real driver handed
+/* hook/base/hookmap.c: the map that turns an address the real driver handed
  * out (through dlsym or cuGetProcAddress) into the hook's wrapper of the
  * symbol at that address. Addresses here are made up; what matters is that
  * each real address finds its own wrapper, so that old and new versions of

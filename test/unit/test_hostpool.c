@@ -1,4 +1,4 @@
-/* hook/hostpool.c: the caching pool of pinned blocks. Blocks and contexts
+/* hook/pin/hostpool.c: the caching pool of pinned blocks. Blocks and contexts
  * here are made-up addresses; what matters is which block a request gets
  * back, that a block is never handed out twice or across flags or
  * contexts, and which blocks go back to the driver and when. */

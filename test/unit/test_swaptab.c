@@ -1,4 +1,4 @@
-/* hook/swaptab.c: the table of swap allocations. Addresses and contexts
+/* hook/swap/swaptab.c: the table of swap allocations. Addresses and contexts
  * are made up; what matters is the totals per place after every move,
  * which allocations a keep target moves out and in what order, and that a
  * target heard twice or above what is on the GPU moves nothing. */

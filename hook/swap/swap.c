@@ -4,7 +4,7 @@
  * the same address, and the Resident RPC that asks the scheduler for the
  * bytes on the GPU.
  *
- * Locks (hook/fork.h has the whole order): gmt__swap_rw (SWAP), then
+ * Locks (hook/base/fork.h has the whole order): gmt__swap_rw (SWAP), then
  * g_tab_mu (SWAPTAB: the table, calls nothing while held). g_res_mu
  * (RESIDENT) serialises Resident RPCs and the granted totals; it is held
  * across the RPC, never with gmt__swap_rw.

@@ -1,4 +1,4 @@
-/* The launch gate (hook/token.c): a kernel starts only while this process
+/* The launch gate (hook/token/token.c): a kernel starts only while this process
  * holds its pod's token on the device (docs/protocol.md, "Token"). */
 #ifndef GMT_HOOK_TOKEN_H
 #define GMT_HOOK_TOKEN_H
