@@ -88,7 +88,7 @@ gmt_tshare_waiter_t *gmt_tshare_take(gmt_tshare_dev_t *d, uint32_t pid)
 static void kick(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, gmt_tshare_act_t *act);
 
 static void upstream(gmt_tshare_act_t *act, int kind, uint32_t pid, double burst_ms,
-                 double overuse_ms, double idle_ms)
+                     double overuse_ms, double idle_ms)
 {
   act->send = kind;
   act->pid = pid;
@@ -293,8 +293,8 @@ void gmt_tshare_send_failed(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in,
   local_grant(d, in, act);
 }
 
-void gmt_tshare_answered(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, bool release,
-                         uint64_t seq, int rc, double quota_ms, gmt_tshare_act_t *act)
+void gmt_tshare_answered(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, bool release, uint64_t seq,
+                         int rc, double quota_ms, gmt_tshare_act_t *act)
 {
   *act = (gmt_tshare_act_t){0};
   if (release) {

@@ -156,8 +156,8 @@ void gmt_tshare_send_failed(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in,
                             const gmt_tshare_act_t *sent, gmt_tshare_act_t *act);
 /* The scheduler's answer to call seq: rc (0, or its error) and the quota
  * it granted. */
-void gmt_tshare_answered(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, bool release,
-                         uint64_t seq, int rc, double quota_ms, gmt_tshare_act_t *act);
+void gmt_tshare_answered(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, bool release, uint64_t seq,
+                         int rc, double quota_ms, gmt_tshare_act_t *act);
 /* Whether a call upstream is in flight (the caller watches the heartbeat
  * meanwhile), and the heartbeat found the scheduler down during it. */
 bool gmt_tshare_in_flight(const gmt_tshare_dev_t *d);

@@ -65,8 +65,7 @@ static gmt_tshare_act_t ask(fx_t *f, uint32_t pid, double burst_ms, double overu
 {
   gmt_tshare_act_t a;
   assert_int_equal(
-      gmt_tshare_request(&f->d, &f->in, pid, burst_ms, overuse_ms, (void *)(uintptr_t)pid, &a),
-      0);
+      gmt_tshare_request(&f->d, &f->in, pid, burst_ms, overuse_ms, (void *)(uintptr_t)pid, &a), 0);
   return a;
 }
 
@@ -120,8 +119,8 @@ static void granted_to(fx_t *f, uint32_t a, uint32_t b)
   free_list(x.granted);
 }
 
-static void test_waiting_processes_are_granted_together_and_a_latecomer_shares_the_rest(
-    void **state)
+static void
+test_waiting_processes_are_granted_together_and_a_latecomer_shares_the_rest(void **state)
 {
   fx_t *f = *state;
   gmt_tshare_act_t a = ask(f, 1, 50, 0);
@@ -196,7 +195,7 @@ static void test_an_idle_holder_releases_the_grant_with_its_idle_time(void **sta
   fx_t *f = *state;
   granted_to(f, 1, 2);
   later(f, 30);
-  gmt_tshare_act_t a = give_back(f, 1, 0, 10); /* done 10 ms ago */
+  gmt_tshare_act_t a = give_back(f, 1, 0, 10);    /* done 10 ms ago */
   assert_int_equal(a.send, GMT_TSHARE_SEND_NONE); /* 2 still holds it */
   later(f, 20);
   a = give_back(f, 2, 2, 40); /* done before 1 was */
