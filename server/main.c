@@ -572,18 +572,17 @@ static int tiers_init(gmt_schd_t *s, const flags_t *f)
 static void tiers_log(const gmt_schd_t *s)
 {
   for (size_t i = 0; i < gmt_tiers_nspaces(s->tiers); i++) {
-    gmt_tier_space_info_t sp;
-    if (gmt_tiers_space_info(s->tiers, i, &sp) < 0)
-      continue;
-    if (sp.tier == GMT_TIER_DISK)
+    const gmt_tier_space_t *sp = gmt_tiers_space(s->tiers, i);
+    if (sp->tier == GMT_TIER_DISK)
       gmt_info("memory tier %s %d: %llu bytes in %s (%llu free there at start), downgrade at "
                "%g, stop at %g",
-               gmt_tier_name(sp.tier), sp.index, (unsigned long long)sp.capacity,
-               s->disks[sp.index].dir, (unsigned long long)s->disks[sp.index].fs_free, sp.trigger,
-               sp.stop);
+               gmt_tier_name(sp->tier), sp->index, (unsigned long long)sp->capacity,
+               s->disks[sp->index].dir, (unsigned long long)s->disks[sp->index].fs_free,
+               sp->trigger, sp->stop);
     else
-      gmt_info("memory tier %s %d: %llu bytes, downgrade at %g, stop at %g", gmt_tier_name(sp.tier),
-               sp.index, (unsigned long long)sp.capacity, sp.trigger, sp.stop);
+      gmt_info("memory tier %s %d: %llu bytes, downgrade at %g, stop at %g",
+               gmt_tier_name(sp->tier), sp->index, (unsigned long long)sp->capacity, sp->trigger,
+               sp->stop);
   }
 }
 

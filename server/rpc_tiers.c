@@ -1,9 +1,11 @@
 /* The memory tiers on the wire: their part of Status (docs/tiers.md,
- * "Seeing the spaces"), and the GPU spaces kept in step with what occupies
- * them: the device reservations of pods not in swap mode (the device
- * ledger's) and the resident bytes of swap pods' processes (rpc_swap.c).
- * main.c builds s->tiers from the flags; the ledger itself is
- * server/tiers.c. */
+ * "Seeing the spaces"), and the rooms that memory requests and mode=swap
+ * are held to. main.c builds s->tiers, the table of spaces, from the
+ * flags (server/tiers.c); what occupies each space is counted here from
+ * the bookkeepers that own it (tiers.h says which), each time a space is
+ * looked at, so that no path that changes it (reserve, release, reclaim,
+ * a report adopted, a Resident, a reload that changes a mode) can leave a
+ * copy of it behind. */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -21,35 +23,39 @@ static bool reservations_occupy(void *arg, const char *name)
   return !pod || !gmt_mem_mode_moves(pod->cfg.mode);
 }
 
-/* What occupies each device's GPU space, read whenever the spaces are
- * looked at, so that no path that changes it (reserve, release, reclaim,
- * a report adopted, a Resident, a reload that changes a mode) can leave
- * them behind. */
-static void sync_devices(gmt_schd_t *s)
+/* The device reservations of the pods not in swap mode on device. */
+static uint64_t strict_reserved(gmt_schd_t *s, int device)
 {
-  size_t n = s->tiers ? gmt_tiers_nspaces(s->tiers) : 0;
-  for (size_t i = 0; i < n; i++) {
-    gmt_tier_space_info_t sp;
-    if (gmt_tiers_space_info(s->tiers, i, &sp) < 0 || sp.tier != GMT_TIER_GPU)
-      continue;
-    uint64_t held = gmt_ledger_device_total_if(s->ledger, sp.index, reservations_occupy, s);
-    (void)gmt_tiers_set_held(
-        s->tiers, GMT_TIER_GPU, sp.index,
-        gmt__sat_add(held, s->swap ? gmt_swap_device_total(s->swap, sp.index) : 0));
-  }
-  /* The host space holds what swap processes moved out and the copies
-   * they keep for the next move, as their reports say (one host space:
-   * NUMA node 0). */
-  uint64_t host = 0, disk = 0;
+  return gmt_ledger_device_total_if(s->ledger, device, reservations_occupy, s);
+}
+
+/* What swap processes moved to host memory (with the copies they keep for
+ * the next move out), or to spill files, as their reports say. */
+static uint64_t swapped_out(const gmt_schd_t *s, gmt_tier_t tier)
+{
+  uint64_t sum = 0;
   for (size_t i = 0; s->pods && i < s->pods->npods; i++)
     for (size_t j = 0; j < s->pods->pods[i].nprocs; j++) {
       const gmt_proc_t *p = &s->pods->pods[i].procs[j];
-      host = gmt__sat_add(host, gmt__sat_add(p->c.swap_host, p->c.swap_kept));
-      disk = gmt__sat_add(disk, p->c.swap_disk);
+      sum = gmt__sat_add(sum, tier == GMT_TIER_HOST ? gmt__sat_add(p->c.swap_host, p->c.swap_kept)
+                                                    : p->c.swap_disk);
     }
-  (void)gmt_tiers_set_held(s->tiers, GMT_TIER_HOST, 0, host);
-  /* Spill files go to the first disk space (the hook's, rpc_swap.c). */
-  (void)gmt_tiers_set_held(s->tiers, GMT_TIER_DISK, 0, disk);
+  return sum;
+}
+
+/* What occupies a space: a GPU's, the device ledger's strict reservations
+ * and the swap processes' resident bytes (swap.c); the host space (one:
+ * NUMA node 0) and the first disk space (where the hook spills,
+ * rpc_swap.c), what swap processes moved there. Nothing without the
+ * ledger (before it is up). */
+static uint64_t occupied(gmt_schd_t *s, const gmt_tier_space_t *sp)
+{
+  if (!s->ledger)
+    return 0;
+  if (sp->tier == GMT_TIER_GPU)
+    return gmt__sat_add(strict_reserved(s, sp->index),
+                        s->swap ? gmt_swap_device_total(s->swap, sp->index) : 0);
+  return sp->index == 0 ? swapped_out(s, sp->tier) : 0;
 }
 
 bool gmt__tiers_swap_rooms(gmt_schd_t *s, uint64_t *host_room, uint64_t *disk_room,
@@ -59,45 +65,42 @@ bool gmt__tiers_swap_rooms(gmt_schd_t *s, uint64_t *host_room, uint64_t *disk_ro
   *spill_dir = "";
   if (!s->tiers || !s->ledger || !s->swap_host_bounded)
     return false;
-  sync_devices(s);
-  if (gmt_tiers_room(s->tiers, GMT_TIER_HOST, 0, host_room) < 0)
+  const gmt_tier_space_t *host = gmt_tiers_find(s->tiers, GMT_TIER_HOST, 0);
+  if (!host)
     return false;
-  if (s->ndisks > 0 && gmt_tiers_room(s->tiers, GMT_TIER_DISK, 0, disk_room) == 0)
+  *host_room = gmt_tier_room(host, occupied(s, host));
+  const gmt_tier_space_t *disk = s->ndisks > 0 ? gmt_tiers_find(s->tiers, GMT_TIER_DISK, 0) : NULL;
+  if (disk) {
+    *disk_room = gmt_tier_room(disk, occupied(s, disk));
     *spill_dir = s->disks[0].dir;
+  }
   return true;
 }
 
 int gmt__tiers_device_room(gmt_schd_t *s, int device, uint64_t *room)
 {
-  if (!s->tiers || !s->ledger)
+  const gmt_tier_space_t *sp =
+      s->tiers && s->ledger ? gmt_tiers_find(s->tiers, GMT_TIER_GPU, device) : NULL;
+  if (!sp)
     return -ENOENT;
-  sync_devices(s);
-  return gmt_tiers_room(s->tiers, GMT_TIER_GPU, device, room);
+  *room = gmt_tier_room(sp, occupied(s, sp));
+  return 0;
 }
 
 int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *base,
                          uint64_t *trigger, uint64_t *stop)
 {
-  if (!s->tiers || !s->ledger)
+  const gmt_tier_space_t *sp =
+      s->tiers && s->ledger ? gmt_tiers_find(s->tiers, GMT_TIER_GPU, device) : NULL;
+  if (!sp)
     return -ENOENT;
-  sync_devices(s);
-  size_t n = gmt_tiers_nspaces(s->tiers);
-  for (size_t i = 0; i < n; i++) {
-    gmt_tier_space_info_t sp;
-    if (gmt_tiers_space_info(s->tiers, i, &sp) < 0 || sp.tier != GMT_TIER_GPU || sp.index != device)
-      continue;
-    /* occupied = the space's own reservations + held (above). */
-    uint64_t own = sp.occupied > sp.held ? sp.occupied - sp.held : 0;
-    *limit = sp.limit;
-    *base =
-        gmt__sat_add(own, gmt_ledger_device_total_if(s->ledger, device, reservations_occupy, s));
-    if (trigger)
-      *trigger = (uint64_t)(sp.trigger * (double)sp.capacity);
-    if (stop)
-      *stop = (uint64_t)(sp.stop * (double)sp.capacity);
-    return 0;
-  }
-  return -ENOENT;
+  *limit = sp->limit;
+  *base = strict_reserved(s, device);
+  if (trigger)
+    *trigger = sp->trigger_bytes;
+  if (stop)
+    *stop = sp->stop_bytes;
+  return 0;
 }
 
 int gmt__tiers_host_status(gmt_schd_t *s, Gmt__HostStatus *host)
@@ -105,35 +108,32 @@ int gmt__tiers_host_status(gmt_schd_t *s, Gmt__HostStatus *host)
   size_t n = s->tiers ? gmt_tiers_nspaces(s->tiers) : 0;
   if (n == 0)
     return 0;
-  if (s->ledger)
-    sync_devices(s);
   /* One block, the pointers then the messages, so that one free() ends it. */
   Gmt__TierSpace **pp = calloc(n, sizeof *pp + sizeof **pp);
   if (!pp)
     return -ENOMEM;
   Gmt__TierSpace *ts = (Gmt__TierSpace *)(pp + n);
-  size_t k = 0;
   for (size_t i = 0; i < n; i++) {
-    gmt_tier_space_info_t sp;
-    if (gmt_tiers_space_info(s->tiers, i, &sp) < 0)
-      continue;
-    Gmt__TierSpace *t = &ts[k];
+    const gmt_tier_space_t *sp = gmt_tiers_space(s->tiers, i);
+    uint64_t occ = occupied(s, sp);
+    Gmt__TierSpace *t = &ts[i];
     gmt__tier_space__init(t);
     /* protobuf-c's strings are not const, but packing only reads them. */
-    t->tier = (char *)gmt_tier_name(sp.tier);
-    t->index = sp.index;
-    if (sp.tier == GMT_TIER_DISK && sp.index < s->ndisks)
-      t->path = s->disks[sp.index].dir;
-    t->capacity = sp.capacity;
-    t->limit = sp.limit;
-    t->reserved = sp.reserved + sp.held; /* a GPU space's: the device ledger's */
-    t->used = sp.used;
-    t->trigger = sp.trigger;
-    t->stop = sp.stop;
-    t->pressure = sp.pressure;
-    pp[k++] = t;
+    t->tier = (char *)gmt_tier_name(sp->tier);
+    t->index = sp->index;
+    if (sp->tier == GMT_TIER_DISK && sp->index < s->ndisks)
+      t->path = s->disks[sp->index].dir;
+    t->capacity = sp->capacity;
+    t->limit = sp->limit;
+    /* What occupies it (above). used stays 0: nothing reserves inside a
+     * space any more, so nothing is used inside such a reservation. */
+    t->reserved = occ;
+    t->trigger = sp->trigger;
+    t->stop = sp->stop;
+    t->pressure = gmt_tier_pressure(sp, occ);
+    pp[i] = t;
   }
-  host->n_tiers = k;
+  host->n_tiers = n;
   host->tiers = pp;
   return 0;
 }

@@ -134,13 +134,12 @@ void gmt__ledger_host_status(gmt_schd_t *s, Gmt__HostStatus *host);
  * 0 or -ENOMEM. */
 int gmt__tiers_host_status(gmt_schd_t *s, Gmt__HostStatus *host);
 /* Room left on device's GPU space (--gpu-capacity) for more device
- * reservations, its held bytes first brought in step with the device
- * ledger and the swap processes' resident bytes; -ENOENT when no capacity
- * was declared for it. */
+ * reservations, after those of the device ledger and the swap processes'
+ * resident bytes; -ENOENT when no capacity was declared for it. */
 int gmt__tiers_device_room(gmt_schd_t *s, int device, uint64_t *room);
 /* The device's GPU space as mode=swap sees it: its limit, what occupies
  * it besides the swap processes' resident bytes (the device reservations
- * of pods not in swap mode, and any reservation in the space), and its
+ * of pods not in swap mode), and its
  * downgrade thresholds in bytes (trigger and stop may be NULL). -ENOENT
  * when no capacity was declared for it. */
 int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *base,

@@ -1,85 +1,40 @@
 /* gmt-pmgr: the pod's GPU time token, one per device, shared by the pod's
- * processes (Gemini's pod manager). Everything here runs on the loop.
- *
- * The scheduler grants a token to a pod, not to a process: a process that
- * asks while the pod's grant still has time left gets the rest of it at
- * once. A grant ends upstream only when every process that shared it is
- * done with it: it came back for more (its quota spent and its queued work
- * run), released it (idle), or exited. Then one call goes to the
- * scheduler: a request for all the processes waiting (burst the largest of
- * theirs, overuse their sum), which ends the grant and puts the pod among
- * the candidates for the next, or a release saying how long the grant went
- * unused. So the scheduler never starts the next grant behind this pod's
- * queued work, and a pod that goes idle early hands the GPU on at once. A
- * process that neither comes back nor releases (stalled) is waited for at
- * most PMGR_TOKEN_DRAIN_MAX_MS past the quota.
- *
- * When the scheduler cannot be reached (a failed call, or the heartbeat
- * saying it is down while a request waits), the pod keeps running within
- * its last shares: local grants of the base quota, each followed by a
- * pause that keeps the pod's duty cycle within its LIMIT. A process call
- * never waits on a dead scheduler for longer than the outage takes to
- * notice (about a second). */
+ * processes (Gemini's pod manager). The decisions are token_share.c's
+ * (token_share.h says them); this file is their loop and wire: it gathers
+ * what they need (the clock, the pod's config, the heartbeat), and applies
+ * what they say: answers to the processes' Token calls, calls to the
+ * scheduler, timers and log lines. Everything here runs on the loop. A
+ * process call never waits on a dead scheduler for longer than the outage
+ * takes to notice (about a second). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "pmgr_schd.h"
 #include "pmgr_token.h"
+#include "token_share.h"
 
 /* A wait for the token may last a whole window (10 s by default). */
 #define PMGR_TOKEN_TIMEOUT_MS 30000
 #define PMGR_TOKEN_RELEASE_TIMEOUT_MS 2000
-#define PMGR_TOKEN_MARGIN_NS 1000000ull /* less left than this: spent */
-#define PMGR_TOKEN_LOCAL_MS 250.0       /* the scheduler's base quota */
-#define PMGR_TOKEN_MIN_LIMIT 0.01       /* local pauses stay finite */
-#define PMGR_TOKEN_WATCH_MS 100         /* how soon an outage frees waiters */
-/* How long past a grant's quota its sharers are waited for (the
- * scheduler waits as long: GMT_TOKEN_DRAIN_MAX_MS). */
-#define PMGR_TOKEN_DRAIN_MAX_MS 1000
-/* The scheduler refuses a pod it thinks has no processes (ESRCH): right
- * after a process joins, its Token can overtake the heartbeat that lists
- * it. Asked again this often, for this long, before it counts as an
- * outage. */
-#define PMGR_TOKEN_ESRCH_RETRY_MS 20
-#define PMGR_TOKEN_ESRCH_FOR_NS 2000000000ull
-
-typedef struct tok_waiter {
-  struct tok_waiter *next;
-  gmt_call_t *call;
-  uint32_t pid;
-  double burst_ms;
-} tok_waiter_t;
+#define PMGR_TOKEN_WATCH_MS 100 /* how soon an outage frees waiters */
 
 typedef struct tok_dev {
   struct tok_dev *next;
   pmgr_tokens_t *t;
   int32_t device;
-  uint64_t expiry_ns; /* the pod's grant, gmt_now_ns(); 0: none */
-  bool local;         /* granted here during an outage */
-  bool owed;          /* a grant of the scheduler's, not yet ended by a call upstream */
-  uint64_t up_seq;    /* the Token request upstream, 0: none in flight */
-  uint64_t rel_seq;   /* the release upstream, 0: none in flight */
-  tok_waiter_t *waiters, **wtail;
-  uint32_t *sharers; /* processes answered from the current grant */
-  size_t nsharers, capsharers;
-  double overuse_ms;      /* to charge the pod with the next upstream call */
-  uint64_t busy_until_ns; /* released sharers' work was done by then, 0: none released */
-  uint64_t local_next_ns; /* outage: no local grant before this */
-  double burst_ms;        /* the largest of the last waiters' */
-  uint64_t esrch_ns;      /* since when the scheduler says ESRCH, 0: it does not */
-  uv_timer_t hold;        /* outage: the pause before the next local grant */
-  uv_timer_t drain;       /* a grant's sharers are waited for this long past its quota */
+  gmt_tshare_dev_t share;
+  uv_timer_t hold;  /* outage: the pause before the next local grant; ESRCH: the next try */
+  uv_timer_t drain; /* a grant's sharers are waited for this long past its quota */
 } tok_dev_t;
 
 struct pmgr_tokens {
   gmt_pmgr_t *pm;
   tok_dev_t *devs;
   uint64_t seq;
-  bool outage; /* said once per outage */
+  gmt_tshare_t share;
   bool closing;
   int open_handles; /* freed when the last one has closed */
   uv_timer_t watch;
@@ -96,50 +51,18 @@ typedef struct {
   Gmt__Envelope *rep;
 } tok_up_t;
 
-static void kick(tok_dev_t *d);
-static void on_drain(uv_timer_t *h);
-
-/* ---- replies to processes ---- */
-
-static void reply_quota(gmt_call_t *call, double quota_ms)
+/* What the decisions need to know now. */
+static gmt_tshare_in_t in_of(const tok_dev_t *d)
 {
-  Gmt__TokenReply rep = GMT__TOKEN_REPLY__INIT;
-  rep.quota_ms = quota_ms;
-  if (gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TOKEN_REP, &rep) < 0)
-    gmt_debug("a token reply could not be sent (the process has gone?)");
-}
-
-/* ---- the set of sharers ---- */
-
-static void sharer_add(tok_dev_t *d, uint32_t pid)
-{
-  for (size_t i = 0; i < d->nsharers; i++)
-    if (d->sharers[i] == pid)
-      return;
-  if (d->nsharers == d->capsharers) {
-    size_t cap = d->capsharers ? 2 * d->capsharers : 8;
-    uint32_t *s = realloc(d->sharers, cap * sizeof *s);
-    if (!s) {
-      /* Not knowing a sharer only means the grant goes back when the
-       * known ones are done; the process asks again then. */
-      gmt_warn("tokens: out of memory recording pid %u", pid);
-      return;
-    }
-    d->sharers = s;
-    d->capsharers = cap;
-  }
-  d->sharers[d->nsharers++] = pid;
-}
-
-static bool sharer_remove(tok_dev_t *d, uint32_t pid)
-{
-  for (size_t i = 0; i < d->nsharers; i++) {
-    if (d->sharers[i] == pid) {
-      d->sharers[i] = d->sharers[--d->nsharers];
-      return true;
-    }
-  }
-  return false;
+  const gmt_pmgr_t *pm = d->t->pm;
+  return (gmt_tshare_in_t){
+      .now_ns = gmt_now_ns(),
+      .limit = pm->config.limit,
+      .allowed = gmt_podcfg_devices_allow(pm->config.devices, pm->config.n_devices, d->device),
+      .unlisted = pm->pod_unlisted,
+      .schd_down = pm->schd_down,
+      .closing = d->t->closing,
+  };
 }
 
 /* ---- the scheduler ---- */
@@ -170,11 +93,12 @@ static void on_upstream(void *arg, int rc, Gmt__Envelope *rep)
   }
 }
 
-/* Sends a Token request (or release) for the pod; *seq names it. */
-static int send_upstream(tok_dev_t *d, bool release, uint32_t pid, double burst_ms,
-                         double overuse_ms, double idle_ms, uint64_t *seq)
+/* Sends the Token request (or release) that a decides for the pod; *seq
+ * names it. */
+static int send_upstream(tok_dev_t *d, const gmt_tshare_act_t *a, uint64_t *seq)
 {
   gmt_pmgr_t *pm = d->t->pm;
+  bool release = a->send == GMT_TSHARE_SEND_RELEASE;
   tok_up_t *u = calloc(1, sizeof *u);
   if (!u)
     return -ENOMEM;
@@ -186,12 +110,12 @@ static int send_upstream(tok_dev_t *d, bool release, uint32_t pid, double burst_
   Gmt__TokenRequest r = GMT__TOKEN_REQUEST__INIT;
   Gmt__Envelope env = GMT__ENVELOPE__INIT;
   r.pod = (char *)pm->name;
-  r.pid = pid;
+  r.pid = a->pid;
   r.device = d->device;
-  r.burst_ms = burst_ms;
-  r.overuse_ms = overuse_ms;
+  r.burst_ms = a->burst_ms;
+  r.overuse_ms = a->overuse_ms;
   r.release = release;
-  r.idle_ms = idle_ms;
+  r.idle_ms = a->idle_ms;
   gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_TOKEN_REQ, &r);
 
   pmgr_tokens_t *t = d->t;
@@ -202,187 +126,134 @@ static int send_upstream(tok_dev_t *d, bool release, uint32_t pid, double burst_
     return rc;
   }
   *seq = u->seq;
-  d->owed = false; /* a request or a release: either ends the grant upstream */
   if (!uv_is_active((uv_handle_t *)&t->watch))
     uv_timer_start(&t->watch, on_watch, PMGR_TOKEN_WATCH_MS, PMGR_TOKEN_WATCH_MS);
   return 0;
 }
 
-/* No process holds a share of the grant any more: back to the scheduler
- * (with the overuse still to charge), unless a request is on its way or
- * will be (waiters: kick's request ends the grant). A grant whose quota ran
- * out is released too: the scheduler waits for it, its work being done. */
-static void maybe_release(tok_dev_t *d, uint32_t pid)
+/* ---- applying a decision ---- */
+
+static void on_hold(uv_timer_t *h);
+static void on_drain(uv_timer_t *h);
+
+static void reply_quota(gmt_call_t *call, double quota_ms)
 {
-  if (d->nsharers > 0 || d->waiters || d->up_seq || d->rel_seq)
-    return;
-  uint64_t now = gmt_now_ns();
-  /* The pod's grant went unused since the last of its processes was done. */
-  double idle_ms =
-      d->busy_until_ns && now > d->busy_until_ns ? (double)(now - d->busy_until_ns) / 1e6 : 0;
-  bool owed = d->owed && !d->local;
-  d->expiry_ns = 0;
-  d->busy_until_ns = 0;
-  uv_timer_stop(&d->drain);
-  if (!(owed || d->overuse_ms > 0) || d->t->outage || d->t->pm->schd_down)
-    return;
-  int rc = send_upstream(d, true, pid, 0, d->overuse_ms, owed ? idle_ms : 0, &d->rel_seq);
-  if (rc < 0)
-    gmt_debug("tokens: release of device %d not sent: %s", d->device, gmt_strerror(rc));
-  else
-    d->overuse_ms = 0;
+  Gmt__TokenReply rep = GMT__TOKEN_REPLY__INIT;
+  rep.quota_ms = quota_ms;
+  if (gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TOKEN_REP, &rep) < 0)
+    gmt_debug("a token reply could not be sent (the process has gone?)");
 }
 
-static void outage(tok_dev_t *d, const char *why)
+/* Answers a list of waiters with rc and why (0: with quota_ms) and frees
+ * it. */
+static void answer(gmt_tshare_waiter_t *w, int rc, const char *why, double quota_ms)
 {
-  pmgr_tokens_t *t = d->t;
-  if (t->outage)
-    return;
-  t->outage = true;
-  gmt_warn("tokens: the scheduler cannot grant one (%s); the pod's processes get local "
-           "grants of %g ms within its limit %g until it can",
-           why, PMGR_TOKEN_LOCAL_MS, t->pm->config.limit);
-}
-
-/* Answers every waiting call from the grant that runs until expiry. The
- * sharers stay: a process that held a share and has not given it back is
- * still busy, and asks again at its own expiry. */
-static void grant(tok_dev_t *d, uint64_t now, double quota_ms, bool local)
-{
-  d->expiry_ns = now + (uint64_t)(quota_ms * 1e6);
-  d->local = local;
-  d->owed = !local;
-  d->busy_until_ns = 0;
-  if (!local)
-    uv_timer_start(&d->drain, on_drain, (uint64_t)quota_ms + PMGR_TOKEN_DRAIN_MAX_MS, 0);
-  tok_waiter_t *w = d->waiters;
-  d->waiters = NULL;
-  d->wtail = &d->waiters;
-  uint32_t pid = 0;
   while (w) {
-    tok_waiter_t *next = w->next;
-    sharer_add(d, w->pid);
-    pid = w->pid;
-    reply_quota(w->call, quota_ms);
+    gmt_tshare_waiter_t *next = w->next;
+    if (rc == 0)
+      reply_quota(w->call, quota_ms);
+    else
+      gmt_call_reply_error(w->call, rc, "%s", why);
     free(w);
     w = next;
   }
-  /* Everyone who asked has exited meanwhile. */
-  if (d->nsharers == 0)
-    maybe_release(d, pid);
 }
 
-/* The scheduler's answer for the pod is no (a pod it does not list, LIMIT
- * 0): every waiting process gets it. An answer, not an outage: no local
- * grant follows. */
-static void refuse(tok_dev_t *d, int rc, const char *why)
+static const char *outage_why(int outage, const char *err)
 {
-  gmt_info("tokens: device %d refused: %s", d->device, why);
-  while (d->waiters) {
-    tok_waiter_t *w = d->waiters;
-    d->waiters = w->next;
-    gmt_call_reply_error(w->call, rc, "%s", why);
-    free(w);
+  switch (outage) {
+  case GMT_TSHARE_OUTAGE_DOWN: return "it does not answer heartbeats";
+  case GMT_TSHARE_OUTAGE_STOPPED: return "it stopped answering heartbeats";
   }
-  d->wtail = &d->waiters;
+  return err;
 }
 
-static bool is_refusal(int rc)
+static void refusal_why(const tok_dev_t *d, const gmt_tshare_act_t *a, const char *err, char *why,
+                        size_t size)
 {
-  return rc == GMT_ENOPOD || rc == -EPERM || rc == GMT_EDEVICE;
+  switch (a->refusal) {
+  case GMT_TSHARE_REFUSED_DEVICE:
+    snprintf(why, size, "pod '%s' may not use GPU %d (devices= in its config)", d->t->pm->name,
+             d->device);
+    break;
+  case GMT_TSHARE_REFUSED_UNLISTED:
+    snprintf(why, size, "the scheduler no longer lists the pod: no GPU time");
+    break;
+  case GMT_TSHARE_REFUSED_LIMIT: snprintf(why, size, "the pod has LIMIT 0: no GPU time"); break;
+  default: snprintf(why, size, "%s", err); break;
+  }
 }
 
-static void on_hold(uv_timer_t *h);
-
-/* The outage path: the base quota, then a pause of quota x (1 - LIMIT) /
- * LIMIT, so that the pod's GPU time stays within its LIMIT. */
-static void local_grant(tok_dev_t *d)
+/* Does what a says, in token_share.h's order. err is the failure of the
+ * event's call, if any: it names an outage that began or a refusal by the
+ * scheduler. */
+static void apply(tok_dev_t *d, const gmt_tshare_in_t *in, gmt_tshare_act_t *a, const char *err)
 {
-  if (!d->waiters)
+  pmgr_tokens_t *t = d->t;
+  if (a->unrecorded)
+    gmt_warn("tokens: out of memory recording pid %u", a->unrecorded);
+  if (a->dropped)
+    gmt_info("tokens: %zu process%s of the pod did not finish with the grant on device %d within "
+             "%d ms of its end; the pod goes on without waiting for %s",
+             a->dropped, a->dropped == 1 ? "" : "es", d->device, GMT_TSHARE_DRAIN_MAX_MS,
+             a->dropped == 1 ? "it" : "them");
+  if (a->again == GMT_TSHARE_AGAIN_LATE)
+    gmt_info("tokens: the scheduler granted device %d again", d->device);
+  else if (a->again == GMT_TSHARE_AGAIN)
+    gmt_info("tokens: the scheduler grants them again");
+  if (a->outage)
+    gmt_warn("tokens: the scheduler cannot grant one (%s); the pod's processes get local "
+             "grants of %g ms within its limit %g until it can",
+             outage_why(a->outage, err), GMT_TSHARE_LOCAL_MS, t->pm->config.limit);
+  if (a->esrch_retry)
+    gmt_debug("tokens: the scheduler does not know the pod's processes yet (%s); asking again",
+              err);
+  if (a->refused) {
+    char why[600];
+    refusal_why(d, a, err, why, sizeof why);
+    gmt_info("tokens: device %d refused: %s", d->device, why);
+    answer(a->refused, a->refuse_rc, why, 0);
+  }
+  answer(a->granted, 0, NULL, a->quota_ms);
+  if (a->hold == GMT_TSHARE_TIMER_START)
+    uv_timer_start(&d->hold, on_hold, a->hold_ms, 0);
+  if (a->drain == GMT_TSHARE_TIMER_START)
+    uv_timer_start(&d->drain, on_drain, a->drain_ms, 0);
+  else if (a->drain == GMT_TSHARE_TIMER_STOP)
+    uv_timer_stop(&d->drain);
+  if (a->send == GMT_TSHARE_SEND_NONE)
     return;
-  const Gmt__PodConfig *c = &d->t->pm->config;
-  if (!gmt_podcfg_devices_allow(c->devices, c->n_devices, d->device)) {
-    char why[160];
-    snprintf(why, sizeof why, "pod '%s' may not use GPU %d (devices= in its config)",
-             d->t->pm->name, d->device);
-    refuse(d, GMT_EDEVICE, why);
+  uint64_t seq = 0;
+  int rc = send_upstream(d, a, &seq);
+  if (rc == 0) {
+    gmt_tshare_sent(&d->share, a, seq);
     return;
   }
-  if (d->t->pm->pod_unlisted || c->limit <= 0) {
-    refuse(d, d->t->pm->pod_unlisted ? GMT_ENOPOD : -EPERM,
-           d->t->pm->pod_unlisted ? "the scheduler no longer lists the pod: no GPU time"
-                                  : "the pod has LIMIT 0: no GPU time");
-    return;
-  }
-  uint64_t now = gmt_now_ns();
-  if (now < d->local_next_ns) {
-    if (!uv_is_active((uv_handle_t *)&d->hold))
-      uv_timer_start(&d->hold, on_hold, (d->local_next_ns - now + 999999) / 1000000, 0);
-    return;
-  }
-  double limit = d->t->pm->config.limit;
-  if (limit < PMGR_TOKEN_MIN_LIMIT)
-    limit = PMGR_TOKEN_MIN_LIMIT;
-  if (limit > 1)
-    limit = 1;
-  double pause_ms = PMGR_TOKEN_LOCAL_MS * (1 - limit) / limit;
-  d->local_next_ns = now + (uint64_t)((PMGR_TOKEN_LOCAL_MS + pause_ms) * 1e6);
-  grant(d, now, PMGR_TOKEN_LOCAL_MS, true);
+  if (a->send == GMT_TSHARE_SEND_RELEASE)
+    gmt_debug("tokens: release of device %d not sent: %s", d->device, gmt_strerror(rc));
+  gmt_tshare_act_t b;
+  gmt_tshare_send_failed(&d->share, in, a, &b);
+  apply(d, in, &b, gmt_strerror(rc));
 }
+
+/* ---- timers ---- */
 
 static void on_hold(uv_timer_t *h)
 {
   tok_dev_t *d = h->data;
-  if (!d->up_seq)
-    kick(d);
+  gmt_tshare_in_t in = in_of(d);
+  gmt_tshare_act_t a;
+  gmt_tshare_held(&d->share, &in, &a);
+  apply(d, &in, &a, "");
 }
 
-/* Asks for the token for the waiting processes, if nothing is on its way. */
-static void kick(tok_dev_t *d)
-{
-  if (!d->waiters || d->up_seq || d->rel_seq || d->t->closing ||
-      uv_is_active((uv_handle_t *)&d->hold))
-    return;
-  /* The request ends the pod's grant upstream: not while a process still
-   * runs under it (its queued work would delay the next pod's grant). */
-  if (d->owed && d->nsharers > 0)
-    return;
-  if (d->t->pm->schd_down) {
-    outage(d, "it does not answer heartbeats");
-    local_grant(d);
-    return;
-  }
-  double burst = 0;
-  for (tok_waiter_t *w = d->waiters; w; w = w->next)
-    if (w->burst_ms > burst)
-      burst = w->burst_ms;
-  d->burst_ms = burst;
-  int rc = send_upstream(d, false, d->waiters->pid, burst, d->overuse_ms, 0, &d->up_seq);
-  if (rc < 0) {
-    outage(d, gmt_strerror(rc));
-    local_grant(d);
-    return;
-  }
-  d->overuse_ms = 0;
-}
-
-/* A grant's quota ran out PMGR_TOKEN_DRAIN_MAX_MS ago and some of its
- * sharers have neither come back nor released it (stalled, or a release
- * lost): they are done with it as far as the pod is concerned. */
 static void on_drain(uv_timer_t *h)
 {
   tok_dev_t *d = h->data;
-  if (!d->owed || d->nsharers == 0)
-    return;
-  gmt_info("tokens: %zu process%s of the pod did not finish with the grant on device %d within "
-           "%d ms of its end; the pod goes on without waiting for %s",
-           d->nsharers, d->nsharers == 1 ? "" : "es", d->device, PMGR_TOKEN_DRAIN_MAX_MS,
-           d->nsharers == 1 ? "it" : "them");
-  d->nsharers = 0;
-  if (d->waiters)
-    kick(d);
-  else
-    maybe_release(d, 0);
+  gmt_tshare_in_t in = in_of(d);
+  gmt_tshare_act_t a;
+  gmt_tshare_drained(&d->share, &in, &a);
+  apply(d, &in, &a, "");
 }
 
 static tok_dev_t *find_dev(pmgr_tokens_t *t, int32_t device)
@@ -410,78 +281,31 @@ static void upstream_done(tok_up_t *u)
     rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_TOKEN_REP, err, sizeof err);
   double quota = rc == 0 ? rep->token_rep->quota_ms : 0;
   gmt_wire_free(rep);
+  if (u->release && rc < 0)
+    gmt_debug("tokens: release of device %d: %s", d->device, err[0] ? err : gmt_strerror(rc));
 
-  if (u->release) {
-    if (u->seq == d->rel_seq)
-      d->rel_seq = 0;
-    if (rc < 0)
-      gmt_debug("tokens: release of device %d: %s", d->device, err[0] ? err : gmt_strerror(rc));
-    kick(d);
-    return;
-  }
-
-  uint64_t now = gmt_now_ns();
-  if (u->seq != d->up_seq) {
-    /* Given up on during an outage. A grant that comes anyway is used if
-     * the pod has none from the scheduler, else handed back. */
-    if (rc < 0 || quota <= 0)
-      return;
-    if (!d->local && d->expiry_ns && now < d->expiry_ns)
-      return;
-    gmt_info("tokens: the scheduler granted device %d again", d->device);
-    t->outage = false;
-    if (d->waiters) {
-      grant(d, now, quota, false);
-    } else {
-      d->expiry_ns = now + (uint64_t)(quota * 1e6);
-      d->local = false;
-      d->owed = true;
-      maybe_release(d, 0);
-    }
-    return;
-  }
-  d->up_seq = 0;
-  if (rc == -ESRCH && (!d->esrch_ns || now - d->esrch_ns < PMGR_TOKEN_ESRCH_FOR_NS)) {
-    if (!d->esrch_ns)
-      d->esrch_ns = now;
-    gmt_debug("tokens: the scheduler does not know the pod's processes yet (%s); asking again",
-              err);
-    uv_timer_start(&d->hold, on_hold, PMGR_TOKEN_ESRCH_RETRY_MS, 0);
-    return;
-  }
-  d->esrch_ns = 0;
-  if (is_refusal(rc)) {
-    refuse(d, rc, err[0] ? err : gmt_strerror(rc));
-    return;
-  }
-  if (rc < 0 || quota <= 0) {
-    char why[600];
-    snprintf(why, sizeof why, "%s", rc < 0 ? (err[0] ? err : gmt_strerror(rc)) : "a grant of 0 ms");
-    outage(d, why);
-    local_grant(d);
-    return;
-  }
-  if (t->outage) {
-    t->outage = false;
-    gmt_info("tokens: the scheduler grants them again");
-  }
-  grant(d, now, quota, false);
+  char why[600];
+  snprintf(why, sizeof why, "%s", rc < 0 ? (err[0] ? err : gmt_strerror(rc)) : "a grant of 0 ms");
+  gmt_tshare_in_t in = in_of(d);
+  gmt_tshare_act_t a;
+  gmt_tshare_answered(&d->share, &in, u->release, u->seq, rc, quota, &a);
+  apply(d, &in, &a, a.esrch_retry ? err : why);
 }
 
-/* While a request waits upstream: a scheduler that the heartbeat finds
- * down will not answer, so the waiting processes get a local grant. */
+/* While a call waits upstream: a scheduler that the heartbeat finds down
+ * will not answer. */
 static void on_watch(uv_timer_t *h)
 {
   pmgr_tokens_t *t = h->data;
   bool waiting = false;
   for (tok_dev_t *d = t->devs; d; d = d->next) {
-    if (!d->up_seq && !d->rel_seq)
+    if (!gmt_tshare_in_flight(&d->share))
       continue;
     if (t->pm->schd_down) {
-      outage(d, "it stopped answering heartbeats");
-      d->up_seq = 0; /* a late answer is handled as given up on */
-      d->rel_seq = 0;
-      local_grant(d);
+      gmt_tshare_in_t in = in_of(d);
+      gmt_tshare_act_t a;
+      gmt_tshare_lost(&d->share, &in, &a);
+      apply(d, &in, &a, "");
     } else {
       waiting = true;
     }
@@ -500,7 +324,7 @@ static void on_closed(uv_handle_t *h)
   while (t->devs) {
     tok_dev_t *d = t->devs;
     t->devs = d->next;
-    free(d->sharers);
+    gmt_tshare_dev_free(&d->share);
     free(d);
   }
   free(t);
@@ -543,27 +367,10 @@ static tok_dev_t *dev_of(pmgr_tokens_t *t, int32_t device)
   t->open_handles++;
   d->t = t;
   d->device = device;
-  d->wtail = &d->waiters;
+  gmt_tshare_dev_init(&d->share, &t->share);
   d->next = t->devs;
   t->devs = d;
   return d;
-}
-
-/* pid gives its share back; its work was done idle_ms ago. */
-static void release(tok_dev_t *d, uint32_t pid, double overuse_ms, double idle_ms)
-{
-  if (overuse_ms > 0)
-    d->overuse_ms += overuse_ms;
-  uint64_t now = gmt_now_ns();
-  uint64_t idle_ns = idle_ms > 0 && idle_ms < 1e6 ? (uint64_t)(idle_ms * 1e6) : 0;
-  uint64_t done = idle_ns < now ? now - idle_ns : now;
-  if (done > d->busy_until_ns)
-    d->busy_until_ns = done;
-  sharer_remove(d, pid);
-  if (d->waiters)
-    kick(d); /* the last sharer done: the waiting processes' request may go */
-  else
-    maybe_release(d, pid);
 }
 
 void gmt__pmgr_handle_token(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__TokenRequest *r)
@@ -579,33 +386,21 @@ void gmt__pmgr_handle_token(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__TokenRe
     return;
   }
   double overuse = r->overuse_ms > 0 ? r->overuse_ms : 0;
+  gmt_tshare_in_t in = in_of(d);
+  gmt_tshare_act_t a;
   if (r->release) {
-    release(d, r->pid, overuse, r->idle_ms);
+    gmt_tshare_release(&d->share, &in, r->pid, overuse, r->idle_ms, &a);
+    apply(d, &in, &a, "");
     reply_quota(call, 0);
     return;
   }
-
-  uint64_t now = gmt_now_ns();
-  if (d->expiry_ns && now + PMGR_TOKEN_MARGIN_NS < d->expiry_ns) {
-    /* The pod holds the token: this process shares what is left. */
-    d->overuse_ms += overuse;
-    sharer_add(d, r->pid);
-    reply_quota(call, (double)(d->expiry_ns - now) / 1e6);
-    return;
-  }
-  tok_waiter_t *w = calloc(1, sizeof *w);
-  if (!w) {
+  if (gmt_tshare_request(&d->share, &in, r->pid, r->burst_ms, overuse, call, &a) < 0) {
     gmt_call_reply_error(call, -ENOMEM, "pod manager out of memory");
     return;
   }
-  w->call = call;
-  w->pid = r->pid;
-  w->burst_ms = r->burst_ms > 0 ? r->burst_ms : 0;
-  d->overuse_ms += overuse;
-  sharer_remove(d, r->pid); /* its share of the spent grant is over */
-  *d->wtail = w;
-  d->wtail = &w->next;
-  kick(d);
+  if (a.share_ms > 0)
+    reply_quota(call, a.share_ms);
+  apply(d, &in, &a, "");
 }
 
 void gmt__pmgr_token_proc_gone(gmt_pmgr_t *pm, uint32_t pid)
@@ -616,20 +411,13 @@ void gmt__pmgr_token_proc_gone(gmt_pmgr_t *pm, uint32_t pid)
   for (tok_dev_t *d = t->devs; d; d = d->next) {
     /* A call of a process that has exited cannot be answered usefully,
      * but must be answered to be freed. */
-    for (tok_waiter_t **pw = &d->waiters; *pw;) {
-      tok_waiter_t *w = *pw;
-      if (w->pid != pid) {
-        pw = &w->next;
-        continue;
-      }
-      *pw = w->next;
-      gmt_call_reply_error(w->call, -ESRCH, "pid %u exited", pid);
-      free(w);
-    }
-    d->wtail = &d->waiters;
-    while (*d->wtail)
-      d->wtail = &(*d->wtail)->next;
-    release(d, pid, 0, 0);
+    char why[64];
+    snprintf(why, sizeof why, "pid %u exited", pid);
+    answer(gmt_tshare_take(&d->share, pid), -ESRCH, why, 0);
+    gmt_tshare_in_t in = in_of(d);
+    gmt_tshare_act_t a;
+    gmt_tshare_release(&d->share, &in, pid, 0, 0, &a);
+    apply(d, &in, &a, "");
   }
 }
 
@@ -641,13 +429,7 @@ void gmt__pmgr_tokens_close(gmt_pmgr_t *pm)
   pm->tokens = NULL;
   t->closing = true;
   for (tok_dev_t *d = t->devs; d; d = d->next) {
-    while (d->waiters) {
-      tok_waiter_t *w = d->waiters;
-      d->waiters = w->next;
-      gmt_call_reply_error(w->call, -ESHUTDOWN, "pod manager is stopping");
-      free(w);
-    }
-    d->wtail = &d->waiters;
+    answer(gmt_tshare_take(&d->share, 0), -ESHUTDOWN, "pod manager is stopping", 0);
     d->hold.data = t;
     uv_close((uv_handle_t *)&d->hold, on_closed);
     d->drain.data = t;
