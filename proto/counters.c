@@ -2,7 +2,12 @@
 #include "gmt_counters.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* More than 16 varint counters and their tags ever take: a report whose
+ * unknown fields pack to more is no old hook's. */
+#define LEGACY_MAX_BYTES 1024
 
 void gmt_counters_copy(Gmt__ProcessCounters *dst, const Gmt__ProcessCounters *src)
 {
@@ -13,6 +18,32 @@ void gmt_counters_copy(Gmt__ProcessCounters *dst, const Gmt__ProcessCounters *sr
   *dst = *src;
   dst->base.n_unknown_fields = 0;
   dst->base.unknown_fields = NULL;
+}
+
+void gmt_report_counters(const Gmt__ProcessReport *r, Gmt__ProcessCounters *out)
+{
+  gmt__process_counters__init(out);
+  if (r->counters) {
+    gmt_counters_copy(out, r->counters);
+    return;
+  }
+  if (r->base.n_unknown_fields == 0)
+    return;
+  /* The old fields, packed again as they came, are a ProcessCounters. */
+  Gmt__ProcessCounters carrier = GMT__PROCESS_COUNTERS__INIT;
+  carrier.base.n_unknown_fields = r->base.n_unknown_fields;
+  carrier.base.unknown_fields = r->base.unknown_fields;
+  size_t n = gmt__process_counters__get_packed_size(&carrier);
+  uint8_t *buf = n <= LEGACY_MAX_BYTES ? malloc(n ? n : 1) : NULL;
+  if (!buf)
+    return;
+  gmt__process_counters__pack(&carrier, buf);
+  Gmt__ProcessCounters *c = gmt__process_counters__unpack(NULL, n, buf);
+  free(buf);
+  if (c) {
+    gmt_counters_copy(out, c);
+    gmt__process_counters__free_unpacked(c, NULL);
+  }
 }
 
 const Gmt__ProcessCounters *gmt_counters_of(const Gmt__ProcessCounters *c)

@@ -14,6 +14,13 @@
  * dropped, since they point into src's message. */
 void gmt_counters_copy(Gmt__ProcessCounters *dst, const Gmt__ProcessCounters *src);
 
+/* *out becomes the counters report r carries. A hook built before
+ * ProcessCounters (one still running across an upgrade of the daemons,
+ * docs/operators.md) sent them as the report's own fields; they keep their
+ * numbers in ProcessCounters, so they are read from r's unknown fields.
+ * Zeros when r says none. */
+void gmt_report_counters(const Gmt__ProcessReport *r, Gmt__ProcessCounters *out);
+
 /* c, or all zeros when c is NULL: what a renderer reads. */
 const Gmt__ProcessCounters *gmt_counters_of(const Gmt__ProcessCounters *c);
 

@@ -112,7 +112,7 @@ static gmt_proc_t *procs_from(const Gmt__HeartbeatRequest *req, size_t *n)
     if (!r || r->pid == 0)
       continue;
     v[k] = (gmt_proc_t){.pid = r->pid};
-    gmt_counters_copy(&v[k].c, r->counters);
+    gmt_report_counters(r, &v[k].c);
     if (!(v[k].exe = strdup(r->exe ? r->exe : ""))) {
       procs_free(v, k);
       return NULL;

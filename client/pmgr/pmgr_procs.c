@@ -268,8 +268,10 @@ void gmt__pmgr_handle_report(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Report
   log_events(rep);
   if (p) {
     bool changed = set_exe(p, rep->exe) > 0;
-    changed |= !gmt_counters_same(&p->counters, gmt_counters_of(rep->counters));
-    gmt_counters_copy(&p->counters, rep->counters);
+    Gmt__ProcessCounters now;
+    gmt_report_counters(rep, &now);
+    changed |= !gmt_counters_same(&p->counters, &now);
+    p->counters = now;
     if (changed)
       pm->procs_cb(pm, p->pid, false);
   }

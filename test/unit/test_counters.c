@@ -122,6 +122,45 @@ static void test_add_sums_every_uint64_counter_and_saturates(void **state)
   assert_int_equal(sum.memory_used, 3 * one.memory_used);
 }
 
+/* A report as a hook built before ProcessCounters packed it (the
+ * counters as ProcessReport's fields 3..19), bytes written out by hand:
+ * pid 7, exe "x", memory_used 300 (3), launches 5 (4), an event (5) that
+ * is no counter, pinned_bytes 1 (9), swap_device -1 (18, zigzag),
+ * swap_kept 2 (19). */
+static void test_report_from_an_older_hook_reads(void **state)
+{
+  (void)state;
+  static const uint8_t old[] = {0x08, 7,    0x12, 1,    'x', 0x18, 0xac, 0x02, 0x20, 5,    0x2a,
+                                0x02, 0x08, 0x01, 0x48, 1,   0x90, 0x01, 0x01, 0x98, 0x01, 2};
+  Gmt__ProcessReport *r = gmt__process_report__unpack(NULL, sizeof old, old);
+  assert_non_null(r);
+  assert_null(r->counters);
+  assert_int_equal(r->n_events, 1);
+  Gmt__ProcessCounters c;
+  gmt_report_counters(r, &c);
+  assert_int_equal(c.memory_used, 300);
+  assert_int_equal(c.launches, 5);
+  assert_int_equal(c.pinned_bytes, 1);
+  assert_int_equal(c.swap_device, -1);
+  assert_int_equal(c.swap_kept, 2);
+  assert_int_equal(c.allocs, 0);
+  assert_int_equal(c.base.n_unknown_fields, 0);
+  gmt__process_report__free_unpacked(r, NULL);
+
+  /* A report of this build: its counters message, as it is. */
+  Gmt__ProcessCounters sent = GMT__PROCESS_COUNTERS__INIT;
+  sent.memory_used = 42;
+  sent.swap_device = 2;
+  Gmt__ProcessReport now = GMT__PROCESS_REPORT__INIT;
+  now.pid = 7;
+  now.counters = &sent;
+  gmt_report_counters(&now, &c);
+  assert_true(gmt_counters_same(&c, &sent));
+  now.counters = NULL;
+  gmt_report_counters(&now, &c);
+  assert_int_equal(c.memory_used, 0);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -130,6 +169,7 @@ int main(void)
       cmocka_unit_test(test_copy_keeps_the_counters_and_drops_unknown_fields),
       cmocka_unit_test(test_same_tells_apart_a_change_in_any_counter),
       cmocka_unit_test(test_add_sums_every_uint64_counter_and_saturates),
+      cmocka_unit_test(test_report_from_an_older_hook_reads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
