@@ -22,8 +22,8 @@
 #include <stdio.h>
 
 #include "devmap.h"
-#include "calllog.h"
 #include "driver.h"
+#include "frame.h"
 #include "hookmap.h"
 #include "log.h"
 #include "nvml.h"
@@ -147,7 +147,7 @@ static void swap_proc(const char *symbol, void **pfn, int version, cuuint64_t fl
 GMT_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
                                      cuuint64_t flags)
 {
-  GMT_REAL(cuGetProcAddress);
+  GMT_FRAME(cuGetProcAddress);
   CUresult rc = real(symbol, pfn, cudaVersion, flags);
   if (rc == CUDA_SUCCESS && pfn && *pfn)
     swap_proc(symbol, pfn, cudaVersion, flags);
@@ -158,7 +158,7 @@ GMT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda
                                         cuuint64_t flags,
                                         CUdriverProcAddressQueryResult *symbolStatus)
 {
-  GMT_REAL(cuGetProcAddress_v2);
+  GMT_FRAME(cuGetProcAddress_v2);
   CUresult rc = real(symbol, pfn, cudaVersion, flags, symbolStatus);
   if (rc == CUDA_SUCCESS && pfn && *pfn)
     swap_proc(symbol, pfn, cudaVersion, flags);
@@ -169,11 +169,11 @@ GMT_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda
 
 GMT_EXPORT CUresult cuInit(unsigned int Flags)
 {
-  GMT_REAL(cuInit);
+  GMT_FRAME(cuInit);
   CUresult rc = real(Flags);
   GMT_HOOK_DEBUG("cuInit(%u) = %d", Flags, (int)rc);
   /* A process whose driver cannot start has nothing to report. */
-  if (rc == CUDA_SUCCESS && !gmt__t_depth) {
+  if (rc == CUDA_SUCCESS && !GMT_FRAME_INSIDE()) {
     gmt__report_ensure();
     gmt__devmap_ensure(); /* before the first token or reservation names a GPU */
   }

@@ -79,7 +79,9 @@ def include_edges(files):
                 cands = [c for c in by_name.get(os.path.basename(inc), []) if c.endswith(inc)]
                 if not cands:
                     continue  # generated (gmt.pb-c.h, the skeleton) or a system header
-                target = cands[0]
+                # One name in two programs (hook/swap/swap.h, server/swap.h):
+                # each program's build finds its own first.
+                target = min(cands, key=lambda c: (top(c) != top(f), c))
             a, b = node_of(f), node_of(target)
             if a != b:
                 edges[a].add((b, "includes %s" % target))

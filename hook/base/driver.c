@@ -137,7 +137,7 @@ int gmt__driver_ready_if_mapped(void)
 
 int gmt__current_device(void)
 {
-  CUresult (*get)(CUdevice *) = (CUresult(*)(CUdevice *))gmt__real(GMT_SYM_cuCtxGetDevice);
+  __typeof__(&cuCtxGetDevice) get = GMT_REAL(cuCtxGetDevice);
   CUdevice d = 0;
   if (!get || get(&d) != CUDA_SUCCESS)
     return 0;
@@ -146,7 +146,7 @@ int gmt__current_device(void)
 
 CUcontext gmt__current_ctx(void)
 {
-  CUresult (*cur)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxGetCurrent);
+  __typeof__(&cuCtxGetCurrent) cur = GMT_REAL(cuCtxGetCurrent);
   CUcontext c = NULL;
   if (!cur || cur(&c) != CUDA_SUCCESS)
     return NULL;
@@ -155,7 +155,7 @@ CUcontext gmt__current_ctx(void)
 
 int gmt__ctx_enter(CUcontext ctx)
 {
-  CUresult (*push)(CUcontext) = (CUresult(*)(CUcontext))gmt__real(GMT_SYM_cuCtxPushCurrent_v2);
+  __typeof__(&cuCtxPushCurrent_v2) push = GMT_REAL(cuCtxPushCurrent_v2);
   if (!ctx || gmt__current_ctx() == ctx)
     return 0;
   return push && push(ctx) == CUDA_SUCCESS ? 1 : -1;
@@ -163,7 +163,7 @@ int gmt__ctx_enter(CUcontext ctx)
 
 void gmt__ctx_leave(int entered)
 {
-  CUresult (*pop)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxPopCurrent_v2);
+  __typeof__(&cuCtxPopCurrent_v2) pop = GMT_REAL(cuCtxPopCurrent_v2);
   CUcontext popped;
   if (entered == 1 && (!pop || pop(&popped) != CUDA_SUCCESS))
     GMT_HOOK_DEBUG("cannot pop a context pushed for the hook's own call");

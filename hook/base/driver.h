@@ -16,7 +16,8 @@
 
 /* Every driver entry point the hook exports and swaps in for the real one.
  * The wrapper of each is a function of the same name in hook/ (entry.c,
- * alloc.c, hostpin.c, ctx.c, copy.c, memops.c, launch.c); the real one is looked up by name in the
+ * alloc.c, hostpin.c, ctx.c, copy.c, memops.c, launch.c), written in the
+ * one frame of frame.h; the real one is looked up by name in the
  * driver, so there is no table of versions to keep: whatever address the driver hands out for any
  * request is mapped back to the wrapper of the symbol at that address. */
 #define GMT_HOOK_SYMBOLS(X)                                                                        \
@@ -203,17 +204,11 @@ enum {
  * when the driver has no such symbol or could not be loaded. */
 void *gmt__real(int id);
 
-/* Declares `real`, the real function of `name` with its own type, and
- * returns CUDA_ERROR_NOT_FOUND from the wrapper when the driver lacks it.
- * Every wrapper starts with it, so it is also where a call is timed for
- * the per-call logs: from here to the wrapper's return (a file that uses
- * it includes calllog.h, which needs this header's names: not the other
- * way round). */
-#define GMT_REAL(name)                                                                             \
-  GMT_CALL_TIMED(GMT_SYM_##name);                                                                  \
-  __typeof__(&name) real = (__typeof__(&name))gmt__real(GMT_SYM_##name);                           \
-  if (!real)                                                                                       \
-  return CUDA_ERROR_NOT_FOUND
+/* The real function of `name` with its own type, loading the driver on
+ * first use; NULL when the driver lacks it. The one lookup by name: a
+ * wrapper opens with it through GMT_FRAME (frame.h), the hook's own calls
+ * use it as is. */
+#define GMT_REAL(name) ((__typeof__(&name))gmt__real(GMT_SYM_##name))
 
 /* The name of symbol id ("cuMemAlloc_v2"). */
 const char *gmt__sym_name(int id);

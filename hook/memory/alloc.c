@@ -27,8 +27,8 @@
 #include <stdint.h>
 
 #include "alloc.h"
-#include "calllog.h"
 #include "driver.h"
+#include "frame.h"
 #include "fork.h"
 #include "gmt.pb-c.h"
 #include "gmt_error.h"
@@ -63,12 +63,11 @@ static int charge(int dev, uint64_t bytes)
  * registered first (a forked child that never calls cuInit again). */
 #define GMT_ENTER(...)                                                                             \
   do {                                                                                             \
-    if (gmt__t_depth)                                                                              \
-      return real(__VA_ARGS__);                                                                    \
+    GMT_FRAME_NESTED(__VA_ARGS__);                                                                 \
     gmt__report_ensure();                                                                          \
-    gmt__t_depth++;                                                                                \
+    GMT_FRAME_IN();                                                                                \
   } while (0)
-#define GMT_LEAVE() gmt__t_depth--
+#define GMT_LEAVE() GMT_FRAME_OUT()
 
 /* Charges bytes on dev or leaves the wrapper with an out-of-memory error
  * (CUDA_ERROR_INVALID_DEVICE on a GPU the pod may not use). */
@@ -118,7 +117,7 @@ static CUresult swap_alloc(CUdeviceptr *p, uint64_t bytes, int dev, uint64_t max
 
 GMT_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
-  GMT_REAL(cuMemAlloc);
+  GMT_FRAME(cuMemAlloc);
   GMT_ENTER(dptr, bytesize);
   int dev = gmt__current_device();
   GMT_CHARGE(dev, bytesize);
@@ -135,7 +134,7 @@ GMT_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 
 GMT_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-  GMT_REAL(cuMemAlloc_v2);
+  GMT_FRAME(cuMemAlloc_v2);
   GMT_ENTER(dptr, bytesize);
   int dev = gmt__current_device();
   GMT_CHARGE(dev, bytesize);
@@ -195,13 +194,13 @@ static CUresult free_swap(CUdeviceptr p)
 
 static CUresult free_v2(CUdeviceptr p)
 {
-  CUresult (*f)(CUdeviceptr) = (CUresult(*)(CUdeviceptr))gmt__real(GMT_SYM_cuMemFree_v2);
+  __typeof__(&cuMemFree_v2) f = GMT_REAL(cuMemFree_v2);
   return f ? f(p) : CUDA_ERROR_NOT_FOUND;
 }
 
 static CUresult free_v1(CUdeviceptr p)
 {
-  CUresult (*f)(CUdeviceptr_v1) = (CUresult(*)(CUdeviceptr_v1))gmt__real(GMT_SYM_cuMemFree);
+  __typeof__(&cuMemFree) f = GMT_REAL(cuMemFree);
   return f ? f((CUdeviceptr_v1)p) : CUDA_ERROR_NOT_FOUND;
 }
 
@@ -209,7 +208,7 @@ GMT_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
                                     unsigned int WidthInBytes, unsigned int Height,
                                     unsigned int ElementSizeBytes)
 {
-  GMT_REAL(cuMemAllocPitch);
+  GMT_FRAME(cuMemAllocPitch);
   GMT_ENTER(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   int dev = gmt__current_device();
   uint64_t guess = pitch_guess(WidthInBytes, Height);
@@ -237,7 +236,7 @@ GMT_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 GMT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                                        size_t Height, unsigned int ElementSizeBytes)
 {
-  GMT_REAL(cuMemAllocPitch_v2);
+  GMT_FRAME(cuMemAllocPitch_v2);
   GMT_ENTER(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   int dev = gmt__current_device();
   uint64_t guess = pitch_guess(WidthInBytes, Height);
@@ -262,7 +261,7 @@ GMT_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
 
 GMT_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-  GMT_REAL(cuMemAllocManaged);
+  GMT_FRAME(cuMemAllocManaged);
   GMT_ENTER(dptr, bytesize, flags);
   int dev = gmt__current_device();
   GMT_CHARGE(dev, bytesize);
@@ -288,8 +287,7 @@ static int g_npools;
 
 static int pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *out)
 {
-  CUresult (*get)(CUmemoryPool, CUmemPool_attribute, void *) = (CUresult(*)(
-      CUmemoryPool, CUmemPool_attribute, void *))gmt__real(GMT_SYM_cuMemPoolGetAttribute);
+  __typeof__(&cuMemPoolGetAttribute) get = GMT_REAL(cuMemPoolGetAttribute);
   cuuint64_t v = 0;
   if (!get || get(pool, attr, &v) != CUDA_SUCCESS)
     return -1;
@@ -355,8 +353,7 @@ static int pool_grow(CUmemoryPool pool, int dev)
 
 static CUmemoryPool stream_pool(int dev)
 {
-  CUresult (*get)(CUmemoryPool *, CUdevice) =
-      (CUresult(*)(CUmemoryPool *, CUdevice))gmt__real(GMT_SYM_cuDeviceGetMemPool);
+  __typeof__(&cuDeviceGetMemPool) get = GMT_REAL(cuDeviceGetMemPool);
   CUmemoryPool p = NULL;
   if (!get || get(&p, dev) != CUDA_SUCCESS)
     return NULL;
@@ -399,9 +396,8 @@ static CUresult pool_alloc(CUresult rc_call(void *), void *call_arg, CUdeviceptr
     /* The pool grew by more than the quota allows: undo the allocation and
      * hand what the pool took back to the device. */
     free_fn(*dptr, stream);
-    CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))gmt__real(GMT_SYM_cuStreamSynchronize);
-    CUresult (*trim)(CUmemoryPool, size_t) =
-        (CUresult(*)(CUmemoryPool, size_t))gmt__real(GMT_SYM_cuMemPoolTrimTo);
+    __typeof__(&cuStreamSynchronize) sync = GMT_REAL(cuStreamSynchronize);
+    __typeof__(&cuMemPoolTrimTo) trim = GMT_REAL(cuMemPoolTrimTo);
     if (sync)
       sync(stream);
     if (trim)
@@ -440,20 +436,18 @@ static CUresult call_alloc_from_pool(void *a)
 
 static CUresult real_free_async(CUdeviceptr p, CUstream s)
 {
-  CUresult (*f)(CUdeviceptr, CUstream) =
-      (CUresult(*)(CUdeviceptr, CUstream))gmt__real(GMT_SYM_cuMemFreeAsync);
+  __typeof__(&cuMemFreeAsync) f = GMT_REAL(cuMemFreeAsync);
   return f ? f(p, s) : CUDA_ERROR_NOT_FOUND;
 }
 
 static CUresult real_free_async_ptsz(CUdeviceptr p, CUstream s)
 {
-  CUresult (*f)(CUdeviceptr, CUstream) =
-      (CUresult(*)(CUdeviceptr, CUstream))gmt__real(GMT_SYM_cuMemFreeAsync_ptsz);
+  __typeof__(&cuMemFreeAsync_ptsz) f = GMT_REAL(cuMemFreeAsync_ptsz);
   return f ? f(p, s) : real_free_async(p, s);
 }
 
 #define GMT_ASYNC_BODY(name, callfn, freefn, pool_, ...)                                           \
-  GMT_REAL(name);                                                                                  \
+  GMT_FRAME(name);                                                                                 \
   GMT_ENTER(__VA_ARGS__);                                                                          \
   async_args_t a = {(void *)real, dptr, bytesize, pool_, hStream};                                 \
   CUresult rc =                                                                                    \
@@ -488,7 +482,7 @@ GMT_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes
 
 GMT_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
-  GMT_REAL(cuMemPoolTrimTo);
+  GMT_FRAME(cuMemPoolTrimTo);
   GMT_ENTER(pool, minBytesToKeep);
   CUresult rc = real(pool, minBytesToKeep);
   if (rc == CUDA_SUCCESS)
@@ -502,7 +496,7 @@ GMT_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
  * asked any more). */
 GMT_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
-  GMT_REAL(cuMemPoolDestroy);
+  GMT_FRAME(cuMemPoolDestroy);
   GMT_ENTER(pool);
   CUresult rc = real(pool);
   if (rc == CUDA_SUCCESS) {
@@ -538,7 +532,7 @@ static void uncharge(int ns, uint64_t handle)
 /* cuMemFree may free what cuMemAllocAsync made and the other way round:
  * both look the address up in the one pointer space. */
 #define GMT_FREE_BODY(name, ns, addr, ...)                                                         \
-  GMT_REAL(name);                                                                                  \
+  GMT_FRAME(name);                                                                                 \
   GMT_ENTER(__VA_ARGS__);                                                                          \
   CUresult rc = real(__VA_ARGS__);                                                                 \
   if (rc == CUDA_SUCCESS)                                                                          \
@@ -549,7 +543,7 @@ static void uncharge(int ns, uint64_t handle)
 /* A pointer free: a mode=swap allocation is swap.c's to free (an async
  * free of one is made at once, which its stream's order allows). */
 #define GMT_PTR_FREE_BODY(name, ...)                                                               \
-  GMT_REAL(name);                                                                                  \
+  GMT_FRAME(name);                                                                                 \
   GMT_ENTER(__VA_ARGS__);                                                                          \
   int owned = 0;                                                                                   \
   CUresult rc = gmt__swap_free((CUdeviceptr)dptr, &owned);                                         \
@@ -587,7 +581,7 @@ GMT_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 GMT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                 const CUmemAllocationProp *prop, unsigned long long flags)
 {
-  GMT_REAL(cuMemCreate);
+  GMT_FRAME(cuMemCreate);
   GMT_ENTER(handle, size, prop, flags);
   if (!prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
     CUresult rc = real(handle, size, prop, flags); /* host memory: not the quota's */
@@ -640,7 +634,7 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f
 }
 
 #define GMT_ARRAY_BODY(name, bytes_expr, ...)                                                      \
-  GMT_REAL(name);                                                                                  \
+  GMT_FRAME(name);                                                                                 \
   GMT_ENTER(__VA_ARGS__);                                                                          \
   if (!desc) {                                                                                     \
     CUresult rc0 = real(__VA_ARGS__);                                                              \
@@ -707,7 +701,7 @@ GMT_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
                                            const CUDA_ARRAY3D_DESCRIPTOR *desc,
                                            unsigned int numMipmapLevels)
 {
-  GMT_REAL(cuMipmappedArrayCreate);
+  GMT_FRAME(cuMipmappedArrayCreate);
   GMT_ENTER(pHandle, desc, numMipmapLevels);
   if (!desc) {
     CUresult rc0 = real(pHandle, desc, numMipmapLevels);
@@ -753,22 +747,20 @@ int gmt__alloc_meminfo(int device, uint64_t *free_b, uint64_t *total_b, uint64_t
 
 GMT_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
 {
-  GMT_REAL(cuMemGetInfo);
-  if (gmt__t_depth)
-    return real(free, total);
+  GMT_FRAME(cuMemGetInfo);
+  GMT_FRAME_NESTED(free, total);
   /* The v1 numbers saturate at 4 GiB: ask the v2 entry point for the real
    * ones, then saturate ours. */
-  CUresult (*v2)(size_t *, size_t *) =
-      (CUresult(*)(size_t *, size_t *))gmt__real(GMT_SYM_cuMemGetInfo_v2);
+  __typeof__(&cuMemGetInfo_v2) v2 = GMT_REAL(cuMemGetInfo_v2);
   if (!v2 || !free || !total)
     return real(free, total);
   size_t f = 0, t = 0;
-  gmt__t_depth++;
+  GMT_FRAME_IN();
   CUresult rc = v2(&f, &t);
   uint64_t fb = f, tb = t;
   if (rc == CUDA_SUCCESS)
     gmt__alloc_meminfo(gmt__current_device(), &fb, &tb, NULL);
-  gmt__t_depth--;
+  GMT_FRAME_OUT();
   if (rc == CUDA_SUCCESS) {
     *free = fb > UINT32_MAX ? UINT32_MAX : (unsigned int)fb;
     *total = tb > UINT32_MAX ? UINT32_MAX : (unsigned int)tb;
@@ -778,10 +770,9 @@ GMT_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
 
 GMT_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
-  GMT_REAL(cuMemGetInfo_v2);
-  if (gmt__t_depth)
-    return real(free, total);
-  gmt__t_depth++;
+  GMT_FRAME(cuMemGetInfo_v2);
+  GMT_FRAME_NESTED(free, total);
+  GMT_FRAME_IN();
   CUresult rc = real(free, total);
   if (rc == CUDA_SUCCESS && free && total) {
     uint64_t fb = *free, tb = *total;
@@ -789,7 +780,7 @@ GMT_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     *free = (size_t)fb;
     *total = (size_t)tb;
   }
-  gmt__t_depth--;
+  GMT_FRAME_OUT();
   return rc;
 }
 

@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 
 #include "driver.h"
-#include "calllog.h"
+#include "frame.h"
 #include "hostpin.h"
 #include "stage.h"
 #include "swap.h"
@@ -18,12 +18,9 @@ static CUcontext primary_of(CUdevice dev)
 {
   if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
     return NULL;
-  CUresult (*state)(CUdevice, unsigned int *, int *) =
-      (CUresult(*)(CUdevice, unsigned int *, int *))gmt__real(GMT_SYM_cuDevicePrimaryCtxGetState);
-  CUresult (*retain)(CUcontext *, CUdevice) =
-      (CUresult(*)(CUcontext *, CUdevice))gmt__real(GMT_SYM_cuDevicePrimaryCtxRetain);
-  CUresult (*release)(CUdevice) =
-      (CUresult(*)(CUdevice))gmt__real(GMT_SYM_cuDevicePrimaryCtxRelease_v2);
+  __typeof__(&cuDevicePrimaryCtxGetState) state = GMT_REAL(cuDevicePrimaryCtxGetState);
+  __typeof__(&cuDevicePrimaryCtxRetain) retain = GMT_REAL(cuDevicePrimaryCtxRetain);
+  __typeof__(&cuDevicePrimaryCtxRelease_v2) release = GMT_REAL(cuDevicePrimaryCtxRelease_v2);
   unsigned int flags = 0;
   int active = 0;
   CUcontext c = NULL;
@@ -36,8 +33,7 @@ static CUcontext primary_of(CUdevice dev)
 
 static int primary_active(CUdevice dev)
 {
-  CUresult (*state)(CUdevice, unsigned int *, int *) =
-      (CUresult(*)(CUdevice, unsigned int *, int *))gmt__real(GMT_SYM_cuDevicePrimaryCtxGetState);
+  __typeof__(&cuDevicePrimaryCtxGetState) state = GMT_REAL(cuDevicePrimaryCtxGetState);
   unsigned int flags = 0;
   int active = 1;
   if (state)
@@ -78,15 +74,14 @@ static void gone_release(CUdevice dev, CUcontext primary)
 #define CTX_TEARDOWN(name, arg_t, going, gone)                                                     \
   GMT_EXPORT CUresult name(arg_t a)                                                                \
   {                                                                                                \
-    GMT_REAL(name);                                                                                \
-    if (gmt__t_depth)                                                                              \
-      return real(a);                                                                              \
+    GMT_FRAME(name);                                                                               \
+    GMT_FRAME_NESTED(a);                                                                           \
     gmt__stage_ctx_going();                                                                        \
     gmt__hostpin_ctx_going();                                                                      \
     CUcontext checked = going(a);                                                                  \
-    gmt__t_depth++;                                                                                \
+    GMT_FRAME_IN();                                                                                \
     CUresult rc = real(a);                                                                         \
-    gmt__t_depth--;                                                                                \
+    GMT_FRAME_OUT();                                                                               \
     gone(a, checked);                                                                              \
     gmt__hostpin_ctx_gone();                                                                       \
     return rc;                                                                                     \

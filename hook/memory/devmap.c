@@ -29,10 +29,9 @@ static uint64_t g_next_try_ms;
 
 int gmt__devmap_bus_ids(char ids[][GMT_BUSID_SIZE], int max)
 {
-  CUresult (*count)(int *) = (CUresult(*)(int *))gmt__real(GMT_SYM_cuDeviceGetCount);
-  CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))gmt__real(GMT_SYM_cuDeviceGet);
-  CUresult (*bus_id)(char *, int, CUdevice) =
-      (CUresult(*)(char *, int, CUdevice))gmt__real(GMT_SYM_cuDeviceGetPCIBusId);
+  __typeof__(&cuDeviceGetCount) count = GMT_REAL(cuDeviceGetCount);
+  __typeof__(&cuDeviceGet) get = GMT_REAL(cuDeviceGet);
+  __typeof__(&cuDeviceGetPCIBusId) bus_id = GMT_REAL(cuDeviceGetPCIBusId);
   int n = 0;
   if (!count || !get || !bus_id || count(&n) != CUDA_SUCCESS || n < 0)
     return -1;

@@ -29,6 +29,7 @@
 #include "alloc.h"
 #include "devmap.h"
 #include "driver.h"
+#include "frame.h"
 #include "gmt_nvml_abi.h"
 #include "log.h"
 
@@ -93,13 +94,13 @@ static int cuda_ordinal(nvmlDevice_t dev)
 static void pod_view(nvmlDevice_t dev, unsigned long long *total, unsigned long long *free_b,
                      unsigned long long *used)
 {
-  if (gmt__t_depth)
+  if (GMT_FRAME_INSIDE())
     return;
-  gmt__t_depth++;
+  GMT_FRAME_IN();
   int ord = cuda_ordinal(dev);
   uint64_t t = *total, f = *free_b, u = 0;
   int rc = ord == ORD_HIDDEN ? -ENODEV : gmt__alloc_meminfo(ord >= 0 ? ord : 0, &f, &t, &u);
-  gmt__t_depth--;
+  GMT_FRAME_OUT();
   if (rc < 0)
     return;
   GMT_HOOK_DEBUG("nvml: device %d: total %llu -> %llu, used %llu -> %llu", ord, *total,

@@ -6,7 +6,7 @@
  * them for the swap gate). Each copy here passes the swap gate (swap.h)
  * first and holds it across the copy. */
 #include "driver.h"
-#include "calllog.h"
+#include "frame.h"
 #include "pin.h"
 #include "stage.h"
 #include "swapgate.h"
@@ -24,23 +24,22 @@ CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, 
  * expression that makes the copy through stage.h and gives 1, setting rc,
  * or gives 0 (0: never staged); a host buffer gmt pinned is never staged.
  * A driver that calls its own entry points is counted once
- * (gmt__t_depth). */
+ * (frame.h). */
 #define COPY_BODY(name, src, dst, n, sync, staged, ...)                                            \
   do {                                                                                             \
-    GMT_REAL(name);                                                                                \
-    if (gmt__t_depth)                                                                              \
-      return real(__VA_ARGS__);                                                                    \
+    GMT_FRAME(name);                                                                               \
+    GMT_FRAME_NESTED(__VA_ARGS__);                                                                 \
     int held;                                                                                      \
     CUresult rc = gmt__swap_gate_enter(&held);                                                     \
     if (rc != CUDA_SUCCESS)                                                                        \
       return rc;                                                                                   \
-    gmt__t_depth++;                                                                                \
+    GMT_FRAME_IN();                                                                                \
     gmt_pin_copy_t c;                                                                              \
     gmt__pin_copy_begin(&c, (const void *)(src), (const void *)(dst), n, sync);                    \
     if (c.pinned || !(staged))                                                                     \
       rc = real(__VA_ARGS__);                                                                      \
     gmt__pin_copy_end(&c, rc == CUDA_SUCCESS);                                                     \
-    gmt__t_depth--;                                                                                \
+    GMT_FRAME_OUT();                                                                               \
     gmt__swap_leave(held);                                                                         \
     return rc;                                                                                     \
   } while (0)

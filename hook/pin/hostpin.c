@@ -10,8 +10,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "calllog.h"
 #include "driver.h"
+#include "frame.h"
 #include "fork.h"
 #include "gmt_log.h"
 #include "hostpool.h"
@@ -137,8 +137,7 @@ static int pool_on(void)
  * seeing it took its blocks along. */
 static int block_alive(const void *p)
 {
-  CUresult (*flags)(unsigned *, void *) =
-      (CUresult(*)(unsigned *, void *))gmt__real(GMT_SYM_cuMemHostGetFlags);
+  __typeof__(&cuMemHostGetFlags) flags = GMT_REAL(cuMemHostGetFlags);
   unsigned f = 0;
   return flags && flags(&f, (void *)p) == CUDA_SUCCESS;
 }
@@ -146,13 +145,13 @@ static int block_alive(const void *p)
 /* Frees blocks the pool let go, outside g_mu, each in its context. */
 static void free_blocks(const gmt_hostpool_block_t *b, size_t n)
 {
-  CUresult (*fr)(void *) = (CUresult(*)(void *))gmt__real(GMT_SYM_cuMemFreeHost);
+  __typeof__(&cuMemFreeHost) fr = GMT_REAL(cuMemFreeHost);
   for (size_t i = 0; i < n; i++) {
-    gmt__t_depth++;
+    GMT_FRAME_IN();
     int entered = gmt__ctx_enter((CUcontext)b[i].ctx);
     CUresult rc = fr ? fr(b[i].p) : CUDA_ERROR_NOT_FOUND;
     gmt__ctx_leave(entered);
-    gmt__t_depth--;
+    GMT_FRAME_OUT();
     if (rc != CUDA_SUCCESS)
       GMT_HOOK_DEBUG("pinned pool: cuMemFreeHost of a cached block of %zu bytes failed (%d)",
                      b[i].bytes, (int)rc);
@@ -207,7 +206,7 @@ static CUresult call_alloc(int sym, void **pp, size_t n, unsigned flags)
  * flags and context is there. */
 static CUresult host_alloc(int sym, void **pp, size_t n, unsigned flags)
 {
-  if (gmt__t_depth)
+  if (GMT_FRAME_INSIDE())
     return call_alloc(sym, pp, n, flags);
   size_t cls = pp && pool_on() ? gmt__hostpool_class(n) : 0;
   if (sym == GMT_SYM_cuMemAllocHost && cls > UINT_MAX)
@@ -228,17 +227,17 @@ static CUresult host_alloc(int sym, void **pp, size_t n, unsigned flags)
    * this thread's policy places them (numa.h). */
   gmt_numa_saved_t pol;
   gmt__numa_prefer(gmt__numa_ctx_node(), &pol);
-  gmt__t_depth++;
+  GMT_FRAME_IN();
   CUresult rc = call_alloc(sym, pp, cls ? cls : n, flags);
   if (rc == CUDA_ERROR_OUT_OF_MEMORY && cls) {
     /* The cache may hold what is missing; and the rounding may be. */
-    gmt__t_depth--;
+    GMT_FRAME_OUT();
     pool_trim(1);
-    gmt__t_depth++;
+    GMT_FRAME_IN();
     cls = 0;
     rc = call_alloc(sym, pp, n, flags);
   }
-  gmt__t_depth--;
+  GMT_FRAME_OUT();
   gmt__numa_restore(&pol);
   if (rc != CUDA_SUCCESS)
     return rc;
@@ -264,12 +263,12 @@ static int pool_give(void *p)
   pthread_mutex_unlock(&g_mu);
   if (!kept)
     return 0;
-  CUresult (*csync)(void) = (CUresult(*)(void))gmt__real(GMT_SYM_cuCtxSynchronize);
-  gmt__t_depth++;
+  __typeof__(&cuCtxSynchronize) csync = GMT_REAL(cuCtxSynchronize);
+  GMT_FRAME_IN();
   int entered = gmt__ctx_enter((CUcontext)b.ctx);
   int ok = entered >= 0 && csync && csync() == CUDA_SUCCESS && block_alive(p);
   gmt__ctx_leave(entered);
-  gmt__t_depth--;
+  GMT_FRAME_OUT();
   if (!ok) {
     /* The driver frees it (or says what is wrong), as without gmt. */
     pthread_mutex_lock(&g_mu);
@@ -305,66 +304,66 @@ void gmt__hostpin_ctx_gone(void)
   pthread_mutex_unlock(&g_free_mu);
 }
 
-/* A driver that calls its own entry points is counted once, at the
- * outermost wrapper (driver.h, gmt__t_depth). */
-#define PIN_CALL(call, on_success)                                                                 \
+/* The real call with args, then on_success when it succeeded. A driver
+ * that calls its own entry points is counted once, at the outermost
+ * wrapper (frame.h). */
+#define PIN_CALL(args, on_success)                                                                 \
   do {                                                                                             \
-    if (gmt__t_depth)                                                                              \
-      return call;                                                                                 \
-    gmt__t_depth++;                                                                                \
-    CUresult rc = call;                                                                            \
+    GMT_FRAME_NESTED args;                                                                         \
+    GMT_FRAME_IN();                                                                                \
+    CUresult rc = real args;                                                                       \
     if (rc == CUDA_SUCCESS)                                                                        \
       on_success;                                                                                  \
-    gmt__t_depth--;                                                                                \
+    GMT_FRAME_OUT();                                                                               \
     return rc;                                                                                     \
   } while (0)
 
 GMT_EXPORT CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
 {
-  GMT_CALL_TIMED(GMT_SYM_cuMemAllocHost); /* no GMT_REAL here: timed for calllog.h */
+  GMT_FRAME_TIMED(cuMemAllocHost); /* the real function: host_alloc's, by sym */
   return host_alloc(GMT_SYM_cuMemAllocHost, pp, bytesize, 0);
 }
 
 GMT_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
-  GMT_CALL_TIMED(GMT_SYM_cuMemAllocHost_v2); /* no GMT_REAL here: timed for calllog.h */
+  GMT_FRAME_TIMED(cuMemAllocHost_v2);
   return host_alloc(GMT_SYM_cuMemAllocHost_v2, pp, bytesize, 0);
 }
 
 GMT_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 {
-  GMT_CALL_TIMED(GMT_SYM_cuMemHostAlloc); /* no GMT_REAL here: timed for calllog.h */
+  GMT_FRAME_TIMED(cuMemHostAlloc);
   return host_alloc(GMT_SYM_cuMemHostAlloc, pp, bytesize, flags);
 }
 
 GMT_EXPORT CUresult cuMemFreeHost(void *p)
 {
-  GMT_REAL(cuMemFreeHost);
-  if (!gmt__t_depth && p && pool_give(p))
+  GMT_FRAME(cuMemFreeHost);
+  if (!GMT_FRAME_INSIDE() && p && pool_give(p))
     return CUDA_SUCCESS;
-  PIN_CALL(real(p), unpinned(p));
+  PIN_CALL((p), unpinned(p));
 }
 
 GMT_EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int flags)
 {
-  GMT_REAL(cuMemHostRegister);
-  if (!gmt__t_depth)
+  GMT_FRAME(cuMemHostRegister);
+  if (!GMT_FRAME_INSIDE())
     gmt__pin_yield(p, bytesize);
-  PIN_CALL(real(p, bytesize, flags), pinned(p, bytesize));
+  PIN_CALL((p, bytesize, flags), pinned(p, bytesize));
 }
 
 GMT_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int flags)
 {
-  GMT_REAL(cuMemHostRegister_v2);
-  if (!gmt__t_depth)
+  GMT_FRAME(cuMemHostRegister_v2);
+  if (!GMT_FRAME_INSIDE())
     gmt__pin_yield(p, bytesize);
-  PIN_CALL(real(p, bytesize, flags), pinned(p, bytesize));
+  PIN_CALL((p, bytesize, flags), pinned(p, bytesize));
 }
 
 GMT_EXPORT CUresult cuMemHostUnregister(void *p)
 {
-  GMT_REAL(cuMemHostUnregister);
-  PIN_CALL(real(p), unpinned(p));
+  GMT_FRAME(cuMemHostUnregister);
+  PIN_CALL((p), unpinned(p));
 }
 
 /* ---- fork ---- */

@@ -43,9 +43,8 @@ static int numa_on(void)
 
 static int read_node(int ordinal)
 {
-  CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))gmt__real(GMT_SYM_cuDeviceGet);
-  CUresult (*bus_id)(char *, int, CUdevice) =
-      (CUresult(*)(char *, int, CUdevice))gmt__real(GMT_SYM_cuDeviceGetPCIBusId);
+  __typeof__(&cuDeviceGet) get = GMT_REAL(cuDeviceGet);
+  __typeof__(&cuDeviceGetPCIBusId) bus_id = GMT_REAL(cuDeviceGetPCIBusId);
   CUdevice d;
   char raw[32], id[16];
   /* The driver writes "0000:3B:00.0"; /sys names it "0000:3b:00.0". */
@@ -79,7 +78,7 @@ int gmt__numa_ctx_node(void)
 {
   if (!numa_on())
     return -1;
-  CUresult (*get)(CUdevice *) = (CUresult(*)(CUdevice *))gmt__real(GMT_SYM_cuCtxGetDevice);
+  __typeof__(&cuCtxGetDevice) get = GMT_REAL(cuCtxGetDevice);
   CUdevice d;
   if (!get || get(&d) != CUDA_SUCCESS)
     return -1;

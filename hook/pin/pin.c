@@ -104,8 +104,7 @@ GMT_EXPORT __attribute__((noinline, used)) void gmt_trace_pinned(const void *add
  * any context's copies see it pinned). Returns the time it took, or -1. */
 static double do_register(uintptr_t addr, size_t size, CUcontext *ctx)
 {
-  CUresult (*reg)(void *, size_t, unsigned) =
-      (CUresult(*)(void *, size_t, unsigned))gmt__real(GMT_SYM_cuMemHostRegister_v2);
+  __typeof__(&cuMemHostRegister_v2) reg = GMT_REAL(cuMemHostRegister_v2);
   *ctx = gmt__current_ctx();
   if (!reg || !*ctx)
     return -1;
@@ -125,8 +124,8 @@ static double do_register(uintptr_t addr, size_t size, CUcontext *ctx)
  * first when the buffer stays live (a copy from it may be queued). */
 static double do_unregister(uintptr_t addr, CUcontext ctx, int sync)
 {
-  CUresult (*unreg)(void *) = (CUresult(*)(void *))gmt__real(GMT_SYM_cuMemHostUnregister);
-  CUresult (*csync)(void) = (CUresult(*)(void))gmt__real(GMT_SYM_cuCtxSynchronize);
+  __typeof__(&cuMemHostUnregister) unreg = GMT_REAL(cuMemHostUnregister);
+  __typeof__(&cuCtxSynchronize) csync = GMT_REAL(cuCtxSynchronize);
   if (!unreg || !csync)
     return -1;
   int entered = gmt__ctx_enter(ctx);

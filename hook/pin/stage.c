@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fork.h"
+#include "frame.h"
 #include "gmt_log.h"
 #include "hostpin.h"
 #include "log.h"
@@ -119,8 +120,8 @@ static int threads_wanted(void)
 
 static void free_buffers(void)
 {
-  CUresult (*fr)(void *) = (CUresult(*)(void *))gmt__real(GMT_SYM_cuMemFreeHost);
-  CUresult (*ed)(CUevent) = (CUresult(*)(CUevent))gmt__real(GMT_SYM_cuEventDestroy_v2);
+  __typeof__(&cuMemFreeHost) fr = GMT_REAL(cuMemFreeHost);
+  __typeof__(&cuEventDestroy_v2) ed = GMT_REAL(cuEventDestroy_v2);
   int entered = gmt__ctx_enter(g_ctx);
   for (int i = 0; i < NBUF; i++) {
     if (g_ev[i] && ed && ed(g_ev[i]) != CUDA_SUCCESS)
@@ -144,10 +145,8 @@ static int ready_locked(void)
     return 0;
   if (g_ctx)
     return 1;
-  CUresult (*ha)(void **, size_t, unsigned) =
-      (CUresult(*)(void **, size_t, unsigned))gmt__real(GMT_SYM_cuMemHostAlloc);
-  CUresult (*ec)(CUevent *, unsigned) =
-      (CUresult(*)(CUevent *, unsigned))gmt__real(GMT_SYM_cuEventCreate);
+  __typeof__(&cuMemHostAlloc) ha = GMT_REAL(cuMemHostAlloc);
+  __typeof__(&cuEventCreate) ec = GMT_REAL(cuEventCreate);
   g_ctx = cur;
   int ok = ha && ec;
   /* On the GPU's NUMA node: the driver takes the pages in this thread. */
@@ -188,8 +187,7 @@ static int begin(const void *host, size_t n, CUdeviceptr dev)
     return 0;
   /* A device range that is not one allocation may be wrong part way:
    * the driver checks it whole before it copies anything. */
-  CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr) =
-      (CUresult(*)(CUdeviceptr *, size_t *, CUdeviceptr))gmt__real(GMT_SYM_cuMemGetAddressRange_v2);
+  __typeof__(&cuMemGetAddressRange_v2) range = GMT_REAL(cuMemGetAddressRange_v2);
   CUdeviceptr base = 0;
   size_t size = 0;
   if (!range || range(&base, &size, dev) != CUDA_SUCCESS || dev - base > size ||
@@ -279,7 +277,7 @@ int gmt__stage_dtoh(void *dst, CUdeviceptr src, size_t n, int ptds, CUresult *rc
   }
   if (r != CUDA_SUCCESS) {
     /* Leave no DMA of ours running into the buffers. */
-    CUresult (*csync)(void) = (CUresult(*)(void))gmt__real(GMT_SYM_cuCtxSynchronize);
+    __typeof__(&cuCtxSynchronize) csync = GMT_REAL(cuCtxSynchronize);
     if (csync)
       (void)csync();
   }
@@ -294,9 +292,9 @@ int gmt__stage_tick(void)
     return 0; /* a copy is staging: not idle */
   int freed = g_ctx && gmt_now_ms() - g_last_ms >= g_idle_ms;
   if (freed) {
-    gmt__t_depth++;
+    GMT_FRAME_IN();
     free_buffers();
-    gmt__t_depth--;
+    GMT_FRAME_OUT();
   }
   pthread_mutex_unlock(&g_mu);
   return freed;

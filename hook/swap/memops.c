@@ -3,17 +3,16 @@
  * driver entry point that can touch device memory finds a mode=swap
  * process's allocations on the GPU. The real call gets the same
  * arguments. A driver that calls its own entry points passes straight
- * through (gmt__t_depth), as do the hook's own moves. */
+ * through (frame.h), as do the hook's own moves. */
 #include "driver.h"
-#include "calllog.h"
+#include "frame.h"
 #include "swapgate.h"
 
 #define GATED(name, params, args)                                                                  \
   GMT_EXPORT CUresult name params                                                                  \
   {                                                                                                \
-    GMT_REAL(name);                                                                                \
-    if (gmt__t_depth)                                                                              \
-      return real args;                                                                            \
+    GMT_FRAME(name);                                                                               \
+    GMT_FRAME_NESTED args;                                                                         \
     int held;                                                                                      \
     CUresult rc = gmt__swap_gate_enter(&held);                                                     \
     if (rc != CUDA_SUCCESS)                                                                        \

@@ -26,6 +26,7 @@
 #include "channel.h"
 #include "devmap.h"
 #include "fork.h"
+#include "frame.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
 #include "gmt_wire.h"
@@ -76,8 +77,6 @@ static uint64_t g_wait_ms = GMT_SWAP_WAIT_DEFAULT_MS;
 static uint64_t g_test_evict_ms;
 static uint64_t g_keep_ms = GMT_SWAP_KEEP_DEFAULT_MS;
 static int g_prep_off; /* GMT_SWAP_PREPARE=0: no prepared host copies */
-
-#define REAL(name) ((__typeof__(&name))gmt__real(GMT_SYM_##name))
 
 /* A monotonic clock in ms with sub-ms precision, for the moves' log lines
  * (bench/swap_bw.py reads their bandwidth from them). */
@@ -339,11 +338,11 @@ static CUmemAllocationProp dev_prop(int dev)
 /* Physical memory for [addr, addr+span) on dev, mapped read/write. */
 static CUresult back(CUdeviceptr addr, uint64_t span, int dev, CUmemGenericAllocationHandle *out)
 {
-  __typeof__(&cuMemCreate) create = REAL(cuMemCreate);
-  __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
-  __typeof__(&cuMemMap) map = REAL(cuMemMap);
-  __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
-  __typeof__(&cuMemSetAccess) access = REAL(cuMemSetAccess);
+  __typeof__(&cuMemCreate) create = GMT_REAL(cuMemCreate);
+  __typeof__(&cuMemRelease) release = GMT_REAL(cuMemRelease);
+  __typeof__(&cuMemMap) map = GMT_REAL(cuMemMap);
+  __typeof__(&cuMemUnmap) unmap = GMT_REAL(cuMemUnmap);
+  __typeof__(&cuMemSetAccess) access = GMT_REAL(cuMemSetAccess);
   if (!create || !release || !map || !unmap || !access)
     return CUDA_ERROR_NOT_FOUND;
   CUmemAllocationProp prop = dev_prop(dev);
@@ -453,11 +452,11 @@ CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_
     CUcontext ctx = gmt__current_ctx();
     return ctx ? alloc_managed(dptr, bytes, dev, max_addr, gate, ctx) : CUDA_ERROR_INVALID_CONTEXT;
   }
-  __typeof__(&cuMemGetAllocationGranularity) gran_fn = REAL(cuMemGetAllocationGranularity);
-  __typeof__(&cuMemAddressReserve) reserve = REAL(cuMemAddressReserve);
-  __typeof__(&cuMemAddressFree) addr_free = REAL(cuMemAddressFree);
-  __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
-  __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
+  __typeof__(&cuMemGetAllocationGranularity) gran_fn = GMT_REAL(cuMemGetAllocationGranularity);
+  __typeof__(&cuMemAddressReserve) reserve = GMT_REAL(cuMemAddressReserve);
+  __typeof__(&cuMemAddressFree) addr_free = GMT_REAL(cuMemAddressFree);
+  __typeof__(&cuMemUnmap) unmap = GMT_REAL(cuMemUnmap);
+  __typeof__(&cuMemRelease) release = GMT_REAL(cuMemRelease);
   if (!gran_fn || !reserve || !addr_free || !unmap || !release)
     return CUDA_ERROR_NOT_FOUND;
   if (!dptr || !bytes)
@@ -516,10 +515,10 @@ CUresult gmt__swap_free(CUdeviceptr p, int *owned)
   *owned = 0;
   if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed) || !p)
     return CUDA_SUCCESS;
-  __typeof__(&cuMemAddressFree) addr_free = REAL(cuMemAddressFree);
-  __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
-  __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
-  __typeof__(&cuCtxSynchronize) sync = REAL(cuCtxSynchronize);
+  __typeof__(&cuMemAddressFree) addr_free = GMT_REAL(cuMemAddressFree);
+  __typeof__(&cuMemUnmap) unmap = GMT_REAL(cuMemUnmap);
+  __typeof__(&cuMemRelease) release = GMT_REAL(cuMemRelease);
+  __typeof__(&cuCtxSynchronize) sync = GMT_REAL(cuCtxSynchronize);
   /* Shared: a free of one allocation may run beside the program's other
    * calls, but not beside a move. */
   pthread_rwlock_rdlock(&gmt__swap_rw);
@@ -637,7 +636,7 @@ static int prepare_one(const gmt_swap_entry_t *e)
                    (unsigned long long)e->addr, (unsigned long long)e->size,
                    (unsigned long long)room);
   } else {
-    gmt__t_depth++;
+    GMT_FRAME_IN();
     int entered = gmt__ctx_enter(e->ctx);
     host = entered < 0 ? NULL : gmt__swaphost_pinned(e->size, e->device);
     if (host) {
@@ -654,7 +653,7 @@ static int prepare_one(const gmt_swap_entry_t *e)
         gmt__swaphost_free(host, GMT_SWAP_HOST_PINNED, e->size);
     }
     gmt__ctx_leave(entered);
-    gmt__t_depth--;
+    GMT_FRAME_OUT();
     if (given == 0)
       GMT_HOOK_DEBUG("prepared a host copy of %llu bytes for 0x%llx in %.3f ms",
                      (unsigned long long)e->size, (unsigned long long)e->addr, now_ms_f() - t0);
@@ -824,11 +823,11 @@ static int move_out_managed(const gmt_swap_entry_t *e, gmt_swap_where_t *w)
 static int move_out_into(gmt_swap_entry_t *e, void *host, int pinned, gmt_swap_where_t *w,
                          size_t *fresh)
 {
-  __typeof__(&cuMemcpyDtoH_v2) dtoh = REAL(cuMemcpyDtoH_v2);
-  __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
-  __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
-  __typeof__(&cuMemMap) map = REAL(cuMemMap);
-  __typeof__(&cuMemSetAccess) access = REAL(cuMemSetAccess);
+  __typeof__(&cuMemcpyDtoH_v2) dtoh = GMT_REAL(cuMemcpyDtoH_v2);
+  __typeof__(&cuMemUnmap) unmap = GMT_REAL(cuMemUnmap);
+  __typeof__(&cuMemRelease) release = GMT_REAL(cuMemRelease);
+  __typeof__(&cuMemMap) map = GMT_REAL(cuMemMap);
+  __typeof__(&cuMemSetAccess) access = GMT_REAL(cuMemSetAccess);
   if (!dtoh || !unmap || !release || !map || !access) {
     gmt__swaphost_free(host, pinned, e->size);
     return -1;
@@ -889,7 +888,7 @@ static int move_out(gmt_swap_entry_t *e, gmt_swap_where_t *w, size_t *fresh)
  * could not be (its work may still use the memory: nothing moves). */
 static int sync_contexts(const gmt_swap_entry_t *es, size_t n)
 {
-  __typeof__(&cuCtxSynchronize) sync = REAL(cuCtxSynchronize);
+  __typeof__(&cuCtxSynchronize) sync = GMT_REAL(cuCtxSynchronize);
   if (!sync)
     return -1;
   for (size_t i = 0; i < n; i++) {
@@ -929,7 +928,7 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
   uint64_t moved_bytes = 0;
   size_t nmoved = 0, fresh = 0;
   double t0 = now_ms_f();
-  gmt__t_depth++; /* a driver calling its own entry points passes the gates */
+  GMT_FRAME_IN(); /* a driver calling its own entry points passes the gates */
   if (n && sync_contexts(es, n) == 0) {
     for (size_t i = 0; i < n; i++) {
       int entered = gmt__ctx_enter(es[i].ctx);
@@ -945,7 +944,7 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
       gmt__ctx_leave(entered);
     }
   }
-  gmt__t_depth--;
+  GMT_FRAME_OUT();
   pthread_mutex_lock(&g_tab_mu);
   publish_nout();
   if (nmoved)
@@ -981,9 +980,9 @@ static CUresult move_in(const gmt_swap_entry_t *e)
     pthread_mutex_unlock(&g_tab_mu);
     return CUDA_SUCCESS;
   }
-  __typeof__(&cuMemcpyHtoD_v2) htod = REAL(cuMemcpyHtoD_v2);
-  __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
-  __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
+  __typeof__(&cuMemcpyHtoD_v2) htod = GMT_REAL(cuMemcpyHtoD_v2);
+  __typeof__(&cuMemUnmap) unmap = GMT_REAL(cuMemUnmap);
+  __typeof__(&cuMemRelease) release = GMT_REAL(cuMemRelease);
   if (!htod || !unmap || !release)
     return CUDA_ERROR_NOT_FOUND;
   CUmemGenericAllocationHandle h = 0;
@@ -1023,7 +1022,7 @@ static CUresult restore_device(int dev, uint64_t granted)
   CUresult rc = addrs || !cap ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   uint64_t used = 0, copied = 0;
   double t0 = now_ms_f();
-  gmt__t_depth++;
+  GMT_FRAME_IN();
   for (size_t i = 0; i < n && rc == CUDA_SUCCESS; i++) {
     pthread_mutex_lock(&g_tab_mu);
     gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, addrs[i]);
@@ -1042,7 +1041,7 @@ static CUresult restore_device(int dev, uint64_t granted)
       copied += e.size;
     }
   }
-  gmt__t_depth--;
+  GMT_FRAME_OUT();
   pthread_mutex_lock(&g_tab_mu);
   publish_nout();
   if (used)
@@ -1136,9 +1135,9 @@ void gmt__swap_ctx_going(CUcontext ctx)
 {
   if (!ctx || !atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
     return;
-  __typeof__(&cuMemAddressFree) addr_free = REAL(cuMemAddressFree);
-  __typeof__(&cuMemUnmap) unmap = REAL(cuMemUnmap);
-  __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
+  __typeof__(&cuMemAddressFree) addr_free = GMT_REAL(cuMemAddressFree);
+  __typeof__(&cuMemUnmap) unmap = GMT_REAL(cuMemUnmap);
+  __typeof__(&cuMemRelease) release = GMT_REAL(cuMemRelease);
   pthread_rwlock_wrlock(&gmt__swap_rw);
   prepared_ctx_lock(ctx);
   pthread_mutex_lock(&g_tab_mu);
@@ -1220,13 +1219,13 @@ static void release_kept(void)
     }
   }
   pthread_mutex_unlock(&g_tab_mu);
-  gmt__t_depth++;
+  GMT_FRAME_IN();
   for (size_t i = 0; i < n; i++) {
     int entered = es[i].host_kind == GMT_SWAP_HOST_PINNED ? gmt__ctx_enter(es[i].ctx) : 0;
     gmt__swaphost_free(es[i].kept, es[i].host_kind, es[i].size);
     gmt__ctx_leave(entered);
   }
-  gmt__t_depth--;
+  GMT_FRAME_OUT();
   pthread_rwlock_unlock(&gmt__swap_rw);
   free(es);
 }

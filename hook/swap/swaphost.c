@@ -14,8 +14,6 @@
 #include "numa.h"
 #include "swaptab.h"
 
-#define REAL(name) ((__typeof__(&name))gmt__real(GMT_SYM_##name))
-
 /* A pinned host copy: fresh pages, mapped, then registered with the
  * driver; the first move out of every allocation pays it. With
  * transparent huge pages asked for, getting and pinning them costs 158
@@ -25,7 +23,7 @@
  * registering touches them. NULL when it cannot be had. */
 void *gmt__swaphost_pinned(uint64_t size, int dev)
 {
-  __typeof__(&cuMemHostRegister_v2) reg = REAL(cuMemHostRegister_v2);
+  __typeof__(&cuMemHostRegister_v2) reg = GMT_REAL(cuMemHostRegister_v2);
   if (!reg)
     return NULL;
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -49,7 +47,7 @@ void gmt__swaphost_free(void *p, int kind, uint64_t size)
     return;
   }
   if (kind == GMT_SWAP_HOST_PINNED) {
-    __typeof__(&cuMemHostUnregister) unreg = REAL(cuMemHostUnregister);
+    __typeof__(&cuMemHostUnregister) unreg = GMT_REAL(cuMemHostUnregister);
     if (!unreg || unreg(p) != CUDA_SUCCESS)
       GMT_HOOK_DEBUG("cannot unregister a pinned swap copy at %p", p);
   }

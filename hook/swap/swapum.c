@@ -2,7 +2,6 @@
  * gmt's own wrappers would charge the quota again or wait at the gate. */
 #include "swapum.h"
 
-#define REAL(name) ((__typeof__(&name))gmt__real(GMT_SYM_##name))
 #define UM_PAGE ((uint64_t)2 << 20)
 
 uint64_t gmt__um_span(uint64_t bytes)
@@ -12,7 +11,7 @@ uint64_t gmt__um_span(uint64_t bytes)
 
 CUresult gmt__um_card_free(uint64_t *free_bytes)
 {
-  __typeof__(&cuMemGetInfo_v2) info = REAL(cuMemGetInfo_v2);
+  __typeof__(&cuMemGetInfo_v2) info = GMT_REAL(cuMemGetInfo_v2);
   if (!info)
     return CUDA_ERROR_NOT_FOUND;
   size_t f = 0, t = 0;
@@ -24,15 +23,15 @@ CUresult gmt__um_card_free(uint64_t *free_bytes)
 
 CUresult gmt__um_alloc(CUdeviceptr *p, uint64_t bytes)
 {
-  __typeof__(&cuMemAllocManaged) alloc = REAL(cuMemAllocManaged);
+  __typeof__(&cuMemAllocManaged) alloc = GMT_REAL(cuMemAllocManaged);
   return alloc ? alloc(p, (size_t)bytes, CU_MEM_ATTACH_GLOBAL) : CUDA_ERROR_NOT_FOUND;
 }
 
 CUresult gmt__um_move(CUdeviceptr p, uint64_t bytes, int dev)
 {
-  __typeof__(&cuMemPrefetchAsync_v2) prefetch = REAL(cuMemPrefetchAsync_v2);
-  __typeof__(&cuMemPrefetchAsync) prefetch_v1 = REAL(cuMemPrefetchAsync);
-  __typeof__(&cuCtxSynchronize) sync = REAL(cuCtxSynchronize);
+  __typeof__(&cuMemPrefetchAsync_v2) prefetch = GMT_REAL(cuMemPrefetchAsync_v2);
+  __typeof__(&cuMemPrefetchAsync) prefetch_v1 = GMT_REAL(cuMemPrefetchAsync);
+  __typeof__(&cuCtxSynchronize) sync = GMT_REAL(cuCtxSynchronize);
   if (!sync || (!prefetch && !prefetch_v1))
     return CUDA_ERROR_NOT_FOUND;
   CUresult rc;
@@ -48,8 +47,8 @@ CUresult gmt__um_move(CUdeviceptr p, uint64_t bytes, int dev)
 
 CUresult gmt__um_free(CUdeviceptr p)
 {
-  __typeof__(&cuMemFree_v2) mem_free = REAL(cuMemFree_v2);
-  __typeof__(&cuCtxSynchronize) sync = REAL(cuCtxSynchronize);
+  __typeof__(&cuMemFree_v2) mem_free = GMT_REAL(cuMemFree_v2);
+  __typeof__(&cuCtxSynchronize) sync = GMT_REAL(cuCtxSynchronize);
   if (!mem_free || !sync)
     return CUDA_ERROR_NOT_FOUND;
   CUresult rc = sync(); /* work queued on it may still run */

@@ -8,8 +8,8 @@
  * copies and memsets all pass the swap gate (swap.h), which outside
  * mode=swap is one relaxed atomic load. */
 #include "counters.h"
-#include "calllog.h"
 #include "driver.h"
+#include "frame.h"
 #include "swap.h"
 #include "token.h"
 
@@ -22,7 +22,7 @@ static inline void count(uint64_t n)
  * use: devices=, token.h), the swap gate (swap.h): a mode=swap process's
  * memory is brought back, and held there across the launch. */
 #define GMT_LAUNCH_BODY(name, ...)                                                                 \
-  GMT_REAL(name);                                                                                  \
+  GMT_FRAME(name);                                                                                 \
   CUresult rc = gmt__token_check();                                                                \
   if (rc != CUDA_SUCCESS)                                                                          \
     return rc;                                                                                     \
@@ -95,7 +95,7 @@ GMT_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *lau
                                                          unsigned int numDevices,
                                                          unsigned int flags)
 {
-  GMT_REAL(cuLaunchCooperativeKernelMultiDevice);
+  GMT_FRAME(cuLaunchCooperativeKernelMultiDevice);
   for (unsigned int i = 0; launchParamsList && i < numDevices; i++) {
     CUresult g = gmt__token_check_stream(launchParamsList[i].hStream);
     if (g != CUDA_SUCCESS)

@@ -136,9 +136,9 @@ static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, d
  * done (d->mu held). */
 static void drain(tok_dev_t *d, uint64_t launches, int64_t last_ns)
 {
-  CUresult (*push)(CUcontext) = (CUresult(*)(CUcontext))gmt__real(GMT_SYM_cuCtxPushCurrent_v2);
-  CUresult (*pop)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxPopCurrent_v2);
-  CUresult (*sync)(void) = (CUresult(*)(void))gmt__real(GMT_SYM_cuCtxSynchronize);
+  __typeof__(&cuCtxPushCurrent_v2) push = GMT_REAL(cuCtxPushCurrent_v2);
+  __typeof__(&cuCtxPopCurrent_v2) pop = GMT_REAL(cuCtxPopCurrent_v2);
+  __typeof__(&cuCtxSynchronize) sync = GMT_REAL(cuCtxSynchronize);
   if (!push || !pop || !sync || !d->ctx || push(d->ctx) != CUDA_SUCCESS)
     return; /* then only the quota ends the grant */
   int64_t start = now_ns();
@@ -259,7 +259,7 @@ __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
     /* The quota ran out: no launch until the work queued under it has run
      * (the next pod's grant must not start behind it). Its time past the
      * quota is charged to the pod. */
-    CUresult (*sync)(void) = (CUresult(*)(void))gmt__real(GMT_SYM_cuCtxSynchronize);
+    __typeof__(&cuCtxSynchronize) sync = GMT_REAL(cuCtxSynchronize);
     uint64_t before = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
     if (sync)
       sync();
@@ -334,7 +334,7 @@ __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
 /* The device of the calling thread's context, -1 without one. */
 static inline int gate_device(void)
 {
-  CUresult (*cur)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxGetCurrent);
+  __typeof__(&cuCtxGetCurrent) cur = GMT_REAL(cuCtxGetCurrent);
   CUcontext c = NULL;
   if (!cur || cur(&c) != CUDA_SUCCESS || !c)
     return -1; /* the launch fails on its own */
@@ -363,10 +363,9 @@ void gmt__token_gate(void)
 
 CUresult gmt__token_check_stream(CUstream s)
 {
-  CUresult (*get)(CUstream, CUcontext *) =
-      (CUresult(*)(CUstream, CUcontext *))gmt__real(GMT_SYM_cuStreamGetCtx);
-  CUresult (*push)(CUcontext) = (CUresult(*)(CUcontext))gmt__real(GMT_SYM_cuCtxPushCurrent_v2);
-  CUresult (*pop)(CUcontext *) = (CUresult(*)(CUcontext *))gmt__real(GMT_SYM_cuCtxPopCurrent_v2);
+  __typeof__(&cuStreamGetCtx) get = GMT_REAL(cuStreamGetCtx);
+  __typeof__(&cuCtxPushCurrent_v2) push = GMT_REAL(cuCtxPushCurrent_v2);
+  __typeof__(&cuCtxPopCurrent_v2) pop = GMT_REAL(cuCtxPopCurrent_v2);
   CUcontext c = NULL;
   if (s && get && push && pop && get(s, &c) == CUDA_SUCCESS && c && push(c) == CUDA_SUCCESS) {
     CUresult rc = gmt__token_check();

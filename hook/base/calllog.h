@@ -1,6 +1,6 @@
 /* Alnair's per-call logs (metrics.log, timeline.log): every driver entry
  * point the hook wraps is timed where the wrapper takes its real function
- * (GMT_REAL in driver.h), so no wrapper writes it itself.
+ * (GMT_FRAME in frame.h), so no wrapper writes it itself.
  *
  * With GMT_LOG_DIR (or Alnair's PFLOG; GMT_LOG_DIR wins) unset, a wrapper
  * pays one relaxed load of gmt__calllog_on and one never-taken branch on
@@ -12,8 +12,10 @@
  * full ring drops the line (counted in metrics.log as timeline_dropped),
  * never the count.
  *
- * Part of the base: it names no module (driver.c only for the names of
- * the entry points). docs/operators.md describes the files. */
+ * This header is the frame's timer and part of the base; the logs it
+ * feeds are kept and written by hook/logs/calllog.c, which names no module
+ * either (driver.c only for the names of the entry points).
+ * docs/operators.md describes the files. */
 #ifndef GMT_HOOK_CALLLOG_H
 #define GMT_HOOK_CALLLOG_H
 
