@@ -230,7 +230,8 @@ static void *reporter_main(void *arg)
 static int start_unanswered(int why)
 {
   char plan[200];
-  fprintf(stderr, "gmt[%d]: no pod manager at %s (%s); launches run ungated and %s\n",
+  fprintf(stderr,
+          "gmt[%d]: no pod manager at %s (%s); running unhooked: launches run ungated and %s\n",
           (int)getpid(), g_url, gmt_strerror(why), gmt__reserve_unheard_plan(plan, sizeof plan));
   int rc = gmt__thread_start(reporter_main);
   if (rc < 0)
