@@ -17,6 +17,14 @@ Workloads (test/gpu/matmul_job.py):
                                      step (50-200 ms a step)
   --suite                            fp16 sync 8, fp32 sync 10, train fp32:
                                      one table for the three (the issue's)
+  --mix                              three pods whose jobs differ (issue 25),
+                                     REQUEST 0.2 / 0.3 / 0.5: an MLP training
+                                     loop (6 x Linear(4096), loss.item() each
+                                     step), fp16 8192x8192 products synced
+                                     every 8, and small-batch inference
+                                     (8 x Linear(2048), batch 64, .item()
+                                     each call); shares normalized over the
+                                     pods beside gmt status (real GPU only)
 
 usage: bench/fairness.py [--mode M] [--dtype D] [--sync N] [--suite]
                          [--seconds S] [--alone-seconds S] [--window-ms MS]
@@ -39,6 +47,10 @@ JOB = os.path.join(HERE, "..", "test", "gpu", "matmul_job.py")
 SPIN = gmt_e2e.build_path("test", "e2e", "tokenprogs", "spin_load")
 REQUESTS = (("a", 0.3), ("b", 0.7))
 SUITE = (("matmul", "fp16", 8), ("matmul", "fp32", 10), ("train", "fp32", 1))
+MIX = (("a", 0.2, ["--mode", "train", "--dtype", "fp32", "--width", "4096", "--depth", "6"]),
+       ("b", 0.3, ["--mode", "matmul", "--dtype", "fp16", "--size", "8192", "--sync", "8"]),
+       ("c", 0.5, ["--mode", "infer", "--dtype", "fp32", "--width", "2048", "--depth", "8",
+                   "--batch", "64"]))
 
 
 def job_argv(fake, seconds, mode, dtype, sync):
@@ -100,9 +112,9 @@ def grants(node):
 def run_jobs(node, pods, argv, seconds, warmup_ms, hooked):
     grants0, t0 = grants(node), time.monotonic()
     progs = []
-    for pod in pods:
+    for i, pod in enumerate(pods):
         env = node.hook_env(pod) if hooked else node.prog_env()
-        p = gmt_e2e.Prog(argv, env)
+        p = gmt_e2e.Prog(argv[i] if isinstance(argv[0], list) else argv, env)
         node.progs.append(p)
         progs.append(p)
     for p in progs:
@@ -139,6 +151,43 @@ def measure(node, args, mode, dtype, sync):
     return name, alone, together, measured_s, status, per_s
 
 
+def mix(args):
+    """Three pods, three kinds of job: each alone without gmt, then the three
+    together under gmt. A pod's progress together over alone, normalized
+    over the pods, is its share of the GPU as its user sees it."""
+    if args.fake:
+        raise SystemExit("--mix needs a GPU")
+    argv = [[sys.executable, JOB, "--seconds", str(secs)] + extra
+            for secs in (args.alone_seconds, args.seconds) for _, _, extra in MIX]
+    config = "3\n" + "".join("%s %.2f 1.0 64Gi\n" % (pod, req) for pod, req, _ in MIX)
+    node = gmt_e2e.Node(config, fake=False)
+    pods = [pod for pod, _, _ in MIX]
+    try:
+        node.start_schd("--window-ms", str(args.window_ms), "--base-quota-ms",
+                        str(args.base_quota_ms))
+        for pod in pods:
+            node.start_pmgr(pod)
+        alone = [run_jobs(node, [pod], argv[i], args.alone_seconds, 2000, hooked=False)[0][0]
+                 for i, pod in enumerate(pods)]
+        together, measured_s, (status, per_s) = run_jobs(
+            node, pods, argv[len(MIX):], args.seconds, max(args.window_ms, 2000), hooked=True)
+    finally:
+        node.stop()
+    progress = [t / a for t, a in zip(together, alone)]
+    total = sum(progress)
+    print("GPU time shares of mixed jobs (real GPU), window %d ms, base quota %d ms, %.1f s "
+          "measured" % (args.window_ms, args.base_quota_ms, measured_s))
+    print("%-3s %8s %-7s %10s %10s %9s %10s %7s %10s" % (
+        "pod", "request", "job", "alone/s", "together", "progress", "normalized", "error",
+        "gmt status"))
+    for (pod, req, extra), a, t, f, st in zip(MIX, alone, together, progress, status):
+        print("%-3s %8.2f %-7s %10.2f %10.2f %9.3f %10.3f %+7.3f %10.3f" % (
+            pod, req, extra[1], a, t, f, f / total, f / total - req, st))
+    print("together/alone %.3f (the pods' progress summed); %.1f grants/s" % (total, per_s))
+    print("targets (issue 25): each normalized share and each gmt status within 0.03 of "
+          "its request")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=("matmul", "train"), default="matmul")
@@ -150,7 +199,10 @@ def main():
     ap.add_argument("--window-ms", type=int, default=4000)
     ap.add_argument("--base-quota-ms", type=int, default=100)
     ap.add_argument("--fake", action="store_true")
+    ap.add_argument("--mix", action="store_true", help="three pods whose jobs differ")
     args = ap.parse_args()
+    if args.mix:
+        return mix(args)
 
     workloads = SUITE if args.suite else ((args.mode, args.dtype, args.sync),)
     config = "2\n" + "".join("%s %.2f 1.0 64Gi\n" % (pod, req) for pod, req in REQUESTS)

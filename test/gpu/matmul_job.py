@@ -1,4 +1,4 @@
-"""A GPU job for bench/fairness.py, in one of two modes:
+"""A GPU job for bench/fairness.py, in one of three modes:
 
   matmul: matrix products in a loop (4096x4096, --dtype fp16 by default),
           synchronising every --sync products, so that the count is of
@@ -8,6 +8,10 @@
           real loop does, so each step queues its kernels and then waits
           for them; work = steps done. The defaults take about 50-200 ms a
           step on an H100/H200 in fp32; the bench prints the step time.
+  infer:  small-batch inference (--depth Linear(--width) layers on batches
+          of --batch, no grad), reading .item() after each call as a
+          server answering a request does: short kernels with the CPU's
+          time between them, the GPU idle much of the time; work = calls.
 
 Prints, like test/e2e/tokenprogs/spin_load,
   READY pid=<pid>
@@ -59,16 +63,34 @@ def train_step(args, dev):
     return step
 
 
+def infer_step(args, dev):
+    dtype = DTYPES[args.dtype]
+    layers = []
+    for _ in range(args.depth):
+        layers += [torch.nn.Linear(args.width, args.width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers).to(dev, dtype).eval()
+    x = torch.randn(args.batch, args.width, device=dev, dtype=dtype)
+
+    def step():
+        with torch.no_grad():
+            model(x).sum().item()  # the answer goes back to the caller
+        return 1
+    return step
+
+
+STEPS = {"matmul": matmul_step, "train": train_step, "infer": infer_step}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=30)
-    ap.add_argument("--mode", choices=("matmul", "train"), default="matmul")
+    ap.add_argument("--mode", choices=sorted(STEPS), default="matmul")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="fp16")
     ap.add_argument("--size", type=int, default=4096, help="matmul: the matrices' side")
     ap.add_argument("--sync", type=int, default=8, help="matmul: products per synchronize")
-    ap.add_argument("--width", type=int, default=6144, help="train: the MLP's width")
-    ap.add_argument("--depth", type=int, default=4, help="train: hidden layers")
-    ap.add_argument("--batch", type=int, default=8192, help="train: batch size")
+    ap.add_argument("--width", type=int, default=6144, help="train, infer: the MLP's width")
+    ap.add_argument("--depth", type=int, default=4, help="train, infer: hidden layers")
+    ap.add_argument("--batch", type=int, default=8192, help="train, infer: batch size")
     args = ap.parse_args()
 
     stop = threading.Event()
@@ -80,7 +102,7 @@ def main():
         threading.Thread(target=watch, daemon=True).start()
 
     dev = torch.device("cuda", 0)
-    step = (matmul_step if args.mode == "matmul" else train_step)(args, dev)
+    step = STEPS[args.mode](args, dev)
     for _ in range(3):  # cuBLAS and the allocator initialise here, not in the measurement
         step()
     torch.cuda.synchronize()
