@@ -69,7 +69,47 @@ def read_rows(prog, timeout):
         rows = prog.records(timeout=timeout)
     except AssertionError as e:
         raise SystemExit(str(e))
-    return [(float(r["mono_ms"]), float(r.get("work", r.get("launches")))) for r in rows]
+    return [(float(r["mono_ms"]), float(r.get("work", r.get("launches"))),
+             float(r.get("p10_ms", "nan")), float(r.get("p50_ms", "nan"))) for r in rows]
+
+
+def step_ms(rows, start_ms, end_ms):
+    """The medians over the interval's seconds of the real job's per-second
+    10th and 50th percentile step GPU times (ms)."""
+    inside = [r for r in rows if start_ms <= r[0] <= end_ms and r[2] == r[2]]
+    med = lambda xs: sorted(xs)[len(xs) // 2] if xs else float("nan")  # noqa: E731
+    return med([r[2] for r in inside]), med([r[3] for r in inside])
+
+
+class ClockSampler:
+    """nvidia-smi's SM clock and power every 250 ms while a phase runs."""
+
+    def __init__(self):
+        import subprocess
+        try:
+            self.proc = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
+                 "-lms", "250"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            self.proc = None
+
+    def stop(self):
+        """(mean SM MHz, mean W), nan without nvidia-smi."""
+        if not self.proc:
+            return float("nan"), float("nan")
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=10)
+        xs = []
+        for line in out.splitlines():
+            try:
+                mhz, watts = (float(v) for v in line.split(","))
+                xs.append((mhz, watts))
+            except ValueError:
+                pass
+        xs = xs[len(xs) // 4:]  # past the start
+        if not xs:
+            return float("nan"), float("nan")
+        return sum(x[0] for x in xs) / len(xs), sum(x[1] for x in xs) / len(xs)
 
 
 def rate(rows, start_ms, end_ms):
@@ -78,7 +118,7 @@ def rate(rows, start_ms, end_ms):
     inside = [r for r in rows if start_ms <= r[0] <= end_ms]
     if len(inside) < 2:
         raise SystemExit("too short a run to measure (%d lines inside)" % len(inside))
-    (t0, w0), (t1, w1) = inside[0], inside[-1]
+    (t0, w0), (t1, w1) = inside[0][:2], inside[-1][:2]
     return (w1 - w0) / ((t1 - t0) / 1000.0)
 
 
@@ -133,6 +173,7 @@ def run_jobs(node, pods, argv, seconds, warmup_ms, hooked):
     # starts once the last one's work has run): grants a second say how
     # much of the idle time that explains.
     status_grants = (grants(node) - grants0) / (time.monotonic() - t0)
+    run_jobs.steps = [step_ms(r, start, end) for r in rows]
     return [rate(r, start, end) for r in rows], (end - start) / 1000.0, (status, status_grants)
 
 
@@ -167,10 +208,23 @@ def mix(args):
                         str(args.base_quota_ms))
         for pod in pods:
             node.start_pmgr(pod)
-        alone = [run_jobs(node, [pod], argv[i], args.alone_seconds, 2000, hooked=False)[0][0]
-                 for i, pod in enumerate(pods)]
+        alone, alone_steps, alone_clk, hooked, hooked_steps = [], [], [], [], []
+        for i, pod in enumerate(pods):
+            clk = ClockSampler()
+            alone.append(run_jobs(node, [pod], argv[i], args.alone_seconds, 2000,
+                                  hooked=False)[0][0])
+            alone_clk.append(clk.stop())
+            alone_steps.append(run_jobs.steps[0])
+            # The same job alone in its pod under gmt: what the hook and the
+            # gate cost it with nobody to share with.
+            hooked.append(run_jobs(node, [pod], argv[i], args.alone_seconds, 2000,
+                                   hooked=True)[0][0])
+            hooked_steps.append(run_jobs.steps[0])
+        clk = ClockSampler()
         together, measured_s, (status, per_s) = run_jobs(
             node, pods, argv[len(MIX):], args.seconds, max(args.window_ms, 2000), hooked=True)
+        together_clk = clk.stop()
+        together_steps = run_jobs.steps
     finally:
         node.stop()
     progress = [t / a for t, a in zip(together, alone)]
@@ -184,6 +238,17 @@ def mix(args):
         print("%-3s %8.2f %-7s %10.2f %10.2f %9.3f %10.3f %+7.3f %10.3f" % (
             pod, req, extra[1], a, t, f, f / total, f / total - req, st))
     print("together/alone %.3f (the pods' progress summed); %.1f grants/s" % (total, per_s))
+    print("\nstep GPU time (ms, median of each second's 10th / 50th percentile) and clocks:")
+    print("%-3s %10s %17s %17s %17s %14s" % ("pod", "alone hooked", "alone p10/p50",
+                                            "gmt alone p10/p50", "together p10/p50",
+                                            "alone MHz/W"))
+    for i, (pod, _, _) in enumerate(MIX):
+        print("%-3s %10.3f %8.3f/%-8.3f %8.3f/%-8.3f %8.3f/%-8.3f %7.0f/%-6.0f" % (
+            pod, hooked[i] / alone[i], alone_steps[i][0], alone_steps[i][1], hooked_steps[i][0],
+            hooked_steps[i][1], together_steps[i][0], together_steps[i][1], alone_clk[i][0],
+            alone_clk[i][1]))
+    print("together: %.0f MHz, %.0f W (alone hooked: the job's rate alone under gmt over "
+          "alone without)" % together_clk)
     print("targets (issue 25): each normalized share and each gmt status within 0.03 of "
           "its request")
 

@@ -113,6 +113,11 @@ int gmt_client_call_async(gmt_client_t *c, const Gmt__Envelope *req, int timeout
 const char *gmt_pin_mode_name(int mode);
 int gmt_pin_mode_parse(const char *name);
 
+/* A PodClass's name ("batch", "latency": resource-config's class= and gmt
+ * status), and back (-EINVAL when unknown). */
+const char *gmt_pod_class_name(int c);
+int gmt_pod_class_parse(const char *name);
+
 /* A MemMode's name ("strict", "swap", "um": resource-config's mode= and
  * gmt status), and back (-EINVAL when unknown). */
 const char *gmt_mem_mode_name(int mode);

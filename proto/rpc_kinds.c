@@ -46,6 +46,9 @@ static const gmt_rpc_kind_t kinds[] = {
     /* The pod manager's token code asks gmt-schd itself, and grants
      * locally in an outage, paced (client/pmgr/pmgr_token.c). */
     RPC(TOKEN,       "Token",      "pod", "pid",         ACTS,  SHARE,   GRANT,   0),
+    /* Held until the pod's grant ends: the pod manager keeps one upstream
+     * per device for all its processes (client/pmgr/pmgr_token.c). */
+    RPC(TOKEN_WATCH, "TokenWatch", "pod", "pid",         ACTS,  SHARE,   NONE,    0),
     RPC(RESERVE,     "Reserve",    "pod", "pid",         ACTS,  FORWARD, COUNT,   GMT_RPC_PMGR_WAIT_MS),
     RPC(RELEASE,     "Release",    "pod", "pid",         ACTS,  FORWARD, COUNT,   GMT_RPC_PMGR_WAIT_MS),
     RPC(MEMINFO,     "MemInfo",    "pod", NULL,          ACTS,  FORWARD, COUNT,   GMT_RPC_PMGR_WAIT_MS),

@@ -158,6 +158,21 @@ static const char *const mem_names[] = {
     [GMT__MEM_MODE__MEM_UM] = "um",
 };
 
+static const char *const class_names[] = {
+    [GMT__POD_CLASS__CLASS_BATCH] = "batch",
+    [GMT__POD_CLASS__CLASS_LATENCY] = "latency",
+};
+
+const char *gmt_pod_class_name(int c)
+{
+  return enum_name(NAMES(class_names), c);
+}
+
+int gmt_pod_class_parse(const char *name)
+{
+  return enum_parse(NAMES(class_names), name);
+}
+
 const char *gmt_pin_mode_name(int mode)
 {
   return enum_name(NAMES(pin_names), mode);

@@ -167,6 +167,19 @@ static bool parse_mode(gmt_errlist_t *e, int lineno, const char *v, gmt_pod_conf
   return true;
 }
 
+static bool parse_class(gmt_errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
+{
+  char sb[96];
+  int c = gmt_pod_class_parse(v);
+  if (c < 0) {
+    gmt_errlist_add(e, lineno, "class '%s' is not one of batch, latency",
+                    gmt_shown(v, sb, sizeof sb));
+    return false;
+  }
+  pod->klass = c;
+  return true;
+}
+
 /* devices=0,1: the node's GPUs, ascending and each once, so that a list
  * reads the same wherever it is shown and a typo ("0,0", "1,0") is not
  * taken for something else. Empty: every GPU, as without the key. */
@@ -225,6 +238,7 @@ static const struct {
     {"pin", parse_pin},
     {"mode", parse_mode},
     {"devices", parse_devices},
+    {"class", parse_class},
 };
 #define NKEYS (sizeof pod_keys / sizeof pod_keys[0])
 
@@ -629,6 +643,7 @@ void gmt_pod_config_wire(const gmt_pod_config_t *pod, Gmt__PodConfig *pc)
   pc->memory_limit = pod->memory_limit;
   pc->pin = (Gmt__PinMode)pod->pin;
   pc->mode = (Gmt__MemMode)pod->mode;
+  pc->class_ = (Gmt__PodClass)pod->klass;
   pc->n_devices = pod->ndevices;
   pc->devices = (int32_t *)pod->devices;
 }

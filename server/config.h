@@ -11,6 +11,8 @@
  * (an unknown key or a bad value is an error): pin=off|profile|use|adaptive
  * (pin advice for host buffers; default off), mode=strict|swap|um (how the
  * pod's device memory is held, docs/tiers.md; default strict),
+ * class=batch|latency (whose work goes first on a GPU: a latency pod with
+ * work before every batch pod, within its LIMIT; default batch),
  * devices=0,1 (the node's GPUs, NVML indices, the pod may use, in
  * ascending order, each once, at most GMT_CONFIG_MAX_DEVICES of them, each
  * at most GMT_CONFIG_DEVICE_MAX; empty or absent: every GPU;
@@ -42,6 +44,7 @@ typedef struct gmt_pod_config {
                           * hard quota on the device, swap lets gmt move the pod's
                           * allocations to host or disk, um backs them with unified
                           * memory (docs/tiers.md). */
+  int klass;             /* class=: a Gmt__PodClass (gmt_pod_class_name()) */
   /* devices=: the node's GPUs it may use, ascending, no duplicates
    * (int32_t: PodConfig.devices points at them); ndevices 0: every GPU. */
   int32_t devices[GMT_CONFIG_MAX_DEVICES];

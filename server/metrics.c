@@ -236,6 +236,8 @@ GETTER(pod_memory_reserved, Gmt__PodStatus, U(TOT(o)->memory_reserved))
 GETTER(pod_share, Gmt__PodStatus, D(o->gpu_time_share))
 GETTER(pod_holds_token, Gmt__PodStatus, B(o->holds_token))
 GETTER(pod_connected, Gmt__PodStatus, B(o->connected))
+GETTER(pod_latency, Gmt__PodStatus,
+       B(o->config && o->config->class_ == GMT__POD_CLASS__CLASS_LATENCY))
 GETTER(pod_processes, Gmt__PodStatus, U(o->n_processes))
 GETTER(pod_pinned, Gmt__PodStatus, U(TOT(o)->pinned_bytes))
 GETTER(pod_pinned_advised, Gmt__PodStatus, U(TOT(o)->pinned_advised))
@@ -353,6 +355,8 @@ static const family_t families[] = {
      "The pod's GPU time over the sliding window, divided by the window."},
     {"gmt_pod_holds_token", G, POD, pod_holds_token,
      "1 while the pod holds a GPU time token (on any GPU)."},
+    {"gmt_pod_latency_class", G, POD, pod_latency,
+     "1 for a class=latency pod (its work goes before the batch pods'), 0 for batch."},
     {"gmt_pod_connected", G, POD, pod_connected,
      "1 while the pod's pod manager is connected (heartbeats within --pod-timeout)."},
     {"gmt_pod_processes", G, POD, pod_processes,

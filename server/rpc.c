@@ -130,6 +130,7 @@ static const rpc_fn handlers[] = {
     [GMT__ENVELOPE__BODY_REGISTER_REQ] = on_register,
     [GMT__ENVELOPE__BODY_HEARTBEAT_REQ] = on_heartbeat,
     [GMT__ENVELOPE__BODY_TOKEN_REQ] = gmt__rpc_token,
+    [GMT__ENVELOPE__BODY_TOKEN_WATCH_REQ] = gmt__rpc_token_watch,
     [GMT__ENVELOPE__BODY_RESERVE_REQ] = gmt__rpc_reserve,
     [GMT__ENVELOPE__BODY_RELEASE_REQ] = gmt__rpc_release,
     [GMT__ENVELOPE__BODY_MEMINFO_REQ] = gmt__rpc_meminfo,

@@ -5,6 +5,14 @@
  * grant, or, when every waiting pod is at its limit, wakes the scheduler
  * when one of them may run again. Loop thread only.
  *
+ * A TokenWatch call of the holder's pod waits here until its grant ends,
+ * and says whether it was cut short (revoked): when a pod that was not
+ * waiting at the grant's start asks and the policy would choose it before
+ * the holder (gmt_token_should_revoke), the grant is revoked, so that an
+ * idle pod that launches again, or a latency pod, waits for the holder's
+ * queued work, not for the rest of its grant. Only a holder that watches
+ * is cut short: one that does not (an older hook) would not hear of it.
+ *
  * Pods are looked up by name each time: gmt_pods_reload() may move the
  * gmt_pod_t structs, and a reload may drop a pod altogether. */
 #include <math.h>
@@ -29,6 +37,13 @@ typedef struct waiter {
   double arrival_ms;
 } waiter_t;
 
+/* A TokenWatch call of a pod, answered when its grant ends. */
+typedef struct watch {
+  struct watch *next;
+  gmt_call_t *call;
+  char pod[GMT_POD_NAME_MAX + 1];
+} watch_t;
+
 typedef struct tdev {
   struct tdev *next;
   struct gmt_tokens *t;
@@ -36,6 +51,8 @@ typedef struct tdev {
   gmt_token_dev_t *pol;
   uv_timer_t timer;  /* the grant's end, or the next look when nobody can run */
   waiter_t *waiters; /* in arrival order */
+  watch_t *watches;
+  uint64_t revokes; /* grants cut short */
 } tdev_t;
 
 struct gmt_tokens {
@@ -98,6 +115,49 @@ static waiter_t *waiter_drop(waiter_t **wp)
 
 static void on_timer(uv_timer_t *h);
 
+static void reply_watch(gmt_call_t *call, bool revoked)
+{
+  Gmt__TokenWatchReply body = GMT__TOKEN_WATCH_REPLY__INIT;
+  body.revoked = revoked;
+  gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TOKEN_WATCH_REP, &body);
+}
+
+/* Answers the watches of pod (every pod but the holder when pod is NULL),
+ * with revoked. */
+static void watches_answer(tdev_t *d, const char *pod, bool revoked)
+{
+  const char *holder = gmt_token_holder(d->pol);
+  for (watch_t **wp = &d->watches; *wp;) {
+    watch_t *w = *wp;
+    bool mine = pod ? strcmp(w->pod, pod) == 0 : !(holder && strcmp(w->pod, holder) == 0);
+    if (!mine) {
+      wp = &w->next;
+      continue;
+    }
+    reply_watch(w->call, revoked);
+    *wp = w->next;
+    free(w);
+  }
+}
+
+static bool watched(const tdev_t *d, const char *pod)
+{
+  for (const watch_t *w = d->watches; w; w = w->next)
+    if (strcmp(w->pod, pod) == 0)
+      return true;
+  return false;
+}
+
+/* The policy's candidate for a listed pod. */
+static gmt_token_cand_t cand_of(const gmt_pod_t *pod, const char *name, double arrival_ms)
+{
+  return (gmt_token_cand_t){.pod = name,
+                            .request = pod->cfg.request,
+                            .limit = pod->cfg.limit,
+                            .arrival_ms = arrival_ms,
+                            .latency = pod->cfg.klass == GMT__POD_CLASS__CLASS_LATENCY};
+}
+
 /* The waiting pods as the policy's candidates, one per pod: its calls
  * merged (the largest burst, the earliest arrival). Pods no longer listed
  * are left out (gmt__tokens_pod_changed answers their calls). The names
@@ -119,10 +179,7 @@ static gmt_token_cand_t *candidates(tdev_t *d, size_t *count)
       const gmt_pod_t *pod = gmt_pods_find(s->pods, w->pod);
       if (!pod)
         continue;
-      c[n++] = (gmt_token_cand_t){.pod = w->pod,
-                                  .request = pod->cfg.request,
-                                  .limit = pod->cfg.limit,
-                                  .arrival_ms = w->arrival_ms};
+      c[n++] = cand_of(pod, w->pod, w->arrival_ms);
     }
     c[i].burst_ms = fmax(c[i].burst_ms, w->burst_ms);
     c[i].arrival_ms = fmin(c[i].arrival_ms, w->arrival_ms);
@@ -133,7 +190,16 @@ static gmt_token_cand_t *candidates(tdev_t *d, size_t *count)
 
 /* Asks the policy what to do with the device's token and does it: answer
  * the winner's calls and time its grant, or time the next look, or stop. */
+static void decide(tdev_t *d);
+
 static void schedule(tdev_t *d)
+{
+  decide(d);
+  /* A grant that ended, however it ended, ends its pod's watches. */
+  watches_answer(d, NULL, false);
+}
+
+static void decide(tdev_t *d)
 {
   struct gmt_tokens *t = d->t;
   size_t n = 0;
@@ -251,10 +317,76 @@ void gmt__tokens_close(gmt_schd_t *s)
     next = d->next;
     while (d->waiters)
       waiter_drop(&d->waiters);
+    while (d->watches) {
+      watch_t *w = d->watches;
+      d->watches = w->next;
+      free(w);
+    }
     uv_close((uv_handle_t *)&d->timer, on_dev_closed);
   }
   free(t);
   s->tokens = NULL;
+}
+
+/* pod has just asked: cut the holder's grant short if the policy says so
+ * and the holder will hear of it (a watch of its pod waits). */
+static void maybe_revoke(struct gmt_tokens *t, tdev_t *d, const gmt_pod_t *pod, double now)
+{
+  const char *holder = gmt_token_holder(d->pol);
+  if (!holder || !watched(d, holder))
+    return;
+  const gmt_pod_t *hp = gmt_pods_find(t->s->pods, holder);
+  if (!hp)
+    return;
+  double arrival = now;
+  for (const waiter_t *w = d->waiters; w; w = w->next)
+    if (strcmp(w->pod, pod->cfg.name) == 0)
+      arrival = fmin(arrival, w->arrival_ms);
+  gmt_token_cand_t c = cand_of(pod, pod->cfg.name, arrival), h = cand_of(hp, holder, 0);
+  if (!gmt_token_should_revoke(&t->p, d->pol, &c, &h, now))
+    return;
+  gmt_debug("token device %d: pod '%s' (%s, usage %.1f ms) asks while pod '%s' (usage %.1f ms) "
+            "holds the token, %.1f ms before its grant's end: the grant is cut short",
+            d->device, pod->cfg.name, gmt_pod_class_name(pod->cfg.klass), c.usage_ms, holder,
+            h.usage_ms, gmt_token_grant_end(d->pol) - now);
+  char name[GMT_POD_NAME_MAX + 1];
+  snprintf(name, sizeof name, "%s", holder);
+  gmt_token_revoke(d->pol, now);
+  d->revokes++;
+  watches_answer(d, name, true);
+  /* It is waited for as after its quota (on_timer: draining). */
+  timer_in(d, GMT_TOKEN_DRAIN_MAX_MS, on_timer);
+}
+
+void gmt__rpc_token_watch(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
+{
+  const Gmt__TokenWatchRequest *r = req->token_watch_req;
+  struct gmt_tokens *t = s->tokens;
+  const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
+  if (!pod) {
+    gmt__reply_nopod(call, s->cfg, r->pod);
+    return;
+  }
+  if (r->device < 0 || r->device > MAX_DEVICE) {
+    gmt_call_reply_error(call, -EINVAL, "device %d is out of range (0 to %d)", r->device,
+                         MAX_DEVICE);
+    return;
+  }
+  tdev_t *d = dev_get(t, r->device);
+  const char *holder = d ? gmt_token_holder(d->pol) : NULL;
+  if (!holder || strcmp(holder, pod->cfg.name) != 0 || gmt_token_draining(d->pol)) {
+    reply_watch(call, false); /* no grant to watch (any more) */
+    return;
+  }
+  watch_t *w = calloc(1, sizeof *w);
+  if (!w) {
+    gmt_call_reply_error(call, -ENOMEM, "scheduler out of memory");
+    return;
+  }
+  w->call = call;
+  snprintf(w->pod, sizeof w->pod, "%s", pod->cfg.name);
+  w->next = d->watches;
+  d->watches = w;
 }
 
 void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -325,6 +457,7 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
       while (*tail)
         tail = &(*tail)->next;
       *tail = w;
+      maybe_revoke(t, d, pod, now);
     }
   }
   schedule(d);

@@ -96,6 +96,7 @@ void gmt__rpc_handle(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 int gmt__tokens_init(gmt_schd_t *s);
 void gmt__tokens_close(gmt_schd_t *s);
 void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
+void gmt__rpc_token_watch(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req);
 /* The pod's process set or connection changed (heartbeat, expiry, reload):
  * a token held by a process that is gone is taken back. Pods are found by
  * name: gmt_pods_reload() may move them. */

@@ -309,6 +309,8 @@ static double neediness(const gmt_token_params_t *p, const gmt_token_cand_t *c)
 static bool before(const gmt_token_params_t *p, const gmt_token_cand_t *a,
                    const gmt_token_cand_t *b)
 {
+  if (a->latency != b->latency)
+    return a->latency;
   bool ba = below_request(p, a), bb = below_request(p, b);
   if (ba != bb)
     return ba;
@@ -536,6 +538,33 @@ void gmt_token_prune(gmt_token_dev_t *d, double window_ms, double now)
       d->recs[k++] = *r;
   }
   d->nrecs = k;
+}
+
+/* ---- cutting a grant short ---- */
+
+bool gmt_token_should_revoke(const gmt_token_params_t *p, const gmt_token_dev_t *d,
+                             gmt_token_cand_t *c, gmt_token_cand_t *holder, double now)
+{
+  if (!d->held || d->draining || strcmp(c->pod, d->cur.pod) == 0 || !(c->arrival_ms > d->cur.start))
+    return false;
+  c->usage_ms = gmt_token_usage(d, c->pod, p->window_ms, now);
+  c->allowance_ms = gmt_token_allowance(d, c->pod, c->limit, p->window_ms, now);
+  holder->usage_ms = gmt_token_usage(d, holder->pod, p->window_ms, now);
+  holder->allowance_ms = gmt_token_allowance(d, holder->pod, holder->limit, p->window_ms, now);
+  /* The holder as a candidate may have spent its allowance on this very
+   * grant: it still ranks as one that could run, or every pod at its
+   * limit would be cut short by anybody. */
+  gmt_token_cand_t h = *holder;
+  h.allowance_ms = fmax(h.allowance_ms, grant_floor(p, h.limit));
+  return can_take(p, c) && before(p, c, &h);
+}
+
+void gmt_token_revoke(gmt_token_dev_t *d, double now)
+{
+  if (!d->held)
+    return;
+  d->cur.end = fmax(d->cur.start, fmin(d->cur.end, now));
+  d->draining = true;
 }
 
 /* ---- the decision ---- */

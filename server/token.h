@@ -77,15 +77,16 @@ typedef struct gmt_token_cand {
   double request, limit; /* its shares now */
   double burst_ms;       /* largest burst its calls reported; 0: none */
   double arrival_ms;     /* when its oldest waiting call arrived */
+  bool latency;          /* class=latency: goes before every batch pod that can run */
   /* Filled by gmt_token_choose(): */
   double usage_ms;
   double allowance_ms;
 } gmt_token_cand_t;
 
 /* Ranks candidates whose usage_ms and allowance_ms are filled: those that
- * can take a grant (allowance at least min(min quota, LIMIT x W)) and are
- * below their REQUEST first, by missing / (missing + usage) descending with
- * missing = REQUEST x W - usage; then the others by lowest usage; ties by
+ * can take a grant (allowance at least min(min quota, LIMIT x W)); among
+ * them latency pods before batch pods; then those below their REQUEST first, by missing / (missing
+ * + usage) descending with missing = REQUEST x W - usage; then the others by lowest usage; ties by
  * earliest arrival. Returns the index of the winner, or -1. */
 int gmt_token_pick(const gmt_token_params_t *p, const gmt_token_cand_t *c, size_t n);
 
@@ -104,6 +105,22 @@ double gmt_token_quota(const gmt_token_params_t *p, double burst_ms, double limi
  * min(min quota, LIMIT x W)), or INFINITY if none ever will (LIMIT 0). */
 double gmt_token_wake(const gmt_token_params_t *p, const gmt_token_dev_t *d,
                       const gmt_token_cand_t *c, size_t n, double now);
+
+/* Whether the holder's grant should be cut short for c, a pod that asks
+ * now: c began waiting after the grant started (a pod that waited when it
+ * was made had its turn at the choice; one that comes back from idle, or a
+ * latency pod with new work, did not), the holder is not draining already,
+ * and c, with its usage and allowance filled, would be chosen before the
+ * holder as the holder stands now (its usage up to now). holder is the
+ * holder's candidate (its shares and class; usage and allowance are filled
+ * here). An idle pod that launches again then waits for what the holder
+ * has queued, not for the rest of its grant. */
+bool gmt_token_should_revoke(const gmt_token_params_t *p, const gmt_token_dev_t *d,
+                             gmt_token_cand_t *c, gmt_token_cand_t *holder, double now);
+
+/* Cuts the holder's grant short at now: it drains (gmt_token_drain), and
+ * is charged as its work runs until it comes back or releases. */
+void gmt_token_revoke(gmt_token_dev_t *d, double now);
 
 /* The token (free) goes to pod from now for quota_ms. -ENOMEM. */
 int gmt_token_grant(gmt_token_dev_t *d, const char *pod, double now, double quota_ms);

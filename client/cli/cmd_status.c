@@ -146,6 +146,9 @@ static void print_text(const Gmt__StatusReply *st)
            "MEMORY");
     printf("%-*s  %-9s  %-13s  %-10s  %s / %s\n", w, pod_name(pod), pod->connected ? "yes" : "no",
            share, gpu, used, limit);
+    /* Batch is the default and goes unsaid. */
+    if (pod->config && pod->config->class_ == GMT__POD_CLASS__CLASS_LATENCY)
+      printf("  class: latency (with work, it goes before the batch pods)\n");
     /* mode=swap: where its allocations' bytes are now, per tier. */
     bool swap = pod->config && gmt_mem_mode_moves(pod->config->mode);
     if (swap) {

@@ -43,6 +43,11 @@ static void on_token(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
   gmt__pmgr_handle_token(pm, call, req->token_req);
 }
 
+static void on_token_watch(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__Envelope *req)
+{
+  gmt__pmgr_handle_token_watch(pm, call, req->token_watch_req);
+}
+
 /* The handlers of the calls the pod manager answers itself (the table's
  * GMT_RPC_PMGR_OWN and _SHARE rows); every _FORWARD one goes through
  * pmgr_memory.c. */
@@ -50,6 +55,7 @@ static const pmgr_fn own[] = {
     [GMT__ENVELOPE__BODY_REGISTER_REQ] = on_register,
     [GMT__ENVELOPE__BODY_REPORT_REQ] = on_report,
     [GMT__ENVELOPE__BODY_TOKEN_REQ] = on_token,
+    [GMT__ENVELOPE__BODY_TOKEN_WATCH_REQ] = on_token_watch,
 };
 
 /* The handler of a call the pod manager serves (gmt_rpc_kinds.h); NULL

@@ -5,7 +5,13 @@
  * what they say: answers to the processes' Token calls, calls to the
  * scheduler, timers and log lines. Everything here runs on the loop. A
  * process call never waits on a dead scheduler for longer than the outage
- * takes to notice (about a second). */
+ * takes to notice (about a second).
+ *
+ * TokenWatch: the processes sharing the pod's grant on a device each wait
+ * for it to end; one TokenWatch goes upstream for all of them, and its
+ * answer (revoked or not) is theirs. Without a grant of the scheduler's
+ * to watch (none held, or a local one in an outage) a watch is answered
+ * at once, not revoked. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,16 +24,26 @@
 
 /* A wait for the token may last a whole window (10 s by default). */
 #define PMGR_TOKEN_TIMEOUT_MS 30000
+/* A grant lasts at most a window, then its drain (1 s). */
+#define PMGR_TOKEN_WATCH_TIMEOUT_MS 30000
 #define PMGR_TOKEN_RELEASE_TIMEOUT_MS 2000
 #define PMGR_TOKEN_WATCH_MS 100 /* how soon an outage frees waiters */
+
+/* A process's TokenWatch call. */
+typedef struct pwatch {
+  struct pwatch *next;
+  gmt_call_t *call;
+} pwatch_t;
 
 typedef struct tok_dev {
   struct tok_dev *next;
   pmgr_tokens_t *t;
   int32_t device;
   gmt_tshare_dev_t share;
-  uv_timer_t hold;  /* outage: the pause before the next local grant; ESRCH: the next try */
-  uv_timer_t drain; /* a grant's sharers are waited for this long past its quota */
+  uv_timer_t hold;   /* outage: the pause before the next local grant; ESRCH: the next try */
+  uv_timer_t drain;  /* a grant's sharers are waited for this long past its quota */
+  pwatch_t *watches; /* waiting for the pod's grant to end */
+  bool watch_up;     /* a TokenWatch upstream is in flight */
 } tok_dev_t;
 
 struct pmgr_tokens {
@@ -47,6 +63,7 @@ typedef struct {
   int32_t device;
   uint64_t seq;
   bool release;
+  bool watch; /* a TokenWatch */
   int rc;
   Gmt__Envelope *rep;
 } tok_up_t;
@@ -70,11 +87,15 @@ static gmt_tshare_in_t in_of(const tok_dev_t *d)
 static void upstream_done(tok_up_t *u);
 static void on_watch(uv_timer_t *h);
 
+static void watch_done(tok_up_t *u);
+
 /* On the loop, or handed back when the inbox closes. */
 static void on_landed(gmt_inbox_item_t *item, int status)
 {
   tok_up_t *u = (tok_up_t *)item;
-  if (status == 0)
+  if (status == 0 && u->watch)
+    watch_done(u); /* frees the reply */
+  else if (status == 0)
     upstream_done(u); /* frees the reply */
   else
     gmt_wire_free(u->rep);
@@ -314,6 +335,99 @@ static void on_watch(uv_timer_t *h)
     uv_timer_stop(h);
 }
 
+/* ---- watching the pod's grant ---- */
+
+static void reply_watch(gmt_call_t *call, bool revoked)
+{
+  Gmt__TokenWatchReply rep = GMT__TOKEN_WATCH_REPLY__INIT;
+  rep.revoked = revoked;
+  if (gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TOKEN_WATCH_REP, &rep) < 0)
+    gmt_debug("a token watch reply could not be sent (the process has gone?)");
+}
+
+/* Answers d's watches: revoked, or with rc and why when rc < 0. */
+static void watches_answer(tok_dev_t *d, int rc, const char *why, bool revoked)
+{
+  while (d->watches) {
+    pwatch_t *w = d->watches;
+    d->watches = w->next;
+    if (rc < 0)
+      gmt_call_reply_error(w->call, rc, "%s", why);
+    else
+      reply_watch(w->call, revoked);
+    free(w);
+  }
+}
+
+static int send_watch(tok_dev_t *d)
+{
+  gmt_pmgr_t *pm = d->t->pm;
+  tok_up_t *u = calloc(1, sizeof *u);
+  if (!u)
+    return -ENOMEM;
+  u->pm = pm;
+  u->device = d->device;
+  u->watch = true;
+  Gmt__TokenWatchRequest r = GMT__TOKEN_WATCH_REQUEST__INIT;
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  r.pod = (char *)pm->name;
+  r.device = d->device;
+  gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_TOKEN_WATCH_REQ, &r);
+  int rc = gmt__pmgr_schd_call(pm, &env, PMGR_TOKEN_WATCH_TIMEOUT_MS, on_upstream, u);
+  if (rc < 0)
+    free(u);
+  return rc;
+}
+
+/* On the loop: what the scheduler said to the pod's TokenWatch. */
+static void watch_done(tok_up_t *u)
+{
+  pmgr_tokens_t *t = u->pm->tokens;
+  tok_dev_t *d = t && !t->closing ? find_dev(t, u->device) : NULL;
+  char err[512] = "";
+  int rc = u->rc;
+  if (rc == 0)
+    rc = gmt_wire_expect(u->rep, GMT__ENVELOPE__BODY_TOKEN_WATCH_REP, err, sizeof err);
+  bool revoked = rc == 0 && u->rep->token_watch_rep->revoked;
+  gmt_wire_free(u->rep);
+  if (!d)
+    return;
+  d->watch_up = false;
+  if (revoked) {
+    gmt_tshare_in_t in = in_of(d);
+    gmt_tshare_revoked(&d->share, &in);
+    gmt_debug("tokens: the scheduler cut the pod's grant on device %d short", d->device);
+  }
+  /* An error goes to the processes as it is: one that says the scheduler
+   * does not know TokenWatch (an older one) stops them asking. */
+  watches_answer(d, rc, err[0] ? err : gmt_strerror(rc), revoked);
+}
+
+void gmt__pmgr_handle_token_watch(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__TokenWatchRequest *r)
+{
+  pmgr_tokens_t *t = pm->tokens;
+  tok_dev_t *d = t ? find_dev(t, r->device) : NULL;
+  if (!d || !gmt_tshare_watchable(&d->share)) {
+    reply_watch(call, false); /* no grant of the scheduler's to watch */
+    return;
+  }
+  pwatch_t *w = calloc(1, sizeof *w);
+  if (!w) {
+    gmt_call_reply_error(call, -ENOMEM, "pod manager out of memory");
+    return;
+  }
+  w->call = call;
+  w->next = d->watches;
+  d->watches = w;
+  if (d->watch_up)
+    return;
+  int rc = send_watch(d);
+  if (rc < 0)
+    watches_answer(d, 0, NULL, false);
+  else
+    d->watch_up = true;
+}
+
 /* ---- the pod's processes ---- */
 
 static void on_closed(uv_handle_t *h)
@@ -430,6 +544,7 @@ void gmt__pmgr_tokens_close(gmt_pmgr_t *pm)
   t->closing = true;
   for (tok_dev_t *d = t->devs; d; d = d->next) {
     answer(gmt_tshare_take(&d->share, 0), -ESHUTDOWN, "pod manager is stopping", 0);
+    watches_answer(d, -ESHUTDOWN, "pod manager is stopping", false);
     d->hold.data = t;
     uv_close((uv_handle_t *)&d->hold, on_closed);
     d->drain.data = t;

@@ -390,3 +390,14 @@ void gmt_tshare_drained(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, gmt_tsha
   else
     maybe_release(d, in, 0, act);
 }
+
+bool gmt_tshare_watchable(const gmt_tshare_dev_t *d)
+{
+  return d->owed && !d->local && d->nsharers > 0;
+}
+
+void gmt_tshare_revoked(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in)
+{
+  if (d->owed && !d->local && d->expiry_ns > in->now_ns)
+    d->expiry_ns = in->now_ns;
+}

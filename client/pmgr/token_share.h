@@ -163,6 +163,13 @@ void gmt_tshare_answered(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, bool re
 bool gmt_tshare_in_flight(const gmt_tshare_dev_t *d);
 void gmt_tshare_lost(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, gmt_tshare_act_t *act);
 
+/* Whether the pod holds a grant of the scheduler's on this device, which a
+ * TokenWatch upstream can watch. */
+bool gmt_tshare_watchable(const gmt_tshare_dev_t *d);
+/* The scheduler cut the pod's grant short (TokenWatch): a process that
+ * asks from now on is not answered from what was left of it. */
+void gmt_tshare_revoked(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in);
+
 /* The hold timer and the drain timer ran out. */
 void gmt_tshare_held(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, gmt_tshare_act_t *act);
 void gmt_tshare_drained(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, gmt_tshare_act_t *act);

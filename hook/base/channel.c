@@ -68,7 +68,7 @@ int gmt__channel_call(int ch, const Gmt__Envelope *req, Gmt__Envelope **rep, int
   pthread_mutex_unlock(&g_ch[ch].mu);
   if (rc == 0)
     atomic_store_explicit(&g_down, 0, memory_order_relaxed);
-  else if (rc != -EHOSTDOWN && (ch != GMT_CH_TOKEN || rc != -ETIMEDOUT))
+  else if (rc != -EHOSTDOWN && ((ch != GMT_CH_TOKEN && ch != GMT_CH_WATCH) || rc != -ETIMEDOUT))
     atomic_store_explicit(&g_down, 1, memory_order_relaxed);
   return rc;
 }
@@ -80,16 +80,21 @@ int gmt__channel_down(void)
 
 /* ---- fork ---- */
 
+/* The watch channel is not taken: its call may wait for a whole grant,
+ * and a fork must not. The child drops its copy of that connection
+ * without touching it (it may be mid-call in the parent). */
 static void channels_prepare(void)
 {
   for (int i = 0; i < GMT_CH_COUNT; i++)
-    pthread_mutex_lock(&g_ch[i].mu);
+    if (i != GMT_CH_WATCH)
+      pthread_mutex_lock(&g_ch[i].mu);
 }
 
 static void channels_parent(void)
 {
   for (int i = GMT_CH_COUNT - 1; i >= 0; i--)
-    pthread_mutex_unlock(&g_ch[i].mu);
+    if (i != GMT_CH_WATCH)
+      pthread_mutex_unlock(&g_ch[i].mu);
 }
 
 static void channels_child(void)
@@ -100,7 +105,8 @@ static void channels_child(void)
   atomic_store_explicit(&g_started, 0, memory_order_relaxed);
   atomic_store_explicit(&g_down, 0, memory_order_relaxed);
   for (int i = 0; i < GMT_CH_COUNT; i++) {
-    gmt__conn_close(g_ch[i].conn);
+    if (i != GMT_CH_WATCH)
+      gmt__conn_close(g_ch[i].conn);
     g_ch[i].conn = NULL;
     pthread_mutex_init(&g_ch[i].mu, NULL);
   }

@@ -11,6 +11,7 @@ enum {
   GMT_CH_REPORT = 0, /* Report, from the reporter thread */
   GMT_CH_MEMORY = 1, /* Reserve, Release, MemInfo */
   GMT_CH_TOKEN = 2,  /* Token */
+  GMT_CH_WATCH = 3,  /* TokenWatch: waits as long as a grant lasts */
   GMT_CH_COUNT
 };
 

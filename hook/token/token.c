@@ -23,7 +23,14 @@
  * synchronize for its own kernels is busy, not idle. The release says how
  * long the grant went unused, so the pod is charged only for its busy
  * time. At exit the token is given back too (the pod manager also treats
- * a process that exits as having released it). */
+ * a process that exits as having released it).
+ *
+ * A watch thread asks, once per grant, to hear when the grant ends
+ * (TokenWatch). The scheduler cuts a grant short when a pod that was idle
+ * launches again (or a latency pod has work): then no new launch is
+ * admitted, the work already queued runs, and the token goes back at
+ * once, so the other pod waits for that work, not for the rest of the
+ * grant. One device is watched at a time (the one granted last). */
 #include "token.h"
 
 #include <errno.h>
@@ -51,6 +58,10 @@
 #define GMT_TOKEN_EXIT_TIMEOUT_MS 500
 #define GMT_TOKEN_RETRY_NS 1000000000LL /* after a failed request: ungated this long */
 #define GMT_TOKEN_REFUSED_WAIT_MS 1000  /* a refused pod asks again this often */
+/* A TokenWatch waits as long as a grant lasts: the pod manager's own
+ * bound on it (30 s) and a little. */
+#define GMT_TOKEN_WATCH_TIMEOUT_MS 35000
+#define GMT_TOKEN_WATCH_RETRY_S 1 /* after a failed watch */
 
 #define GMT_TLS __attribute__((tls_model("initial-exec")))
 
@@ -84,6 +95,15 @@ static _Atomic int64_t g_activity_ns; /* the launch counter was last seen moving
 static pthread_mutex_t g_idle_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_idle_cv = PTHREAD_COND_INITIALIZER;
 static int g_idle_started; /* under g_idle_mu */
+
+/* The watch thread: woken by each grant (g_watch_dev: the device granted
+ * last, -1: none new). Off for good once the pod manager or the
+ * scheduler says it does not know TokenWatch. */
+static pthread_mutex_t g_watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_watch_cv = PTHREAD_COND_INITIALIZER;
+static int g_watch_started;  /* under g_watch_mu */
+static int g_watch_dev = -1; /* under g_watch_mu */
+static _Atomic int g_watch_off;
 
 static GMT_TLS __thread CUcontext t_ctx;
 static GMT_TLS __thread int t_dev = -1;
@@ -232,6 +252,94 @@ static void held_one_more(void)
   pthread_mutex_unlock(&g_idle_mu);
 }
 
+/* ---- the watch thread ---- */
+
+/* Whether rc says the other side does not serve TokenWatch at all. */
+static int watch_unknown(int rc)
+{
+  return rc == GMT_EUNIMPL || rc == -EINVAL || rc == GMT_EDECODE || rc == GMT_EUNEXPECTED;
+}
+
+static int watch_rpc(int dev, int *revoked)
+{
+  Gmt__TokenWatchRequest r = GMT__TOKEN_WATCH_REQUEST__INIT;
+  r.pid = (uint32_t)getpid();
+  r.device = gmt__node_device(dev);
+  Gmt__Envelope env = GMT__ENVELOPE__INIT;
+  env.body_case = GMT__ENVELOPE__BODY_TOKEN_WATCH_REQ;
+  env.token_watch_req = &r;
+  Gmt__Envelope *rep = NULL;
+  int rc = gmt__channel_call(GMT_CH_WATCH, &env, &rep, GMT_TOKEN_WATCH_TIMEOUT_MS);
+  if (rc == 0) {
+    char err[256] = "";
+    rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_TOKEN_WATCH_REP, err, sizeof err);
+    *revoked = rc == 0 && rep->token_watch_rep->revoked;
+    if (rc < 0)
+      GMT_HOOK_DEBUG("token watch on device %d: %s (%s)", dev, gmt_strerror(rc), err);
+    gmt_wire_free(rep);
+  }
+  return rc;
+}
+
+/* The grant on device dev was cut short: no new launch, the queued work
+ * runs, the token goes back. The scheduler answers a watch the moment it
+ * cuts the grant, and a new grant goes to another pod first: the grant
+ * held now is the one it cut. */
+static void revoked(tok_dev_t *d, int dev)
+{
+  atomic_store_explicit(&d->expiry, 0, memory_order_relaxed);
+  pthread_mutex_lock(&d->mu);
+  if (d->held) {
+    uint64_t n = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
+    drain(d, n, atomic_load_explicit(&g_activity_ns, memory_order_relaxed));
+    give_back(d, dev, gmt__busy_end(&d->b, now_ns(), 0), GMT_TOKEN_RELEASE_TIMEOUT_MS, "cut short");
+  }
+  pthread_mutex_unlock(&d->mu);
+}
+
+static void *watch_main(void *arg)
+{
+  (void)arg;
+  for (;;) {
+    pthread_mutex_lock(&g_watch_mu);
+    while (g_watch_dev < 0)
+      pthread_cond_wait(&g_watch_cv, &g_watch_mu);
+    int dev = g_watch_dev;
+    g_watch_dev = -1;
+    pthread_mutex_unlock(&g_watch_mu);
+
+    int cut = 0, rc = watch_rpc(dev, &cut);
+    if (rc == 0 && cut) {
+      revoked(&g_dev[dev], dev);
+    } else if (rc < 0 && watch_unknown(rc)) {
+      GMT_HOOK_DEBUG("the pod manager does not serve TokenWatch (%s): grants run their course",
+                     gmt_strerror(rc));
+      atomic_store(&g_watch_off, 1);
+      return NULL;
+    } else if (rc < 0) {
+      struct timespec ts = {GMT_TOKEN_WATCH_RETRY_S, 0};
+      nanosleep(&ts, NULL);
+    }
+  }
+  return NULL;
+}
+
+/* Device dev was just granted (under its mu): the watch thread watches it. */
+static void watch_grant(int dev)
+{
+  if (atomic_load(&g_watch_off))
+    return;
+  pthread_mutex_lock(&g_watch_mu);
+  if (!g_watch_started) {
+    g_watch_started = gmt__thread_start(watch_main) == 0 ? 1 : -1;
+    if (g_watch_started < 0)
+      GMT_HOOK_DEBUG("cannot start the token watch thread: grants run their course");
+  }
+  g_watch_dev = dev;
+  pthread_cond_signal(&g_watch_cv);
+  pthread_mutex_unlock(&g_watch_mu);
+}
+
 /* ---- the gate ---- */
 
 static void set_all_ungated(void)
@@ -310,6 +418,7 @@ __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
     gmt__busy_grant(&d->b, t, quota);
     atomic_store_explicit(&d->expiry, d->b.expiry_ns, memory_order_relaxed);
     held_one_more();
+    watch_grant(dev);
     GMT_HOOK_DEBUG("device %d: token for %.1f ms (overuse %.1f ms, burst estimate %.1f ms)", dev,
                    quota, overuse, d->b.burst_ema_ms);
     if (atomic_exchange(&g_outage, 0) | atomic_exchange(&g_refused, 0))
@@ -418,6 +527,10 @@ static void token_child(void)
   pthread_mutex_init(&g_idle_mu, NULL);
   pthread_cond_init(&g_idle_cv, NULL);
   g_idle_started = 0;
+  pthread_mutex_init(&g_watch_mu, NULL);
+  pthread_cond_init(&g_watch_cv, NULL);
+  g_watch_started = 0;
+  g_watch_dev = -1;
   t_ctx = NULL;
   t_dev = -1;
 }

@@ -272,5 +272,53 @@ class IdlePeer(Tokens):
         self.assertGreater(share(rb, start_ms=t_kill + 1000), 0.3)
 
 
+
+class ComeBack(Tokens):
+    """A pod that idles between requests gets the token back soon after it
+    launches again: the busy pod's grant is cut short (TokenWatch), so the
+    request waits for the busy pod's queued work, not its whole grant."""
+    CONFIG = "3\ntrain 0.5 1.0 1Gi\nserve 0.5 1.0 1Gi\nfast 0.3 1.0 1Gi class=latency\n"
+
+    def requests_beside_training(self, pod):
+        # Grants of 1 s: without the cut a request would wait up to that.
+        self.start("train", pod, schd_args=("--base-quota-ms", "1000"))
+        # 4 x 2 ms queued, then a synchronize: at most 8 ms of queued work.
+        train = self.spin("train", "--queue", "4", "--kernel-us", "2000", seconds=10)
+        time.sleep(1)
+        # A 1 ms request every 80 ms of idleness: it goes idle (20 ms) and
+        # gives the token back between requests.
+        serve = self.spin(pod, "--every-ms", "80", "--kernel-us", "1000", seconds=8)
+        (done,) = [r for r in serve.records() if "lat_p90_ms" in r]
+        rows = progress(train, timeout=40)
+        for p in (serve, train):
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err)
+        cuts = self.daemons[0].output().count("the grant is cut short")
+        p50, p90, worst = (float(done[k]) for k in ("lat_p50_ms", "lat_p90_ms", "lat_max_ms"))
+        busy = share(rows, start_ms=2000, end_ms=8000)
+        print("\n%s: %s requests, latency p50 %.1f p90 %.1f max %.1f ms; %d grants cut short; "
+              "training's share %.3f" % (pod, done["requests"], p50, p90, worst, cuts, busy))
+        return p50, p90, cuts, busy
+
+    def test_an_idle_pod_that_launches_again_cuts_the_grant_short(self):
+        p50, p90, cuts, busy = self.requests_beside_training("serve")
+        self.assertGreater(cuts, 10, self.logs())
+        # Waiting out a 1 s grant would put the median near 500 ms; the
+        # request waits for 8 ms of queued kernels and a few round trips
+        # (margin for a loaded two-core machine).
+        self.assertLess(p50, 100, self.logs())
+        self.assertLess(p90, 250, self.logs())
+        # Training keeps the GPU the requests leave (a ~25% duty cycle).
+        self.assertGreater(busy, 0.5, self.logs())
+
+    def test_a_latency_pod_cuts_in_although_over_its_request(self):
+        # fast has REQUEST 0.3 but, as class=latency, goes first whenever
+        # it has work: its requests wait as a batch pod's under its request.
+        p50, p90, cuts, busy = self.requests_beside_training("fast")
+        self.assertGreater(cuts, 10, self.logs())
+        self.assertLess(p50, 100, self.logs())
+        self.assertLess(p90, 250, self.logs())
+        self.assertGreater(busy, 0.5, self.logs())
+
 if __name__ == "__main__":
     unittest.main()

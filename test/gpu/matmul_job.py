@@ -15,9 +15,16 @@
 
 Prints, like test/e2e/tokenprogs/spin_load,
   READY pid=<pid>
-  T t_ms=<since READY> work=<done> mono_ms=<CLOCK_MONOTONIC ms>   every second
+  T t_ms=<since READY> work=<done> mono_ms=<CLOCK_MONOTONIC ms> p10_ms=<P> p50_ms=<M>
+                                                                        every second
   DONE t_ms=... work=... mono_ms=...
-and stops after --seconds (or when stdin closes with --seconds 0)."""
+and stops after --seconds (or when stdin closes with --seconds 0). p10_ms and
+p50_ms are the 10th and 50th percentiles of the GPU time of the last
+second's steps, from an event after a one-cycle kernel (where a gated
+launch waits for its token) to one after the step: beside other jobs they
+say whether a step ran slower or faster on the GPU than alone (clocks, or
+another process's work running with it). A step whose token ran out in its
+middle also counts its wait, which the 10th percentile leaves out."""
 import argparse
 import os
 import sys
@@ -113,15 +120,28 @@ def main():
     print("READY pid=%d" % os.getpid(), flush=True)
     t0 = mono_ms()
     next_print = t0 + 1000
-    work = 0
+    work, times = 0, []
+    ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def pct(q):
+        xs = sorted(times)
+        return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0.0
+
     while True:
         now = mono_ms()
         if now >= next_print:
-            print("T t_ms=%.1f work=%d mono_ms=%.1f" % (now - t0, work, now), flush=True)
+            print("T t_ms=%.1f work=%d mono_ms=%.1f p10_ms=%.4f p50_ms=%.4f" % (
+                now - t0, work, now, pct(0.1), pct(0.5)), flush=True)
+            times = []
             next_print += 1000
         if (args.seconds > 0 and now - t0 >= args.seconds * 1000) or stop.is_set():
             break
+        torch.cuda._sleep(1)  # a launch: where a gated step waits for its token
+        ev0.record()
         work += step()
+        ev1.record()
+        ev1.synchronize()  # the step synchronized already: this costs nothing
+        times.append(ev0.elapsed_time(ev1))
     now = mono_ms()
     print("DONE t_ms=%.1f work=%d mono_ms=%.1f" % (now - t0, work, now), flush=True)
 

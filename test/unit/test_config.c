@@ -294,7 +294,7 @@ static void test_pin_key(void **state)
                    "pin 'always' is not one of off, profile, use, adaptive");
   expect_one_error(f, "1\na 0.1 0.2 1M pin=\n", 2, "pin '' is not one of");
   expect_one_error(f, "1\na 0.1 0.2 1M gpus=0\n", 2,
-                   "unknown key 'gpus' (known: pin, mode, devices)");
+                   "unknown key 'gpus' (known: pin, mode, devices, class)");
   expect_one_error(f, "1\na 0.1 0.2 1M =use\n", 2, "field '=use' after GPU_MEM is not key=value");
   expect_one_error(f, "1\na 0.1 0.2 1M pin=use pin=off\n", 2, "key 'pin' given twice");
 }
@@ -328,6 +328,25 @@ static void test_mode_key(void **state)
   assert_non_null(strstr(f->errors, ":2: mode 'x'"));
   assert_non_null(strstr(f->errors, ":3: mode 'y'"));
   assert_non_null(strstr(f->errors, ":3: pin 'z'"));
+}
+
+/* class=: batch (the default) or latency. */
+static void test_class_key(void **state)
+{
+  fixture_t *f = *state;
+  assert_int_equal(load(f, "3\na 0.1 0.2 1M class=latency\nb 0.1 0.2 1M\nc 0 0 1 class=batch "
+                           "mode=swap\n"),
+                   0);
+  assert_int_equal(f->cfg->pods[0].klass, GMT__POD_CLASS__CLASS_LATENCY);
+  assert_int_equal(f->cfg->pods[1].klass, GMT__POD_CLASS__CLASS_BATCH);
+  assert_int_equal(f->cfg->pods[2].klass, GMT__POD_CLASS__CLASS_BATCH);
+  assert_int_equal(f->cfg->pods[2].mode, GMT__MEM_MODE__MEM_SWAP);
+  assert_string_equal(gmt_pod_class_name(f->cfg->pods[0].klass), "latency");
+  assert_string_equal(gmt_pod_class_name(7), "unknown");
+  assert_int_equal(gmt_pod_class_parse("Latency"), -EINVAL);
+  expect_one_error(f, "1\na 0.1 0.2 1M class=realtime\n", 2,
+                   "class 'realtime' is not one of batch, latency");
+  expect_one_error(f, "1\na 0.1 0.2 1M class=latency class=batch\n", 2, "key 'class' given twice");
 }
 
 /* devices=: the node's GPUs, ascending, each once; empty or absent: every
@@ -699,6 +718,7 @@ int main(void)
       T(test_wrong_field_count_is_refused),
       T(test_pin_key),
       T(test_mode_key),
+      T(test_class_key),
       T(test_devices_key),
       T(test_bad_characters_in_name_are_refused),
       T(test_name_longer_than_62_is_refused),

@@ -232,6 +232,7 @@ static void node_init(node_t *n)
   n->cfg[1].name = "b";
   n->cfg[1].request = 0.7;
   n->cfg[1].limit = 0.9;
+  n->cfg[1].class_ = GMT__POD_CLASS__CLASS_LATENCY;
   n->cfg[1].memory_limit = (1ull << 63) + 1; /* exact past 2^53 */
 
   n->pod[0].connected = true;
@@ -356,6 +357,8 @@ static void test_metrics_show_each_pods_numbers(void **state)
   assert_sample(t, "gmt_pod_memory_reserved_bytes{pod=\"a\"}", "10485760");
   assert_sample(t, "gmt_pod_gpu_time_share{pod=\"a\"}", "0.25");
   assert_sample(t, "gmt_pod_holds_token{pod=\"a\"}", "1");
+  assert_sample(t, "gmt_pod_latency_class{pod=\"a\"}", "0");
+  assert_sample(t, "gmt_pod_latency_class{pod=\"b\"}", "1");
   assert_sample(t, "gmt_pod_connected{pod=\"a\"}", "1");
   assert_sample(t, "gmt_pod_connected{pod=\"b\"}", "0");
   assert_sample(t, "gmt_pod_processes{pod=\"a\"}", "2");

@@ -41,7 +41,7 @@ static void test_every_body_of_the_envelope_has_a_row_and_nothing_else(void **st
     assert_non_null(k);
     assert_int_equal(gmt_rpc_case(k), body->id);
   }
-  assert_int_equal(bodies, 27);
+  assert_int_equal(bodies, 29);
   size_t rows = 0;
   for (unsigned c = 0; c < 200; c++)
     if (gmt_rpc_kind((Gmt__Envelope__BodyCase)c)) {
@@ -122,6 +122,7 @@ static void test_pod_manager_routes_and_outage_answers(void **state)
       {C(REGISTER_REQ), GMT_RPC_PMGR_OWN, GMT_RPC_OUTAGE_NONE, 0},
       {C(REPORT_REQ), GMT_RPC_PMGR_OWN, GMT_RPC_OUTAGE_NONE, 0},
       {C(TOKEN_REQ), GMT_RPC_PMGR_SHARE, GMT_RPC_OUTAGE_GRANT, 0},
+      {C(TOKEN_WATCH_REQ), GMT_RPC_PMGR_SHARE, GMT_RPC_OUTAGE_NONE, 0},
       {C(RESERVE_REQ), GMT_RPC_PMGR_FORWARD, GMT_RPC_OUTAGE_COUNT, 800},
       {C(RELEASE_REQ), GMT_RPC_PMGR_FORWARD, GMT_RPC_OUTAGE_COUNT, 800},
       {C(MEMINFO_REQ), GMT_RPC_PMGR_FORWARD, GMT_RPC_OUTAGE_COUNT, 800},
@@ -180,12 +181,13 @@ static void test_caller_fields_are_found_in_every_kind_that_names_them(void **st
   (void)state;
   /* The pods a request speaks for (gmt-schd: the pod manager that named it
    * first), and the pids a pod manager replaces with the caller's. */
-  static const Gmt__Envelope__BodyCase pods[] = {
-      C(REGISTER_REQ), C(HEARTBEAT_REQ), C(TOKEN_REQ),    C(RESERVE_REQ), C(RELEASE_REQ),
-      C(MEMINFO_REQ),  C(ADVISE_REQ),    C(RESIDENT_REQ), C(DEVICES_REQ), C(PICK_REQ)};
-  static const Gmt__Envelope__BodyCase pids[] = {C(REGISTER_REQ), C(REPORT_REQ),  C(TOKEN_REQ),
-                                                 C(RESERVE_REQ),  C(RELEASE_REQ), C(ADVISE_REQ),
-                                                 C(RESIDENT_REQ), C(DEVICES_REQ)};
+  static const Gmt__Envelope__BodyCase pods[] = {C(REGISTER_REQ), C(HEARTBEAT_REQ),  C(TOKEN_REQ),
+                                                 C(RESERVE_REQ),  C(RELEASE_REQ),    C(MEMINFO_REQ),
+                                                 C(ADVISE_REQ),   C(RESIDENT_REQ),   C(DEVICES_REQ),
+                                                 C(PICK_REQ),     C(TOKEN_WATCH_REQ)};
+  static const Gmt__Envelope__BodyCase pids[] = {
+      C(REGISTER_REQ), C(REPORT_REQ),   C(TOKEN_REQ),   C(RESERVE_REQ),    C(RELEASE_REQ),
+      C(ADVISE_REQ),   C(RESIDENT_REQ), C(DEVICES_REQ), C(TOKEN_WATCH_REQ)};
   for (unsigned c = 0; c < 64; c++) {
     const gmt_rpc_kind_t *k = gmt_rpc_kind((Gmt__Envelope__BodyCase)c);
     if (!k)

@@ -65,6 +65,7 @@ static void test_status_json_renders_every_field(void **state)
   cfg_a.memory_limit = 1073741824ull;
   cfg_a.pin = GMT__PIN_MODE__PIN_ADAPTIVE;
   cfg_a.mode = GMT__MEM_MODE__MEM_SWAP;
+  cfg_a.class_ = GMT__POD_CLASS__CLASS_LATENCY;
   cfg_b.name = "beta \"quoted\"";
   cfg_b.request = 0.25;
   cfg_b.limit = 0.5;
@@ -168,6 +169,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(ja, "memory_limit"), 1073741824);
   assert_string_equal(json_object_get_string(field(ja, "pin", json_type_string)), "adaptive");
   assert_string_equal(json_object_get_string(field(ja, "mode", json_type_string)), "swap");
+  assert_string_equal(json_object_get_string(field(ja, "class", json_type_string)), "latency");
   assert_true(json_object_get_boolean(field(ja, "connected", json_type_boolean)));
   assert_int_equal(int_field(ja, "memory_reserved"), (int64_t)((6ull << 30) + (32ull << 20)));
   assert_true(json_object_get_double(field(ja, "gpu_time_share", json_type_double)) == 0.25);
@@ -227,6 +229,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(jb, "memory_limit"), 40ll << 30);
   assert_string_equal(json_object_get_string(field(jb, "pin", json_type_string)), "off");
   assert_string_equal(json_object_get_string(field(jb, "mode", json_type_string)), "strict");
+  assert_string_equal(json_object_get_string(field(jb, "class", json_type_string)), "batch");
   assert_false(json_object_get_boolean(field(jb, "connected", json_type_boolean)));
   assert_int_equal(json_object_array_length(field(jb, "processes", json_type_array)), 0);
   assert_false(json_object_get_boolean(field(jb, "holds_token", json_type_boolean)));
@@ -237,7 +240,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(ja, "pinned_cached"), 256ll << 20);
   assert_int_equal(int_field(jb, "pinned_cached"), 0);
   assert_int_equal(int_field(field(jb, "tiers", json_type_object), "host"), 0);
-  assert_int_equal(json_object_object_length(jb), 20);
+  assert_int_equal(json_object_object_length(jb), 21);
   json_object *jh = field(root, "host", json_type_object);
   assert_int_equal(int_field(jh, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(jh, "pinned_limit"), 24ll << 30);

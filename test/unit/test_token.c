@@ -354,6 +354,91 @@ static void test_a_draining_holder_keeps_the_token_and_is_charged_as_its_work_ru
   gmt_token_dev_free(d);
 }
 
+/* ---- cutting a grant short ---- */
+
+static void test_latency_pods_go_before_batch_pods_that_can_run(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_cand_t c[] = {
+      cand("needy", 0.9, 0, 1),   /* a batch pod that had nothing */
+      cand("lat", 0.1, 3000, 2),  /* a latency pod far over its request */
+      cand("lat2", 0.2, 1000, 3), /* another, below its request */
+  };
+  c[1].latency = c[2].latency = true;
+  /* Between latency pods the usual order: lat2 is below its request. */
+  assert_string_equal(c[gmt_token_pick(&p, c, 3)].pod, "lat2");
+  c[2].allowance_ms = 0; /* at its LIMIT: a latency pod is capped too */
+  assert_string_equal(c[gmt_token_pick(&p, c, 3)].pod, "lat");
+  c[1].allowance_ms = 0;
+  assert_string_equal(c[gmt_token_pick(&p, c, 3)].pod, "needy");
+}
+
+static void test_a_pod_back_from_idle_cuts_the_grant_short(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  /* a had the GPU for a while; b had little. */
+  granted(d, "a", 0, 3000);
+  granted(d, "b", 3000, 3200);
+  assert_int_equal(gmt_token_grant(d, "a", 4000, 250), 0);
+  gmt_token_cand_t holder = {.pod = "a", .request = 0.5, .limit = 1};
+  gmt_token_cand_t b = {.pod = "b", .request = 0.5, .limit = 1, .arrival_ms = 4010};
+  assert_true(gmt_token_should_revoke(&p, d, &b, &holder, 4010));
+  /* One that waited when the grant was made had its turn. */
+  b.arrival_ms = 3999;
+  assert_false(gmt_token_should_revoke(&p, d, &b, &holder, 4010));
+  /* Nor does the holder cut itself, or one that would not be chosen. */
+  b.arrival_ms = 4010;
+  gmt_token_cand_t a2 = holder;
+  a2.arrival_ms = 4010;
+  assert_false(gmt_token_should_revoke(&p, d, &a2, &holder, 4010));
+  /* A pod with no REQUEST ranks after a holder below its own. */
+  gmt_token_cand_t greedy = {.pod = "c", .request = 0.0, .limit = 1, .arrival_ms = 4010};
+  assert_false(gmt_token_should_revoke(&p, d, &greedy, &holder, 4010));
+  /* Cut: it drains, charged as its work runs, and nobody else gets the
+   * token until it comes back. */
+  assert_true(gmt_token_should_revoke(&p, d, &b, &holder, 4010));
+  gmt_token_revoke(d, 4010);
+  assert_true(gmt_token_draining(d));
+  assert_string_equal(gmt_token_holder(d), "a");
+  assert_near(gmt_token_grant_end(d), 4010, 1e-9);
+  assert_false(gmt_token_should_revoke(&p, d, &b, &holder, 4012)); /* once */
+  gmt_token_decision_t dec;
+  assert_int_equal(gmt_token_schedule(&p, d, &b, 1, 4015, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_KEEP);
+  assert_int_equal(gmt_token_release(d, 4030), 0);
+  assert_near(gmt_token_usage(d, "a", W, 4030), 3030, 1e-9);
+  assert_int_equal(gmt_token_schedule(&p, d, &b, 1, 4031, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  gmt_token_dev_free(d);
+}
+
+static void test_a_latency_pod_cuts_a_batch_grant_and_not_the_other_way(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  /* The latency pod is far over its request, the batch pod far under. */
+  granted(d, "lat", 0, 4000);
+  assert_int_equal(gmt_token_grant(d, "train", 5000, 250), 0);
+  gmt_token_cand_t train = {.pod = "train", .request = 0.8, .limit = 1};
+  gmt_token_cand_t lat = {
+      .pod = "lat", .request = 0.1, .limit = 1, .arrival_ms = 5001, .latency = true};
+  assert_true(gmt_token_should_revoke(&p, d, &lat, &train, 5001));
+  /* At its LIMIT it cannot: a latency pod's LIMIT still caps it. */
+  lat.limit = 0.4;
+  assert_false(gmt_token_should_revoke(&p, d, &lat, &train, 5001));
+  assert_int_equal(gmt_token_release(d, 5100), 0);
+  /* A batch pod back from idle does not cut a latency pod's grant short. */
+  lat.limit = 1;
+  assert_int_equal(gmt_token_grant(d, "lat", 5100, 250), 0);
+  train.arrival_ms = 5101;
+  assert_false(gmt_token_should_revoke(&p, d, &train, &lat, 5101));
+  gmt_token_dev_free(d);
+}
+
 static void test_drain_without_a_holder_does_nothing(void **state)
 {
   (void)state;
@@ -728,6 +813,9 @@ int main(void)
       T(test_overuse_is_charged_after_the_last_grant),
       T(test_a_draining_holder_keeps_the_token_and_is_charged_as_its_work_runs),
       T(test_drain_without_a_holder_does_nothing),
+      T(test_latency_pods_go_before_batch_pods_that_can_run),
+      T(test_a_pod_back_from_idle_cuts_the_grant_short),
+      T(test_a_latency_pod_cuts_a_batch_grant_and_not_the_other_way),
       T(test_schedule_with_the_token_held_decides_nothing),
       T(test_schedule_prunes_first_so_a_forgotten_grant_changes_who_wins),
       T(test_schedule_records_the_grant_before_the_next_decision),

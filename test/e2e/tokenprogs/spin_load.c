@@ -7,7 +7,11 @@
  * --queue N, N launches are followed by one, as a training step queues
  * its kernels and then waits for them. Counts are taken after the
  * synchronize, so the GPU time this process got is exactly its
- * launches x kernel-us. Prints
+ * launches x kernel-us. With --every-ms G it is a request loop instead: a
+ * kernel of --kernel-us every G ms of idleness, each waited for, and DONE
+ * also says how long the requests took (lat_p50_ms, lat_p90_ms,
+ * lat_max_ms: launch to the synchronize's return, the token wait in it).
+ * Prints
  *   READY pid=<pid>
  *   T t_ms=<ms since READY> busy_us=<kernel time so far> launches=<n> mono_ms=<now>
  *     every 500 ms (mono_ms: CLOCK_MONOTONIC, as Python's time.monotonic())
@@ -57,16 +61,22 @@ static void sleep_ms(double ms)
     ;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
 static void usage(void)
 {
   fprintf(stderr, "usage: spin_load [--seconds S] [--kernel-us U] [--device D] "
-                  "[--burst-ms B --gap-ms G] [--queue N]\n");
+                  "[--burst-ms B --gap-ms G] [--queue N] [--every-ms G]\n");
   exit(2);
 }
 
 int main(int argc, char **argv)
 {
-  double seconds = 0, burst_ms = 0, gap_ms = 0;
+  double seconds = 0, burst_ms = 0, gap_ms = 0, every_ms = 0;
   unsigned int kernel_us = 2000;
   unsigned long queue = 1; /* launches per synchronize */
   int device = 0;
@@ -89,6 +99,8 @@ int main(int argc, char **argv)
       burst_ms = atof(argv[++i]);
     else if (!strcmp(argv[i], "--gap-ms"))
       gap_ms = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--every-ms"))
+      every_ms = atof(argv[++i]);
     else if (!strcmp(argv[i], "--queue"))
       queue = strtoul(argv[++i], NULL, 10);
     else
@@ -112,6 +124,8 @@ int main(int argc, char **argv)
   printf("READY pid=%d\n", (int)getpid());
   double t0 = now_ms(), next_print = t0 + 500, burst_start = t0;
   unsigned long long launches = 0;
+  double *lat = NULL;
+  size_t nlat = 0, caplat = 0;
   for (;;) {
     double now = now_ms();
     if (now >= next_print) {
@@ -130,6 +144,23 @@ int main(int argc, char **argv)
       burst_start = now;
     }
     void *params[] = {&kernel_us};
+    if (every_ms > 0) {
+      sleep_ms(every_ms);
+      double t = now_ms();
+      CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+      CHECK(cuStreamSynchronize(NULL));
+      if (nlat == caplat) {
+        caplat = caplat ? 2 * caplat : 256;
+        lat = realloc(lat, caplat * sizeof *lat);
+        if (!lat) {
+          fprintf(stderr, "spin_load: out of memory\n");
+          return 1;
+        }
+      }
+      lat[nlat++] = now_ms() - t;
+      launches++;
+      continue;
+    }
     for (unsigned long k = 0; k < queue; k++)
       CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
     CHECK(cuStreamSynchronize(NULL));
@@ -137,8 +168,15 @@ int main(int argc, char **argv)
   }
   CHECK(cuCtxSynchronize());
   double end = now_ms();
-  printf("DONE t_ms=%.1f busy_us=%llu launches=%llu mono_ms=%.1f\n", end - t0,
+  printf("DONE t_ms=%.1f busy_us=%llu launches=%llu mono_ms=%.1f", end - t0,
          launches * (unsigned long long)kernel_us, launches, end);
+  if (nlat > 0) {
+    qsort(lat, nlat, sizeof *lat, cmp_double);
+    printf(" requests=%zu lat_p50_ms=%.3f lat_p90_ms=%.3f lat_max_ms=%.3f", nlat, lat[nlat / 2],
+           lat[nlat * 9 / 10], lat[nlat - 1]);
+  }
+  printf("\n");
+  free(lat);
   CHECK(cuModuleUnload(mod));
   CHECK(cuDevicePrimaryCtxRelease(dev));
   return 0;
