@@ -14,14 +14,8 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "gmt_token_rules.h"
 
-#define GMT_TOKEN_WINDOW_MS 10000
-#define GMT_TOKEN_BASE_QUOTA_MS 250
-#define GMT_TOKEN_MIN_QUOTA_MS 100
-/* How long the token waits for a holder whose quota ran out to say that
- * its queued work is done (it may be dead or stalled): then it moves on,
- * and what still runs is charged as the holder's overuse. */
-#define GMT_TOKEN_DRAIN_MAX_MS 1000
 /* The bounds the flags accept. */
 #define GMT_TOKEN_WINDOW_MIN_MS 100
 #define GMT_TOKEN_WINDOW_MAX_MS 3600000

@@ -40,8 +40,11 @@ typedef struct tok_dev {
   pmgr_tokens_t *t;
   int32_t device;
   gmt_tshare_dev_t share;
-  uv_timer_t hold;   /* outage: the pause before the next local grant; ESRCH: the next try */
-  uv_timer_t drain;  /* a grant's sharers are waited for this long past its quota */
+  uv_timer_t hold;  /* outage: the pause before the next local grant; ESRCH: the next try */
+  uv_timer_t drain; /* a grant's sharers are waited for this long past its quota */
+  /* The scheduler's terms of its last grant (TokenReply), passed to each
+   * process answered from it; none for a local grant. */
+  uint32_t queue_bound_us, idle_us;
   pwatch_t *watches; /* waiting for the pod's grant to end */
   bool watch_up;     /* a TokenWatch upstream is in flight */
 } tok_dev_t;
@@ -157,22 +160,27 @@ static int send_upstream(tok_dev_t *d, const gmt_tshare_act_t *a, uint64_t *seq)
 static void on_hold(uv_timer_t *h);
 static void on_drain(uv_timer_t *h);
 
-static void reply_quota(gmt_call_t *call, double quota_ms)
+static void reply_quota(const tok_dev_t *d, gmt_call_t *call, double quota_ms)
 {
   Gmt__TokenReply rep = GMT__TOKEN_REPLY__INIT;
   rep.quota_ms = quota_ms;
+  if (d && !d->share.local) {
+    rep.queue_bound_us = d->queue_bound_us;
+    rep.idle_us = d->idle_us;
+  }
   if (gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TOKEN_REP, &rep) < 0)
     gmt_debug("a token reply could not be sent (the process has gone?)");
 }
 
 /* Answers a list of waiters with rc and why (0: with quota_ms) and frees
  * it. */
-static void answer(gmt_tshare_waiter_t *w, int rc, const char *why, double quota_ms)
+static void answer(const tok_dev_t *d, gmt_tshare_waiter_t *w, int rc, const char *why,
+                   double quota_ms)
 {
   while (w) {
     gmt_tshare_waiter_t *next = w->next;
     if (rc == 0)
-      reply_quota(w->call, quota_ms);
+      reply_quota(d, w->call, quota_ms);
     else
       gmt_call_reply_error(w->call, rc, "%s", why);
     free(w);
@@ -216,7 +224,7 @@ static void apply(tok_dev_t *d, const gmt_tshare_in_t *in, gmt_tshare_act_t *a, 
   if (a->dropped)
     gmt_info("tokens: %zu process%s of the pod did not finish with the grant on device %d within "
              "%d ms of its end; the pod goes on without waiting for %s",
-             a->dropped, a->dropped == 1 ? "" : "es", d->device, GMT_TSHARE_DRAIN_MAX_MS,
+             a->dropped, a->dropped == 1 ? "" : "es", d->device, GMT_TOKEN_DRAIN_MAX_MS,
              a->dropped == 1 ? "it" : "them");
   if (a->again == GMT_TSHARE_AGAIN_LATE)
     gmt_info("tokens: the scheduler granted device %d again", d->device);
@@ -225,7 +233,7 @@ static void apply(tok_dev_t *d, const gmt_tshare_in_t *in, gmt_tshare_act_t *a, 
   if (a->outage)
     gmt_warn("tokens: the scheduler cannot grant one (%s); the pod's processes get local "
              "grants of %g ms within its limit %g until it can",
-             outage_why(a->outage, err), GMT_TSHARE_LOCAL_MS, t->pm->config.limit);
+             outage_why(a->outage, err), (double)GMT_TOKEN_BASE_QUOTA_MS, t->pm->config.limit);
   if (a->esrch_retry)
     gmt_debug("tokens: the scheduler does not know the pod's processes yet (%s); asking again",
               err);
@@ -233,9 +241,9 @@ static void apply(tok_dev_t *d, const gmt_tshare_in_t *in, gmt_tshare_act_t *a, 
     char why[600];
     refusal_why(d, a, err, why, sizeof why);
     gmt_info("tokens: device %d refused: %s", d->device, why);
-    answer(a->refused, a->refuse_rc, why, 0);
+    answer(d, a->refused, a->refuse_rc, why, 0);
   }
-  answer(a->granted, 0, NULL, a->quota_ms);
+  answer(d, a->granted, 0, NULL, a->quota_ms);
   if (a->hold == GMT_TSHARE_TIMER_START)
     uv_timer_start(&d->hold, on_hold, a->hold_ms, 0);
   if (a->drain == GMT_TSHARE_TIMER_START)
@@ -301,6 +309,10 @@ static void upstream_done(tok_up_t *u)
   if (rc == 0)
     rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_TOKEN_REP, err, sizeof err);
   double quota = rc == 0 ? rep->token_rep->quota_ms : 0;
+  if (rc == 0 && !u->release) {
+    d->queue_bound_us = rep->token_rep->queue_bound_us;
+    d->idle_us = rep->token_rep->idle_us;
+  }
   gmt_wire_free(rep);
   if (u->release && rc < 0)
     gmt_debug("tokens: release of device %d: %s", d->device, err[0] ? err : gmt_strerror(rc));
@@ -505,7 +517,7 @@ void gmt__pmgr_handle_token(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__TokenRe
   if (r->release) {
     gmt_tshare_release(&d->share, &in, r->pid, overuse, r->idle_ms, &a);
     apply(d, &in, &a, "");
-    reply_quota(call, 0);
+    reply_quota(NULL, call, 0);
     return;
   }
   if (gmt_tshare_request(&d->share, &in, r->pid, r->burst_ms, overuse, call, &a) < 0) {
@@ -513,7 +525,7 @@ void gmt__pmgr_handle_token(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__TokenRe
     return;
   }
   if (a.share_ms > 0)
-    reply_quota(call, a.share_ms);
+    reply_quota(d, call, a.share_ms);
   apply(d, &in, &a, "");
 }
 
@@ -527,7 +539,7 @@ void gmt__pmgr_token_proc_gone(gmt_pmgr_t *pm, uint32_t pid)
      * but must be answered to be freed. */
     char why[64];
     snprintf(why, sizeof why, "pid %u exited", pid);
-    answer(gmt_tshare_take(&d->share, pid), -ESRCH, why, 0);
+    answer(d, gmt_tshare_take(&d->share, pid), -ESRCH, why, 0);
     gmt_tshare_in_t in = in_of(d);
     gmt_tshare_act_t a;
     gmt_tshare_release(&d->share, &in, pid, 0, 0, &a);
@@ -543,7 +555,7 @@ void gmt__pmgr_tokens_close(gmt_pmgr_t *pm)
   pm->tokens = NULL;
   t->closing = true;
   for (tok_dev_t *d = t->devs; d; d = d->next) {
-    answer(gmt_tshare_take(&d->share, 0), -ESHUTDOWN, "pod manager is stopping", 0);
+    answer(d, gmt_tshare_take(&d->share, 0), -ESHUTDOWN, "pod manager is stopping", 0);
     watches_answer(d, -ESHUTDOWN, "pod manager is stopping", false);
     d->hold.data = t;
     uv_close((uv_handle_t *)&d->hold, on_closed);

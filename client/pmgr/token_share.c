@@ -139,7 +139,7 @@ static void grant(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, double quota_m
   d->busy_until_ns = 0;
   if (!local) {
     act->drain = GMT_TSHARE_TIMER_START;
-    act->drain_ms = (uint64_t)quota_ms + GMT_TSHARE_DRAIN_MAX_MS;
+    act->drain_ms = (uint64_t)quota_ms + GMT_TOKEN_DRAIN_MAX_MS;
   }
   act->granted = take_all(d);
   act->quota_ms = quota_ms;
@@ -199,9 +199,9 @@ static void local_grant(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, gmt_tsha
     limit = GMT_TSHARE_MIN_LIMIT;
   if (limit > 1)
     limit = 1;
-  double pause_ms = GMT_TSHARE_LOCAL_MS * (1 - limit) / limit;
-  d->local_next_ns = now + (uint64_t)((GMT_TSHARE_LOCAL_MS + pause_ms) * 1e6);
-  grant(d, in, GMT_TSHARE_LOCAL_MS, true, act);
+  double pause_ms = GMT_TOKEN_BASE_QUOTA_MS * (1 - limit) / limit;
+  d->local_next_ns = now + (uint64_t)((GMT_TOKEN_BASE_QUOTA_MS + pause_ms) * 1e6);
+  grant(d, in, GMT_TOKEN_BASE_QUOTA_MS, true, act);
 }
 
 /* Asks for the token for the waiting processes, if nothing is on its way. */
@@ -375,7 +375,7 @@ void gmt_tshare_held(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, gmt_tshare_
     kick(d, in, act);
 }
 
-/* A grant's quota ran out GMT_TSHARE_DRAIN_MAX_MS ago and some of its
+/* A grant's quota ran out GMT_TOKEN_DRAIN_MAX_MS ago and some of its
  * sharers have neither come back nor released it (stalled, or a release
  * lost): they are done with it as far as the pod is concerned. */
 void gmt_tshare_drained(gmt_tshare_dev_t *d, const gmt_tshare_in_t *in, gmt_tshare_act_t *act)

@@ -18,7 +18,7 @@
  * unused. So the scheduler never starts the next grant behind this pod's
  * queued work, and a pod that goes idle early hands the GPU on at once. A
  * process that neither comes back nor releases (stalled) is waited for at
- * most GMT_TSHARE_DRAIN_MAX_MS past the quota.
+ * most GMT_TOKEN_DRAIN_MAX_MS past the quota.
  *
  * When the scheduler cannot be reached (a failed call, or the heartbeat
  * saying it is down while a request waits), the pod keeps running within
@@ -31,12 +31,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gmt_token_rules.h" /* GMT_TOKEN_BASE_QUOTA_MS: local grants; GMT_TOKEN_DRAIN_MAX_MS */
+
 #define GMT_TSHARE_MARGIN_NS 1000000ull /* less left than this: spent */
-#define GMT_TSHARE_LOCAL_MS 250.0       /* the scheduler's base quota */
 #define GMT_TSHARE_MIN_LIMIT 0.01       /* local pauses stay finite */
-/* How long past a grant's quota its sharers are waited for (the
- * scheduler waits as long: GMT_TOKEN_DRAIN_MAX_MS). */
-#define GMT_TSHARE_DRAIN_MAX_MS 1000
 /* The scheduler refuses a pod it thinks has no processes (ESRCH): right
  * after a process joins, its Token can overtake the heartbeat that lists
  * it. Asked again this often, for this long, before it counts as an

@@ -179,6 +179,9 @@
   X(cuEventRecord)                                                                                 \
   X(cuEventRecord_ptsz)                                                                            \
   X(cuEventSynchronize)                                                                            \
+  X(cuEventQuery)                                                                                  \
+  X(cuEventElapsedTime_v2)                                                                         \
+  X(cuStreamIsCapturing)                                                                           \
   X(cuMemGetAllocationGranularity)                                                                 \
   X(cuMemAddressReserve)                                                                           \
   X(cuMemAddressFree)                                                                              \

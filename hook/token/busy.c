@@ -10,13 +10,14 @@ int gmt__busy_next(const gmt_busy_t *b, uint64_t launches, int64_t last_ns, int6
 {
   int64_t act = max64(last_ns, b->grant_ns);
   /* Still launching: the work is not all queued yet. */
-  if (now - act < GMT_BUSY_TICK_NS)
+  if (now - act < (b->tick_ns ? b->tick_ns : GMT_BUSY_TICK_NS))
     return GMT_BUSY_WAIT;
   if (!b->drained_ns || b->drained_launches != launches)
     return GMT_BUSY_DRAIN;
   /* The process gets the idle time to launch again after its own
    * synchronize returns (the next step of a training loop). */
-  return now - max64(act, b->drained_ns) >= GMT_BUSY_IDLE_NS ? GMT_BUSY_IDLE : GMT_BUSY_WAIT;
+  int64_t idle = b->idle_ns ? b->idle_ns : GMT_BUSY_IDLE_NS;
+  return now - max64(act, b->drained_ns) >= idle ? GMT_BUSY_IDLE : GMT_BUSY_WAIT;
 }
 
 void gmt__busy_drained(gmt_busy_t *b, uint64_t before, uint64_t after, int64_t last_ns,
@@ -36,9 +37,11 @@ void gmt__busy_drained(gmt_busy_t *b, uint64_t before, uint64_t after, int64_t l
   b->drained_launches = after;
 }
 
-void gmt__busy_grant(gmt_busy_t *b, int64_t now, double quota_ms)
+void gmt__busy_grant(gmt_busy_t *b, int64_t now, double quota_ms, uint32_t idle_us)
 {
   b->grant_ns = now;
+  b->idle_ns = idle_us ? (int64_t)idle_us * 1000 : GMT_BUSY_IDLE_NS;
+  b->tick_ns = idle_us ? GMT_BUSY_LATENCY_TICK_NS : GMT_BUSY_TICK_NS;
   b->expiry_ns = now + (int64_t)(quota_ms * 1e6);
   if (!b->busy_start_ns)
     b->busy_start_ns = now;

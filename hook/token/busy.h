@@ -16,8 +16,8 @@
 
 #include <stdint.h>
 
-#define GMT_BUSY_IDLE_NS 20000000LL /* quiet this long: idle */
-#define GMT_BUSY_TICK_NS 5000000LL  /* how often the idle thread looks */
+#include "gmt_token_rules.h" /* GMT_BUSY_IDLE_NS, GMT_BUSY_TICK_NS */
+
 #define GMT_BUSY_WAITED_NS 100000LL /* a wait this long found work queued */
 #define GMT_BUSY_EMA_WEIGHT 0.3     /* of a new burst in the estimate */
 
@@ -30,6 +30,10 @@ typedef struct gmt_busy {
   int64_t drained_ns;        /* the queued work was done at this time, 0: unknown */
   uint64_t drained_launches; /* the launch counter then */
   double burst_ema_ms;       /* kept across grants; 0 until one is measured */
+  /* This grant's rule: quiet this long with the work done is idle, and
+   * the idle thread looks this often (GMT_BUSY_IDLE_NS and GMT_BUSY_TICK_NS,
+   * or a latency grant's shorter ones: gmt__busy_grant). */
+  int64_t idle_ns, tick_ns;
 } gmt_busy_t;
 
 enum {
@@ -50,8 +54,9 @@ void gmt__busy_drained(gmt_busy_t *b, uint64_t before, uint64_t after, int64_t l
                        int64_t start_ns, int64_t end_ns);
 
 /* A new grant of quota_ms at now (a busy period goes on across grants
- * that follow each other). */
-void gmt__busy_grant(gmt_busy_t *b, int64_t now, double quota_ms);
+ * that follow each other). idle_us: the grant's own idle time
+ * (TokenReply.idle_us: a latency pod's), 0 for the batch rule. */
+void gmt__busy_grant(gmt_busy_t *b, int64_t now, double quota_ms, uint32_t idle_us);
 
 /* What a grant that ends reports to the pod manager. */
 typedef struct gmt_busy_end {

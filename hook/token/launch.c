@@ -10,6 +10,7 @@
 #include "counters.h"
 #include "driver.h"
 #include "frame.h"
+#include "queue.h"
 #include "swap.h"
 #include "token.h"
 
@@ -21,7 +22,7 @@ static inline void count(uint64_t n)
 /* After the token gate (which fails the launch on a GPU the pod may not
  * use: devices=, token.h), the swap gate (swap.h): a mode=swap process's
  * memory is brought back, and held there across the launch. */
-#define GMT_LAUNCH_BODY(name, ...)                                                                 \
+#define GMT_LAUNCH_BODY(name, stream, ...)                                                         \
   GMT_FRAME(name);                                                                                 \
   CUresult rc = gmt__token_check();                                                                \
   if (rc != CUDA_SUCCESS)                                                                          \
@@ -32,8 +33,10 @@ static inline void count(uint64_t n)
     return rc;                                                                                     \
   rc = real(__VA_ARGS__);                                                                          \
   gmt__swap_leave(held);                                                                           \
-  if (rc == CUDA_SUCCESS)                                                                          \
+  if (rc == CUDA_SUCCESS) {                                                                        \
     count(1);                                                                                      \
+    gmt__queue_after(stream);                                                                      \
+  }                                                                                                \
   return rc
 
 GMT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -42,8 +45,8 @@ GMT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned
                                    unsigned int sharedMemBytes, CUstream hStream,
                                    void **kernelParams, void **extra)
 {
-  GMT_LAUNCH_BODY(cuLaunchKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                  sharedMemBytes, hStream, kernelParams, extra);
+  GMT_LAUNCH_BODY(cuLaunchKernel, hStream, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                  blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
 }
 
 GMT_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -52,20 +55,22 @@ GMT_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
                                         unsigned int sharedMemBytes, CUstream hStream,
                                         void **kernelParams, void **extra)
 {
-  GMT_LAUNCH_BODY(cuLaunchKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                  blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
+  GMT_LAUNCH_BODY(cuLaunchKernel_ptsz, hStream, f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                  blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
 }
 
 GMT_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
                                      void **kernelParams, void **extra)
 {
-  GMT_LAUNCH_BODY(cuLaunchKernelEx, config, f, kernelParams, extra);
+  GMT_LAUNCH_BODY(cuLaunchKernelEx, config ? config->hStream : NULL, config, f, kernelParams,
+                  extra);
 }
 
 GMT_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
                                           void **kernelParams, void **extra)
 {
-  GMT_LAUNCH_BODY(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra);
+  GMT_LAUNCH_BODY(cuLaunchKernelEx_ptsz, config ? config->hStream : NULL, config, f, kernelParams,
+                  extra);
 }
 
 GMT_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
@@ -74,8 +79,8 @@ GMT_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDim
                                               unsigned int blockDimZ, unsigned int sharedMemBytes,
                                               CUstream hStream, void **kernelParams)
 {
-  GMT_LAUNCH_BODY(cuLaunchCooperativeKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                  blockDimZ, sharedMemBytes, hStream, kernelParams);
+  GMT_LAUNCH_BODY(cuLaunchCooperativeKernel, hStream, f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                  blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
 }
 
 GMT_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
@@ -85,8 +90,8 @@ GMT_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gr
                                                    unsigned int sharedMemBytes, CUstream hStream,
                                                    void **kernelParams)
 {
-  GMT_LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX,
-                  blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
+  GMT_LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz, hStream, f, gridDimX, gridDimY, gridDimZ,
+                  blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
 }
 
 /* One kernel on each of numDevices devices: that many launches, each
@@ -115,10 +120,10 @@ GMT_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *lau
 /* A graph launch counts once, whatever the graph holds. */
 GMT_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
-  GMT_LAUNCH_BODY(cuGraphLaunch, hGraphExec, hStream);
+  GMT_LAUNCH_BODY(cuGraphLaunch, hStream, hGraphExec, hStream);
 }
 
 GMT_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-  GMT_LAUNCH_BODY(cuGraphLaunch_ptsz, hGraphExec, hStream);
+  GMT_LAUNCH_BODY(cuGraphLaunch_ptsz, hStream, hGraphExec, hStream);
 }

@@ -42,6 +42,7 @@
 
 #include "busy.h"
 #include "channel.h"
+#include "queue.h"
 #include "devmap.h"
 #include "counters.h"
 #include "fork.h"
@@ -80,17 +81,21 @@ typedef struct {
   int denied_said;
   CUcontext ctx; /* the context it was asked from: what the idle thread waits on */
   gmt_busy_t b;  /* its busy periods (busy.h) */
+  /* Its grant bounds the work it may queue (queue.h). Read unlocked on the
+   * launch path: a stale value costs one launch the bound, or a lock. */
+  _Atomic int bounded;
 } tok_dev_t;
 
 static tok_dev_t g_dev[GMT_TOKEN_MAX_DEVICES] = {
     [0 ... GMT_TOKEN_MAX_DEVICES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER},
 };
 
-static _Atomic int g_held;            /* devices with held set */
-static _Atomic int g_rpc_inflight;    /* token calls on the channel now */
-static _Atomic int g_outage;          /* a failed request was said on stderr */
-static _Atomic int g_refused;         /* a refusal was said on stderr */
-static _Atomic int64_t g_activity_ns; /* the launch counter was last seen moving */
+static _Atomic int g_held;              /* devices with held set */
+static _Atomic int g_rpc_inflight;      /* token calls on the channel now */
+static _Atomic int g_outage;            /* a failed request was said on stderr */
+static _Atomic int g_refused;           /* a refusal was said on stderr */
+static _Atomic int64_t g_activity_ns;   /* the launch counter was last seen moving */
+static _Atomic int64_t g_fast_until_ns; /* a latency grant may be held until then */
 
 static pthread_mutex_t g_idle_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_idle_cv = PTHREAD_COND_INITIALIZER;
@@ -117,9 +122,15 @@ static inline int64_t now_ns(void)
 
 /* ---- the RPC ---- */
 
-/* why (may be NULL): the refusal's words, when there is one. */
+/* A grant's terms besides its length (TokenReply). */
+typedef struct {
+  uint32_t queue_bound_us, idle_us;
+} terms_t;
+
+/* why (may be NULL): the refusal's words, when there is one. terms (may be
+ * NULL): the grant's. */
 static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, double idle_ms,
-                     double *quota_ms, int timeout_ms, char *why, size_t why_len)
+                     double *quota_ms, terms_t *terms, int timeout_ms, char *why, size_t why_len)
 {
   Gmt__TokenRequest r = GMT__TOKEN_REQUEST__INIT;
   r.pid = (uint32_t)getpid();
@@ -139,15 +150,24 @@ static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, d
   if (rc == 0) {
     char err[256] = "";
     rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_TOKEN_REP, err, sizeof(err));
-    if (rc == 0)
+    if (rc == 0) {
       *quota_ms = rep->token_rep->quota_ms;
-    else
+      if (terms)
+        *terms = (terms_t){rep->token_rep->queue_bound_us, rep->token_rep->idle_us};
+    } else
       GMT_HOOK_DEBUG("token request refused on device %d: %s (%s)", dev, gmt_strerror(rc), err);
     if (rc < 0 && why)
       snprintf(why, why_len, "%s", err[0] ? err : gmt_strerror(rc));
     gmt_wire_free(rep);
   }
   return rc;
+}
+
+/* d's grant bounds its queued work to bound_us (0: not). */
+static void set_bound(tok_dev_t *d, int dev, uint32_t bound_us)
+{
+  gmt__queue_set_bound(dev, bound_us);
+  atomic_store_explicit(&d->bounded, bound_us != 0, memory_order_relaxed);
 }
 
 /* ---- the idle thread ---- */
@@ -179,7 +199,8 @@ static void give_back(tok_dev_t *d, int dev, gmt_busy_end_t e, int timeout_ms, c
   d->held = 0;
   atomic_fetch_sub(&g_held, 1);
   double q = 0;
-  int rc = token_rpc(dev, 0, e.overuse_ms, 1, e.idle_ms, &q, timeout_ms, NULL, 0);
+  int rc = token_rpc(dev, 0, e.overuse_ms, 1, e.idle_ms, &q, NULL, timeout_ms, NULL, 0);
+  set_bound(d, dev, 0);
   GMT_HOOK_DEBUG("device %d %s: token given back (%s), overuse %.1f ms, unused %.1f ms, burst "
                  "estimate %.1f ms",
                  dev, why, rc == 0 ? "ok" : gmt_strerror(rc), e.overuse_ms, e.idle_ms,
@@ -223,7 +244,9 @@ static void *idle_main(void *arg)
     }
     pthread_mutex_unlock(&g_idle_mu);
 
-    struct timespec ts = {0, GMT_BUSY_TICK_NS};
+    /* A latency grant is looked at more often (busy.h: its tick). */
+    int64_t fast = atomic_load_explicit(&g_fast_until_ns, memory_order_relaxed);
+    struct timespec ts = {0, now_ns() < fast ? GMT_BUSY_LATENCY_TICK_NS : GMT_BUSY_TICK_NS};
     nanosleep(&ts, NULL);
     uint64_t n = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
     if (n != seen) {
@@ -388,7 +411,8 @@ __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
   double floor_ms = gmt__swap_quantum_ms();
   double burst = d->b.burst_ema_ms > floor_ms ? d->b.burst_ema_ms : floor_ms;
   char why[256] = "";
-  while ((rc = token_rpc(dev, burst, overuse, 0, 0, &quota, GMT_TOKEN_RPC_TIMEOUT_MS, why,
+  terms_t terms = {0, 0};
+  while ((rc = token_rpc(dev, burst, overuse, 0, 0, &quota, &terms, GMT_TOKEN_RPC_TIMEOUT_MS, why,
                          sizeof why)) == GMT_ENOPOD ||
          rc == -EPERM) {
     if (!atomic_exchange(&g_refused, 1))
@@ -415,12 +439,16 @@ __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
     d->denied_said = 0;
     d->held = 1;
     d->ctx = t_ctx;
-    gmt__busy_grant(&d->b, t, quota);
+    gmt__busy_grant(&d->b, t, quota, terms.idle_us);
+    set_bound(d, dev, terms.queue_bound_us);
+    if (terms.idle_us)
+      atomic_store_explicit(&g_fast_until_ns, d->b.expiry_ns, memory_order_relaxed);
     atomic_store_explicit(&d->expiry, d->b.expiry_ns, memory_order_relaxed);
     held_one_more();
     watch_grant(dev);
-    GMT_HOOK_DEBUG("device %d: token for %.1f ms (overuse %.1f ms, burst estimate %.1f ms)", dev,
-                   quota, overuse, d->b.burst_ema_ms);
+    GMT_HOOK_DEBUG("device %d: token for %.1f ms (overuse %.1f ms, burst estimate %.1f ms, "
+                   "queue bound %u us, idle after %u us)",
+                   dev, quota, overuse, d->b.burst_ema_ms, terms.queue_bound_us, terms.idle_us);
     if (atomic_exchange(&g_outage, 0) | atomic_exchange(&g_refused, 0))
       gmt__say("tokens from the pod manager again");
   } else if (rc == -ENOTCONN) {
@@ -460,9 +488,12 @@ CUresult gmt__token_check(void)
   if ((unsigned)dev >= GMT_TOKEN_MAX_DEVICES)
     return CUDA_SUCCESS;
   tok_dev_t *d = &g_dev[dev];
-  if (now_ns() < atomic_load_explicit(&d->expiry, memory_order_relaxed))
-    return CUDA_SUCCESS;
-  return gate_slow(d, dev);
+  CUresult rc = now_ns() < atomic_load_explicit(&d->expiry, memory_order_relaxed)
+                    ? CUDA_SUCCESS
+                    : gate_slow(d, dev);
+  if (rc == CUDA_SUCCESS && atomic_load_explicit(&d->bounded, memory_order_relaxed))
+    gmt__queue_before(dev);
+  return rc;
 }
 
 void gmt__token_gate(void)

@@ -18,7 +18,7 @@
 static gmt_busy_t granted(double quota_ms)
 {
   gmt_busy_t b = {0};
-  gmt__busy_grant(&b, 1000 * MS, quota_ms);
+  gmt__busy_grant(&b, 1000 * MS, quota_ms, 0);
   return b;
 }
 
@@ -59,6 +59,24 @@ static void test_the_next_step_after_a_synchronize_keeps_the_grant(void **state)
   assert_int_equal(gmt__busy_next(&b, 20, 1029 * MS, 1052 * MS), GMT_BUSY_DRAIN);
 }
 
+/* A latency grant (TokenReply.idle_us): looked at every millisecond, and
+ * idle a millisecond after its work is done. */
+static void test_a_latency_grant_is_idle_soon_after_its_work(void **state)
+{
+  (void)state;
+  gmt_busy_t b = {0};
+  gmt__busy_grant(&b, 1000 * MS, 250, 1000);
+  assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1001 * MS + MS / 2), GMT_BUSY_WAIT);
+  assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1002 * MS), GMT_BUSY_DRAIN);
+  gmt__busy_drained(&b, 10, 10, 1001 * MS, 1002 * MS, 1003 * MS);
+  assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1003 * MS + MS / 2), GMT_BUSY_WAIT);
+  assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1004 * MS), GMT_BUSY_IDLE);
+  /* The next grant of a batch pod's keeps the batch rule. */
+  gmt__busy_grant(&b, 2000 * MS, 250, 0);
+  assert_int_equal(gmt__busy_next(&b, 10, 2000 * MS, 2002 * MS), GMT_BUSY_WAIT);
+  assert_int_equal(b.idle_ns, GMT_BUSY_IDLE_NS);
+}
+
 static void test_a_launch_during_the_wait_means_not_drained(void **state)
 {
   (void)state;
@@ -97,7 +115,7 @@ static void test_an_idle_end_reports_the_unused_tail_and_a_natural_burst(void **
   assert_true(b.burst_ema_ms > 39.999 && b.burst_ema_ms < 40.001);
   assert_int_equal(b.busy_start_ns, 0);
   /* The next natural burst moves the estimate by its weight. */
-  gmt__busy_grant(&b, 2000 * MS, 100);
+  gmt__busy_grant(&b, 2000 * MS, 100, 0);
   gmt__busy_drained(&b, 20, 20, 2001 * MS, 2006 * MS, 2020 * MS);
   gmt__busy_end(&b, 2040 * MS, 1);
   double want = (1 - GMT_BUSY_EMA_WEIGHT) * 40 + GMT_BUSY_EMA_WEIGHT * 20;
@@ -130,7 +148,7 @@ static void test_a_quota_that_runs_out_cuts_the_busy_period(void **state)
    * it measures no burst. */
   assert_int_equal(b.busy_start_ns, 1000 * MS);
   assert_int_equal(b.busy_cut, 1);
-  gmt__busy_grant(&b, 1120 * MS, 100);
+  gmt__busy_grant(&b, 1120 * MS, 100, 0);
   assert_int_equal(b.busy_start_ns, 1000 * MS);
   gmt__busy_drained(&b, 60, 60, 1150 * MS, 1155 * MS, 1160 * MS);
   gmt__busy_end(&b, 1180 * MS, 1);
@@ -143,7 +161,7 @@ static void test_a_new_grant_forgets_the_last_drain(void **state)
   (void)state;
   gmt_busy_t b = granted(100);
   gmt__busy_drained(&b, 10, 10, 1001 * MS, 1006 * MS, 1028 * MS);
-  gmt__busy_grant(&b, 1200 * MS, 50);
+  gmt__busy_grant(&b, 1200 * MS, 50, 0);
   assert_int_equal(b.drained_ns, 0);
   assert_int_equal(b.expiry_ns, 1250 * MS);
   assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1210 * MS), GMT_BUSY_DRAIN);
@@ -156,6 +174,7 @@ int main(void)
       cmocka_unit_test(test_waiting_for_its_own_queued_work_is_busy_not_idle),
       cmocka_unit_test(test_the_next_step_after_a_synchronize_keeps_the_grant),
       cmocka_unit_test(test_a_launch_during_the_wait_means_not_drained),
+      cmocka_unit_test(test_a_latency_grant_is_idle_soon_after_its_work),
       cmocka_unit_test(test_work_done_before_the_wait_ended_at_the_last_launch),
       cmocka_unit_test(test_an_idle_end_reports_the_unused_tail_and_a_natural_burst),
       cmocka_unit_test(test_work_past_the_quota_is_overuse_and_no_burst),

@@ -140,7 +140,7 @@ test_waiting_processes_are_granted_together_and_a_latecomer_shares_the_rest(void
   assert_true(has(a.granted, 2));
   assert_true(a.quota_ms == 100);
   assert_int_equal(a.drain, GMT_TSHARE_TIMER_START);
-  assert_int_equal(a.drain_ms, 100 + GMT_TSHARE_DRAIN_MAX_MS);
+  assert_int_equal(a.drain_ms, 100 + GMT_TOKEN_DRAIN_MAX_MS);
   assert_int_equal(a.send, GMT_TSHARE_SEND_NONE);
   free_list(a.granted);
 
@@ -244,14 +244,14 @@ static void test_an_exited_processes_share_and_waits_are_dropped(void **state)
 }
 
 /* A sharer that neither comes back nor lets go is waited for until the
- * drain timer, quota + GMT_TSHARE_DRAIN_MAX_MS, and no longer. */
+ * drain timer, quota + GMT_TOKEN_DRAIN_MAX_MS, and no longer. */
 static void test_a_stalled_sharer_is_waited_for_at_most_the_drain_bound(void **state)
 {
   fx_t *f = *state;
   granted_to(f, 1, 2);
   later(f, 100);
   assert_int_equal(ask(f, 2, 0, 0).send, GMT_TSHARE_SEND_NONE);
-  later(f, GMT_TSHARE_DRAIN_MAX_MS);
+  later(f, GMT_TOKEN_DRAIN_MAX_MS);
   gmt_tshare_act_t a;
   gmt_tshare_drained(&f->d, &f->in, &a);
   assert_int_equal(a.dropped, 1);
@@ -262,7 +262,7 @@ static void test_a_stalled_sharer_is_waited_for_at_most_the_drain_bound(void **s
   /* With no one waiting, the grant goes back. */
   a = answer(f, seq, 0, 100);
   free_list(a.granted);
-  later(f, 100 + GMT_TSHARE_DRAIN_MAX_MS);
+  later(f, 100 + GMT_TOKEN_DRAIN_MAX_MS);
   gmt_tshare_drained(&f->d, &f->in, &a);
   assert_int_equal(a.dropped, 1);
   assert_int_equal(a.send, GMT_TSHARE_SEND_RELEASE);
@@ -283,7 +283,7 @@ static void test_an_outage_grants_locally_within_the_limit(void **state)
   assert_int_equal(a.outage, GMT_TSHARE_OUTAGE_DOWN);
   assert_int_equal(a.send, GMT_TSHARE_SEND_NONE);
   assert_int_equal(count(a.granted), 1);
-  assert_true(a.quota_ms == GMT_TSHARE_LOCAL_MS);
+  assert_true(a.quota_ms == GMT_TOKEN_BASE_QUOTA_MS);
   assert_int_equal(a.drain, GMT_TSHARE_TIMER_KEEP); /* nothing owed upstream */
   free_list(a.granted);
 

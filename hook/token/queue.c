@@ -1,0 +1,141 @@
+/* A batch process's queued work, bounded while a latency pod may need the
+ * GPU (see queue.h). */
+#include "queue.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+
+/* Devices bounded by ordinal (as the token gate's), and launches tracked
+ * at once: a bound never allows more than QRING - 2. */
+#define QDEVS 64
+#define QRING 64
+#define GMT_TLS __attribute__((tls_model("initial-exec")))
+
+typedef struct {
+  pthread_mutex_t mu;
+  CUcontext ctx;          /* the events' context */
+  CUevent ev[QRING];      /* created in ctx as needed */
+  int64_t rec_ns[QRING];  /* when each was recorded */
+  int solo[QRING];        /* recorded with nothing queued before it */
+  unsigned head, n;       /* the queued launches' events, oldest first */
+  double launch_us;       /* GPU time of a launch of late (moving average), 0: unknown */
+} queue_t;
+
+static queue_t g_q[QDEVS] = {
+    [0 ... QDEVS - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER},
+};
+static _Atomic uint32_t g_bound[QDEVS];
+/* The device whose bound this thread's last launch went through, -1: none. */
+static GMT_TLS __thread int t_qdev = -1;
+
+static int64_t now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void gmt__queue_set_bound(int dev, uint32_t bound_us)
+{
+  if ((unsigned)dev < QDEVS)
+    atomic_store_explicit(&g_bound[dev], bound_us, memory_order_relaxed);
+}
+
+static void learn(queue_t *q, double us)
+{
+  if (us >= 0)
+    q->launch_us = q->launch_us > 0 ? 0.8 * q->launch_us + 0.2 * us : us;
+}
+
+/* Drops the events of the launches that are done, learning how long each
+ * took: a launch queued behind another took the GPU time between their
+ * events; one queued alone, the time from its launch until it was seen
+ * done (q->mu held; wait: the oldest is waited for first). */
+static void retire(queue_t *q, int wait)
+{
+  __typeof__(&cuEventQuery) query = GMT_REAL(cuEventQuery);
+  __typeof__(&cuEventSynchronize) sync = GMT_REAL(cuEventSynchronize);
+  __typeof__(&cuEventElapsedTime_v2) elapsed = GMT_REAL(cuEventElapsedTime_v2);
+  while (q->n > 0) {
+    unsigned i = q->head % QRING;
+    CUresult rc = wait ? sync(q->ev[i]) : query(q->ev[i]);
+    wait = 0;
+    if (rc == CUDA_ERROR_NOT_READY)
+      break;
+    if (rc == CUDA_SUCCESS && q->solo[i]) {
+      learn(q, (double)(now_ns() - q->rec_ns[i]) / 1e3);
+    } else if (rc == CUDA_SUCCESS && elapsed) {
+      float ms;
+      if (elapsed(&ms, q->ev[(q->head - 1) % QRING], q->ev[i]) == CUDA_SUCCESS)
+        learn(q, ms * 1e3);
+    }
+    q->head++;
+    q->n--;
+  }
+}
+
+/* How many launches may be queued under bound_us: at least the one that
+ * runs; two while the time of a launch is not known yet. */
+static unsigned allowed(const queue_t *q, uint32_t bound_us)
+{
+  if (!(q->launch_us > 0))
+    return 2;
+  double k = bound_us / q->launch_us;
+  return k < 1 ? 1 : k > QRING - 2 ? QRING - 2 : (unsigned)k;
+}
+
+void gmt__queue_before(int dev)
+{
+  if ((unsigned)dev >= QDEVS)
+    return;
+  uint32_t bound = atomic_load_explicit(&g_bound[dev], memory_order_relaxed);
+  __typeof__(&cuCtxGetCurrent) cur = GMT_REAL(cuCtxGetCurrent);
+  CUcontext c = NULL;
+  t_qdev = -1;
+  if (!bound || !cur || cur(&c) != CUDA_SUCCESS || !c || !GMT_REAL(cuEventQuery) ||
+      !GMT_REAL(cuEventSynchronize))
+    return;
+  queue_t *q = &g_q[dev];
+  pthread_mutex_lock(&q->mu);
+  if (q->ctx != c) {
+    /* Another context on the device: its own events (the old ones are
+     * left to their context, which may be gone). */
+    for (unsigned i = 0; i < QRING; i++)
+      q->ev[i] = NULL;
+    q->ctx = c;
+    q->head = q->n = 0;
+  }
+  retire(q, 0);
+  while (q->n >= allowed(q, bound))
+    retire(q, 1);
+  pthread_mutex_unlock(&q->mu);
+  t_qdev = dev;
+}
+
+void gmt__queue_after(CUstream s)
+{
+  int dev = t_qdev;
+  if (dev < 0)
+    return;
+  t_qdev = -1;
+  __typeof__(&cuEventCreate) create = GMT_REAL(cuEventCreate);
+  __typeof__(&cuEventRecord) record = GMT_REAL(cuEventRecord);
+  __typeof__(&cuStreamIsCapturing) capturing = GMT_REAL(cuStreamIsCapturing);
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  /* A stream being captured into a graph runs nothing now: nothing to wait for. */
+  if (!create || !record || (capturing && capturing(s, &st) == CUDA_SUCCESS &&
+                             st != CU_STREAM_CAPTURE_STATUS_NONE))
+    return;
+  queue_t *q = &g_q[dev];
+  pthread_mutex_lock(&q->mu);
+  unsigned i = (q->head + q->n) % QRING;
+  if (q->n < QRING - 1 && (q->ev[i] || create(&q->ev[i], CU_EVENT_DEFAULT) == CUDA_SUCCESS) &&
+      record(q->ev[i], s) == CUDA_SUCCESS) {
+    q->rec_ns[i] = now_ns();
+    q->solo[i] = q->n == 0;
+    q->n++;
+  }
+  pthread_mutex_unlock(&q->mu);
+}

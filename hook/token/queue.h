@@ -1,0 +1,29 @@
+/* A batch process's queued work, bounded while a latency pod may need the
+ * GPU (TokenReply.queue_bound_us, docs/protocol.md "GPU time tokens"): the
+ * latency pod then waits for the kernel that runs and little more, when
+ * the scheduler cuts this process's grant short.
+ *
+ * An event is recorded after each launch on its stream; before the next
+ * launch the hook waits until the launches still queued, times the GPU
+ * time a launch has taken of late (measured between consecutive events),
+ * fit within the bound, and at most one when a launch takes longer than
+ * the bound. Off (no bound): one relaxed load per launch. */
+#ifndef GMT_HOOK_QUEUE_H
+#define GMT_HOOK_QUEUE_H
+
+#include <stdint.h>
+
+#include "driver.h"
+
+/* Device dev's bound from its grant on, in microseconds (0: none). */
+void gmt__queue_set_bound(int dev, uint32_t bound_us);
+
+/* Before a launch on device dev (token.c's gate): waits while too much is
+ * queued. */
+void gmt__queue_before(int dev);
+
+/* After a launch on stream s succeeded, on the device the gate saw last
+ * on this thread. */
+void gmt__queue_after(CUstream s);
+
+#endif

@@ -1,0 +1,46 @@
+/* The numbers of the GPU time token, in one place for every process that
+ * takes part: gmt-schd's policy (server/token.c), the pod manager's sharing
+ * (client/pmgr/token_share.c) and the hook's gate and busy rule
+ * (hook/token/). What each means is said where it is used; why it has the
+ * value it has is said here. docs/protocol.md ("GPU time tokens") gives
+ * the rules they enter. */
+#ifndef GMT_TOKEN_RULES_H
+#define GMT_TOKEN_RULES_H
+
+/* ---- the scheduler's grants ---- */
+
+/* The sliding window usage is measured over (--window-ms). */
+#define GMT_TOKEN_WINDOW_MS 10000
+/* A grant's length without a burst estimate (--base-quota-ms); a pod
+ * manager that cannot reach the scheduler grants itself this much. */
+#define GMT_TOKEN_BASE_QUOTA_MS 250
+/* The shortest grant (--min-quota-ms): a sliver costs a round trip. */
+#define GMT_TOKEN_MIN_QUOTA_MS 100
+/* How long a holder whose quota ran out (or whose grant was cut short) is
+ * waited for to say that its queued work is done, by the scheduler and by
+ * a pod manager for its processes: then it counts as dead or stalled. */
+#define GMT_TOKEN_DRAIN_MAX_MS 1000
+
+/* ---- classes ---- */
+
+/* A batch pod granted while a latency pod may need the GPU keeps at most
+ * this much of its work queued (TokenReply.queue_bound_us): the latency
+ * pod then waits for the kernel that runs and about this much more. */
+#define GMT_TOKEN_QUEUE_BOUND_US 500
+/* A latency pod gives its grant back once it has been quiet this long with
+ * its work done (TokenReply.idle_us): coming back costs it only the batch
+ * holder's bounded queue, so it need not sit on an idle GPU. */
+#define GMT_TOKEN_LATENCY_IDLE_US 1000
+
+/* ---- the hook's busy rule (hook/token/busy.h) ---- */
+
+/* Quiet this long, with its work done, a batch process's grant is idle:
+ * a training loop gets the time to launch its next step after its
+ * synchronize returns. */
+#define GMT_BUSY_IDLE_NS 20000000LL
+/* How often the idle thread looks while a grant is held (a latency grant:
+ * every GMT_BUSY_LATENCY_TICK_NS). */
+#define GMT_BUSY_TICK_NS 5000000LL
+#define GMT_BUSY_LATENCY_TICK_NS 1000000LL
+
+#endif
