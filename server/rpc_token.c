@@ -397,6 +397,18 @@ static void maybe_revoke(struct gmt_tokens *t, tdev_t *d, const gmt_pod_t *pod, 
   timer_in(d, GMT_TOKEN_DRAIN_MAX_MS, on_timer);
 }
 
+/* The holder's watch has just come: a pod that asked before it (right
+ * after the grant began, before the holder could watch) may cut the grant
+ * short now. */
+static void revoke_for_waiters(struct gmt_tokens *t, tdev_t *d, double now)
+{
+  for (const waiter_t *w = d->waiters; w && !gmt_token_draining(d->pol); w = w->next) {
+    const gmt_pod_t *pod = gmt_pods_find(t->s->pods, w->pod);
+    if (pod)
+      maybe_revoke(t, d, pod, now);
+  }
+}
+
 void gmt__rpc_token_watch(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   const Gmt__TokenWatchRequest *r = req->token_watch_req;
@@ -426,6 +438,7 @@ void gmt__rpc_token_watch(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
   snprintf(w->pod, sizeof w->pod, "%s", pod->cfg.name);
   w->next = d->watches;
   d->watches = w;
+  revoke_for_waiters(t, d, clock_ms());
 }
 
 void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
