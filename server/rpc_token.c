@@ -52,7 +52,8 @@ typedef struct tdev {
   uv_timer_t timer;  /* the grant's end, or the next look when nobody can run */
   waiter_t *waiters; /* in arrival order */
   watch_t *watches;
-  uint64_t revokes; /* grants cut short */
+  uint64_t revokes;   /* grants cut short */
+  bool grant_bounded; /* the running grant bounds its holder's queued work */
 } tdev_t;
 
 struct gmt_tokens {
@@ -276,6 +277,7 @@ static void decide(tdev_t *d)
               win->burst_ms);
   free(c);
   grant_terms_t terms = terms_of(t->s, pod, d->device);
+  d->grant_bounded = rc == 0 && terms.queue_bound_us > 0;
   for (waiter_t **wp = &d->waiters; *wp;) {
     if (strcmp((*wp)->pod, pod) != 0) {
       wp = &(*wp)->next;
@@ -390,8 +392,18 @@ static void maybe_revoke(struct gmt_tokens *t, tdev_t *d, const gmt_pod_t *pod, 
             h.usage_ms, gmt_token_grant_end(d->pol) - now);
   char name[GMT_POD_NAME_MAX + 1];
   snprintf(name, sizeof name, "%s", holder);
-  gmt_token_revoke(d->pol, now);
   d->revokes++;
+  if (d->grant_bounded) {
+    /* What it still has queued is bounded (a few hundred microseconds):
+     * the next pod need not wait for it, nor for the round trips of its
+     * release. Its grant ends now; the caller decides who is next. */
+    if (gmt_token_release(d->pol, now) < 0)
+      gmt_warn("token device %d: out of memory recording a grant; its usage is lost", d->device);
+    uv_timer_stop(&d->timer);
+    watches_answer(d, name, true);
+    return;
+  }
+  gmt_token_revoke(d->pol, now);
   watches_answer(d, name, true);
   /* It is waited for as after its quota (on_timer: draining). */
   timer_in(d, GMT_TOKEN_DRAIN_MAX_MS, on_timer);
@@ -402,11 +414,15 @@ static void maybe_revoke(struct gmt_tokens *t, tdev_t *d, const gmt_pod_t *pod, 
  * short now. */
 static void revoke_for_waiters(struct gmt_tokens *t, tdev_t *d, double now)
 {
-  for (const waiter_t *w = d->waiters; w && !gmt_token_draining(d->pol); w = w->next) {
+  const char *holder = gmt_token_holder(d->pol);
+  for (const waiter_t *w = d->waiters; w && holder && !gmt_token_draining(d->pol); w = w->next) {
     const gmt_pod_t *pod = gmt_pods_find(t->s->pods, w->pod);
     if (pod)
       maybe_revoke(t, d, pod, now);
+    holder = gmt_token_holder(d->pol);
   }
+  if (!holder)
+    schedule(d); /* the grant ended at once: the next pod's turn */
 }
 
 void gmt__rpc_token_watch(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
