@@ -11,6 +11,8 @@
  * kernel of --kernel-us every G ms of idleness, each waited for, and DONE
  * also says how long the requests took (lat_p50_ms, lat_p90_ms,
  * lat_max_ms: launch to the synchronize's return, the token wait in it).
+ * With --cpu-us C each synchronize is followed by C us of the CPU's own work
+ * (a busy loop), as an inference server computes between small kernels.
  * Prints
  *   READY pid=<pid>
  *   T t_ms=<ms since READY> busy_us=<kernel time so far> launches=<n> mono_ms=<now>
@@ -70,13 +72,13 @@ static int cmp_double(const void *a, const void *b)
 static void usage(void)
 {
   fprintf(stderr, "usage: spin_load [--seconds S] [--kernel-us U] [--device D] "
-                  "[--burst-ms B --gap-ms G] [--queue N] [--every-ms G]\n");
+                  "[--burst-ms B --gap-ms G] [--queue N] [--every-ms G] [--cpu-us C]\n");
   exit(2);
 }
 
 int main(int argc, char **argv)
 {
-  double seconds = 0, burst_ms = 0, gap_ms = 0, every_ms = 0;
+  double seconds = 0, burst_ms = 0, gap_ms = 0, every_ms = 0, cpu_us = 0;
   unsigned int kernel_us = 2000;
   unsigned long queue = 1; /* launches per synchronize */
   int device = 0;
@@ -99,6 +101,8 @@ int main(int argc, char **argv)
       burst_ms = atof(argv[++i]);
     else if (!strcmp(argv[i], "--gap-ms"))
       gap_ms = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--cpu-us"))
+      cpu_us = atof(argv[++i]);
     else if (!strcmp(argv[i], "--every-ms"))
       every_ms = atof(argv[++i]);
     else if (!strcmp(argv[i], "--queue"))
@@ -165,6 +169,8 @@ int main(int argc, char **argv)
       CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
     CHECK(cuStreamSynchronize(NULL));
     launches += queue;
+    for (double until = now_ms() + cpu_us / 1e3; cpu_us > 0 && now_ms() < until;)
+      ;
   }
   CHECK(cuCtxSynchronize());
   double end = now_ms();
