@@ -6,7 +6,6 @@
 #include <stdatomic.h>
 #include <time.h>
 
-
 /* Devices bounded by ordinal (as the token gate's), and launches tracked
  * at once: a bound never allows more than QRING - 2. */
 #define QDEVS 64
@@ -15,12 +14,12 @@
 
 typedef struct {
   pthread_mutex_t mu;
-  CUcontext ctx;          /* the events' context */
-  CUevent ev[QRING];      /* created in ctx as needed */
-  int64_t rec_ns[QRING];  /* when each was recorded */
-  int solo[QRING];        /* recorded with nothing queued before it */
-  unsigned head, n;       /* the queued launches' events, oldest first */
-  double launch_us;       /* GPU time of a launch of late (moving average), 0: unknown */
+  CUcontext ctx;         /* the events' context */
+  CUevent ev[QRING];     /* created in ctx as needed */
+  int64_t rec_ns[QRING]; /* when each was recorded */
+  int solo[QRING];       /* recorded with nothing queued before it */
+  unsigned head, n;      /* the queued launches' events, oldest first */
+  double launch_us;      /* GPU time of a launch of late (moving average), 0: unknown */
 } queue_t;
 
 static queue_t g_q[QDEVS] = {
@@ -125,8 +124,8 @@ void gmt__queue_after(CUstream s)
   __typeof__(&cuStreamIsCapturing) capturing = GMT_REAL(cuStreamIsCapturing);
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
   /* A stream being captured into a graph runs nothing now: nothing to wait for. */
-  if (!create || !record || (capturing && capturing(s, &st) == CUDA_SUCCESS &&
-                             st != CU_STREAM_CAPTURE_STATUS_NONE))
+  if (!create || !record ||
+      (capturing && capturing(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE))
     return;
   queue_t *q = &g_q[dev];
   pthread_mutex_lock(&q->mu);

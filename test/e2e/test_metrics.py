@@ -121,6 +121,7 @@ def expected(st):
                           ("swap_kept", "swap_kept_bytes"), ("context_bytes", "context_bytes")):
             put("gmt_pod_" + name, p[key], pod=pod)
         put("gmt_pod_processes", len(p["processes"]), pod=pod)
+        put("gmt_pod_latency_class", int(p["class"] == "latency"), pod=pod)
         for tier, v in p["tiers"].items():
             put("gmt_pod_tier_bytes", v, pod=pod, tier=tier)
         for d in p["devices"]:
