@@ -479,30 +479,22 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     gmt_call_reply_error(call, -ENOMEM, "scheduler out of memory");
     return;
   }
-  /* The holder asking again has come back (its quota is spent and its
-   * queued work done, as it sees it), and one releasing is done: either way
-   * its grant ends now, and it competes for the next one like everybody
-   * else (Gemini). */
+  /* What the call says about the pod's last grant is charged (token.h's
+   * rule): the holder asking again or releasing ends its grant and
+   * competes for the next one like everybody else (Gemini). */
   double now = clock_ms();
   const char *holder = gmt_token_holder(d->pol);
   bool came_back = holder && strcmp(holder, pod->cfg.name) == 0;
-  if (came_back) {
+  if (came_back)
     gmt_debug("token device %d: pod '%s' %s %.1f ms before its grant's end", d->device,
               pod->cfg.name, r->release ? "released it" : "came back",
               gmt_token_grant_end(d->pol) - now);
-    /* A release says how long the grant already went unused: charged up
-     * to when the pod's work was done, not up to now. */
-    double at = r->release && isfinite(r->idle_ms) && r->idle_ms > 0 ? now - r->idle_ms : now;
-    if (gmt_token_release(d->pol, at) < 0)
-      gmt_warn("token device %d: out of memory recording a grant; its usage is lost", d->device);
-    uv_timer_stop(&d->timer);
-  }
-  /* Work past the quota is overuse only when the grant did not wait for it
-   * (the holder's grant, drain included, is charged as it ran). */
-  if (!came_back && isfinite(r->overuse_ms) && r->overuse_ms > 0 &&
-      gmt_token_overuse(d->pol, pod->cfg.name, r->overuse_ms, t->p.window_ms, now) < 0)
-    gmt_warn("token device %d: out of memory charging pod '%s' its overuse", d->device,
+  if (gmt_token_report(d->pol, pod->cfg.name, now, r->release, r->idle_ms, r->overuse_ms,
+                       t->p.window_ms) < 0)
+    gmt_warn("token device %d: out of memory charging pod '%s'; its usage is lost", d->device,
              pod->cfg.name);
+  if (came_back)
+    uv_timer_stop(&d->timer);
 
   if (r->release) {
     reply_quota(call, 0);

@@ -522,6 +522,18 @@ int gmt_token_overuse(gmt_token_dev_t *d, const char *pod, double overuse_ms, do
   return rc;
 }
 
+int gmt_token_report(gmt_token_dev_t *d, const char *pod, double now, bool release, double idle_ms,
+                     double overuse_ms, double window_ms)
+{
+  if (d->held && strcmp(d->cur.pod, pod) == 0) {
+    double idle = release && isfinite(idle_ms) && idle_ms > 0 ? idle_ms : 0;
+    return gmt_token_release(d, now - idle);
+  }
+  if (!isfinite(overuse_ms) || !(overuse_ms > 0))
+    return 0;
+  return gmt_token_overuse(d, pod, overuse_ms, window_ms, now);
+}
+
 void gmt_token_prune(gmt_token_dev_t *d, double window_ms, double now)
 {
   double lo = now - window_ms;

@@ -143,6 +143,20 @@ int gmt_token_expire(gmt_token_dev_t *d);
 int gmt_token_overuse(gmt_token_dev_t *d, const char *pod, double overuse_ms, double window_ms,
                       double now);
 
+/* What a pod's Token call says about its last grant, charged: the rule
+ * that decides what a grant costs, on the scheduler's side (what the
+ * process measured is hook/token/busy.c's, summed over a pod's processes
+ * by client/pmgr/token_share.c). From the holder the call ends its grant:
+ * at now when it comes back for more (its queued work has run), or, for a
+ * release, at now - idle_ms (its work was done then; idle_ms that is not
+ * a positive number counts as 0), never before the grant's start nor,
+ * unless it drains, past its planned end. From any other pod the
+ * overuse_ms it reports, work that ran past a grant that did not wait for
+ * it, is charged after its last grant (gmt_token_overuse); a holder's own
+ * overuse is in its grant already. -ENOMEM. */
+int gmt_token_report(gmt_token_dev_t *d, const char *pod, double now, bool release, double idle_ms,
+                     double overuse_ms, double window_ms);
+
 /* Forgets what the window no longer needs. */
 void gmt_token_prune(gmt_token_dev_t *d, double window_ms, double now);
 

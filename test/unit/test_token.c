@@ -354,6 +354,55 @@ static void test_a_draining_holder_keeps_the_token_and_is_charged_as_its_work_ru
   gmt_token_dev_free(d);
 }
 
+/* ---- what a call charges ---- */
+
+static void test_a_report_charges_the_holder_to_when_its_work_was_done(void **state)
+{
+  (void)state;
+  gmt_token_dev_t *d = dev();
+  /* Comes back for more at 1080: charged to then. */
+  assert_int_equal(gmt_token_grant(d, "a", 1000, 100), 0);
+  assert_int_equal(gmt_token_report(d, "a", 1080, false, 30, 5, W), 0);
+  assert_null(gmt_token_holder(d));
+  assert_near(gmt_token_usage(d, "a", W, 2000), 80, 1e-9); /* its idle and overuse: nothing */
+  /* Releases at 2090, its work done 30 ms before: charged to 2060. */
+  assert_int_equal(gmt_token_grant(d, "a", 2000, 100), 0);
+  assert_int_equal(gmt_token_report(d, "a", 2090, true, 30, 0, W), 0);
+  assert_near(gmt_token_usage(d, "a", W, 3000), 140, 1e-9);
+  /* An idle time past the grant's start is charged from the start only;
+   * a nonsense one counts as none. */
+  assert_int_equal(gmt_token_grant(d, "a", 3000, 100), 0);
+  assert_int_equal(gmt_token_report(d, "a", 3010, true, 500, 0, W), 0);
+  assert_near(gmt_token_usage(d, "a", W, 3500), 140, 1e-9);
+  assert_int_equal(gmt_token_grant(d, "a", 4000, 100), 0);
+  assert_int_equal(gmt_token_report(d, "a", 4010, true, NAN, 0, W), 0);
+  assert_near(gmt_token_usage(d, "a", W, 4500), 150, 1e-9);
+  /* Past the planned end, a holder that was not draining is charged to
+   * the end: the drain is what charges work past a quota. */
+  assert_int_equal(gmt_token_grant(d, "a", 5000, 100), 0);
+  assert_int_equal(gmt_token_report(d, "a", 5300, false, 0, 0, W), 0);
+  assert_near(gmt_token_usage(d, "a", W, 6000), 250, 1e-9);
+  gmt_token_dev_free(d);
+}
+
+static void test_a_report_charges_another_pods_overuse_after_its_last_grant(void **state)
+{
+  (void)state;
+  gmt_token_dev_t *d = dev();
+  granted(d, "b", 0, 100);
+  assert_int_equal(gmt_token_grant(d, "a", 200, 100), 0);
+  /* b's work ran 20 ms past its grant, which did not wait for it. */
+  assert_int_equal(gmt_token_report(d, "b", 250, false, 0, 20, W), 0);
+  assert_near(gmt_token_usage(d, "b", W, 250), 120, 1e-9);
+  assert_string_equal(gmt_token_holder(d), "a"); /* a's grant goes on */
+  /* No overuse, or a nonsense one, charges nothing. */
+  assert_int_equal(gmt_token_report(d, "b", 260, true, 0, 0, W), 0);
+  assert_int_equal(gmt_token_report(d, "b", 260, false, 0, -5, W), 0);
+  assert_int_equal(gmt_token_report(d, "b", 260, false, 0, INFINITY, W), 0);
+  assert_near(gmt_token_usage(d, "b", W, 260), 120, 1e-9);
+  gmt_token_dev_free(d);
+}
+
 /* ---- cutting a grant short ---- */
 
 static void test_latency_pods_go_before_batch_pods_that_can_run(void **state)
@@ -813,6 +862,8 @@ int main(void)
       T(test_overuse_is_charged_after_the_last_grant),
       T(test_a_draining_holder_keeps_the_token_and_is_charged_as_its_work_runs),
       T(test_drain_without_a_holder_does_nothing),
+      T(test_a_report_charges_the_holder_to_when_its_work_was_done),
+      T(test_a_report_charges_another_pods_overuse_after_its_last_grant),
       T(test_latency_pods_go_before_batch_pods_that_can_run),
       T(test_a_pod_back_from_idle_cuts_the_grant_short),
       T(test_a_latency_pod_cuts_a_batch_grant_and_not_the_other_way),

@@ -188,6 +188,37 @@ static void test_processes_alternate_the_next_request_waits_for_every_sharer(voi
   assert_true(a.overuse_ms == 0);
 }
 
+/* A grant of the scheduler's can be watched (TokenWatch) while a process
+ * shares it; once the scheduler cut it short, a latecomer is not answered
+ * from what was left, and the next request goes upstream. */
+static void test_a_grant_cut_short_is_not_shared_any_more(void **state)
+{
+  fx_t *f = *state;
+  assert_false(gmt_tshare_watchable(&f->d)); /* nothing to watch */
+  granted_to(f, 1, 0);
+  assert_true(gmt_tshare_watchable(&f->d));
+  later(f, 10);
+  gmt_tshare_revoked(&f->d, &f->in);
+  gmt_tshare_act_t a = ask(f, 2, 0, 0);
+  assert_true(a.share_ms == 0);
+  assert_int_equal(a.send, GMT_TSHARE_SEND_NONE); /* 1 still has work queued */
+  a = give_back(f, 1, 0, 0);
+  assert_int_equal(a.send, GMT_TSHARE_SEND_REQUEST); /* for 2 */
+  assert_int_equal(a.pid, 2);
+  assert_false(gmt_tshare_watchable(&f->d)); /* the grant ended upstream */
+}
+
+/* An outage's local grants have no scheduler to cut them: not watchable. */
+static void test_a_local_grant_is_not_watchable(void **state)
+{
+  fx_t *f = *state;
+  f->in.schd_down = true;
+  gmt_tshare_act_t a = ask(f, 1, 0, 0);
+  assert_int_equal(count(a.granted), 1);
+  free_list(a.granted);
+  assert_false(gmt_tshare_watchable(&f->d));
+}
+
 /* An idle holder hands the grant back at once, saying how long it went
  * unused: since the last of its sharers was done. */
 static void test_an_idle_holder_releases_the_grant_with_its_idle_time(void **state)
@@ -471,6 +502,8 @@ int main(void)
       T(test_waiting_processes_are_granted_together_and_a_latecomer_shares_the_rest),
       T(test_processes_alternate_the_next_request_waits_for_every_sharer),
       T(test_an_idle_holder_releases_the_grant_with_its_idle_time),
+      T(test_a_grant_cut_short_is_not_shared_any_more),
+      T(test_a_local_grant_is_not_watchable),
       T(test_an_exited_processes_share_and_waits_are_dropped),
       T(test_a_stalled_sharer_is_waited_for_at_most_the_drain_bound),
       T(test_an_outage_grants_locally_within_the_limit),
