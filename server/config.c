@@ -141,43 +141,35 @@ static const gmt_pod_config_t *podvec_find(const podvec_t *v, const char *name)
   return NULL;
 }
 
-static bool parse_pin(gmt_errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
+/* A key whose value is one of an enum's names (parse: the enum's name to
+ * value, negative when unknown; names: the names, for the message). */
+static bool parse_named(gmt_errlist_t *e, int lineno, const char *key, const char *v,
+                        int (*parse)(const char *), const char *names, int *out)
 {
   char sb[96];
-  int m = gmt_pin_mode_parse(v);
+  int m = parse(v);
   if (m < 0) {
-    gmt_errlist_add(e, lineno, "pin '%s' is not one of off, profile, use, adaptive",
-                    gmt_shown(v, sb, sizeof sb));
+    gmt_errlist_add(e, lineno, "%s '%s' is not one of %s", key, gmt_shown(v, sb, sizeof sb), names);
     return false;
   }
-  pod->pin = m;
+  *out = m;
   return true;
+}
+
+static bool parse_pin(gmt_errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
+{
+  return parse_named(e, lineno, "pin", v, gmt_pin_mode_parse, "off, profile, use, adaptive",
+                     &pod->pin);
 }
 
 static bool parse_mode(gmt_errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
 {
-  char sb[96];
-  int m = gmt_mem_mode_parse(v);
-  if (m < 0) {
-    gmt_errlist_add(e, lineno, "mode '%s' is not one of strict, swap, um",
-                    gmt_shown(v, sb, sizeof sb));
-    return false;
-  }
-  pod->mode = m;
-  return true;
+  return parse_named(e, lineno, "mode", v, gmt_mem_mode_parse, "strict, swap, um", &pod->mode);
 }
 
 static bool parse_class(gmt_errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
 {
-  char sb[96];
-  int c = gmt_pod_class_parse(v);
-  if (c < 0) {
-    gmt_errlist_add(e, lineno, "class '%s' is not one of batch, latency",
-                    gmt_shown(v, sb, sizeof sb));
-    return false;
-  }
-  pod->klass = c;
-  return true;
+  return parse_named(e, lineno, "class", v, gmt_pod_class_parse, "batch, latency", &pod->klass);
 }
 
 /* devices=0,1: the node's GPUs, ascending and each once, so that a list

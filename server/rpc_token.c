@@ -52,7 +52,6 @@ typedef struct tdev {
   uv_timer_t timer;  /* the grant's end, or the next look when nobody can run */
   waiter_t *waiters; /* in arrival order */
   watch_t *watches;
-  uint64_t revokes;   /* grants cut short */
   bool grant_bounded; /* the running grant bounds its holder's queued work */
 } tdev_t;
 
@@ -392,7 +391,6 @@ static void maybe_revoke(struct gmt_tokens *t, tdev_t *d, const gmt_pod_t *pod, 
             h.usage_ms, gmt_token_grant_end(d->pol) - now);
   char name[GMT_POD_NAME_MAX + 1];
   snprintf(name, sizeof name, "%s", holder);
-  d->revokes++;
   if (d->grant_bounded) {
     /* What it still has queued is bounded (a few hundred microseconds):
      * the next pod need not wait for it, nor for the round trips of its
@@ -425,22 +423,35 @@ static void revoke_for_waiters(struct gmt_tokens *t, tdev_t *d, double now)
     schedule(d); /* the grant ended at once: the next pod's turn */
 }
 
+/* The listed pod a call names and the device's token state, or NULL with
+ * the call answered (a pod the config does not list, a device out of
+ * range, no memory). */
+static tdev_t *call_dev(gmt_schd_t *s, gmt_call_t *call, const char *name, int32_t device,
+                        const gmt_pod_t **pod)
+{
+  *pod = gmt_pods_find(s->pods, name);
+  if (!*pod) {
+    gmt__reply_nopod(call, s->cfg, name);
+    return NULL;
+  }
+  if (device < 0 || device > MAX_DEVICE) {
+    gmt_call_reply_error(call, -EINVAL, "device %d is out of range (0 to %d)", device, MAX_DEVICE);
+    return NULL;
+  }
+  tdev_t *d = dev_get(s->tokens, device);
+  if (!d)
+    gmt_call_reply_error(call, -ENOMEM, "scheduler out of memory");
+  return d;
+}
+
 void gmt__rpc_token_watch(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   const Gmt__TokenWatchRequest *r = req->token_watch_req;
-  struct gmt_tokens *t = s->tokens;
-  const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
-  if (!pod) {
-    gmt__reply_nopod(call, s->cfg, r->pod);
+  const gmt_pod_t *pod;
+  tdev_t *d = call_dev(s, call, r->pod, r->device, &pod);
+  if (!d)
     return;
-  }
-  if (r->device < 0 || r->device > MAX_DEVICE) {
-    gmt_call_reply_error(call, -EINVAL, "device %d is out of range (0 to %d)", r->device,
-                         MAX_DEVICE);
-    return;
-  }
-  tdev_t *d = dev_get(t, r->device);
-  const char *holder = d ? gmt_token_holder(d->pol) : NULL;
+  const char *holder = gmt_token_holder(d->pol);
   if (!holder || strcmp(holder, pod->cfg.name) != 0 || gmt_token_draining(d->pol)) {
     reply_watch(call, false); /* no grant to watch (any more) */
     return;
@@ -454,31 +465,20 @@ void gmt__rpc_token_watch(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
   snprintf(w->pod, sizeof w->pod, "%s", pod->cfg.name);
   w->next = d->watches;
   d->watches = w;
-  revoke_for_waiters(t, d, clock_ms());
+  revoke_for_waiters(s->tokens, d, clock_ms());
 }
 
 void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   const Gmt__TokenRequest *r = req->token_req;
   struct gmt_tokens *t = s->tokens;
-  const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
-  if (!pod) {
-    gmt__reply_nopod(call, s->cfg, r->pod);
+  const gmt_pod_t *pod;
+  tdev_t *d = call_dev(s, call, r->pod, r->device, &pod);
+  if (!d)
     return;
-  }
   gmt_debug("Token pod '%s' pid %u device %d burst %.1f ms overuse %.1f ms%s (unused %.1f ms)",
             pod->cfg.name, r->pid, r->device, r->burst_ms, r->overuse_ms,
             r->release ? " release" : "", r->idle_ms);
-  if (r->device < 0 || r->device > MAX_DEVICE) {
-    gmt_call_reply_error(call, -EINVAL, "device %d is out of range (0 to %d)", r->device,
-                         MAX_DEVICE);
-    return;
-  }
-  tdev_t *d = dev_get(t, r->device);
-  if (!d) {
-    gmt_call_reply_error(call, -ENOMEM, "scheduler out of memory");
-    return;
-  }
   /* What the call says about the pod's last grant is charged (token.h's
    * rule): the holder asking again or releasing ends its grant and
    * competes for the next one like everybody else (Gemini). */
