@@ -3,7 +3,6 @@
 #include "queue.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <time.h>
 
 /* Devices bounded by ordinal (as the token gate's), and launches tracked
@@ -25,7 +24,6 @@ typedef struct {
 static queue_t g_q[QDEVS] = {
     [0 ... QDEVS - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER},
 };
-static _Atomic uint32_t g_bound[QDEVS];
 /* The device whose bound this thread's last launch went through, -1: none. */
 static GMT_TLS __thread int t_qdev = -1;
 
@@ -34,12 +32,6 @@ static int64_t now_ns(void)
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-void gmt__queue_set_bound(int dev, uint32_t bound_us)
-{
-  if ((unsigned)dev < QDEVS)
-    atomic_store_explicit(&g_bound[dev], bound_us, memory_order_relaxed);
 }
 
 static void learn(queue_t *q, double us)
@@ -85,16 +77,13 @@ static unsigned allowed(const queue_t *q, uint32_t bound_us)
   return k < 1 ? 1 : k > QRING - 2 ? QRING - 2 : (unsigned)k;
 }
 
-void gmt__queue_before(int dev)
+void gmt__queue_before(int dev, uint32_t bound)
 {
-  if ((unsigned)dev >= QDEVS)
-    return;
-  uint32_t bound = atomic_load_explicit(&g_bound[dev], memory_order_relaxed);
   __typeof__(&cuCtxGetCurrent) cur = GMT_REAL(cuCtxGetCurrent);
   CUcontext c = NULL;
   t_qdev = -1;
-  if (!bound || !cur || cur(&c) != CUDA_SUCCESS || !c || !GMT_REAL(cuEventQuery) ||
-      !GMT_REAL(cuEventSynchronize))
+  if ((unsigned)dev >= QDEVS || !bound || !cur || cur(&c) != CUDA_SUCCESS || !c ||
+      !GMT_REAL(cuEventQuery) || !GMT_REAL(cuEventSynchronize))
     return;
   queue_t *q = &g_q[dev];
   pthread_mutex_lock(&q->mu);
@@ -137,4 +126,14 @@ void gmt__queue_after(CUstream s)
     q->n++;
   }
   pthread_mutex_unlock(&q->mu);
+}
+
+void gmt__queue_child(void)
+{
+  for (unsigned i = 0; i < QDEVS; i++) {
+    pthread_mutex_init(&g_q[i].mu, NULL);
+    g_q[i].ctx = NULL;
+    g_q[i].head = g_q[i].n = 0;
+  }
+  t_qdev = -1;
 }

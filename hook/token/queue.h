@@ -7,7 +7,7 @@
  * launch the hook waits until the launches still queued, times the GPU
  * time a launch has taken of late (measured between consecutive events),
  * fit within the bound, and at most one when a launch takes longer than
- * the bound. Off (no bound): one relaxed load per launch. */
+ * the bound. Off (no bound): one thread-local read after a launch. */
 #ifndef GMT_HOOK_QUEUE_H
 #define GMT_HOOK_QUEUE_H
 
@@ -15,15 +15,15 @@
 
 #include "driver.h"
 
-/* Device dev's bound from its grant on, in microseconds (0: none). */
-void gmt__queue_set_bound(int dev, uint32_t bound_us);
-
-/* Before a launch on device dev (token.c's gate): waits while too much is
- * queued. */
-void gmt__queue_before(int dev);
+/* Before a launch on device dev (token.c's gate, whose grant there bounds
+ * the queue to bound_us > 0): waits while too much is queued. */
+void gmt__queue_before(int dev, uint32_t bound_us);
 
 /* After a launch on stream s succeeded, on the device the gate saw last
  * on this thread. */
 void gmt__queue_after(CUstream s);
+
+/* In a forked child: the parent's events and locks are not the child's. */
+void gmt__queue_child(void);
 
 #endif

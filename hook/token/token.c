@@ -81,9 +81,10 @@ typedef struct {
   int denied_said;
   CUcontext ctx; /* the context it was asked from: what the idle thread waits on */
   gmt_busy_t b;  /* its busy periods (busy.h) */
-  /* Its grant bounds the work it may queue (queue.h). Read unlocked on the
-   * launch path: a stale value costs one launch the bound, or a lock. */
-  _Atomic int bounded;
+  /* The bound its grant puts on the work it may queue, in microseconds
+   * (queue.h; 0: none). Read unlocked on the launch path: a stale value
+   * costs one launch the bound, or a lock. */
+  _Atomic uint32_t bound_us;
 } tok_dev_t;
 
 static tok_dev_t g_dev[GMT_TOKEN_MAX_DEVICES] = {
@@ -163,13 +164,6 @@ static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, d
   return rc;
 }
 
-/* d's grant bounds its queued work to bound_us (0: not). */
-static void set_bound(tok_dev_t *d, int dev, uint32_t bound_us)
-{
-  gmt__queue_set_bound(dev, bound_us);
-  atomic_store_explicit(&d->bounded, bound_us != 0, memory_order_relaxed);
-}
-
 /* ---- the idle thread ---- */
 
 /* Waits for the work queued so far on d's context and notes when it was
@@ -200,7 +194,7 @@ static void give_back(tok_dev_t *d, int dev, gmt_busy_end_t e, int timeout_ms, c
   atomic_fetch_sub(&g_held, 1);
   double q = 0;
   int rc = token_rpc(dev, 0, e.overuse_ms, 1, e.idle_ms, &q, NULL, timeout_ms, NULL, 0);
-  set_bound(d, dev, 0);
+  atomic_store_explicit(&d->bound_us, 0, memory_order_relaxed);
   GMT_HOOK_DEBUG("device %d %s: token given back (%s), overuse %.1f ms, unused %.1f ms, burst "
                  "estimate %.1f ms",
                  dev, why, rc == 0 ? "ok" : gmt_strerror(rc), e.overuse_ms, e.idle_ms,
@@ -304,15 +298,16 @@ static int watch_rpc(int dev, int *revoked)
   return rc;
 }
 
-/* The grant on device dev was cut short: no new launch, the queued work
- * runs, the token goes back. The scheduler answers a watch the moment it
- * cuts the grant, and a new grant goes to another pod first: the grant
- * held now is the one it cut. */
-static void revoked(tok_dev_t *d, int dev)
+/* The grant on device dev was cut short, as answered at answered_ns: no
+ * new launch, the queued work runs, the token goes back. The grant held
+ * now is the one cut if it began before the answer; one that began after
+ * (this process's launch asked again while the answer waited for d->mu)
+ * is a new grant, and stays. */
+static void revoked(tok_dev_t *d, int dev, int64_t answered_ns)
 {
   atomic_store_explicit(&d->expiry, 0, memory_order_relaxed);
   pthread_mutex_lock(&d->mu);
-  if (d->held) {
+  if (d->held && d->b.grant_ns <= answered_ns) {
     uint64_t n = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
     drain(d, n, atomic_load_explicit(&g_activity_ns, memory_order_relaxed));
     give_back(d, dev, gmt__busy_end(&d->b, now_ns(), 0), GMT_TOKEN_RELEASE_TIMEOUT_MS, "cut short");
@@ -333,7 +328,7 @@ static void *watch_main(void *arg)
 
     int cut = 0, rc = watch_rpc(dev, &cut);
     if (rc == 0 && cut) {
-      revoked(&g_dev[dev], dev);
+      revoked(&g_dev[dev], dev, now_ns());
     } else if (rc < 0 && watch_unknown(rc)) {
       GMT_HOOK_DEBUG("the pod manager does not serve TokenWatch (%s): grants run their course",
                      gmt_strerror(rc));
@@ -440,7 +435,7 @@ __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
     d->held = 1;
     d->ctx = t_ctx;
     gmt__busy_grant(&d->b, t, quota, terms.idle_us);
-    set_bound(d, dev, terms.queue_bound_us);
+    atomic_store_explicit(&d->bound_us, terms.queue_bound_us, memory_order_relaxed);
     if (terms.idle_us)
       atomic_store_explicit(&g_fast_until_ns, d->b.expiry_ns, memory_order_relaxed);
     atomic_store_explicit(&d->expiry, d->b.expiry_ns, memory_order_relaxed);
@@ -491,8 +486,9 @@ CUresult gmt__token_check(void)
   CUresult rc = now_ns() < atomic_load_explicit(&d->expiry, memory_order_relaxed)
                     ? CUDA_SUCCESS
                     : gate_slow(d, dev);
-  if (rc == CUDA_SUCCESS && atomic_load_explicit(&d->bounded, memory_order_relaxed))
-    gmt__queue_before(dev);
+  uint32_t bound = atomic_load_explicit(&d->bound_us, memory_order_relaxed);
+  if (rc == CUDA_SUCCESS && bound)
+    gmt__queue_before(dev, bound);
   return rc;
 }
 
@@ -550,6 +546,7 @@ static void token_child(void)
     d->b = (gmt_busy_t){0};
     d->denied_until = 0;
     d->denied_said = 0;
+    atomic_store_explicit(&d->bound_us, 0, memory_order_relaxed);
   }
   atomic_store(&g_held, 0);
   atomic_store(&g_rpc_inflight, 0);
@@ -562,6 +559,7 @@ static void token_child(void)
   pthread_cond_init(&g_watch_cv, NULL);
   g_watch_started = 0;
   g_watch_dev = -1;
+  gmt__queue_child();
   t_ctx = NULL;
   t_dev = -1;
 }
