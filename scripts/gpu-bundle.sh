@@ -16,6 +16,10 @@ mkdir -p "$out/gpu" "$out/lib"
 # mode=um's moves natively (bench/run_tiers.sh): driver API only.
 /usr/local/cuda/bin/nvcc -O2 -o "$out/gpu/um_prefetch" "$root/bench/um_prefetch.c" \
   -L/usr/local/cuda/lib64/stubs -lcuda
+# What a latency request beside batch work waits at best, with no gmt
+# (bench/handoff_floor.cu).
+/usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \
+  -o "$out/gpu/handoff_floor" "$root/bench/handoff_floor.cu"
 # What a new pinned host copy costs, by way of getting it (bench/pin_cost.c).
 /usr/local/cuda/bin/nvcc -O2 -o "$out/gpu/pin_cost" "$root/bench/pin_cost.c" \
   -L/usr/local/cuda/lib64/stubs -lcuda
