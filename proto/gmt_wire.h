@@ -118,6 +118,15 @@ int gmt_pin_mode_parse(const char *name);
 const char *gmt_pod_class_name(int c);
 int gmt_pod_class_parse(const char *name);
 
+/* A grant's terms besides its length (TokenReply's fields after quota_ms),
+ * as gmt-schd sets them, a pod manager passes them on and the hook obeys
+ * them (docs/protocol.md, "Token"). Zeroed: none. */
+typedef struct gmt_token_terms {
+  uint32_t queue_bound_us, idle_us, ahead_us;
+} gmt_token_terms_t;
+gmt_token_terms_t gmt_token_terms_of(const Gmt__TokenReply *r);
+void gmt_token_terms_put(Gmt__TokenReply *r, gmt_token_terms_t t);
+
 /* A MemMode's name ("strict", "swap", "um": resource-config's mode= and
  * gmt status), and back (-EINVAL when unknown). */
 const char *gmt_mem_mode_name(int mode);

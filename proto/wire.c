@@ -173,6 +173,18 @@ int gmt_pod_class_parse(const char *name)
   return enum_parse(NAMES(class_names), name);
 }
 
+gmt_token_terms_t gmt_token_terms_of(const Gmt__TokenReply *r)
+{
+  return (gmt_token_terms_t){r->queue_bound_us, r->idle_us, r->ahead_us};
+}
+
+void gmt_token_terms_put(Gmt__TokenReply *r, gmt_token_terms_t t)
+{
+  r->queue_bound_us = t.queue_bound_us;
+  r->idle_us = t.idle_us;
+  r->ahead_us = t.ahead_us;
+}
+
 const char *gmt_pin_mode_name(int mode)
 {
   return enum_name(NAMES(pin_names), mode);

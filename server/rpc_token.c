@@ -68,23 +68,17 @@ static double clock_ms(void)
   return (double)gmt_now_ns() / 1e6;
 }
 
-/* What a grant tells the pod besides its length (TokenReply). */
-typedef struct grant_terms {
-  uint32_t queue_bound_us, idle_us;
-} grant_terms_t;
-
-static void reply_grant(gmt_call_t *call, double quota_ms, grant_terms_t g)
+static void reply_grant(gmt_call_t *call, double quota_ms, gmt_token_terms_t g)
 {
   Gmt__TokenReply body = GMT__TOKEN_REPLY__INIT;
   body.quota_ms = quota_ms;
-  body.queue_bound_us = g.queue_bound_us;
-  body.idle_us = g.idle_us;
+  gmt_token_terms_put(&body, g);
   gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TOKEN_REP, &body);
 }
 
 static void reply_quota(gmt_call_t *call, double quota_ms)
 {
-  reply_grant(call, quota_ms, (grant_terms_t){0, 0});
+  reply_grant(call, quota_ms, (gmt_token_terms_t){0});
 }
 
 /* Whether a latency pod may need device soon: one that is listed for it
@@ -100,15 +94,17 @@ static bool latency_pod_on(const gmt_schd_t *s, int device)
   return false;
 }
 
-/* A latency pod gives its grant back soon after it goes quiet; a batch
- * pod keeps little queued while a latency pod may need the GPU. */
-static grant_terms_t terms_of(const gmt_schd_t *s, const char *pod, int device)
+/* A latency pod gives its grant back soon after it goes quiet, and
+ * launches again without waiting for the next; a batch pod keeps little
+ * queued while a latency pod may need the GPU. */
+static gmt_token_terms_t terms_of(const gmt_schd_t *s, const char *pod, int device)
 {
-  grant_terms_t g = {0, 0};
+  gmt_token_terms_t g = {0};
   const gmt_pod_t *p = gmt_pods_find(s->pods, pod);
-  if (p && p->cfg.klass == GMT__POD_CLASS__CLASS_LATENCY)
+  if (p && p->cfg.klass == GMT__POD_CLASS__CLASS_LATENCY) {
     g.idle_us = GMT_TOKEN_LATENCY_IDLE_US;
-  else if (latency_pod_on(s, device))
+    g.ahead_us = GMT_TOKEN_LATENCY_AHEAD_US;
+  } else if (latency_pod_on(s, device))
     g.queue_bound_us = GMT_TOKEN_QUEUE_BOUND_US;
   return g;
 }
@@ -275,7 +271,7 @@ static void decide(tdev_t *d)
               d->device, pod, dec.quota_ms, win->usage_ms, t->p.window_ms, win->request, win->limit,
               win->burst_ms);
   free(c);
-  grant_terms_t terms = terms_of(t->s, pod, d->device);
+  gmt_token_terms_t terms = terms_of(t->s, pod, d->device);
   d->grant_bounded = rc == 0 && terms.queue_bound_us > 0;
   for (waiter_t **wp = &d->waiters; *wp;) {
     if (strcmp((*wp)->pod, pod) != 0) {

@@ -44,7 +44,7 @@ typedef struct tok_dev {
   uv_timer_t drain; /* a grant's sharers are waited for this long past its quota */
   /* The scheduler's terms of its last grant (TokenReply), passed to each
    * process answered from it; none for a local grant. */
-  uint32_t queue_bound_us, idle_us;
+  gmt_token_terms_t terms;
   pwatch_t *watches; /* waiting for the pod's grant to end */
   bool watch_up;     /* a TokenWatch upstream is in flight */
 } tok_dev_t;
@@ -164,10 +164,8 @@ static void reply_quota(const tok_dev_t *d, gmt_call_t *call, double quota_ms)
 {
   Gmt__TokenReply rep = GMT__TOKEN_REPLY__INIT;
   rep.quota_ms = quota_ms;
-  if (d && !d->share.local) {
-    rep.queue_bound_us = d->queue_bound_us;
-    rep.idle_us = d->idle_us;
-  }
+  if (d && !d->share.local)
+    gmt_token_terms_put(&rep, d->terms);
   if (gmt_call_reply_body(call, GMT__ENVELOPE__BODY_TOKEN_REP, &rep) < 0)
     gmt_debug("a token reply could not be sent (the process has gone?)");
 }
@@ -309,10 +307,8 @@ static void upstream_done(tok_up_t *u)
   if (rc == 0)
     rc = gmt_wire_expect(rep, GMT__ENVELOPE__BODY_TOKEN_REP, err, sizeof err);
   double quota = rc == 0 ? rep->token_rep->quota_ms : 0;
-  if (rc == 0 && !u->release) {
-    d->queue_bound_us = rep->token_rep->queue_bound_us;
-    d->idle_us = rep->token_rep->idle_us;
-  }
+  if (rc == 0 && !u->release)
+    d->terms = gmt_token_terms_of(rep->token_rep);
   gmt_wire_free(rep);
   if (u->release && rc < 0)
     gmt_debug("tokens: release of device %d: %s", d->device, err[0] ? err : gmt_strerror(rc));

@@ -30,7 +30,15 @@
  * launches again (or a latency pod has work): then no new launch is
  * admitted, the work already queued runs, and the token goes back at
  * once, so the other pod waits for that work, not for the rest of the
- * grant. One device is watched at a time (the one granted last). */
+ * grant. One device is watched at a time (the one granted last).
+ *
+ * A latency pod's grant (TokenReply.ahead_us) lets its process, once it
+ * has given the grant back as idle, launch again at once: the launch goes
+ * ahead and the ask thread asks for the next grant meanwhile. So a
+ * request waits for the batch pod's queued work, not for a trip to
+ * gmt-schd and back. Launches wait again once ahead_us has passed with no
+ * answer, and the time the process ran ahead goes to the scheduler as
+ * overuse with its next request. */
 #include "token.h"
 
 #include <errno.h>
@@ -85,10 +93,18 @@ typedef struct {
    * (queue.h; 0: none). Read unlocked on the launch path: a stale value
    * costs one launch the bound, or a lock. */
   _Atomic uint32_t bound_us;
+  /* Launching ahead of a grant (a latency pod's, see above). */
+  uint32_t ahead_us;       /* the grant's term: may run ahead after it */
+  int ahead_ok;            /* it was given back idle: the next launch may go ahead */
+  int asking;              /* the ask thread's request is out */
+  int64_t ahead_ns;        /* the launch that went ahead */
+  double ahead_owed_ms;    /* time run ahead, for the next request's overuse */
+  pthread_cond_t answered; /* asking ended */
 } tok_dev_t;
 
 static tok_dev_t g_dev[GMT_TOKEN_MAX_DEVICES] = {
-    [0 ... GMT_TOKEN_MAX_DEVICES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER},
+    [0 ... GMT_TOKEN_MAX_DEVICES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER,
+                                         .answered = PTHREAD_COND_INITIALIZER},
 };
 
 static _Atomic int g_held;              /* devices with held set */
@@ -111,6 +127,15 @@ static int g_watch_started;  /* under g_watch_mu */
 static int g_watch_dev = -1; /* under g_watch_mu */
 static _Atomic int g_watch_off;
 
+/* The ask thread: asks for the grant of a launch that went ahead, on the
+ * devices whose asking is set and whose request it has not sent yet
+ * (g_ask_pending, a bit per device). */
+static pthread_mutex_t g_ask_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_ask_cv = PTHREAD_COND_INITIALIZER;
+static int g_ask_started;      /* under g_ask_mu: 1 started, -1 failed */
+static uint64_t g_ask_pending; /* under g_ask_mu */
+_Static_assert(GMT_TOKEN_MAX_DEVICES <= 64, "g_ask_pending has a bit per device");
+
 static GMT_TLS __thread CUcontext t_ctx;
 static GMT_TLS __thread int t_dev = -1;
 
@@ -123,15 +148,11 @@ static inline int64_t now_ns(void)
 
 /* ---- the RPC ---- */
 
-/* A grant's terms besides its length (TokenReply). */
-typedef struct {
-  uint32_t queue_bound_us, idle_us;
-} terms_t;
-
 /* why (may be NULL): the refusal's words, when there is one. terms (may be
  * NULL): the grant's. */
 static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, double idle_ms,
-                     double *quota_ms, terms_t *terms, int timeout_ms, char *why, size_t why_len)
+                     double *quota_ms, gmt_token_terms_t *terms, int timeout_ms, char *why,
+                     size_t why_len)
 {
   Gmt__TokenRequest r = GMT__TOKEN_REQUEST__INIT;
   r.pid = (uint32_t)getpid();
@@ -154,7 +175,7 @@ static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, d
     if (rc == 0) {
       *quota_ms = rep->token_rep->quota_ms;
       if (terms)
-        *terms = (terms_t){rep->token_rep->queue_bound_us, rep->token_rep->idle_us};
+        *terms = gmt_token_terms_of(rep->token_rep);
     } else
       GMT_HOOK_DEBUG("token request refused on device %d: %s (%s)", dev, gmt_strerror(rc), err);
     if (rc < 0 && why)
@@ -214,6 +235,7 @@ static void idle_step(tok_dev_t *d, int dev, uint64_t launches, int64_t last_ns)
     case GMT_BUSY_DRAIN: drain(d, launches, last_ns); break;
     case GMT_BUSY_IDLE:
       give_back(d, dev, gmt__busy_end(&d->b, now_ns(), 1), GMT_TOKEN_RELEASE_TIMEOUT_MS, "idle");
+      d->ahead_ok = d->ahead_us > 0;
       break;
     default: break;
     }
@@ -358,19 +380,137 @@ static void watch_grant(int dev)
   pthread_mutex_unlock(&g_watch_mu);
 }
 
-/* ---- the gate ---- */
-
 static void set_all_ungated(void)
 {
   for (int i = 0; i < GMT_TOKEN_MAX_DEVICES; i++)
     atomic_store_explicit(&g_dev[i].expiry, INT64_MAX, memory_order_relaxed);
 }
 
+/* A grant of quota_ms came at t (d->mu held, d->ctx set). */
+static void install(tok_dev_t *d, int dev, int64_t t, double quota, gmt_token_terms_t terms,
+                    double overuse)
+{
+  d->denied_said = 0;
+  d->held = 1;
+  d->ahead_ok = 0;
+  d->ahead_us = terms.ahead_us;
+  gmt__busy_grant(&d->b, t, quota, terms.idle_us);
+  atomic_store_explicit(&d->bound_us, terms.queue_bound_us, memory_order_relaxed);
+  if (terms.idle_us)
+    atomic_store_explicit(&g_fast_until_ns, d->b.expiry_ns, memory_order_relaxed);
+  atomic_store_explicit(&d->expiry, d->b.expiry_ns, memory_order_relaxed);
+  held_one_more();
+  watch_grant(dev);
+  GMT_HOOK_DEBUG("device %d: token for %.1f ms (overuse %.1f ms, burst estimate %.1f ms, "
+                 "queue bound %u us, idle after %u us, ahead %u us)",
+                 dev, quota, overuse, d->b.burst_ema_ms, terms.queue_bound_us, terms.idle_us,
+                 terms.ahead_us);
+  if (atomic_exchange(&g_outage, 0) | atomic_exchange(&g_refused, 0))
+    gmt__say("tokens from the pod manager again");
+}
+
+/* ---- launching ahead ---- */
+
+/* The ask thread's request for device dev; its answer decides what the
+ * launches that went ahead become: a grant, or (any other answer) the
+ * next launch waits in gate_slow, which asks again and says what went
+ * wrong. */
+static void ask_one(tok_dev_t *d, int dev)
+{
+  pthread_mutex_lock(&d->mu);
+  double burst = d->b.burst_ema_ms, overuse = d->ahead_owed_ms;
+  d->ahead_owed_ms = 0;
+  pthread_mutex_unlock(&d->mu);
+
+  double quota = 0;
+  gmt_token_terms_t terms = {0};
+  int rc = token_rpc(dev, burst, overuse, 0, 0, &quota, &terms, GMT_TOKEN_RPC_TIMEOUT_MS, NULL, 0);
+  int64_t t = now_ns();
+  pthread_mutex_lock(&d->mu);
+  /* Charged from the launch that went ahead until the answer: half a
+   * trip more than the GPU ran ahead of the grant, never less. */
+  d->ahead_owed_ms += (double)(t - d->ahead_ns) / 1e6;
+  if (rc == 0 && quota > 0) {
+    install(d, dev, t, quota, terms, overuse);
+  } else {
+    GMT_HOOK_DEBUG("device %d: no grant after launching ahead (%s): the next launch waits", dev,
+                   rc == 0 ? "a grant of nothing" : gmt_strerror(rc));
+    d->ahead_owed_ms += overuse; /* not charged: sent again */
+    atomic_store_explicit(&d->expiry, 0, memory_order_relaxed);
+  }
+  d->asking = 0;
+  pthread_cond_broadcast(&d->answered);
+  pthread_mutex_unlock(&d->mu);
+}
+
+static void *ask_main(void *arg)
+{
+  (void)arg;
+  pthread_mutex_lock(&g_ask_mu);
+  for (;;) {
+    while (!g_ask_pending)
+      pthread_cond_wait(&g_ask_cv, &g_ask_mu);
+    int dev = __builtin_ctzll(g_ask_pending);
+    g_ask_pending &= ~(1ull << dev);
+    pthread_mutex_unlock(&g_ask_mu);
+    ask_one(&g_dev[dev], dev);
+    pthread_mutex_lock(&g_ask_mu);
+  }
+  return NULL;
+}
+
+/* Whether the launch on d may go ahead of its grant: then the ask thread
+ * asks for it (d->mu held; the launch passes until ahead_us has gone by). */
+static int go_ahead(tok_dev_t *d, int dev, int64_t now)
+{
+  if (!d->ahead_ok || d->held)
+    return 0;
+  d->ahead_ok = 0;
+  pthread_mutex_lock(&g_ask_mu);
+  if (!g_ask_started) {
+    g_ask_started = gmt__thread_start(ask_main) == 0 ? 1 : -1;
+    if (g_ask_started < 0)
+      GMT_HOOK_DEBUG("cannot start the ask thread: launches wait for their grants");
+  }
+  int ok = g_ask_started > 0;
+  if (ok) {
+    g_ask_pending |= 1ull << dev;
+    pthread_cond_signal(&g_ask_cv);
+  }
+  pthread_mutex_unlock(&g_ask_mu);
+  if (!ok)
+    return 0;
+  d->asking = 1;
+  d->ahead_ns = now;
+  d->ctx = t_ctx;
+  atomic_store_explicit(&d->expiry, now + (int64_t)d->ahead_us * 1000, memory_order_relaxed);
+  GMT_HOOK_DEBUG("device %d: launching ahead of the next grant (for at most %u us)", dev,
+                 d->ahead_us);
+  return 1;
+}
+
+/* Waits for the ask thread's answer on d (d->mu held), as long as a
+ * request may take. */
+static void wait_asked(tok_dev_t *d)
+{
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += GMT_TOKEN_RPC_TIMEOUT_MS / 1000 + 1;
+  while (d->asking)
+    if (pthread_cond_timedwait(&d->answered, &d->mu, &until) == ETIMEDOUT) {
+      GMT_HOOK_DEBUG("the ask thread did not answer: asking here");
+      d->asking = 0;
+    }
+}
+
+/* ---- the gate ---- */
+
 __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
 {
   /* A forked child that launches before anything else registers here. */
   gmt__report_ensure();
   pthread_mutex_lock(&d->mu);
+  wait_asked(d); /* launches that went ahead ran out of time: the answer decides */
   int64_t now = now_ns();
   if (now < atomic_load_explicit(&d->expiry, memory_order_relaxed)) {
     pthread_mutex_unlock(&d->mu); /* another thread got it meanwhile */
@@ -395,7 +535,12 @@ __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
     overuse = gmt__busy_end(&d->b, after, 0).overuse_ms;
     d->held = 0;
     atomic_fetch_sub(&g_held, 1);
+  } else if (go_ahead(d, dev, now)) {
+    pthread_mutex_unlock(&d->mu);
+    return CUDA_SUCCESS;
   }
+  overuse += d->ahead_owed_ms;
+  d->ahead_owed_ms = 0;
 
   double quota = 0;
   int rc;
@@ -406,7 +551,7 @@ __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
   double floor_ms = gmt__swap_quantum_ms();
   double burst = d->b.burst_ema_ms > floor_ms ? d->b.burst_ema_ms : floor_ms;
   char why[256] = "";
-  terms_t terms = {0, 0};
+  gmt_token_terms_t terms = {0};
   while ((rc = token_rpc(dev, burst, overuse, 0, 0, &quota, &terms, GMT_TOKEN_RPC_TIMEOUT_MS, why,
                          sizeof why)) == GMT_ENOPOD ||
          rc == -EPERM) {
@@ -431,21 +576,8 @@ __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
     }
     out = CUDA_ERROR_INVALID_DEVICE;
   } else if (rc == 0 && quota > 0) {
-    d->denied_said = 0;
-    d->held = 1;
     d->ctx = t_ctx;
-    gmt__busy_grant(&d->b, t, quota, terms.idle_us);
-    atomic_store_explicit(&d->bound_us, terms.queue_bound_us, memory_order_relaxed);
-    if (terms.idle_us)
-      atomic_store_explicit(&g_fast_until_ns, d->b.expiry_ns, memory_order_relaxed);
-    atomic_store_explicit(&d->expiry, d->b.expiry_ns, memory_order_relaxed);
-    held_one_more();
-    watch_grant(dev);
-    GMT_HOOK_DEBUG("device %d: token for %.1f ms (overuse %.1f ms, burst estimate %.1f ms, "
-                   "queue bound %u us, idle after %u us)",
-                   dev, quota, overuse, d->b.burst_ema_ms, terms.queue_bound_us, terms.idle_us);
-    if (atomic_exchange(&g_outage, 0) | atomic_exchange(&g_refused, 0))
-      gmt__say("tokens from the pod manager again");
+    install(d, dev, t, quota, terms, overuse);
   } else if (rc == -ENOTCONN) {
     /* Not registered: no pod manager, so no gate, ever. */
     GMT_HOOK_DEBUG("no pod manager: launches are not gated");
@@ -547,6 +679,11 @@ static void token_child(void)
     d->denied_until = 0;
     d->denied_said = 0;
     atomic_store_explicit(&d->bound_us, 0, memory_order_relaxed);
+    d->ahead_us = 0;
+    d->ahead_ok = 0;
+    d->asking = 0;
+    d->ahead_owed_ms = 0;
+    pthread_cond_init(&d->answered, NULL);
   }
   atomic_store(&g_held, 0);
   atomic_store(&g_rpc_inflight, 0);
@@ -559,6 +696,10 @@ static void token_child(void)
   pthread_cond_init(&g_watch_cv, NULL);
   g_watch_started = 0;
   g_watch_dev = -1;
+  pthread_mutex_init(&g_ask_mu, NULL);
+  pthread_cond_init(&g_ask_cv, NULL);
+  g_ask_started = 0;
+  g_ask_pending = 0;
   gmt__queue_child();
   t_ctx = NULL;
   t_dev = -1;

@@ -314,23 +314,30 @@ class ComeBack(Tokens):
         train = self.spin("train", "--queue", str(queue), "--kernel-us", "2000", seconds=10)
         time.sleep(1)
         # A 1 ms request every 80 ms of idleness: it goes idle (20 ms) and
-        # gives the token back between requests.
-        serve = self.spin(pod, "--every-ms", "80", "--kernel-us", "1000", seconds=8)
+        # gives the token back between requests. Its hook says what it does.
+        env = dict(self.hook_env(pod), GMT_HOOK_DEBUG="1")
+        serve = self.run_prog(pod, SPIN, "--every-ms", "80", "--kernel-us", "1000", "--seconds",
+                              "8", env=env)
+        serve.expect("READY")
         (done,) = [r for r in serve.records() if "lat_p90_ms" in r]
         rows = progress(train, timeout=40)
-        for p in (serve, train):
-            rc, err = p.finish()
-            self.assertEqual(rc, 0, err)
+        rc, serve_err = serve.finish()
+        self.assertEqual(rc, 0, serve_err)
+        rc, err = train.finish()
+        self.assertEqual(rc, 0, err)
+        ahead = serve_err.count("launching ahead of the next grant")
         cuts = self.daemons[0].output().count("the grant is cut short")
         p50, p90, worst = (float(done[k]) for k in ("lat_p50_ms", "lat_p90_ms", "lat_max_ms"))
         busy = share(rows, start_ms=2000, end_ms=8000)
         print("\n%s: %s requests, latency p50 %.1f p90 %.1f max %.1f ms; %d grants cut short; "
-              "training's share %.3f" % (pod, done["requests"], p50, p90, worst, cuts, busy))
-        return p50, p90, cuts, busy
+              "%d launched ahead; training's share %.3f"
+              % (pod, done["requests"], p50, p90, worst, cuts, ahead, busy))
+        return p50, p90, cuts, ahead, busy
 
     def test_an_idle_pod_that_launches_again_cuts_the_grant_short(self):
-        p50, p90, cuts, busy = self.requests_beside_training("serve")
+        p50, p90, cuts, ahead, busy = self.requests_beside_training("serve")
         self.assertGreater(cuts, 10, self.logs())
+        self.assertEqual(ahead, 0, "a batch pod launched ahead of its grant")
         # Waiting out a 1 s grant would put the median near 500 ms; the
         # request waits for 8 ms of queued kernels and a few round trips
         # (margin for a loaded two-core machine).
@@ -344,9 +351,13 @@ class ComeBack(Tokens):
         # while it is there the batch pod keeps at most 500 us of its
         # kernels queued (here one 2 ms kernel) instead of a 100 ms step.
         # Without the bound a request would wait for half a step or more.
-        p50, p90, cuts, busy = self.requests_beside_training("fast", queue=50)
+        p50, p90, cuts, ahead, busy = self.requests_beside_training("fast", queue=50)
         self.assertGreater(cuts, 10, self.logs())
-        # (Measured with the bound: p50 6 ms, p90 6.4; without it: 25 and 39.)
+        # Its requests after an idle spell launch at once while the hook
+        # asks for the grant (TokenReply.ahead_us).
+        self.assertGreater(ahead, 10, self.logs())
+        # (Measured with the bound: p50 6 ms, p90 6.4; without it: 25 and
+        # 39. Launching ahead took p50 from 4.3 to 2.4 ms.)
         self.assertLess(p50, 15, self.logs())
         self.assertLess(p90, 25, self.logs())
         # The latency pod is idle most of the time: training keeps the GPU.
