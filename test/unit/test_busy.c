@@ -59,18 +59,21 @@ static void test_the_next_step_after_a_synchronize_keeps_the_grant(void **state)
   assert_int_equal(gmt__busy_next(&b, 20, 1029 * MS, 1052 * MS), GMT_BUSY_DRAIN);
 }
 
-/* A latency grant (TokenReply.idle_us): looked at every millisecond, and
- * idle a millisecond after its work is done. */
+/* A latency grant (TokenReply.idle_us): looked at every
+ * GMT_BUSY_LATENCY_TICK_NS, and idle idle_us after its work is done. */
 static void test_a_latency_grant_is_idle_soon_after_its_work(void **state)
 {
   (void)state;
+  const int64_t tick = GMT_BUSY_LATENCY_TICK_NS, idle = 300 * 1000;
   gmt_busy_t b = {0};
-  gmt__busy_grant(&b, 1000 * MS, 250, 1000);
-  assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1001 * MS + MS / 2), GMT_BUSY_WAIT);
-  assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1002 * MS), GMT_BUSY_DRAIN);
-  gmt__busy_drained(&b, 10, 10, 1001 * MS, 1002 * MS, 1003 * MS);
-  assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1003 * MS + MS / 2), GMT_BUSY_WAIT);
-  assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1004 * MS), GMT_BUSY_IDLE);
+  gmt__busy_grant(&b, 1000 * MS, 250, 300);
+  assert_int_equal(b.tick_ns, tick);
+  assert_true(tick < MS); /* a batch grant waits GMT_BUSY_TICK_NS */
+  assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1001 * MS + tick - 1), GMT_BUSY_WAIT);
+  assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1001 * MS + tick), GMT_BUSY_DRAIN);
+  gmt__busy_drained(&b, 10, 10, 1001 * MS, 1001 * MS + tick, 1002 * MS);
+  assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1002 * MS + idle - 1), GMT_BUSY_WAIT);
+  assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1002 * MS + idle), GMT_BUSY_IDLE);
   /* The next grant of a batch pod's keeps the batch rule. */
   gmt__busy_grant(&b, 2000 * MS, 250, 0);
   assert_int_equal(gmt__busy_next(&b, 10, 2000 * MS, 2002 * MS), GMT_BUSY_WAIT);
