@@ -9,6 +9,7 @@ batch 1 with Poisson arrivals at 100, 500 and 1000 requests/s):
   no gmt    beside the training job, the driver's own time slicing
   batch     under gmt, both pods batch, REQUEST 0.5 / 0.5
   latency   under gmt, the service's pod class=latency, the training's batch
+  latency@MS  the same with gmt-schd --latency-idle-ms MS (default 0.3)
 for each training job:
   mlp       6 x Linear(4096), batch 8192, fp32, SGD, loss.item() each step
             (about 93 ms a step on an H200; its longest kernels several ms)
@@ -81,10 +82,11 @@ def serve(env, args, cdf, tag, hooked):
 def scenario(name, train, args, cdf):
     """The service's L rows and the training's rate in each load."""
     tag = "%s_%s" % (train, name.replace(" ", "-"))
-    if name in CONFIGS:
-        node = gmt_e2e.Node(CONFIGS[name], fake=False)
+    config, _, idle_ms = name.partition("@")
+    if config in CONFIGS:
+        node = gmt_e2e.Node(CONFIGS[config], fake=False)
         try:
-            node.start_schd()
+            node.start_schd(*(("--latency-idle-ms", idle_ms) if idle_ms else ()))
             node.start_pmgr("infer")
             node.start_pmgr("train")
             t = start_train(train, node.hook_env("train"))

@@ -39,8 +39,8 @@ static void usage(FILE *f)
   fprintf(f,
           "usage: gmt-schd -c resource-config.txt [--listen URL]... [--state-dir DIR]\n"
           "                [--pod-timeout MS] [--window-ms MS] [--base-quota-ms MS]\n"
-          "                [--min-quota-ms MS] [--no-trace] [--allow-uid USER]...\n"
-          "                [--allow-gid GROUP]... [--socket-group GROUP]\n"
+          "                [--min-quota-ms MS] [--latency-idle-ms MS] [--no-trace]\n"
+          "                [--allow-uid USER]... [--allow-gid GROUP]... [--socket-group GROUP]\n"
           "                [--pinned-limit BYTES] [--gpu-capacity DEV=BYTES]...\n"
           "                [--host-tier BYTES] [--disk-tier DIR[:BYTES]]...\n"
           "                [--tier-trigger F] [--tier-stop F] [--settings FILE]\n"
@@ -65,6 +65,12 @@ static void usage(FILE *f)
           "      --min-quota-ms MS\n"
           "                        the shortest grant (default %d; 1 to window); the\n"
           "                        longest is the pod's LIMIT x window\n"
+          "      --latency-idle-ms MS\n"
+          "                        a class=latency pod's grant goes back this long\n"
+          "                        after its work is done (default %g; 0.05 to %d):\n"
+          "                        longer keeps its requests from sharing the GPU\n"
+          "                        with batch pods at high request rates, shorter\n"
+          "                        gives batch pods more of its gaps\n"
           "      --no-trace        do not trace the pods' processes (eBPF; on by\n"
           "                        default where this process may load BPF programs)\n"
           "      --allow-uid USER  also admit this user's pod managers (repeatable;\n"
@@ -101,7 +107,8 @@ static void usage(FILE *f)
           "  -h, --help            this text\n",
           DEFAULT_POD_TIMEOUT_MS, GMT_TOKEN_WINDOW_MS, GMT_TOKEN_WINDOW_MIN_MS,
           GMT_TOKEN_WINDOW_MAX_MS, GMT_TOKEN_BASE_QUOTA_MS, GMT_TOKEN_MIN_QUOTA_MS,
-          GMT_TIERS_TRIGGER, GMT_TIERS_STOP);
+          GMT_TOKEN_LATENCY_IDLE_US / 1000.0, GMT_TOKEN_LATENCY_IDLE_MAX_MS, GMT_TIERS_TRIGGER,
+          GMT_TIERS_STOP);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -376,6 +383,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     OPT_WINDOW,
     OPT_BASE_QUOTA,
     OPT_MIN_QUOTA,
+    OPT_LATENCY_IDLE,
     OPT_NO_TRACE,
     OPT_ALLOW_UID,
     OPT_ALLOW_GID,
@@ -397,6 +405,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       {"window-ms", required_argument, NULL, OPT_WINDOW},
       {"base-quota-ms", required_argument, NULL, OPT_BASE_QUOTA},
       {"min-quota-ms", required_argument, NULL, OPT_MIN_QUOTA},
+      {"latency-idle-ms", required_argument, NULL, OPT_LATENCY_IDLE},
       {"no-trace", no_argument, NULL, OPT_NO_TRACE},
       {"allow-uid", required_argument, NULL, OPT_ALLOW_UID},
       {"allow-gid", required_argument, NULL, OPT_ALLOW_GID},
@@ -507,6 +516,10 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       break;
     case OPT_MIN_QUOTA:
       if ((rc = parse_ms("--min-quota-ms", optarg, &f->token.min_quota_ms)) >= 0)
+        return rc;
+      break;
+    case OPT_LATENCY_IDLE:
+      if ((rc = parse_ms("--latency-idle-ms", optarg, &f->token.latency_idle_ms)) >= 0)
         return rc;
       break;
     case ':':

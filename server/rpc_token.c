@@ -97,14 +97,14 @@ static bool latency_pod_on(const gmt_schd_t *s, int device)
 /* A latency pod gives its grant back soon after it goes quiet, and
  * launches again without waiting for the next; a batch pod keeps little
  * queued while a latency pod may need the GPU. */
-static gmt_token_terms_t terms_of(const gmt_schd_t *s, const char *pod, int device)
+static gmt_token_terms_t terms_of(const struct gmt_tokens *t, const char *pod, int device)
 {
   gmt_token_terms_t g = {0};
-  const gmt_pod_t *p = gmt_pods_find(s->pods, pod);
+  const gmt_pod_t *p = gmt_pods_find(t->s->pods, pod);
   if (p && p->cfg.klass == GMT__POD_CLASS__CLASS_LATENCY) {
-    g.idle_us = GMT_TOKEN_LATENCY_IDLE_US;
+    g.idle_us = (uint32_t)(t->p.latency_idle_ms * 1000 + 0.5);
     g.ahead_us = GMT_TOKEN_LATENCY_AHEAD_US;
-  } else if (latency_pod_on(s, device))
+  } else if (latency_pod_on(t->s, device))
     g.queue_bound_us = GMT_TOKEN_QUEUE_BOUND_US;
   return g;
 }
@@ -271,7 +271,7 @@ static void decide(tdev_t *d)
               d->device, pod, dec.quota_ms, win->usage_ms, t->p.window_ms, win->request, win->limit,
               win->burst_ms);
   free(c);
-  gmt_token_terms_t terms = terms_of(t->s, pod, d->device);
+  gmt_token_terms_t terms = terms_of(t, pod, d->device);
   d->grant_bounded = rc == 0 && terms.queue_bound_us > 0;
   for (waiter_t **wp = &d->waiters; *wp;) {
     if (strcmp((*wp)->pod, pod) != 0) {

@@ -51,6 +51,7 @@ void gmt_token_params_default(gmt_token_params_t *p)
   p->window_ms = GMT_TOKEN_WINDOW_MS;
   p->base_quota_ms = GMT_TOKEN_BASE_QUOTA_MS;
   p->min_quota_ms = GMT_TOKEN_MIN_QUOTA_MS;
+  p->latency_idle_ms = GMT_TOKEN_LATENCY_IDLE_US / 1000.0;
 }
 
 int gmt_token_params_check(const gmt_token_params_t *p, char *err, size_t errlen)
@@ -68,6 +69,11 @@ int gmt_token_params_check(const gmt_token_params_t *p, char *err, size_t errlen
   if (!(p->base_quota_ms >= p->min_quota_ms)) {
     snprintf(err, errlen, "--base-quota-ms %g is below --min-quota-ms %g", p->base_quota_ms,
              p->min_quota_ms);
+    return -EINVAL;
+  }
+  if (!(p->latency_idle_ms >= 0.05 && p->latency_idle_ms <= GMT_TOKEN_LATENCY_IDLE_MAX_MS)) {
+    snprintf(err, errlen, "--latency-idle-ms %g: want 0.05 to %d milliseconds", p->latency_idle_ms,
+             GMT_TOKEN_LATENCY_IDLE_MAX_MS);
     return -EINVAL;
   }
   if (!(p->base_quota_ms <= p->window_ms)) {

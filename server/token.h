@@ -19,11 +19,15 @@
 /* The bounds the flags accept. */
 #define GMT_TOKEN_WINDOW_MIN_MS 100
 #define GMT_TOKEN_WINDOW_MAX_MS 3600000
+#define GMT_TOKEN_LATENCY_IDLE_MAX_MS 1000
 
 typedef struct gmt_token_params {
   double window_ms;     /* W: the sliding window usage is measured over */
   double base_quota_ms; /* a grant's length when the pod has no burst estimate */
   double min_quota_ms;  /* the shortest grant (unless the limit leaves less) */
+  /* A latency pod's grant goes back once it has been quiet this long with
+   * its work done (TokenReply.idle_us; --latency-idle-ms). */
+  double latency_idle_ms;
 } gmt_token_params_t;
 
 /* The defaults above. */

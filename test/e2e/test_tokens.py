@@ -307,9 +307,9 @@ class ComeBack(Tokens):
     request waits for the busy pod's queued work, not its whole grant."""
     CONFIG = "3\ntrain 0.5 1.0 1Gi\nserve 0.5 1.0 1Gi\nfast 0.3 1.0 1Gi class=latency\n"
 
-    def requests_beside_training(self, pod, queue=4):
+    def requests_beside_training(self, pod, queue=4, schd_args=()):
         # Grants of 1 s: without the cut a request would wait up to that.
-        self.start("train", pod, schd_args=("--base-quota-ms", "1000"))
+        self.start("train", pod, schd_args=("--base-quota-ms", "1000") + schd_args)
         # queue x 2 ms queued, then a synchronize.
         train = self.spin("train", "--queue", str(queue), "--kernel-us", "2000", seconds=10)
         time.sleep(1)
@@ -326,6 +326,7 @@ class ComeBack(Tokens):
         rc, err = train.finish()
         self.assertEqual(rc, 0, err)
         ahead = serve_err.count("launching ahead of the next grant")
+        self.serve_err = serve_err
         cuts = self.daemons[0].output().count("the grant is cut short")
         p50, p90, worst = (float(done[k]) for k in ("lat_p50_ms", "lat_p90_ms", "lat_max_ms"))
         busy = share(rows, start_ms=2000, end_ms=8000)
@@ -351,7 +352,10 @@ class ComeBack(Tokens):
         # while it is there the batch pod keeps at most 500 us of its
         # kernels queued (here one 2 ms kernel) instead of a 100 ms step.
         # Without the bound a request would wait for half a step or more.
-        p50, p90, cuts, ahead, busy = self.requests_beside_training("fast", queue=50)
+        p50, p90, cuts, ahead, busy = self.requests_beside_training(
+            "fast", queue=50, schd_args=("--latency-idle-ms", "0.5"))
+        # Its grants go back as gmt-schd was told.
+        self.assertIn("idle after 500 us", self.serve_err)
         self.assertGreater(cuts, 10, self.logs())
         # Its requests after an idle spell launch at once while the hook
         # asks for the grant (TokenReply.ahead_us).

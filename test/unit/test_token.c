@@ -252,6 +252,12 @@ static void test_params_are_checked(void **state)
   p.base_quota_ms = 20000;
   assert_int_equal(gmt_token_params_check(&p, err, sizeof err), -EINVAL);
   assert_non_null(strstr(err, "--base-quota-ms"));
+  p = params();
+  p.latency_idle_ms = 2000;
+  assert_int_equal(gmt_token_params_check(&p, err, sizeof err), -EINVAL);
+  assert_non_null(strstr(err, "--latency-idle-ms"));
+  p.latency_idle_ms = 0.01;
+  assert_int_equal(gmt_token_params_check(&p, err, sizeof err), -EINVAL);
 }
 
 /* ---- waking ---- */
