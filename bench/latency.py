@@ -21,6 +21,7 @@ $OUT/latency_cdf.txt ("<training>_<setup> <load> <ms>" lines) and a plot,
 $OUT/latency_cdf.png, where matplotlib is.
 
 usage: bench/latency.py [--seconds S] [--trains mlp,fp16-2048] [--loads L]
+                        [--scenarios S] [--schd-args "FLAGS"]
 GMT_BUILD_DIR names the build (default build/); needs a GPU."""
 import argparse
 import os
@@ -86,7 +87,8 @@ def scenario(name, train, args, cdf):
     if config in CONFIGS:
         node = gmt_e2e.Node(CONFIGS[config], fake=False)
         try:
-            node.start_schd(*(("--latency-idle-ms", idle_ms) if idle_ms else ()))
+            node.start_schd(*(("--latency-idle-ms", idle_ms) if idle_ms else ()),
+                            *args.schd_args.split())
             node.start_pmgr("infer")
             node.start_pmgr("train")
             t = start_train(train, node.hook_env("train"))
@@ -155,6 +157,7 @@ def main():
     ap.add_argument("--trains", default="mlp,fp16-2048")
     ap.add_argument("--loads", default="closed:1,closed:64,open:1:100,open:1:500,open:1:1000")
     ap.add_argument("--scenarios", default="alone,no gmt,batch,latency")
+    ap.add_argument("--schd-args", default="", help="more gmt-schd flags, e.g. --no-trace")
     args = ap.parse_args()
     out = os.environ.get("OUT")
     tmp = tempfile.mkdtemp(prefix="gmt-latency-")

@@ -4,7 +4,9 @@
  * module's function is (the probe manager skips entry points a driver
  * lacks).
  *
- * Not thread-safe: one symbolizer belongs to one event handler. */
+ * Not thread-safe: one symbolizer belongs to one event handler. Large
+ * symbol tables are read on a thread of the symbolizer's own, so that
+ * the handler does not wait for them (symbols.c says which). */
 #ifndef GMT_TRACE_SYMBOLS_H
 #define GMT_TRACE_SYMBOLS_H
 
@@ -20,6 +22,13 @@
 typedef struct gmt_elf gmt_elf_t;
 
 int gmt_elf_open(const char *path, gmt_elf_t **out);
+/* The segments now, and the symbols too unless the file is larger than
+ * syms_max: then *later_fd is an open descriptor of it (else -1), for
+ * gmt_elf_load_symbols(), and until that has run the functions are not
+ * known (gmt_elf_symbolize() says none, gmt_elf_func_offset() -EAGAIN). */
+int gmt_elf_open_some(const char *path, uint64_t syms_max, gmt_elf_t **out, int *later_fd);
+/* Reads e's symbols from fd, which it closes; on any thread, once. */
+void gmt_elf_load_symbols(gmt_elf_t *e, int fd);
 void gmt_elf_close(gmt_elf_t *e);
 /* Where a function's code is in the file (what a uprobe is placed by). */
 int gmt_elf_func_offset(const gmt_elf_t *e, const char *name, uint64_t *off);
