@@ -9,7 +9,7 @@ batch 1 with Poisson arrivals at 100, 500 and 1000 requests/s):
   no gmt    beside the training job, the driver's own time slicing
   batch     under gmt, both pods batch, REQUEST 0.5 / 0.5
   latency   under gmt, the service's pod class=latency, the training's batch
-  latency@MS  the same with gmt-schd --latency-idle-ms MS (default 0.3)
+  latency@MS  the same with gmt-schd --latency-idle-ms MS (default 2)
 for each training job:
   mlp       6 x Linear(4096), batch 8192, fp32, SGD, loss.item() each step
             (about 93 ms a step on an H200; its longest kernels several ms)

@@ -31,12 +31,14 @@
  * (bench/handoff_floor.cu); 200 leaves room for the hook's own lag. */
 #define GMT_TOKEN_QUEUE_BOUND_US 200
 /* A latency pod gives its grant back once it has been quiet this long with
- * its work done (TokenReply.idle_us): coming back costs it only the batch
- * holder's bounded queue (it launches ahead, below), so it need not sit on
- * an idle GPU. On an H200 at 1 ms (and a 1 ms look) a batch job beside a
- * service of 100 requests/s kept 0.62 of its rate: each request held the
- * GPU about 2 ms past its work. */
-#define GMT_TOKEN_LATENCY_IDLE_US 300
+ * its work done (TokenReply.idle_us; gmt-schd --latency-idle-ms): coming
+ * back costs it only the batch holder's bounded queue (it launches ahead,
+ * below), so it need not sit on an idle GPU for long. On an H200 (docs/
+ * BENCHMARKS.md) 2 ms against 0.3 ms halved a service's median wait at
+ * 500-1000 requests/s (each release then asking again shares the GPU with
+ * the batch pod for a round trip) and cost a batch job beside 100
+ * requests/s 3 points of its rate. */
+#define GMT_TOKEN_LATENCY_IDLE_US 2000
 /* A latency process that gave its grant back as idle launches again at
  * once and asks meanwhile (TokenReply.ahead_us), for at most this long:
  * a request then does not wait for the trip to gmt-schd and back (about
