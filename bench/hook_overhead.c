@@ -2,12 +2,18 @@
  * with and without LD_PRELOAD and prints the ratios):
  *   hook_overhead launch N   N empty-kernel launches, then one sync
  *   hook_overhead alloc N    N times cuMemAlloc(2 MiB) + cuMemFree
+ *   hook_overhead dtoh N     N synchronizing 4-byte copies to the host
+ *                            (the .item() of an inference call)
+ *   hook_overhead infer N    N calls of 10 empty-kernel launches and one
+ *                            4-byte copy to the host (a batch-1 inference
+ *                            call's shape)
  *   hook_overhead procaddr N N cuGetProcAddress_v2 of one name: a wrapped
  *                            call that does little in the hook or the
  *                            driver, so that what wrapping itself costs
  *                            (the per-call logs' timing) shows
- * Prints one line: `launch rate=<per s>`, `alloc rate=<pairs per s>` or
- * `procaddr rate=<per s>`. */
+ * Prints one line: `<mode> rate=<per s> p50_us= p99_us= p999_us=`, the
+ * rate over the whole loop and percentiles of each call (each pair for
+ * alloc, each call of 11 for infer) timed on its own. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,65 +28,90 @@ static const char empty_ptx[] = ".version 7.0\n.target sm_75\n.address_size 64\n
 
 #define CHECK(call) GMT_CU_CHECK("hook_overhead", call)
 
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The loop's rate and its calls' percentiles (us sorted here). */
+static void report(const char *mode, double *us, long n, double seconds)
+{
+  qsort(us, (size_t)n, sizeof *us, cmp_double);
+  printf("%s rate=%.1f p50_us=%.3f p99_us=%.3f p999_us=%.3f\n", mode, (double)n / seconds,
+         us[n / 2], us[n * 99 / 100], us[n * 999 / 1000]);
+}
+
 int main(int argc, char **argv)
 {
   CUcontext ctx;
   CUdevice dev;
   CUmodule mod;
   CUfunction fn;
+  CUdeviceptr p;
   long n;
-  double t0, t1;
-
-  if (argc != 3 ||
-      (strcmp(argv[1], "launch") && strcmp(argv[1], "alloc") && strcmp(argv[1], "procaddr")) ||
-      (n = atol(argv[2])) <= 0) {
-    fprintf(stderr, "usage: hook_overhead launch|alloc|procaddr N\n");
+  const char *mode = argc == 3 ? argv[1] : "";
+  static const char *const modes[] = {"launch", "alloc", "dtoh", "infer", "procaddr"};
+  int known = 0;
+  for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+    known |= !strcmp(mode, modes[i]);
+  if (!known || (n = atol(argv[2])) <= 0) {
+    fprintf(stderr, "usage: hook_overhead launch|alloc|dtoh|infer|procaddr N\n");
+    return 2;
+  }
+  double *us = malloc((size_t)n * sizeof *us);
+  if (!us) {
+    fprintf(stderr, "hook_overhead: no memory for %ld timings\n", n);
     return 2;
   }
   CHECK(cuInit(0));
   CHECK(cuDeviceGet(&dev, 0));
   CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
   CHECK(cuCtxSetCurrent(ctx));
+  CHECK(cuModuleLoadData(&mod, empty_ptx));
+  CHECK(cuModuleGetFunction(&fn, mod, "empty"));
+  CHECK(cuMemAlloc(&p, 4));
+  int word = 0;
+  void *fp;
+  CUdriverProcAddressQueryResult st;
 
-  if (!strcmp(argv[1], "launch")) {
-    CHECK(cuModuleLoadData(&mod, empty_ptx));
-    CHECK(cuModuleGetFunction(&fn, mod, "empty"));
-    for (int i = 0; i < 1000; i++) /* warm up */
-      CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
-    CHECK(cuCtxSynchronize());
-    t0 = gmt_prog_now_s();
-    for (long i = 0; i < n; i++)
-      CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
-    CHECK(cuCtxSynchronize());
-    t1 = gmt_prog_now_s();
-    printf("launch rate=%.1f\n", (double)n / (t1 - t0));
-    CHECK(cuModuleUnload(mod));
-  } else if (!strcmp(argv[1], "procaddr")) {
-    void *fp;
-    CUdriverProcAddressQueryResult st;
+  /* One call of the mode (alloc: a pair; infer: 11 calls). */
+#define ONE_CALL()                                                                          \
+  do {                                                                                      \
+    if (!strcmp(mode, "launch")) {                                                          \
+      CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));                     \
+    } else if (!strcmp(mode, "alloc")) {                                                    \
+      CUdeviceptr q;                                                                        \
+      CHECK(cuMemAlloc(&q, 2u << 20));                                                      \
+      CHECK(cuMemFree(q));                                                                  \
+    } else if (!strcmp(mode, "dtoh")) {                                                     \
+      CHECK(cuMemcpyDtoH(&word, p, sizeof word));                                           \
+    } else if (!strcmp(mode, "infer")) {                                                    \
+      for (int k = 0; k < 10; k++)                                                          \
+        CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));                   \
+      CHECK(cuMemcpyDtoH(&word, p, sizeof word));                                           \
+    } else {                                                                                \
+      CHECK(cuGetProcAddress_v2("cuLaunchKernel", &fp, 12000, 0, &st));                     \
+    }                                                                                       \
+  } while (0)
 
-    for (int i = 0; i < 10000; i++) /* warm up */
-      CHECK(cuGetProcAddress_v2("cuLaunchKernel", &fp, 12000, 0, &st));
-    t0 = gmt_prog_now_s();
-    for (long i = 0; i < n; i++)
-      CHECK(cuGetProcAddress_v2("cuLaunchKernel", &fp, 12000, 0, &st));
-    t1 = gmt_prog_now_s();
-    printf("procaddr rate=%.1f\n", (double)n / (t1 - t0));
-  } else {
-    CUdeviceptr p;
-
-    for (int i = 0; i < 100; i++) { /* warm up */
-      CHECK(cuMemAlloc(&p, 2u << 20));
-      CHECK(cuMemFree(p));
-    }
-    t0 = gmt_prog_now_s();
-    for (long i = 0; i < n; i++) {
-      CHECK(cuMemAlloc(&p, 2u << 20));
-      CHECK(cuMemFree(p));
-    }
-    t1 = gmt_prog_now_s();
-    printf("alloc rate=%.1f\n", (double)n / (t1 - t0));
+  long warm = n / 10 < 1000 ? n / 10 : 1000;
+  for (long i = 0; i < warm; i++)
+    ONE_CALL();
+  CHECK(cuCtxSynchronize());
+  double t0 = gmt_prog_now_s(), last = t0;
+  for (long i = 0; i < n; i++) {
+    ONE_CALL();
+    double t = gmt_prog_now_s();
+    us[i] = (t - last) * 1e6;
+    last = t;
   }
+  CHECK(cuCtxSynchronize());
+  double t1 = gmt_prog_now_s();
+  report(mode, us, n, t1 - t0);
+  CHECK(cuMemFree(p));
+  CHECK(cuModuleUnload(mod));
   CHECK(cuDevicePrimaryCtxRelease(dev));
+  free(us);
   return 0;
 }

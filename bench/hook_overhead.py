@@ -7,7 +7,14 @@ granted and the row "token held" is the gated fast path (plus one token
 request per quota). A third variant, the hook with no pod manager (never
 gated), shows what the gate itself costs.
 
-usage: bench/hook_overhead.py [--rounds R] [--launches N] [--allocs N] [--fake] [--calllog]
+Each loop also times every call on its own (a pair for alloc+free; ten
+launches and a synchronizing 4-byte copy for "infer", the shape of a
+batch-1 inference call with .item()) and the second table gives the
+median over rounds of each side's p50 / p99 / p99.9 and what the hook
+adds to each, in microseconds (issue 27).
+
+usage: bench/hook_overhead.py [--rounds R] [--launches N] [--allocs N] [--copies N]
+                              [--infers N] [--fake] [--calllog]
 GMT_BUILD_DIR names the build (default build/); --fake runs on the fake
 driver (a dry run on a machine without a GPU: its numbers mean nothing).
 --calllog adds a fourth side, the hook with Alnair's per-call logs on
@@ -34,7 +41,8 @@ def run_once(binary, mode, n, env, want_unhooked=False):
     if unhooked != want_unhooked:
         raise SystemExit("the hook %s register: %s" % ("did" if want_unhooked else "did not",
                                                        r.stderr))
-    return float(r.stdout.split("rate=")[1])
+    # "<mode> rate=R p50_us=A p99_us=B p999_us=C"
+    return {k: float(v) for k, v in (f.split("=") for f in r.stdout.split()[1:])}
 
 
 def main():
@@ -42,6 +50,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--launches", type=int, default=200000)
     ap.add_argument("--allocs", type=int, default=5000)
+    ap.add_argument("--copies", type=int, default=50000)
+    ap.add_argument("--infers", type=int, default=20000)
     ap.add_argument("--fake", action="store_true")
     ap.add_argument("--calllog", action="store_true")
     ap.add_argument("--procaddrs", type=int, default=2000000)
@@ -60,7 +70,9 @@ def main():
         rows = []
         ungated = ([], [])
         logged_rows = []
-        loops = [("launch", args.launches), ("alloc", args.allocs)]
+        lat = {}  # mode -> [(without, with) timings of each round]
+        loops = [("launch", args.launches), ("alloc", args.allocs), ("dtoh", args.copies),
+                 ("infer", args.infers)]
         if args.calllog:
             loops.append(("procaddr", args.procaddrs))
         for mode, n in loops:
@@ -84,6 +96,7 @@ def main():
                 if mode == "launch":
                     ungated[0].append(got["without"])
                     ungated[1].append(got["ungated"])
+                lat.setdefault(mode, []).append((got["without"], got["with"]))
             rows.append((mode, without, with_))
             if args.calllog:
                 logged_rows.append((mode + "_logged", with_, logged))
@@ -98,6 +111,8 @@ def main():
         "workload (median rate)", "without hook", "with hook", "ratio", "paired", "paired IQR",
         "spread without / with (min-max)"))
     names = {"launch": "launches /s, hook, token held",
+             "dtoh": "4-byte DtoH copies /s",
+             "infer": "infer calls /s (10 launches + copy)",
              "launch_ungated": "launches /s, hook, no pod manager",
              "alloc": "cuMemAlloc+cuMemFree 2 MiB /s",
              "procaddr": "cuGetProcAddress_v2 /s",
@@ -106,6 +121,8 @@ def main():
              "alloc_logged": "alloc+free /s, hook + per-call logs",
              "procaddr_logged": "cuGetProcAddress /s, hook + logs"}
     for mode, without, with_ in rows:
+        without = [w["rate"] for w in without]
+        with_ = [w["rate"] for w in with_]
         a, b = statistics.median(without), statistics.median(with_)
         # Each round's with/without pair ran back to back: the median of the
         # pairs' ratios is steadier than the ratio of medians when the
@@ -115,14 +132,28 @@ def main():
         print("%-34s %12.0f %12.0f %7.3f %8.3f %7.3f-%.3f   %.0f-%.0f / %.0f-%.0f" % (
             names[mode], a, b, b / a, statistics.median(pairs), q[0], q[2],
             min(without), max(without), min(with_), max(with_)))
-    a, b = statistics.median(rows[2][1]), statistics.median(rows[2][2])
+    a, b = (statistics.median(w["rate"] for w in rows[2][i]) for i in (1, 2))
     print("(ratio = with/without rate; alloc+free cost with the hook = %.2fx native)" % (a / b))
     for mode, with_, logged in logged_rows:
         # Back-to-back pairs again: the median of each round's difference.
         calls = 2 if mode == "alloc_logged" else 1
-        per_call = statistics.median((1e9 / l - 1e9 / w) / calls for w, l in zip(with_, logged))
+        per_call = statistics.median((1e9 / l["rate"] - 1e9 / w["rate"]) / calls
+                                     for w, l in zip(with_, logged))
         print("(per-call logs, %s: %+.0f ns per call; rows *_logged: without = hook alone, "
               "with = hook + logs)" % (mode[:-len("_logged")], per_call))
+
+    print("\nper call (us; each side's percentile, the median over rounds; added: the median of "
+          "each round's with - without)")
+    print("%-10s %9s %9s %8s %9s %9s %8s %9s %9s %8s" % (
+        "loop", "p50 w/o", "p50 with", "added", "p99 w/o", "p99 with", "added", "p99.9 w/o",
+        "p99.9 with", "added"))
+    for mode, pairs in lat.items():
+        cells = []
+        for q in ("p50_us", "p99_us", "p999_us"):
+            cells += [statistics.median(o[q] for o, _ in pairs),
+                      statistics.median(w[q] for _, w in pairs),
+                      statistics.median(w[q] - o[q] for o, w in pairs)]
+        print("%-10s %9.3f %9.3f %+8.3f %9.3f %9.3f %+8.3f %9.3f %9.3f %+8.3f" % ((mode,) + tuple(cells)))
 
 
 if __name__ == "__main__":
