@@ -8,7 +8,7 @@
 
 #include "gmt_bounded.h"
 
-int gmt__thread_start(void *(*fn)(void *))
+int gmt__thread_start(const char *name, void *(*fn)(void *))
 {
   /* The new thread inherits this mask: block all, create, restore ours. */
   sigset_t all, old;
@@ -20,6 +20,8 @@ int gmt__thread_start(void *(*fn)(void *))
   pthread_t th;
   int rc = pthread_create(&th, &a, fn, NULL);
   pthread_attr_destroy(&a);
+  if (rc == 0)
+    (void)pthread_setname_np(th, name);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   return -rc;
 }

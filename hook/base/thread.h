@@ -8,8 +8,10 @@
 
 /* Starts fn(NULL) on a detached thread that blocks every signal, so that
  * the program's handlers (a SIGUSR1, a SIGINT meant for the main thread)
- * never run on it. 0, or a negative errno. */
-int gmt__thread_start(void *(*fn)(void *));
+ * never run on it, named name (at most 15 characters: what `top -H`, ps
+ * and perf show, so that an operator can tell gmt's threads from the
+ * program's). 0, or a negative errno. */
+int gmt__thread_start(const char *name, void *(*fn)(void *));
 
 /* Waits on cv (mu held) at most ms, measured on CLOCK_MONOTONIC whatever
  * clock cv was made with (a default condition variable's is

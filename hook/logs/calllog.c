@@ -193,7 +193,7 @@ static void start_writer(void)
   int no = 0;
   if (!atomic_compare_exchange_strong(&g_started, &no, 1))
     return;
-  int rc = gmt__thread_start(writer_main);
+  int rc = gmt__thread_start("gmt-calllog", writer_main);
   if (rc < 0)
     gmt__say("%s: cannot start the per-call log writer (%s); the logs are written at exit only",
              g.var, strerror(-rc));

@@ -233,7 +233,7 @@ static int start_unanswered(int why)
   fprintf(stderr,
           "gmt[%d]: no pod manager at %s (%s); running unhooked: launches run ungated and %s\n",
           (int)getpid(), g_url, gmt_strerror(why), gmt__reserve_unheard_plan(plan, sizeof plan));
-  int rc = gmt__thread_start(reporter_main);
+  int rc = gmt__thread_start("gmt-report", reporter_main);
   if (rc < 0)
     return rc;
   gmt__channels_start(g_url, NULL);
@@ -299,7 +299,7 @@ static int do_register(void)
   gmt__swap_configure(how, pc ? pc->name : NULL);
   gmt_wire_free(rep);
 
-  rc = gmt__thread_start(reporter_main);
+  rc = gmt__thread_start("gmt-report", reporter_main);
   if (rc < 0) {
     fprintf(stderr, "gmt: cannot start the reporter thread (%s); running unhooked\n",
             gmt_strerror(rc));

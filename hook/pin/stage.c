@@ -160,7 +160,7 @@ static int ready_locked(void)
   }
   gmt__numa_restore(&pol);
   while (ok && g_workers < g_threads - 1) {
-    ok = gmt__thread_start(worker) == 0;
+    ok = gmt__thread_start("gmt-stage", worker) == 0;
     g_workers += ok;
   }
   if (!ok) {

@@ -135,7 +135,7 @@ int gmt__pyrelease_cached(void)
     return 0;
   }
   if (!g_started) {
-    if (gmt__thread_start(releaser_main) < 0) {
+    if (gmt__thread_start("gmt-release", releaser_main) < 0) {
       g_state = -1;
       pthread_mutex_unlock(&g_mu);
       return 0;

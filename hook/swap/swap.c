@@ -706,7 +706,7 @@ void gmt__swap_prepare(int bounded, uint64_t host_room)
    * pinned since its last report may be counted twice or not yet. */
   g_prep_bounded = bounded;
   g_prep_room = host_room;
-  if (!g_prep_started && gmt__thread_start(prep_main) == 0)
+  if (!g_prep_started && gmt__thread_start("gmt-swap", prep_main) == 0)
     g_prep_started = 1;
   pthread_cond_broadcast(&g_prep_cv);
   pthread_mutex_unlock(&g_prep_mu);

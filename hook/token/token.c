@@ -283,7 +283,7 @@ static void held_one_more(void)
   atomic_fetch_add(&g_held, 1);
   pthread_mutex_lock(&g_idle_mu);
   if (!g_idle_started) {
-    g_idle_started = gmt__thread_start(idle_main) == 0;
+    g_idle_started = gmt__thread_start("gmt-idle", idle_main) == 0;
     if (!g_idle_started)
       GMT_HOOK_DEBUG("cannot start the idle thread: tokens go back only when they run out");
   }
@@ -371,7 +371,7 @@ static void watch_grant(int dev)
     return;
   pthread_mutex_lock(&g_watch_mu);
   if (!g_watch_started) {
-    g_watch_started = gmt__thread_start(watch_main) == 0 ? 1 : -1;
+    g_watch_started = gmt__thread_start("gmt-watch", watch_main) == 0 ? 1 : -1;
     if (g_watch_started < 0)
       GMT_HOOK_DEBUG("cannot start the token watch thread: grants run their course");
   }
@@ -468,7 +468,7 @@ static int go_ahead(tok_dev_t *d, int dev, int64_t now)
   d->ahead_ok = 0;
   pthread_mutex_lock(&g_ask_mu);
   if (!g_ask_started) {
-    g_ask_started = gmt__thread_start(ask_main) == 0 ? 1 : -1;
+    g_ask_started = gmt__thread_start("gmt-ask", ask_main) == 0 ? 1 : -1;
     if (g_ask_started < 0)
       GMT_HOOK_DEBUG("cannot start the ask thread: launches wait for their grants");
   }
@@ -489,18 +489,13 @@ static int go_ahead(tok_dev_t *d, int dev, int64_t now)
   return 1;
 }
 
-/* Waits for the ask thread's answer on d (d->mu held), as long as a
- * request may take. */
+/* Waits for the ask thread's answer on d (d->mu held): its request is
+ * bounded by GMT_TOKEN_RPC_TIMEOUT_MS, after which it clears asking
+ * whatever the answer, so this wait is too. */
 static void wait_asked(tok_dev_t *d)
 {
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += GMT_TOKEN_RPC_TIMEOUT_MS / 1000 + 1;
   while (d->asking)
-    if (pthread_cond_timedwait(&d->answered, &d->mu, &until) == ETIMEDOUT) {
-      GMT_HOOK_DEBUG("the ask thread did not answer: asking here");
-      d->asking = 0;
-    }
+    gmt__cond_wait_ms(&d->answered, &d->mu, 1000);
 }
 
 /* ---- the gate ---- */
