@@ -76,23 +76,23 @@ int main(int argc, char **argv)
   CUdriverProcAddressQueryResult st;
 
   /* One call of the mode (alloc: a pair; infer: 11 calls). */
-#define ONE_CALL()                                                                          \
-  do {                                                                                      \
-    if (!strcmp(mode, "launch")) {                                                          \
-      CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));                     \
-    } else if (!strcmp(mode, "alloc")) {                                                    \
-      CUdeviceptr q;                                                                        \
-      CHECK(cuMemAlloc(&q, 2u << 20));                                                      \
-      CHECK(cuMemFree(q));                                                                  \
-    } else if (!strcmp(mode, "dtoh")) {                                                     \
-      CHECK(cuMemcpyDtoH(&word, p, sizeof word));                                           \
-    } else if (!strcmp(mode, "infer")) {                                                    \
-      for (int k = 0; k < 10; k++)                                                          \
-        CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));                   \
-      CHECK(cuMemcpyDtoH(&word, p, sizeof word));                                           \
-    } else {                                                                                \
-      CHECK(cuGetProcAddress_v2("cuLaunchKernel", &fp, 12000, 0, &st));                     \
-    }                                                                                       \
+#define ONE_CALL()                                                                                 \
+  do {                                                                                             \
+    if (!strcmp(mode, "launch")) {                                                                 \
+      CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));                            \
+    } else if (!strcmp(mode, "alloc")) {                                                           \
+      CUdeviceptr q;                                                                               \
+      CHECK(cuMemAlloc(&q, 2u << 20));                                                             \
+      CHECK(cuMemFree(q));                                                                         \
+    } else if (!strcmp(mode, "dtoh")) {                                                            \
+      CHECK(cuMemcpyDtoH(&word, p, sizeof word));                                                  \
+    } else if (!strcmp(mode, "infer")) {                                                           \
+      for (int k = 0; k < 10; k++)                                                                 \
+        CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));                          \
+      CHECK(cuMemcpyDtoH(&word, p, sizeof word));                                                  \
+    } else {                                                                                       \
+      CHECK(cuGetProcAddress_v2("cuLaunchKernel", &fp, 12000, 0, &st));                            \
+    }                                                                                              \
   } while (0)
 
   long warm = n / 10 < 1000 ? n / 10 : 1000;
