@@ -35,6 +35,8 @@ def parse_args(argv):
         cmd = None
     p = argparse.ArgumentParser(
         prog="launch-command.py",
+        usage="%(prog)s --pod NAME [--base-port N] [--run-dir DIR] [-c FILE | --pmgr URL] "
+        "-- CMD [ARGS...]",
         description="Runs CMD under gmt's hook in pod NAME (exec: CMD's pid, signals and exit "
         "code are its own). The pod's manager is at 127.0.0.1:(--base-port + the pod's "
         "position in -c FILE), as launch-backend.py starts it, or at --pmgr URL. gmt is "

@@ -17,13 +17,15 @@ GMT_REQUIRE_KUBE_VALIDATE=1 makes it a failure instead."""
 import copy
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import yaml
 
-from gmt_e2e import BUILD
+from gmt_e2e import BUILD, HOOK
 import kube_models
 import kube_schema
 
@@ -213,6 +215,44 @@ class Manifests(unittest.TestCase):
                            timeout=120)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertFalse(re.search(r"(?i)error", r.stdout), r.stdout)
+
+
+class HookFolder(unittest.TestCase):
+    """The image's hook folder carries what libgmthook.so needs beside it
+    (docs/kubernetes.md): its DT_RPATH, $ORIGIN alone, makes ld.so take
+    those copies first, libnng's own mbedTLS libraries included, so that an
+    application image without them still loads the hook."""
+
+    SYSTEM = re.compile(r"^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|"
+                        r"libasan\.|libgcc_s\.|libstdc\+\+\.)")
+
+    def deps(self, lib):
+        out = subprocess.run(["ldd", lib], capture_output=True, text=True, check=True).stdout
+        return {m.group(1): m.group(2) for m in re.finditer(r"^\s*(\S+) => (\S+)", out, re.M)}
+
+    def test_the_hook_looks_beside_itself_first(self):
+        dyn = subprocess.run(["readelf", "-d", HOOK], capture_output=True, text=True,
+                             check=True).stdout
+        # Exactly $ORIGIN: an empty entry would mean the job's working folder.
+        self.assertRegex(dyn, r"\(RPATH\)\s+Library rpath: \[\$ORIGIN\]")
+        self.assertNotIn("RUNPATH", dyn)
+
+    def test_copies_beside_the_hook_are_the_ones_loaded(self):
+        ours = {n: p for n, p in self.deps(HOOK).items() if not self.SYSTEM.match(n)}
+        self.assertIn("libnng.so.1", ours)
+        self.assertIn("libprotobuf-c.so.1", ours)
+        d = tempfile.mkdtemp(prefix="gmt-hookdir-")
+        try:
+            shutil.copy(HOOK, d)
+            for name, path in ours.items():
+                shutil.copy(path, os.path.join(d, name))
+            got = self.deps(os.path.join(d, os.path.basename(HOOK)))
+            for name in ours:
+                self.assertEqual(os.path.dirname(got[name]), d, "%s came from %s" % (name, got[name]))
+            # libnng's own (mbedTLS) too, which only DT_RPATH reaches.
+            self.assertTrue(any(n.startswith("libmbed") for n in ours), ours)
+        finally:
+            shutil.rmtree(d)
 
 
 class ClientModels(unittest.TestCase):
