@@ -14,14 +14,14 @@ int gmt__thread_start(const char *name, void *(*fn)(void *))
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  /* Joinable until named: a detached thread that has already returned
+   * would leave th pointing at freed memory. */
   pthread_t th;
-  int rc = pthread_create(&th, &a, fn, NULL);
-  pthread_attr_destroy(&a);
-  if (rc == 0)
+  int rc = pthread_create(&th, NULL, fn, NULL);
+  if (rc == 0) {
     (void)pthread_setname_np(th, name);
+    pthread_detach(th);
+  }
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   return -rc;
 }
