@@ -301,6 +301,30 @@ class IdlePeer(Tokens):
 
 
 
+class ThreadNames(Tokens):
+    CONFIG = "1\na 1.0 1.0 1Gi\n"
+
+    def test_the_hooks_threads_are_named(self):
+        # What top -H, ps and perf show: gmt's threads apart from the job's.
+        self.start("a")
+        p = self.spin("a", seconds=3)
+        names = set()
+        task = "/proc/%d/task" % p.proc.pid
+        for _ in range(200):  # the idle and watch threads start at the first grant
+            for t in os.listdir(task):
+                try:
+                    with open("%s/%s/comm" % (task, t)) as f:
+                        names.add(f.read().strip())
+                except OSError:
+                    pass  # a thread that ended meanwhile
+            if {"gmt-report", "gmt-idle", "gmt-watch"} <= names:
+                break
+            time.sleep(0.01)
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertLessEqual({"gmt-report", "gmt-idle", "gmt-watch"}, names)
+
+
 class ComeBack(Tokens):
     """A pod that idles between requests gets the token back soon after it
     launches again: the busy pod's grant is cut short (TokenWatch), so the
