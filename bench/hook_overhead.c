@@ -42,20 +42,51 @@ static void report(const char *mode, double *us, long n, double seconds)
          us[n / 2], us[n * 99 / 100], us[n * 999 / 1000]);
 }
 
+enum { LAUNCH, ALLOC, DTOH, INFER, PROCADDR };
+static const char *const modes[] = {"launch", "alloc", "dtoh", "infer", "procaddr"};
+
+/* What one call of a mode uses. */
+typedef struct {
+  CUfunction fn;
+  CUdeviceptr p;
+  int word;
+} loop_t;
+
+/* One call of mode m (alloc: a pair; infer: 11 calls). */
+static void one_call(int m, loop_t *l)
+{
+  void *fp;
+  CUdriverProcAddressQueryResult st;
+  CUdeviceptr q;
+  switch (m) {
+  case LAUNCH: CHECK(cuLaunchKernel(l->fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL)); break;
+  case ALLOC:
+    CHECK(cuMemAlloc(&q, 2u << 20));
+    CHECK(cuMemFree(q));
+    break;
+  case DTOH: CHECK(cuMemcpyDtoH(&l->word, l->p, sizeof l->word)); break;
+  case INFER:
+    for (int k = 0; k < 10; k++)
+      CHECK(cuLaunchKernel(l->fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+    CHECK(cuMemcpyDtoH(&l->word, l->p, sizeof l->word));
+    break;
+  default: CHECK(cuGetProcAddress_v2("cuLaunchKernel", &fp, 12000, 0, &st)); break;
+  }
+}
+
 int main(int argc, char **argv)
 {
   CUcontext ctx;
   CUdevice dev;
   CUmodule mod;
-  CUfunction fn;
-  CUdeviceptr p;
+  loop_t l = {0};
   long n;
   const char *mode = argc == 3 ? argv[1] : "";
-  static const char *const modes[] = {"launch", "alloc", "dtoh", "infer", "procaddr"};
-  int known = 0;
-  for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
-    known |= !strcmp(mode, modes[i]);
-  if (!known || (n = atol(argv[2])) <= 0) {
+  int m = -1; /* decoded once: the timed loop compares no strings */
+  for (int i = 0; i < (int)(sizeof modes / sizeof modes[0]); i++)
+    if (!strcmp(mode, modes[i]))
+      m = i;
+  if (m < 0 || (n = atol(argv[2])) <= 0) {
     fprintf(stderr, "usage: hook_overhead launch|alloc|dtoh|infer|procaddr N\n");
     return 2;
   }
@@ -69,39 +100,16 @@ int main(int argc, char **argv)
   CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
   CHECK(cuCtxSetCurrent(ctx));
   CHECK(cuModuleLoadData(&mod, empty_ptx));
-  CHECK(cuModuleGetFunction(&fn, mod, "empty"));
-  CHECK(cuMemAlloc(&p, 4));
-  int word = 0;
-  void *fp;
-  CUdriverProcAddressQueryResult st;
-
-  /* One call of the mode (alloc: a pair; infer: 11 calls). */
-#define ONE_CALL()                                                                                 \
-  do {                                                                                             \
-    if (!strcmp(mode, "launch")) {                                                                 \
-      CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));                            \
-    } else if (!strcmp(mode, "alloc")) {                                                           \
-      CUdeviceptr q;                                                                               \
-      CHECK(cuMemAlloc(&q, 2u << 20));                                                             \
-      CHECK(cuMemFree(q));                                                                         \
-    } else if (!strcmp(mode, "dtoh")) {                                                            \
-      CHECK(cuMemcpyDtoH(&word, p, sizeof word));                                                  \
-    } else if (!strcmp(mode, "infer")) {                                                           \
-      for (int k = 0; k < 10; k++)                                                                 \
-        CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));                          \
-      CHECK(cuMemcpyDtoH(&word, p, sizeof word));                                                  \
-    } else {                                                                                       \
-      CHECK(cuGetProcAddress_v2("cuLaunchKernel", &fp, 12000, 0, &st));                            \
-    }                                                                                              \
-  } while (0)
+  CHECK(cuModuleGetFunction(&l.fn, mod, "empty"));
+  CHECK(cuMemAlloc(&l.p, 4));
 
   long warm = n / 10 < 1000 ? n / 10 : 1000;
   for (long i = 0; i < warm; i++)
-    ONE_CALL();
+    one_call(m, &l);
   CHECK(cuCtxSynchronize());
   double t0 = gmt_prog_now_s(), last = t0;
   for (long i = 0; i < n; i++) {
-    ONE_CALL();
+    one_call(m, &l);
     double t = gmt_prog_now_s();
     us[i] = (t - last) * 1e6;
     last = t;
@@ -109,7 +117,7 @@ int main(int argc, char **argv)
   CHECK(cuCtxSynchronize());
   double t1 = gmt_prog_now_s();
   report(mode, us, n, t1 - t0);
-  CHECK(cuMemFree(p));
+  CHECK(cuMemFree(l.p));
   CHECK(cuModuleUnload(mod));
   CHECK(cuDevicePrimaryCtxRelease(dev));
   free(us);
