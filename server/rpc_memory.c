@@ -302,13 +302,24 @@ void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
   if (!s->ledger || !s->pinned_ledger)
     return;
   const char *name = pod->cfg.name;
+  /* Pins on advice are the ledger's now, not as at the last heartbeat:
+   * an Advise that gave some back in between would leave pinned_bytes
+   * counting them still. A process's own pins are as last counted. */
+  uint64_t own_sum = 0;
   ps->totals->memory_reserved = gmt_ledger_pod_total(s->ledger, name);
   ps->totals->pinned_advised = gmt_ledger_pod_total(s->pinned_ledger, name);
   for (size_t i = 0; i < ps->n_processes; i++) {
-    Gmt__ProcessStatus *pr = ps->processes[i];
-    pr->counters->memory_reserved = gmt_ledger_pid_total(s->ledger, name, pr->pid);
-    pr->counters->pinned_advised = gmt_ledger_pid_total(s->pinned_ledger, name, pr->pid);
+    Gmt__ProcessCounters *c = ps->processes[i]->counters;
+    uint32_t pid = ps->processes[i]->pid;
+    gmt_report_counts_t was = {.pinned_bytes = c->pinned_bytes,
+                               .pinned_advised = c->pinned_advised};
+    uint64_t own = gmt_report_own_pins(&was);
+    c->memory_reserved = gmt_ledger_pid_total(s->ledger, name, pid);
+    c->pinned_advised = gmt_ledger_pid_total(s->pinned_ledger, name, pid);
+    c->pinned_bytes = gmt__sat_add(c->pinned_advised, own);
+    own_sum = gmt__sat_add(own_sum, own);
   }
+  ps->totals->pinned_bytes = gmt__sat_add(ps->totals->pinned_advised, own_sum);
 }
 
 void gmt__ledger_host_status(gmt_schd_t *s, Gmt__HostStatus *host)

@@ -144,11 +144,17 @@ class Budget(PinAdviceCase):
         self.assertEqual(c.advise(0, "release=%d" % (4 * MIB)), (False, "OFF", 62 * MIB, 64 * MIB))
         self.assertEqual(c.advise(2 * MIB + 1, "pays_back")[:2], (False, "BUDGET"))
         self.assertEqual(c.advise(2 * MIB, "pays_back"), (True, "PAYS_BACK", 64 * MIB, 64 * MIB))
+        # The node counts the 48 MiB on advice now (not the 50 of the last
+        # report) and the 2 MiB it pinned itself, at once.
+        st = self.status()
+        self.assertEqual((st["host"]["pinned_bytes"], st["host"]["pinned_advised"]),
+                         (64 * MIB, 48 * MIB))
+        self.assertEqual(self.process("a", c.pid)["pinned_bytes"], 50 * MIB)
         # Once host_pins has freed its pins the room is back.
         pins.send()
         pins.expect("FREED")
-        wait_for(lambda: self.host()["pinned_bytes"] == 52 * MIB or None,
-                 what="host_pins's pins gone (have %r)" % self.host())
+        wait_for(lambda: self.host()["pinned_bytes"] == 50 * MIB or None,
+                 what="host_pins's pins gone (50 MiB pinned on the node)")
         self.assertEqual(c.advise(14 * MIB, "pays_back")[:2], (True, "PAYS_BACK"))
         pins.send()
 
