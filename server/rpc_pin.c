@@ -196,8 +196,8 @@ void gmt__rpc_advise(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     gmt_debug("pod '%s' pid %u: pin of %" PRIu64 " bytes (%.1f MiB) %s, %s; node pins %" PRIu64
               " of %" PRIu64 ", the pod's %" PRIu64 " of its share %" PRIu64,
               name, r->pid, r->bytes, (double)r->bytes / MIB, a.pin ? "granted" : "refused",
-              reason_name(a.reason), used, limit, a.pin ? gmt__sat_add(pod_used, r->bytes) : pod_used,
-              share);
+              reason_name(a.reason), used, limit,
+              a.pin ? gmt__sat_add(pod_used, r->bytes) : pod_used, share);
 
   Gmt__AdviseReply body = GMT__ADVISE_REPLY__INIT;
   uint32_t hot[GMT_ADVISE_MAX_HOT_NTHS];
