@@ -16,6 +16,13 @@
 #define GMT_TOKEN_BASE_QUOTA_MS 250
 /* The shortest grant (--min-quota-ms): a sliver costs a round trip. */
 #define GMT_TOKEN_MIN_QUOTA_MS 100
+/* A grant to a pod with the device to itself (nobody else waits or ran in
+ * the window) lasts at least this long, within its LIMIT: each grant's
+ * end stalls the pod for its queued work and a trip to gmt-schd (about
+ * 1 ms on an H200), which every 250 ms was the p99.9 of an inference loop
+ * alone (bench/hook_infer.py). A pod that comes meanwhile cuts it short
+ * (TokenWatch), so it is given only to a pod whose last grant was watched. */
+#define GMT_TOKEN_ALONE_QUOTA_MS 2000
 /* How long a holder whose quota ran out (or whose grant was cut short) is
  * waited for to say that its queued work is done, by the scheduler and by
  * a pod manager for its processes: then it counts as dead or stalled. */

@@ -53,6 +53,10 @@ typedef struct tdev {
   waiter_t *waiters; /* in arrival order */
   watch_t *watches;
   bool grant_bounded; /* the running grant bounds its holder's queued work */
+  /* The pod granted last, and whether its watch came: only a grant that
+   * is watched can be cut short, so only its pod gets a long one alone. */
+  char granted[GMT_POD_NAME_MAX + 1];
+  bool granted_watched;
 } tdev_t;
 
 struct gmt_tokens {
@@ -213,7 +217,8 @@ static gmt_token_cand_t *candidates(tdev_t *d, size_t *count)
       const gmt_pod_t *pod = gmt_pods_find(s->pods, w->pod);
       if (!pod)
         continue;
-      c[n++] = cand_of(pod, w->pod, w->arrival_ms);
+      c[n] = cand_of(pod, w->pod, w->arrival_ms);
+      c[n++].watched = d->granted_watched && strcmp(d->granted, w->pod) == 0;
     }
     c[i].burst_ms = fmax(c[i].burst_ms, w->burst_ms);
     c[i].arrival_ms = fmin(c[i].arrival_ms, w->arrival_ms);
@@ -273,6 +278,10 @@ static void decide(tdev_t *d)
   free(c);
   gmt_token_terms_t terms = terms_of(t, pod, d->device);
   d->grant_bounded = rc == 0 && terms.queue_bound_us > 0;
+  if (rc == 0) {
+    snprintf(d->granted, sizeof d->granted, "%s", pod);
+    d->granted_watched = false;
+  }
   for (waiter_t **wp = &d->waiters; *wp;) {
     if (strcmp((*wp)->pod, pod) != 0) {
       wp = &(*wp)->next;
@@ -461,6 +470,7 @@ void gmt__rpc_token_watch(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
   snprintf(w->pod, sizeof w->pod, "%s", pod->cfg.name);
   w->next = d->watches;
   d->watches = w;
+  d->granted_watched = true; /* the holder's: checked above */
   revoke_for_waiters(s->tokens, d, clock_ms());
 }
 

@@ -52,6 +52,7 @@ void gmt_token_params_default(gmt_token_params_t *p)
   p->base_quota_ms = GMT_TOKEN_BASE_QUOTA_MS;
   p->min_quota_ms = GMT_TOKEN_MIN_QUOTA_MS;
   p->latency_idle_ms = GMT_TOKEN_LATENCY_IDLE_US / 1000.0;
+  p->alone_quota_ms = GMT_TOKEN_ALONE_QUOTA_MS;
 }
 
 int gmt_token_params_check(const gmt_token_params_t *p, char *err, size_t errlen)
@@ -587,6 +588,16 @@ void gmt_token_revoke(gmt_token_dev_t *d, double now)
 
 /* ---- the decision ---- */
 
+bool gmt_token_alone(const gmt_token_dev_t *d, const char *pod, double window_ms, double now)
+{
+  if (d->held && strcmp(d->cur.pod, pod) != 0)
+    return false;
+  for (size_t i = 0; i < d->nspans; i++)
+    if (d->spans[i].end > now - window_ms && strcmp(d->spans[i].pod, pod) != 0)
+      return false;
+  return true;
+}
+
 int gmt_token_schedule(const gmt_token_params_t *p, gmt_token_dev_t *d, gmt_token_cand_t *c,
                        size_t n, double now, gmt_token_decision_t *out)
 {
@@ -608,5 +619,7 @@ int gmt_token_schedule(const gmt_token_params_t *p, gmt_token_dev_t *d, gmt_toke
   out->action = GMT_TOKEN_GRANT;
   out->winner = k;
   out->quota_ms = gmt_token_quota(p, c[k].burst_ms, c[k].limit, c[k].allowance_ms);
+  if (n == 1 && c[k].watched && gmt_token_alone(d, c[k].pod, p->window_ms, now))
+    out->quota_ms = fmax(out->quota_ms, fmin(p->alone_quota_ms, c[k].allowance_ms));
   return gmt_token_grant(d, c[k].pod, now, out->quota_ms);
 }

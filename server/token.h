@@ -28,6 +28,7 @@ typedef struct gmt_token_params {
   /* A latency pod's grant goes back once it has been quiet this long with
    * its work done (TokenReply.idle_us; --latency-idle-ms). */
   double latency_idle_ms;
+  double alone_quota_ms; /* a grant's length, at least, with the device to itself */
 } gmt_token_params_t;
 
 /* The defaults above. */
@@ -76,6 +77,7 @@ typedef struct gmt_token_cand {
   double burst_ms;       /* largest burst its calls reported; 0: none */
   double arrival_ms;     /* when its oldest waiting call arrived */
   bool latency;          /* class=latency: goes before every batch pod that can run */
+  bool watched;          /* its last grant was watched: a pod that comes can cut its next short */
   /* Filled by gmt_token_choose(): */
   double usage_ms;
   double allowance_ms;
@@ -182,11 +184,17 @@ typedef struct gmt_token_decision {
   double wake_ms;  /* WAKE: when, on the caller's clock */
 } gmt_token_decision_t;
 
+/* Whether pod has the device to itself: no other pod's grant or charge in
+ * [now - W, now] (after gmt_token_prune). */
+bool gmt_token_alone(const gmt_token_dev_t *d, const char *pod, double window_ms, double now);
+
 /* One decision for a device whose waiting pods are c[0..n): a held token
  * decides nothing (KEEP); else the window is pruned, the candidates'
  * usage and allowance are filled and the winner picked (gmt_token_choose),
  * and then either the winner's quota is sized from its burst
- * (gmt_token_quota) and its grant recorded (gmt_token_grant), so that the
+ * (gmt_token_quota; at least alone_quota_ms within its allowance when it
+ * waits alone, has the device to itself and its last grant was watched)
+ * and its grant recorded (gmt_token_grant), so that the
  * next decision counts it, or, with no winner, the wake time is found
  * (gmt_token_wake; IDLE when there is none). Returns 0, or -ENOMEM when
  * the grant could not be recorded: *out is then the GRANT that was meant,

@@ -415,6 +415,36 @@ class ComeBack(Tokens):
         self.assertGreater(int(done["requests"]), 40, err)
         self.assertLess(worst, 3000, err)
 
+class Alone(Tokens):
+    """A busy pod with the GPU to itself gets long grants (each grant's end
+    stalls it for its queued work and a round trip); a pod that comes then
+    cuts the long grant short instead of waiting it out."""
+    CONFIG = "2\na 0.5 1.0 1Gi\nb 0.5 1.0 1Gi\n"
+
+    def test_a_pod_alone_gets_long_grants_that_a_newcomer_cuts_short(self):
+        self.start("a", "b")
+        schd = self.daemons[0]
+        train = self.spin("a", "--queue", "4", "--kernel-us", "2000", seconds=8)
+        # The first grant is the base quota (its watch has not come yet);
+        # the next, watched and alone, lasts the 2 s window.
+        wait_for(lambda: "grant to pod 'a' for 2000.0 ms" in schd.output() or None, timeout=10,
+                 what="a 2 s grant to the pod alone" + self.logs())
+        serve = self.spin("b", "--every-ms", "80", "--kernel-us", "1000", seconds=3)
+        (done,) = [r for r in serve.records(timeout=30) if "lat_p90_ms" in r]
+        for p in (serve, train):
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err)
+        worst = float(done["lat_max_ms"])
+        print("\nbeside a pod alone: %s requests, worst %.1f ms" % (done["requests"], worst))
+        out = schd.output()
+        self.assertIn("the grant is cut short", out)
+        # Waiting out the 2 s grant would take a second on average; b
+        # waits for a's 8 ms of queued kernels and a few round trips.
+        self.assertLess(worst, 1000, self.logs())
+        # With b in the window a's grants are the base quota again.
+        after = out[out.index("the grant is cut short"):]
+        self.assertIn("grant to pod 'a' for %.1f ms" % BASE_QUOTA_MS, after)
+
 
 if __name__ == "__main__":
     unittest.main()

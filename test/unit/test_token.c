@@ -845,6 +845,54 @@ static void test_limits_hold_beside_busy_peers(void **state)
   assert_near(pods[1].got / 60000, 0.6, 0.02);
 }
 
+/* With the device to itself (nobody else waits or ran in the window) and
+ * its last grant watched, a pod gets a long grant: each grant's end costs
+ * it a stall. Anything else, and the quota is its burst's as before. */
+static void test_a_watched_pod_alone_gets_a_long_grant(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  gmt_token_cand_t a = {.pod = "a", .request = 1, .limit = 1, .arrival_ms = 1000};
+  gmt_token_decision_t dec;
+  /* Not watched (an older hook): the base quota. */
+  assert_int_equal(gmt_token_schedule(&p, d, &a, 1, 1000, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  assert_near(dec.quota_ms, p.base_quota_ms, 1e-9);
+  assert_int_equal(gmt_token_release(d, 1250), 0);
+  /* Watched and alone: the alone quota. */
+  a.watched = true;
+  assert_true(gmt_token_alone(d, "a", W, 1250));
+  assert_int_equal(gmt_token_schedule(&p, d, &a, 1, 1250, &dec), 0);
+  assert_near(dec.quota_ms, p.alone_quota_ms, 1e-9);
+  assert_true(gmt_token_alone(d, "a", W, 1300)); /* its own grant held */
+  assert_false(gmt_token_alone(d, "b", W, 1300));
+  assert_int_equal(gmt_token_release(d, 3250), 0);
+  /* Another pod ran in the window: not alone, its burst's quota. */
+  granted(d, "b", 3250, 3300);
+  assert_int_equal(gmt_token_expire(d), 0);
+  assert_false(gmt_token_alone(d, "a", W, 3300));
+  assert_int_equal(gmt_token_schedule(&p, d, &a, 1, 3300, &dec), 0);
+  assert_near(dec.quota_ms, p.base_quota_ms, 1e-9);
+  assert_int_equal(gmt_token_release(d, 3550), 0);
+  /* Once b's grant has left the window, a is alone again. */
+  assert_true(gmt_token_alone(d, "a", W, 3300 + W + 1));
+  /* Two waiting: never the alone quota. */
+  gmt_token_cand_t two[2] = {a, {.pod = "b", .request = 1, .limit = 1, .arrival_ms = 20000}};
+  assert_int_equal(gmt_token_schedule(&p, d, two, 2, 3300 + W + 1, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  assert_near(dec.quota_ms, p.base_quota_ms, 1e-9);
+  gmt_token_dev_free(d);
+
+  /* Within its LIMIT: at 0.1 alone it may have 1000 ms of the window. */
+  d = dev();
+  gmt_token_cand_t lim = {
+      .pod = "c", .request = 0.1, .limit = 0.1, .arrival_ms = 0, .watched = true};
+  assert_int_equal(gmt_token_schedule(&p, d, &lim, 1, 0, &dec), 0);
+  assert_near(dec.quota_ms, 0.1 * W, 1e-9);
+  gmt_token_dev_free(d);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -879,6 +927,7 @@ int main(void)
       T(test_schedule_wakes_when_everyone_is_at_the_limit),
       T(test_schedule_is_idle_with_nobody_or_only_limit_zero),
       T(test_schedule_sizes_the_quota_of_the_winner),
+      T(test_a_watched_pod_alone_gets_a_long_grant),
       T(test_busy_pods_at_request_0_3_and_0_7_get_their_shares),
       T(test_busy_pods_without_latency_are_off_by_at_most_a_quantum),
       T(test_three_equal_busy_pods_are_fair),

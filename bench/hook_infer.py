@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""The hook's cost to a latency-bound PyTorch job (issue 27), side by side
+in one run: the inference service of test/gpu/serve_job.py (8 x
+Linear(2048) + ReLU, fp32, no grad, .item() after each call; about 17
+launches and one synchronizing copy a call) in a closed loop at batch 1
+and 64, natively and under the hook, alternating, several rounds. The pod
+is alone with REQUEST 1.0, so every launch takes the token gate's fast
+path.
+
+A third side, the hook with no pod manager to reach (never gated, no
+token, no reporting), shows what interposing alone costs.
+
+Both sides run with OPENBLAS_NUM_THREADS=1 (--blas-threads): NumPy's
+OpenBLAS threads otherwise spin on the CPUs the loop needs (16% of the
+samples of a native run on the H200 machine), and the rates spread 15%
+between runs of the same side.
+
+For each load it prints the rate with / without (the median of each
+round's ratio, its IQR, and the spread of each side), and each side's
+p50 / p99 / p99.9 per call (the median over rounds) with their ratios.
+
+usage: bench/hook_infer.py [--rounds R] [--seconds S] [--loads closed:1,closed:64]
+                          [--blas-threads N]
+GMT_BUILD_DIR names the build (default build/); needs a GPU and PyTorch."""
+import argparse
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "test", "e2e"))
+import gmt_e2e  # noqa: E402
+
+SERVE = os.path.join(HERE, "..", "test", "gpu", "serve_job.py")
+
+
+def serve(env, args, side):
+    """{load: L row} of one run of the service; side is without, with or ungated."""
+    p = gmt_e2e.Prog([sys.executable, SERVE, "--loads", args.loads,
+                      "--seconds", str(args.seconds)], env)
+    p.expect("READY", timeout=120)
+    rows = p.records(prefixes=("L ",), timeout=60 + 10 * args.seconds * len(args.loads.split(",")))
+    rc, err = p.finish(timeout=60)
+    if rc != 0:
+        raise SystemExit("serve_job failed: " + err[-2000:])
+    unhooked = "unhooked" in err or "no pod manager" in err
+    if side == "with" and unhooked:
+        raise SystemExit("the service did not register with its pod manager: " + err[-2000:])
+    if side == "ungated" and not unhooked:
+        raise SystemExit("the service found a pod manager where none listens: " + err[-2000:])
+    return {r["load"]: r for r in rows if "load" in r}
+
+
+def iqr(xs):
+    q = statistics.quantiles(xs, n=4) if len(xs) >= 2 else [xs[0]] * 3
+    return q[0], q[2]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=3, help="each load, each run")
+    ap.add_argument("--loads", default="closed:1,closed:64")
+    ap.add_argument("--blas-threads", default="1", help="OPENBLAS_NUM_THREADS of both sides")
+    args = ap.parse_args()
+    if args.rounds < 1:
+        raise SystemExit("--rounds must be at least 1")
+
+    node = gmt_e2e.Node("1\ninfer 1.0 1.0 64Gi\n", fake=False)
+    runs = []  # (without, with, ungated) per round: {load: row}
+    try:
+        node.start_schd()
+        node.start_pmgr("infer")
+        blas = {"OPENBLAS_NUM_THREADS": args.blas_threads}
+        nobody = node.hook_env("infer", GMT_PMGR="tcp://127.0.0.1:%d" % gmt_e2e.free_port(),
+                               **blas)
+        sides = [("without", node.prog_env(**blas)), ("with", node.hook_env("infer", **blas)),
+                 ("ungated", nobody)]
+        for r in range(args.rounds):
+            # Odd rounds run the hooked side first: a drift of the machine
+            # within a round favours neither.
+            order = sides[::-1] if r % 2 else sides
+            got = {name: serve(env, args, name) for name, env in order}
+            runs.append((got["without"], got["with"], got["ungated"]))
+            print("round %d done" % (r + 1), file=sys.stderr, flush=True)
+    finally:
+        node.stop()
+
+    print("hook cost to a PyTorch inference loop (serve_job.py), %d alternating rounds, %g s each"
+          % (args.rounds, args.seconds))
+    print("%-24s %9s %9s %7s %13s   %s" % ("load, side", "calls/s", "hooked", "ratio",
+                                         "ratio IQR", "spread without / with (min-max)"))
+    for load in args.loads.split(","):
+        for side, k in (("hook", 1), ("hook, ungated", 2)):
+            w = [float(run[0][load]["rate"]) for run in runs]
+            h = [float(run[k][load]["rate"]) for run in runs]
+            pairs = [y / x for x, y in zip(w, h)]
+            lo, hi = iqr(pairs)
+            print("%-24s %9.0f %9.0f %7.3f %6.3f-%.3f   %.0f-%.0f / %.0f-%.0f" % (
+                load + ", " + side, statistics.median(w), statistics.median(h),
+                statistics.median(pairs), lo, hi, min(w), max(w), min(h), max(h)))
+    print("\nper call (ms; each side's percentile, the median over rounds; ratio hooked / native)")
+    print("%-24s %-24s %-24s %-24s" % ("load, side", "p50 w/o / with (x)", "p99 w/o / with (x)",
+                                       "p99.9 w/o / with (x)"))
+    for load in args.loads.split(","):
+        for side, k in (("hook", 1), ("hook, ungated", 2)):
+            cells = []
+            for key in ("p50_ms", "p99_ms", "p999_ms"):
+                a = statistics.median(float(run[0][load][key]) for run in runs)
+                b = statistics.median(float(run[k][load][key]) for run in runs)
+                cells.append("%.3f / %.3f (%.2fx)" % (a, b, b / a))
+            print("%-24s %-24s %-24s %-24s" % ((load + ", " + side,) + tuple(cells)))
+
+
+if __name__ == "__main__":
+    main()
