@@ -53,8 +53,9 @@ typedef struct tdev {
   waiter_t *waiters; /* in arrival order */
   watch_t *watches;
   bool grant_bounded; /* the running grant bounds its holder's queued work */
-  /* The pod granted last, and whether its watch came: only a grant that
-   * is watched can be cut short, so only its pod gets a long one alone. */
+  /* The pod granted last, and whether a watch of its pod waits: only a
+   * grant that is watched can be cut short, so only its pod gets a long
+   * one alone. */
   char granted[GMT_POD_NAME_MAX + 1];
   bool granted_watched;
 } tdev_t;
@@ -280,7 +281,9 @@ static void decide(tdev_t *d)
   d->grant_bounded = rc == 0 && terms.queue_bound_us > 0;
   if (rc == 0) {
     snprintf(d->granted, sizeof d->granted, "%s", pod);
-    d->granted_watched = false;
+    /* Its watch of the grant before, if it was the holder, watches this
+     * one too (schedule() answers only other pods' watches). */
+    d->granted_watched = watched(d, pod);
   }
   for (waiter_t **wp = &d->waiters; *wp;) {
     if (strcmp((*wp)->pod, pod) != 0) {
@@ -458,9 +461,11 @@ void gmt__rpc_token_watch(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
     return;
   const char *holder = gmt_token_holder(d->pol);
   if (!holder || strcmp(holder, pod->cfg.name) != 0 || gmt_token_draining(d->pol)) {
+    gmt_debug("TokenWatch pod '%s' device %d: no grant of its to watch", pod->cfg.name, r->device);
     reply_watch(call, false); /* no grant to watch (any more) */
     return;
   }
+  gmt_debug("TokenWatch pod '%s' device %d: watching its grant", pod->cfg.name, r->device);
   watch_t *w = calloc(1, sizeof *w);
   if (!w) {
     gmt_call_reply_error(call, -ENOMEM, "scheduler out of memory");

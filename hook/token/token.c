@@ -349,6 +349,10 @@ static void *watch_main(void *arg)
     pthread_mutex_unlock(&g_watch_mu);
 
     int cut = 0, rc = watch_rpc(dev, &cut);
+    GMT_HOOK_DEBUG("device %d: token watch answered: %s", dev,
+                   rc < 0 ? gmt_strerror(rc)
+                   : cut  ? "cut short"
+                          : "grant over");
     if (rc == 0 && cut) {
       revoked(&g_dev[dev], dev, now_ns());
     } else if (rc < 0 && watch_unknown(rc)) {
