@@ -9,8 +9,12 @@
 
 typedef struct gmt_cmd_ctx {
   const char *schd_url; /* where the scheduler listens */
-  int schd_given;       /* --schd was given (else schd_url is the default) */
+  int schd_given;       /* --schd or GMT_SCHD named it (else schd_url is the default) */
 } gmt_cmd_ctx_t;
+
+/* The environment variable that names gmt-schd's address for every
+ * command (--schd wins over it). */
+#define GMT_SCHD_ENV "GMT_SCHD"
 
 int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
 /* Local: reads this node's topology, asks no daemon. */
@@ -24,5 +28,9 @@ int gmt_cmd_run(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
  * with *json set, else the exit code (0 after help, 2 after an unknown
  * argument, said on stderr with usage). */
 int gmt__cmd_json_args(const char *name, int argc, char **argv, void (*usage)(FILE *), int *json);
+
+/* Why no scheduler could be dialled at url (rc: gmt_client_open's), in
+ * words that name the address tried and how to name another, into buf. */
+void gmt__cmd_no_schd(char *buf, size_t len, const char *url, int rc);
 
 #endif

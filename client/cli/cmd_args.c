@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "gmt_error.h"
+
 int gmt__cmd_json_args(const char *name, int argc, char **argv, void (*usage)(FILE *), int *json)
 {
   *json = 0;
@@ -19,4 +21,12 @@ int gmt__cmd_json_args(const char *name, int argc, char **argv, void (*usage)(FI
     }
   }
   return -1;
+}
+
+void gmt__cmd_no_schd(char *buf, size_t len, const char *url, int rc)
+{
+  snprintf(buf, len,
+           "no scheduler at %s (%s): is gmt-schd running and listening there? Name its address "
+           "with --schd URL or " GMT_SCHD_ENV "=URL",
+           url, gmt_strerror(rc));
 }

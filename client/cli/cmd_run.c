@@ -160,7 +160,7 @@ static int ask_schd(const char *url, const Gmt__PickRequest *preq, int timeout_m
   uint64_t start = gmt_now_ms();
   int rc = gmt_client_open(&c, url, GMT_CLIENT_DIAL_NOW);
   if (rc < 0) {
-    snprintf(why, whylen, "no scheduler at %s (%s)", url, gmt_strerror(rc));
+    gmt__cmd_no_schd(why, whylen, url, rc);
     return rc;
   }
   Gmt__Envelope req = GMT__ENVELOPE__INIT;

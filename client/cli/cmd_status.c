@@ -224,7 +224,9 @@ int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv)
   uint64_t start = gmt_now_ms();
   int rc = gmt_client_open(&c, ctx->schd_url, GMT_CLIENT_DIAL_NOW);
   if (rc < 0) {
-    fprintf(stderr, "gmt: scheduler at %s: %s\n", ctx->schd_url, gmt_strerror(rc));
+    char why[1024];
+    gmt__cmd_no_schd(why, sizeof why, ctx->schd_url, rc);
+    fprintf(stderr, "gmt status: %s\n", why);
     return 1;
   }
   Gmt__StatusRequest sreq = GMT__STATUS_REQUEST__INIT;

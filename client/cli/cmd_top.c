@@ -183,7 +183,7 @@ static void fetch(top_t *t)
   int rc = 0;
   if (!t->c && (rc = gmt_client_open(&t->c, t->url, GMT_CLIENT_DIAL_NOW)) < 0) {
     t->c = NULL;
-    snprintf(t->error, sizeof t->error, "%s: %s", t->url, gmt_strerror(rc));
+    gmt__cmd_no_schd(t->error, sizeof t->error, t->url, rc);
     t->failed = true;
     return;
   }

@@ -427,7 +427,9 @@ static int pod_spots(const char *url, const char *pod, size_t k, bool json)
   Gmt__Envelope *rep = NULL;
   int rc = gmt_client_open(&c, url, GMT_CLIENT_DIAL_NOW);
   if (rc < 0) {
-    fprintf(stderr, "gmt trace: scheduler at %s: %s\n", url, gmt_strerror(rc));
+    char why[1024];
+    gmt__cmd_no_schd(why, sizeof why, url, rc);
+    fprintf(stderr, "gmt trace: %s\n", why);
     return EXIT_FAILED;
   }
   Gmt__TraceSpotsRequest body = GMT__TRACE_SPOTS_REQUEST__INIT;

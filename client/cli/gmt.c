@@ -1,6 +1,7 @@
 /* gmt: the operator's CLI. This file owns the global flags and the command
  * table; each command lives in its own cmd_<name>.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
@@ -32,7 +33,7 @@ static void usage(FILE *f)
           "usage: gmt [--schd URL] COMMAND [ARGS]\n"
           "\n"
           "options:\n"
-          "  --schd URL   the scheduler (default %s)\n"
+          "  --schd URL   the scheduler (default $" GMT_SCHD_ENV ", else %s)\n"
           "  -h, --help   show this help\n"
           "\n"
           "commands:\n",
@@ -68,6 +69,11 @@ int main(int argc, char **argv)
       usage(stderr);
       return 2;
     }
+  }
+  const char *env = getenv(GMT_SCHD_ENV);
+  if (!ctx.schd_given && env && env[0]) {
+    ctx.schd_url = env;
+    ctx.schd_given = 1;
   }
   if (i >= argc) {
     fprintf(stderr, "gmt: no command given\n");

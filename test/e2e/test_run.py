@@ -120,6 +120,25 @@ class Run(GmtTestCase):
         self.assertNotIn("ENV", r.stdout)  # nothing was run
         self.assertLess(took, 3.0)
 
+    def test_gmt_schd_names_the_scheduler_for_every_command(self):
+        self.start_schd()
+        # The test's gmt-schd, named only by the environment.
+        env = dict(self.env(), GMT_SCHD=self.schd_url)
+        r = subprocess.run([GMT, "status", "--json"], capture_output=True, text=True, timeout=20,
+                           env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('"pods"', r.stdout)
+        # --schd wins over it, and the error names the address tried and
+        # how to name another.
+        url = "tcp://127.0.0.1:%d" % free_port()
+        r = subprocess.run([GMT, "--schd", url, "status"], capture_output=True, text=True,
+                           timeout=20, env=env)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("gmt status: no scheduler at %s" % url, r.stderr)
+        self.assertIn("--schd URL or GMT_SCHD=URL", r.stderr)
+        r = subprocess.run([GMT, "--help"], capture_output=True, text=True, timeout=20, env=env)
+        self.assertIn("$GMT_SCHD", r.stdout)
+
     def test_scheduler_that_never_answers_is_bounded(self):
         # Accepts connections (the kernel does) and never says a word.
         with socket.socket() as s:
