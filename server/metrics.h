@@ -12,7 +12,10 @@
 
 #include "gmt.pb-c.h"
 
-#define GMT_METRICS_DEFAULT_ADDR "127.0.0.1:9400"
+/* Not 9400, dcgm-exporter's default, which a GPU node usually runs (nor
+ * 9445 or 9835, the other GPU exporters'): gmt-schd would then run
+ * without metrics there. */
+#define GMT_METRICS_DEFAULT_ADDR "127.0.0.1:9479"
 #define GMT_METRICS_ADDR_MAX 255
 
 /* The Content-Type of what gmt_metrics_render() writes. */

@@ -386,7 +386,7 @@ class Node:
                 "--listen", "ipc://" + self.schd_ipc, "--state-dir", os.path.join(self.tmp, "state"),
                 "-v"] + list(extra)
         if "--metrics" not in extra:
-            # Not the default 127.0.0.1:9400: tests run side by side
+            # Not the default 127.0.0.1:9479: tests run side by side
             # (test_metrics.py asks for a free port of its own).
             argv += ["--metrics", "off"]
         d = Daemon("schd", argv, self.env(), self.tmp)

@@ -362,7 +362,7 @@ class Listening(Metrics):
         r = subprocess.run([SCHD, "--help"], capture_output=True, text=True, timeout=10)
         self.assertEqual(r.returncode, 0)
         self.assertIn("--metrics HOST:PORT|off", r.stdout)
-        self.assertIn("default 127.0.0.1:9400", r.stdout)
+        self.assertIn("default 127.0.0.1:9479", r.stdout)
 
 
 NOBODY = 65534
