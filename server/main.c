@@ -45,12 +45,16 @@ static void usage(FILE *f)
           "                [--host-tier BYTES] [--disk-tier DIR[:BYTES]]...\n"
           "                [--tier-trigger F] [--tier-stop F] [--settings FILE]\n"
           "                [--metrics HOST:PORT|off] [-v]\n"
+          "       gmt-schd --check-config FILE\n"
           "\n"
           "The gmt node daemon: shares this node's GPUs between the pods listed in\n"
           "resource-config.txt.\n"
           "\n"
           "  -c, --config FILE     pods and their shares (required); re-read within 1 s\n"
           "                        of a change, or at once on SIGHUP\n"
+          "      --check-config FILE\n"
+          "                        read FILE as -c would, say what is wrong (file:line)\n"
+          "                        or how many pods it lists, and exit: 0 good, 2 not\n"
           "      --listen URL      where to answer (repeatable; any --listen replaces\n"
           "                        the defaults " GMT_DEFAULT_SCHD_IPC "\n"
           "                        and " GMT_DEFAULT_SCHD_TCP ")\n"
@@ -272,9 +276,30 @@ typedef struct {
   ino_t disk_ino[GMT_SCHD_MAX_DISK_TIERS];
   int ndisks;
   double tier_trigger, tier_stop;
-  const char *settings; /* NULL: GMT_SETTINGS_PATH if it exists */
-  const char *metrics;  /* --metrics HOST:PORT; NULL: off */
+  const char *settings;     /* NULL: GMT_SETTINGS_PATH if it exists */
+  const char *metrics;      /* --metrics HOST:PORT; NULL: off */
+  const char *check_config; /* --check-config FILE: read it, say, exit */
 } flags_t;
+
+/* --check-config: path read as -c reads it (and as a reload would), with
+ * the same messages; nothing started. 0 good, EXIT_USAGE not. */
+static int check_config(const char *path)
+{
+  gmt_config_t *cfg = NULL;
+  char *errors = NULL;
+  int rc = gmt_config_load(path, &cfg, &errors);
+  if (rc < 0) {
+    if (errors)
+      fputs(errors, stderr); /* each line names the file (and line) */
+    else
+      fprintf(stderr, "%s: %s\n", path, gmt_strerror(rc));
+    free(errors);
+    return EXIT_USAGE;
+  }
+  printf("%s: good: %zu pod%s\n", path, cfg->npods, cfg->npods == 1 ? "" : "s");
+  gmt_config_free(cfg);
+  return 0;
+}
 
 /* A --*-ms flag of the token policy: a positive number of milliseconds
  * (ranges are checked together, since they depend on each other). */
@@ -396,6 +421,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     OPT_TIER_STOP,
     OPT_SETTINGS,
     OPT_METRICS,
+    OPT_CHECK_CONFIG,
   };
   static const struct option longopts[] = {
       {"config", required_argument, NULL, 'c'},
@@ -418,6 +444,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       {"tier-stop", required_argument, NULL, OPT_TIER_STOP},
       {"settings", required_argument, NULL, OPT_SETTINGS},
       {"metrics", required_argument, NULL, OPT_METRICS},
+      {"check-config", required_argument, NULL, OPT_CHECK_CONFIG},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -443,6 +470,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       f->listen[f->nlisten++] = optarg;
       break;
     case OPT_STATE_DIR: f->state_dir = optarg; break;
+    case OPT_CHECK_CONFIG: f->check_config = optarg; break;
     case OPT_SETTINGS: f->settings = optarg; break;
     case OPT_METRICS: {
       char url[GMT_METRICS_ADDR_MAX + 16];
@@ -535,6 +563,8 @@ static int parse_flags(int argc, char **argv, flags_t *f)
   }
   if (optind < argc)
     return usage_error("unexpected argument '%s'", argv[optind]);
+  if (f->check_config)
+    return check_config(f->check_config);
   if (!f->config)
     return usage_error("no config file: use -c resource-config.txt");
   if (gmt_token_params_check(&f->token, err, sizeof err) < 0)

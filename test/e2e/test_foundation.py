@@ -6,7 +6,7 @@ import subprocess
 import time
 import unittest
 
-from gmt_e2e import ASAN_PRELOAD, GmtTestCase, wait_for
+from gmt_e2e import ASAN_PRELOAD, SCHD, GmtTestCase, wait_for
 
 
 class HookRoutes(GmtTestCase):
@@ -188,6 +188,20 @@ class DaemonLifecycle(GmtTestCase):
         out = d.output()
         for line in (2, 3, 4):
             self.assertIn("%s:%d:" % (self.config_path, line), out)
+
+    def test_check_config_says_what_is_wrong_and_starts_nothing(self):
+        self.write_config("3\na 0.5 0.4 1G\nb 0.1 1.0 12Q\na 0.1 0.2 1G\n")
+        r = subprocess.run([SCHD, "--check-config", self.config_path], capture_output=True,
+                           text=True, timeout=10, env=self.env())
+        self.assertEqual(r.returncode, 2, r.stderr)
+        for line in (2, 3, 4):
+            self.assertIn("%s:%d:" % (self.config_path, line), r.stderr)
+        self.write_config("2\na 0.5 1.0 1G\nb 0.5 1.0 1G class=latency\n")
+        r = subprocess.run([SCHD, "--check-config", self.config_path], capture_output=True,
+                           text=True, timeout=10, env=self.env())
+        self.assertEqual((r.returncode, r.stdout), (0, "%s: good: 2 pods\n" % self.config_path),
+                         r.stderr)
+        self.assertFalse(os.path.exists(self.schd_ipc))  # nothing was started
 
     def test_bad_config_on_reload_keeps_the_old_one(self):
         schd = self.start_schd()
