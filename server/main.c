@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gmt_daemon.h"
@@ -191,6 +192,28 @@ static void stop(gmt_schd_t *s, const char *why)
   uv_close((uv_handle_t *)&s->sighup, NULL);
 }
 
+static double unix_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The last read of the -c file, for Status and /metrics: errors NULL (or
+ * a reason when there are no lines) when it went well. */
+static void config_read(gmt_schd_t *s, bool ok, const char *errors)
+{
+  gmt_config_health_t *h = &s->config_health;
+  h->ok = ok;
+  h->read_unix = unix_now();
+  if (ok) {
+    h->ok_unix = h->read_unix;
+    h->error[0] = 0;
+  } else {
+    snprintf(h->error, sizeof h->error, "%s", errors ? errors : "");
+  }
+}
+
 /* Re-reads resource-config.txt (SIGHUP, or the watcher saw it change; why
  * says which): on success the new config applies at once; a broken file is
  * logged line by line and the old config kept. */
@@ -203,6 +226,9 @@ static void config_reload(gmt_schd_t *s, const char *why)
     gmt_config_watch_note(s->cwatch); /* before the read: a later change is seen */
   int rc = gmt_config_load(s->config_path, &cfg, &errors);
   if (rc < 0) {
+    char reason[512];
+    snprintf(reason, sizeof reason, "%s: %s\n", s->config_path, gmt_strerror(rc));
+    config_read(s, false, errors && errors[0] ? errors : reason);
     gmt_error("config %s not reloaded (%s); keeping the one in use:", s->config_path,
               gmt_strerror(rc));
     for (char *line = errors, *nl; line && *line; line = nl + 1) {
@@ -217,11 +243,15 @@ static void config_reload(gmt_schd_t *s, const char *why)
     return;
   }
   if ((rc = gmt_pods_reload(s->pods, cfg)) < 0) {
+    char reason[512];
+    snprintf(reason, sizeof reason, "%s: not applied: %s\n", s->config_path, gmt_strerror(rc));
+    config_read(s, false, reason);
     gmt_error("config %s not reloaded: %s; keeping the one in use", s->config_path,
               gmt_strerror(rc));
     gmt_config_free(cfg);
     return;
   }
+  config_read(s, true, NULL);
   gmt_config_free(s->cfg);
   s->cfg = cfg;
   gmt__pods_changed(s, NULL); /* new shares and limits apply from now */
@@ -650,6 +680,7 @@ int main(int argc, char **argv)
 
   char *errors = NULL;
   rc = gmt_config_load(f.config, &s->cfg, &errors);
+  config_read(s, rc >= 0, NULL);
   if (rc < 0) {
     /* Each line already names the file (and line): nothing to add. */
     if (errors)

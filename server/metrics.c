@@ -272,6 +272,27 @@ GETTER(host_pinned_advised, Gmt__HostStatus, U(TOT(o)->pinned_advised))
 GETTER(host_pinned_cached, Gmt__HostStatus, U(TOT(o)->pinned_cached))
 GETTER(host_pinned_limit, Gmt__HostStatus, U(o->pinned_limit))
 
+/* The -c file's last read (ConfigStatus): no sample without one. */
+static bool host_config_ok(const void *obj, int tier, val_t *v)
+{
+  const Gmt__HostStatus *o = obj;
+  (void)tier;
+  if (!o->config)
+    return false;
+  *v = B(o->config->last_reload_ok);
+  return true;
+}
+
+static bool host_config_ok_time(const void *obj, int tier, val_t *v)
+{
+  const Gmt__HostStatus *o = obj;
+  (void)tier;
+  if (!o->config)
+    return false;
+  *v = D(o->config->last_success_unix);
+  return true;
+}
+
 GETTER(space_capacity, Gmt__TierSpace, U(o->capacity))
 GETTER(space_limit, Gmt__TierSpace, U(o->limit))
 GETTER(space_reserved, Gmt__TierSpace, U(o->reserved))
@@ -422,6 +443,12 @@ static const family_t families[] = {
      "Of gmt_node_pinned_bytes, freed blocks gmt's pinned pools keep for reuse."},
     {"gmt_node_pinned_limit_bytes", G, NODE, host_pinned_limit,
      "The node's budget of page-locked host memory for pin advice (--pinned-limit)."},
+    {"gmt_config_last_reload_successful", G, NODE, host_config_ok,
+     "1 when the last read of resource-config.txt (at start, SIGHUP or a change on disk) was "
+     "good, 0 when it failed and the config before it is kept."},
+    {"gmt_config_last_reload_success_timestamp_seconds", G, NODE, host_config_ok_time,
+     "When resource-config.txt was last read with success (Unix time): the config in force "
+     "since."},
     {"gmt_tier_capacity_bytes", G, TIER_SPACE, space_capacity,
      "A memory tier space's capacity (--gpu-capacity, --host-tier, --disk-tier)."},
     {"gmt_tier_limit_bytes", G, TIER_SPACE, space_limit,

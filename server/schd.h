@@ -46,10 +46,19 @@ typedef struct gmt_disk_tier {
   uint64_t fs_free; /* free on its filesystem at start */
 } gmt_disk_tier_t;
 
+/* How the last read of the -c file went (Status: ConfigStatus). */
+#define GMT_SCHD_RELOAD_ERROR_MAX 1024
+typedef struct gmt_config_health {
+  bool ok;
+  double read_unix, ok_unix;             /* the last read; the last good one */
+  char error[GMT_SCHD_RELOAD_ERROR_MAX]; /* the last failed read's messages */
+} gmt_config_health_t;
+
 typedef struct gmt_schd {
   uv_loop_t *loop;
   gmt_config_t *cfg;
   const char *config_path;
+  gmt_config_health_t config_health;
   gmt_pods_t *pods;
   gmt_store_t *store;
   gmt_server_t *server;
@@ -218,6 +227,7 @@ typedef struct gmt__status {
   Gmt__ProcessCounters *pc; /* pr[k].counters: copies, the ledgers' parts written over */
   Gmt__ProcessCounters *pt; /* ps[i].totals */
   Gmt__ProcessCounters ht;  /* host.totals */
+  Gmt__ConfigStatus config; /* host.config */
   size_t npods;
 } gmt__status_t;
 /* st->reply: the node now, as Status answers (loop thread; the GPUs'

@@ -39,6 +39,15 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
   gmt__status_reply__init(&st->reply);
   gmt__host_status__init(&st->host);
   gmt__process_counters__init(&st->ht);
+  gmt__config_status__init(&st->config);
+  const gmt_config_health_t *h = &s->config_health;
+  st->config.path = (char *)(s->config_path ? s->config_path : "");
+  st->config.pods = s->cfg ? (uint32_t)s->cfg->npods : 0;
+  st->config.last_reload_ok = h->ok;
+  st->config.last_reload_unix = h->read_unix;
+  st->config.last_success_unix = h->ok_unix;
+  st->config.last_error = (char *)h->error;
+  st->host.config = &st->config;
   size_t nprocs = 0;
   for (size_t i = 0; i < p->npods; i++)
     nprocs += p->pods[i].nprocs;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cmd.h"
 #include "gmt_counters.h"
@@ -44,6 +45,29 @@ static void print_safe(const char *s)
 /* The memory tiers' spaces (docs/tiers.md): what each holds against its
  * capacity, and how far past its trigger it is (PRESSURE, the bytes to
  * move down). The JSON has the rest (limit, the exact bytes). */
+/* A failed reload of resource-config.txt, said where the operator looks
+ * (the daemon's log may be gone): nothing when the last read was good. */
+static void print_config(const Gmt__ConfigStatus *c)
+{
+  if (!c || c->last_reload_ok)
+    return;
+  char when[64] = "?";
+  time_t t = (time_t)c->last_success_unix;
+  struct tm tm;
+  if (c->last_success_unix > 0 && localtime_r(&t, &tm))
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+  printf("\nCONFIG %s: its last reload FAILED; the config read at %s (%u pods) stays in force:\n",
+         c->path ? c->path : "?", when, c->pods);
+  const char *e = c->last_error ? c->last_error : "";
+  for (const char *line = e, *nl; *line; line = nl + 1) {
+    nl = strchr(line, '\n');
+    int n = nl ? (int)(nl - line) : (int)strlen(line);
+    printf("  %.*s\n", n, line);
+    if (!nl)
+      break;
+  }
+}
+
 static void print_tiers(const Gmt__HostStatus *h)
 {
   if (h->n_tiers == 0)
@@ -208,6 +232,7 @@ static void print_text(const Gmt__StatusReply *st)
     printf("\n%-12s  %-12s  %-12s  %s\n", "HOST PINNED", "ON ADVICE", "POOL CACHED", "BUDGET");
     printf("%-12s  %-12s  %-12s  %s\n", pinned, advised, cached, budget);
     print_tiers(st->host);
+    print_config(st->host->config);
   }
 }
 

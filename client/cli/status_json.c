@@ -131,6 +131,20 @@ static json_object *tier_json(const Gmt__TierSpace *t)
   return built(o, rc);
 }
 
+static json_object *config_json(const Gmt__ConfigStatus *c)
+{
+  json_object *o = json_object_new_object();
+  if (!o)
+    return NULL;
+  int rc = add(o, "path", json_object_new_string(c->path ? c->path : ""));
+  rc |= add(o, "pods", new_u64(c->pods));
+  rc |= add(o, "last_reload_ok", json_object_new_boolean(c->last_reload_ok));
+  rc |= add(o, "last_reload_unix", gmt_json_double(c->last_reload_unix));
+  rc |= add(o, "last_success_unix", gmt_json_double(c->last_success_unix));
+  rc |= add(o, "last_error", json_object_new_string(c->last_error ? c->last_error : ""));
+  return built(o, rc);
+}
+
 static json_object *host_json(const Gmt__HostStatus *h)
 {
   json_object *o = json_object_new_object();
@@ -149,6 +163,8 @@ static json_object *host_json(const Gmt__HostStatus *h)
   for (size_t i = 0; i < h->n_tiers && !rc; i++)
     rc |= push(tiers, tier_json(h->tiers[i]));
   rc |= add(o, "tiers", tiers);
+  if (h->config) /* an older scheduler sends none */
+    rc |= add(o, "config", config_json(h->config));
   return built(o, rc);
 }
 

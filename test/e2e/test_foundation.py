@@ -205,15 +205,33 @@ class DaemonLifecycle(GmtTestCase):
 
     def test_bad_config_on_reload_keeps_the_old_one(self):
         schd = self.start_schd()
+        started = self.status()["host"]["config"]
+        self.assertEqual((started["path"], started["pods"], started["last_reload_ok"],
+                          started["last_error"]), (self.config_path, 2, True, ""))
+        self.assertAlmostEqual(started["last_success_unix"], time.time(), delta=60)
         self.write_config("1\nc 2.0 1.0 1G\n")
         schd.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: "%s:2:" % self.config_path in schd.output(), timeout=5, what="reload error")
         self.assertEqual([p["name"] for p in self.status()["pods"]], ["a", "b"])
+        # Said where the operator looks, not only in the log.
+        failed = self.status()["host"]["config"]
+        self.assertFalse(failed["last_reload_ok"])
+        self.assertIn("%s:2:" % self.config_path, failed["last_error"])
+        self.assertEqual((failed["pods"], failed["last_success_unix"]),
+                         (2, started["last_success_unix"]))
+        self.assertGreaterEqual(failed["last_reload_unix"], started["last_success_unix"])
+        text = self.gmt("status").stdout
+        self.assertIn("its last reload FAILED", text)
+        self.assertIn("%s:2:" % self.config_path, text)
         self.write_config("1\nc 0.5 1.0 3G\n")
         schd.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: [p["name"] for p in self.status()["pods"]] == ["c"], timeout=5,
                  what="good reload")
         self.assertEqual(self.pod("c")["memory_limit"], 3 << 30)
+        good = self.status()["host"]["config"]
+        self.assertEqual((good["last_reload_ok"], good["last_error"], good["pods"]), (True, "", 1))
+        self.assertGreater(good["last_success_unix"], started["last_success_unix"])
+        self.assertNotIn("last reload FAILED", self.gmt("status").stdout)
 
     def test_config_change_is_picked_up_without_sighup(self):
         self.start_schd()

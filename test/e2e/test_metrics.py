@@ -153,6 +153,9 @@ def expected(st):
                 put("gmt_tier_%s_bytes" % key, t[key], tier=t["tier"], index=t["index"])
             put("gmt_tier_trigger", t["trigger"], tier=t["tier"], index=t["index"])
             put("gmt_tier_stop", t["stop"], tier=t["tier"], index=t["index"])
+        cfg = host["config"]
+        put("gmt_config_last_reload_successful", 1 if cfg["last_reload_ok"] else 0)
+        put("gmt_config_last_reload_success_timestamp_seconds", cfg["last_success_unix"])
     for d in st["devices"]:
         i = d["index"]
         put("gmt_device_info", 1, device=i, bus_id=d["bus_id"] or "", uuid=d["uuid"] or "",
