@@ -235,6 +235,7 @@ GETTER(pod_memory_used, Gmt__PodStatus, U(TOT(o)->memory_used))
 GETTER(pod_memory_reserved, Gmt__PodStatus, U(TOT(o)->memory_reserved))
 GETTER(pod_share, Gmt__PodStatus, D(o->gpu_time_share))
 GETTER(pod_holds_token, Gmt__PodStatus, B(o->holds_token))
+GETTER(pod_token_wait, Gmt__PodStatus, D((double)TOT(o)->token_wait_us / 1e6))
 GETTER(pod_connected, Gmt__PodStatus, B(o->connected))
 GETTER(pod_latency, Gmt__PodStatus,
        B(o->config && o->config->class_ == GMT__POD_CLASS__CLASS_LATENCY))
@@ -266,6 +267,8 @@ GETTER(proc_tier, Gmt__ProcessStatus,
 GETTER(proc_swap_kept, Gmt__ProcessStatus, U(PC(o)->swap_kept))
 GETTER(proc_swap_outs, Gmt__ProcessStatus, U(PC(o)->swap_outs))
 GETTER(proc_swap_ins, Gmt__ProcessStatus, U(PC(o)->swap_ins))
+GETTER(proc_token_wait, Gmt__ProcessStatus, D((double)PC(o)->token_wait_us / 1e6))
+GETTER(proc_token_waiting, Gmt__ProcessStatus, D((double)PC(o)->token_waiting_us / 1e6))
 
 GETTER(host_pinned, Gmt__HostStatus, U(TOT(o)->pinned_bytes))
 GETTER(host_pinned_advised, Gmt__HostStatus, U(TOT(o)->pinned_advised))
@@ -376,6 +379,9 @@ static const family_t families[] = {
      "The pod's GPU time over the sliding window, divided by the window."},
     {"gmt_pod_holds_token", G, POD, pod_holds_token,
      "1 while the pod holds a GPU time token (on any GPU)."},
+    {"gmt_pod_token_wait_seconds_total", C, POD, pod_token_wait,
+     "Seconds the pod's processes' launches waited for a GPU time token, added over its "
+     "processes (as their reports say)."},
     {"gmt_pod_latency_class", G, POD, pod_latency,
      "1 for a class=latency pod (its work goes before the batch pods'), 0 for batch."},
     {"gmt_pod_connected", G, POD, pod_connected,
@@ -435,6 +441,11 @@ static const family_t families[] = {
      "Allocations of the process moved off the GPU since it started."},
     {"gmt_process_swap_ins_total", C, PROCESS, proc_swap_ins,
      "Allocations of the process brought back to the GPU since it started."},
+    {"gmt_process_token_wait_seconds_total", C, PROCESS, proc_token_wait,
+     "Seconds the process's launches waited for a GPU time token since it started (not "
+     "counting the wait for its own queued work at a grant's end)."},
+    {"gmt_process_token_waiting_seconds", G, PROCESS, proc_token_waiting,
+     "How long the process's oldest launch waiting for a token now has waited (0: none)."},
     {"gmt_node_pinned_bytes", G, NODE, host_pinned,
      "Page-locked host memory the pods' processes hold, over the node."},
     {"gmt_node_pinned_advised_bytes", G, NODE, host_pinned_advised,

@@ -189,16 +189,23 @@ static void print_text(const Gmt__StatusReply *st)
       continue;
     }
     if (swap)
-      printf("  %8s  %-10s  %10s  %-10s  %-10s  %-10s  %-11s  %s\n", "PID", "MEMORY", "LAUNCHES",
-             "GPU", "HOST", "DISK", "OUT/IN", "EXE");
+      printf("  %8s  %-10s  %10s  %-16s  %-10s  %-10s  %-10s  %-11s  %s\n", "PID", "MEMORY",
+             "LAUNCHES", "TOKEN WAIT", "GPU", "HOST", "DISK", "OUT/IN", "EXE");
     else
-      printf("  %8s  %-10s  %10s  %s\n", "PID", "MEMORY", "LAUNCHES", "EXE");
+      printf("  %8s  %-10s  %10s  %-16s  %s\n", "PID", "MEMORY", "LAUNCHES", "TOKEN WAIT", "EXE");
     for (size_t j = 0; j < pod->n_processes; j++) {
       const Gmt__ProcessStatus *p = pod->processes[j];
       const Gmt__ProcessCounters *c = gmt_counters_of(p->counters);
       char mem[32];
       gmt_human_bytes(mem, sizeof mem, c->memory_used);
-      printf("  %8u  %-10s  %10llu  ", p->pid, mem, (unsigned long long)c->launches);
+      /* Why it waits: its launches' time waiting for a token, and the
+       * wait going on now. */
+      char wait[48];
+      int n = snprintf(wait, sizeof wait, "%.1f s", (double)c->token_wait_us / 1e6);
+      if (c->token_waiting_us && n > 0 && (size_t)n < sizeof wait)
+        snprintf(wait + n, sizeof wait - (size_t)n, ", now %.1f",
+                 (double)c->token_waiting_us / 1e6);
+      printf("  %8u  %-10s  %10llu  %-16s  ", p->pid, mem, (unsigned long long)c->launches, wait);
       if (swap) {
         char g[32], hst[32], dsk[32], moves[48];
         gmt_human_bytes(g, sizeof g, c->swap_gpu);

@@ -107,6 +107,8 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   rc |= add(o, "swap_kept", new_u64(c->swap_kept));
   rc |= add(o, "swap_outs", new_u64(c->swap_outs));
   rc |= add(o, "swap_ins", new_u64(c->swap_ins));
+  rc |= add(o, "token_wait_us", new_u64(c->token_wait_us));
+  rc |= add(o, "token_waiting_us", new_u64(c->token_waiting_us));
   rc |= add(o, "context_bytes", new_u64(p->context_bytes));
   return built(o, rc);
 }
@@ -226,6 +228,8 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "pinned_cached", new_u64(t->pinned_cached));
   rc |= add(o, "tiers", tiers_json(t->swap_gpu, t->swap_host, t->swap_disk));
   rc |= add(o, "swap_kept", new_u64(t->swap_kept));
+  rc |= add(o, "token_wait_us", new_u64(t->token_wait_us));
+  rc |= add(o, "token_waiting_us", new_u64(t->token_waiting_us));
   rc |= add(o, "context_bytes", new_u64(pod->context_bytes));
   rc |= add_pod_devices(o, pod, cfg);
   for (size_t i = 0; i < pod->n_processes && !rc; i++)

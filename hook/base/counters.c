@@ -4,10 +4,16 @@
 #include "fork.h"
 
 _Atomic uint64_t gmt__launches;
+_Atomic uint64_t gmt__token_wait_ns;
+_Atomic int64_t gmt__token_waiting_since_ns;
+_Atomic int gmt__token_waiters;
 
 static void counters_child(void)
 {
   atomic_store_explicit(&gmt__launches, 0, memory_order_relaxed);
+  atomic_store_explicit(&gmt__token_wait_ns, 0, memory_order_relaxed);
+  atomic_store_explicit(&gmt__token_waiting_since_ns, 0, memory_order_relaxed);
+  atomic_store_explicit(&gmt__token_waiters, 0, memory_order_relaxed);
 }
 
 static const gmt_fork_ops_t g_fork_ops = {.child = counters_child};

@@ -9,4 +9,12 @@
  * only ever does a relaxed increment of this. */
 extern _Atomic uint64_t gmt__launches;
 
+/* Nanoseconds the process's launches waited for the GPU time token since
+ * start, and since when (CLOCK_MONOTONIC ns) the oldest of the waits going
+ * on now (gmt__token_waiters of them) began: token.c writes them, the
+ * reporter reads them (ProcessCounters.token_wait_us, token_waiting_us). */
+extern _Atomic uint64_t gmt__token_wait_ns;
+extern _Atomic int64_t gmt__token_waiting_since_ns;
+extern _Atomic int gmt__token_waiters;
+
 #endif

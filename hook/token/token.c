@@ -504,7 +504,39 @@ static void wait_asked(tok_dev_t *d)
 
 /* ---- the gate ---- */
 
+/* A launch starts waiting in the slow path: returns when. */
+static int64_t wait_begin(void)
+{
+  int64_t t = now_ns();
+  if (atomic_fetch_add(&gmt__token_waiters, 1) == 0)
+    atomic_store_explicit(&gmt__token_waiting_since_ns, t, memory_order_relaxed);
+  return t;
+}
+
+/* ... and stops, having spent own_ns of it waiting for its own queued
+ * work (a grant's end): not a wait for the token. */
+static void wait_end(int64_t t0, int64_t own_ns)
+{
+  int64_t waited = now_ns() - t0 - own_ns;
+  if (waited > 0)
+    atomic_fetch_add_explicit(&gmt__token_wait_ns, (uint64_t)waited, memory_order_relaxed);
+  /* The oldest wait's start is kept while others go on: slightly early
+   * for the rest, never late. */
+  if (atomic_fetch_sub(&gmt__token_waiters, 1) == 1)
+    atomic_store_explicit(&gmt__token_waiting_since_ns, 0, memory_order_relaxed);
+}
+
+static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns);
+
 __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
+{
+  int64_t own_ns = 0, t0 = wait_begin();
+  CUresult rc = gate_slow_timed(d, dev, &own_ns);
+  wait_end(t0, own_ns);
+  return rc;
+}
+
+static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
 {
   /* A forked child that launches before anything else registers here. */
   gmt__report_ensure();
@@ -529,6 +561,7 @@ __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
     if (sync)
       sync();
     int64_t after = now_ns();
+    *own_ns = after - now;
     gmt__busy_drained(&d->b, before, atomic_load_explicit(&gmt__launches, memory_order_relaxed),
                       atomic_load_explicit(&g_activity_ns, memory_order_relaxed), now, after);
     overuse = gmt__busy_end(&d->b, after, 0).overuse_ms;

@@ -121,6 +121,7 @@ def expected(st):
                           ("swap_kept", "swap_kept_bytes"), ("context_bytes", "context_bytes")):
             put("gmt_pod_" + name, p[key], pod=pod)
         put("gmt_pod_processes", len(p["processes"]), pod=pod)
+        put("gmt_pod_token_wait_seconds_total", p["token_wait_us"] / 1e6, pod=pod)
         put("gmt_pod_latency_class", int(p["class"] == "latency"), pod=pod)
         for tier, v in p["tiers"].items():
             put("gmt_pod_tier_bytes", v, pod=pod, tier=tier)
@@ -144,6 +145,10 @@ def expected(st):
                 put("gmt_process_" + name, pr[key], pod=pod, pid=pid)
             for tier, v in pr["tiers"].items():
                 put("gmt_process_tier_bytes", v, pod=pod, pid=pid, tier=tier)
+            put("gmt_process_token_wait_seconds_total", pr["token_wait_us"] / 1e6, pod=pod,
+                pid=pid)
+            put("gmt_process_token_waiting_seconds", pr["token_waiting_us"] / 1e6, pod=pod,
+                pid=pid)
     host = st.get("host")
     if host:
         for key in ("pinned_bytes", "pinned_advised", "pinned_cached", "pinned_limit"):

@@ -97,6 +97,38 @@ class Shares(Tokens):
         self.check_parts(sa, share(rows[2]), "a in two processes", delta=0.05)
 
 
+class Waits(Tokens):
+    """Why a job waits: each process's time waiting for a token, and the
+    wait going on now, in status, /metrics and `gmt status`."""
+    CONFIG = "2\na 0.3 1.0 1Gi\nb 0.7 1.0 2Gi\n"
+
+    def test_status_says_how_long_each_process_waited_for_tokens(self):
+        self.start("a", "b")
+        pa, pb = self.spin("a", seconds=8), self.spin("b", seconds=8)
+        pid_a = pa.proc.pid
+        t0 = time.monotonic()
+        # Some report finds a's launch waiting (it waits about 0.7 of the time).
+        now = wait_for(lambda: (self.process("a", pid_a) or {}).get("token_waiting_us") or None,
+                       timeout=6, interval=0.05, what="a wait going on now")
+        self.assertLess(now, 3e6)  # a wait of a grant or two, not since the start
+        time.sleep(max(0, 5 - (time.monotonic() - t0)))
+        st = self.status()
+        elapsed = time.monotonic() - t0
+        waited = {p["name"]: p["processes"][0]["token_wait_us"] / 1e6 for p in st["pods"]}
+        print("\nwaited for tokens over %.1f s: a %.2f s, b %.2f s" % (elapsed, waited["a"],
+                                                                     waited["b"]))
+        # At 0.3 / 0.7 a waits about 0.7 of the time and b about 0.3: so
+        # much more for a, and neither most of the run nor none of it.
+        self.assertGreater(waited["a"], 0.4 * elapsed, self.logs())
+        self.assertLess(waited["b"], 0.6 * elapsed, self.logs())
+        self.assertGreater(waited["a"], waited["b"], self.logs())
+        self.assertEqual(st["pods"][0]["token_wait_us"], st["pods"][0]["processes"][0]["token_wait_us"])
+        self.assertIn("TOKEN WAIT", self.gmt("status").stdout)
+        for p in (pa, pb):
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err)
+
+
 class Queued(Tokens):
     """Jobs that queue work and then wait for it, as training steps do."""
     CONFIG = "2\na 0.3 1.0 1Gi\nb 0.7 1.0 2Gi\n"

@@ -100,6 +100,8 @@ static void test_status_json_renders_every_field(void **state)
   c2.swap_outs = 12;
   c2.swap_kept = 6ull << 30;
   c2.swap_ins = 9;
+  c2.token_wait_us = 3500000;
+  c2.token_waiting_us = 250000;
   Gmt__ProcessStatus *procs_a[] = {&p1, &p2};
 
   Gmt__PodStatus a = GMT__POD_STATUS__INIT, b = GMT__POD_STATUS__INIT;
@@ -120,6 +122,8 @@ static void test_status_json_renders_every_field(void **state)
   ta.swap_gpu = 300ull << 20;
   ta.swap_host = 5ull << 30;
   ta.swap_disk = 7;
+  ta.token_wait_us = 3500000;
+  ta.token_waiting_us = 250000;
   b.config = &cfg_b;
   b.connected = 0;
   tb.memory_used = 0;
@@ -155,6 +159,14 @@ static void test_status_json_renders_every_field(void **state)
   Gmt__TierSpace *tiers[] = {&gpu, &disk};
   host.n_tiers = 2;
   host.tiers = tiers;
+  Gmt__ConfigStatus conf = GMT__CONFIG_STATUS__INIT;
+  conf.path = "/etc/gmt/resource-config.txt";
+  conf.pods = 2;
+  conf.last_reload_ok = 0;
+  conf.last_reload_unix = 1795883354.25;
+  conf.last_success_unix = 1795880000.5;
+  conf.last_error = "/etc/gmt/resource-config.txt:3: limit 2.0 is above 1\n";
+  host.config = &conf;
   st.host = &host;
 
   json_object *root = render(&st);
@@ -218,7 +230,12 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(jta, "gpu"), 300ll << 20);
   assert_int_equal(int_field(jta, "host"), 5ll << 30);
   assert_int_equal(int_field(jta, "disk"), 7);
-  assert_int_equal(json_object_object_length(j2), 17); /* nothing undocumented */
+  assert_int_equal(int_field(j2, "token_wait_us"), 3500000);
+  assert_int_equal(int_field(j2, "token_waiting_us"), 250000);
+  assert_int_equal(int_field(j1, "token_wait_us"), 0);
+  assert_int_equal(int_field(ja, "token_wait_us"), 3500000);
+  assert_int_equal(int_field(ja, "token_waiting_us"), 250000);
+  assert_int_equal(json_object_object_length(j2), 19); /* nothing undocumented */
 
   json_object *jb = json_object_array_get_idx(jpods, 1);
   assert_string_equal(json_object_get_string(field(jb, "name", json_type_string)),
@@ -240,7 +257,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(ja, "pinned_cached"), 256ll << 20);
   assert_int_equal(int_field(jb, "pinned_cached"), 0);
   assert_int_equal(int_field(field(jb, "tiers", json_type_object), "host"), 0);
-  assert_int_equal(json_object_object_length(jb), 21);
+  assert_int_equal(json_object_object_length(jb), 23);
   json_object *jh = field(root, "host", json_type_object);
   assert_int_equal(int_field(jh, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(jh, "pinned_limit"), 24ll << 30);
@@ -272,7 +289,19 @@ static void test_status_json_renders_every_field(void **state)
   assert_true(json_object_get_double(field(jd, "stop", json_type_double)) == 0.5);
   assert_int_equal(int_field(jd, "pressure"), 0);
   assert_int_equal(json_object_object_length(jd), 10);
-  assert_int_equal(json_object_object_length(jh), 5);
+  json_object *jc = field(jh, "config", json_type_object);
+  assert_string_equal(json_object_get_string(field(jc, "path", json_type_string)),
+                      "/etc/gmt/resource-config.txt");
+  assert_int_equal(int_field(jc, "pods"), 2);
+  assert_false(json_object_get_boolean(field(jc, "last_reload_ok", json_type_boolean)));
+  assert_true(json_object_get_double(field(jc, "last_reload_unix", json_type_double)) ==
+              1795883354.25);
+  assert_true(json_object_get_double(field(jc, "last_success_unix", json_type_double)) ==
+              1795880000.5);
+  assert_string_equal(json_object_get_string(field(jc, "last_error", json_type_string)),
+                      "/etc/gmt/resource-config.txt:3: limit 2.0 is above 1\n");
+  assert_int_equal(json_object_object_length(jc), 6);
+  assert_int_equal(json_object_object_length(jh), 6);
   assert_int_equal(json_object_object_length(root), 3); /* pods, host, devices */
   json_object_put(root);
 }
