@@ -213,6 +213,20 @@ static int unheard(int unhooked)
 
 /* ---- RPCs ---- */
 
+/* A refusal, said on the job's stderr once per kind (the pod's quota, the
+ * GPU's declared space, anything else): an out-of-memory error with no
+ * word of why was the worst of it for operators. The scheduler's words
+ * say which limit and by how much. */
+static void say_refusal(const char *err)
+{
+  static _Atomic unsigned said;
+  unsigned kind = !strncmp(err, "pod '", 5) ? 1u : !strncmp(err, "device ", 7) ? 2u : 4u;
+  if (!(atomic_fetch_or(&said, kind) & kind))
+    gmt__say("an allocation fails with out of memory: %s (said once; GMT_HOOK_DEBUG=1 says "
+             "each)",
+             err[0] ? err : "the scheduler refused it");
+}
+
 enum { RPC_OK = 0, RPC_QUOTA = 1, RPC_UNHOOKED = 2, RPC_UNREACHABLE = 3, RPC_DEVICE = 4 };
 
 /* Devices whose refusal (devices=) was told on stderr, bit d for device d. */
@@ -319,6 +333,7 @@ static int rpc_memory(int ch, int release, int device, uint64_t bytes)
     came_back();
     GMT_HOOK_DEBUG("reserve of %llu bytes on device %d refused: %s", (unsigned long long)bytes,
                    device, err);
+    say_refusal(err);
     return RPC_QUOTA;
   }
   went_offline(rc, err);

@@ -13,7 +13,7 @@ const char *gmt_strerror(int code)
   case GMT_EVERSION: return "peer speaks a newer protocol";
   case GMT_EUNEXPECTED: return "unexpected reply";
   case GMT_ENOPOD: return "pod not in the scheduler's config";
-  case GMT_EQUOTA: return "over the pod's memory quota";
+  case GMT_EQUOTA: return "no room for it (the pod's memory quota, or the GPU's declared space)";
   case GMT_EUNIMPL: return "not implemented by this peer";
   case GMT_ENOPROC: return "unknown process";
   case GMT_ECONFIG: return "bad configuration";

@@ -10,7 +10,7 @@ enum {
   GMT_EVERSION = -1002,    /* a peer speaks a newer protocol */
   GMT_EUNEXPECTED = -1003, /* a reply of the wrong kind */
   GMT_ENOPOD = -1004,      /* a pod name the config does not list */
-  GMT_EQUOTA = -1005,      /* over the pod's memory quota */
+  GMT_EQUOTA = -1005,      /* no room: the pod's memory quota, or the GPU's declared space */
   GMT_EUNIMPL = -1006,     /* an RPC this peer does not serve */
   GMT_ENOPROC = -1007,     /* a process the pod manager does not know */
   GMT_ECONFIG = -1008,     /* a bad configuration file */

@@ -79,6 +79,9 @@ class ExactLimitOnEveryPath(MemoryCase):
         p.expect("TRIMMED")
         p.send()
         rc, err = p.finish()
+        # Why it failed, on the job's stderr, once: the pod's quota.
+        self.assertEqual(err.count("an allocation fails with out of memory: pod 'a' holds"), 1,
+                         err)
         self.assertEqual(rc, 0, err)
         wait_for(lambda: self.process("a", p.proc.pid) is None, timeout=3, what="exit to land")
         self.assertEqual(self.reserved("a"), 0)

@@ -155,8 +155,11 @@ class DeclaredCapacity(GmtTestCase):
         b, filled = self.fill("b")
         self.assertEqual(filled["ok"], "0", filled)
         self.assertEqual(filled["name"], "CUDA_ERROR_OUT_OF_MEMORY", filled)
-        rc, _ = b.finish()
+        rc, err = b.finish()
         self.assertEqual(rc, 1)
+        # Why, on the job's stderr: the card's declared space, not b's quota.
+        self.assertIn("an allocation fails with out of memory: device 0 has", err)
+        self.assertIn("left of its declared capacity", err)
         a.expect("OVER")
         a.send()
         a.expect("FREED")
