@@ -179,6 +179,7 @@ static void put_value(wbuf_t *w, val_t v)
 enum scope {
   POD,          /* pod */
   POD_TIER,     /* pod, tier (gpu, host, disk) */
+  POD_REASON,   /* pod, reason (quota, gpu_space) */
   POD_DEVICE,   /* pod, device */
   PROCESS,      /* pod, pid */
   PROCESS_INFO, /* pod, pid, exe; value 1 */
@@ -191,13 +192,17 @@ enum scope {
 };
 
 static const char *const tier_names[] = {"gpu", "host", "disk"};
+/* Why an allocation was refused: PodStatus.refused_quota, refused_space. */
+static const char *const reason_names[] = {"quota", "gpu_space"};
+#define NREASONS 2
 #define NTIERS 3
 
 /* Reads the value of obj (the scope's message: Gmt__PodStatus for POD,
  * POD_TIER; Gmt__PodDeviceStatus; Gmt__ProcessStatus for PROCESS and
  * PROCESS_TIER; Gmt__HostStatus for NODE; Gmt__TierSpace;
  * Gmt__DeviceStatus; gmt_metrics_input_t for TRACE) and, for a *_TIER
- * scope, of tier (an index of tier_names). False: not known, no sample. */
+ * scope, of tier (an index of tier_names; for POD_REASON of reason_names).
+ * False: not known, no sample. */
 typedef bool (*get_fn)(const void *obj, int tier, val_t *v);
 
 typedef struct {
@@ -236,6 +241,7 @@ GETTER(pod_memory_reserved, Gmt__PodStatus, U(TOT(o)->memory_reserved))
 GETTER(pod_share, Gmt__PodStatus, D(o->gpu_time_share))
 GETTER(pod_holds_token, Gmt__PodStatus, B(o->holds_token))
 GETTER(pod_token_wait, Gmt__PodStatus, D((double)TOT(o)->token_wait_us / 1e6))
+GETTER(pod_refused, Gmt__PodStatus, U(tier == 0 ? o->refused_quota : o->refused_space))
 GETTER(pod_connected, Gmt__PodStatus, B(o->connected))
 GETTER(pod_latency, Gmt__PodStatus,
        B(o->config && o->config->class_ == GMT__POD_CLASS__CLASS_LATENCY))
@@ -379,6 +385,9 @@ static const family_t families[] = {
      "The pod's GPU time over the sliding window, divided by the window."},
     {"gmt_pod_holds_token", G, POD, pod_holds_token,
      "1 while the pod holds a GPU time token (on any GPU)."},
+    {"gmt_alloc_refused_total", C, POD_REASON, pod_refused,
+     "Allocations of the pod gmt-schd refused since it started, by why: its GPU_MEM (quota) or "
+     "the card's declared space (gpu_space, --gpu-capacity); `gmt status` says the last one."},
     {"gmt_pod_token_wait_seconds_total", C, POD, pod_token_wait,
      "Seconds the pod's processes' launches waited for a GPU time token, added over its "
      "processes (as their reports say)."},
@@ -560,6 +569,9 @@ static void write_pods(writer_t *wr, const Gmt__StatusReply *st)
     } else if (f->scope == POD_TIER) {
       for (int t = 0; t < NTIERS; t++)
         maybe(wr, ps, t, (label_t[]){{"pod", pod}, {"tier", tier_names[t]}}, 2);
+    } else if (f->scope == POD_REASON) {
+      for (int r = 0; r < NREASONS; r++)
+        maybe(wr, ps, r, (label_t[]){{"pod", pod}, {"reason", reason_names[r]}}, 2);
     } else if (f->scope == POD_DEVICE) {
       for (size_t j = 0; j < ps->n_devices; j++) {
         char dev[16];
@@ -589,6 +601,7 @@ static void write_family(writer_t *wr, const gmt_metrics_input_t *in, const Gmt_
   switch (wr->f->scope) {
   case POD:
   case POD_TIER:
+  case POD_REASON:
   case POD_DEVICE:
   case PROCESS:
   case PROCESS_INFO:

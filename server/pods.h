@@ -33,6 +33,8 @@ static inline uint32_t gmt_proc_node_pid(const gmt_proc_t *p)
   return p->node_pid_tried ? p->node_pid : p->pid;
 }
 
+enum { GMT_REFUSED_QUOTA = 0, GMT_REFUSED_SPACE = 1 };
+
 typedef struct gmt_pod {
   gmt_pod_config_t cfg;
   bool connected;
@@ -44,6 +46,12 @@ typedef struct gmt_pod {
    * logged (monotonic ms; 0: never): one line a period, however often it
    * asks or says it. */
   uint64_t said_quota_ms, said_report_ms;
+  /* Reserves refused (rpc_memory.c), by why: GMT_REFUSED_QUOTA (its
+   * GPU_MEM), GMT_REFUSED_SPACE (the card's declared space); the last
+   * one's words and when (Unix seconds; 0: none). */
+  uint64_t refused[2];
+  char last_refusal[256];
+  double last_refusal_unix;
   size_t nprocs;
   gmt_proc_t *procs; /* sorted by pid */
 } gmt_pod_t;

@@ -11,6 +11,9 @@
  * the processes report of themselves is held to what the two ledgers
  * granted them (bound_reports): the node's budgets count grants. */
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 
 #include "gmt_error.h"
@@ -37,10 +40,34 @@ void gmt__ledger_close(gmt_schd_t *s)
   s->ledger = s->pinned_ledger = NULL;
 }
 
+/* A Reserve refused for why (GMT_REFUSED_*), in words that say which
+ * limit and by how much: answered, counted for status and /metrics, kept
+ * as the pod's last refusal, and logged once a period per pod (a job
+ * retries an allocation that failed). */
+static void refuse(gmt_schd_t *s, gmt_call_t *call, gmt_pod_t *pod, int why, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void refuse(gmt_schd_t *s, gmt_call_t *call, gmt_pod_t *pod, int why, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(pod->last_refusal, sizeof pod->last_refusal, fmt, ap);
+  va_end(ap);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  pod->last_refusal_unix = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+  pod->refused[why]++;
+  if (gmt__say_now(&pod->said_quota_ms, uv_now(s->loop)))
+    gmt_info("pod '%s': an allocation refused (%" PRIu64 " so far for its quota, %" PRIu64
+             " for the GPU's space): %s",
+             pod->cfg.name, pod->refused[GMT_REFUSED_QUOTA], pod->refused[GMT_REFUSED_SPACE],
+             pod->last_refusal);
+  gmt_call_reply_error(call, GMT_EQUOTA, "%s", pod->last_refusal);
+}
+
 void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   const Gmt__ReserveRequest *r = req->reserve_req;
-  const gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
+  gmt_pod_t *pod = gmt_pods_find(s->pods, r->pod);
   if (!pod) {
     gmt__reply_nopod(call, s->cfg, r->pod);
     return;
@@ -61,10 +88,10 @@ void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     gmt_debug("pod '%s' pid %u: %" PRIu64 " bytes on device %d refused: %" PRIu64
               " left of its declared capacity",
               pod->cfg.name, r->pid, r->bytes, r->device, room);
-    gmt_call_reply_error(call, GMT_EQUOTA,
-                         "device %d has %" PRIu64 " bytes (%.1f MiB) left of its declared capacity "
-                         "(gmt-schd --gpu-capacity); %" PRIu64 " more do not fit",
-                         r->device, room, (double)room / MIB, r->bytes);
+    refuse(s, call, pod, GMT_REFUSED_SPACE,
+           "device %d has %" PRIu64 " bytes (%.1f MiB) left of its declared capacity "
+           "(gmt-schd --gpu-capacity); %" PRIu64 " more do not fit",
+           r->device, room, (double)room / MIB, r->bytes);
     return;
   }
   uint64_t limit = pod->cfg.memory_limit, total = 0;
@@ -74,11 +101,10 @@ void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     gmt_debug("pod '%s' pid %u: %" PRIu64 " bytes on device %d refused (holds %" PRIu64
               " of %" PRIu64 ")",
               pod->cfg.name, r->pid, r->bytes, r->device, total, limit);
-    gmt_call_reply_error(call, GMT_EQUOTA,
-                         "pod '%s' holds %" PRIu64 " bytes (%.1f MiB) of its limit %" PRIu64
-                         " bytes (%.1f MiB); %" PRIu64 " more do not fit",
-                         pod->cfg.name, total, (double)total / MIB, limit, (double)limit / MIB,
-                         r->bytes);
+    refuse(s, call, pod, GMT_REFUSED_QUOTA,
+           "pod '%s' holds %" PRIu64 " bytes (%.1f MiB) of its limit %" PRIu64
+           " bytes (%.1f MiB); %" PRIu64 " more do not fit",
+           pod->cfg.name, total, (double)total / MIB, limit, (double)limit / MIB, r->bytes);
     return;
   }
   if (rc < 0) {

@@ -75,6 +75,10 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
     gmt_pod_config_wire(&pod->cfg, &st->pcs[i]);
     ps[i].config = &st->pcs[i];
     ps[i].connected = pod->connected;
+    ps[i].refused_quota = pod->refused[GMT_REFUSED_QUOTA];
+    ps[i].refused_space = pod->refused[GMT_REFUSED_SPACE];
+    ps[i].last_refusal = (char *)pod->last_refusal;
+    ps[i].last_refusal_unix = pod->last_refusal_unix;
     gmt__process_counters__init(&st->pt[i]);
     ps[i].totals = &st->pt[i];
     ps[i].n_processes = pod->nprocs;

@@ -45,6 +45,22 @@ static void print_safe(const char *s)
 /* The memory tiers' spaces (docs/tiers.md): what each holds against its
  * capacity, and how far past its trigger it is (PRESSURE, the bytes to
  * move down). The JSON has the rest (limit, the exact bytes). */
+/* The pod's allocations gmt-schd refused, and why the last one was. */
+static void print_refusals(const Gmt__PodStatus *pod)
+{
+  if (!pod->last_refusal || !pod->last_refusal[0])
+    return;
+  char when[64] = "?";
+  time_t t = (time_t)pod->last_refusal_unix;
+  struct tm tm;
+  if (pod->last_refusal_unix > 0 && localtime_r(&t, &tm))
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+  printf("  allocations refused: %llu for its GPU_MEM, %llu for the GPU's space; the last at %s: ",
+         (unsigned long long)pod->refused_quota, (unsigned long long)pod->refused_space, when);
+  print_safe(pod->last_refusal);
+  putchar('\n');
+}
+
 /* A failed reload of resource-config.txt, said where the operator looks
  * (the daemon's log may be gone): nothing when the last read was good. */
 static void print_config(const Gmt__ConfigStatus *c)
@@ -184,6 +200,7 @@ static void print_text(const Gmt__StatusReply *st)
       printf("  swap: gpu %s, host %s, disk %s; host copies kept %s\n", g, hst, dsk, kept);
     }
     print_pod_devices(pod);
+    print_refusals(pod);
     if (pod->n_processes == 0) {
       printf("  (no processes)\n");
       continue;

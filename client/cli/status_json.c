@@ -230,6 +230,10 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "swap_kept", new_u64(t->swap_kept));
   rc |= add(o, "token_wait_us", new_u64(t->token_wait_us));
   rc |= add(o, "token_waiting_us", new_u64(t->token_waiting_us));
+  rc |= add(o, "refused_quota", new_u64(pod->refused_quota));
+  rc |= add(o, "refused_space", new_u64(pod->refused_space));
+  rc |= add(o, "last_refusal", json_object_new_string(str(pod->last_refusal)));
+  rc |= add(o, "last_refusal_unix", gmt_json_double(pod->last_refusal_unix));
   rc |= add(o, "context_bytes", new_u64(pod->context_bytes));
   rc |= add_pod_devices(o, pod, cfg);
   for (size_t i = 0; i < pod->n_processes && !rc; i++)

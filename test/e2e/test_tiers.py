@@ -5,6 +5,7 @@ spaces the startup log lists and `gmt status` shows. (The tiers' ledger
 itself is unit tested: test/unit/test_tiers.c.)"""
 import os
 import subprocess
+import time
 
 from gmt_e2e import BUILD, GmtTestCase, SCHD, fake_uuid, wait_for
 
@@ -157,9 +158,18 @@ class DeclaredCapacity(GmtTestCase):
         self.assertEqual(filled["name"], "CUDA_ERROR_OUT_OF_MEMORY", filled)
         rc, err = b.finish()
         self.assertEqual(rc, 1)
-        # Why, on the job's stderr: the card's declared space, not b's quota.
+        # Why, on the job's stderr: the card's declared space, not b's quota;
+        # and in status, /metrics's counts and gmt-schd's log.
         self.assertIn("an allocation fails with out of memory: device 0 has", err)
         self.assertIn("left of its declared capacity", err)
+        b_st = self.pod("b")
+        self.assertGreaterEqual(b_st["refused_space"], 1, b_st)
+        self.assertEqual(b_st["refused_quota"], 0, b_st)
+        self.assertIn("left of its declared capacity", b_st["last_refusal"])
+        self.assertAlmostEqual(b_st["last_refusal_unix"], time.time(), delta=60)
+        self.assertEqual((self.pod("a")["refused_space"], self.pod("a")["last_refusal"]), (0, ""))
+        self.assertIn("allocations refused: 0 for its GPU_MEM", self.gmt("status").stdout)
+        self.assertIn("pod 'b': an allocation refused", self.daemons[0].output())
         a.expect("OVER")
         a.send()
         a.expect("FREED")
