@@ -192,8 +192,13 @@ class Backend:
         if self.wait(deadline, all_connected,
                      "all %d pods to show connected in `gmt status`" % len(names)) is None:
             return 0
+        # gmt finds gmt-schd at the default socket by itself; elsewhere
+        # GMT_SCHD names it for every gmt command.
+        where = ("" if self.run_dir == DEFAULT_RUN_DIR else
+                 " For gmt status, top and trace: export GMT_SCHD=ipc://%s."
+                 % os.path.join(self.run_dir, "schd.sock"))
         out("%s: ready: gmt-schd on %s and %d pod manager%s, all connected (%.1f s). Run a job "
-            "with: scripts/launch-command.py --pod %s%s%s -- CMD. Ctrl-C or SIGTERM stops "
+            "with: scripts/launch-command.py --pod %s%s%s -- CMD.%s Ctrl-C or SIGTERM stops "
             "them all." % (PROG, schd_url, len(names), "" if len(names) == 1 else "s",
                            a.timeout - (deadline - time.monotonic()),
                            names[0] if names else "NAME",
@@ -201,7 +206,7 @@ class Backend:
                            ("" if a.base_port == DEFAULT_BASE_PORT else
                             " --base-port %d" % a.base_port) +
                            ("" if self.run_dir == DEFAULT_RUN_DIR else
-                            " --run-dir " + self.run_dir)))
+                            " --run-dir " + self.run_dir), where))
 
         while not self.stopping():
             for d in self.daemons:

@@ -235,6 +235,14 @@ class Launch(unittest.TestCase):
 
     def test_backend_starts_each_pod_on_its_port_and_sigterm_leaves_nothing(self):
         b = self.ready()
+        # Its sockets are not in /run/gmt: it says how gmt finds gmt-schd.
+        ready = [l for l in b.lines if l.startswith("launch-backend: ready")][0]
+        sock = os.path.join(self.node.tmp, "run", "schd.sock")
+        self.assertIn("export GMT_SCHD=ipc://%s." % sock, ready)
+        r = subprocess.run([os.path.join(BUILD, "client", "gmt"), "status", "--json"],
+                           capture_output=True, text=True, timeout=10,
+                           env=dict(self.node.env(), GMT_SCHD="ipc://" + sock))
+        self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(set(b.rows), {"-", "train", "infer"}, b.lines)
         self.assertEqual(int(b.rows["-"]["port"]), self.schd_port)
         self.assertEqual(b.rows["-"]["url"], "tcp://127.0.0.1:%d" % self.schd_port)
