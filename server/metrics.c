@@ -281,26 +281,21 @@ GETTER(host_pinned_advised, Gmt__HostStatus, U(TOT(o)->pinned_advised))
 GETTER(host_pinned_cached, Gmt__HostStatus, U(TOT(o)->pinned_cached))
 GETTER(host_pinned_limit, Gmt__HostStatus, U(o->pinned_limit))
 
-/* The -c file's last read (ConfigStatus): no sample without one. */
-static bool host_config_ok(const void *obj, int tier, val_t *v)
-{
-  const Gmt__HostStatus *o = obj;
-  (void)tier;
-  if (!o->config)
-    return false;
-  *v = B(o->config->last_reload_ok);
-  return true;
-}
+/* A getter whose value is known only when known (of o) holds. */
+#define GETTER_IF(fn, type, known, expr)                                                           \
+  static bool fn(const void *obj, int tier, val_t *v)                                              \
+  {                                                                                                \
+    const type *o = obj;                                                                           \
+    (void)tier;                                                                                    \
+    if (!(known))                                                                                  \
+      return false;                                                                                \
+    *v = (expr);                                                                                   \
+    return true;                                                                                   \
+  }
 
-static bool host_config_ok_time(const void *obj, int tier, val_t *v)
-{
-  const Gmt__HostStatus *o = obj;
-  (void)tier;
-  if (!o->config)
-    return false;
-  *v = D(o->config->last_success_unix);
-  return true;
-}
+/* The -c file's last read (ConfigStatus): no sample without one. */
+GETTER_IF(host_config_ok, Gmt__HostStatus, o->config, B(o->config->last_reload_ok))
+GETTER_IF(host_config_ok_time, Gmt__HostStatus, o->config, D(o->config->last_success_unix))
 
 GETTER(space_capacity, Gmt__TierSpace, U(o->capacity))
 GETTER(space_limit, Gmt__TierSpace, U(o->limit))

@@ -45,16 +45,22 @@ static void print_safe(const char *s)
 /* The memory tiers' spaces (docs/tiers.md): what each holds against its
  * capacity, and how far past its trigger it is (PRESSURE, the bytes to
  * move down). The JSON has the rest (limit, the exact bytes). */
+/* Unix seconds as local time, "?" when not known. */
+static void local_time(char *buf, size_t len, double unix_s)
+{
+  time_t t = (time_t)unix_s;
+  struct tm tm;
+  if (!(unix_s > 0 && localtime_r(&t, &tm) && strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm)))
+    snprintf(buf, len, "?");
+}
+
 /* The pod's allocations gmt-schd refused, and why the last one was. */
 static void print_refusals(const Gmt__PodStatus *pod)
 {
   if (!pod->last_refusal || !pod->last_refusal[0])
     return;
-  char when[64] = "?";
-  time_t t = (time_t)pod->last_refusal_unix;
-  struct tm tm;
-  if (pod->last_refusal_unix > 0 && localtime_r(&t, &tm))
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+  char when[64];
+  local_time(when, sizeof when, pod->last_refusal_unix);
   printf("  allocations refused: %llu for its GPU_MEM, %llu for the GPU's space; the last at %s: ",
          (unsigned long long)pod->refused_quota, (unsigned long long)pod->refused_space, when);
   print_safe(pod->last_refusal);
@@ -67,11 +73,8 @@ static void print_config(const Gmt__ConfigStatus *c)
 {
   if (!c || c->last_reload_ok)
     return;
-  char when[64] = "?";
-  time_t t = (time_t)c->last_success_unix;
-  struct tm tm;
-  if (c->last_success_unix > 0 && localtime_r(&t, &tm))
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+  char when[64];
+  local_time(when, sizeof when, c->last_success_unix);
   printf("\nCONFIG %s: its last reload FAILED; the config read at %s (%u pods) stays in force:\n",
          c->path ? c->path : "?", when, c->pods);
   const char *e = c->last_error ? c->last_error : "";
