@@ -229,7 +229,9 @@ class Status(SwapCase):
                       "50.0 MiB", r.stdout)
         row = next(line.split() for line in r.stdout.splitlines()
                    if line.split()[:1] == [str(b1.pid)])
-        self.assertEqual(row[4:11], ["300.0", "MiB", "200.0", "MiB", "1.0", "MiB", "5/3"])
+        # TOKEN WAIT (it launched nothing), then GPU, HOST, DISK, OUT/IN.
+        self.assertEqual(row[4:13], ["0.0", "s", "300.0", "MiB", "200.0", "MiB", "1.0", "MiB",
+                                     "5/3"])
         # b1 exits: its resident bytes leave the space with it.
         b1.prog.finish()
         self.wait_gpu_reserved(100 * MIB)
