@@ -189,6 +189,7 @@ enum scope {
   DEVICE,       /* device */
   DEVICE_INFO,  /* device, bus_id, uuid, name; value 1 */
   TRACE,        /* none: the tracer */
+  UNMANAGED,    /* pid, exe: a GPU process outside gmt */
 };
 
 static const char *const tier_names[] = {"gpu", "host", "disk"};
@@ -280,6 +281,7 @@ GETTER(host_pinned, Gmt__HostStatus, U(TOT(o)->pinned_bytes))
 GETTER(host_pinned_advised, Gmt__HostStatus, U(TOT(o)->pinned_advised))
 GETTER(host_pinned_cached, Gmt__HostStatus, U(TOT(o)->pinned_cached))
 GETTER(host_pinned_limit, Gmt__HostStatus, U(o->pinned_limit))
+GETTER(unmanaged_memory, Gmt__UnmanagedProcess, U(o->memory_used))
 
 /* A getter whose value is known only when known (of o) holds. */
 #define GETTER_IF(fn, type, known, expr)                                                           \
@@ -458,6 +460,9 @@ static const family_t families[] = {
      "Of gmt_node_pinned_bytes, freed blocks gmt's pinned pools keep for reuse."},
     {"gmt_node_pinned_limit_bytes", G, NODE, host_pinned_limit,
      "The node's budget of page-locked host memory for pin advice (--pinned-limit)."},
+    {"gmt_unmanaged_process_memory_bytes", G, UNMANAGED, unmanaged_memory,
+     "A process on the node's GPUs that no pod manager registered (outside gmt: no quota, no "
+     "share), with the device memory NVML counts for it."},
     {"gmt_config_last_reload_successful", G, NODE, host_config_ok,
      "1 when the last read of resource-config.txt (at start, SIGHUP or a change on disk) was "
      "good, 0 when it failed and the config before it is kept."},
@@ -629,6 +634,14 @@ static void write_family(writer_t *wr, const gmt_metrics_input_t *in, const Gmt_
     }
     break;
   case TRACE: maybe(wr, in, 0, NULL, 0); break;
+  case UNMANAGED:
+    for (size_t i = 0; i < st->n_unmanaged; i++) {
+      const Gmt__UnmanagedProcess *u = st->unmanaged[i];
+      char pid[16];
+      snprintf(pid, sizeof pid, "%u", (unsigned)u->pid);
+      maybe(wr, u, 0, (label_t[]){{"pid", pid}, {"exe", u->exe ? u->exe : ""}}, 2);
+    }
+    break;
   }
 }
 

@@ -12,8 +12,10 @@
  * driver's version and on how many processes a job runs, and the hook's
  * cuMemGetInfo answers from the quota alone. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "devices.h"
 #include "gmt_error.h"
@@ -167,4 +169,102 @@ void gmt__pod_devices_close(gmt_schd_t *s)
     free(s->procmem);
     s->procmem = NULL;
   }
+}
+
+/* ---- processes outside gmt ---- */
+
+static bool is_pods_process(const gmt_schd_t *s, uint32_t pid)
+{
+  for (size_t i = 0; i < s->pods->npods; i++) {
+    const gmt_pod_t *pod = &s->pods->pods[i];
+    for (size_t j = 0; j < pod->nprocs; j++)
+      if (gmt_proc_node_pid(&pod->procs[j]) == pid)
+        return true;
+  }
+  return false;
+}
+
+/* pid's parent, from /proc/PID/stat (after the last ')': the name may
+ * hold anything); 0 when it cannot be read. */
+static pid_t parent_of(uint32_t pid)
+{
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%u/stat", pid);
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  int ppid = 0;
+  char state;
+  if (!p || sscanf(p + 1, " %c %d", &state, &ppid) != 2)
+    return 0;
+  return (pid_t)ppid;
+}
+
+/* What pid runs: its exe, else its comm (another user's exe is not
+ * readable to a gmt-schd that is not root), else empty. */
+static void exe_of(uint32_t pid, char *buf, size_t len)
+{
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%u/exe", pid);
+  ssize_t n = readlink(path, buf, len - 1);
+  if (n > 0) {
+    buf[n] = 0;
+    return;
+  }
+  buf[0] = 0;
+  snprintf(path, sizeof path, "/proc/%u/comm", pid);
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return;
+  if (fgets(buf, (int)len, f))
+    buf[strcspn(buf, "\n")] = 0;
+  fclose(f);
+}
+
+#define UNMANAGED_EXE_MAX 256
+
+int gmt__unmanaged_status(gmt_schd_t *s, Gmt__StatusReply *st, void **mem)
+{
+  *mem = NULL;
+  st->n_unmanaged = 0;
+  st->unmanaged = NULL;
+  const gmt_procmem_t *pm = procmem(s);
+  if (!pm || pm->n == 0)
+    return 0;
+  /* One allocation, for at most every process listed: the pointers, then
+   * the entries with their exe. */
+  struct un {
+    Gmt__UnmanagedProcess m;
+    char exe[UNMANAGED_EXE_MAX];
+  };
+  Gmt__UnmanagedProcess **ptrs = malloc(pm->n * (sizeof *ptrs + sizeof(struct un)));
+  if (!ptrs)
+    return -ENOMEM;
+  struct un *items = (struct un *)(ptrs + pm->n);
+  size_t k = 0;
+  pid_t self = getpid();
+  for (size_t i = 0; i < pm->n; i++) {
+    const gmt_procmem_entry_t *e = &pm->e[i];
+    if (!e->pid || (pid_t)e->pid == self || is_pods_process(s, e->pid) || parent_of(e->pid) == self)
+      continue;
+    struct un *u = &items[k];
+    gmt__unmanaged_process__init(&u->m);
+    u->m.pid = e->pid;
+    u->m.memory_used = e->unknown ? 0 : e->used;
+    exe_of(e->pid, u->exe, sizeof u->exe);
+    u->m.exe = u->exe;
+    ptrs[k++] = &u->m;
+  }
+  if (k == 0) {
+    free(ptrs);
+    return 0;
+  }
+  st->n_unmanaged = k;
+  st->unmanaged = ptrs;
+  *mem = ptrs;
+  return 0;
 }

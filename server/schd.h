@@ -196,6 +196,11 @@ void gmt__pods_changed(gmt_schd_t *s, gmt_pod_t *pod);
 int gmt__pod_devices_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps);
 void gmt__pod_devices_free(Gmt__PodStatus *ps);
 void gmt__pod_devices_close(gmt_schd_t *s);
+/* The GPU processes NVML lists that are no pod's process (by node pid) and
+ * not gmt-schd's own children (its probes): st->unmanaged, sorted by pid,
+ * in one allocation (*mem: free() it once the reply is sent). 0 or
+ * -ENOMEM; none without NVML. */
+int gmt__unmanaged_status(gmt_schd_t *s, Gmt__StatusReply *st, void **mem);
 
 /* ---- rpc_devices.c: the node's GPUs (docs/devices.md) ---- */
 int gmt__devices_init(gmt_schd_t *s);
@@ -228,6 +233,7 @@ typedef struct gmt__status {
   Gmt__ProcessCounters *pt; /* ps[i].totals */
   Gmt__ProcessCounters ht;  /* host.totals */
   Gmt__ConfigStatus config; /* host.config */
+  void *unmanaged;          /* reply.unmanaged's one allocation */
   size_t npods;
 } gmt__status_t;
 /* st->reply: the node now, as Status answers (loop thread; the GPUs'

@@ -21,6 +21,8 @@ void gmt__status_free(gmt__status_t *st)
   free(st->pc);
   free(st->pt);
   free(st->host.tiers);
+  free(st->unmanaged);
+  st->unmanaged = NULL;
   st->ps = NULL;
   st->psp = NULL;
   st->pcs = NULL;
@@ -111,5 +113,7 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
   st->reply.protocol_version = GMT_PROTOCOL_VERSION;
   st->reply.host = host;
   gmt__pick_status(s, &st->reply); /* the node's GPUs (rpc_pick.c) */
+  if (gmt__unmanaged_status(s, &st->reply, &st->unmanaged) < 0)
+    return -ENOMEM;
   return 0;
 }

@@ -45,6 +45,24 @@ static void print_safe(const char *s)
 /* The memory tiers' spaces (docs/tiers.md): what each holds against its
  * capacity, and how far past its trigger it is (PRESSURE, the bytes to
  * move down). The JSON has the rest (limit, the exact bytes). */
+/* GPU processes outside gmt: no quota, no share (NVML's view). */
+static void print_unmanaged(const Gmt__StatusReply *st)
+{
+  if (!st->n_unmanaged)
+    return;
+  printf("\nUNMANAGED: %zu process%s on the GPUs outside gmt (no quota, no share)\n",
+         st->n_unmanaged, st->n_unmanaged == 1 ? "" : "es");
+  printf("  %8s  %-10s  %s\n", "PID", "MEMORY", "EXE");
+  for (size_t i = 0; i < st->n_unmanaged; i++) {
+    const Gmt__UnmanagedProcess *u = st->unmanaged[i];
+    char mem[32];
+    gmt_human_bytes(mem, sizeof mem, u->memory_used);
+    printf("  %8u  %-10s  ", u->pid, mem);
+    print_safe(u->exe ? u->exe : "");
+    putchar('\n');
+  }
+}
+
 /* Unix seconds as local time, "?" when not known. */
 static void local_time(char *buf, size_t len, double unix_s)
 {
@@ -261,6 +279,7 @@ static void print_text(const Gmt__StatusReply *st)
     print_tiers(st->host);
     print_config(st->host->config);
   }
+  print_unmanaged(st);
 }
 
 int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv)

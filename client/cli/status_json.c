@@ -242,6 +242,25 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   return built(o, rc);
 }
 
+/* GPU processes outside gmt (always a list: empty from an older scheduler). */
+static json_object *unmanaged_json(const Gmt__StatusReply *st)
+{
+  json_object *list = json_object_new_array();
+  int rc = list ? 0 : -ENOMEM;
+  for (size_t i = 0; i < st->n_unmanaged && !rc; i++) {
+    const Gmt__UnmanagedProcess *u = st->unmanaged[i];
+    json_object *o = json_object_new_object();
+    int orc = o ? 0 : -ENOMEM;
+    if (o) {
+      orc |= add(o, "pid", json_object_new_int64(u->pid));
+      orc |= add(o, "memory_used", new_u64(u->memory_used));
+      orc |= add(o, "exe", json_object_new_string(str(u->exe)));
+    }
+    rc |= push(list, built(o, orc));
+  }
+  return built(list, rc);
+}
+
 int gmt_status_json(const Gmt__StatusReply *st, char **out)
 {
   *out = NULL;
@@ -259,6 +278,7 @@ int gmt_status_json(const Gmt__StatusReply *st, char **out)
   if (st->host) /* an older scheduler sends none */
     rc |= add(root, "host", host_json(st->host));
   rc |= add(root, "devices", gmt_status_devices_json(st)); /* the node's GPUs */
+  rc |= add(root, "unmanaged", unmanaged_json(st));
   if (!rc) {
     const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
                                                              JSON_C_TO_STRING_NOSLASHESCAPE);

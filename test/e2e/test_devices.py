@@ -204,6 +204,28 @@ class ContextMemory(Devices):
         for p, _ in procs:
             self.finish_freed(p)
 
+    def test_a_gpu_process_outside_gmt_is_listed_as_unmanaged(self):
+        # One of pod a's processes, and one started without the hook (as a
+        # job whose hook did not load would run): only the second is
+        # outside gmt, with what NVML counts for it.
+        (p, pid), = self.two_processes(GMT_FAKE_CONTEXT_MIB="100")[:1]
+        q = self.run_prog(None, DEV_ALLOC, "0:%d" % self.ALLOC,
+                          env=self.prog_env(GMT_FAKE_CONTEXT_MIB="100"))
+        qpid = int(q.expect("READY")["pid"])
+
+        def listed():
+            un = {u["pid"]: u for u in self.status()["unmanaged"]}
+            return un if qpid in un else None
+        un = wait_for(listed, timeout=5, what="the process outside gmt listed")
+        self.assertNotIn(pid, un)
+        self.assertEqual(un[qpid]["memory_used"], self.ALLOC + 100 * MIB)
+        self.assertIn("dev_alloc", un[qpid]["exe"])
+        text = self.gmt("status").stdout
+        self.assertIn("UNMANAGED: 1 process on the GPUs outside gmt", text)
+        self.finish_freed(q)
+        wait_for(lambda: not self.status()["unmanaged"] or None, timeout=5,
+                 what="the unmanaged process gone")
+
     def test_without_a_fake_context_there_is_none(self):
         procs = self.two_processes()
         time.sleep(0.6)  # past one reading

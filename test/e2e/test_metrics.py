@@ -163,6 +163,8 @@ def expected(st):
         cfg = host["config"]
         put("gmt_config_last_reload_successful", 1 if cfg["last_reload_ok"] else 0)
         put("gmt_config_last_reload_success_timestamp_seconds", cfg["last_success_unix"])
+    for u in st.get("unmanaged", []):
+        put("gmt_unmanaged_process_memory_bytes", u["memory_used"], pid=u["pid"], exe=u["exe"])
     for d in st["devices"]:
         i = d["index"]
         put("gmt_device_info", 1, device=i, bus_id=d["bus_id"] or "", uuid=d["uuid"] or "",

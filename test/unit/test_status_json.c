@@ -172,6 +172,12 @@ static void test_status_json_renders_every_field(void **state)
   conf.last_error = "/etc/gmt/resource-config.txt:3: limit 2.0 is above 1\n";
   host.config = &conf;
   st.host = &host;
+  Gmt__UnmanagedProcess un = GMT__UNMANAGED_PROCESS__INIT, *uns[] = {&un};
+  un.pid = 31337;
+  un.memory_used = 3ull << 30;
+  un.exe = "/opt/conda/bin/python3.11";
+  st.n_unmanaged = 1;
+  st.unmanaged = uns;
 
   json_object *root = render(&st);
   json_object *jpods = field(root, "pods", json_type_array);
@@ -314,7 +320,15 @@ static void test_status_json_renders_every_field(void **state)
                       "/etc/gmt/resource-config.txt:3: limit 2.0 is above 1\n");
   assert_int_equal(json_object_object_length(jc), 6);
   assert_int_equal(json_object_object_length(jh), 6);
-  assert_int_equal(json_object_object_length(root), 3); /* pods, host, devices */
+  json_object *junm = field(root, "unmanaged", json_type_array);
+  assert_int_equal(json_object_array_length(junm), 1);
+  json_object *ju = json_object_array_get_idx(junm, 0);
+  assert_int_equal(int_field(ju, "pid"), 31337);
+  assert_int_equal(int_field(ju, "memory_used"), 3ll << 30);
+  assert_string_equal(json_object_get_string(field(ju, "exe", json_type_string)),
+                      "/opt/conda/bin/python3.11");
+  assert_int_equal(json_object_object_length(ju), 3);
+  assert_int_equal(json_object_object_length(root), 4); /* pods, host, devices, unmanaged */
   json_object_put(root);
 }
 
@@ -415,7 +429,7 @@ static void test_status_json_of_no_pods_is_an_empty_list(void **state)
   Gmt__StatusReply st = GMT__STATUS_REPLY__INIT;
   char *text = NULL;
   assert_int_equal(gmt_status_json(&st, &text), 0);
-  assert_string_equal(text, "{\"pods\":[],\"devices\":[]}");
+  assert_string_equal(text, "{\"pods\":[],\"devices\":[],\"unmanaged\":[]}");
   free(text);
 }
 
