@@ -242,6 +242,7 @@ GETTER(pod_memory_reserved, Gmt__PodStatus, U(TOT(o)->memory_reserved))
 GETTER(pod_share, Gmt__PodStatus, D(o->gpu_time_share))
 GETTER(pod_holds_token, Gmt__PodStatus, B(o->holds_token))
 GETTER(pod_token_wait, Gmt__PodStatus, D((double)TOT(o)->token_wait_us / 1e6))
+GETTER(pod_limit_wait, Gmt__PodStatus, D((double)o->limit_wait_us / 1e6))
 GETTER(pod_refused, Gmt__PodStatus, U(tier == 0 ? o->refused_quota : o->refused_space))
 GETTER(pod_connected, Gmt__PodStatus, B(o->connected))
 GETTER(pod_latency, Gmt__PodStatus,
@@ -385,6 +386,9 @@ static const family_t families[] = {
     {"gmt_alloc_refused_total", C, POD_REASON, pod_refused,
      "Allocations of the pod gmt-schd refused since it started, by why: its GPU_MEM (quota) or "
      "the card's declared space (gpu_space, --gpu-capacity); `gmt status` says the last one."},
+    {"gmt_pod_limit_wait_seconds_total", C, POD, pod_limit_wait,
+     "Seconds the pod waited for a GPU time token while held back at its LIMIT (summed over "
+     "GPUs): of its token waits, those its LIMIT caused rather than other pods."},
     {"gmt_pod_token_wait_seconds_total", C, POD, pod_token_wait,
      "Seconds the pod's processes' launches waited for a GPU time token, added over its "
      "processes (as their reports say)."},

@@ -52,6 +52,7 @@ typedef struct gmt_pod {
   uint64_t refused[2];
   char last_refusal[256];
   double last_refusal_unix;
+  double limit_wait_ms; /* its ended spells waiting for a token at its LIMIT (rpc_token.c) */
   size_t nprocs;
   gmt_proc_t *procs; /* sorted by pid */
 } gmt_pod_t;

@@ -58,6 +58,13 @@ typedef struct tdev {
    * one alone. */
   char granted[GMT_POD_NAME_MAX + 1];
   bool granted_watched;
+  /* Pods waiting here while held back at their LIMIT, since when (the
+   * policy's clock): gmt_pod_t.limit_wait_ms grows by each such spell. */
+  struct limwait {
+    char pod[GMT_POD_NAME_MAX + 1];
+    double since;
+  } * lim;
+  size_t nlim, caplim;
 } tdev_t;
 
 struct gmt_tokens {
@@ -228,6 +235,48 @@ static gmt_token_cand_t *candidates(tdev_t *d, size_t *count)
   return c;
 }
 
+/* After a decision that ranked c[0..n) (their allowances filled): the
+ * spells of pods held back at their LIMIT open and close, so that status
+ * can say how long a pod waited for its LIMIT rather than for others. A
+ * spell is seen at decisions only: it starts at the first one that finds
+ * the pod limited. */
+static void limits_note(tdev_t *d, const gmt_token_cand_t *c, size_t n, double now)
+{
+  const gmt_token_params_t *p = &d->t->p;
+  for (size_t i = 0; i < d->nlim;) {
+    bool still = false;
+    for (size_t j = 0; j < n && !still; j++)
+      still = !strcmp(c[j].pod, d->lim[i].pod) && !gmt_token_can_take(p, &c[j]);
+    if (still) {
+      i++;
+      continue;
+    }
+    gmt_pod_t *pod = gmt_pods_find(d->t->s->pods, d->lim[i].pod);
+    if (pod && now > d->lim[i].since)
+      pod->limit_wait_ms += now - d->lim[i].since;
+    d->lim[i] = d->lim[--d->nlim];
+  }
+  for (size_t j = 0; j < n; j++) {
+    if (gmt_token_can_take(p, &c[j]))
+      continue;
+    size_t i = 0;
+    while (i < d->nlim && strcmp(d->lim[i].pod, c[j].pod) != 0)
+      i++;
+    if (i < d->nlim)
+      continue;
+    if (d->nlim == d->caplim) {
+      size_t cap = d->caplim ? 2 * d->caplim : 8;
+      struct limwait *nl = realloc(d->lim, cap * sizeof *nl);
+      if (!nl)
+        return; /* not counted: status only */
+      d->lim = nl;
+      d->caplim = cap;
+    }
+    snprintf(d->lim[d->nlim].pod, sizeof d->lim[d->nlim].pod, "%s", c[j].pod);
+    d->lim[d->nlim++].since = now;
+  }
+}
+
 /* Asks the policy what to do with the device's token and does it: answer
  * the winner's calls and time its grant, or time the next look, or stop. */
 static void decide(tdev_t *d);
@@ -253,6 +302,8 @@ static void decide(tdev_t *d)
   double now = clock_ms();
   gmt_token_decision_t dec;
   int rc = gmt_token_schedule(&t->p, d->pol, c, n, now, &dec);
+  if (dec.action != GMT_TOKEN_KEEP) /* KEEP ranks nobody: allowances unknown */
+    limits_note(d, c, n, now);
   switch (dec.action) {
   case GMT_TOKEN_KEEP: free(c); return;
   case GMT_TOKEN_IDLE:
@@ -351,6 +402,7 @@ int gmt__tokens_init(gmt_schd_t *s)
 static void on_dev_closed(uv_handle_t *h)
 {
   tdev_t *d = h->data;
+  free(d->lim);
   gmt_token_dev_free(d->pol);
   free(d);
 }
@@ -612,6 +664,13 @@ void gmt__tokens_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
   }
   ps->gpu_time_share = share;
   ps->holds_token = holds;
+  /* Held back at its LIMIT: the spells that ended, and those going on. */
+  double limited = pod->limit_wait_ms;
+  for (tdev_t *d = t->devs; d; d = d->next)
+    for (size_t i = 0; i < d->nlim; i++)
+      if (!strcmp(d->lim[i].pod, pod->cfg.name) && now > d->lim[i].since)
+        limited += now - d->lim[i].since;
+  ps->limit_wait_us = (uint64_t)(limited * 1000);
 }
 
 void gmt__tokens_pod_devices(gmt_schd_t *s, const char *pod, gmt__tokens_dev_fn fn, void *arg)

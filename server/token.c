@@ -294,7 +294,7 @@ static double grant_floor(const gmt_token_params_t *p, double limit)
   return fmin(p->min_quota_ms, limit * p->window_ms);
 }
 
-static bool can_take(const gmt_token_params_t *p, const gmt_token_cand_t *c)
+bool gmt_token_can_take(const gmt_token_params_t *p, const gmt_token_cand_t *c)
 {
   return c->limit * p->window_ms > EPS_MS && c->allowance_ms > EPS_MS &&
          c->allowance_ms >= grant_floor(p, c->limit) - EPS_MS;
@@ -335,7 +335,7 @@ int gmt_token_pick(const gmt_token_params_t *p, const gmt_token_cand_t *c, size_
 {
   int best = -1;
   for (size_t i = 0; i < n; i++) {
-    if (!can_take(p, &c[i]))
+    if (!gmt_token_can_take(p, &c[i]))
       continue;
     if (best < 0 || before(p, &c[i], &c[best]))
       best = (int)i;
@@ -575,7 +575,7 @@ bool gmt_token_should_revoke(const gmt_token_params_t *p, const gmt_token_dev_t 
    * limit would be cut short by anybody. */
   gmt_token_cand_t h = *holder;
   h.allowance_ms = fmax(h.allowance_ms, grant_floor(p, h.limit));
-  return can_take(p, c) && before(p, c, &h);
+  return gmt_token_can_take(p, c) && before(p, c, &h);
 }
 
 void gmt_token_revoke(gmt_token_dev_t *d, double now)

@@ -90,6 +90,10 @@ typedef struct gmt_token_cand {
  * earliest arrival. Returns the index of the winner, or -1. */
 int gmt_token_pick(const gmt_token_params_t *p, const gmt_token_cand_t *c, size_t n);
 
+/* Whether c (its allowance filled) may take a grant now: false is a pod
+ * held back at its LIMIT (or LIMIT 0). */
+bool gmt_token_can_take(const gmt_token_params_t *p, const gmt_token_cand_t *c);
+
 /* Fills usage_ms and allowance_ms of every candidate at now, then picks. */
 int gmt_token_choose(const gmt_token_params_t *p, const gmt_token_dev_t *d, gmt_token_cand_t *c,
                      size_t n, double now);

@@ -230,6 +230,7 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "swap_kept", new_u64(t->swap_kept));
   rc |= add(o, "token_wait_us", new_u64(t->token_wait_us));
   rc |= add(o, "token_waiting_us", new_u64(t->token_waiting_us));
+  rc |= add(o, "limit_wait_us", new_u64(pod->limit_wait_us));
   rc |= add(o, "refused_quota", new_u64(pod->refused_quota));
   rc |= add(o, "refused_space", new_u64(pod->refused_space));
   rc |= add(o, "last_refusal", json_object_new_string(str(pod->last_refusal)));

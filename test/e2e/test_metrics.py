@@ -122,6 +122,7 @@ def expected(st):
             put("gmt_pod_" + name, p[key], pod=pod)
         put("gmt_pod_processes", len(p["processes"]), pod=pod)
         put("gmt_pod_token_wait_seconds_total", p["token_wait_us"] / 1e6, pod=pod)
+        put("gmt_pod_limit_wait_seconds_total", p["limit_wait_us"] / 1e6, pod=pod)
         put("gmt_alloc_refused_total", p["refused_quota"], pod=pod, reason="quota")
         put("gmt_alloc_refused_total", p["refused_space"], pod=pod, reason="gpu_space")
         put("gmt_pod_latency_class", int(p["class"] == "latency"), pod=pod)

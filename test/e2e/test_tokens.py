@@ -124,9 +124,32 @@ class Waits(Tokens):
         self.assertGreater(waited["a"], waited["b"], self.logs())
         self.assertEqual(st["pods"][0]["token_wait_us"], st["pods"][0]["processes"][0]["token_wait_us"])
         self.assertIn("TOKEN WAIT", self.gmt("status").stdout)
+        # Both below their LIMIT of 1.0: none of it was for a LIMIT.
+        self.assertEqual([p["limit_wait_us"] for p in st["pods"]], [0, 0])
         for p in (pa, pb):
             rc, err = p.finish()
             self.assertEqual(rc, 0, err)
+
+
+class LimitWaits(Tokens):
+    """A pod alone at LIMIT 0.3 waits for its LIMIT, not for other pods."""
+    CONFIG = "1\na 0.3 0.3 1Gi\n"
+
+    def test_status_says_how_long_a_pod_was_held_back_at_its_limit(self):
+        self.start("a")
+        p = self.spin("a", seconds=9)
+        time.sleep(7)
+        st = self.status()
+        a = st["pods"][0]
+        waited, limited = a["token_wait_us"] / 1e6, a["limit_wait_us"] / 1e6
+        print("\nalone at LIMIT 0.3: waited %.2f s, of it held back at the LIMIT %.2f s"
+              % (waited, limited))
+        # About 0.7 of the 7 s past its first window is spent at the LIMIT.
+        self.assertGreater(limited, 2.0, self.logs())
+        # Part of its waits (the reports it sums lag by up to a second).
+        self.assertLessEqual(limited, waited + 1.5, self.logs())
+        rc, err = p.finish()
+        self.assertEqual(rc, 0, err)
 
 
 class Queued(Tokens):

@@ -124,6 +124,7 @@ static void test_status_json_renders_every_field(void **state)
   ta.swap_disk = 7;
   ta.token_wait_us = 3500000;
   ta.token_waiting_us = 250000;
+  a.limit_wait_us = 7000000;
   a.refused_quota = 3;
   a.refused_space = 1;
   a.last_refusal = "device 0 has 0 bytes (0.0 MiB) left of its declared capacity";
@@ -245,6 +246,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(j1, "token_wait_us"), 0);
   assert_int_equal(int_field(ja, "token_wait_us"), 3500000);
   assert_int_equal(int_field(ja, "token_waiting_us"), 250000);
+  assert_int_equal(int_field(ja, "limit_wait_us"), 7000000);
   assert_int_equal(int_field(ja, "refused_quota"), 3);
   assert_int_equal(int_field(ja, "refused_space"), 1);
   assert_string_equal(json_object_get_string(field(ja, "last_refusal", json_type_string)),
@@ -275,7 +277,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(field(jb, "tiers", json_type_object), "host"), 0);
   assert_int_equal(int_field(jb, "refused_quota"), 0);
   assert_string_equal(json_object_get_string(field(jb, "last_refusal", json_type_string)), "");
-  assert_int_equal(json_object_object_length(jb), 27);
+  assert_int_equal(json_object_object_length(jb), 28);
   json_object *jh = field(root, "host", json_type_object);
   assert_int_equal(int_field(jh, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(jh, "pinned_limit"), 24ll << 30);
