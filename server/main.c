@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "gmt_daemon.h"
@@ -192,20 +191,13 @@ static void stop(gmt_schd_t *s, const char *why)
   uv_close((uv_handle_t *)&s->sighup, NULL);
 }
 
-static double unix_now(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* The last read of the -c file, for Status and /metrics: errors NULL (or
  * a reason when there are no lines) when it went well. */
 static void config_read(gmt_schd_t *s, bool ok, const char *errors)
 {
   gmt_config_health_t *h = &s->config_health;
   h->ok = ok;
-  h->read_unix = unix_now();
+  h->read_unix = gmt__unix_now();
   if (ok) {
     h->ok_unix = h->read_unix;
     h->error[0] = 0;

@@ -13,7 +13,6 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 
 #include "gmt_error.h"
@@ -52,9 +51,7 @@ static void refuse(gmt_schd_t *s, gmt_call_t *call, gmt_pod_t *pod, int why, con
   va_start(ap, fmt);
   vsnprintf(pod->last_refusal, sizeof pod->last_refusal, fmt, ap);
   va_end(ap);
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  pod->last_refusal_unix = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+  pod->last_refusal_unix = gmt__unix_now();
   pod->refused[why]++;
   if (gmt__say_now(&pod->said_quota_ms, uv_now(s->loop)))
     gmt_info("pod '%s': an allocation refused (%" PRIu64 " so far for its quota, %" PRIu64

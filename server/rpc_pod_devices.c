@@ -20,6 +20,7 @@
 #include "devices.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_procstat.h"
 #include "ledger.h"
 #include "procmem.h"
 #include "schd.h"
@@ -184,22 +185,14 @@ static bool is_pods_process(const gmt_schd_t *s, uint32_t pid)
   return false;
 }
 
-/* pid's parent, from /proc/PID/stat (after the last ')': the name may
- * hold anything); 0 when it cannot be read. */
+/* pid's parent (field 4 of /proc/PID/stat); 0 when it cannot be read. */
 static pid_t parent_of(uint32_t pid)
 {
-  char path[64], buf[512];
-  snprintf(path, sizeof path, "/proc/%u/stat", pid);
-  FILE *f = fopen(path, "re");
-  if (!f)
-    return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  char *p = strrchr(buf, ')');
+  char buf[512];
+  const char *f = gmt_procstat_fields(pid, buf, sizeof buf);
   int ppid = 0;
   char state;
-  if (!p || sscanf(p + 1, " %c %d", &state, &ppid) != 2)
+  if (!f || sscanf(f, "%c %d", &state, &ppid) != 2)
     return 0;
   return (pid_t)ppid;
 }

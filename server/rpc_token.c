@@ -53,11 +53,6 @@ typedef struct tdev {
   waiter_t *waiters; /* in arrival order */
   watch_t *watches;
   bool grant_bounded; /* the running grant bounds its holder's queued work */
-  /* The pod granted last, and whether a watch of its pod waits: only a
-   * grant that is watched can be cut short, so only its pod gets a long
-   * one alone. */
-  char granted[GMT_POD_NAME_MAX + 1];
-  bool granted_watched;
   /* Pods waiting here while held back at their LIMIT, since when (the
    * policy's clock): gmt_pod_t.limit_wait_ms grows by each such spell. */
   struct limwait {
@@ -226,7 +221,11 @@ static gmt_token_cand_t *candidates(tdev_t *d, size_t *count)
       if (!pod)
         continue;
       c[n] = cand_of(pod, w->pod, w->arrival_ms);
-      c[n++].watched = d->granted_watched && strcmp(d->granted, w->pod) == 0;
+      /* Only a grant that is watched can be cut short, so only such a pod
+       * gets a long one alone. A watch is the holder's, and schedule()
+       * answers it after the next decision: one that waits now carries
+       * over to this pod's next grant. */
+      c[n++].watched = watched(d, w->pod);
     }
     c[i].burst_ms = fmax(c[i].burst_ms, w->burst_ms);
     c[i].arrival_ms = fmin(c[i].arrival_ms, w->arrival_ms);
@@ -330,12 +329,6 @@ static void decide(tdev_t *d)
   free(c);
   gmt_token_terms_t terms = terms_of(t, pod, d->device);
   d->grant_bounded = rc == 0 && terms.queue_bound_us > 0;
-  if (rc == 0) {
-    snprintf(d->granted, sizeof d->granted, "%s", pod);
-    /* Its watch of the grant before, if it was the holder, watches this
-     * one too (schedule() answers only other pods' watches). */
-    d->granted_watched = watched(d, pod);
-  }
   for (waiter_t **wp = &d->waiters; *wp;) {
     if (strcmp((*wp)->pod, pod) != 0) {
       wp = &(*wp)->next;
@@ -527,7 +520,6 @@ void gmt__rpc_token_watch(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
   snprintf(w->pod, sizeof w->pod, "%s", pod->cfg.name);
   w->next = d->watches;
   d->watches = w;
-  d->granted_watched = true; /* the holder's: checked above */
   revoke_for_waiters(s->tokens, d, clock_ms());
 }
 

@@ -33,6 +33,7 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_procstat.h"
 #include "reply.h"
 
 #ifdef GMT_HAVE_TRACE
@@ -135,18 +136,10 @@ void gmt__rpc_trace_spots(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *
  * -ESRCH when no live process has this pid (gone, or a zombie). */
 static int proc_starttime(uint32_t pid, uint64_t *out)
 {
-  char fn[64], buf[1024];
-  snprintf(fn, sizeof fn, "/proc/%u/stat", pid);
-  FILE *f = fopen(fn, "re");
-  if (!f)
+  char buf[1024];
+  const char *p = gmt_procstat_fields(pid, buf, sizeof buf); /* field 3, the state */
+  if (!p || p[0] == 'Z' || p[0] == 'X')
     return -ESRCH;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  const char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
-  if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
-    return -ESRCH;
-  p += 2; /* field 3, the state */
   for (int field = 3; field < 22; field++) {
     p = strchr(p, ' ');
     if (!p)

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <uv.h>
 
@@ -35,6 +36,14 @@ static inline bool gmt__say_now(uint64_t *said_ms, uint64_t now_ms)
     return false;
   *said_ms = now_ms ? now_ms : 1;
   return true;
+}
+
+/* The wall clock in Unix seconds (status's times). */
+static inline double gmt__unix_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* A --disk-tier: the folder where spill files are to go, and its space's

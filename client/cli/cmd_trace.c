@@ -20,6 +20,7 @@
 #include "agent.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_procstat.h"
 #include "gmt_wire.h"
 
 #define EXIT_FAILED 1
@@ -113,16 +114,9 @@ static double now_s(void)
 /* The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), 0 when gone. */
 static char proc_state(int pid)
 {
-  char fn[64], buf[512];
-  snprintf(fn, sizeof fn, "/proc/%d/stat", pid);
-  FILE *f = fopen(fn, "re");
-  if (!f)
-    return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  const char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
-  return p && p[1] == ' ' ? p[2] : 0;
+  char buf[512];
+  const char *f = pid > 0 ? gmt_procstat_fields((uint32_t)pid, buf, sizeof buf) : NULL;
+  return f ? f[0] : 0;
 }
 
 static bool proc_gone(int pid)

@@ -138,12 +138,12 @@ static json_object *config_json(const Gmt__ConfigStatus *c)
   json_object *o = json_object_new_object();
   if (!o)
     return NULL;
-  int rc = add(o, "path", json_object_new_string(c->path ? c->path : ""));
+  int rc = add(o, "path", json_object_new_string(str(c->path)));
   rc |= add(o, "pods", new_u64(c->pods));
   rc |= add(o, "last_reload_ok", json_object_new_boolean(c->last_reload_ok));
   rc |= add(o, "last_reload_unix", gmt_json_double(c->last_reload_unix));
   rc |= add(o, "last_success_unix", gmt_json_double(c->last_success_unix));
-  rc |= add(o, "last_error", json_object_new_string(c->last_error ? c->last_error : ""));
+  rc |= add(o, "last_error", json_object_new_string(str(c->last_error)));
   return built(o, rc);
 }
 
