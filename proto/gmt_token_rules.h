@@ -53,6 +53,19 @@
  * a request about 100 us). A stalled scheduler costs it this much, once. */
 #define GMT_TOKEN_LATENCY_AHEAD_US 5000
 
+/* A latency process's launch rings the node's bell (gmt_bell.h) for this
+ * long; the next launches keep it ringing and its idle thread hushes it
+ * once the work is found done (every GMT_BUSY_LATENCY_TICK_NS), so it
+ * lapses on its own only when that thread has no grant to look at (a
+ * request launched ahead of its grant). Long enough to cover the GPU work
+ * of a small request after its last launch (an inference call at batch 1:
+ * 0.2-0.4 ms on an H200), short enough that a batch pod does not stand
+ * idle long after it. */
+#define GMT_BELL_RING_US 500
+/* A batch launch that heeds the bell looks again this often while it
+ * rings (the timer's own slack adds about 50 us). */
+#define GMT_BELL_NAP_NS 50000
+
 /* ---- the hook's busy rule (hook/token/busy.h) ---- */
 
 /* Quiet this long, with its work done, a batch process's grant is idle:

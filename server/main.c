@@ -17,6 +17,7 @@
 
 #include "gmt_daemon.h"
 #include "gmt_error.h"
+#include "gmt_bell.h"
 #include "gmt_bytes.h"
 #include "gmt_log.h"
 #include "gmt_rpc_kinds.h"
@@ -651,6 +652,45 @@ static void tiers_log(const gmt_schd_t *s)
   }
 }
 
+/* The bell (gmt_bell.h) beside each ipc socket. Without it latency pods
+ * still go first, through the daemons: said, not fatal. */
+static int bell_dup(void *arg)
+{
+  int fd = dup(((gmt_schd_t *)arg)->bell_fd);
+  return fd < 0 ? -errno : fd;
+}
+
+static void bell_start(gmt_schd_t *s, const flags_t *f)
+{
+  s->bell_fd = gmt_bell_create();
+  if (s->bell_fd < 0) {
+    gmt_warn("no bell (%s): batch pods hear of a latency pod's work through the daemons",
+             gmt_strerror(s->bell_fd));
+    return;
+  }
+  for (int i = 0; i < f->nlisten && s->nbells < GMT_SCHD_MAX_BELLS; i++) {
+    char path[256];
+    if (gmt_bell_path(f->listen[i], path, sizeof path) < 0)
+      continue; /* not an ipc socket */
+    int rc = gmt_bell_serve(&s->bells[s->nbells], path, (long)f->socket_gid, bell_dup, s);
+    if (rc < 0)
+      gmt_warn("bell %s: %s", path, gmt_strerror(rc));
+    else
+      gmt_info("bell on %s", path);
+    s->nbells += rc == 0;
+  }
+}
+
+static void bell_stop(gmt_schd_t *s)
+{
+  for (int i = 0; i < s->nbells; i++)
+    gmt_bell_serve_stop(s->bells[i]);
+  s->nbells = 0;
+  if (s->bell_fd >= 0)
+    close(s->bell_fd);
+  s->bell_fd = -1;
+}
+
 int main(int argc, char **argv)
 {
   static flags_t f; /* the disk tiers' paths make it large */
@@ -664,6 +704,7 @@ int main(int argc, char **argv)
 
   static gmt_schd_t schd;
   gmt_schd_t *s = &schd;
+  s->bell_fd = -1;
   s->config_path = f.config;
   s->pod_timeout_ms = f.pod_timeout_ms;
   s->token_params = f.token;
@@ -740,6 +781,7 @@ int main(int argc, char **argv)
              (unsigned long long)s->pod_timeout_ms, (unsigned long long)s->pinned_limit, f.ngpus,
              f.ndisks);
     tiers_log(s);
+    bell_start(s, &f);
     /* A port already taken must not keep the node from scheduling:
      * gmt__metrics_start() says so loudly, and the daemon goes on. */
     if (f.metrics)
@@ -749,6 +791,7 @@ int main(int argc, char **argv)
   }
 
   uv_run(&loop, UV_RUN_DEFAULT);
+  bell_stop(s);
   if ((rc = uv_loop_close(&loop)) < 0)
     gmt_warn("event loop close: %s", uv_strerror(rc));
   gmt_daemon_stopping("closing the store");

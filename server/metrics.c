@@ -242,6 +242,7 @@ GETTER(pod_memory_reserved, Gmt__PodStatus, U(TOT(o)->memory_reserved))
 GETTER(pod_share, Gmt__PodStatus, D(o->gpu_time_share))
 GETTER(pod_holds_token, Gmt__PodStatus, B(o->holds_token))
 GETTER(pod_token_wait, Gmt__PodStatus, D((double)TOT(o)->token_wait_us / 1e6))
+GETTER(pod_bell_wait, Gmt__PodStatus, D((double)TOT(o)->bell_wait_us / 1e6))
 GETTER(pod_limit_wait, Gmt__PodStatus, D((double)o->limit_wait_us / 1e6))
 GETTER(pod_refused, Gmt__PodStatus, U(tier == 0 ? o->refused_quota : o->refused_space))
 GETTER(pod_connected, Gmt__PodStatus, B(o->connected))
@@ -276,6 +277,7 @@ GETTER(proc_swap_kept, Gmt__ProcessStatus, U(PC(o)->swap_kept))
 GETTER(proc_swap_outs, Gmt__ProcessStatus, U(PC(o)->swap_outs))
 GETTER(proc_swap_ins, Gmt__ProcessStatus, U(PC(o)->swap_ins))
 GETTER(proc_token_wait, Gmt__ProcessStatus, D((double)PC(o)->token_wait_us / 1e6))
+GETTER(proc_bell_wait, Gmt__ProcessStatus, D((double)PC(o)->bell_wait_us / 1e6))
 GETTER(proc_token_waiting, Gmt__ProcessStatus, D((double)PC(o)->token_waiting_us / 1e6))
 
 GETTER(host_pinned, Gmt__HostStatus, U(TOT(o)->pinned_bytes))
@@ -392,6 +394,9 @@ static const family_t families[] = {
     {"gmt_pod_token_wait_seconds_total", C, POD, pod_token_wait,
      "Seconds the pod's processes' launches waited for a GPU time token, added over its "
      "processes (as their reports say)."},
+    {"gmt_pod_bell_wait_seconds_total", C, POD, pod_bell_wait,
+     "Seconds the pod's processes' launches waited while a latency pod had work on their GPU "
+     "(the bell), added over its processes (as their reports say)."},
     {"gmt_pod_latency_class", G, POD, pod_latency,
      "1 for a class=latency pod (its work goes before the batch pods'), 0 for batch."},
     {"gmt_pod_connected", G, POD, pod_connected,
@@ -456,6 +461,9 @@ static const family_t families[] = {
      "counting the wait for its own queued work at a grant's end)."},
     {"gmt_process_token_waiting_seconds", G, PROCESS, proc_token_waiting,
      "How long the process's oldest launch waiting for a token now has waited (0: none)."},
+    {"gmt_process_bell_wait_seconds_total", C, PROCESS, proc_bell_wait,
+     "Seconds the process's launches waited while a latency pod had work on its GPU (the "
+     "bell) since it started."},
     {"gmt_node_pinned_bytes", G, NODE, host_pinned,
      "Page-locked host memory the pods' processes hold, over the node."},
     {"gmt_node_pinned_advised_bytes", G, NODE, host_pinned_advised,

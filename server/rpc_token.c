@@ -88,31 +88,38 @@ static void reply_quota(gmt_call_t *call, double quota_ms)
   reply_grant(call, quota_ms, (gmt_token_terms_t){0});
 }
 
-/* Whether a latency pod may need device soon: one that is listed for it
- * and has processes. */
-static bool latency_pod_on(const gmt_schd_t *s, int device)
+/* How much of a device latency pods may take: the sum of the LIMITs of
+ * those listed for it that have processes (0: none may need it soon). */
+static double latency_limit_on(const gmt_schd_t *s, int device)
 {
+  double sum = 0;
   for (size_t i = 0; i < s->pods->npods; i++) {
     const gmt_pod_t *p = &s->pods->pods[i];
     if (p->cfg.klass == GMT__POD_CLASS__CLASS_LATENCY && p->connected && p->nprocs > 0 &&
         gmt_pod_config_allows(&p->cfg, device))
-      return true;
+      sum += p->cfg.limit;
   }
-  return false;
+  return sum;
 }
 
 /* A latency pod gives its grant back soon after it goes quiet, and
  * launches again without waiting for the next; a batch pod keeps little
- * queued while a latency pod may need the GPU. */
-static gmt_token_terms_t terms_of(const struct gmt_tokens *t, const char *pod, int device)
+ * queued while a latency pod may need the GPU, and heeds the bell for at
+ * most the part of its grant the latency pods' LIMITs allow (a false ring
+ * then costs it no more than they could take). */
+static gmt_token_terms_t terms_of(const struct gmt_tokens *t, const char *pod, int device,
+                                  double quota_ms)
 {
   gmt_token_terms_t g = {0};
   const gmt_pod_t *p = gmt_pods_find(t->s->pods, pod);
+  double lat;
   if (p && p->cfg.klass == GMT__POD_CLASS__CLASS_LATENCY) {
     g.idle_us = (uint32_t)(t->p.latency_idle_ms * 1000 + 0.5);
     g.ahead_us = GMT_TOKEN_LATENCY_AHEAD_US;
-  } else if (latency_pod_on(t->s, device))
+  } else if ((lat = latency_limit_on(t->s, device)) > 0) {
     g.queue_bound_us = GMT_TOKEN_QUEUE_BOUND_US;
+    g.bell_max_us = (uint32_t)fmin(quota_ms * 1000 * fmin(lat, 1.0), UINT32_MAX);
+  }
   return g;
 }
 
@@ -327,7 +334,7 @@ static void decide(tdev_t *d)
               d->device, pod, dec.quota_ms, win->usage_ms, t->p.window_ms, win->request, win->limit,
               win->burst_ms);
   free(c);
-  gmt_token_terms_t terms = terms_of(t, pod, d->device);
+  gmt_token_terms_t terms = terms_of(t, pod, d->device, dec.quota_ms);
   d->grant_bounded = rc == 0 && terms.queue_bound_us > 0;
   for (waiter_t **wp = &d->waiters; *wp;) {
     if (strcmp((*wp)->pod, pod) != 0) {

@@ -63,6 +63,8 @@ typedef struct gmt_config_health {
   char error[GMT_SCHD_RELOAD_ERROR_MAX]; /* the last failed read's messages */
 } gmt_config_health_t;
 
+#define GMT_SCHD_MAX_BELLS 16
+
 typedef struct gmt_schd {
   uv_loop_t *loop;
   gmt_config_t *cfg;
@@ -101,6 +103,11 @@ typedef struct gmt_schd {
   struct gmt_procmem *procmem;           /* rpc_pod_devices.c: NVML's use per process */
   gmt_config_watch_t *cwatch;            /* main.c reloads the config when it says */
   struct gmt_metrics *metrics;           /* http_metrics.c: GET /metrics; NULL: not served */
+  /* The bell (gmt_bell.h): its memfd, -1 when it could not be made, and
+   * its sockets beside the ipc ones (main.c). */
+  int bell_fd;
+  struct gmt_bell_server *bells[GMT_SCHD_MAX_BELLS];
+  int nbells;
 
   uv_timer_t expiry; /* disconnects silent pods */
   uv_signal_t sigterm, sigint, sighup;

@@ -109,6 +109,7 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   rc |= add(o, "swap_ins", new_u64(c->swap_ins));
   rc |= add(o, "token_wait_us", new_u64(c->token_wait_us));
   rc |= add(o, "token_waiting_us", new_u64(c->token_waiting_us));
+  rc |= add(o, "bell_wait_us", new_u64(c->bell_wait_us));
   rc |= add(o, "context_bytes", new_u64(p->context_bytes));
   return built(o, rc);
 }
@@ -230,6 +231,7 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "swap_kept", new_u64(t->swap_kept));
   rc |= add(o, "token_wait_us", new_u64(t->token_wait_us));
   rc |= add(o, "token_waiting_us", new_u64(t->token_waiting_us));
+  rc |= add(o, "bell_wait_us", new_u64(t->bell_wait_us));
   rc |= add(o, "limit_wait_us", new_u64(pod->limit_wait_us));
   rc |= add(o, "refused_quota", new_u64(pod->refused_quota));
   rc |= add(o, "refused_space", new_u64(pod->refused_space));

@@ -22,6 +22,7 @@
 #include "pmgr_memory.h"
 #include "pmgr_procs.h"
 #include "pmgr_schd.h"
+#include "pmgr_bell.h"
 #include "pmgr_state.h"
 #include "pmgr_token.h"
 
@@ -391,6 +392,7 @@ int main(int argc, char **argv)
     stop(pm, "start-up failed");
   } else {
     code = 0;
+    gmt__pmgr_bell_start(o.schd_url, ipc_url, (long)o.socket_gid);
     gmt_info("serving pod '%s' on %s and %s", pm->name, tcp_url, ipc_url);
   }
 
@@ -401,6 +403,7 @@ int main(int argc, char **argv)
 
   /* Every call is answered by now (quiesce()), unless a callback of the
    * scheduler's line never came back: then the server stays, for it. */
+  gmt__pmgr_bell_stop();
   gmt_daemon_stopping("freeing the server");
   if (!pm->schd_left_calls) {
     gmt_server_free(pm->server);

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,6 +72,13 @@ int gmt__channel_call(int ch, const Gmt__Envelope *req, Gmt__Envelope **rep, int
   else if (rc != -EHOSTDOWN && ((ch != GMT_CH_TOKEN && ch != GMT_CH_WATCH) || rc != -ETIMEDOUT))
     atomic_store_explicit(&g_down, 1, memory_order_relaxed);
   return rc;
+}
+
+void gmt__channel_url(char *out, size_t n)
+{
+  pthread_mutex_lock(&g_ch[GMT_CH_REPORT].mu);
+  snprintf(out, n, "%s", g_url ? g_url : "");
+  pthread_mutex_unlock(&g_ch[GMT_CH_REPORT].mu);
 }
 
 int gmt__channel_down(void)

@@ -31,4 +31,7 @@ int gmt__channel_call(int ch, const Gmt__Envelope *req, Gmt__Envelope **rep, int
  * calls other than reports fail at once with -EHOSTDOWN. */
 int gmt__channel_down(void);
 
+/* The pod manager's URL in out ("" before the channels start). */
+void gmt__channel_url(char *out, size_t n);
+
 #endif

@@ -16,5 +16,8 @@ extern _Atomic uint64_t gmt__launches;
 extern _Atomic uint64_t gmt__token_wait_ns;
 extern _Atomic int64_t gmt__token_waiting_since_ns;
 extern _Atomic int gmt__token_waiters;
+/* Nanoseconds its launches waited while the bell rang (token.c), since
+ * start: ProcessCounters.bell_wait_us. */
+extern _Atomic uint64_t gmt__bell_wait_ns;
 
 #endif

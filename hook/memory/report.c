@@ -111,6 +111,7 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
   c.swap_ins = sw.ins;
   c.swap_device = gmt__node_device(sw.device); /* -1 (none yet) stays -1 */
   c.token_wait_us = atomic_load_explicit(&gmt__token_wait_ns, memory_order_relaxed) / 1000;
+  c.bell_wait_us = atomic_load_explicit(&gmt__bell_wait_ns, memory_order_relaxed) / 1000;
   int64_t since = atomic_load_explicit(&gmt__token_waiting_since_ns, memory_order_relaxed);
   uint64_t now = gmt_now_ns(); /* CLOCK_MONOTONIC, as token.c's */
   c.token_waiting_us = since > 0 && now > (uint64_t)since ? (now - (uint64_t)since) / 1000 : 0;

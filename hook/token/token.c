@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bell.h"
 #include "busy.h"
 #include "channel.h"
 #include "queue.h"
@@ -93,6 +94,12 @@ typedef struct {
    * (queue.h; 0: none). Read unlocked on the launch path: a stale value
    * costs one launch the bound, or a lock. */
   _Atomic uint32_t bound_us;
+  /* The bell (bell.h), read unlocked on the launch path: a latency
+   * grant's launches ring it (kept after the grant, for the launches that
+   * go ahead of the next); a batch grant's heed it for bell_left_ns more
+   * in all. */
+  _Atomic int latency;
+  _Atomic int64_t bell_left_ns;
   /* Launching ahead of a grant (a latency pod's, see above). */
   uint32_t ahead_us;       /* the grant's term: may run ahead after it */
   int ahead_ok;            /* it was given back idle: the next launch may go ahead */
@@ -216,6 +223,7 @@ static void give_back(tok_dev_t *d, int dev, gmt_busy_end_t e, int timeout_ms, c
   double q = 0;
   int rc = token_rpc(dev, 0, e.overuse_ms, 1, e.idle_ms, &q, NULL, timeout_ms, NULL, 0);
   atomic_store_explicit(&d->bound_us, 0, memory_order_relaxed);
+  atomic_store_explicit(&d->bell_left_ns, 0, memory_order_relaxed);
   GMT_HOOK_DEBUG("device %d %s: token given back (%s), overuse %.1f ms, unused %.1f ms, burst "
                  "estimate %.1f ms",
                  dev, why, rc == 0 ? "ok" : gmt_strerror(rc), e.overuse_ms, e.idle_ms,
@@ -232,7 +240,12 @@ static void idle_step(tok_dev_t *d, int dev, uint64_t launches, int64_t last_ns)
     return; /* a launch is in the slow path: not idle */
   if (d->held) {
     switch (gmt__busy_next(&d->b, launches, last_ns, now_ns())) {
-    case GMT_BUSY_DRAIN: drain(d, launches, last_ns); break;
+    case GMT_BUSY_DRAIN:
+      drain(d, launches, last_ns);
+      /* A latency process's work is done: batch pods go on at once. */
+      if (d->b.drained_ns && atomic_load_explicit(&d->latency, memory_order_relaxed))
+        gmt__bell_hush(dev, now_ns());
+      break;
     case GMT_BUSY_IDLE:
       give_back(d, dev, gmt__busy_end(&d->b, now_ns(), 1), GMT_TOKEN_RELEASE_TIMEOUT_MS, "idle");
       d->ahead_ok = d->ahead_us > 0;
@@ -400,15 +413,19 @@ static void install(tok_dev_t *d, int dev, int64_t t, double quota, gmt_token_te
   d->ahead_us = terms.ahead_us;
   gmt__busy_grant(&d->b, t, quota, terms.idle_us);
   atomic_store_explicit(&d->bound_us, terms.queue_bound_us, memory_order_relaxed);
+  atomic_store_explicit(&d->latency, terms.idle_us > 0, memory_order_relaxed);
+  atomic_store_explicit(&d->bell_left_ns, (int64_t)terms.bell_max_us * 1000, memory_order_relaxed);
+  if (terms.idle_us || terms.bell_max_us)
+    gmt__bell_need(t);
   if (terms.idle_us)
     atomic_store_explicit(&g_fast_until_ns, d->b.expiry_ns, memory_order_relaxed);
   atomic_store_explicit(&d->expiry, d->b.expiry_ns, memory_order_relaxed);
   held_one_more();
   watch_grant(dev);
   GMT_HOOK_DEBUG("device %d: token for %.1f ms (overuse %.1f ms, burst estimate %.1f ms, "
-                 "queue bound %u us, idle after %u us, ahead %u us)",
+                 "queue bound %u us, idle after %u us, ahead %u us, bell heeded %u us)",
                  dev, quota, overuse, d->b.burst_ema_ms, terms.queue_bound_us, terms.idle_us,
-                 terms.ahead_us);
+                 terms.ahead_us, terms.bell_max_us);
   if (atomic_exchange(&g_outage, 0) | atomic_exchange(&g_refused, 0))
     gmt__say("tokens from the pod manager again");
 }
@@ -641,18 +658,42 @@ static inline int gate_device(void)
   return t_dev;
 }
 
+/* A batch launch while a latency pod may need the GPU: it waits while the
+ * bell rings (within its grant's allowance), then passes the gate again,
+ * since the grant may have been cut short meanwhile. */
+static CUresult heed_bell(tok_dev_t *d, int dev)
+{
+  int64_t left = atomic_load_explicit(&d->bell_left_ns, memory_order_relaxed);
+  if (left <= 0)
+    return CUDA_SUCCESS;
+  int64_t waited = gmt__bell_heed(dev, left);
+  if (!waited)
+    return CUDA_SUCCESS;
+  atomic_fetch_sub_explicit(&d->bell_left_ns, waited, memory_order_relaxed);
+  atomic_fetch_add_explicit(&gmt__bell_wait_ns, (uint64_t)waited, memory_order_relaxed);
+  return now_ns() < atomic_load_explicit(&d->expiry, memory_order_relaxed) ? CUDA_SUCCESS
+                                                                           : gate_slow(d, dev);
+}
+
 CUresult gmt__token_check(void)
 {
   int dev = gate_device();
   if ((unsigned)dev >= GMT_TOKEN_MAX_DEVICES)
     return CUDA_SUCCESS;
   tok_dev_t *d = &g_dev[dev];
-  CUresult rc = now_ns() < atomic_load_explicit(&d->expiry, memory_order_relaxed)
-                    ? CUDA_SUCCESS
-                    : gate_slow(d, dev);
+  int64_t now = now_ns();
+  CUresult rc = now < atomic_load_explicit(&d->expiry, memory_order_relaxed) ? CUDA_SUCCESS
+                                                                             : gate_slow(d, dev);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (atomic_load_explicit(&d->latency, memory_order_relaxed))
+    gmt__bell_ring(dev, now);
   uint32_t bound = atomic_load_explicit(&d->bound_us, memory_order_relaxed);
-  if (rc == CUDA_SUCCESS && bound)
-    gmt__queue_before(dev, bound);
+  if (bound) {
+    rc = heed_bell(d, dev);
+    if (rc == CUDA_SUCCESS)
+      gmt__queue_before(dev, bound);
+  }
   return rc;
 }
 
@@ -711,6 +752,8 @@ static void token_child(void)
     d->denied_until = 0;
     d->denied_said = 0;
     atomic_store_explicit(&d->bound_us, 0, memory_order_relaxed);
+    atomic_store_explicit(&d->latency, 0, memory_order_relaxed);
+    atomic_store_explicit(&d->bell_left_ns, 0, memory_order_relaxed);
     d->ahead_us = 0;
     d->ahead_ok = 0;
     d->asking = 0;

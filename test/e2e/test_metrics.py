@@ -123,6 +123,7 @@ def expected(st):
         put("gmt_pod_processes", len(p["processes"]), pod=pod)
         put("gmt_pod_token_wait_seconds_total", p["token_wait_us"] / 1e6, pod=pod)
         put("gmt_pod_limit_wait_seconds_total", p["limit_wait_us"] / 1e6, pod=pod)
+        put("gmt_pod_bell_wait_seconds_total", p["bell_wait_us"] / 1e6, pod=pod)
         put("gmt_alloc_refused_total", p["refused_quota"], pod=pod, reason="quota")
         put("gmt_alloc_refused_total", p["refused_space"], pod=pod, reason="gpu_space")
         put("gmt_pod_latency_class", int(p["class"] == "latency"), pod=pod)
@@ -151,6 +152,8 @@ def expected(st):
             put("gmt_process_token_wait_seconds_total", pr["token_wait_us"] / 1e6, pod=pod,
                 pid=pid)
             put("gmt_process_token_waiting_seconds", pr["token_waiting_us"] / 1e6, pod=pod,
+                pid=pid)
+            put("gmt_process_bell_wait_seconds_total", pr["bell_wait_us"] / 1e6, pod=pod,
                 pid=pid)
     host = st.get("host")
     if host:
