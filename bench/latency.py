@@ -23,7 +23,7 @@ $OUT/latency_cdf.txt ("<training>_<setup> <load> <ms>" lines) and a plot,
 $OUT/latency_cdf.png, where matplotlib is.
 
 usage: bench/latency.py [--seconds S] [--trains mlp,fp16-2048] [--loads L]
-                        [--scenarios S] [--schd-args "FLAGS"]
+                        [--scenarios S] [--schd-args "FLAGS"] [--debug DIR]
 GMT_BUILD_DIR names the build (default build/); needs a GPU."""
 import argparse
 import os
@@ -71,10 +71,15 @@ def serve(env, args, cdf, tag, hooked):
     argv = [sys.executable, SERVE, "--loads", args.loads, "--seconds", str(args.seconds)]
     if cdf:
         argv += ["--cdf", cdf + "." + tag]
+    if args.debug:
+        argv += ["--trace", os.path.join(args.debug, tag + ".requests")]
     p = gmt_e2e.Prog(argv, env)
     p.expect("READY", timeout=120)
     rows = p.records(prefixes=("L ",), timeout=60 + 10 * args.seconds * len(args.loads.split(",")))
     rc, err = p.finish(timeout=60)
+    if args.debug:
+        with open(os.path.join(args.debug, tag + ".serve.err"), "w") as f:
+            f.write(err)
     if rc != 0:
         raise SystemExit("serve_job failed: " + err[-2000:])
     if "unhooked" in err and hooked:
@@ -103,11 +108,19 @@ def scenario(name, train, args, cdf):
                     node.tmp, "run", "pmgr-%s.sock" % pod))
                 if nobell:  # a socket with no bell behind it
                     e["GMT_BELL"] = os.path.join(node.tmp, "no-bell")
+                if args.debug:
+                    e["GMT_HOOK_DEBUG"] = "2"
                 return e
             t = start_train(train, env("train"))
             time.sleep(2)
             rows = serve(env("infer"), args, cdf, tag, True)
             trows = train_rows(t)
+            if args.debug:
+                with open(os.path.join(args.debug, tag + ".train.err"), "w") as f:
+                    f.write(t.stderr())
+                for d in node.daemons:  # before stop(), which removes them
+                    with open(os.path.join(args.debug, "%s.%s.log" % (tag, d.name)), "w") as f:
+                        f.write(d.output())
         finally:
             node.stop()
     else:
@@ -171,7 +184,11 @@ def main():
     ap.add_argument("--loads", default="closed:1,closed:64,open:1:100,open:1:500,open:1:1000")
     ap.add_argument("--scenarios", default="alone,no gmt,batch,latency")
     ap.add_argument("--schd-args", default="", help="more gmt-schd flags, e.g. --no-trace")
+    ap.add_argument("--debug", metavar="DIR", help="the hooks' timed debug lines, each "
+                    "request's arrival and latency, and the daemons' logs, into DIR")
     args = ap.parse_args()
+    if args.debug:
+        os.environ["GMT_LOG_TIMES"] = "1"  # the daemons' lines timed as the hooks'
     out = os.environ.get("OUT")
     tmp = tempfile.mkdtemp(prefix="gmt-latency-")
     cdf = os.path.join(tmp, "cdf")

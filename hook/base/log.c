@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int gmt__debug;
@@ -12,7 +13,14 @@ int gmt__debug;
 void gmt__say(const char *fmt, ...)
 {
   char line[512];
-  int n = snprintf(line, sizeof(line), "gmt[%d]: ", (int)getpid());
+  int n;
+  if (gmt__debug > 1) { /* GMT_HOOK_DEBUG=2: each line with CLOCK_MONOTONIC seconds */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    n = snprintf(line, sizeof(line), "gmt[%d] %ld.%06ld: ", (int)getpid(), (long)ts.tv_sec,
+                 ts.tv_nsec / 1000);
+  } else
+    n = snprintf(line, sizeof(line), "gmt[%d]: ", (int)getpid());
   va_list ap;
   va_start(ap, fmt);
   int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
@@ -32,5 +40,5 @@ void gmt__say(const char *fmt, ...)
 __attribute__((constructor)) static void log_init(void)
 {
   const char *d = getenv("GMT_HOOK_DEBUG");
-  gmt__debug = d && *d && strcmp(d, "0") != 0;
+  gmt__debug = d && *d && strcmp(d, "0") != 0 ? (strcmp(d, "2") == 0 ? 2 : 1) : 0;
 }

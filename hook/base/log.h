@@ -4,7 +4,7 @@
 #ifndef GMT_HOOK_LOG_H
 #define GMT_HOOK_LOG_H
 
-extern int gmt__debug;
+extern int gmt__debug; /* GMT_HOOK_DEBUG: 0, 1, or 2 (lines timed) */
 
 void gmt__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -46,8 +46,7 @@ static void fetch(void)
     return;
   }
   struct stat st;
-  if (fstat(fd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino &&
-      atomic_load(&g_bell)) {
+  if (fstat(fd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino && atomic_load(&g_bell)) {
     close(fd); /* the same bell */
     return;
   }

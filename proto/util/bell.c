@@ -136,8 +136,8 @@ int gmt_bell_fetch(const char *path)
     struct cmsghdr h;
     char buf[CMSG_SPACE(sizeof(int))];
   } c;
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
-                     .msg_controllen = sizeof c.buf};
+  struct msghdr m = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf};
   ssize_t got = recvmsg(s, &m, MSG_CMSG_CLOEXEC);
   rc = got < 0 ? -errno : -ENOENT; /* closed without one: the server has none */
   struct cmsghdr *h = got > 0 ? CMSG_FIRSTHDR(&m) : NULL;
@@ -166,8 +166,8 @@ static void send_fd(int c, int fd)
     char buf[CMSG_SPACE(sizeof(int))];
   } u;
   memset(&u, 0, sizeof u);
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                     .msg_controllen = sizeof u.buf};
+  struct msghdr m = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
   struct cmsghdr *h = CMSG_FIRSTHDR(&m);
   h->cmsg_level = SOL_SOCKET;
   h->cmsg_type = SCM_RIGHTS;

@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -10,6 +11,7 @@
 
 static const char *log_prog = "gmt";
 static int log_level = GMT_LOG_INFO;
+static int log_times = -1; /* GMT_LOG_TIMES=1: each line with CLOCK_MONOTONIC seconds */
 
 void gmt_log_init(const char *prog, int level)
 {
@@ -31,8 +33,18 @@ void gmt_log(int level, const char *fmt, ...)
 
   if (level > log_level)
     return;
-  n = snprintf(line, sizeof(line), "%s: %s%s", log_prog, level <= GMT_LOG_WARN ? names[level] : "",
-               level <= GMT_LOG_WARN ? ": " : "");
+  if (log_times < 0) {
+    const char *t = getenv("GMT_LOG_TIMES");
+    log_times = t && !strcmp(t, "1");
+  }
+  char when[32] = "";
+  if (log_times) { /* to line up with the hooks' GMT_HOOK_DEBUG=2 */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    snprintf(when, sizeof when, " %ld.%06ld", (long)ts.tv_sec, ts.tv_nsec / 1000);
+  }
+  n = snprintf(line, sizeof(line), "%s%s: %s%s", log_prog, when,
+               level <= GMT_LOG_WARN ? names[level] : "", level <= GMT_LOG_WARN ? ": " : "");
   va_start(ap, fmt);
   if (n > 0 && (size_t)n < sizeof(line))
     vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);

@@ -37,7 +37,7 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def serve(load, seconds, dev, rng):
+def serve(load, seconds, dev, rng, trace=None):
     parts = load.split(":")
     call = model(int(parts[1]), dev)
     for _ in range(20):  # cuBLAS and the allocator start here, not in the measurement
@@ -58,6 +58,8 @@ def serve(load, seconds, dev, rng):
             break
         call()
         lat.append((time.monotonic() - arrival) * 1000.0)
+        if trace:
+            trace.write("%.6f %.4f\n" % (arrival, lat[-1]))
     t1 = time.monotonic()
     return lat, t0, t1
 
@@ -67,12 +69,14 @@ def main():
     ap.add_argument("--loads", default="closed:1,closed:64,open:1:100,open:1:1000")
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--cdf", help="append each load's latencies here")
+    ap.add_argument("--trace", help="append '<arrival, CLOCK_MONOTONIC s> <latency ms>' a request")
     args = ap.parse_args()
+    trace = open(args.trace, "a") if args.trace else None
     dev = torch.device("cuda", 0)
     rng = random.Random(1)
     print("READY pid=%d" % os.getpid(), flush=True)
     for load in args.loads.split(","):
-        lat, t0, t1 = serve(load, args.seconds, dev, rng)
+        lat, t0, t1 = serve(load, args.seconds, dev, rng, trace)
         xs = sorted(lat)
         print("L load=%s n=%d rate=%.1f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f "
               "mono0_ms=%.1f mono1_ms=%.1f" % (load, len(xs), len(xs) / (t1 - t0), pct(xs, 0.5),
