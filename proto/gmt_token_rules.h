@@ -62,6 +62,11 @@
  * 0.2-0.4 ms on an H200), short enough that a batch pod does not stand
  * idle long after it. */
 #define GMT_BELL_RING_US 500
+/* While a latency process's idle thread waits for its queued work (its
+ * launches done, its kernels not), the ring lasts this much more, and is
+ * hushed when the wait returns: work that outlasts its last launch by more
+ * than GMT_BELL_RING_US keeps the batch pods held. */
+#define GMT_BELL_DRAIN_US 5000
 /* A batch launch that heeds the bell looks again this often while it
  * rings (the timer's own slack adds about 50 us). */
 #define GMT_BELL_NAP_NS 50000

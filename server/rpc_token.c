@@ -35,6 +35,7 @@ typedef struct waiter {
   uint32_t pid;
   double burst_ms;
   double arrival_ms;
+  bool bell; /* its process heeds the bell (TokenRequest.bell) */
 } waiter_t;
 
 /* A TokenWatch call of a pod, answered when its grant ends. */
@@ -53,6 +54,7 @@ typedef struct tdev {
   waiter_t *waiters; /* in arrival order */
   watch_t *watches;
   bool grant_bounded; /* the running grant bounds its holder's queued work */
+  bool grant_heeds;   /* ... and its holder heeds the bell: a latency pod may go beside */
   /* Pods waiting here while held back at their LIMIT, since when (the
    * policy's clock): gmt_pod_t.limit_wait_ms grows by each such spell. */
   struct limwait {
@@ -287,6 +289,78 @@ static void limits_note(tdev_t *d, const gmt_token_cand_t *c, size_t n, double n
  * the winner's calls and time its grant, or time the next look, or stop. */
 static void decide(tdev_t *d);
 
+/* Whether pod is class=latency. */
+static bool is_latency(const gmt_schd_t *s, const char *pod)
+{
+  const gmt_pod_t *p = gmt_pods_find(s->pods, pod);
+  return p && p->cfg.klass == GMT__POD_CLASS__CLASS_LATENCY;
+}
+
+/* A side grant whose pod neither came back nor released within the drain
+ * bound past its end (a process that died or stalled) ends there. */
+static void side_tidy(tdev_t *d, double now)
+{
+  const char *side = gmt_token_side(d->pol);
+  double end = gmt_token_side_end_planned(d->pol);
+  if (side && now > end + GMT_TOKEN_DRAIN_MAX_MS) {
+    gmt_debug("token device %d: pod '%s' beside the holder did not come back; its grant ends",
+              d->device, side);
+    if (gmt_token_side_end(d->pol, end) < 0)
+      gmt_warn("token device %d: out of memory recording a grant; its usage is lost", d->device);
+  }
+}
+
+/* A latency pod holding the token while a batch pod waits steps aside
+ * (token.h): its grant goes on beside, the batch pod gets the token and
+ * heeds the bell. Only where gmt-schd has a bell. */
+static void step_aside(tdev_t *d)
+{
+  struct gmt_tokens *t = d->t;
+  const char *holder = gmt_token_holder(d->pol);
+  if (t->s->bell_fd < 0 || !holder || !is_latency(t->s, holder) || gmt_token_side(d->pol) ||
+      gmt_token_draining(d->pol))
+    return;
+  bool batch_waits = false; /* one that heeds the bell */
+  for (const waiter_t *w = d->waiters; w && !batch_waits; w = w->next)
+    batch_waits = w->bell && !is_latency(t->s, w->pod);
+  if (!batch_waits)
+    return;
+  char name[GMT_POD_NAME_MAX + 1];
+  snprintf(name, sizeof name, "%s", holder);
+  if (gmt_token_step_aside(d->pol) < 0)
+    return;
+  gmt_debug("token device %d: latency pod '%s' steps aside for a batch pod; its grant goes on",
+            d->device, name);
+  uv_timer_stop(&d->timer);
+  watches_answer(d, name, false);
+}
+
+/* pod (class=latency) asks while a batch pod holds the token with a grant
+ * that heeds the bell: granted beside at once (token.h). Returns whether
+ * it was; false leaves the call to wait as any other. */
+static bool grant_beside(tdev_t *d, gmt_call_t *call, const gmt_pod_t *pod, double burst_ms,
+                         double now)
+{
+  struct gmt_tokens *t = d->t;
+  const char *holder = gmt_token_holder(d->pol);
+  if (t->s->bell_fd < 0 || pod->cfg.klass != GMT__POD_CLASS__CLASS_LATENCY || !holder ||
+      !d->grant_heeds || gmt_token_draining(d->pol) || gmt_token_side(d->pol) ||
+      strcmp(holder, pod->cfg.name) == 0)
+    return false;
+  gmt_token_cand_t c = cand_of(pod, pod->cfg.name, now);
+  c.usage_ms = gmt_token_usage(d->pol, c.pod, t->p.window_ms, now);
+  c.allowance_ms = gmt_token_allowance(d->pol, c.pod, c.limit, t->p.window_ms, now);
+  if (!gmt_token_can_take(&t->p, &c))
+    return false; /* at its LIMIT: it waits as any pod */
+  double quota = gmt_token_quota(&t->p, burst_ms, c.limit, c.allowance_ms);
+  if (gmt_token_side_grant(d->pol, pod->cfg.name, now, quota) < 0)
+    return false;
+  gmt_debug("token device %d: grant to latency pod '%s' for %.1f ms beside pod '%s' (the bell)",
+            d->device, pod->cfg.name, quota, holder);
+  reply_grant(call, quota, terms_of(t, pod->cfg.name, d->device, quota));
+  return true;
+}
+
 static void schedule(tdev_t *d)
 {
   decide(d);
@@ -297,6 +371,8 @@ static void schedule(tdev_t *d)
 static void decide(tdev_t *d)
 {
   struct gmt_tokens *t = d->t;
+  side_tidy(d, clock_ms());
+  step_aside(d);
   size_t n = 0;
   gmt_token_cand_t *c = candidates(d, &n);
   if (!c) {
@@ -336,11 +412,13 @@ static void decide(tdev_t *d)
   free(c);
   gmt_token_terms_t terms = terms_of(t, pod, d->device, dec.quota_ms);
   d->grant_bounded = rc == 0 && terms.queue_bound_us > 0;
+  d->grant_heeds = false;
   for (waiter_t **wp = &d->waiters; *wp;) {
     if (strcmp((*wp)->pod, pod) != 0) {
       wp = &(*wp)->next;
       continue;
     }
+    d->grant_heeds = d->grant_heeds || (d->grant_bounded && (*wp)->bell);
     if (rc == 0)
       reply_grant((*wp)->call, dec.quota_ms, terms);
     else
@@ -565,6 +643,8 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   } else if (!(pod->cfg.limit > 0)) {
     gmt_call_reply_error(call, -EPERM, "pod '%s' has LIMIT 0 in %s: it gets no GPU time",
                          pod->cfg.name, s->cfg->path);
+  } else if (grant_beside(d, call, pod, isfinite(r->burst_ms) ? r->burst_ms : 0, now)) {
+    /* answered: the holder keeps its grant */
   } else {
     waiter_t *w = calloc(1, sizeof *w);
     if (!w) {
@@ -575,6 +655,7 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
       w->pid = r->pid;
       w->burst_ms = isfinite(r->burst_ms) && r->burst_ms > 0 ? r->burst_ms : 0;
       w->arrival_ms = now;
+      w->bell = r->bell;
       waiter_t **tail = &d->waiters;
       while (*tail)
         tail = &(*tail)->next;
@@ -613,8 +694,16 @@ void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
   (void)pod;
   for (tdev_t *d = t->devs; d; d = d->next) {
     bool changed = false;
+    const char *side = gmt_token_side(d->pol);
+    const char *why = side ? gone_why(s, side, d->device) : NULL;
+    if (why) {
+      gmt_debug("token device %d: pod '%s' beside the holder %s; its grant ends", d->device, side,
+                why);
+      if (gmt_token_side_end(d->pol, clock_ms()) < 0)
+        gmt_warn("token device %d: out of memory recording a grant; its usage is lost", d->device);
+    }
     const char *holder = gmt_token_holder(d->pol);
-    const char *why = holder ? gone_why(s, holder, d->device) : NULL;
+    why = holder ? gone_why(s, holder, d->device) : NULL;
     if (why) {
       gmt_debug("token device %d: pod '%s' %s; its grant ends", d->device, holder, why);
       if (gmt_token_release(d->pol, clock_ms()) < 0)

@@ -34,6 +34,8 @@ struct gmt_token_dev {
   bool held;
   bool draining; /* the holder's quota ran out; its queued work still runs */
   span_t cur;    /* the holder's grant: start and planned end */
+  bool side_held;
+  span_t side;   /* a latency pod's grant beside the holder's (token.h) */
   span_t *spans; /* finished grants and overuse charges, in no order */
   size_t nspans, capspans;
   podrec_t *recs;
@@ -126,7 +128,7 @@ bool gmt_token_eligible(double usage_ms, double limit, double window_ms)
  * grant up to now. */
 static size_t nintervals(const gmt_token_dev_t *d)
 {
-  return d->nspans + (d->held ? 1 : 0);
+  return d->nspans + (d->held ? 1 : 0) + (d->side_held ? 1 : 0);
 }
 
 static const char *interval(const gmt_token_dev_t *d, size_t i, double now, double *a, double *b)
@@ -135,6 +137,11 @@ static const char *interval(const gmt_token_dev_t *d, size_t i, double now, doub
     *a = d->spans[i].start;
     *b = d->spans[i].end;
     return d->spans[i].pod;
+  }
+  if (!d->held || i > d->nspans) { /* the side grant, up to now */
+    *a = d->side.start;
+    *b = fmin(d->side.end, now);
+    return d->side.pod;
   }
   *a = d->cur.start;
   *b = d->draining ? now : fmin(d->cur.end, now);
@@ -498,6 +505,54 @@ int gmt_token_release(gmt_token_dev_t *d, double now)
   return end_grant(d, d->draining ? now : fmin(now, d->cur.end));
 }
 
+/* ---- a latency pod beside the holder ---- */
+
+const char *gmt_token_side(const gmt_token_dev_t *d)
+{
+  return d->side_held ? d->side.pod : NULL;
+}
+
+double gmt_token_side_end_planned(const gmt_token_dev_t *d)
+{
+  return d->side_held ? d->side.end : 0;
+}
+
+int gmt_token_side_grant(gmt_token_dev_t *d, const char *pod, double now, double quota_ms)
+{
+  if (d->side_held || (d->held && strcmp(d->cur.pod, pod) == 0))
+    return -EBUSY;
+  if (!rec_get(d, pod))
+    return -ENOMEM;
+  snprintf(d->side.pod, sizeof d->side.pod, "%s", pod);
+  d->side.start = now;
+  d->side.end = now + fmax(quota_ms, 0);
+  d->side_held = true;
+  return 0;
+}
+
+int gmt_token_step_aside(gmt_token_dev_t *d)
+{
+  if (!d->held || d->side_held || d->draining)
+    return -EBUSY;
+  d->side = d->cur;
+  d->side_held = true;
+  d->held = false;
+  return 0;
+}
+
+int gmt_token_side_end(gmt_token_dev_t *d, double now)
+{
+  if (!d->side_held)
+    return 0;
+  d->side_held = false;
+  double end = fmax(d->side.start, fmin(now, d->side.end));
+  int rc = span_add(d, d->side.pod, d->side.start, end);
+  podrec_t *r = rec_get(d, d->side.pod);
+  if (r)
+    r->last_end = end;
+  return rc;
+}
+
 void gmt_token_drain(gmt_token_dev_t *d)
 {
   if (d->held)
@@ -538,10 +593,11 @@ int gmt_token_overuse(gmt_token_dev_t *d, const char *pod, double overuse_ms, do
 int gmt_token_report(gmt_token_dev_t *d, const char *pod, double now, bool release, double idle_ms,
                      double overuse_ms, double window_ms)
 {
-  if (d->held && strcmp(d->cur.pod, pod) == 0) {
-    double idle = release && isfinite(idle_ms) && idle_ms > 0 ? idle_ms : 0;
+  double idle = release && isfinite(idle_ms) && idle_ms > 0 ? idle_ms : 0;
+  if (d->held && strcmp(d->cur.pod, pod) == 0)
     return gmt_token_release(d, now - idle);
-  }
+  if (d->side_held && strcmp(d->side.pod, pod) == 0)
+    return gmt_token_side_end(d, now - idle);
   if (!isfinite(overuse_ms) || !(overuse_ms > 0))
     return 0;
   return gmt_token_overuse(d, pod, overuse_ms, window_ms, now);
@@ -558,7 +614,8 @@ void gmt_token_prune(gmt_token_dev_t *d, double window_ms, double now)
   k = 0;
   for (size_t i = 0; i < d->nrecs; i++) {
     const podrec_t *r = &d->recs[i];
-    bool holder = d->held && strcmp(d->cur.pod, r->pod) == 0;
+    bool holder = (d->held && strcmp(d->cur.pod, r->pod) == 0) ||
+                  (d->side_held && strcmp(d->side.pod, r->pod) == 0);
     if (holder || r->last_end > lo)
       d->recs[k++] = *r;
   }
@@ -596,7 +653,7 @@ void gmt_token_revoke(gmt_token_dev_t *d, double now)
 
 bool gmt_token_alone(const gmt_token_dev_t *d, const char *pod, double window_ms, double now)
 {
-  if (d->held && strcmp(d->cur.pod, pod) != 0)
+  if ((d->held && strcmp(d->cur.pod, pod) != 0) || (d->side_held && strcmp(d->side.pod, pod) != 0))
     return false;
   for (size_t i = 0; i < d->nspans; i++)
     if (d->spans[i].end > now - window_ms && strcmp(d->spans[i].pod, pod) != 0)

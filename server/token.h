@@ -160,12 +160,37 @@ int gmt_token_overuse(gmt_token_dev_t *d, const char *pod, double overuse_ms, do
  * at now when it comes back for more (its queued work has run), or, for a
  * release, at now - idle_ms (its work was done then; idle_ms that is not
  * a positive number counts as 0), never before the grant's start nor,
- * unless it drains, past its planned end. From any other pod the
+ * unless it drains, past its planned end; the side grant's pod's call ends
+ * the side grant the same way (gmt_token_side_end). From any other pod the
  * overuse_ms it reports, work that ran past a grant that did not wait for
  * it, is charged after its last grant (gmt_token_overuse); a holder's own
  * overuse is in its grant already. -ENOMEM. */
 int gmt_token_report(gmt_token_dev_t *d, const char *pod, double now, bool release, double idle_ms,
                      double overuse_ms, double window_ms);
+
+/* ---- a latency pod beside the holder (the bell, docs/protocol.md) ----
+ *
+ * While a batch pod holds the token with a grant that heeds the bell, a
+ * latency pod that asks is granted beside it at once instead of cutting
+ * it: its launches ring the bell and the holder waits at its own, so the
+ * holder keeps its grant between requests and the GPU they leave idle.
+ * A latency pod that holds the token when a batch pod asks steps aside
+ * the same way. A side grant is charged as a grant: where it overlaps the
+ * holder's, each is charged half. At most one side grant per device. */
+
+/* The pod granted beside the holder, or NULL. */
+const char *gmt_token_side(const gmt_token_dev_t *d);
+/* When that grant runs out (0: none). */
+double gmt_token_side_end_planned(const gmt_token_dev_t *d);
+/* pod is granted beside the holder from now for quota_ms. -EBUSY: a side
+ * grant is held, or pod holds the token; -ENOMEM. */
+int gmt_token_side_grant(gmt_token_dev_t *d, const char *pod, double now, double quota_ms);
+/* The holder's grant goes on beside: the token is free. -EBUSY: no holder,
+ * it drains, or a side grant is held already. */
+int gmt_token_step_aside(gmt_token_dev_t *d);
+/* The side grant ends at now (no later than its planned end; gmt_token_report
+ * ends it for its pod's release or return). -ENOMEM. */
+int gmt_token_side_end(gmt_token_dev_t *d, double now);
 
 /* Forgets what the window no longer needs. */
 void gmt_token_prune(gmt_token_dev_t *d, double window_ms, double now);

@@ -46,6 +46,7 @@ typedef struct tok_dev {
    * process answered from it; none for a local grant. */
   gmt_token_terms_t terms;
   pwatch_t *watches; /* waiting for the pod's grant to end */
+  bool bell;         /* the last process that asked heeds the bell (passed up) */
   bool watch_up;     /* a TokenWatch upstream is in flight */
 } tok_dev_t;
 
@@ -140,6 +141,7 @@ static int send_upstream(tok_dev_t *d, const gmt_tshare_act_t *a, uint64_t *seq)
   r.overuse_ms = a->overuse_ms;
   r.release = release;
   r.idle_ms = a->idle_ms;
+  r.bell = d->bell;
   gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_TOKEN_REQ, &r);
 
   pmgr_tokens_t *t = d->t;
@@ -508,6 +510,8 @@ void gmt__pmgr_handle_token(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__TokenRe
     return;
   }
   double overuse = r->overuse_ms > 0 ? r->overuse_ms : 0;
+  if (!r->release)
+    d->bell = r->bell; /* a pod's processes share one bell, from this pod manager */
   gmt_tshare_in_t in = in_of(d);
   gmt_tshare_act_t a;
   if (r->release) {

@@ -64,6 +64,11 @@ static void fetch(void)
   GMT_HOOK_DEBUG("bell from %s", path);
 }
 
+int gmt__bell_have(void)
+{
+  return atomic_load_explicit(&g_bell, memory_order_relaxed) != NULL;
+}
+
 void gmt__bell_need(int64_t now_ns)
 {
   pthread_mutex_lock(&g_mu);
@@ -81,18 +86,29 @@ static int slot(int dev)
   return nd >= 0 && nd < GMT_BELL_SLOTS ? nd : -1;
 }
 
-void gmt__bell_ring(int dev, int64_t now_ns)
+static void ring(int dev, int64_t now_ns, int64_t ring_ns, int64_t rewrite_ns)
 {
   gmt_bell_t *b = atomic_load_explicit(&g_bell, memory_order_relaxed);
   int s;
   if (!b || (s = slot(dev)) < 0)
     return;
-  int64_t ring = (int64_t)GMT_BELL_RING_US * 1000;
   /* Rung long enough still: nothing to write. */
-  if (atomic_load_explicit(&g_rang[s], memory_order_relaxed) - now_ns > ring * 3 / 4)
+  if (atomic_load_explicit(&g_rang[s], memory_order_relaxed) - now_ns > rewrite_ns)
     return;
-  gmt_bell_ring(b, s, now_ns + ring);
-  atomic_store_explicit(&g_rang[s], now_ns + ring, memory_order_relaxed);
+  int64_t until = gmt_bell_ring(b, s, now_ns + ring_ns);
+  atomic_store_explicit(&g_rang[s], until, memory_order_relaxed);
+}
+
+void gmt__bell_ring(int dev, int64_t now_ns)
+{
+  int64_t ns = (int64_t)GMT_BELL_RING_US * 1000;
+  ring(dev, now_ns, ns, ns * 3 / 4);
+}
+
+void gmt__bell_ring_drain(int dev, int64_t now_ns)
+{
+  int64_t ns = (int64_t)GMT_BELL_DRAIN_US * 1000;
+  ring(dev, now_ns, ns, ns - 1);
 }
 
 void gmt__bell_hush(int dev, int64_t now_ns)

@@ -15,9 +15,16 @@
  * bounded by GMT_BELL_IO_TIMEOUT_MS. */
 void gmt__bell_need(int64_t now_ns);
 
+/* Whether this process has the bell (TokenRequest.bell). */
+int gmt__bell_have(void);
+
 /* A latency process launches on dev at now: it rings for
  * GMT_BELL_RING_US more (written at most every quarter of that). */
 void gmt__bell_ring(int dev, int64_t now_ns);
+
+/* Its idle thread waits for its queued work on dev: the ring lasts
+ * GMT_BELL_DRAIN_US more, until the hush that follows the wait. */
+void gmt__bell_ring_drain(int dev, int64_t now_ns);
 
 /* Its work on dev was found done at now: the ring stops, unless another
  * process rang longer meanwhile. */

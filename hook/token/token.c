@@ -168,6 +168,7 @@ static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, d
   r.overuse_ms = overuse_ms;
   r.release = release != 0;
   r.idle_ms = idle_ms;
+  r.bell = gmt__bell_have() != 0;
   Gmt__Envelope env = GMT__ENVELOPE__INIT;
   env.body_case = GMT__ENVELOPE__BODY_TOKEN_REQ;
   env.token_req = &r;
@@ -241,6 +242,8 @@ static void idle_step(tok_dev_t *d, int dev, uint64_t launches, int64_t last_ns)
   if (d->held) {
     switch (gmt__busy_next(&d->b, launches, last_ns, now_ns())) {
     case GMT_BUSY_DRAIN:
+      if (atomic_load_explicit(&d->latency, memory_order_relaxed))
+        gmt__bell_ring_drain(dev, now_ns());
       drain(d, launches, last_ns);
       /* A latency process's work is done: batch pods go on at once. */
       if (d->b.drained_ns && atomic_load_explicit(&d->latency, memory_order_relaxed))

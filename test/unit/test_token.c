@@ -893,11 +893,60 @@ static void test_a_watched_pod_alone_gets_a_long_grant(void **state)
   gmt_token_dev_free(d);
 }
 
+/* ---- a latency pod beside the holder ---- */
+
+static void test_a_grant_beside_the_holder_is_charged_half_where_they_overlap(void **state)
+{
+  (void)state;
+  gmt_token_dev_t *d = dev();
+  assert_int_equal(gmt_token_grant(d, "train", 0, 100), 0);
+  assert_int_equal(gmt_token_side_grant(d, "serve", 20, 100), 0);
+  assert_string_equal(gmt_token_side(d), "serve");
+  assert_string_equal(gmt_token_holder(d), "train");                  /* nothing cut */
+  assert_int_equal(gmt_token_side_grant(d, "other", 25, 10), -EBUSY); /* one at a time */
+  assert_false(gmt_token_alone(d, "train", W, 30));
+  /* At 40: train alone over [0, 20), both over [20, 40). */
+  assert_near(gmt_token_usage(d, "train", W, 40), 20 + 10, 1e-9);
+  assert_near(gmt_token_usage(d, "serve", W, 40), 10, 1e-9);
+  /* serve releases at 50, its work done 5 ms before: charged to 45. */
+  assert_int_equal(gmt_token_report(d, "serve", 50, true, 5, 0, W), 0);
+  assert_null(gmt_token_side(d));
+  assert_near(gmt_token_usage(d, "serve", W, 60), 12.5, 1e-9);
+  assert_near(gmt_token_usage(d, "train", W, 60), 60 - 12.5, 1e-9);
+  /* The GPU's 60 ms charged once. */
+  gmt_token_dev_free(d);
+}
+
+static void test_a_latency_holder_steps_aside_and_keeps_being_charged(void **state)
+{
+  (void)state;
+  gmt_token_dev_t *d = dev();
+  assert_int_equal(gmt_token_grant(d, "serve", 0, 100), 0);
+  assert_int_equal(gmt_token_step_aside(d), 0);
+  assert_null(gmt_token_holder(d)); /* the token is free for a batch pod */
+  assert_string_equal(gmt_token_side(d), "serve");
+  assert_int_equal(gmt_token_step_aside(d), -EBUSY);
+  assert_int_equal(gmt_token_grant(d, "train", 10, 50), 0);
+  assert_int_equal(gmt_token_step_aside(d), -EBUSY); /* a side grant is held */
+  /* serve comes back at 30 (asks again): its side grant ends there. */
+  assert_int_equal(gmt_token_report(d, "serve", 30, false, 0, 0, W), 0);
+  assert_null(gmt_token_side(d));
+  assert_near(gmt_token_usage(d, "serve", W, 30), 10 + 10, 1e-9);
+  assert_near(gmt_token_usage(d, "train", W, 30), 10, 1e-9);
+  /* A side grant never charges past its planned end. */
+  assert_int_equal(gmt_token_side_grant(d, "serve", 30, 5), 0);
+  assert_int_equal(gmt_token_side_end(d, 1000), 0);
+  assert_near(gmt_token_usage(d, "serve", W, 40), 20 + 2.5, 1e-9);
+  gmt_token_dev_free(d);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test(f)
       T(test_usage_splits_overlapping_grants_evenly),
+      T(test_a_grant_beside_the_holder_is_charged_half_where_they_overlap),
+      T(test_a_latency_holder_steps_aside_and_keeps_being_charged),
       T(test_usage_counts_only_the_window_and_the_running_grant_up_to_now),
       T(test_prune_keeps_what_the_window_needs),
       T(test_pod_at_its_limit_is_not_eligible),
