@@ -471,19 +471,40 @@ static int span_add(gmt_token_dev_t *d, const char *pod, double start, double en
   return 0;
 }
 
+/* A grant (the holder's or the side one) of pod opens as g at now. The
+ * record is made now so that closing the grant cannot fail for it. */
+static int grant_open(gmt_token_dev_t *d, span_t *g, const char *pod, double now, double quota_ms)
+{
+  if (!rec_get(d, pod))
+    return -ENOMEM;
+  snprintf(g->pod, sizeof g->pod, "%s", pod);
+  g->start = now;
+  g->end = now + fmax(quota_ms, 0);
+  return 0;
+}
+
+/* ... and closes at end (no earlier than its start): charged, and its
+ * pod's last grant ends there. */
+static int grant_close(gmt_token_dev_t *d, const span_t *g, double end)
+{
+  end = fmax(end, g->start);
+  int rc = span_add(d, g->pod, g->start, end);
+  podrec_t *r = rec_get(d, g->pod);
+  if (r)
+    r->last_end = end;
+  return rc;
+}
+
 int gmt_token_grant(gmt_token_dev_t *d, const char *pod, double now, double quota_ms)
 {
   if (d->held)
     return -EBUSY;
-  /* The record is made now so that ending the grant cannot fail for it. */
-  if (!rec_get(d, pod))
-    return -ENOMEM;
-  snprintf(d->cur.pod, sizeof d->cur.pod, "%s", pod);
-  d->cur.start = now;
-  d->cur.end = now + fmax(quota_ms, 0);
-  d->held = true;
-  d->draining = false;
-  return 0;
+  int rc = grant_open(d, &d->cur, pod, now, quota_ms);
+  if (rc == 0) {
+    d->held = true;
+    d->draining = false;
+  }
+  return rc;
 }
 
 static int end_grant(gmt_token_dev_t *d, double end)
@@ -492,12 +513,7 @@ static int end_grant(gmt_token_dev_t *d, double end)
     return 0;
   d->held = false;
   d->draining = false;
-  end = fmax(end, d->cur.start);
-  int rc = span_add(d, d->cur.pod, d->cur.start, end);
-  podrec_t *r = rec_get(d, d->cur.pod);
-  if (r)
-    r->last_end = end;
-  return rc;
+  return grant_close(d, &d->cur, end);
 }
 
 int gmt_token_release(gmt_token_dev_t *d, double now)
@@ -521,13 +537,9 @@ int gmt_token_side_grant(gmt_token_dev_t *d, const char *pod, double now, double
 {
   if (d->side_held || (d->held && strcmp(d->cur.pod, pod) == 0))
     return -EBUSY;
-  if (!rec_get(d, pod))
-    return -ENOMEM;
-  snprintf(d->side.pod, sizeof d->side.pod, "%s", pod);
-  d->side.start = now;
-  d->side.end = now + fmax(quota_ms, 0);
-  d->side_held = true;
-  return 0;
+  int rc = grant_open(d, &d->side, pod, now, quota_ms);
+  d->side_held = rc == 0;
+  return rc;
 }
 
 int gmt_token_step_aside(gmt_token_dev_t *d)
@@ -545,12 +557,7 @@ int gmt_token_side_end(gmt_token_dev_t *d, double now)
   if (!d->side_held)
     return 0;
   d->side_held = false;
-  double end = fmax(d->side.start, fmin(now, d->side.end));
-  int rc = span_add(d, d->side.pod, d->side.start, end);
-  podrec_t *r = rec_get(d, d->side.pod);
-  if (r)
-    r->last_end = end;
-  return rc;
+  return grant_close(d, &d->side, fmin(now, d->side.end));
 }
 
 void gmt_token_drain(gmt_token_dev_t *d)

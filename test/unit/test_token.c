@@ -893,6 +893,73 @@ static void test_a_watched_pod_alone_gets_a_long_grant(void **state)
   gmt_token_dev_free(d);
 }
 
+/* The sweep that splits overlaps (pod_pieces) against the definition:
+ * at every point each of the k intervals covering it is charged 1/k. Grants
+ * back to back, and overuse charges after each pod's last grant that
+ * overlap them, at random; the expected charge by brute force over every
+ * stretch between two interval ends. */
+static void test_usage_matches_the_even_split_on_random_overlaps(void **state)
+{
+  (void)state;
+  enum { N = 150 };
+  static const char *const pods[] = {"a", "b", "c"};
+  struct {
+    int pod;
+    double a, b;
+  } iv[2 * N];
+  size_t m = 0;
+  double last_end[3] = {-1, -1, -1};
+  unsigned seed = 12345;
+  gmt_token_dev_t *d = dev();
+  double t = 0;
+  for (int i = 0; i < N; i++) {
+    seed = seed * 1103515245u + 12345u;
+    int p = (int)(seed >> 16) % 3;
+    double len = 1 + (double)((seed >> 8) % 50);
+    granted(d, pods[p], t, t + len);
+    iv[m].pod = p, iv[m].a = t, iv[m++].b = t + len;
+    last_end[p] = t + len;
+    t += len;
+    if ((seed >> 4) % 3 == 0) { /* another pod reports overuse after its last grant */
+      int q = (p + 1 + (int)((seed >> 20) % 2)) % 3;
+      double over = 1 + (double)((seed >> 12) % 20);
+      if (last_end[q] >= 0) {
+        assert_int_equal(gmt_token_overuse(d, pods[q], over, W, t), 0);
+        double a = last_end[q], b = fmin(a + over, t);
+        if (b > a) {
+          iv[m].pod = q, iv[m].a = a, iv[m++].b = b;
+          last_end[q] = b;
+        }
+      }
+    }
+  }
+  double want[3] = {0, 0, 0};
+  double cuts[4 * N];
+  size_t nc = 0;
+  for (size_t i = 0; i < m; i++)
+    cuts[nc++] = iv[i].a, cuts[nc++] = iv[i].b;
+  for (size_t i = 0; i < nc; i++) /* insertion sort: small */
+    for (size_t j = i; j > 0 && cuts[j - 1] > cuts[j]; j--) {
+      double x = cuts[j];
+      cuts[j] = cuts[j - 1];
+      cuts[j - 1] = x;
+    }
+  for (size_t s = 0; s + 1 < nc; s++) {
+    double a = cuts[s], b = cuts[s + 1], mid = (a + b) / 2;
+    if (!(b > a))
+      continue;
+    int k = 0, j[3] = {0, 0, 0};
+    for (size_t i = 0; i < m; i++)
+      if (iv[i].a <= mid && mid < iv[i].b)
+        k++, j[iv[i].pod]++;
+    for (int p = 0; p < 3 && k; p++)
+      want[p] += (b - a) * j[p] / k;
+  }
+  for (int p = 0; p < 3; p++)
+    assert_near(gmt_token_usage(d, pods[p], W, t), want[p], 1e-6);
+  gmt_token_dev_free(d);
+}
+
 /* ---- a latency pod beside the holder ---- */
 
 static void test_a_grant_beside_the_holder_is_charged_half_where_they_overlap(void **state)
@@ -945,6 +1012,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test(f)
       T(test_usage_splits_overlapping_grants_evenly),
+      T(test_usage_matches_the_even_split_on_random_overlaps),
       T(test_a_grant_beside_the_holder_is_charged_half_where_they_overlap),
       T(test_a_latency_holder_steps_aside_and_keeps_being_charged),
       T(test_usage_counts_only_the_window_and_the_running_grant_up_to_now),
