@@ -156,7 +156,9 @@
   X(cuLaunchCooperativeKernel_ptsz)                                                                \
   X(cuLaunchCooperativeKernelMultiDevice)                                                          \
   X(cuGraphLaunch)                                                                                 \
-  X(cuGraphLaunch_ptsz)
+  X(cuGraphLaunch_ptsz)                                                                            \
+  X(cuStreamSynchronize)                                                                           \
+  X(cuStreamSynchronize_ptsz)
 
 /* Entry points the hook calls for itself but does not wrap. */
 #define GMT_HOOK_INTERNAL_SYMBOLS(X)                                                               \
@@ -171,7 +173,6 @@
   X(cuDeviceGet)                                                                                   \
   X(cuDeviceGetCount)                                                                              \
   X(cuDeviceGetPCIBusId)                                                                           \
-  X(cuStreamSynchronize)                                                                           \
   X(cuMemHostGetFlags)                                                                             \
   X(cuMemGetAddressRange_v2)                                                                       \
   X(cuEventCreate)                                                                                 \

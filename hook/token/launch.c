@@ -39,6 +39,29 @@ static inline void count(uint64_t n)
   }                                                                                                \
   return rc
 
+/* A stream's synchronize: a latency process's request has its answer (an
+ * inference call's .item() ends in one), so the bell it rang is hushed
+ * now rather than when its idle thread next looks (bell.h). */
+CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream s);
+
+GMT_EXPORT CUresult cuStreamSynchronize(CUstream s)
+{
+  GMT_FRAME(cuStreamSynchronize);
+  CUresult rc = real(s);
+  if (rc == CUDA_SUCCESS)
+    gmt__token_synced();
+  return rc;
+}
+
+GMT_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
+{
+  GMT_FRAME(cuStreamSynchronize_ptsz);
+  CUresult rc = real(s);
+  if (rc == CUDA_SUCCESS)
+    gmt__token_synced();
+  return rc;
+}
+
 GMT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                    unsigned int gridDimZ, unsigned int blockDimX,
                                    unsigned int blockDimY, unsigned int blockDimZ,

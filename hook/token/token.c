@@ -700,6 +700,14 @@ CUresult gmt__token_check(void)
   return rc;
 }
 
+void gmt__token_synced(void)
+{
+  int dev = gate_device();
+  if ((unsigned)dev < GMT_TOKEN_MAX_DEVICES &&
+      atomic_load_explicit(&g_dev[dev].latency, memory_order_relaxed))
+    gmt__bell_hush(dev, now_ns());
+}
+
 void gmt__token_gate(void)
 {
   (void)gmt__token_check();

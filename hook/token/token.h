@@ -25,4 +25,8 @@ void gmt__token_gate(void);
  * its own stream's context). */
 CUresult gmt__token_check_stream(CUstream s);
 
+/* A synchronize of the calling thread returned: a latency process's work
+ * there is done, so the bell it rang on the context's device is hushed. */
+void gmt__token_synced(void);
+
 #endif
