@@ -410,13 +410,15 @@ class Backend:
                     d.proc.wait()
         for d in self.daemons:
             d.log.close()
-            # A daemon killed (or dead) leaves its socket file: ours to
-            # remove, unless something else listens there now.
-            if os.path.exists(d.ipc) and not listening("ipc://" + d.ipc):
-                try:
-                    os.unlink(d.ipc)
-                except OSError:
-                    pass
+            # A daemon killed (or dead) leaves its socket files (the ipc
+            # one and the bell's beside it): ours to remove, unless
+            # something else listens there now.
+            for path in (d.ipc, d.ipc + ".bell"):
+                if os.path.exists(path) and not listening("ipc://" + path):
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
         if self.run_dir_created:
             try:
                 os.rmdir(self.run_dir)  # only when empty
