@@ -685,8 +685,11 @@ CUresult gmt__token_check(void)
     return CUDA_SUCCESS;
   tok_dev_t *d = &g_dev[dev];
   int64_t now = now_ns();
-  CUresult rc = now < atomic_load_explicit(&d->expiry, memory_order_relaxed) ? CUDA_SUCCESS
-                                                                             : gate_slow(d, dev);
+  CUresult rc = CUDA_SUCCESS;
+  if (now >= atomic_load_explicit(&d->expiry, memory_order_relaxed)) {
+    rc = gate_slow(d, dev);
+    now = now_ns(); /* it may have waited: a ring starts from now */
+  }
   if (rc != CUDA_SUCCESS)
     return rc;
   if (atomic_load_explicit(&d->latency, memory_order_relaxed))
