@@ -17,6 +17,7 @@
 #include "gmt_bounded.h"
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_unixsock.h"
 
 /* Waits for events on fd until the monotonic ms deadline. */
 static int wait_for(int fd, short events, uint64_t until)
@@ -36,15 +37,14 @@ static int wait_for(int fd, short events, uint64_t until)
 
 int gmt_sp_probe_ipc(const char *path, int timeout_ms)
 {
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  if (strlen(path) >= sizeof sa.sun_path)
-    return -ENAMETOOLONG;
-  strcpy(sa.sun_path, path);
+  struct sockaddr_un sa;
+  int rc = gmt_unix_addr(path, &sa);
+  if (rc < 0)
+    return rc;
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0)
     return -errno;
   uint64_t until = gmt_now_ms() + (uint64_t)timeout_ms;
-  int rc = 0;
   if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
     rc = errno == EINPROGRESS || errno == EAGAIN ? wait_for(fd, POLLOUT, until) : -errno;
     int err = 0;

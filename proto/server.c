@@ -20,6 +20,7 @@
 #include "gmt_ipc_watch.h"
 #include "gmt_log.h"
 #include "gmt_peer.h"
+#include "gmt_unixsock.h"
 #include "gmt_wire.h"
 
 enum call_state { CALL_RECV, CALL_HANDLER, CALL_SEND };
@@ -271,23 +272,6 @@ static int make_parent_dirs(const char *path)
   return 0;
 }
 
-/* An ipc socket file left by a process that died: nobody accepts on it. */
-static int ipc_is_stale(const char *path)
-{
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  int fd, rv;
-
-  if (strlen(path) >= sizeof(sa.sun_path))
-    return 0;
-  strcpy(sa.sun_path, path);
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return 0;
-  rv = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-  close(fd);
-  return rv != 0 && errno == ECONNREFUSED;
-}
-
 /* Listens on url (an ipc:// one: path) and gives the listener. */
 static int listen_url(gmt_server_t *s, const char *url, const char *path, nng_listener *out)
 {
@@ -295,7 +279,7 @@ static int listen_url(gmt_server_t *s, const char *url, const char *path, nng_li
   if (path) {
     if ((rv = make_parent_dirs(path)) != 0)
       return rv;
-    if (ipc_is_stale(path))
+    if (gmt_unix_stale(path)) /* a file left by a process that died */
       unlink(path);
   }
   nng_listener l;

@@ -90,6 +90,13 @@ static void reply_quota(gmt_call_t *call, double quota_ms)
   reply_grant(call, quota_ms, (gmt_token_terms_t){0});
 }
 
+/* Whether pod is class=latency. */
+static bool is_latency(const gmt_schd_t *s, const char *pod)
+{
+  const gmt_pod_t *p = gmt_pods_find(s->pods, pod);
+  return p && p->cfg.klass == GMT__POD_CLASS__CLASS_LATENCY;
+}
+
 /* How much of a device latency pods may take: the sum of the LIMITs of
  * those listed for it that have processes (0: none may need it soon). */
 static double latency_limit_on(const gmt_schd_t *s, int device)
@@ -113,9 +120,8 @@ static gmt_token_terms_t terms_of(const struct gmt_tokens *t, const char *pod, i
                                   double quota_ms)
 {
   gmt_token_terms_t g = {0};
-  const gmt_pod_t *p = gmt_pods_find(t->s->pods, pod);
   double lat;
-  if (p && p->cfg.klass == GMT__POD_CLASS__CLASS_LATENCY) {
+  if (is_latency(t->s, pod)) {
     g.idle_us = (uint32_t)(t->p.latency_idle_ms * 1000 + 0.5);
     g.ahead_us = GMT_TOKEN_LATENCY_AHEAD_US;
   } else if ((lat = latency_limit_on(t->s, device)) > 0) {
@@ -289,13 +295,6 @@ static void limits_note(tdev_t *d, const gmt_token_cand_t *c, size_t n, double n
  * the winner's calls and time its grant, or time the next look, or stop. */
 static void decide(tdev_t *d);
 
-/* Whether pod is class=latency. */
-static bool is_latency(const gmt_schd_t *s, const char *pod)
-{
-  const gmt_pod_t *p = gmt_pods_find(s->pods, pod);
-  return p && p->cfg.klass == GMT__POD_CLASS__CLASS_LATENCY;
-}
-
 /* A side grant whose pod neither came back nor released within the drain
  * bound past its end (a process that died or stalled) ends there. */
 static void side_tidy(tdev_t *d, double now)
@@ -348,9 +347,7 @@ static bool grant_beside(tdev_t *d, gmt_call_t *call, const gmt_pod_t *pod, doub
       strcmp(holder, pod->cfg.name) == 0)
     return false;
   gmt_token_cand_t c = cand_of(pod, pod->cfg.name, now);
-  c.usage_ms = gmt_token_usage(d->pol, c.pod, t->p.window_ms, now);
-  c.allowance_ms = gmt_token_allowance(d->pol, c.pod, c.limit, t->p.window_ms, now);
-  if (!gmt_token_can_take(&t->p, &c))
+  if (gmt_token_choose(&t->p, d->pol, &c, 1, now) < 0)
     return false; /* at its LIMIT: it waits as any pod */
   double quota = gmt_token_quota(&t->p, burst_ms, c.limit, c.allowance_ms);
   if (gmt_token_side_grant(d->pol, pod->cfg.name, now, quota) < 0)

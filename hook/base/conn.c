@@ -30,6 +30,7 @@
 
 #include "gmt_error.h"
 #include "gmt_log.h"
+#include "gmt_unixsock.h"
 #include "gmt_wire.h"
 
 #define SP_PROTO_REQ 0x30
@@ -155,10 +156,9 @@ static int dial(const char *url, int *ipc, const deadline_t *dl)
 {
   int fd = -1, rc;
   if (!strncmp(url, "ipc://", 6)) {
-    struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    if (strlen(url + 6) >= sizeof(sun.sun_path))
-      return -ENAMETOOLONG;
-    strcpy(sun.sun_path, url + 6);
+    struct sockaddr_un sun;
+    if ((rc = gmt_unix_addr(url + 6, &sun)) < 0)
+      return rc;
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
       return -errno;

@@ -5,22 +5,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "gmt_log.h" /* gmt_log_stamp */
 
 int gmt__debug;
 
 void gmt__say(const char *fmt, ...)
 {
-  char line[512];
-  int n;
-  if (gmt__debug > 1) { /* GMT_HOOK_DEBUG=2: each line with CLOCK_MONOTONIC seconds */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    n = snprintf(line, sizeof(line), "gmt[%d] %ld.%06ld: ", (int)getpid(), (long)ts.tv_sec,
-                 ts.tv_nsec / 1000);
-  } else
-    n = snprintf(line, sizeof(line), "gmt[%d]: ", (int)getpid());
+  char line[512], when[32];
+  /* GMT_HOOK_DEBUG=2: each line with the monotonic clock's time. */
+  int n = snprintf(line, sizeof(line), "gmt[%d]%s%s: ", (int)getpid(), gmt__debug > 1 ? " " : "",
+                   gmt__debug > 1 ? gmt_log_stamp(when, sizeof when) : "");
   va_list ap;
   va_start(ap, fmt);
   int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);

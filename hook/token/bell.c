@@ -14,6 +14,7 @@
 #include "devmap.h"
 #include "gmt_bell.h"
 #include "gmt_error.h"
+#include "gmt_log.h" /* gmt_now_ns: CLOCK_MONOTONIC, as the bell's */
 #include "gmt_token_rules.h"
 #include "log.h"
 
@@ -45,7 +46,7 @@ static void fetch(void)
                    path, gmt_strerror(fd));
     return;
   }
-  struct stat st;
+  struct stat st = {0};
   if (fstat(fd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino && atomic_load(&g_bell)) {
     close(fd); /* the same bell */
     return;
@@ -122,20 +123,13 @@ void gmt__bell_hush(int dev, int64_t now_ns)
     gmt_bell_hush(b, s, mine, now_ns);
 }
 
-static int64_t now(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 int64_t gmt__bell_heed(int dev, int64_t budget_ns)
 {
   gmt_bell_t *b = atomic_load_explicit(&g_bell, memory_order_relaxed);
   int s;
   if (!b || budget_ns <= 0 || (s = slot(dev)) < 0)
     return 0;
-  int64_t t0 = now(), t = t0, until = gmt_bell_until(b, s);
+  int64_t t0 = (int64_t)gmt_now_ns(), t = t0, until = gmt_bell_until(b, s);
   if (until <= t0)
     return 0;
   while (until > t && t - t0 < budget_ns) {
@@ -146,7 +140,7 @@ int64_t gmt__bell_heed(int dev, int64_t budget_ns)
       nap = budget_ns - (t - t0);
     struct timespec ts = {0, nap};
     nanosleep(&ts, NULL);
-    t = now();
+    t = (int64_t)gmt_now_ns();
     until = gmt_bell_until(b, s);
   }
   return t - t0;

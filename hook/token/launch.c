@@ -42,24 +42,23 @@ static inline void count(uint64_t n)
 /* A stream's synchronize: a latency process's request has its answer (an
  * inference call's .item() ends in one), so the bell it rang is hushed
  * now rather than when its idle thread next looks (bell.h). */
+#define GMT_SYNC_BODY(name, ...)                                                                   \
+  GMT_FRAME(name);                                                                                 \
+  CUresult rc = real(__VA_ARGS__);                                                                 \
+  if (rc == CUDA_SUCCESS)                                                                          \
+    gmt__token_synced();                                                                           \
+  return rc
+
 CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream s);
 
 GMT_EXPORT CUresult cuStreamSynchronize(CUstream s)
 {
-  GMT_FRAME(cuStreamSynchronize);
-  CUresult rc = real(s);
-  if (rc == CUDA_SUCCESS)
-    gmt__token_synced();
-  return rc;
+  GMT_SYNC_BODY(cuStreamSynchronize, s);
 }
 
 GMT_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
 {
-  GMT_FRAME(cuStreamSynchronize_ptsz);
-  CUresult rc = real(s);
-  if (rc == CUDA_SUCCESS)
-    gmt__token_synced();
-  return rc;
+  GMT_SYNC_BODY(cuStreamSynchronize_ptsz, s);
 }
 
 GMT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,

@@ -14,6 +14,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "gmt_unixsock.h"
+
 _Static_assert(sizeof(gmt_bell_slot_t) == 64, "a slot is a cache line");
 
 int gmt_bell_create(void)
@@ -96,16 +98,6 @@ int gmt_bell_path(const char *url, char *out, size_t n)
   return 0;
 }
 
-static int unix_addr(const char *path, struct sockaddr_un *a)
-{
-  memset(a, 0, sizeof *a);
-  a->sun_family = AF_UNIX;
-  if (strlen(path) >= sizeof a->sun_path)
-    return -ENAMETOOLONG;
-  strcpy(a->sun_path, path);
-  return 0;
-}
-
 static void set_timeouts(int fd)
 {
   struct timeval tv = {GMT_BELL_IO_TIMEOUT_MS / 1000, (GMT_BELL_IO_TIMEOUT_MS % 1000) * 1000};
@@ -116,7 +108,7 @@ static void set_timeouts(int fd)
 int gmt_bell_fetch(const char *path)
 {
   struct sockaddr_un a;
-  int rc = unix_addr(path, &a);
+  int rc = gmt_unix_addr(path, &a);
   if (rc < 0)
     return rc;
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -205,7 +197,7 @@ int gmt_bell_serve(gmt_bell_server_t **out, const char *path, long gid, int (*ge
                    void *arg)
 {
   struct sockaddr_un a;
-  int rc = unix_addr(path, &a);
+  int rc = gmt_unix_addr(path, &a);
   if (rc < 0)
     return rc;
   gmt_bell_server_t *s = calloc(1, sizeof *s);
@@ -222,12 +214,8 @@ int gmt_bell_serve(gmt_bell_server_t **out, const char *path, long gid, int (*ge
     struct stat st;
     if (errno != EADDRINUSE || lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
       goto fail;
-    /* Someone's socket file: live if it answers. */
-    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int live = probe >= 0 && connect(probe, (struct sockaddr *)&a, sizeof a) == 0;
-    if (probe >= 0)
-      close(probe);
-    if (live) {
+    /* Someone's socket file: taken over only from a process that died. */
+    if (!gmt_unix_stale(path)) {
       errno = EADDRINUSE;
       goto fail;
     }

@@ -26,6 +26,11 @@ void gmt_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
  * (at least 4 bytes) is cut and ends in "...". NULL is shown as "". */
 const char *gmt_shown(const char *s, char *buf, size_t size);
 
+/* The monotonic clock now as "SECONDS.MICROSECONDS" in buf: the time a
+ * daemon's line (GMT_LOG_TIMES=1) and a hook's (GMT_HOOK_DEBUG=2) carry,
+ * so that the two line up. Returns buf. */
+const char *gmt_log_stamp(char *buf, size_t size);
+
 /* Monotonic clock in nanoseconds and milliseconds. */
 uint64_t gmt_now_ns(void);
 static inline uint64_t gmt_now_ms(void)

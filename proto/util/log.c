@@ -38,12 +38,8 @@ void gmt_log(int level, const char *fmt, ...)
     log_times = t && !strcmp(t, "1");
   }
   char when[32] = "";
-  if (log_times) { /* to line up with the hooks' GMT_HOOK_DEBUG=2 */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    snprintf(when, sizeof when, " %ld.%06ld", (long)ts.tv_sec, ts.tv_nsec / 1000);
-  }
-  n = snprintf(line, sizeof(line), "%s%s: %s%s", log_prog, when,
+  n = snprintf(line, sizeof(line), "%s%s%s: %s%s", log_prog, log_times ? " " : "",
+               log_times ? gmt_log_stamp(when, sizeof when) : "",
                level <= GMT_LOG_WARN ? names[level] : "", level <= GMT_LOG_WARN ? ": " : "");
   va_start(ap, fmt);
   if (n > 0 && (size_t)n < sizeof(line))
@@ -66,6 +62,14 @@ const char *gmt_shown(const char *s, char *buf, size_t size)
     i += 3;
   }
   buf[i] = '\0';
+  return buf;
+}
+
+const char *gmt_log_stamp(char *buf, size_t size)
+{
+  uint64_t ns = gmt_now_ns();
+  snprintf(buf, size, "%llu.%06llu", (unsigned long long)(ns / 1000000000u),
+           (unsigned long long)(ns % 1000000000u / 1000u));
   return buf;
 }
 
