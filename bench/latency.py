@@ -12,6 +12,9 @@ batch 1 with Poisson arrivals at 100, 500 and 1000 requests/s):
   latency@MS  the same with gmt-schd --latency-idle-ms MS (default 2)
   latency-nobell  latency without the bell (GMT_BELL names no socket): the
             training hears of each request only through the daemons
+  latency-nostay  latency with no stay of the bell after a request
+            (GMT_BELL_STAY_US=0): a training kernel may slip in between
+            requests that follow each other
 for each training job:
   mlp       6 x Linear(4096), batch 8192, fp32, SGD, loss.item() each step
             (about 93 ms a step on an H200; its longest kernels several ms)
@@ -93,6 +96,8 @@ def scenario(name, train, args, cdf):
     config, _, idle_ms = name.partition("@")
     config, nobell = (config[:-len("-nobell")], True) if config.endswith("-nobell") \
         else (config, False)
+    config, nostay = (config[:-len("-nostay")], True) if config.endswith("-nostay") \
+        else (config, False)
     if config in CONFIGS:
         node = gmt_e2e.Node(CONFIGS[config], fake=False)
         try:
@@ -108,6 +113,8 @@ def scenario(name, train, args, cdf):
                     node.tmp, "run", "pmgr-%s.sock" % pod))
                 if nobell:  # a socket with no bell behind it
                     e["GMT_BELL"] = os.path.join(node.tmp, "no-bell")
+                if nostay:
+                    e["GMT_BELL_STAY_US"] = "0"
                 if args.debug:
                     e["GMT_HOOK_DEBUG"] = "2"
                 return e

@@ -67,6 +67,19 @@
  * hushed when the wait returns: work that outlasts its last launch by more
  * than GMT_BELL_RING_US keeps the batch pods held. */
 #define GMT_BELL_DRAIN_US 5000
+/* After a latency process's work is done it rings on for at most this
+ * long when it launched again within this long last time
+ * (gmt_bell_stay_ns): requests queued in a server follow each other, and
+ * a batch kernel between two of them delays all those behind. At most
+ * this much of a batch pod's time per request when the guess is wrong. */
+#define GMT_BELL_STAY_MAX_US 500
+/* After a latency process's work is done its bell rings on for at most
+ * this long, when it launched again within this long the last time
+ * (gmt__busy_stay_ns, hook/token/busy.h): requests queued in a server
+ * follow each other closely, and a batch kernel between two of them delays
+ * all those behind. At most this much of a batch pod's time per request
+ * when the guess is wrong. */
+#define GMT_BELL_STAY_MAX_US 500
 /* A batch launch that heeds the bell looks again this often while it
  * rings (the timer's own slack adds about 50 us). */
 #define GMT_BELL_NAP_NS 50000

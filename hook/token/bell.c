@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "busy.h" /* gmt__busy_stay_ns */
 #include "channel.h"
 #include "devmap.h"
 #include "gmt_bell.h"
@@ -27,6 +28,11 @@ static dev_t g_dev;
 static ino_t g_ino;
 /* What this process rang each slot until. */
 static _Atomic int64_t g_rang[GMT_BELL_SLOTS];
+/* When it last hushed a ring of its own (0: launched since), and how long
+ * its next hush rings on (gmt__busy_stay_ns). */
+static _Atomic int64_t g_hushed[GMT_BELL_SLOTS];
+static _Atomic int64_t g_stay[GMT_BELL_SLOTS];
+static _Atomic int64_t g_stay_max_ns = -1; /* GMT_BELL_STAY_US; set at the first need */
 
 static void fetch(void)
 {
@@ -73,6 +79,11 @@ int gmt__bell_have(void)
 void gmt__bell_need(int64_t now_ns)
 {
   pthread_mutex_lock(&g_mu);
+  if (atomic_load(&g_stay_max_ns) < 0) {
+    const char *e = getenv("GMT_BELL_STAY_US");
+    long long us = e && *e ? atoll(e) : GMT_BELL_STAY_MAX_US;
+    atomic_store(&g_stay_max_ns, us > 0 ? us * 1000 : 0);
+  }
   if (!g_fetched_ns || now_ns - g_fetched_ns >= REFETCH_NS) {
     g_fetched_ns = now_ns;
     fetch();
@@ -87,7 +98,7 @@ static int slot(int dev)
   return nd >= 0 && nd < GMT_BELL_SLOTS ? nd : -1;
 }
 
-static void ring(int dev, int64_t now_ns, int64_t ring_ns, int64_t rewrite_ns)
+static void ring(int dev, int64_t now_ns, int64_t ring_ns, int64_t rewrite_ns, int launch)
 {
   gmt_bell_t *b = atomic_load_explicit(&g_bell, memory_order_relaxed);
   int s;
@@ -96,6 +107,15 @@ static void ring(int dev, int64_t now_ns, int64_t ring_ns, int64_t rewrite_ns)
   /* Rung long enough still: nothing to write. */
   if (atomic_load_explicit(&g_rang[s], memory_order_relaxed) - now_ns > rewrite_ns)
     return;
+  /* The first launch after a hush (which left g_rang at 0): how soon the
+   * work came back sets how long the next hush rings on. */
+  int64_t hushed = launch ? atomic_exchange_explicit(&g_hushed[s], 0, memory_order_relaxed) : 0;
+  if (hushed) {
+    int64_t last = atomic_load_explicit(&g_stay[s], memory_order_relaxed);
+    int64_t max = atomic_load_explicit(&g_stay_max_ns, memory_order_relaxed);
+    atomic_store_explicit(&g_stay[s], gmt__busy_stay_ns(now_ns - hushed, last, max),
+                          memory_order_relaxed);
+  }
   int64_t until = gmt_bell_ring(b, s, now_ns + ring_ns);
   atomic_store_explicit(&g_rang[s], until, memory_order_relaxed);
 }
@@ -103,13 +123,13 @@ static void ring(int dev, int64_t now_ns, int64_t ring_ns, int64_t rewrite_ns)
 void gmt__bell_ring(int dev, int64_t now_ns)
 {
   int64_t ns = (int64_t)GMT_BELL_RING_US * 1000;
-  ring(dev, now_ns, ns, ns * 3 / 4);
+  ring(dev, now_ns, ns, ns * 3 / 4, 1);
 }
 
 void gmt__bell_ring_drain(int dev, int64_t now_ns)
 {
   int64_t ns = (int64_t)GMT_BELL_DRAIN_US * 1000;
-  ring(dev, now_ns, ns, ns - 1);
+  ring(dev, now_ns, ns, ns - 1, 0);
 }
 
 void gmt__bell_hush(int dev, int64_t now_ns)
@@ -119,8 +139,11 @@ void gmt__bell_hush(int dev, int64_t now_ns)
   if (!b || (s = slot(dev)) < 0)
     return;
   int64_t mine = atomic_exchange_explicit(&g_rang[s], 0, memory_order_relaxed);
+  if (!mine)
+    return; /* hushed already */
+  atomic_store_explicit(&g_hushed[s], now_ns, memory_order_relaxed);
   if (mine > now_ns)
-    gmt_bell_hush(b, s, mine, now_ns);
+    gmt_bell_hush(b, s, mine, now_ns + atomic_load_explicit(&g_stay[s], memory_order_relaxed));
 }
 
 int64_t gmt__bell_heed(int dev, int64_t budget_ns)

@@ -27,7 +27,9 @@ void gmt__bell_ring(int dev, int64_t now_ns);
 void gmt__bell_ring_drain(int dev, int64_t now_ns);
 
 /* Its work on dev was found done at now: the ring stops, unless another
- * process rang longer meanwhile. */
+ * process rang longer meanwhile, or rings on a little when this process
+ * launched again soon after its last hush (gmt__busy_stay_ns: a server
+ * with requests queued). */
 void gmt__bell_hush(int dev, int64_t now_ns);
 
 /* A batch launch on dev: waits while the bell rings, for at most

@@ -77,3 +77,12 @@ gmt_busy_end_t gmt__busy_end(gmt_busy_t *b, int64_t now, int idle)
   b->drained_ns = 0;
   return e;
 }
+
+int64_t gmt__busy_stay_ns(int64_t gap_ns, int64_t last_ns, int64_t max_ns)
+{
+  int64_t half = last_ns / 2;
+  if (gap_ns < 0 || gap_ns >= max_ns)
+    return half < max_ns ? half : max_ns;
+  int64_t stay = max64(2 * gap_ns + GMT_BELL_NAP_NS, half);
+  return stay < max_ns ? stay : max_ns;
+}

@@ -70,4 +70,17 @@ typedef struct gmt_busy_end {
  * queue (gmt__busy_drained first): the busy period goes on. */
 gmt_busy_end_t gmt__busy_end(gmt_busy_t *b, int64_t now, int idle);
 
+/* How long a latency process's bell rings on after its work is done,
+ * given how long it took to launch again after its work was done the last
+ * time (gap_ns) and the stay that followed that (last_ns). A server with
+ * requests queued launches the next within tens of microseconds, and a
+ * batch kernel slipped into that gap (several ms for a training step's
+ * products) delays every request queued behind it. After a short gap:
+ * twice it and a nap of the batch side's; after a gap of max_ns or more
+ * (GMT_BELL_STAY_MAX_US unless GMT_BELL_STAY_US says) half the last stay,
+ * so that the first of a burst of requests after an idle spell still
+ * keeps its followers together, and a server whose requests come singly
+ * soon stays no more. Never past max_ns. */
+int64_t gmt__busy_stay_ns(int64_t gap_ns, int64_t last_ns, int64_t max_ns);
+
 #endif

@@ -44,6 +44,7 @@ static inline void count(uint64_t n)
  * now rather than when its idle thread next looks (bell.h). */
 #define GMT_SYNC_BODY(name, ...)                                                                   \
   GMT_FRAME(name);                                                                                 \
+  gmt__token_syncing();                                                                            \
   CUresult rc = real(__VA_ARGS__);                                                                 \
   if (rc == CUDA_SUCCESS)                                                                          \
     gmt__token_synced();                                                                           \

@@ -703,11 +703,27 @@ CUresult gmt__token_check(void)
   return rc;
 }
 
-void gmt__token_synced(void)
+/* The latency device the calling thread synchronizes on, or -1. */
+static int sync_device(void)
 {
   int dev = gate_device();
-  if ((unsigned)dev < GMT_TOKEN_MAX_DEVICES &&
-      atomic_load_explicit(&g_dev[dev].latency, memory_order_relaxed))
+  return (unsigned)dev < GMT_TOKEN_MAX_DEVICES &&
+                 atomic_load_explicit(&g_dev[dev].latency, memory_order_relaxed)
+             ? dev
+             : -1;
+}
+
+void gmt__token_syncing(void)
+{
+  int dev = sync_device();
+  if (dev >= 0)
+    gmt__bell_ring_drain(dev, now_ns());
+}
+
+void gmt__token_synced(void)
+{
+  int dev = sync_device();
+  if (dev >= 0)
     gmt__bell_hush(dev, now_ns());
 }
 

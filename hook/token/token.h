@@ -25,6 +25,13 @@ void gmt__token_gate(void);
  * its own stream's context). */
 CUresult gmt__token_check_stream(CUstream s);
 
+/* A synchronize of the calling thread begins: a latency process waits for
+ * its work there, which may be queued behind a batch kernel for longer
+ * than a launch's ring, so the bell rings on (GMT_BELL_DRAIN_US) until it
+ * returns; else a batch pod launches meanwhile and the process's next
+ * request waits behind that kernel too. */
+void gmt__token_syncing(void);
+
 /* A synchronize of the calling thread returned: a latency process's work
  * there is done, so the bell it rang on the context's device is hushed. */
 void gmt__token_synced(void);

@@ -170,6 +170,33 @@ static void test_a_new_grant_forgets_the_last_drain(void **state)
   assert_int_equal(gmt__busy_next(&b, 10, 1001 * MS, 1210 * MS), GMT_BUSY_DRAIN);
 }
 
+/* The bell's stay after a latency process's work: after a quick return,
+ * twice the gap; after a long one, half the last stay; never past the
+ * most (GMT_BELL_STAY_MAX_US, or 0: off). */
+static void test_the_bell_stays_after_a_quick_return_and_forgets_slowly(void **state)
+{
+  (void)state;
+  int64_t max = (int64_t)GMT_BELL_STAY_MAX_US * 1000, nap = GMT_BELL_NAP_NS;
+  assert_int_equal(gmt__busy_stay_ns(-1, 0, max), 0); /* never hushed before */
+  assert_int_equal(gmt__busy_stay_ns(0, 0, max), nap);
+  assert_int_equal(gmt__busy_stay_ns(60000, 0, max), 2 * 60000 + nap); /* queued requests */
+  assert_int_equal(gmt__busy_stay_ns(max - 1, 0, max), max);           /* capped */
+  assert_int_equal(gmt__busy_stay_ns(max, 0, max), 0); /* a gap: nothing says more follow */
+  /* A burst after an idle spell: its first request still stays half of
+   * what the last burst needed, and a run of lone requests forgets it. */
+  int64_t stay = gmt__busy_stay_ns(60000, 0, max);
+  int64_t first = gmt__busy_stay_ns(10 * max, stay, max);
+  assert_int_equal(first, stay / 2);
+  assert_true(first > 60000);
+  for (int i = 0; i < 20; i++)
+    first = gmt__busy_stay_ns(10 * max, first, max);
+  assert_int_equal(first, 0);
+  /* A shorter gap than the last burst's keeps half the last stay. */
+  assert_int_equal(gmt__busy_stay_ns(1000, 400000, max), 200000);
+  assert_int_equal(gmt__busy_stay_ns(0, 0, 0), 0); /* GMT_BELL_STAY_US=0: off */
+  assert_int_equal(gmt__busy_stay_ns(10, max, 0), 0);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -183,6 +210,7 @@ int main(void)
       cmocka_unit_test(test_work_past_the_quota_is_overuse_and_no_burst),
       cmocka_unit_test(test_a_quota_that_runs_out_cuts_the_busy_period),
       cmocka_unit_test(test_a_new_grant_forgets_the_last_drain),
+      cmocka_unit_test(test_the_bell_stays_after_a_quick_return_and_forgets_slowly),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

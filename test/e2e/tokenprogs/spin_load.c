@@ -11,6 +11,9 @@
  * kernel of --kernel-us every G ms of idleness, each waited for, and DONE
  * also says how long the requests took (lat_p50_ms, lat_p90_ms,
  * lat_max_ms: launch to the synchronize's return, the token wait in it).
+ * With --at-once N, N requests come together every G ms, served one after
+ * the other as a server serves its queue, each timed from their arrival
+ * (--cpu-us: the server's own work after each).
  * With --cpu-us C each synchronize is followed by C us of the CPU's own work
  * (a busy loop), as an inference server computes between small kernels.
  * Prints
@@ -71,16 +74,25 @@ static int cmp_double(const void *a, const void *b)
 
 static void usage(void)
 {
-  fprintf(stderr, "usage: spin_load [--seconds S] [--kernel-us U] [--device D] "
-                  "[--burst-ms B --gap-ms G] [--queue N] [--every-ms G] [--cpu-us C]\n");
+  fprintf(stderr,
+          "usage: spin_load [--seconds S] [--kernel-us U] [--device D] "
+          "[--burst-ms B --gap-ms G] [--queue N] [--every-ms G [--at-once N]] [--cpu-us C]\n");
   exit(2);
+}
+
+/* us of the CPU's own work: a busy loop. */
+static void spin_cpu(double us)
+{
+  for (double until = now_ms() + us / 1e3; us > 0 && now_ms() < until;)
+    ;
 }
 
 int main(int argc, char **argv)
 {
   double seconds = 0, burst_ms = 0, gap_ms = 0, every_ms = 0, cpu_us = 0;
   unsigned int kernel_us = 2000;
-  unsigned long queue = 1; /* launches per synchronize */
+  unsigned long queue = 1;   /* launches per synchronize */
+  unsigned long at_once = 1; /* requests that come together (--every-ms) */
   int device = 0;
   CUdevice dev;
   CUcontext ctx;
@@ -105,12 +117,14 @@ int main(int argc, char **argv)
       cpu_us = atof(argv[++i]);
     else if (!strcmp(argv[i], "--every-ms"))
       every_ms = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--at-once"))
+      at_once = strtoul(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--queue"))
       queue = strtoul(argv[++i], NULL, 10);
     else
       usage();
   }
-  if (queue == 0)
+  if (queue == 0 || at_once == 0)
     usage();
   setvbuf(stdout, NULL, _IOLBF, 0);
 
@@ -151,26 +165,28 @@ int main(int argc, char **argv)
     if (every_ms > 0) {
       sleep_ms(every_ms);
       double t = now_ms();
-      CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
-      CHECK(cuStreamSynchronize(NULL));
-      if (nlat == caplat) {
-        caplat = caplat ? 2 * caplat : 256;
-        lat = realloc(lat, caplat * sizeof *lat);
-        if (!lat) {
-          fprintf(stderr, "spin_load: out of memory\n");
-          return 1;
+      for (unsigned long j = 0; j < at_once; j++) {
+        CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+        CHECK(cuStreamSynchronize(NULL));
+        if (nlat == caplat) {
+          caplat = caplat ? 2 * caplat : 256;
+          lat = realloc(lat, caplat * sizeof *lat);
+          if (!lat) {
+            fprintf(stderr, "spin_load: out of memory\n");
+            return 1;
+          }
         }
+        lat[nlat++] = now_ms() - t;
+        launches++;
+        spin_cpu(cpu_us);
       }
-      lat[nlat++] = now_ms() - t;
-      launches++;
       continue;
     }
     for (unsigned long k = 0; k < queue; k++)
       CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
     CHECK(cuStreamSynchronize(NULL));
     launches += queue;
-    for (double until = now_ms() + cpu_us / 1e3; cpu_us > 0 && now_ms() < until;)
-      ;
+    spin_cpu(cpu_us);
   }
   CHECK(cuCtxSynchronize());
   double end = now_ms();
