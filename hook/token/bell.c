@@ -143,16 +143,20 @@ void gmt__bell_hush(int dev, int64_t now_ns)
     return; /* hushed already */
   atomic_store_explicit(&g_hushed[s], now_ns, memory_order_relaxed);
   if (mine > now_ns)
-    gmt_bell_hush(b, s, mine, now_ns + atomic_load_explicit(&g_stay[s], memory_order_relaxed));
+    gmt_bell_hush(b, s, mine, now_ns);
+  int64_t stay = atomic_load_explicit(&g_stay[s], memory_order_relaxed);
+  if (stay > 0)
+    gmt_bell_stay(b, s, now_ns + stay);
 }
 
-int64_t gmt__bell_heed(int dev, int64_t budget_ns)
+int64_t gmt__bell_heed(int dev, int64_t budget_ns, int64_t kernel_ns)
 {
   gmt_bell_t *b = atomic_load_explicit(&g_bell, memory_order_relaxed);
   int s;
   if (!b || budget_ns <= 0 || (s = slot(dev)) < 0)
     return 0;
-  int64_t t0 = (int64_t)gmt_now_ns(), t = t0, until = gmt_bell_until(b, s);
+  int64_t t0 = (int64_t)gmt_now_ns(), t = t0;
+  int64_t until = gmt_bell_wait_until(b, s, t0, kernel_ns);
   if (until <= t0)
     return 0;
   while (until > t && t - t0 < budget_ns) {
@@ -164,7 +168,7 @@ int64_t gmt__bell_heed(int dev, int64_t budget_ns)
     struct timespec ts = {0, nap};
     nanosleep(&ts, NULL);
     t = (int64_t)gmt_now_ns();
-    until = gmt_bell_until(b, s);
+    until = gmt_bell_wait_until(b, s, t, kernel_ns);
   }
   return t - t0;
 }

@@ -27,13 +27,15 @@ void gmt__bell_ring(int dev, int64_t now_ns);
 void gmt__bell_ring_drain(int dev, int64_t now_ns);
 
 /* Its work on dev was found done at now: the ring stops, unless another
- * process rang longer meanwhile, or rings on a little when this process
- * launched again soon after its last hush (gmt__busy_stay_ns: a server
- * with requests queued). */
+ * process rang longer meanwhile; when this process launched again soon
+ * after its last hush (gmt__busy_stay_ns: a server with requests queued)
+ * the slot says more may follow for a little while (gmt_bell_stay). */
 void gmt__bell_hush(int dev, int64_t now_ns);
 
-/* A batch launch on dev: waits while the bell rings, for at most
- * budget_ns. Returns how long it waited (0: quiet, or no bell). */
-int64_t gmt__bell_heed(int dev, int64_t budget_ns);
+/* A batch launch on dev whose kernels take kernel_ns of late (0: not
+ * known): waits while the bell rings, and through a stay the kernel would
+ * outlast (gmt_bell_wait_until), for at most budget_ns. Returns how long
+ * it waited (0: quiet, or no bell). */
+int64_t gmt__bell_heed(int dev, int64_t budget_ns, int64_t kernel_ns);
 
 #endif

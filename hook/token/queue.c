@@ -3,6 +3,7 @@
 #include "queue.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 
 /* Devices bounded by ordinal (as the token gate's), and launches tracked
@@ -13,12 +14,13 @@
 
 typedef struct {
   pthread_mutex_t mu;
-  CUcontext ctx;         /* the events' context */
-  CUevent ev[QRING];     /* created in ctx as needed */
-  int64_t rec_ns[QRING]; /* when each was recorded */
-  int solo[QRING];       /* recorded with nothing queued before it */
-  unsigned head, n;      /* the queued launches' events, oldest first */
-  double launch_us;      /* GPU time of a launch of late (moving average), 0: unknown */
+  CUcontext ctx;             /* the events' context */
+  CUevent ev[QRING];         /* created in ctx as needed */
+  int64_t rec_ns[QRING];     /* when each was recorded */
+  int solo[QRING];           /* recorded with nothing queued before it */
+  unsigned head, n;          /* the queued launches' events, oldest first */
+  double launch_us;          /* GPU time of a launch of late (moving average), 0: unknown */
+  _Atomic int64_t launch_ns; /* the same, read without mu (gmt__queue_launch_ns) */
 } queue_t;
 
 static queue_t g_q[QDEVS] = {
@@ -36,8 +38,10 @@ static int64_t now_ns(void)
 
 static void learn(queue_t *q, double us)
 {
-  if (us >= 0)
+  if (us >= 0) {
     q->launch_us = q->launch_us > 0 ? 0.8 * q->launch_us + 0.2 * us : us;
+    atomic_store_explicit(&q->launch_ns, (int64_t)(q->launch_us * 1e3), memory_order_relaxed);
+  }
 }
 
 /* Drops the events of the launches that are done, learning how long each
@@ -100,6 +104,12 @@ void gmt__queue_before(int dev, uint32_t bound)
     retire(q, 1);
   pthread_mutex_unlock(&q->mu);
   t_qdev = dev;
+}
+
+int64_t gmt__queue_launch_ns(int dev)
+{
+  return (unsigned)dev < QDEVS ? atomic_load_explicit(&g_q[dev].launch_ns, memory_order_relaxed)
+                               : 0;
 }
 
 void gmt__queue_after(CUstream s)

@@ -23,6 +23,11 @@ void gmt__queue_before(int dev, uint32_t bound_us);
  * on this thread. */
 void gmt__queue_after(CUstream s);
 
+/* The GPU time a launch on device dev has taken of late, in ns (0: not
+ * known, or no bound): how long a batch kernel launched now would keep a
+ * latency pod's next request waiting. */
+int64_t gmt__queue_launch_ns(int dev);
+
 /* In a forked child: the parent's events and locks are not the child's. */
 void gmt__queue_child(void);
 

@@ -669,7 +669,7 @@ static CUresult heed_bell(tok_dev_t *d, int dev)
   int64_t left = atomic_load_explicit(&d->bell_left_ns, memory_order_relaxed);
   if (left <= 0)
     return CUDA_SUCCESS;
-  int64_t waited = gmt__bell_heed(dev, left);
+  int64_t waited = gmt__bell_heed(dev, left, gmt__queue_launch_ns(dev));
   if (!waited)
     return CUDA_SUCCESS;
   atomic_fetch_sub_explicit(&d->bell_left_ns, waited, memory_order_relaxed);

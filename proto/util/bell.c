@@ -85,6 +85,27 @@ void gmt_bell_hush(gmt_bell_t *b, int dev, int64_t mine_ns, int64_t now_ns)
                                             memory_order_relaxed, memory_order_relaxed);
 }
 
+void gmt_bell_stay(gmt_bell_t *b, int dev, int64_t until_ns)
+{
+  _Atomic int64_t *p = &b->slot[dev].stay_until_ns;
+  int64_t cur = atomic_load_explicit(p, memory_order_relaxed);
+  while (cur < until_ns && !atomic_compare_exchange_weak_explicit(
+                               p, &cur, until_ns, memory_order_relaxed, memory_order_relaxed))
+    ;
+}
+
+int64_t gmt_bell_wait_until(const gmt_bell_t *b, int dev, int64_t now_ns, int64_t kernel_ns)
+{
+  int64_t until = gmt_bell_until(b, dev);
+  if (until > now_ns)
+    return until;
+  int64_t stay =
+      atomic_load_explicit(&((gmt_bell_t *)b)->slot[dev].stay_until_ns, memory_order_relaxed);
+  if (stay > now_ns && (kernel_ns <= 0 || kernel_ns > stay - now_ns))
+    return stay;
+  return now_ns;
+}
+
 int gmt_bell_path(const char *url, char *out, size_t n)
 {
   const char *p = url;

@@ -35,7 +35,11 @@
 typedef struct gmt_bell_slot {
   _Atomic int64_t until_ns; /* rings until then (CLOCK_MONOTONIC) */
   _Atomic uint64_t rings;   /* rings begun, for status and tests */
-  char pad[48];             /* a cache line each: batch reads, latency writes */
+  /* After a hush, more work may follow until then: a batch launch whose
+   * kernel would outlast what is left of it waits it out, a shorter one
+   * goes (gmt_bell_stay). 0 in a bell of an older gmt-schd: no stay. */
+  _Atomic int64_t stay_until_ns;
+  char pad[40]; /* a cache line each: batch reads, latency writes */
 } gmt_bell_slot_t;
 
 typedef struct gmt_bell {
@@ -66,6 +70,17 @@ static inline int64_t gmt_bell_until(const gmt_bell_t *b, int dev)
 {
   return atomic_load_explicit(&((gmt_bell_t *)b)->slot[dev].until_ns, memory_order_relaxed);
 }
+
+/* Slot dev's stay: more latency work may follow until until_ns (a later
+ * stay stands). */
+void gmt_bell_stay(gmt_bell_t *b, int dev, int64_t until_ns);
+
+/* Until when a batch launch whose kernel takes kernel_ns (0: not known)
+ * waits on slot dev at now_ns: the ring's end while it rings; else the
+ * stay's end if the kernel would outlast what is left of it (a request
+ * that comes meanwhile would wait that long behind it, longer than the
+ * batch pod waits for the stay); else now_ns (go). */
+int64_t gmt_bell_wait_until(const gmt_bell_t *b, int dev, int64_t now_ns, int64_t kernel_ns);
 
 /* The bell socket's path beside an ipc:// URL (or a plain path) in out.
  * -EINVAL when url is not ipc or too long. */

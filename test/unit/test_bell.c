@@ -78,6 +78,31 @@ static void test_rings_take_the_later_time_and_a_hush_only_its_own(void **state)
   close(fd);
 }
 
+/* A stay keeps a batch launch waiting only if its kernel would outlast
+ * what is left of it; a ring keeps every batch launch waiting. */
+static void test_a_stay_holds_only_kernels_longer_than_its_rest(void **state)
+{
+  (void)state;
+  int fd = gmt_bell_create();
+  gmt_bell_t *b = gmt_bell_map(fd);
+  assert_non_null(b);
+  assert_int_equal(gmt_bell_wait_until(b, 1, 100, 5000), 100); /* quiet: go */
+  gmt_bell_stay(b, 1, 1000);
+  gmt_bell_stay(b, 1, 800); /* an earlier stay does not cut it */
+  assert_int_equal(gmt_bell_wait_until(b, 1, 100, 5000), 1000);  /* 5 us kernel, 0.9 left */
+  assert_int_equal(gmt_bell_wait_until(b, 1, 100, 0), 1000);     /* not known: wait */
+  assert_int_equal(gmt_bell_wait_until(b, 1, 100, 500), 100);    /* shorter than the rest: go */
+  assert_int_equal(gmt_bell_wait_until(b, 1, 700, 500), 1000);   /* longer than the rest now */
+  assert_int_equal(gmt_bell_wait_until(b, 1, 1000, 5000), 1000); /* the stay is over */
+  assert_int_equal(gmt_bell_wait_until(b, 2, 100, 5000), 100);   /* slots are apart */
+  /* A ring holds every kernel, however short, past any stay. */
+  gmt_bell_ring(b, 1, 3000);
+  assert_int_equal(gmt_bell_wait_until(b, 1, 100, 1), 3000);
+  assert_int_equal(atomic_load(&b->slot[1].rings), 1); /* a stay is not a ring */
+  munmap(b, sizeof *b);
+  close(fd);
+}
+
 static void test_the_socket_path_is_beside_an_ipc_socket(void **state)
 {
   (void)state;
@@ -157,6 +182,7 @@ int main(void)
       cmocka_unit_test(test_a_bell_is_sealed_and_maps),
       cmocka_unit_test(test_an_unsealed_or_foreign_memfd_is_refused),
       cmocka_unit_test(test_rings_take_the_later_time_and_a_hush_only_its_own),
+      cmocka_unit_test(test_a_stay_holds_only_kernels_longer_than_its_rest),
       cmocka_unit_test(test_the_socket_path_is_beside_an_ipc_socket),
       cmocka_unit_test(test_the_socket_hands_out_the_bell),
   };
