@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Oversubscription that pays (issue 26): two training jobs whose memory
+together is more than the GPU, run together in mode=swap pods, against the
+same two run one after the other with no gmt. Side by side in one run, on
+the real GPU.
+
+Each job trains 4 x Linear(8192) + GELU with AdamW, batch 4096, fp32,
+fixed seeds and deterministic kernels, loss.item() every step (about 7 GiB
+at its peak). First each runs alone with no gmt (its losses, its time, its
+footprint: PyTorch's peak reserved bytes); then for each --ratios R both
+run together under gmt in mode=swap pods, each with a quota of its
+footprint, on a GPU declared at (both footprints) / R (--gpu-capacity).
+Prints for each R: the makespan together against one after the other
+natively, each pod's moves out and in, the bytes moved, the time its moves
+took and their rate, the time it waited for memory, and whether every loss
+equals the native run's bit for bit. Exits non-zero on a differing loss or
+a failed job.
+
+With --debug DIR the hook's and gmt-schd's logs of each run go to DIR.
+
+usage: bench/makespan.py [--steps N] [--ratios 1.2,1.5,2] [--alloc default|expandable]
+                         [--debug DIR]
+`makespan.py --job STEPS SEED` is the job itself. GMT_BUILD_DIR names the
+build (default build/); needs a GPU."""
+import argparse
+import os
+import re
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "test", "e2e"))
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+def job(steps, seed):
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    import torch
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda", 0)
+    layers = []
+    for _ in range(4):
+        layers += [torch.nn.Linear(8192, 8192), torch.nn.GELU()]
+    model = torch.nn.Sequential(*layers).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(4096, 8192, generator=g).to(dev)
+    y = torch.randn(4096, 8192, generator=g).to(dev)
+    print("READY pid=%d" % os.getpid(), flush=True)
+    sys.stdin.readline()
+    t0 = time.monotonic()
+    for i in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        print("STEP i=%d loss=%r" % (i, loss.item()), flush=True)
+    wsum = sum(float(p.double().sum()) for p in model.parameters())
+    print("DONE seconds=%.3f peak=%d wsum=%r" % (time.monotonic() - t0,
+                                                 torch.cuda.max_memory_reserved(), wsum),
+          flush=True)
+    sys.stdin.readline()  # alive until the bench has read gmt status
+
+
+def start_jobs(node, pods, seeds, steps, env_of):
+    procs = []
+    for pod, seed in zip(pods, seeds):
+        p = node.run_prog(pod, sys.executable, os.path.abspath(__file__), "--job", str(steps),
+                          str(seed), env=env_of(pod))
+        procs.append((pod, p))
+    for _, p in procs:
+        p.expect("READY", timeout=300)
+    return procs
+
+
+def finish_jobs(node, procs, steps, gmt):
+    """Lets the jobs go at once: ({pod: result}, makespan)."""
+    t0 = time.monotonic()
+    for _, p in procs:
+        p.send()
+    out = {}
+    for pod, p in procs:
+        rows = p.records(prefixes=("STEP ",), done="DONE ", timeout=1200)
+        done = rows[-1]
+        out[pod] = {"losses": [r["loss"] for r in rows if "loss" in r],
+                    "seconds": float(done["seconds"]), "peak": int(done["peak"]),
+                    "wsum": done["wsum"], "end": time.monotonic()}
+    wall = max(r["end"] for r in out.values()) - t0
+    for pod, p in procs:
+        out[pod]["proc"] = (node.process(pod, p.proc.pid) or {}) if gmt else {}
+        rc, err = p.finish(timeout=60)
+        if rc != 0:
+            raise RuntimeError("job %s exit %d: %s" % (pod, rc, err[-3000:]))
+        out[pod]["err"] = err
+    return out, wall
+
+
+def moves(err):
+    """What the hook's debug lines say it moved: (bytes out, ms, bytes in,
+    ms, ms waited for memory)."""
+    out = [(int(b), float(ms)) for b, ms in re.findall(
+        r"moved \d+ allocations \((\d+) bytes\) off the GPU in ([\d.]+) ms", err)]
+    back = [(int(b), float(ms)) for b, ms in re.findall(
+        r"brought (\d+) bytes back to device \d+ in ([\d.]+) ms", err)]
+    waited = [float(ms) for ms in re.findall(r"waited (\d+) ms for memory to come back", err)]
+    return (sum(b for b, _ in out), sum(ms for _, ms in out), sum(b for b, _ in back),
+            sum(ms for _, ms in back), sum(waited))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--ratios", default="1.2,1.5,2")
+    ap.add_argument("--alloc", choices=("default", "expandable"), default="default")
+    ap.add_argument("--debug", default="")
+    a = ap.parse_args()
+    import gmt_e2e
+
+    alloc = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"} \
+        if a.alloc == "expandable" else {}
+    if a.debug:
+        os.makedirs(a.debug, exist_ok=True)
+    failed = []
+
+    # One after the other, no gmt.
+    native, seq = {}, 0.0
+    for pod, seed in (("a", 1), ("b", 2)):
+        node = gmt_e2e.Node("0\n", fake=False)
+        try:
+            env = dict(node.prog_env(), CUBLAS_WORKSPACE_CONFIG=":4096:8", **alloc)
+            procs = start_jobs(node, [pod], [seed], a.steps, lambda _: env)
+            res, wall = finish_jobs(node, procs, a.steps, False)
+            native[pod] = res[pod]
+            seq += wall
+        finally:
+            node.stop()
+    foot = {p: native[p]["peak"] for p in "ab"}
+    print("native: a %.2f s, b %.2f s, one after the other %.2f s; peak reserved %.2f / %.2f GiB"
+          % (native["a"]["seconds"], native["b"]["seconds"], seq, foot["a"] / GIB,
+             foot["b"] / GIB), flush=True)
+
+    rows = []
+    for ratio in (float(r) for r in a.ratios.split(",")):
+        # Each pod's quota: its footprint and the allocator's rounding.
+        quota = {p: (foot[p] * 21 // 20) // MIB * MIB for p in "ab"}
+        capacity = int((foot["a"] + foot["b"]) / ratio) // MIB * MIB
+        config = "2\na 0.5 1.0 %d mode=swap\nb 0.5 1.0 %d mode=swap\n" % (quota["a"], quota["b"])
+        node = gmt_e2e.Node(config, fake=False)
+        try:
+            node.start_schd("--gpu-capacity", "0=%d" % capacity)
+            node.start_pmgr("a")
+            node.start_pmgr("b")
+
+            def env_of(pod):
+                e = node.hook_env(pod, CUBLAS_WORKSPACE_CONFIG=":4096:8", GMT_HOOK_DEBUG="1")
+                e.update(alloc)
+                return e
+            procs = start_jobs(node, ["a", "b"], [1, 2], a.steps, env_of)
+            res, wall = finish_jobs(node, procs, a.steps, True)
+            if a.debug:
+                tag = "%s_%.1f" % (a.alloc, ratio)
+                for pod in "ab":
+                    with open(os.path.join(a.debug, "%s.%s.err" % (tag, pod)), "w") as f:
+                        f.write(res[pod]["err"])
+                for d in node.daemons:
+                    with open(os.path.join(a.debug, "%s.%s.log" % (tag, d.name)), "w") as f:
+                        f.write(d.output())
+        except Exception as e:  # a failed ratio is reported, the others still run
+            print("ratio %.1f failed: %s" % (ratio, str(e)[-2000:]), flush=True)
+            failed.append("ratio %.1f: %s" % (ratio, str(e)[:200]))
+            continue
+        finally:
+            node.stop()
+        for pod in "ab":
+            same = res[pod]["losses"] == native[pod]["losses"] and \
+                res[pod]["wsum"] == native[pod]["wsum"]
+            if not same:
+                failed.append("ratio %.1f pod %s: losses differ from native" % (ratio, pod))
+            proc = res[pod]["proc"]
+            bout, msout, bin_, msin, waited = moves(res[pod]["err"])
+            rows.append((ratio, capacity, pod, wall, seq, proc.get("swap_outs", 0),
+                         proc.get("swap_ins", 0), bout, msout, bin_, msin, waited, same,
+                         res[pod]["seconds"]))
+
+    print("\nTwo AdamW jobs (%d steps, %s allocator) in mode=swap pods, together against one "
+          "after the other natively (%.2f s)" % (a.steps, a.alloc, seq))
+    print("%-5s %-9s %-3s %8s %6s %9s %10s %8s %10s %8s %8s %6s" % (
+        "ratio", "gpu GiB", "pod", "makespan", "x seq", "outs/ins", "out GiB", "GB/s",
+        "in GiB", "GB/s", "wait s", "same"))
+    for (ratio, cap, pod, wall, s, outs, ins, bout, msout, bin_, msin, waited, same,
+         secs) in rows:
+        print("%-5.1f %-9.2f %-3s %8.2f %6.2f %9s %10.2f %8.2f %10.2f %8.2f %8.2f %6s" % (
+            ratio, cap / GIB, pod, wall, wall / s, "%d/%d" % (outs, ins), bout / GIB,
+            bout / msout / 1e6 if msout else 0, bin_ / GIB, bin_ / msin / 1e6 if msin else 0,
+            waited / 1e3, "yes" if same else "NO"))
+    print("target (issue 26): makespan together <= 1.1x one after the other")
+    for f in failed:
+        print("FAILED:", f)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--job":
+        job(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        sys.exit(main())
