@@ -160,19 +160,19 @@ def main():
                 return e
             procs = start_jobs(node, ["a", "b"], [1, 2], a.steps, env_of)
             res, wall = finish_jobs(node, procs, a.steps, True)
-            if a.debug:
-                tag = "%s_%.1f" % (a.alloc, ratio)
-                for pod in "ab":
-                    with open(os.path.join(a.debug, "%s.%s.err" % (tag, pod)), "w") as f:
-                        f.write(res[pod]["err"])
-                for d in node.daemons:
-                    with open(os.path.join(a.debug, "%s.%s.log" % (tag, d.name)), "w") as f:
-                        f.write(d.output())
         except Exception as e:  # a failed ratio is reported, the others still run
             print("ratio %.1f failed: %s" % (ratio, str(e)[-2000:]), flush=True)
             failed.append("ratio %.1f: %s" % (ratio, str(e)[:200]))
             continue
         finally:
+            if a.debug:  # before stop(), which removes the daemons' logs
+                tag = "%s_%.1f" % (a.alloc, ratio)
+                for i, p in enumerate(node.progs):
+                    with open(os.path.join(a.debug, "%s.job%d.err" % (tag, i)), "w") as f:
+                        f.write(p.stderr())
+                for d in node.daemons:
+                    with open(os.path.join(a.debug, "%s.%s.log" % (tag, d.name)), "w") as f:
+                        f.write(d.output())
             node.stop()
         for pod in "ab":
             same = res[pod]["losses"] == native[pod]["losses"] and \

@@ -35,7 +35,8 @@ typedef struct waiter {
   uint32_t pid;
   double burst_ms;
   double arrival_ms;
-  bool bell; /* its process heeds the bell (TokenRequest.bell) */
+  bool bell;      /* its process heeds the bell (TokenRequest.bell) */
+  double turn_ms; /* its swap turn's length (TokenRequest.turn_ms) */
 } waiter_t;
 
 /* A TokenWatch call of a pod, answered when its grant ends. */
@@ -243,6 +244,7 @@ static gmt_token_cand_t *candidates(tdev_t *d, size_t *count)
       c[n++].watched = watched(d, w->pod);
     }
     c[i].burst_ms = fmax(c[i].burst_ms, w->burst_ms);
+    c[i].turn_ms = fmax(c[i].turn_ms, w->turn_ms);
     c[i].arrival_ms = fmin(c[i].arrival_ms, w->arrival_ms);
   }
   *count = n;
@@ -653,6 +655,7 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
       w->burst_ms = isfinite(r->burst_ms) && r->burst_ms > 0 ? r->burst_ms : 0;
       w->arrival_ms = now;
       w->bell = r->bell;
+      w->turn_ms = isfinite(r->turn_ms) && r->turn_ms > 0 ? r->turn_ms : 0;
       waiter_t **tail = &d->waiters;
       while (*tail)
         tail = &(*tail)->next;

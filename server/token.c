@@ -32,8 +32,9 @@ typedef struct podrec {
 
 struct gmt_token_dev {
   bool held;
-  bool draining; /* the holder's quota ran out; its queued work still runs */
-  span_t cur;    /* the holder's grant: start and planned end */
+  bool draining;     /* the holder's quota ran out; its queued work still runs */
+  span_t cur;        /* the holder's grant: start and planned end */
+  double keep_until; /* not cut short before then (a swap pod's turn, gmt_token_schedule) */
   bool side_held;
   span_t side;   /* a latency pod's grant beside the holder's (token.h) */
   span_t *spans; /* finished grants and overuse charges, in no order */
@@ -503,6 +504,7 @@ int gmt_token_grant(gmt_token_dev_t *d, const char *pod, double now, double quot
   if (rc == 0) {
     d->held = true;
     d->draining = false;
+    d->keep_until = 0;
   }
   return rc;
 }
@@ -634,7 +636,8 @@ void gmt_token_prune(gmt_token_dev_t *d, double window_ms, double now)
 bool gmt_token_should_revoke(const gmt_token_params_t *p, const gmt_token_dev_t *d,
                              gmt_token_cand_t *c, gmt_token_cand_t *holder, double now)
 {
-  if (!d->held || d->draining || strcmp(c->pod, d->cur.pod) == 0 || !(c->arrival_ms > d->cur.start))
+  if (!d->held || d->draining || strcmp(c->pod, d->cur.pod) == 0 ||
+      !(c->arrival_ms > d->cur.start) || now < d->keep_until)
     return false;
   c->usage_ms = gmt_token_usage(d, c->pod, p->window_ms, now);
   c->allowance_ms = gmt_token_allowance(d, c->pod, c->limit, p->window_ms, now);
@@ -691,5 +694,8 @@ int gmt_token_schedule(const gmt_token_params_t *p, gmt_token_dev_t *d, gmt_toke
   out->quota_ms = gmt_token_quota(p, c[k].burst_ms, c[k].limit, c[k].allowance_ms);
   if (n == 1 && c[k].watched && gmt_token_alone(d, c[k].pod, p->window_ms, now))
     out->quota_ms = fmax(out->quota_ms, fmin(p->alone_quota_ms, c[k].allowance_ms));
-  return gmt_token_grant(d, c[k].pod, now, out->quota_ms);
+  int rc = gmt_token_grant(d, c[k].pod, now, out->quota_ms);
+  if (rc == 0 && c[k].turn_ms > 0)
+    d->keep_until = now + fmin(c[k].turn_ms, out->quota_ms);
+  return rc;
 }

@@ -13,6 +13,7 @@
  * to watch (none held, or a local one in an outage) a watch is answered
  * at once, not revoked. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -47,6 +48,7 @@ typedef struct tok_dev {
   gmt_token_terms_t terms;
   pwatch_t *watches; /* waiting for the pod's grant to end */
   bool bell;         /* the last process that asked heeds the bell (passed up) */
+  double turn_ms;    /* the last process that asked: its swap turn's length (passed up) */
   bool watch_up;     /* a TokenWatch upstream is in flight */
 } tok_dev_t;
 
@@ -142,6 +144,7 @@ static int send_upstream(tok_dev_t *d, const gmt_tshare_act_t *a, uint64_t *seq)
   r.release = release;
   r.idle_ms = a->idle_ms;
   r.bell = d->bell;
+  r.turn_ms = release ? 0 : d->turn_ms;
   gmt_wire_set_body(&env, GMT__ENVELOPE__BODY_TOKEN_REQ, &r);
 
   pmgr_tokens_t *t = d->t;
@@ -510,8 +513,10 @@ void gmt__pmgr_handle_token(gmt_pmgr_t *pm, gmt_call_t *call, const Gmt__TokenRe
     return;
   }
   double overuse = r->overuse_ms > 0 ? r->overuse_ms : 0;
-  if (!r->release)
+  if (!r->release) {
     d->bell = r->bell; /* a pod's processes share one bell, from this pod manager */
+    d->turn_ms = isfinite(r->turn_ms) && r->turn_ms > 0 ? r->turn_ms : 0;
+  }
   gmt_tshare_in_t in = in_of(d);
   gmt_tshare_act_t a;
   if (r->release) {

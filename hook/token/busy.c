@@ -17,7 +17,8 @@ int gmt__busy_next(const gmt_busy_t *b, uint64_t launches, int64_t last_ns, int6
   /* The process gets the idle time to launch again after its own
    * synchronize returns (the next step of a training loop). */
   int64_t idle = b->idle_ns ? b->idle_ns : GMT_BUSY_IDLE_NS;
-  return now - max64(act, b->drained_ns) >= idle ? GMT_BUSY_IDLE : GMT_BUSY_WAIT;
+  return now - max64(act, b->drained_ns) >= idle && now >= b->keep_until_ns ? GMT_BUSY_IDLE
+                                                                            : GMT_BUSY_WAIT;
 }
 
 void gmt__busy_drained(gmt_busy_t *b, uint64_t before, uint64_t after, int64_t last_ns,
@@ -46,6 +47,13 @@ void gmt__busy_grant(gmt_busy_t *b, int64_t now, double quota_ms, uint32_t idle_
   if (!b->busy_start_ns)
     b->busy_start_ns = now;
   b->drained_ns = 0;
+  b->keep_until_ns = 0;
+}
+
+void gmt__busy_turn(gmt_busy_t *b, double turn_ms)
+{
+  int64_t until = b->grant_ns + (int64_t)(turn_ms * 1e6);
+  b->keep_until_ns = turn_ms > 0 ? (until < b->expiry_ns ? until : b->expiry_ns) : 0;
 }
 
 gmt_busy_end_t gmt__busy_end(gmt_busy_t *b, int64_t now, int idle)

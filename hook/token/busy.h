@@ -34,6 +34,10 @@ typedef struct gmt_busy {
    * the idle thread looks this often (GMT_BUSY_IDLE_NS and GMT_BUSY_TICK_NS,
    * or a latency grant's shorter ones: gmt__busy_grant). */
   int64_t idle_ns, tick_ns;
+  /* A swap process's turn (gmt__busy_turn): not idle before then, however
+   * quiet, since giving the grant back lets the other pod in, and the
+   * moves each way that follow cost more than the gap. */
+  int64_t keep_until_ns;
 } gmt_busy_t;
 
 enum {
@@ -57,6 +61,11 @@ void gmt__busy_drained(gmt_busy_t *b, uint64_t before, uint64_t after, int64_t l
  * that follow each other). idle_us: the grant's own idle time
  * (TokenReply.idle_us: a latency pod's), 0 for the batch rule. */
 void gmt__busy_grant(gmt_busy_t *b, int64_t now, double quota_ms, uint32_t idle_us);
+
+/* The grant just made must run turn_ms to pay for the memory moves that
+ * began it (a swap process's, swap.h: gmt__swap_quantum_ms): it is not
+ * idle before then. 0: no turn. */
+void gmt__busy_turn(gmt_busy_t *b, double turn_ms);
 
 /* What a grant that ends reports to the pod manager. */
 typedef struct gmt_busy_end {

@@ -169,6 +169,7 @@ static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, d
   r.release = release != 0;
   r.idle_ms = idle_ms;
   r.bell = gmt__bell_have() != 0;
+  r.turn_ms = release ? 0 : gmt__swap_quantum_ms();
   Gmt__Envelope env = GMT__ENVELOPE__INIT;
   env.body_case = GMT__ENVELOPE__BODY_TOKEN_REQ;
   env.token_req = &r;
@@ -415,6 +416,8 @@ static void install(tok_dev_t *d, int dev, int64_t t, double quota, gmt_token_te
   d->ahead_ok = 0;
   d->ahead_us = terms.ahead_us;
   gmt__busy_grant(&d->b, t, quota, terms.idle_us);
+  double turn = gmt__swap_quantum_ms();
+  gmt__busy_turn(&d->b, turn);
   atomic_store_explicit(&d->bound_us, terms.queue_bound_us, memory_order_relaxed);
   atomic_store_explicit(&d->latency, terms.idle_us > 0, memory_order_relaxed);
   atomic_store_explicit(&d->bell_left_ns, (int64_t)terms.bell_max_us * 1000, memory_order_relaxed);
@@ -426,9 +429,10 @@ static void install(tok_dev_t *d, int dev, int64_t t, double quota, gmt_token_te
   held_one_more();
   watch_grant(dev);
   GMT_HOOK_DEBUG("device %d: token for %.1f ms (overuse %.1f ms, burst estimate %.1f ms, "
-                 "queue bound %u us, idle after %u us, ahead %u us, bell heeded %u us)",
+                 "queue bound %u us, idle after %u us, ahead %u us, bell heeded %u us, swap turn "
+                 "%.0f ms)",
                  dev, quota, overuse, d->b.burst_ema_ms, terms.queue_bound_us, terms.idle_us,
-                 terms.ahead_us, terms.bell_max_us);
+                 terms.ahead_us, terms.bell_max_us, turn);
   if (atomic_exchange(&g_outage, 0) | atomic_exchange(&g_refused, 0))
     gmt__say("tokens from the pod manager again");
 }

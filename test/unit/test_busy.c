@@ -197,6 +197,29 @@ static void test_the_bell_stays_after_a_quick_return_and_forgets_slowly(void **s
   assert_int_equal(gmt__busy_stay_ns(10, max, 0), 0);
 }
 
+/* A swap process's turn: quiet with its work done, the grant is still
+ * not idle before the turn has run, and is after. */
+static void test_a_swap_turn_is_not_idle_before_it_has_run(void **state)
+{
+  (void)state;
+  gmt_busy_t b = {0};
+  int64_t ms = 1000000;
+  gmt__busy_grant(&b, 0, 500, 0);
+  gmt__busy_turn(&b, 300);
+  gmt__busy_drained(&b, 7, 7, 1 * ms, 2 * ms, 2 * ms);
+  assert_int_equal(gmt__busy_next(&b, 7, 1 * ms, 100 * ms), GMT_BUSY_WAIT); /* quiet 98 ms */
+  assert_int_equal(gmt__busy_next(&b, 7, 1 * ms, 299 * ms), GMT_BUSY_WAIT);
+  assert_int_equal(gmt__busy_next(&b, 7, 1 * ms, 300 * ms), GMT_BUSY_IDLE);
+  /* Never past the grant's own end, and a new grant forgets the turn. */
+  gmt__busy_grant(&b, 1000 * ms, 100, 0);
+  gmt__busy_turn(&b, 300);
+  assert_int_equal(b.keep_until_ns, 1100 * ms);
+  gmt__busy_grant(&b, 2000 * ms, 100, 0);
+  assert_int_equal(b.keep_until_ns, 0);
+  gmt__busy_turn(&b, 0);
+  assert_int_equal(b.keep_until_ns, 0);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -211,6 +234,7 @@ int main(void)
       cmocka_unit_test(test_a_quota_that_runs_out_cuts_the_busy_period),
       cmocka_unit_test(test_a_new_grant_forgets_the_last_drain),
       cmocka_unit_test(test_the_bell_stays_after_a_quick_return_and_forgets_slowly),
+      cmocka_unit_test(test_a_swap_turn_is_not_idle_before_it_has_run),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -429,6 +429,35 @@ static void test_latency_pods_go_before_batch_pods_that_can_run(void **state)
   assert_string_equal(c[gmt_token_pick(&p, c, 3)].pod, "needy");
 }
 
+/* A swap pod's grant made with a turn is not cut short before the turn
+ * has run (its moves would be wasted, and made again the other way);
+ * after it, as any grant. */
+static void test_a_swap_turn_is_not_cut_short_before_it_has_run(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  granted(d, "a", 0, 3000);
+  granted(d, "b", 3000, 3200);
+  gmt_token_cand_t a = {.pod = "a",
+                        .request = 0.5,
+                        .limit = 1,
+                        .burst_ms = 2000,
+                        .turn_ms = 1500,
+                        .arrival_ms = 3990};
+  gmt_token_decision_t dec;
+  assert_int_equal(gmt_token_schedule(&p, d, &a, 1, 4000, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  assert_near(dec.quota_ms, 2000, 1e-9);
+  gmt_token_cand_t holder = {.pod = "a", .request = 0.5, .limit = 1};
+  gmt_token_cand_t b = {.pod = "b", .request = 0.5, .limit = 1, .arrival_ms = 4010};
+  /* b is back from idle and below its share: it would cut a plain grant. */
+  assert_false(gmt_token_should_revoke(&p, d, &b, &holder, 4010));
+  assert_false(gmt_token_should_revoke(&p, d, &b, &holder, 5499));
+  assert_true(gmt_token_should_revoke(&p, d, &b, &holder, 5500));
+  gmt_token_dev_free(d);
+}
+
 static void test_a_pod_back_from_idle_cuts_the_grant_short(void **state)
 {
   (void)state;
@@ -1037,6 +1066,7 @@ int main(void)
       T(test_a_report_charges_another_pods_overuse_after_its_last_grant),
       T(test_latency_pods_go_before_batch_pods_that_can_run),
       T(test_a_pod_back_from_idle_cuts_the_grant_short),
+      T(test_a_swap_turn_is_not_cut_short_before_it_has_run),
       T(test_a_latency_pod_cuts_a_batch_grant_and_not_the_other_way),
       T(test_schedule_with_the_token_held_decides_nothing),
       T(test_schedule_prunes_first_so_a_forgotten_grant_changes_who_wins),
