@@ -18,8 +18,11 @@ a failed job.
 
 With --debug DIR the hook's and gmt-schd's logs of each run go to DIR.
 
+With --factors F,.. each ratio runs once per GMT_SWAP_QUANTUM_FACTOR F (a
+turn asks for F x the time it waited for its memory; 0: no such floor).
+
 usage: bench/makespan.py [--steps N] [--ratios 1.2,1.5,2] [--alloc default|expandable]
-                         [--debug DIR]
+                         [--factors 10] [--debug DIR]
 `makespan.py --job STEPS SEED` is the job itself. GMT_BUILD_DIR names the
 build (default build/); needs a GPU."""
 import argparse
@@ -115,6 +118,7 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--ratios", default="1.2,1.5,2")
     ap.add_argument("--alloc", choices=("default", "expandable"), default="default")
+    ap.add_argument("--factors", default="10")
     ap.add_argument("--debug", default="")
     a = ap.parse_args()
     import gmt_e2e
@@ -143,7 +147,8 @@ def main():
              foot["b"] / GIB), flush=True)
 
     rows = []
-    for ratio in (float(r) for r in a.ratios.split(",")):
+    runs = [(float(r), f) for r in a.ratios.split(",") for f in a.factors.split(",")]
+    for ratio, factor in runs:
         # Each pod's quota: its footprint and the allocator's rounding.
         quota = {p: (foot[p] * 21 // 20) // MIB * MIB for p in "ab"}
         capacity = int((foot["a"] + foot["b"]) / ratio) // MIB * MIB
@@ -155,18 +160,19 @@ def main():
             node.start_pmgr("b")
 
             def env_of(pod):
-                e = node.hook_env(pod, CUBLAS_WORKSPACE_CONFIG=":4096:8", GMT_HOOK_DEBUG="1")
+                e = node.hook_env(pod, CUBLAS_WORKSPACE_CONFIG=":4096:8", GMT_HOOK_DEBUG="1",
+                                  GMT_SWAP_QUANTUM_FACTOR=factor)
                 e.update(alloc)
                 return e
             procs = start_jobs(node, ["a", "b"], [1, 2], a.steps, env_of)
             res, wall = finish_jobs(node, procs, a.steps, True)
         except Exception as e:  # a failed ratio is reported, the others still run
-            print("ratio %.1f failed: %s" % (ratio, str(e)[-2000:]), flush=True)
-            failed.append("ratio %.1f: %s" % (ratio, str(e)[:200]))
+            print("ratio %.1f factor %s failed: %s" % (ratio, factor, str(e)[-2000:]), flush=True)
+            failed.append("ratio %.1f factor %s: %s" % (ratio, factor, str(e)[:200]))
             continue
         finally:
             if a.debug:  # before stop(), which removes the daemons' logs
-                tag = "%s_%.1f" % (a.alloc, ratio)
+                tag = "%s_%.1f_f%s" % (a.alloc, ratio, factor)
                 for i, p in enumerate(node.progs):
                     with open(os.path.join(a.debug, "%s.job%d.err" % (tag, i)), "w") as f:
                         f.write(p.stderr())
@@ -178,22 +184,23 @@ def main():
             same = res[pod]["losses"] == native[pod]["losses"] and \
                 res[pod]["wsum"] == native[pod]["wsum"]
             if not same:
-                failed.append("ratio %.1f pod %s: losses differ from native" % (ratio, pod))
+                failed.append("ratio %.1f factor %s pod %s: losses differ from native"
+                              % (ratio, factor, pod))
             proc = res[pod]["proc"]
             bout, msout, bin_, msin, waited = moves(res[pod]["err"])
-            rows.append((ratio, capacity, pod, wall, seq, proc.get("swap_outs", 0),
+            rows.append((ratio, factor, capacity, pod, wall, seq, proc.get("swap_outs", 0),
                          proc.get("swap_ins", 0), bout, msout, bin_, msin, waited, same,
                          res[pod]["seconds"]))
 
     print("\nTwo AdamW jobs (%d steps, %s allocator) in mode=swap pods, together against one "
           "after the other natively (%.2f s)" % (a.steps, a.alloc, seq))
-    print("%-5s %-9s %-3s %8s %6s %9s %10s %8s %10s %8s %8s %6s" % (
-        "ratio", "gpu GiB", "pod", "makespan", "x seq", "outs/ins", "out GiB", "GB/s",
+    print("%-5s %-6s %-9s %-3s %8s %6s %9s %10s %8s %10s %8s %8s %6s" % (
+        "ratio", "factor", "gpu GiB", "pod", "makespan", "x seq", "outs/ins", "out GiB", "GB/s",
         "in GiB", "GB/s", "wait s", "same"))
-    for (ratio, cap, pod, wall, s, outs, ins, bout, msout, bin_, msin, waited, same,
+    for (ratio, factor, cap, pod, wall, s, outs, ins, bout, msout, bin_, msin, waited, same,
          secs) in rows:
-        print("%-5.1f %-9.2f %-3s %8.2f %6.2f %9s %10.2f %8.2f %10.2f %8.2f %8.2f %6s" % (
-            ratio, cap / GIB, pod, wall, wall / s, "%d/%d" % (outs, ins), bout / GIB,
+        print("%-5.1f %-6s %-9.2f %-3s %8.2f %6.2f %9s %10.2f %8.2f %10.2f %8.2f %8.2f %6s" % (
+            ratio, factor, cap / GIB, pod, wall, wall / s, "%d/%d" % (outs, ins), bout / GIB,
             bout / msout / 1e6 if msout else 0, bin_ / GIB, bin_ / msin / 1e6 if msin else 0,
             waited / 1e3, "yes" if same else "NO"))
     print("target (issue 26): makespan together <= 1.1x one after the other")
