@@ -46,9 +46,13 @@
  * next move out (GMT_SWAP_KEEP_MS; 0: freed at once). */
 #define GMT_SWAP_KEEP_DEFAULT_MS 10000
 /* A turn that began with a wait for memory of W ms asks for quanta of at
- * least this many times W (GMT_SWAP_QUANTUM_FACTOR; 0: off), so that
- * swapping costs about a tenth of the turn (bench/swap_quantum.py). */
-#define GMT_SWAP_QUANTUM_FACTOR_DEFAULT 10
+ * least this many times W (GMT_SWAP_QUANTUM_FACTOR; 0: off). W is only the
+ * wait at the turn's start: the turn also pays for the other pod's moves
+ * and the token's hand-overs. Two PyTorch AdamW jobs on an H200 declared
+ * at 1/1.2 of their memory took 2.83x the time of one after the other
+ * with no floor, 1.72x at 10 and 1.30x at 30 (bench/makespan.py,
+ * docs/BENCHMARKS.md). */
+#define GMT_SWAP_QUANTUM_FACTOR_DEFAULT 30
 /* ...while the last such wait is this recent: swapping has stopped once a
  * token window (server/token.h) has passed without one. */
 #define GMT_SWAP_QUANTUM_FRESH_MS 10000
