@@ -68,6 +68,19 @@ static void expire(gmt_schd_t *s)
   gmt_swap_expire(s->swap, uv_now(s->loop), may_ask, s, log_drop, NULL);
 }
 
+/* What may come to be occupied on device at once: base and the quotas of
+ * the pods whose memory moves and that may use it. */
+static uint64_t committed_on(gmt_schd_t *s, int device, uint64_t base)
+{
+  uint64_t committed = base;
+  for (size_t i = 0; i < s->pods->npods; i++) {
+    const gmt_pod_config_t *c = &s->pods->pods[i].cfg;
+    if (gmt_mem_mode_moves(c->mode) && gmt_pod_config_allows(c, device))
+      committed = gmt__sat_add(committed, c->memory_limit);
+  }
+  return committed;
+}
+
 /* A device's GPU space as server/swap.c takes it. */
 static gmt_swap_space_t space_of(gmt_schd_t *s, uint64_t limit, uint64_t base)
 {
@@ -89,6 +102,7 @@ static void relieve(gmt_schd_t *s, const char *spare, int device)
   if (!s->swap || gmt__tiers_gpu_space(s, device, &limit, &base, &trigger, &stop) < 0)
     return;
   gmt_swap_space_t sp = space_of(s, limit, base);
+  sp.committed = committed_on(s, device, base);
   long asked = gmt_swap_pressure(s->swap, spare, device, &sp, trigger, stop, &excess);
   if (asked > 0)
     gmt_info("swap: device %d is occupied past its trigger (%.1f MiB); %ld idle process%s asked "
@@ -245,13 +259,7 @@ static bool prepare_due(gmt_schd_t *s, const gmt_pod_t *pod)
       mine = gmt__sat_add(mine, gmt_swap_resident(s->swap, pod->cfg.name, pod->procs[i].pid, d));
     if (!mine || gmt__tiers_gpu_space(s, d, &limit, &base, NULL, &stop) < 0)
       continue;
-    uint64_t committed = base;
-    for (size_t i = 0; i < s->pods->npods; i++) {
-      const gmt_pod_config_t *c = &s->pods->pods[i].cfg;
-      if (gmt_mem_mode_moves(c->mode) && gmt_pod_config_allows(c, d))
-        committed = gmt__sat_add(committed, c->memory_limit);
-    }
-    if (gmt_swap_prepare_due(gmt__sat_add(base, total), stop, committed, limit))
+    if (gmt_swap_prepare_due(gmt__sat_add(base, total), stop, committed_on(s, d, base), limit))
       return true;
   }
   return false;

@@ -224,7 +224,8 @@ long gmt_swap_pressure(gmt_swap_t *sw, const char *spare, int device, const gmt_
   if (device < 0 || device >= GMT_SWAP_DEVICES)
     return -EINVAL;
   uint64_t occupied = sat_add(space->base, gmt_swap_device_total(sw, device));
-  if (occupied <= trigger || occupied <= stop)
+  if (occupied <= trigger || occupied <= stop ||
+      (space->committed && space->committed <= space->limit))
     return 0;
   uint64_t c = coming(sw, device, space);
   if (c >= occupied - stop)

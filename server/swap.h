@@ -45,6 +45,11 @@ typedef struct gmt_swap_space {
    * within it, so that no pod makes others move out for more than it may
    * hold (0: nothing; UINT64_MAX: no bound). Requests only. */
   uint64_t quota;
+  /* What may come to be occupied at once: base and the quotas of every
+   * pod whose memory moves and may use the device (0: not known). At or
+   * below limit every pod can hold all it may at once: nothing need move,
+   * so pressure asks nobody (gmt_swap_pressure). */
+  uint64_t committed;
   uint64_t now_ms;
   gmt_swap_may_ask_fn may_ask;
   /* When the pod last ran on device (its last token grant's end;
@@ -104,7 +109,8 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
 
 /* The space's pressure (cuCascade's downgrade thresholds): once what is
  * occupied on device (space->base and every resident byte) passes
- * trigger bytes, idle processes (space->may_ask) of pods other than spare
+ * trigger bytes on a space that is contested (space->committed past its
+ * limit, or not known), idle processes (space->may_ask) of pods other than spare
  * (may be NULL: the pod that just raised, about to run) are asked to move out,
  * the largest first, until what stays would be at most stop bytes, with
  * the targets already pending counted; as much as they have when that is

@@ -471,6 +471,30 @@ class NothingPreparedWhereEveryPodFits(SwapJobs):
         self.assertEqual(rc, 0, err[-3000:])
         self.assertNotIn("prepared a host copy", err)
 
+    def test_jobs_that_fit_together_never_move(self):
+        # 70 + 18 MiB on a card of 100: past its trigger (85%), but both
+        # quotas fit at once, so nobody can ever need the room: the idle
+        # one stays (issue 26; the thresholds moved it out before).
+        import time
+        card = 100 * MIB
+        self.start_schd("--gpu-capacity", "0=%d" % card)
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", 70 * MIB, card)
+        pb = self.job("b", 18 * MIB, card)
+        for _ in range(3):
+            pb.send("check")  # b runs; a is idle
+            self.assertEqual(self.result(pb), "OK %d" % (18 * MIB), pb.stderr()[-3000:])
+            time.sleep(0.3)
+        for pod, p, held in (("a", pa, 70 * MIB), ("b", pb, 18 * MIB)):
+            tiers, outs, ins = self.tiers(pod, p.proc.pid)
+            self.assertEqual((tiers["gpu"], outs, ins), (held, 0, 0), self.logs())
+        self.assertNotIn("past its trigger", self.daemons[0].output())
+        for p in (pa, pb):
+            p.send("exit")
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err[-3000:])
+
 
 class TwoStrictPods(GmtTestCase):
     """The same two jobs in strict mode: the second is refused."""

@@ -679,6 +679,24 @@ static void test_swap_pressure_below_the_trigger_asks_nobody(void **state)
   assert_false(gmt_swap_target(sw, "b", 2, 0, &keep));
 }
 
+/* Past the trigger, but every pod that may be on the card can hold its
+ * whole quota at once: nothing need ever wait, so nobody moves. */
+static void test_swap_pressure_asks_nobody_where_every_quota_fits(void **state)
+{
+  gmt_swap_t *sw = *state;
+  have(sw, "a", 1, 450 * MIB);
+  have(sw, "b", 2, 450 * MIB); /* 900 MiB: 88%, past 85% */
+  gmt_swap_space_t sp = space(0, NULL, NOW);
+  sp.committed = GIB; /* two quotas of 512 MiB */
+  uint64_t excess = 1, keep;
+  assert_int_equal(gmt_swap_pressure(sw, NULL, 0, &sp, TRIGGER, STOP, &excess), 0);
+  assert_false(gmt_swap_target(sw, "a", 1, 0, &keep));
+  assert_false(gmt_swap_target(sw, "b", 2, 0, &keep));
+  /* Quotas that could pass the card: the thresholds act. */
+  sp.committed = GIB + 1;
+  assert_int_equal(gmt_swap_pressure(sw, NULL, 0, &sp, TRIGGER, STOP, &excess), 1);
+}
+
 static void test_swap_pressure_asks_idle_ones_largest_first_down_to_stop(void **state)
 {
   gmt_swap_t *sw = *state;
@@ -770,6 +788,7 @@ int main(void)
       T(test_swap_victims_least_recently_run_first),
       T(test_swap_a_restore_is_granted_in_part_as_room_comes),
       T(test_swap_pressure_below_the_trigger_asks_nobody),
+      T(test_swap_pressure_asks_nobody_where_every_quota_fits),
       T(test_swap_pressure_asks_idle_ones_largest_first_down_to_stop),
       T(test_swap_pressure_spares_running_pods_and_asks_what_idle_ones_have),
 #undef T
