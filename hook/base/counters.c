@@ -8,6 +8,7 @@ _Atomic uint64_t gmt__token_wait_ns;
 _Atomic int64_t gmt__token_waiting_since_ns;
 _Atomic int gmt__token_waiters;
 _Atomic uint64_t gmt__bell_wait_ns;
+_Atomic int gmt__token_held; /* reset in a child by token.c, with its grants */
 
 static void counters_child(void)
 {

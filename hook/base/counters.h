@@ -19,5 +19,9 @@ extern _Atomic int gmt__token_waiters;
 /* Nanoseconds its launches waited while the bell rang (token.c), since
  * start: ProcessCounters.bell_wait_us. */
 extern _Atomic uint64_t gmt__bell_wait_ns;
+/* Devices on which the process holds a token grant now (one not given
+ * back yet, its queued work draining included): token.c's, read by the
+ * reporter (a target to move out that comes meanwhile is stale). */
+extern _Atomic int gmt__token_held;
 
 #endif

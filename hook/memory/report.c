@@ -196,6 +196,17 @@ static void *reporter_main(void *arg)
       gmt__reserve_give_back();
     /* Here, not inside the RPC: the eviction synchronizes and copies.
      * PyTorch's unused cached blocks go first, rather than move. */
+    /* The scheduler never asks a pod that holds the token; a target that
+     * comes while this process holds it was sent before its grant (the
+     * pod manager answers a Report with the last heartbeat's targets):
+     * moving out now would be brought back at once, and the turn, its
+     * length set by its first wait, cut short (issue 26). */
+    if (evict && atomic_load(&gmt__token_held) > 0) {
+      GMT_HOOK_DEBUG("a target to move out down to %llu bytes came while this process holds the "
+                     "token: left, as one sent before its grant",
+                     (unsigned long long)keep);
+      evict = 0;
+    }
     if (evict) {
       gmt_swap_stats_t st;
       gmt__swap_stats(&st);

@@ -114,7 +114,6 @@ static tok_dev_t g_dev[GMT_TOKEN_MAX_DEVICES] = {
                                          .answered = PTHREAD_COND_INITIALIZER},
 };
 
-static _Atomic int g_held;              /* devices with held set */
 static _Atomic int g_rpc_inflight;      /* token calls on the channel now */
 static _Atomic int g_outage;            /* a failed request was said on stderr */
 static _Atomic int g_refused;           /* a refusal was said on stderr */
@@ -221,7 +220,7 @@ static void give_back(tok_dev_t *d, int dev, gmt_busy_end_t e, int timeout_ms, c
 {
   atomic_store_explicit(&d->expiry, 0, memory_order_relaxed);
   d->held = 0;
-  atomic_fetch_sub(&g_held, 1);
+  atomic_fetch_sub(&gmt__token_held, 1);
   double q = 0;
   int rc = token_rpc(dev, 0, e.overuse_ms, 1, e.idle_ms, &q, NULL, timeout_ms, NULL, 0);
   atomic_store_explicit(&d->bound_us, 0, memory_order_relaxed);
@@ -267,8 +266,8 @@ static void *idle_main(void *arg)
   int64_t seen_ns = 0;
   pthread_mutex_lock(&g_idle_mu);
   for (;;) {
-    if (atomic_load(&g_held) == 0) {
-      while (atomic_load(&g_held) == 0)
+    if (atomic_load(&gmt__token_held) == 0) {
+      while (atomic_load(&gmt__token_held) == 0)
         pthread_cond_wait(&g_idle_cv, &g_idle_mu);
       /* A new busy period: the counter's past says nothing about it. */
       seen = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
@@ -287,7 +286,7 @@ static void *idle_main(void *arg)
       seen_ns = now_ns();
       atomic_store_explicit(&g_activity_ns, seen_ns, memory_order_relaxed);
     }
-    for (int i = 0; i < GMT_TOKEN_MAX_DEVICES && atomic_load(&g_held) > 0; i++)
+    for (int i = 0; i < GMT_TOKEN_MAX_DEVICES && atomic_load(&gmt__token_held) > 0; i++)
       idle_step(&g_dev[i], i, n, seen_ns);
     pthread_mutex_lock(&g_idle_mu);
   }
@@ -297,7 +296,7 @@ static void *idle_main(void *arg)
 /* d->held was just set (under d->mu). */
 static void held_one_more(void)
 {
-  atomic_fetch_add(&g_held, 1);
+  atomic_fetch_add(&gmt__token_held, 1);
   pthread_mutex_lock(&g_idle_mu);
   if (!g_idle_started) {
     g_idle_started = gmt__thread_start("gmt-idle", idle_main) == 0;
@@ -590,7 +589,7 @@ static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
                       atomic_load_explicit(&g_activity_ns, memory_order_relaxed), now, after);
     overuse = gmt__busy_end(&d->b, after, 0).overuse_ms;
     d->held = 0;
-    atomic_fetch_sub(&g_held, 1);
+    atomic_fetch_sub(&gmt__token_held, 1);
   } else if (go_ahead(d, dev, now)) {
     pthread_mutex_unlock(&d->mu);
     return CUDA_SUCCESS;
@@ -754,13 +753,13 @@ CUresult gmt__token_check_stream(CUstream s)
 
 __attribute__((destructor)) static void token_dtor(void)
 {
-  if (atomic_load(&g_held) == 0)
+  if (atomic_load(&gmt__token_held) == 0)
     return;
   /* A thread waiting for a token holds the channel: the pod manager sees
    * the exit anyway, so do not wait behind it. */
   if (atomic_load(&g_rpc_inflight) > 0)
     return;
-  for (int i = 0; i < GMT_TOKEN_MAX_DEVICES && atomic_load(&g_held) > 0; i++) {
+  for (int i = 0; i < GMT_TOKEN_MAX_DEVICES && atomic_load(&gmt__token_held) > 0; i++) {
     tok_dev_t *d = &g_dev[i];
     if (pthread_mutex_trylock(&d->mu) != 0)
       continue;
@@ -794,7 +793,7 @@ static void token_child(void)
     d->ahead_owed_ms = 0;
     pthread_cond_init(&d->answered, NULL);
   }
-  atomic_store(&g_held, 0);
+  atomic_store(&gmt__token_held, 0);
   atomic_store(&g_rpc_inflight, 0);
   atomic_store(&g_outage, 0);
   atomic_store(&g_refused, 0);
