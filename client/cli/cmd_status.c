@@ -219,6 +219,25 @@ static void print_text(const Gmt__StatusReply *st)
       gmt_human_bytes(dsk, sizeof dsk, t->swap_disk);
       gmt_human_bytes(kept, sizeof kept, t->swap_kept);
       printf("  swap: gpu %s, host %s, disk %s; host copies kept %s\n", g, hst, dsk, kept);
+      /* What its turns cost: the moves and the waits for memory, and the
+       * longest turn one of its processes asks for now. */
+      if (t->swap_out_bytes || t->swap_in_bytes) {
+        char out[32], in[32];
+        gmt_human_bytes(out, sizeof out, t->swap_out_bytes);
+        gmt_human_bytes(in, sizeof in, t->swap_in_bytes);
+        uint32_t turn = 0;
+        for (size_t i = 0; i < pod->n_processes; i++) {
+          const Gmt__ProcessCounters *pc = gmt_counters_of(pod->processes[i]->counters);
+          turn = pc->swap_turn_ms > turn ? pc->swap_turn_ms : turn;
+        }
+        printf("  moves: %s out, %s back in %.2f s (%.1f GB/s); waited %.2f s for memory; "
+               "turns of %u ms\n",
+               out, in, (double)t->swap_move_us / 1e6,
+               t->swap_move_us ? (double)(t->swap_out_bytes + t->swap_in_bytes) /
+                                     ((double)t->swap_move_us * 1e3)
+                               : 0.0,
+               (double)t->swap_wait_us / 1e6, turn);
+      }
     }
     print_pod_devices(pod);
     print_refusals(pod);

@@ -107,6 +107,11 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   rc |= add(o, "swap_kept", new_u64(c->swap_kept));
   rc |= add(o, "swap_outs", new_u64(c->swap_outs));
   rc |= add(o, "swap_ins", new_u64(c->swap_ins));
+  rc |= add(o, "swap_out_bytes", new_u64(c->swap_out_bytes));
+  rc |= add(o, "swap_in_bytes", new_u64(c->swap_in_bytes));
+  rc |= add(o, "swap_move_us", new_u64(c->swap_move_us));
+  rc |= add(o, "swap_wait_us", new_u64(c->swap_wait_us));
+  rc |= add(o, "swap_turn_ms", new_u64(c->swap_turn_ms));
   rc |= add(o, "token_wait_us", new_u64(c->token_wait_us));
   rc |= add(o, "token_waiting_us", new_u64(c->token_waiting_us));
   rc |= add(o, "bell_wait_us", new_u64(c->bell_wait_us));
@@ -229,6 +234,10 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "pinned_cached", new_u64(t->pinned_cached));
   rc |= add(o, "tiers", tiers_json(t->swap_gpu, t->swap_host, t->swap_disk));
   rc |= add(o, "swap_kept", new_u64(t->swap_kept));
+  rc |= add(o, "swap_out_bytes", new_u64(t->swap_out_bytes));
+  rc |= add(o, "swap_in_bytes", new_u64(t->swap_in_bytes));
+  rc |= add(o, "swap_move_us", new_u64(t->swap_move_us));
+  rc |= add(o, "swap_wait_us", new_u64(t->swap_wait_us));
   rc |= add(o, "token_wait_us", new_u64(t->token_wait_us));
   rc |= add(o, "token_waiting_us", new_u64(t->token_waiting_us));
   rc |= add(o, "bell_wait_us", new_u64(t->bell_wait_us));

@@ -110,6 +110,11 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
   c.swap_outs = sw.outs;
   c.swap_ins = sw.ins;
   c.swap_device = gmt__node_device(sw.device); /* -1 (none yet) stays -1 */
+  c.swap_out_bytes = sw.out_bytes;
+  c.swap_in_bytes = sw.in_bytes;
+  c.swap_move_us = sw.move_ns / 1000;
+  c.swap_wait_us = sw.wait_ns / 1000;
+  c.swap_turn_ms = (uint32_t)gmt__swap_quantum_ms();
   c.token_wait_us = atomic_load_explicit(&gmt__token_wait_ns, memory_order_relaxed) / 1000;
   c.bell_wait_us = atomic_load_explicit(&gmt__bell_wait_ns, memory_order_relaxed) / 1000;
   int64_t since = atomic_load_explicit(&gmt__token_waiting_since_ns, memory_order_relaxed);

@@ -70,6 +70,8 @@ static uint64_t g_last_in_ms;      /* the last allocation or restore (the test k
 static uint64_t g_quantum_factor = GMT_SWAP_QUANTUM_FACTOR_DEFAULT;
 /* The last wait for memory that brought something back (ms, and when). */
 static _Atomic uint64_t g_turn_wait_ms, g_turn_at_ms;
+/* What the moves cost since start (gmt_swap_stats_t). */
+static _Atomic uint64_t g_out_bytes, g_in_bytes, g_move_ns, g_wait_ns;
 
 static pthread_mutex_t g_res_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t g_claimed[GMT_SWAP_DEVICES]; /* the totals Resident granted, per device */
@@ -938,7 +940,10 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
       int entered = gmt__ctx_enter(es[i].ctx);
       uint64_t m0 = gmt_now_ns();
       if (entered >= 0 && move_out(&es[i], &w, &fresh) == 0) {
-        gmt_trace_moved(es[i].addr, es[i].size, 1, gmt_now_ns() - m0);
+        uint64_t took = gmt_now_ns() - m0;
+        gmt_trace_moved(es[i].addr, es[i].size, 1, took);
+        atomic_fetch_add(&g_out_bytes, es[i].size);
+        atomic_fetch_add(&g_move_ns, took);
         /* Its room is the scheduler's at once: a process waiting for it
          * brings its own memory back while the rest moves out. */
         unclaim_locked(es[i].device, es[i].span);
@@ -1041,6 +1046,8 @@ static CUresult restore_device(int dev, uint64_t granted)
     gmt__ctx_leave(entered);
     if (rc == CUDA_SUCCESS) {
       gmt_trace_moved(e.addr, e.size, 0, ns);
+      atomic_fetch_add(&g_in_bytes, e.size);
+      atomic_fetch_add(&g_move_ns, ns);
       used += e.span;
       copied += e.size;
     }
@@ -1071,6 +1078,7 @@ CUresult gmt__swap_enter_slow(int *held, gmt_swap_gate_fn gate)
   atomic_fetch_sub(&gmt__swap_waiting, 1);
   if (rc == CUDA_SUCCESS && restored) {
     uint64_t waited = gmt_now_ms() - t0;
+    atomic_fetch_add(&g_wait_ns, waited * 1000000);
     atomic_store(&g_turn_wait_ms, waited);
     atomic_store(&g_turn_at_ms, gmt_now_ms());
     GMT_HOOK_DEBUG("waited %llu ms for memory to come back: quanta of at least %llu ms asked",
@@ -1197,6 +1205,10 @@ void gmt__swap_stats(gmt_swap_stats_t *s)
   s->ins = g_tab.ins;
   s->device = g_device;
   pthread_mutex_unlock(&g_tab_mu);
+  s->out_bytes = atomic_load(&g_out_bytes);
+  s->in_bytes = atomic_load(&g_in_bytes);
+  s->move_ns = atomic_load(&g_move_ns);
+  s->wait_ns = atomic_load(&g_wait_ns);
 }
 
 /* Frees the kept host copies older than GMT_SWAP_KEEP_MS, but none while

@@ -126,6 +126,9 @@ void gmt__swap_ctx_going(CUcontext ctx);
 typedef struct {
   uint64_t gpu, host, disk, kept, outs, ins;
   int device; /* -1 until a swap allocation exists */
+  /* What its moves cost since start: bytes each way, the moves' time, the
+   * time its calls waited for memory to come back (ns). */
+  uint64_t out_bytes, in_bytes, move_ns, wait_ns;
 } gmt_swap_stats_t;
 
 void gmt__swap_stats(gmt_swap_stats_t *s);

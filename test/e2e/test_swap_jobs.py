@@ -211,6 +211,20 @@ class TwoBusySwapPods(SwapJobs):
         # waited W ms for its memory, the job's next grant is at least
         # 30 W (GMT_SWAP_QUANTUM_FACTOR's default), within LIMIT x window.
         jobs, _ = self.busy(8, 100, GMT_HOOK_DEBUG="1")
+        # What the turns cost, in status: each move of a job moves its one
+        # 70 MiB allocation; the waits for memory are counted (the turn it
+        # asks, swap_turn_ms, is 30 x its last wait: 0 after one that found
+        # its memory there).
+        for pod, p in jobs.items():
+            proc = self.process(pod, p.proc.pid)
+            self.assertEqual(proc["swap_out_bytes"], proc["swap_outs"] * 70 * MIB, proc)
+            self.assertEqual(proc["swap_in_bytes"], proc["swap_ins"] * 70 * MIB, proc)
+            self.assertGreater(proc["swap_move_us"], 0, proc)
+            self.assertGreater(proc["swap_wait_us"], 0, proc)
+            self.assertIn("swap_turn_ms", proc)
+        text = self.gmt("status").stdout
+        self.assertIn("moves: ", text)
+        self.assertIn("waited", text)
         errs = self.stop_jobs(jobs)
         floors = 0
         for pod, err in errs.items():

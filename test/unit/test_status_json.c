@@ -103,6 +103,11 @@ static void test_status_json_renders_every_field(void **state)
   c2.token_wait_us = 3500000;
   c2.token_waiting_us = 250000;
   c2.bell_wait_us = 1200;
+  c2.swap_out_bytes = 6ull << 30;
+  c2.swap_in_bytes = 5ull << 30;
+  c2.swap_move_us = 290000;
+  c2.swap_wait_us = 620000;
+  c2.swap_turn_ms = 2400;
   Gmt__ProcessStatus *procs_a[] = {&p1, &p2};
 
   Gmt__PodStatus a = GMT__POD_STATUS__INIT, b = GMT__POD_STATUS__INIT;
@@ -126,6 +131,10 @@ static void test_status_json_renders_every_field(void **state)
   ta.token_wait_us = 3500000;
   ta.token_waiting_us = 250000;
   ta.bell_wait_us = 1200;
+  ta.swap_out_bytes = 6ull << 30;
+  ta.swap_in_bytes = 5ull << 30;
+  ta.swap_move_us = 290000;
+  ta.swap_wait_us = 620000;
   a.limit_wait_us = 7000000;
   a.refused_quota = 3;
   a.refused_space = 1;
@@ -251,6 +260,14 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(j2, "bell_wait_us"), 1200);
   assert_int_equal(int_field(j1, "bell_wait_us"), 0);
   assert_int_equal(int_field(ja, "bell_wait_us"), 1200);
+  assert_int_equal(int_field(j2, "swap_out_bytes"), 6ll << 30);
+  assert_int_equal(int_field(j2, "swap_in_bytes"), 5ll << 30);
+  assert_int_equal(int_field(j2, "swap_move_us"), 290000);
+  assert_int_equal(int_field(j2, "swap_wait_us"), 620000);
+  assert_int_equal(int_field(j2, "swap_turn_ms"), 2400);
+  assert_int_equal(int_field(j1, "swap_turn_ms"), 0);
+  assert_int_equal(int_field(ja, "swap_out_bytes"), 6ll << 30);
+  assert_int_equal(int_field(ja, "swap_wait_us"), 620000);
   assert_int_equal(int_field(ja, "limit_wait_us"), 7000000);
   assert_int_equal(int_field(ja, "refused_quota"), 3);
   assert_int_equal(int_field(ja, "refused_space"), 1);
@@ -258,7 +275,7 @@ static void test_status_json_renders_every_field(void **state)
                       "device 0 has 0 bytes (0.0 MiB) left of its declared capacity");
   assert_true(json_object_get_double(field(ja, "last_refusal_unix", json_type_double)) ==
               1795883300.5);
-  assert_int_equal(json_object_object_length(j2), 20); /* nothing undocumented */
+  assert_int_equal(json_object_object_length(j2), 25); /* nothing undocumented */
 
   json_object *jb = json_object_array_get_idx(jpods, 1);
   assert_string_equal(json_object_get_string(field(jb, "name", json_type_string)),
@@ -282,7 +299,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(field(jb, "tiers", json_type_object), "host"), 0);
   assert_int_equal(int_field(jb, "refused_quota"), 0);
   assert_string_equal(json_object_get_string(field(jb, "last_refusal", json_type_string)), "");
-  assert_int_equal(json_object_object_length(jb), 29);
+  assert_int_equal(json_object_object_length(jb), 33);
   json_object *jh = field(root, "host", json_type_object);
   assert_int_equal(int_field(jh, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(jh, "pinned_limit"), 24ll << 30);
