@@ -276,7 +276,7 @@ static bool same_path(const char *a, const char *path)
  * operator's, not the pod's), GMT_AUTO_DEVICE=pod added unless the
  * container sets GMT_AUTO_DEVICE (its own choice: =N picks, =0 is off). */
 static int container_ops(builder_t *b, json_object *c, size_t i, const gmt_webhook_opts_t *o,
-                         char *why, size_t size)
+                         const char *closed, char *why, size_t size)
 {
   char base[64], path[128], hook[600], pmgr[96];
   snprintf(base, sizeof base, "/spec/containers/%zu", i);
@@ -328,7 +328,7 @@ static int container_ops(builder_t *b, json_object *c, size_t i, const gmt_webho
     } else if (!strcmp(nm, "GMT_FAIL_CLOSED") && !have_closed) {
       have_closed = true;
       snprintf(path, sizeof path, "%s/env/%zu", base, j);
-      op(b, "replace", path, env_var(b, "GMT_FAIL_CLOSED", "1"));
+      op(b, "replace", path, env_var(b, "GMT_FAIL_CLOSED", closed));
     } else if (!strcmp(nm, "GMT_AUTO_DEVICE")) {
       have_autodev = true;
     }
@@ -351,9 +351,10 @@ static int container_ops(builder_t *b, json_object *c, size_t i, const gmt_webho
     exists = true;
   }
   /* A process that never heard its pod's quota waits for its pod manager,
-   * bounded, and then fails its allocations rather than run unlimited. */
+   * bounded, and then fails its allocations and launches rather than run
+   * unlimited, unless the pod's annotation says otherwise. */
   if (!have_closed)
-    append(b, path, exists, env_var(b, "GMT_FAIL_CLOSED", "1"));
+    append(b, path, exists, env_var(b, "GMT_FAIL_CLOSED", closed));
   return 0;
 }
 
@@ -372,6 +373,14 @@ int gmt_webhook_patch(json_object *pod, const gmt_webhook_opts_t *o, json_object
   int rc = gmt_webhook_pod_name_check(name, why, size);
   if (rc < 0)
     return rc;
+  const char *closed = "1";
+  json_object *fc = NULL;
+  if (json_object_object_get_ex(ann, GMT_WEBHOOK_FAIL_CLOSED, &fc)) {
+    const char *v = json_object_is_type(fc, json_type_string) ? json_object_get_string(fc) : "";
+    if (strcmp(v, "true") && strcmp(v, "false"))
+      return fail(why, size, "annotation %s is \"true\" or \"false\"", GMT_WEBHOOK_FAIL_CLOSED);
+    closed = strcmp(v, "false") ? "1" : "0";
+  }
 
   json_object *spec = get(pod, "spec", json_type_object);
   json_object *containers = get(spec, "containers", json_type_array);
@@ -430,7 +439,7 @@ int gmt_webhook_patch(json_object *pod, const gmt_webhook_opts_t *o, json_object
     if (!json_object_is_type(c, json_type_object))
       rc = fail(why, size, "spec.containers[%zu] is not an object", i);
     else
-      rc = container_ops(&b, c, i, o, why, size);
+      rc = container_ops(&b, c, i, o, closed, why, size);
   }
   if (rc == 0 && b.oom)
     rc = -ENOMEM;

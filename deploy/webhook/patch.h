@@ -44,6 +44,9 @@
 
 #define GMT_WEBHOOK_ANNOTATION "gmt.io/pod"
 #define GMT_WEBHOOK_INJECTED "gmt.io/injected"
+/* "false": the pod's processes run ungated while no pod manager has
+ * registered them (GMT_FAIL_CLOSED=0); "true" or absent: they fail. */
+#define GMT_WEBHOOK_FAIL_CLOSED "gmt.io/fail-closed"
 #define GMT_WEBHOOK_POD_NAME_MAX 62 /* server/config.h's GMT_POD_NAME_MAX */
 /* A real pod has at most a few dozen of each; the patch's work and size
  * grow with them. */

@@ -252,9 +252,11 @@ static void *reporter_main(void *arg)
 static int start_unanswered(int why)
 {
   char plan[200];
-  fprintf(stderr,
-          "gmt[%d]: no pod manager at %s (%s); running unhooked: launches run ungated and %s\n",
-          (int)getpid(), g_url, gmt_strerror(why), gmt__reserve_unheard_plan(plan, sizeof plan));
+  fprintf(stderr, "gmt[%d]: no pod manager at %s (%s); running unhooked: %s and %s\n",
+          (int)getpid(), g_url, gmt_strerror(why),
+          gmt__reserve_fails_closed() ? "launches fail (GMT_FAIL_CLOSED) until it answers"
+                                      : "launches run ungated",
+          gmt__reserve_unheard_plan(plan, sizeof plan));
   int rc = gmt__thread_start("gmt-report", reporter_main);
   if (rc < 0)
     return rc;

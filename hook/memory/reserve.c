@@ -143,6 +143,11 @@ static void read_fail_closed(void)
   }
 }
 
+int gmt__reserve_limit_heard(void)
+{
+  return limit_known();
+}
+
 int gmt__reserve_fails_closed(void)
 {
   pthread_mutex_lock(&g_mu);

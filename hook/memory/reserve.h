@@ -75,6 +75,11 @@ int gmt__reserve_meminfo(int device, uint64_t *pod_used, uint64_t *limit);
  * limit fails its allocations rather than running unlimited. */
 int gmt__reserve_fails_closed(void);
 
+/* Whether this process has heard its pod's memory limit (registration or
+ * a reply) since start: a process that has not is not known to any pod
+ * manager, and with GMT_FAIL_CLOSED its launches fail too (token.c). */
+int gmt__reserve_limit_heard(void);
+
 /* What an allocation does while this process has not heard its pod's
  * limit (GMT_FAIL_CLOSED), in words for stderr: wait and fail, or run
  * unlimited. */

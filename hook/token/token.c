@@ -52,6 +52,7 @@
 #include "busy.h"
 #include "channel.h"
 #include "queue.h"
+#include "reserve.h" /* GMT_FAIL_CLOSED */
 #include "devmap.h"
 #include "counters.h"
 #include "fork.h"
@@ -87,6 +88,7 @@ typedef struct {
    * there fail at once until this CLOCK_MONOTONIC ns, then ask again (a
    * reload may have allowed it). said: the refusal was told on stderr. */
   int64_t denied_until;
+  CUresult denied_rc; /* what a launch until then gets */
   int denied_said;
   CUcontext ctx; /* the context it was asked from: what the idle thread waits on */
   gmt_busy_t b;  /* its busy periods (busy.h) */
@@ -571,8 +573,9 @@ static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
     return CUDA_SUCCESS;
   }
   if (now < d->denied_until) {
-    pthread_mutex_unlock(&d->mu); /* refused a moment ago: not a GPU of the pod */
-    return CUDA_ERROR_INVALID_DEVICE;
+    /* Refused a moment ago: not a GPU of the pod, or failing closed. */
+    pthread_mutex_unlock(&d->mu);
+    return d->denied_rc;
   }
   double overuse = 0;
   if (d->held) {
@@ -625,6 +628,7 @@ static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
      * the process may not use, instead of waiting for a token that never
      * comes. Asked again a second later. */
     d->denied_until = t + (int64_t)GMT_TOKEN_REFUSED_WAIT_MS * 1000000;
+    d->denied_rc = CUDA_ERROR_INVALID_DEVICE;
     if (!d->denied_said) {
       d->denied_said = 1;
       gmt__say("launches on device %d fail with CUDA_ERROR_INVALID_DEVICE: %s", dev, why);
@@ -633,6 +637,19 @@ static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
   } else if (rc == 0 && quota > 0) {
     d->ctx = t_ctx;
     install(d, dev, t, quota, terms, overuse);
+  } else if (gmt__reserve_fails_closed() && !gmt__reserve_limit_heard()) {
+    /* GMT_FAIL_CLOSED and no pod manager has ever known this process: its
+     * launches fail rather than run outside every share, and ask again a
+     * second later. One that was known keeps the outage policy below. */
+    d->denied_until = t + (int64_t)GMT_TOKEN_REFUSED_WAIT_MS * 1000000;
+    d->denied_rc = CUDA_ERROR_NOT_PERMITTED;
+    if (!d->denied_said) {
+      d->denied_said = 1;
+      gmt__say("GMT_FAIL_CLOSED: no pod manager has registered this process (%s); launches on "
+               "device %d fail with CUDA_ERROR_NOT_PERMITTED until one does",
+               gmt_strerror(rc), dev);
+    }
+    out = CUDA_ERROR_NOT_PERMITTED;
   } else if (rc == -ENOTCONN) {
     /* Not registered: no pod manager, so no gate, ever. */
     GMT_HOOK_DEBUG("no pod manager: launches are not gated");

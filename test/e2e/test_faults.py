@@ -120,6 +120,26 @@ class Faults(GmtTestCase):
         said = "GMT_FAIL_CLOSED: no pod manager gave this process its pod's memory limit"
         wait_for(lambda: said in p.stderr(), timeout=5, what="the hook to say why")
 
+    def test_fail_closed_process_never_registered_fails_its_launches(self):
+        # GMT_FAIL_CLOSED and no pod manager ever answered: a launch fails
+        # with CUDA_ERROR_NOT_PERMITTED (800) rather than run outside every
+        # share, and the hook says why once.
+        self.start_schd()
+        pm = self.start_pmgr("a")
+        pm.stop()
+        env = self.hook_env("a", GMT_FAIL_CLOSED="1", GMT_FAIL_CLOSED_WAIT_MS="500")
+        spin = self.run_prog("a", SPIN, "--kernel-us", "1000", "--seconds", "2", env=env)
+        rc, err = spin.finish(timeout=30)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("cuLaunchKernel", err)
+        self.assertIn("800", err)
+        self.assertIn("GMT_FAIL_CLOSED: no pod manager has registered this process", err)
+        # Without GMT_FAIL_CLOSED the same launches run, ungated.
+        spin = self.run_prog("a", SPIN, "--kernel-us", "1000", "--seconds", "1",
+                             env=self.hook_env("a"))
+        rc, err = spin.finish(timeout=30)
+        self.assertEqual(rc, 0, err)
+
     def test_stopped_pod_manager_does_not_hold_launches_or_allocations(self):
         self.start_schd()
         pm = self.start_pmgr("a")

@@ -307,6 +307,24 @@ class Webhook(unittest.TestCase):
                          [{"name": "GMT_AUTO_DEVICE", "value": "1"}])
         self.assertEqual(env[0], {"name": "GMT_AUTO_DEVICE", "value": "1"})
 
+    def test_fail_closed_annotation_false_opens_it_and_a_bad_value_is_refused(self):
+        # gmt.io/fail-closed: "false" lets the pod's processes run ungated
+        # while no pod manager registered them; the default fails closed.
+        pod = gmt_pod(env=[{"name": "GMT_FAIL_CLOSED", "value": "1"}],
+                      volumes=[{"name": "data", "emptyDir": {}}])
+        pod["metadata"]["annotations"]["gmt.io/fail-closed"] = "false"
+        out, _ = self.patched(pod, uid="uid-open")
+        for c in out["spec"]["containers"]:
+            env = {e["name"]: e.get("value") for e in c["env"]}
+            self.assertEqual(env["GMT_FAIL_CLOSED"], "0", c["name"])
+        pod["metadata"]["annotations"]["gmt.io/fail-closed"] = "true"
+        out, _ = self.patched(pod, uid="uid-closed")
+        self.check_gmt_pod(out)
+        pod["metadata"]["annotations"]["gmt.io/fail-closed"] = "no"
+        resp = self.answer(review(pod, uid="uid-bad-closed"))
+        self.assertIs(resp["allowed"], False)
+        self.assertIn("gmt.io/fail-closed", resp["status"]["message"])
+
     def test_pod_without_annotation_is_allowed_unpatched(self):
         pod = gmt_pod()
         del pod["metadata"]["annotations"]
