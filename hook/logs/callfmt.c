@@ -34,6 +34,69 @@ size_t gmt__callfmt_dropped(char *buf, size_t len, uint64_t lines)
                 len);
 }
 
+const char *const gmt__callfmt_seed_names[GMT_CALLFMT_SEED_NAMES] = {
+    "cuInit",      "cuMemAlloc",  "cuMemFree",        "cuLaunchKernel",
+    "cuMemcpyH2D", "cuMemcpyD2H", "cuGetProcAddress",
+};
+
+/* An entry point's base name and the seed's name for it. */
+static const struct {
+  const char *base;
+  int seed;
+} seed_of[] = {
+    {"cuInit", 0},         {"cuMemAlloc", 1},        {"cuMemFree", 2},
+    {"cuLaunchKernel", 3}, {"cuMemcpyHtoD", 4},      {"cuMemcpyHtoDAsync", 4},
+    {"cuMemcpyDtoH", 5},   {"cuMemcpyDtoHAsync", 5}, {"cuGetProcAddress", 6},
+};
+
+/* Whether name is base with nothing or a version / per-thread-stream
+ * suffix after it (cuMemAlloc_v2, cuLaunchKernel_ptsz, ..._v2_ptds). */
+static int variant_of(const char *name, const char *base)
+{
+  size_t n = strlen(base);
+  if (strncmp(name, base, n))
+    return 0;
+  const char *s = name + n;
+  while (*s) {
+    if (!strncmp(s, "_v", 2) && s[2] >= '0' && s[2] <= '9')
+      s += 3;
+    else if (!strncmp(s, "_ptsz", 5) || !strncmp(s, "_ptds", 5))
+      s += 5;
+    else
+      return 0;
+  }
+  return 1;
+}
+
+int gmt__callfmt_seed_name(const char *name)
+{
+  for (size_t i = 0; i < sizeof seed_of / sizeof seed_of[0]; i++)
+    if (variant_of(name, seed_of[i].base))
+      return seed_of[i].seed;
+  return -1;
+}
+
+size_t gmt__callfmt_seed_metric(char *buf, size_t len, const char *name, uint64_t count,
+                                uint64_t burst_ns)
+{
+  return fitted(snprintf(buf, len, "name:%s\ncount:%llu\nburst:%llu\n", name,
+                         (unsigned long long)count, (unsigned long long)(burst_ns / 1000)),
+                len);
+}
+
+size_t gmt__callfmt_seed_timeline(char *buf, size_t len, const char *name, uint64_t start_ns,
+                                  uint64_t dur_ns)
+{
+  return fitted(snprintf(buf, len, "name:%s start:%llu burst:%llu\n", name,
+                         (unsigned long long)start_ns, (unsigned long long)(dur_ns / 1000)),
+                len);
+}
+
+size_t gmt__callfmt_seed_dropped(char *buf, size_t len, uint64_t lines)
+{
+  return gmt__callfmt_seed_metric(buf, len, "timeline_dropped", lines, 0);
+}
+
 void gmt__callfmt_paths(gmt_callpaths_t *p, int pid, int plain)
 {
   snprintf(p->lock, sizeof p->lock, ".gmt-calllog.lock");

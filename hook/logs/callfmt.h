@@ -9,7 +9,17 @@
  *   timeline.log  one line per call:  name:cuMemAlloc_v2, start:1663174512512732618, burst:1192
  *                 (start: nanoseconds since the Unix epoch; burst: microseconds)
  * Alnair's non-API line (name:mem_used,count:<bytes>) is the model for
- * gmt's one extra line, name:timeline_dropped,count:<lines>. */
+ * gmt's one extra line, name:timeline_dropped,count:<lines>.
+ *
+ * That is GMT_LOG_FORMAT=entry. The default, GMT_LOG_FORMAT=seed, is the
+ * format of Alnair's first hook (cuda_metrics.cpp), which existing parsers
+ * read: seven names only, the variants of an entry point counted under one
+ * (gmt__callfmt_seed_name), three lines each, every one always written:
+ *   metrics.log   name:cuMemAlloc
+ *                 count:124
+ *                 burst:174295
+ *   timeline.log  name:cuMemAlloc start:1663174512512732618 burst:1192
+ * and the dropped lines as a triple of the same shape. */
 #ifndef GMT_HOOK_CALLFMT_H
 #define GMT_HOOK_CALLFMT_H
 
@@ -32,6 +42,23 @@ size_t gmt__callfmt_timeline(char *buf, size_t len, const char *name, uint64_t s
 
 /* metrics.log's line for timeline lines that were not written. */
 size_t gmt__callfmt_dropped(char *buf, size_t len, uint64_t lines);
+
+/* The seed's names, in its order (GMT_CALLFMT_SEED_NAMES of them). */
+#define GMT_CALLFMT_SEED_NAMES 7
+extern const char *const gmt__callfmt_seed_names[GMT_CALLFMT_SEED_NAMES];
+
+/* The index in gmt__callfmt_seed_names that entry point name counts under
+ * (cuMemAlloc_v2 under cuMemAlloc, cuMemcpyHtoDAsync_v2 under
+ * cuMemcpyH2D, ...), or -1 for one the seed does not log. */
+int gmt__callfmt_seed_name(const char *name);
+
+/* The seed's lines: a metrics.log triple, a timeline.log line, and the
+ * dropped lines' triple. As the functions above otherwise. */
+size_t gmt__callfmt_seed_metric(char *buf, size_t len, const char *name, uint64_t count,
+                                uint64_t burst_ns);
+size_t gmt__callfmt_seed_timeline(char *buf, size_t len, const char *name, uint64_t start_ns,
+                                  uint64_t dur_ns);
+size_t gmt__callfmt_seed_dropped(char *buf, size_t len, uint64_t lines);
 
 /* Whether a line of n bytes must start a fresh timeline.log, the current
  * one holding size bytes: when it would pass max. An empty file takes any

@@ -113,6 +113,10 @@ static struct {
   int state;
   int plain;     /* this process holds the folder's lock: Alnair's names */
   unsigned mode; /* of the files (GMT_LOG_MODE) */
+  /* GMT_LOG_FORMAT=seed (the default): Alnair's first format, each entry
+   * point under its seed name (seed_of: an index, -1 not logged). */
+  int seed;
+  signed char seed_of[GMT_SYM_COUNT];
   int pid;
   int dir_fd, lock_fd, tl_fd;
   uint64_t tl_size;
@@ -369,6 +373,12 @@ static void open_files(void)
              mx, (unsigned long long)g.max);
   else if (mx && *mx)
     g.max = max;
+  const char *fmt = getenv("GMT_LOG_FORMAT");
+  g.seed = !(fmt && !strcmp(fmt, "entry"));
+  if (fmt && *fmt && strcmp(fmt, "entry") && strcmp(fmt, "seed"))
+    gmt__say("GMT_LOG_FORMAT=%s is neither seed nor entry; the seed's format is written", fmt);
+  for (int id = 0; id < GMT_SYM_COUNT; id++)
+    g.seed_of[id] = (signed char)gmt__callfmt_seed_name(gmt__sym_name(id));
   const char *mode = getenv("GMT_LOG_MODE");
   g.mode = GMT_CALLLOG_DEFAULT_MODE;
   if (mode && *mode && gmt__callfmt_mode(mode, &g.mode) < 0)
@@ -488,8 +498,16 @@ static void put_line(const char *line, size_t n)
 static void put_entry(const entry_t *e)
 {
   char line[256];
-  size_t n = gmt__callfmt_timeline(line, sizeof(line), gmt__sym_name((int)(e->meta >> DUR_BITS)),
+  int id = (int)(e->meta >> DUR_BITS);
+  size_t n;
+  if (!g.seed)
+    n = gmt__callfmt_timeline(line, sizeof(line), gmt__sym_name(id), e->t0 + g_epoch_offset,
+                              e->meta & DUR_MASK);
+  else if (g.seed_of[id] >= 0)
+    n = gmt__callfmt_seed_timeline(line, sizeof(line), gmt__callfmt_seed_names[g.seed_of[id]],
                                    e->t0 + g_epoch_offset, e->meta & DUR_MASK);
+  else
+    n = 0; /* not one of the seed's */
   if (n)
     put_line(line, n);
 }
@@ -559,17 +577,27 @@ static void write_metrics(void)
   uint64_t dropped = g.lost_lines + atomic_load_explicit(&g_lost, memory_order_relaxed);
   for (tlog_t *l = atomic_load_explicit(&g_logs, memory_order_acquire); l; l = l->next)
     dropped += atomic_load_explicit(&l->dropped, memory_order_relaxed);
+  uint64_t seed_count[GMT_CALLFMT_SEED_NAMES] = {0}, seed_ns[GMT_CALLFMT_SEED_NAMES] = {0};
   for (int id = 0; id < GMT_SYM_COUNT; id++) {
     uint64_t count = 0, ns = 0;
     for (tlog_t *l = atomic_load_explicit(&g_logs, memory_order_acquire); l; l = l->next) {
       count += atomic_load_explicit(&l->count[id], memory_order_relaxed);
       ns += atomic_load_explicit(&l->burst_ns[id], memory_order_relaxed);
     }
-    if (count)
+    if (g.seed && g.seed_of[id] >= 0) {
+      seed_count[g.seed_of[id]] += count;
+      seed_ns[g.seed_of[id]] += ns;
+    } else if (!g.seed && count) {
       len += gmt__callfmt_metric(g.mbuf + len, sizeof(g.mbuf) - len, gmt__sym_name(id), count, ns);
+    }
   }
+  /* The seed writes each of its names, called or not. */
+  for (int i = 0; g.seed && i < GMT_CALLFMT_SEED_NAMES; i++)
+    len += gmt__callfmt_seed_metric(g.mbuf + len, sizeof(g.mbuf) - len, gmt__callfmt_seed_names[i],
+                                    seed_count[i], seed_ns[i]);
   if (dropped)
-    len += gmt__callfmt_dropped(g.mbuf + len, sizeof(g.mbuf) - len, dropped);
+    len += g.seed ? gmt__callfmt_seed_dropped(g.mbuf + len, sizeof(g.mbuf) - len, dropped)
+                  : gmt__callfmt_dropped(g.mbuf + len, sizeof(g.mbuf) - len, dropped);
   /* A fresh name each time, made only if nothing has it (O_EXCL: not
    * through a link either). */
   char tmp[64];

@@ -74,9 +74,13 @@ class CallLogCase(GmtTestCase):
         self.logs = os.path.join(self.node.tmp, "logs")
 
     def counts_env(self, **extra):
+        """Per entry point (GMT_LOG_FORMAT=entry) unless extra says: the
+        tests count each wrapped entry point exactly (CallLogs.Seed reads
+        the seed's default format)."""
         env = self.hook_env("a")
-        for k in ("GMT_LOG_DIR", "PFLOG", "GMT_LOG_MAX_BYTES"):
+        for k in ("GMT_LOG_DIR", "PFLOG", "GMT_LOG_MAX_BYTES", "GMT_LOG_FORMAT"):
             env.pop(k, None)
+        env["GMT_LOG_FORMAT"] = "entry"
         env.update(extra)
         return env
 
@@ -131,6 +135,33 @@ class CallLogs(CallLogCase):
             lines = sum(b for n, _, b in rows if n == name)
             self.assertLessEqual(lines, burst, name)
             self.assertGreaterEqual(lines, burst - count, name)
+
+    def test_the_default_is_the_seeds_format(self):
+        # Alnair's first hook: seven names, each entry point's variants
+        # under one, a field a line in metrics.log, spaces in timeline.log.
+        self.run_counts("--allocs", "5", "--copies", "3", "--launches", "100",
+                        GMT_LOG_DIR=self.logs, GMT_LOG_FORMAT="")
+        with open(os.path.join(self.logs, "metrics.log")) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), 21, lines)
+        metrics = {}
+        for i in range(0, 21, 3):
+            name, count, burst = lines[i:i + 3]
+            self.assertRegex(name, r"^name:\w+$")
+            self.assertRegex(count, r"^count:\d+$")
+            self.assertRegex(burst, r"^burst:\d+$")
+            metrics[name[5:]] = int(count[6:])
+        self.assertEqual(metrics, {"cuInit": 1, "cuMemAlloc": 5, "cuMemFree": 5,
+                                   "cuLaunchKernel": 100, "cuMemcpyH2D": 3, "cuMemcpyD2H": 0,
+                                   "cuGetProcAddress": metrics["cuGetProcAddress"]})
+        seed_line = re.compile(r"^name:(cu\w+) start:(\d+) burst:(\d+)$")
+        counts = {}
+        with open(os.path.join(self.logs, "timeline.log")) as f:
+            for line in f.read().splitlines():
+                m = seed_line.match(line)
+                self.assertTrue(m, line)
+                counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+        self.assertEqual(counts, {k: v for k, v in metrics.items() if v})
 
     def test_threads_are_counted_exactly(self):
         self.run_counts("--threads", "8", "--allocs", "4", "--copies", "2", "--launches", "500",

@@ -43,6 +43,54 @@ static void test_callfmt_dropped_line_follows_alnairs_non_api_line(void **state)
   assert_int_equal(n, strlen(buf));
 }
 
+/* The seed's format (cuda_metrics.cpp, Alnair's first hook): a field a
+ * line in metrics.log, spaces in timeline.log. */
+static void test_callfmt_seed_lines_are_the_first_hooks(void **state)
+{
+  (void)state;
+  char buf[128];
+  size_t n = gmt__callfmt_seed_metric(buf, sizeof(buf), "cuMemAlloc", 124, 174295999);
+  assert_string_equal(buf, "name:cuMemAlloc\ncount:124\nburst:174295\n");
+  assert_int_equal(n, strlen(buf));
+  n = gmt__callfmt_seed_timeline(buf, sizeof(buf), "cuInit", 1663174503143895116ull, 4336641999);
+  assert_string_equal(buf, "name:cuInit start:1663174503143895116 burst:4336641\n");
+  assert_int_equal(n, strlen(buf));
+  gmt__callfmt_seed_dropped(buf, sizeof(buf), 42);
+  assert_string_equal(buf, "name:timeline_dropped\ncount:42\nburst:0\n");
+}
+
+/* Each entry point counts under the seed's name of its base, with its
+ * version and per-thread-stream variants; the others are not the seed's. */
+static void test_callfmt_seed_names_take_every_variant_of_an_entry_point(void **state)
+{
+  (void)state;
+  static const struct {
+    const char *entry, *seed;
+  } want[] = {
+      {"cuInit", "cuInit"},
+      {"cuMemAlloc", "cuMemAlloc"},
+      {"cuMemAlloc_v2", "cuMemAlloc"},
+      {"cuMemFree_v2", "cuMemFree"},
+      {"cuLaunchKernel", "cuLaunchKernel"},
+      {"cuLaunchKernel_ptsz", "cuLaunchKernel"},
+      {"cuMemcpyHtoD_v2", "cuMemcpyH2D"},
+      {"cuMemcpyHtoDAsync_v2_ptsz", "cuMemcpyH2D"},
+      {"cuMemcpyDtoH_v2_ptds", "cuMemcpyD2H"},
+      {"cuMemcpyDtoHAsync", "cuMemcpyD2H"},
+      {"cuGetProcAddress_v2", "cuGetProcAddress"},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    int k = gmt__callfmt_seed_name(want[i].entry);
+    assert_true(k >= 0 && k < GMT_CALLFMT_SEED_NAMES);
+    assert_string_equal(gmt__callfmt_seed_names[k], want[i].seed);
+  }
+  static const char *const not_seed[] = {
+      "cuMemAllocHost_v2", "cuMemAllocManaged", "cuMemAllocAsync", "cuMemFreeHost",
+      "cuMemcpyDtoD_v2",   "cuLaunchKernelEx",  "cuMemAlloc_x",    "cuInit_v"};
+  for (size_t i = 0; i < sizeof not_seed / sizeof not_seed[0]; i++)
+    assert_int_equal(gmt__callfmt_seed_name(not_seed[i]), -1);
+}
+
 static void test_callfmt_line_that_does_not_fit_gives_zero(void **state)
 {
   (void)state;
@@ -170,6 +218,8 @@ int main(void)
       cmocka_unit_test(test_callfmt_metric_line_is_alnairs_with_total_microseconds),
       cmocka_unit_test(test_callfmt_timeline_line_has_epoch_ns_start_and_microsecond_burst),
       cmocka_unit_test(test_callfmt_dropped_line_follows_alnairs_non_api_line),
+      cmocka_unit_test(test_callfmt_seed_lines_are_the_first_hooks),
+      cmocka_unit_test(test_callfmt_seed_names_take_every_variant_of_an_entry_point),
       cmocka_unit_test(test_callfmt_line_that_does_not_fit_gives_zero),
       cmocka_unit_test(test_callfmt_rotates_only_when_the_next_line_would_pass_the_bound),
       cmocka_unit_test(test_callfmt_plain_names_are_alnairs_and_others_carry_the_pid),
