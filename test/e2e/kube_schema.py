@@ -107,7 +107,8 @@ TYPES = {
                        "template": ("PodTemplateSpec", True), "strategy": ("DeploymentStrategy", False),
                        "minReadySeconds": (INT, False), "revisionHistoryLimit": (INT, False)},
     "DeploymentStrategy": {"type": (STR, False), "rollingUpdate": ("RollingUpdate", False)},
-    "ServiceSpec": {"selector": (M(STR), False), "ports": (L("ServicePort"), False), "type": (STR, False)},
+    "ServiceSpec": {"selector": (M(STR), False), "ports": (L("ServicePort"), False), "type": (STR, False),
+                    "clusterIP": (STR, False)},
     "ServicePort": {"name": (STR, False), "port": (INT, True), "targetPort": ("intstr", False),
                     "protocol": (STR, False)},
     "MutatingWebhook": {

@@ -73,7 +73,7 @@ class Manifests(unittest.TestCase):
         kinds = sorted(d["kind"] for _, d in docs)
         self.assertEqual(kinds, ["ConfigMap", "DaemonSet", "Deployment", "MutatingWebhookConfiguration",
                                  "Namespace", "NetworkPolicy", "PodDisruptionBudget", "Service",
-                                 "ServiceAccount"])
+                                 "Service", "ServiceAccount"])
         errs = []
         for where, d in docs:
             errs += kube_schema.check(d, where)
@@ -130,6 +130,30 @@ class Manifests(unittest.TestCase):
         self.assertEqual(vols[mounts["/run/gmt"]]["hostPath"]["path"], "/run/gmt")
         self.assertEqual(vols[mounts["/etc/gmt"]]["configMap"]["name"], by_kind("ConfigMap")[0]["metadata"]["name"])
 
+    def test_schd_serves_metrics_to_its_service_and_its_liveness_probe(self):
+        # gmt-schd's --metrics port is the container's "metrics" port, which
+        # the headless Service and the ServiceMonitor name, and the liveness
+        # probe asks its /metrics (503 when the loop stalls).
+        ds = by_kind("DaemonSet")[0]
+        c = ds["spec"]["template"]["spec"]["containers"][0]
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        self.assertEqual(c["command"][c["command"].index("--metrics") + 1],
+                         "0.0.0.0:%d" % ports["metrics"])
+        probe = c["livenessProbe"]["httpGet"]
+        self.assertEqual((probe["path"], probe["port"]), ("/metrics", "metrics"))
+        svc = [d for d in by_kind("Service") if d["metadata"]["name"] == "gmt-schd-metrics"][0]
+        labels = ds["spec"]["template"]["metadata"]["labels"]
+        self.assertTrue(all(labels.get(k) == v for k, v in svc["spec"]["selector"].items()))
+        self.assertEqual(svc["spec"]["clusterIP"], "None")
+        self.assertEqual(svc["spec"]["ports"][0]["targetPort"], "metrics")
+        with open(os.path.join(KDIR, "..", "monitoring", "servicemonitor.yaml")) as f:
+            sm = yaml.safe_load(f)
+        self.assertEqual(sm["kind"], "ServiceMonitor")
+        self.assertTrue(all(svc["metadata"]["labels"].get(k) == v
+                            for k, v in sm["spec"]["selector"]["matchLabels"].items()))
+        self.assertIn(svc["metadata"]["namespace"], sm["spec"]["namespaceSelector"]["matchNames"])
+        self.assertEqual(sm["spec"]["endpoints"][0]["port"], svc["spec"]["ports"][0]["name"])
+
     def test_config_map_holds_a_resource_config(self):
         text = by_kind("ConfigMap")[0]["data"]["resource-config.txt"]
         lines = [l for l in text.splitlines() if l.strip() and not l.startswith("#")]
@@ -139,7 +163,7 @@ class Manifests(unittest.TestCase):
 
     def test_webhook_service_and_configuration_agree(self):
         dep = by_kind("Deployment")[0]
-        svc = by_kind("Service")[0]
+        svc = [d for d in by_kind("Service") if d["metadata"]["name"] == "gmt-webhook"][0]
         wh = by_kind("MutatingWebhookConfiguration")[0]["webhooks"][0]
         labels = dep["spec"]["template"]["metadata"]["labels"]
         self.assertTrue(all(labels.get(k) == v for k, v in svc["spec"]["selector"].items()))

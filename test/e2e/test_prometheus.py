@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import time
+import unittest
 import urllib.parse
 import urllib.request
 
@@ -111,3 +112,68 @@ class RealPrometheus(GmtTestCase):
                 prom.kill()
                 prom.wait(timeout=10)
             log.close()
+
+
+MONITORING = os.path.join(HERE, "..", "..", "deploy", "monitoring")
+METRICS_C = os.path.join(HERE, "..", "..", "server", "metrics.c")
+
+
+def families():
+    """The metric families gmt-schd serves (server/metrics.c's table)."""
+    import re
+    with open(METRICS_C) as f:
+        return set(re.findall(r'\{"(gmt_[a-z_]+)"', f.read()))
+
+
+def metric_names(expr):
+    import re
+    return set(re.findall(r"\bgmt_[a-z_]+\b", expr))
+
+
+class Monitoring(unittest.TestCase):
+    """deploy/monitoring: the alert rules pass promtool's own rule tests
+    (each alert fires on the series that should fire it and not on others),
+    and every query of the Grafana dashboard and the rules is valid PromQL
+    over metrics gmt-schd serves."""
+
+    def setUp(self):
+        if not os.access(PROMTOOL, os.X_OK):
+            cannot_run(self, "no promtool at %s (scripts/setup.sh unpacks Debian's)" % PROM_DIR)
+
+    def promtool(self, *args):
+        r = subprocess.run([PROMTOOL] + list(args), cwd=MONITORING, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, (r.stdout + r.stderr)[-3000:])
+        return r.stdout
+
+    def test_alert_rules_pass_their_own_tests(self):
+        self.assertIn("SUCCESS: 8 rules found", self.promtool("check", "rules", "gmt-rules.yaml"))
+        self.assertIn("SUCCESS", self.promtool("test", "rules", "gmt-rules.test.yaml"))
+        import yaml
+        with open(os.path.join(MONITORING, "gmt-rules.yaml")) as f:
+            rules = yaml.safe_load(f)["groups"][0]["rules"]
+        for r in rules:
+            self.assertLessEqual(metric_names(r["expr"]), families(), r["alert"])
+
+    def test_dashboard_queries_are_promql_over_served_metrics(self):
+        import tempfile
+        import yaml
+        with open(os.path.join(MONITORING, "grafana-dashboard.json")) as f:
+            dash = json.load(f)
+        exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+        self.assertGreaterEqual(len(exprs), 8)
+        for e in exprs:
+            self.assertTrue(metric_names(e), e)
+            self.assertLessEqual(metric_names(e), families(), e)
+        # Grafana's variables as Prometheus would see them, each query a
+        # recording rule: promtool parses every one.
+        rules = [{"record": "gmt:dashboard:%d" % i,
+                  "expr": e.replace("$__rate_interval", "1m").replace("$instance", ".*")}
+                 for i, e in enumerate(exprs)]
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, f)
+        try:
+            self.assertIn("SUCCESS: %d rules found" % len(rules),
+                          self.promtool("check", "rules", f.name))
+        finally:
+            os.unlink(f.name)
