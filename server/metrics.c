@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_version.h"
+
 #include "gmt_counters.h"
 #include "gmt_peer.h"
 
@@ -190,6 +192,7 @@ enum scope {
   DEVICE_INFO,  /* device, bus_id, uuid, name; value 1 */
   TRACE,        /* none: the tracer */
   UNMANAGED,    /* pid, exe: a GPU process outside gmt */
+  BUILD,        /* version, commit; value 1 */
 };
 
 static const char *const tier_names[] = {"gpu", "host", "disk"};
@@ -511,6 +514,9 @@ static const family_t families[] = {
      "probed."},
     {"gmt_device_tokens_waiting", G, DEVICE, dev_tokens_waiting,
      "Token requests queued for the GPU's time token."},
+    {"gmt_build_info", G, BUILD, NULL,
+     "The gmt-schd serving these metrics: its release and the git commit it was built from; "
+     "always 1."},
     {"gmt_trace_enabled", G, TRACE, trace_enabled, "1 while the node's eBPF tracer runs."},
     {"gmt_trace_dropped_events_total", C, TRACE, trace_dropped_events,
      "Tracer events lost in the kernel (ring buffer full) since gmt-schd started."},
@@ -646,6 +652,9 @@ static void write_family(writer_t *wr, const gmt_metrics_input_t *in, const Gmt_
     }
     break;
   case TRACE: maybe(wr, in, 0, NULL, 0); break;
+  case BUILD:
+    sample(wr, (label_t[]){{"version", GMT_VERSION}, {"commit", GMT_COMMIT}}, 2, U(1));
+    break;
   case UNMANAGED:
     for (size_t i = 0; i < st->n_unmanaged; i++) {
       const Gmt__UnmanagedProcess *u = st->unmanaged[i];

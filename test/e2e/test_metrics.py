@@ -282,7 +282,11 @@ class Scrape(Metrics):
             return (before, st) if before == after else None
         got, st = wait_for(settled, timeout=20, interval=0.2, what="two equal scrapes")
         tracer = {k: v for k, v in got.items() if k[0].startswith("gmt_trace_")}
-        got = {k: v for k, v in got.items() if not k[0].startswith("gmt_trace_")}
+        build = [k for k in got if k[0] == "gmt_build_info"]
+        got = {k: v for k, v in got.items()
+               if not k[0].startswith("gmt_trace_") and k[0] != "gmt_build_info"}
+        # Not in status: which gmt-schd this is, one sample of value 1.
+        self.assertEqual(len(build), 1, build)
         want = expected(st)
         self.assertEqual(got, want, json.dumps(st))
 

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "gmt_version.h"
 #include "metrics.h"
 
 /* ---- a strict reader ---- */
@@ -483,7 +484,11 @@ static void test_metrics_of_an_empty_node_type_only_what_has_samples(void **stat
   (void)state;
   gmt_metrics_input_t in = {.status = NULL};
   char *t = render(&in);
-  assert_string_equal(t, "# HELP gmt_trace_enabled 1 while the node's eBPF tracer runs.\n"
+  assert_string_equal(t, "# HELP gmt_build_info The gmt-schd serving these metrics: its release "
+                         "and the git commit it was built from; always 1.\n"
+                         "# TYPE gmt_build_info gauge\n"
+                         "gmt_build_info{version=\"" GMT_VERSION "\",commit=\"" GMT_COMMIT "\"} 1\n"
+                         "# HELP gmt_trace_enabled 1 while the node's eBPF tracer runs.\n"
                          "# TYPE gmt_trace_enabled gauge\n"
                          "gmt_trace_enabled 0\n");
   free(t);
