@@ -12,20 +12,25 @@ static size_t fitted(int n, size_t len)
   return n > 0 && (size_t)n < len ? (size_t)n : 0;
 }
 
+/* A line of fmt: a name and two numbers, the second nanoseconds written in
+ * whole microseconds (rounded down, as Alnair's). */
+static size_t line(char *buf, size_t len, const char *fmt, const char *name, uint64_t n,
+                   uint64_t ns)
+{
+  return fitted(
+      snprintf(buf, len, fmt, name, (unsigned long long)n, (unsigned long long)(ns / 1000)), len);
+}
+
 size_t gmt__callfmt_metric(char *buf, size_t len, const char *name, uint64_t count,
                            uint64_t burst_ns)
 {
-  return fitted(snprintf(buf, len, "name:%s,count:%llu,burst:%llu\n", name,
-                         (unsigned long long)count, (unsigned long long)(burst_ns / 1000)),
-                len);
+  return line(buf, len, "name:%s,count:%llu,burst:%llu\n", name, count, burst_ns);
 }
 
 size_t gmt__callfmt_timeline(char *buf, size_t len, const char *name, uint64_t start_ns,
                              uint64_t dur_ns)
 {
-  return fitted(snprintf(buf, len, "name:%s, start:%llu, burst:%llu\n", name,
-                         (unsigned long long)start_ns, (unsigned long long)(dur_ns / 1000)),
-                len);
+  return line(buf, len, "name:%s, start:%llu, burst:%llu\n", name, start_ns, dur_ns);
 }
 
 size_t gmt__callfmt_dropped(char *buf, size_t len, uint64_t lines)
@@ -79,17 +84,13 @@ int gmt__callfmt_seed_name(const char *name)
 size_t gmt__callfmt_seed_metric(char *buf, size_t len, const char *name, uint64_t count,
                                 uint64_t burst_ns)
 {
-  return fitted(snprintf(buf, len, "name:%s\ncount:%llu\nburst:%llu\n", name,
-                         (unsigned long long)count, (unsigned long long)(burst_ns / 1000)),
-                len);
+  return line(buf, len, "name:%s\ncount:%llu\nburst:%llu\n", name, count, burst_ns);
 }
 
 size_t gmt__callfmt_seed_timeline(char *buf, size_t len, const char *name, uint64_t start_ns,
                                   uint64_t dur_ns)
 {
-  return fitted(snprintf(buf, len, "name:%s start:%llu burst:%llu\n", name,
-                         (unsigned long long)start_ns, (unsigned long long)(dur_ns / 1000)),
-                len);
+  return line(buf, len, "name:%s start:%llu burst:%llu\n", name, start_ns, dur_ns);
 }
 
 size_t gmt__callfmt_seed_dropped(char *buf, size_t len, uint64_t lines)
