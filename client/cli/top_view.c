@@ -212,6 +212,49 @@ static int name_width(const Gmt__StatusReply *st)
   return w > NAME_MAX_WIDTH ? NAME_MAX_WIDTH : w;
 }
 
+/* On several GPUs: each one's memory and share ('*': its token). */
+static void per_gpu_row(lines_t *l, const Gmt__PodStatus *pod, int w)
+{
+  char per[512];
+  size_t off = 0;
+  per[0] = '\0';
+  for (size_t i = 0; i < pod->n_devices && off < sizeof per; i++) {
+    const Gmt__PodDeviceStatus *dv = pod->devices[i];
+    char m[32];
+    gmt_human_bytes(m, sizeof m, dv->memory_used);
+    int n = snprintf(per + off, sizeof per - off, "%sgpu %d: %s, %.2f%s", i ? "; " : "", dv->device,
+                     m, dv->gpu_time_share, dv->holds_token ? " *" : "");
+    if (n < 0)
+      break;
+    off += (size_t)n;
+  }
+  add(l, GMT_TOP_PLAIN, "%*s  per GPU: %s", w, "", per);
+}
+
+/* A pod's processes under its row, at most PROC_ROWS, then how many
+ * more: pid, program, memory, launches, and why it waits (token, now). */
+#define PROC_ROWS 8
+
+static void process_rows(lines_t *l, const Gmt__PodStatus *pod, int w)
+{
+  for (size_t i = 0; i < pod->n_processes && i < PROC_ROWS; i++) {
+    const Gmt__ProcessStatus *p = pod->processes[i];
+    const Gmt__ProcessCounters *c = gmt_counters_of(p->counters);
+    const char *exe = p->exe && *p->exe ? p->exe : "?";
+    const char *base = strrchr(exe, '/');
+    char mem[32], wait[48];
+    gmt_human_bytes(mem, sizeof mem, c->memory_used);
+    int n = snprintf(wait, sizeof wait, "%.1f s", (double)c->token_wait_us / 1e6);
+    if (c->token_waiting_us && n > 0 && (size_t)n < sizeof wait)
+      snprintf(wait + n, sizeof wait - (size_t)n, ", now %.1f", (double)c->token_waiting_us / 1e6);
+    add(l, GMT_TOP_PLAIN, "%*s  pid %-8u %-16.16s  %-10s  launches %-10llu  token wait %s", w, "",
+        (unsigned)p->pid, base ? base + 1 : exe, mem, (unsigned long long)c->launches, wait);
+  }
+  if (pod->n_processes > PROC_ROWS)
+    add(l, GMT_TOP_PLAIN, "%*s  +%zu more processes (gmt status)", w, "",
+        pod->n_processes - PROC_ROWS);
+}
+
 static void pods_section(lines_t *l, const gmt_top_view_t *v, const size_t *order, int w)
 {
   const Gmt__StatusReply *st = v->st;
@@ -251,23 +294,9 @@ static void pods_section(lines_t *l, const gmt_top_view_t *v, const size_t *orde
         "%-*s  %-4s  %-6s  %-9s  %-5.2f  %-8s  %-23s  %-10s  %-10s  %-10s  %-10s  %zu", w,
         pod_name(pod), pod->connected ? "yes" : "no", gmt_mem_mode_name(cfg ? cfg->mode : 0), share,
         pod->gpu_time_share, token, mem, g, h, d, ctx, pod->n_processes);
-    if (pod->n_devices < 2)
-      continue;
-    /* On several GPUs: each one's memory and share ('*': its token). */
-    char per[512];
-    size_t off = 0;
-    per[0] = '\0';
-    for (size_t i = 0; i < pod->n_devices && off < sizeof per; i++) {
-      const Gmt__PodDeviceStatus *dv = pod->devices[i];
-      char m[32];
-      gmt_human_bytes(m, sizeof m, dv->memory_used);
-      int n = snprintf(per + off, sizeof per - off, "%sgpu %d: %s, %.2f%s", i ? "; " : "",
-                       dv->device, m, dv->gpu_time_share, dv->holds_token ? " *" : "");
-      if (n < 0)
-        break;
-      off += (size_t)n;
-    }
-    add(l, GMT_TOP_PLAIN, "%*s  per GPU: %s", w, "", per);
+    if (pod->n_devices >= 2)
+      per_gpu_row(l, pod, w);
+    process_rows(l, pod, w);
   }
 }
 

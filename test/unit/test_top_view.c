@@ -197,6 +197,50 @@ static void test_top_pod_row_shows_share_token_memory_quota_and_context(void **s
   gmt_top_screen_close(&s);
 }
 
+/* Each pod's processes under its row: pid, program, memory, launches and
+ * token wait; past eight, how many more. */
+static void test_top_processes_under_their_pod(void **state)
+{
+  (void)state;
+  node_t n;
+  three_pods(&n);
+  Gmt__ProcessStatus procs[10], *procp[10];
+  Gmt__ProcessCounters pc[10];
+  for (int i = 0; i < 10; i++) {
+    gmt__process_status__init(&procs[i]);
+    gmt__process_counters__init(&pc[i]);
+    procs[i].pid = 4200 + (uint32_t)i;
+    procs[i].exe = "/usr/bin/python3.11";
+    procs[i].counters = &pc[i];
+    pc[i].memory_used = 48 * MIB;
+    pc[i].launches = 1000 + (uint64_t)i;
+    procp[i] = &procs[i];
+  }
+  pc[0].token_wait_us = 1500000;
+  pc[0].token_waiting_us = 200000;
+  n.pods[1].n_processes = 1; /* infer: one */
+  n.pods[1].processes = procp;
+  n.pods[0].n_processes = 9; /* train: nine, one past the rows */
+  n.pods[0].processes = procp + 1;
+  gmt_top_view_t v = view_of(&n);
+  gmt_top_screen_t s;
+  render(&v, &s, 60, 160);
+  int infer = row_starting(&s, "infer "), p0 = row_containing(&s, "pid 4200 ");
+  assert_int_equal(p0, infer + 1);
+  const char *r = gmt_top_row(&s, p0);
+  assert_non_null(strstr(r, "python3.11"));
+  assert_null(strstr(r, "/usr/bin"));
+  assert_non_null(strstr(r, "48.0 MiB"));
+  assert_non_null(strstr(r, "launches 1000 "));
+  assert_non_null(strstr(r, "token wait 1.5 s, now 0.2"));
+  int train = row_starting(&s, "train ");
+  assert_int_equal(row_containing(&s, "pid 4201 "), train + 1);
+  assert_int_equal(row_containing(&s, "pid 4208 "), train + 8);
+  assert_int_equal(row_containing(&s, "pid 4209 "), -1);
+  assert_int_equal(row_containing(&s, "+1 more processes"), train + 9);
+  gmt_top_screen_close(&s);
+}
+
 static void test_top_tiers_only_for_a_pod_whose_memory_moves(void **state)
 {
   (void)state;
@@ -341,6 +385,7 @@ int main(void)
       cmocka_unit_test(test_top_sort_ties_go_by_name),
       cmocka_unit_test(test_top_rows_follow_the_sort_key),
       cmocka_unit_test(test_top_pod_row_shows_share_token_memory_quota_and_context),
+      cmocka_unit_test(test_top_processes_under_their_pod),
       cmocka_unit_test(test_top_tiers_only_for_a_pod_whose_memory_moves),
       cmocka_unit_test(test_top_unreachable_keeps_the_last_answer),
       cmocka_unit_test(test_top_hot_buffers_or_why_not),
