@@ -22,8 +22,11 @@ With --debug DIR the hook's and gmt-schd's logs of each run go to DIR.
 With --factors F,.. each ratio runs once per GMT_SWAP_QUANTUM_FACTOR F (a
 turn asks for F x the time it waited for its memory; 0: no such floor).
 
+--hook-env K=V,.. sets more of the hooked jobs' environment (as
+GMT_TORCH_EMPTY_CACHE=0: PyTorch's cache kept across moves).
+
 usage: bench/makespan.py [--steps N] [--ratios 1.2,1.5,1.75] [--alloc default|expandable]
-                         [--factors 10] [--debug DIR]
+                         [--factors 10] [--hook-env K=V,..] [--debug DIR]
 `makespan.py --job STEPS SEED` is the job itself. GMT_BUILD_DIR names the
 build (default build/); needs a GPU."""
 import argparse
@@ -119,7 +122,8 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--ratios", default="1.2,1.5,1.75")
     ap.add_argument("--alloc", choices=("default", "expandable"), default="default")
-    ap.add_argument("--factors", default="10")
+    ap.add_argument("--factors", default="30")
+    ap.add_argument("--hook-env", default="")
     ap.add_argument("--debug", default="")
     a = ap.parse_args()
     import gmt_e2e
@@ -168,6 +172,7 @@ def main():
                 e = node.hook_env(pod, CUBLAS_WORKSPACE_CONFIG=":4096:8", GMT_HOOK_DEBUG="1",
                                   GMT_SWAP_QUANTUM_FACTOR=factor)
                 e.update(alloc)
+                e.update(kv.split("=", 1) for kv in a.hook_env.split(",") if kv)
                 return e
             procs = start_jobs(node, ["a", "b"], [1, 2], a.steps, env_of)
             res, wall = finish_jobs(node, procs, a.steps, True)
