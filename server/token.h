@@ -114,8 +114,8 @@ double gmt_token_wake(const gmt_token_params_t *p, const gmt_token_dev_t *d,
 /* Whether the holder's grant should be cut short for c, a pod that asks
  * now: the grant has run its turn (a swap pod's turn_ms when it was
  * granted: cut sooner, the memory moves that began it would be wasted and
- * the next pod's start would move it all again), c began waiting after
- * the grant started (a pod that waited when it
+ * the next pod's start would move it all again) unless c is a latency pod,
+ * c began waiting after the grant started (a pod that waited when it
  * was made had its turn at the choice; one that comes back from idle, or a
  * latency pod with new work, did not), the holder is not draining already,
  * and c, with its usage and allowance filled, would be chosen before the

@@ -454,6 +454,10 @@ static void test_a_swap_turn_is_not_cut_short_before_it_has_run(void **state)
   /* b is back from idle and below its share: it would cut a plain grant. */
   assert_false(gmt_token_should_revoke(&p, d, &b, &holder, 4010));
   assert_false(gmt_token_should_revoke(&p, d, &b, &holder, 5499));
+  /* A latency pod still cuts it: its requests must not wait out a turn. */
+  gmt_token_cand_t lat = b;
+  lat.latency = true;
+  assert_true(gmt_token_should_revoke(&p, d, &lat, &holder, 4010));
   assert_true(gmt_token_should_revoke(&p, d, &b, &holder, 5500));
   gmt_token_dev_free(d);
 }
