@@ -15,6 +15,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "devices.h"
 #include "gmt_daemon.h"
 #include "gmt_error.h"
 #include "gmt_bell.h"
@@ -88,8 +89,9 @@ static void usage(FILE *f)
           "                        pin advice (suffixes as GPU_MEM; default a quarter\n"
           "                        of this machine's memory)\n"
           "      --gpu-capacity DEV=BYTES\n"
-          "                        memory tiers: declare device DEV's space with\n"
-          "                        BYTES, less than the card has (repeatable)\n"
+          "                        memory tiers: device DEV's space is BYTES, not the\n"
+          "                        card's memory (NVML) less %llu MiB for contexts;\n"
+          "                        off: no space for DEV (repeatable; docs/tiers.md)\n"
           "      --host-tier BYTES the host memory tier (default the pinned limit)\n"
           "      --disk-tier DIR[:BYTES]\n"
           "                        a disk tier in DIR, an existing writable folder\n"
@@ -112,7 +114,8 @@ static void usage(FILE *f)
           "  -h, --help            this text\n",
           DEFAULT_POD_TIMEOUT_MS, GMT_TOKEN_WINDOW_MS, GMT_TOKEN_WINDOW_MIN_MS,
           GMT_TOKEN_WINDOW_MAX_MS, GMT_TOKEN_BASE_QUOTA_MS, GMT_TOKEN_MIN_QUOTA_MS,
-          GMT_TOKEN_LATENCY_IDLE_US / 1000.0, GMT_TOKEN_LATENCY_IDLE_MAX_MS, GMT_TIERS_TRIGGER,
+          GMT_TOKEN_LATENCY_IDLE_US / 1000.0, GMT_TOKEN_LATENCY_IDLE_MAX_MS,
+          (unsigned long long)(GMT_TIERS_GPU_CONTEXT_RESERVE >> 20), GMT_TIERS_TRIGGER,
           GMT_TIERS_STOP);
 }
 
@@ -275,11 +278,6 @@ static uint64_t default_pinned_limit(void)
 }
 
 typedef struct {
-  int dev;
-  uint64_t bytes;
-} gpu_space_t;
-
-typedef struct {
   const char *config;
   const char *listen[MAX_LISTEN];
   int nlisten;
@@ -289,9 +287,9 @@ typedef struct {
   bool no_trace;
   bool verbose;
   gmt_admit_t admit;
-  int64_t socket_gid;    /* -1: ours */
-  uint64_t pinned_limit; /* 0: a quarter of RAM */
-  gpu_space_t gpus[MAX_GPU_SPACES];
+  int64_t socket_gid;                      /* -1: ours */
+  uint64_t pinned_limit;                   /* 0: a quarter of RAM */
+  gmt_gpu_capacity_t gpus[MAX_GPU_SPACES]; /* --gpu-capacity; bytes 0: off */
   int ngpus;
   uint64_t host_tier; /* 0: the pinned limit */
   gmt_disk_tier_t disks[GMT_SCHD_MAX_DISK_TIERS];
@@ -359,23 +357,25 @@ static int parse_fraction(const char *flag, const char *arg, double *out)
   return -1;
 }
 
-/* --gpu-capacity DEV=BYTES */
+/* --gpu-capacity DEV=BYTES, or DEV=off (bytes 0) */
 static int parse_gpu_capacity(const char *arg, flags_t *f)
 {
   const char *eq = strchr(arg, '=');
   char *end = NULL;
   errno = 0;
   long dev = eq && arg[0] >= '0' && arg[0] <= '9' ? strtol(arg, &end, 10) : -1;
-  uint64_t bytes;
+  uint64_t bytes = 0;
+  bool off = eq && !strcmp(eq + 1, "off");
   if (dev < 0 || end != eq || errno || dev >= MAX_GPU_SPACES ||
-      gmt_parse_bytes(eq + 1, &bytes) < 0 || bytes == 0)
-    return usage_error("--gpu-capacity '%s': want DEV=BYTES, a device 0 to %d and a byte count "
-                       "above 0",
+      (!off && (gmt_parse_bytes(eq + 1, &bytes) < 0 || bytes == 0)))
+    return usage_error("--gpu-capacity '%s': want DEV=BYTES or DEV=off, a device 0 to %d and a "
+                       "byte count above 0",
                        arg, MAX_GPU_SPACES - 1);
   for (int i = 0; i < f->ngpus; i++)
     if (f->gpus[i].dev == dev)
       return usage_error("--gpu-capacity: device %ld given twice", dev);
-  f->gpus[f->ngpus++] = (gpu_space_t){.dev = (int)dev, .bytes = bytes};
+  f->gpus[f->ngpus++] =
+      (gmt_gpu_capacity_t){.dev = (int)dev, .bytes = bytes, .from = GMT_GPU_FROM_FLAG};
   return -1;
 }
 
@@ -610,16 +610,42 @@ static int parse_flags(int argc, char **argv, flags_t *f)
   return -1;
 }
 
-/* The memory tiers' spaces, from the flags. A GPU space exists only where
- * --gpu-capacity declares it: the daemon does not learn the node's devices
- * yet (a later step declares each card at its size, or less). The host is
- * one space (NUMA node 0) for now; one per NUMA node comes with topology. */
-static int tiers_init(gmt_schd_t *s, const flags_t *f)
+/* The GPU spaces' plan (tiers.h): each card NVML read at start (the
+ * topology, rpc_devices.c) less the context reserve, and the flags. Without
+ * NVML only the flags declare spaces, and that is said once. */
+static size_t gpu_plan(const gmt_schd_t *s, const flags_t *f, gmt_gpu_capacity_t *out)
 {
+  static gmt_gpu_capacity_t cards[GMT_TOPO_MAX_GPUS];
+  size_t ncards = 0;
+  const gmt_topo_t *topo = s->devices ? s->devices->topo : NULL;
+  if (topo && topo->nvml)
+    for (int i = 0; i < topo->n_gpus && ncards < GMT_TOPO_MAX_GPUS; i++)
+      cards[ncards++] =
+          (gmt_gpu_capacity_t){.dev = topo->gpus[i].index, .card = topo->gpus[i].memory_total};
+  else
+    gmt_info("GPU spaces: none from NVML (%s); only --gpu-capacity declares them",
+             s->devices && s->devices->nvml_why[0] ? s->devices->nvml_why : "no topology");
+  return gmt_tiers_gpu_plan(cards, ncards, f->gpus, (size_t)f->ngpus, out);
+}
+
+/* The GPU spaces as planned, for the start log (tiers_log). */
+typedef struct {
+  gmt_gpu_capacity_t gpus[GMT_TOPO_MAX_GPUS + MAX_GPU_SPACES];
+  size_t n;
+} gpu_plan_t;
+
+/* The memory tiers' spaces, from NVML and the flags: a GPU space for each
+ * card (tiers.h, gmt_tiers_gpu_plan), the flags overriding it. The host
+ * is one space (NUMA node 0) for now; one per NUMA node comes with
+ * topology. After gmt__devices_init: the cards are its topology's. */
+static int tiers_init(gmt_schd_t *s, const flags_t *f, gpu_plan_t *plan)
+{
+  plan->n = gpu_plan(s, f, plan->gpus);
   int rc = gmt_tiers_new(&s->tiers);
-  for (int i = 0; rc == 0 && i < f->ngpus; i++)
-    rc = gmt_tiers_add_space(s->tiers, GMT_TIER_GPU, f->gpus[i].dev, f->gpus[i].bytes, 0,
-                             f->tier_trigger, f->tier_stop);
+  for (size_t i = 0; rc == 0 && i < plan->n; i++)
+    if (plan->gpus[i].bytes)
+      rc = gmt_tiers_add_space(s->tiers, GMT_TIER_GPU, plan->gpus[i].dev, plan->gpus[i].bytes, 0,
+                               f->tier_trigger, f->tier_stop);
   if (rc == 0)
     rc = gmt_tiers_add_space(s->tiers, GMT_TIER_HOST, 0,
                              f->host_tier ? f->host_tier : s->pinned_limit, 0, f->tier_trigger,
@@ -634,11 +660,49 @@ static int tiers_init(gmt_schd_t *s, const flags_t *f)
   return rc;
 }
 
-/* One line per space of the tiers, at start. */
-static void tiers_log(const gmt_schd_t *s)
+static int gpu_spaces(const gmt_schd_t *s)
 {
+  int n = 0;
+  for (size_t i = 0; i < gmt_tiers_nspaces(s->tiers); i++)
+    n += gmt_tiers_space(s->tiers, i)->tier == GMT_TIER_GPU;
+  return n;
+}
+
+/* One line per space of the tiers, at start; a GPU's says where its
+ * capacity came from, and a GPU without a space why not. */
+static void tiers_log(const gmt_schd_t *s, const gpu_plan_t *plan)
+{
+  for (size_t i = 0; i < plan->n; i++) {
+    const gmt_gpu_capacity_t *g = &plan->gpus[i];
+    const gmt_tier_space_t *sp = gmt_tiers_find(s->tiers, GMT_TIER_GPU, g->dev);
+    unsigned long long card = g->card, reserve = GMT_TIERS_GPU_CONTEXT_RESERVE;
+    char from[160];
+    if (g->from == GMT_GPU_FROM_FLAG && !g->bytes)
+      snprintf(from, sizeof from, "--gpu-capacity %d=off", g->dev);
+    else if (g->from == GMT_GPU_FROM_FLAG && card)
+      snprintf(from, sizeof from, "--gpu-capacity (NVML: the card has %llu)", card);
+    else if (g->from == GMT_GPU_FROM_FLAG)
+      snprintf(from, sizeof from, "--gpu-capacity");
+    else if (!card)
+      snprintf(from, sizeof from, "NVML does not say the card's memory");
+    else if (!g->bytes)
+      snprintf(from, sizeof from,
+               "NVML: the card's %llu bytes are no more than the %llu kept for "
+               "contexts",
+               card, reserve);
+    else
+      snprintf(from, sizeof from, "NVML: the card's %llu bytes less %llu for contexts", card,
+               reserve);
+    if (!sp)
+      gmt_info("memory tier gpu %d: no space (%s)", g->dev, from);
+    else
+      gmt_info("memory tier gpu %d: %llu bytes, downgrade at %g, stop at %g; capacity from %s",
+               g->dev, (unsigned long long)sp->capacity, sp->trigger, sp->stop, from);
+  }
   for (size_t i = 0; i < gmt_tiers_nspaces(s->tiers); i++) {
     const gmt_tier_space_t *sp = gmt_tiers_space(s->tiers, i);
+    if (sp->tier == GMT_TIER_GPU)
+      continue; /* above */
     if (sp->tier == GMT_TIER_DISK)
       gmt_info("memory tier %s %d: %llu bytes in %s (%llu free there at start), downgrade at "
                "%g, stop at %g",
@@ -760,10 +824,11 @@ int main(int argc, char **argv)
   uv_signal_start(&s->sighup, on_signal, SIGHUP);
 
   int code = EXIT_SUCCESS;
+  static gpu_plan_t plan;
   if ((rc = gmt__tokens_init(s)) < 0 || (rc = gmt__ledger_init(s)) < 0 ||
-      (rc = gmt__swap_init(s)) < 0 || (rc = tiers_init(s, &f)) < 0 || (rc = gmt__pin_init(s)) < 0 ||
+      (rc = gmt__swap_init(s)) < 0 || (rc = gmt__pin_init(s)) < 0 ||
       (rc = gmt__trace_init(s, !f.no_trace)) < 0 || (rc = gmt__devices_init(s)) < 0 ||
-      (rc = gmt__pick_init(s, f.settings)) < 0 ||
+      (rc = tiers_init(s, &f, &plan)) < 0 || (rc = gmt__pick_init(s, f.settings)) < 0 ||
       (rc = gmt_config_watch_init(&s->cwatch, &loop, s->config_path, on_config_changed, s)) < 0) {
     gmt_error("cannot start: %s", gmt_strerror(rc));
     code = EXIT_FAILURE;
@@ -778,9 +843,9 @@ int main(int argc, char **argv)
     gmt_info("%zu pod%s from %s, state in %s, pod timeout %llu ms, pinned host memory budget "
              "%llu bytes, memory tiers: %d gpu, 1 host, %d disk",
              s->cfg->npods, s->cfg->npods == 1 ? "" : "s", f.config, f.state_dir,
-             (unsigned long long)s->pod_timeout_ms, (unsigned long long)s->pinned_limit, f.ngpus,
-             f.ndisks);
-    tiers_log(s);
+             (unsigned long long)s->pod_timeout_ms, (unsigned long long)s->pinned_limit,
+             gpu_spaces(s), f.ndisks);
+    tiers_log(s, &plan);
     bell_start(s, &f);
     /* A port already taken must not keep the node from scheduling:
      * gmt__metrics_start() says so loudly, and the daemon goes on. */

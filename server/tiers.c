@@ -3,6 +3,7 @@
 #include "tiers.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 struct gmt_tiers {
@@ -98,4 +99,41 @@ uint64_t gmt_tier_pressure(const gmt_tier_space_t *sp, uint64_t occupied)
   if (occupied < sp->trigger_bytes || occupied <= sp->stop_bytes)
     return 0;
   return occupied - sp->stop_bytes;
+}
+
+size_t gmt_tiers_gpu_plan(const gmt_gpu_capacity_t *cards, size_t ncards,
+                          const gmt_gpu_capacity_t *flags, size_t nflags, gmt_gpu_capacity_t *out)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < nflags; i++) {
+    out[n] = flags[i];
+    out[n].from = GMT_GPU_FROM_FLAG;
+    out[n].card = 0;
+    for (size_t j = 0; j < ncards; j++)
+      if (cards[j].dev == flags[i].dev)
+        out[n].card = cards[j].card;
+    n++;
+  }
+  for (size_t j = 0; j < ncards; j++) {
+    bool flagged = false;
+    for (size_t i = 0; i < nflags && !flagged; i++)
+      flagged = flags[i].dev == cards[j].dev;
+    if (flagged)
+      continue;
+    uint64_t card = cards[j].card;
+    out[n++] = (gmt_gpu_capacity_t){
+        .dev = cards[j].dev,
+        .bytes = card > GMT_TIERS_GPU_CONTEXT_RESERVE ? card - GMT_TIERS_GPU_CONTEXT_RESERVE : 0,
+        .card = card,
+        .from = GMT_GPU_FROM_NVML,
+    };
+  }
+  /* A handful of GPUs: insertion sort by device. */
+  for (size_t i = 1; i < n; i++)
+    for (size_t j = i; j > 0 && out[j - 1].dev > out[j].dev; j--) {
+      gmt_gpu_capacity_t tmp = out[j];
+      out[j] = out[j - 1];
+      out[j - 1] = tmp;
+    }
+  return n;
 }

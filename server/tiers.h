@@ -39,6 +39,14 @@ typedef enum {
 #define GMT_TIERS_TRIGGER 0.85
 #define GMT_TIERS_STOP 0.65
 
+/* What a GPU's default space leaves of the card for CUDA contexts, which
+ * no quota counts (docs/devices.md, "Context memory"): a process's context
+ * takes about 500 MiB on an H100 or H200 (driver 580, CUDA 13), so one
+ * fits. Every more process on the card has its own, bounded then by the
+ * card's own out-of-memory; --gpu-capacity declares less where many
+ * processes share a card. */
+#define GMT_TIERS_GPU_CONTEXT_RESERVE (512ull << 20)
+
 typedef struct gmt_tiers gmt_tiers_t;
 
 typedef struct gmt_tier_space {
@@ -68,6 +76,33 @@ size_t gmt_tiers_nspaces(const gmt_tiers_t *t);
 const gmt_tier_space_t *gmt_tiers_space(const gmt_tiers_t *t, size_t i);
 /* The space (tier, index), or NULL when none was declared. */
 const gmt_tier_space_t *gmt_tiers_find(const gmt_tiers_t *t, gmt_tier_t tier, int index);
+
+/* Where a GPU space's capacity comes from. */
+typedef enum {
+  GMT_GPU_FROM_NVML = 0, /* the card's memory (NVML) less GMT_TIERS_GPU_CONTEXT_RESERVE */
+  GMT_GPU_FROM_FLAG = 1, /* --gpu-capacity DEV=BYTES, or DEV=off */
+} gmt_gpu_from_t;
+
+/* A GPU as the plan below takes it (a card NVML knows, or a flag) and
+ * as it gives it: dev the node's index; bytes its space, 0 for none;
+ * card NVML's total memory, 0 unknown. */
+typedef struct gmt_gpu_capacity {
+  int dev;
+  uint64_t bytes;
+  uint64_t card;
+  gmt_gpu_from_t from;
+} gmt_gpu_capacity_t;
+
+/* The GPU spaces to declare. cards: the cards NVML knows (dev, card);
+ * flags: the --gpu-capacity flags (dev, bytes: 0 for off), one per
+ * device. Each device either names gets one entry of out, by device,
+ * ascending: a flag's bytes where a flag names it (from FLAG: bytes 0,
+ * off, is no space), else the card less GMT_TIERS_GPU_CONTEXT_RESERVE
+ * (from NVML: bytes 0, no space, for a card of unknown memory or no more
+ * than the reserve); card is NVML's where it knows the device. out has
+ * room for ncards + nflags; returns how many it holds. */
+size_t gmt_tiers_gpu_plan(const gmt_gpu_capacity_t *cards, size_t ncards,
+                          const gmt_gpu_capacity_t *flags, size_t nflags, gmt_gpu_capacity_t *out);
 
 /* What more may occupy the space when occupied bytes do already: its
  * limit less them, 0 once past it. */

@@ -177,7 +177,8 @@ class Resident(SwapCase):
         self.assertTrue(reply.startswith("ERROR") and "mode=swap" in reply, reply)
 
     def test_without_a_declared_space_resident_is_granted_no_space(self):
-        self.start_schd()
+        # The fake card would have a space from NVML: taken away.
+        self.start_schd("--gpu-capacity", "0=off")
         self.start_pmgr("b")
         b = self.caller("b")
         self.assertEqual(b.resident(64 * GIB), (True, "NO_SPACE", 0, 0))

@@ -1,13 +1,18 @@
 """End-to-end: gmt-schd's memory tier flags. Each bad --gpu-capacity,
 --host-tier, --disk-tier, --tier-trigger or --tier-stop is a usage error
 (exit 2) that names the flag and what is wrong; good ones declare the
-spaces the startup log lists and `gmt status` shows. (The tiers' ledger
-itself is unit tested: test/unit/test_tiers.c.)"""
+spaces the startup log lists and `gmt status` shows. Without
+--gpu-capacity each GPU the fake NVML shows (one card of 8 GiB here) has a
+space of its memory less the context reserve. (The tiers' ledger itself is
+unit tested: test/unit/test_tiers.c.)"""
 import os
 import subprocess
 import time
 
 from gmt_e2e import BUILD, GmtTestCase, SCHD, fake_uuid, wait_for
+
+CARD = 8 << 30  # the fake card (gmt_e2e's GMT_FAKE_MEM)
+RESERVE = 512 << 20  # GMT_TIERS_GPU_CONTEXT_RESERVE (server/tiers.h)
 
 
 class TierFlags(GmtTestCase):
@@ -24,7 +29,9 @@ class TierFlags(GmtTestCase):
         cases = [
             (["--gpu-capacity", "0"], "--gpu-capacity '0': want DEV=BYTES"),
             (["--gpu-capacity", "x=1Gi"], "--gpu-capacity 'x=1Gi': want DEV=BYTES"),
-            (["--gpu-capacity", "0=0"], "--gpu-capacity '0=0': want DEV=BYTES"),
+            (["--gpu-capacity", "0=0"], "--gpu-capacity '0=0': want DEV=BYTES or DEV=off"),
+            (["--gpu-capacity", "0=of"], "--gpu-capacity '0=of': want DEV=BYTES or DEV=off"),
+            (["--gpu-capacity", "0=off", "--gpu-capacity", "0=1Gi"], "device 0 given twice"),
             (["--gpu-capacity", "0=1Gi", "--gpu-capacity", "0=2Gi"], "device 0 given twice"),
             (["--host-tier", "12Q"], "--host-tier '12Q': want a byte count above 0"),
             (["--disk-tier", os.path.join(self.tmp, "none")], "No such file or directory"),
@@ -50,9 +57,13 @@ class TierFlags(GmtTestCase):
                                "--tier-stop", "0.5")
         wait_for(lambda: "memory tier disk 1" in schd.output(), timeout=5, what="the tier lines")
         out = schd.output()
-        self.assertIn("memory tiers: 1 gpu, 1 host, 2 disk", out)
-        self.assertIn("memory tier gpu 1: %d bytes, downgrade at 0.9, stop at 0.5" % (512 << 20),
-                      out)
+        # Device 1 from the flag; device 0, the fake card, from NVML.
+        self.assertIn("memory tiers: 2 gpu, 1 host, 2 disk", out)
+        self.assertIn("memory tier gpu 1: %d bytes, downgrade at 0.9, stop at 0.5; capacity from "
+                      "--gpu-capacity\n" % (512 << 20), out)
+        self.assertIn("memory tier gpu 0: %d bytes, downgrade at 0.9, stop at 0.5; capacity from "
+                      "NVML: the card's %d bytes less %d for contexts"
+                      % (CARD - RESERVE, CARD, RESERVE), out)
         self.assertIn("memory tier host 0: %d bytes" % (2 << 30), out)
         self.assertIn("memory tier disk 0: %d bytes in %s" % (3 << 30, disk), out)
         # Without BYTES: what the filesystem had free (changes as others
@@ -104,23 +115,43 @@ class TierStatus(GmtTestCase):
     def test_thresholds_flags_show_in_every_space(self):
         self.start_schd("--gpu-capacity", "3=2Gi", "--tier-trigger", "0.9", "--tier-stop", "0.5")
         tiers = self.status()["host"]["tiers"]
-        self.assertEqual([(t["tier"], t["index"]) for t in tiers], [("gpu", 3), ("host", 0)])
+        # The fake card's space (NVML) and device 3's (the flag), by device.
+        self.assertEqual([(t["tier"], t["index"], t["capacity"]) for t in tiers],
+                         [("gpu", 0, CARD - RESERVE), ("gpu", 3, 2 << 30),
+                          ("host", 0, tiers[2]["capacity"])])
         for t in tiers:
             self.assertEqual((t["trigger"], t["stop"]), (0.9, 0.5), t)
 
-    def test_without_tier_flags_only_the_host_space_of_the_pinned_limit(self):
-        self.start_schd()
+    def test_without_tier_flags_the_card_less_the_reserve_and_the_pinned_limit(self):
+        schd = self.start_schd()
         st = self.status()
-        # --pinned-limit's default (a quarter of RAM) is the host space's.
+        # The card's memory (NVML) less the context reserve; --pinned-limit's
+        # default (a quarter of RAM) is the host space's.
         self.assertEqual(st["host"]["tiers"],
-                         [self.space("host", 0, st["host"]["pinned_limit"])])
-        self.start_schd_again("--pinned-limit", "96Mi")
+                         [self.space("gpu", 0, CARD - RESERVE),
+                          self.space("host", 0, st["host"]["pinned_limit"])])
+        self.assertIn("capacity from NVML: the card's %d bytes less %d for contexts"
+                      % (CARD, RESERVE), schd.output())
+        # --gpu-capacity 0=off: no GPU space, as without NVML.
+        schd = self.start_schd_again("--pinned-limit", "96Mi", "--gpu-capacity", "0=off")
         self.assertEqual(self.status()["host"]["tiers"], [self.space("host", 0, 96 << 20)])
+        self.assertIn("memory tier gpu 0: no space (--gpu-capacity 0=off)", schd.output())
+
+    def test_without_nvml_no_gpu_space_and_it_says_why(self):
+        self.node.base_env["GMT_NVML_LIB"] = "none"
+        schd = self.start_schd("--pinned-limit", "96Mi")
+        self.assertEqual(self.status()["host"]["tiers"], [self.space("host", 0, 96 << 20)])
+        wait_for(lambda: "memory tier host 0" in schd.output(), timeout=5, what="the tier line")
+        out = schd.output()
+        self.assertEqual(out.count("GPU spaces: none from NVML"), 1, out)
+        self.assertIn("GPU spaces: none from NVML (NVML turned off (GMT_NVML_LIB=none)); only "
+                      "--gpu-capacity declares them", out)
+        self.assertIn("memory tiers: 0 gpu, 1 host, 0 disk", out)
 
     def start_schd_again(self, *flags):
         self.daemons[-1].stop()
         self.daemons.pop()
-        self.start_schd(*flags)
+        return self.start_schd(*flags)
 
 
 class DeclaredCapacity(GmtTestCase):

@@ -1,6 +1,7 @@
 /* Memory tiers (server/tiers.c): the table of spaces (defaults, bad and
- * duplicate spaces, lookup) and the room and pressure that what occupies a
- * space leaves, up to and past its limit and capacity. */
+ * duplicate spaces, lookup), the room and pressure that what occupies a
+ * space leaves, up to and past its limit and capacity, and the GPU spaces
+ * planned from NVML's cards and --gpu-capacity. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -110,6 +111,66 @@ static void test_pressure_is_what_brings_the_space_down_to_stop(void **state)
   assert_int_equal(gmt_tier_pressure(d1, UINT64_MAX), UINT64_MAX - 250);
 }
 
+#define GIB (1ull << 30)
+#define RESERVE GMT_TIERS_GPU_CONTEXT_RESERVE
+
+/* Every card NVML knows gets a space of its memory less the context
+ * reserve, by device; a card with no more than the reserve, or whose
+ * memory NVML does not say, gets none. */
+static void test_each_card_defaults_to_its_memory_less_the_context_reserve(void **state)
+{
+  (void)state;
+  const gmt_gpu_capacity_t cards[] = {
+      {.dev = 2, .card = 80 * GIB}, {.dev = 0, .card = 141 * GIB},   {.dev = 1, .card = RESERVE},
+      {.dev = 3, .card = 0},        {.dev = 4, .card = RESERVE + 1},
+  };
+  gmt_gpu_capacity_t out[8];
+  assert_int_equal(gmt_tiers_gpu_plan(cards, 5, NULL, 0, out), 5);
+  const uint64_t want[] = {141 * GIB - RESERVE, 0, 80 * GIB - RESERVE, 0, 1};
+  for (int i = 0; i < 5; i++) {
+    assert_int_equal(out[i].dev, i);
+    assert_int_equal(out[i].bytes, want[i]);
+    assert_int_equal(out[i].from, GMT_GPU_FROM_NVML);
+  }
+  assert_int_equal(out[0].card, 141 * GIB);
+  /* The H200's context, about 500 MiB, fits the reserve. */
+  assert_true(RESERVE >= 500ull << 20);
+}
+
+/* --gpu-capacity overrides one card, 'off' (0 bytes) takes its space
+ * away, and a device NVML does not know still gets the flag's. */
+static void test_a_flag_overrides_one_device_and_off_removes_its_space(void **state)
+{
+  (void)state;
+  const gmt_gpu_capacity_t cards[] = {
+      {.dev = 0, .card = 8 * GIB}, {.dev = 1, .card = 8 * GIB}, {.dev = 2, .card = 8 * GIB}};
+  const gmt_gpu_capacity_t flags[] = {
+      {.dev = 5, .bytes = GIB}, {.dev = 1, .bytes = 2 * GIB}, {.dev = 2, .bytes = 0}};
+  gmt_gpu_capacity_t out[6];
+  assert_int_equal(gmt_tiers_gpu_plan(cards, 3, flags, 3, out), 4);
+  const struct {
+    int dev;
+    uint64_t bytes, card;
+    gmt_gpu_from_t from;
+  } want[] = {
+      {0, 8 * GIB - RESERVE, 8 * GIB, GMT_GPU_FROM_NVML},
+      {1, 2 * GIB, 8 * GIB, GMT_GPU_FROM_FLAG},
+      {2, 0, 8 * GIB, GMT_GPU_FROM_FLAG},
+      {5, GIB, 0, GMT_GPU_FROM_FLAG},
+  };
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(out[i].dev, want[i].dev);
+    assert_int_equal(out[i].bytes, want[i].bytes);
+    assert_int_equal(out[i].card, want[i].card);
+    assert_int_equal(out[i].from, want[i].from);
+  }
+  /* Without NVML only the flags declare spaces. */
+  assert_int_equal(gmt_tiers_gpu_plan(NULL, 0, flags, 3, out), 3);
+  assert_int_equal(out[0].dev, 1);
+  assert_int_equal(out[2].dev, 5);
+  assert_int_equal(gmt_tiers_gpu_plan(NULL, 0, NULL, 0, out), 0);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -118,6 +179,8 @@ int main(void)
       T(test_spaces_are_found_by_tier_and_index),
       T(test_occupied_bytes_take_room_up_to_the_limit),
       T(test_pressure_is_what_brings_the_space_down_to_stop),
+      T(test_each_card_defaults_to_its_memory_less_the_context_reserve),
+      T(test_a_flag_overrides_one_device_and_off_removes_its_space),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
