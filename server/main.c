@@ -251,6 +251,7 @@ static void config_reload(gmt_schd_t *s, const char *why)
   gmt_config_free(s->cfg);
   s->cfg = cfg;
   gmt__pods_changed(s, NULL); /* new shares and limits apply from now */
+  gmt__tiers_check_quotas(s);
 }
 
 static void on_config_changed(void *data)
@@ -846,6 +847,7 @@ int main(int argc, char **argv)
              (unsigned long long)s->pod_timeout_ms, (unsigned long long)s->pinned_limit,
              gpu_spaces(s), f.ndisks);
     tiers_log(s, &plan);
+    gmt__tiers_check_quotas(s);
     bell_start(s, &f);
     /* A port already taken must not keep the node from scheduling:
      * gmt__metrics_start() says so loudly, and the daemon goes on. */

@@ -188,6 +188,7 @@ enum scope {
   PROCESS_TIER, /* pod, pid, tier */
   NODE,         /* none: the host's numbers */
   TIER_SPACE,   /* tier, index */
+  GPU_SPACE,    /* device: a tier space of the GPU tier */
   DEVICE,       /* device */
   DEVICE_INFO,  /* device, bus_id, uuid, name; value 1 */
   TRACE,        /* none: the tracer */
@@ -312,6 +313,8 @@ GETTER(space_used, Gmt__TierSpace, U(o->used))
 GETTER(space_pressure, Gmt__TierSpace, U(o->pressure))
 GETTER(space_trigger, Gmt__TierSpace, D(o->trigger))
 GETTER(space_stop, Gmt__TierSpace, D(o->stop))
+GETTER(space_strict_quotas, Gmt__TierSpace, U(o->strict_quotas))
+GETTER(space_overcommitted, Gmt__TierSpace, B(o->overcommitted))
 
 GETTER(dev_memory_reserved, Gmt__DeviceStatus, U(o->memory_reserved))
 GETTER(dev_tokens_waiting, Gmt__DeviceStatus, U(o->tokens_waiting))
@@ -390,7 +393,7 @@ static const family_t families[] = {
      "1 while the pod holds a GPU time token (on any GPU)."},
     {"gmt_alloc_refused_total", C, POD_REASON, pod_refused,
      "Allocations of the pod gmt-schd refused since it started, by why: its GPU_MEM (quota) or "
-     "the card's declared space (gpu_space, --gpu-capacity); `gmt status` says the last one."},
+     "the card's space (gpu_space, docs/tiers.md); `gmt status` says the last one."},
     {"gmt_pod_limit_wait_seconds_total", C, POD, pod_limit_wait,
      "Seconds the pod waited for a GPU time token while held back at its LIMIT (summed over "
      "GPUs): of its token waits, those its LIMIT caused rather than other pods."},
@@ -499,6 +502,12 @@ static const family_t families[] = {
      "The fraction of its capacity at which a tier space starts moving memory down."},
     {"gmt_tier_stop", G, TIER_SPACE, space_stop,
      "The fraction of its capacity down to which a tier space moves memory."},
+    {"gmt_gpu_space_strict_quotas_bytes", G, GPU_SPACE, space_strict_quotas,
+     "The quotas (GPU_MEM) of the strict pods (not mode=swap or um) that may use the GPU, "
+     "summed."},
+    {"gmt_gpu_space_overcommitted", G, GPU_SPACE, space_overcommitted,
+     "1 when the strict pods' quotas on the GPU pass its space's limit: strict mode refuses "
+     "their allocations past it (docs/tiers.md)."},
     {"gmt_device_info", G, DEVICE_INFO, NULL,
      "One of the node's GPUs (NVML's index), with its PCI bus id, UUID and name; always 1."},
     {"gmt_device_memory_total_bytes", G, DEVICE, dev_memory_total,
@@ -634,6 +643,15 @@ static void write_family(writer_t *wr, const gmt_metrics_input_t *in, const Gmt_
       char idx[16];
       snprintf(idx, sizeof idx, "%d", (int)t->index);
       maybe(wr, t, 0, (label_t[]){{"tier", t->tier}, {"index", idx}}, 2);
+    }
+    break;
+  case GPU_SPACE:
+    for (size_t i = 0; host && i < host->n_tiers; i++) {
+      const Gmt__TierSpace *t = host->tiers[i];
+      char dev[16];
+      snprintf(dev, sizeof dev, "%d", (int)t->index);
+      if (t->tier && !strcmp(t->tier, "gpu"))
+        maybe(wr, t, 0, (label_t[]){{"device", dev}}, 1);
     }
     break;
   case DEVICE:

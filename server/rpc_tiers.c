@@ -5,10 +5,16 @@
  * the bookkeepers that own it (tiers.h says which), each time a space is
  * looked at, so that no path that changes it (reserve, release, reclaim,
  * a report adopted, a Resident, a reload that changes a mode) can leave a
- * copy of it behind. */
+ * copy of it behind. The same goes for the strict pods' quotas each GPU
+ * space is shown against (and warned of at start and reload): summed from
+ * the config in force each time. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "gmt_bytes.h"
+#include "gmt_log.h"
 #include "ledger.h"
 #include "schd.h"
 #include "swap.h"
@@ -103,16 +109,77 @@ int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *b
   return 0;
 }
 
+/* A GPU space's strict quotas, *sum (of the config in force, config.h;
+ * the pods' indices in pods when not NULL, their count in *npods), and
+ * whether they pass its limit: strict mode could then not hold what
+ * their quotas allow at once. 0 and false for the other spaces. */
+static bool overcommitted(const gmt_schd_t *s, const gmt_tier_space_t *sp, uint64_t *sum,
+                          size_t *pods, size_t *npods)
+{
+  *sum = 0;
+  *npods = 0;
+  if (sp->tier != GMT_TIER_GPU)
+    return false;
+  *sum = gmt_config_strict_quotas(s->cfg, sp->index, pods, npods);
+  return *sum > sp->limit;
+}
+
+void gmt__tiers_check_quotas(gmt_schd_t *s)
+{
+  size_t n = s->tiers ? gmt_tiers_nspaces(s->tiers) : 0;
+  size_t *pods = malloc(((s->cfg ? s->cfg->npods : 0) + 1) * sizeof *pods);
+  for (size_t i = 0; i < n; i++) {
+    const gmt_tier_space_t *sp = gmt_tiers_space(s->tiers, i);
+    uint64_t sum;
+    size_t npods;
+    if (!overcommitted(s, sp, &sum, pods, &npods))
+      continue;
+    /* The pods by name, as many as a log line holds. */
+    char names[512] = "", quotas[32], space[32];
+    size_t used = 0, shown = 0;
+    for (; pods && shown < npods; shown++) {
+      const char *name = s->cfg->pods[pods[shown]].name;
+      if (used + strlen(name) + 2 + 16 >= sizeof names)
+        break;
+      used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", shown ? ", " : "", name);
+    }
+    if (shown < npods)
+      snprintf(names + used, sizeof names - used, "%s%zu more", shown ? " and " : "",
+               npods - shown);
+    gmt_human_bytes(quotas, sizeof quotas, sum);
+    gmt_human_bytes(space, sizeof space, sp->limit);
+    gmt_warn("gpu %d: the quotas (GPU_MEM) of the strict pods that may use it sum to %llu bytes "
+             "(%s), past its space of %llu bytes (%s): %s; strict mode refuses their "
+             "allocations past the space (mode=swap or um lets gmt move memory instead; "
+             "docs/tiers.md)",
+             sp->index, (unsigned long long)sum, quotas, (unsigned long long)sp->limit, space,
+             names);
+  }
+  free(pods);
+}
+
 int gmt__tiers_host_status(gmt_schd_t *s, Gmt__HostStatus *host)
 {
   size_t n = s->tiers ? gmt_tiers_nspaces(s->tiers) : 0;
   if (n == 0)
     return 0;
-  /* One block, the pointers then the messages, so that one free() ends it. */
-  Gmt__TierSpace **pp = calloc(n, sizeof *pp + sizeof **pp);
-  if (!pp)
+  /* How many pods the overcommitted GPU spaces name. */
+  size_t names = 0, npods;
+  uint64_t sum;
+  for (size_t i = 0; i < n; i++)
+    if (overcommitted(s, gmt_tiers_space(s->tiers, i), &sum, NULL, &npods))
+      names += npods;
+  size_t *pods = malloc(((s->cfg ? s->cfg->npods : 0) + 1) * sizeof *pods);
+  /* One block, the pointers, the messages, then the pods' names, so that
+   * one free() ends it. */
+  Gmt__TierSpace **pp = calloc(1, n * (sizeof *pp + sizeof **pp) + names * sizeof(char *));
+  if (!pp || !pods) {
+    free(pp);
+    free(pods);
     return -ENOMEM;
+  }
   Gmt__TierSpace *ts = (Gmt__TierSpace *)(pp + n);
+  char **name = (char **)(ts + n);
   for (size_t i = 0; i < n; i++) {
     const gmt_tier_space_t *sp = gmt_tiers_space(s->tiers, i);
     uint64_t occ = occupied(s, sp);
@@ -131,8 +198,16 @@ int gmt__tiers_host_status(gmt_schd_t *s, Gmt__HostStatus *host)
     t->trigger = sp->trigger;
     t->stop = sp->stop;
     t->pressure = gmt_tier_pressure(sp, occ);
+    if (overcommitted(s, sp, &t->strict_quotas, pods, &npods)) {
+      t->overcommitted = true;
+      t->n_strict_pods = npods;
+      t->strict_pods = name;
+      for (size_t k = 0; k < npods; k++)
+        *name++ = s->cfg->pods[pods[k]].name; /* the config in force outlives the reply */
+    }
     pp[i] = t;
   }
+  free(pods);
   host->n_tiers = n;
   host->tiers = pp;
   return 0;

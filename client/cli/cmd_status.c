@@ -28,7 +28,7 @@ static void usage(FILE *f)
              "allocations' bytes are: GPU, host, disk, and moves out/in); then the\n"
              "node's pinned host memory, of which gmt pinned on advice, against its\n"
              "budget, and the memory tiers' spaces (GPU, host, disk) with what each\n"
-             "holds.\n"
+             "holds, and a WARNING for a GPU whose space the strict pods' quotas pass.\n"
              "\n"
              "  --json       print one line of JSON (see docs/protocol.md)\n"
              "  -h, --help   show this help\n");
@@ -123,6 +123,27 @@ static void print_tiers(const Gmt__HostStatus *h)
     printf("%-8s  %-10s  %-10s  %-10s  %-10s  %-9s  ", name, cap, resv, used, pressure, at);
     print_safe(t->path && t->path[0] ? t->path : "-");
     putchar('\n');
+  }
+  /* A GPU space that cannot hold what its strict pods' quotas allow at
+   * once: said below the table, with the pods (eight, then how many more). */
+  for (size_t i = 0; i < h->n_tiers; i++) {
+    const Gmt__TierSpace *t = h->tiers[i];
+    if (!t->overcommitted)
+      continue;
+    char quotas[32], space[32];
+    gmt_human_bytes(quotas, sizeof quotas, t->strict_quotas);
+    gmt_human_bytes(space, sizeof space, t->limit);
+    printf("WARNING: %.8s %d: the strict pods' quotas sum to %s, past its space of %s (",
+           t->tier ? t->tier : "?", t->index, quotas, space);
+    for (size_t k = 0; k < t->n_strict_pods; k++) {
+      if (k == 8) {
+        printf(", %zu more", t->n_strict_pods - k);
+        break;
+      }
+      printf("%s", k ? ", " : "");
+      print_safe(t->strict_pods[k]);
+    }
+    printf("): their allocations past it are refused; mode=swap or um moves memory instead\n");
   }
 }
 

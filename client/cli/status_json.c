@@ -119,7 +119,22 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   return built(o, rc);
 }
 
-/* One memory space of the tiers; "path" only for a disk space. */
+/* A GPU space's strict quotas against it (docs/tiers.md, "Quotas past a
+ * card"): the sum, whether it passes the limit, and then which pods. */
+static int add_strict_quotas(json_object *o, const Gmt__TierSpace *t)
+{
+  json_object *pods = json_object_new_array();
+  int rc = pods ? 0 : -ENOMEM;
+  for (size_t i = 0; i < t->n_strict_pods && !rc; i++)
+    rc |= push(pods, json_object_new_string(str(t->strict_pods[i])));
+  rc |= add(o, "strict_quotas", new_u64(t->strict_quotas));
+  rc |= add(o, "overcommitted", json_object_new_boolean(t->overcommitted));
+  rc |= add(o, "strict_pods", pods);
+  return rc;
+}
+
+/* One memory space of the tiers; "path" only for a disk space, the strict
+ * quotas only for a GPU's. */
 static json_object *tier_json(const Gmt__TierSpace *t)
 {
   json_object *o = json_object_new_object();
@@ -136,6 +151,8 @@ static json_object *tier_json(const Gmt__TierSpace *t)
   rc |= add(o, "trigger", new_share(t->trigger));
   rc |= add(o, "stop", new_share(t->stop));
   rc |= add(o, "pressure", new_u64(t->pressure));
+  if (t->tier && !strcmp(t->tier, "gpu"))
+    rc |= add_strict_quotas(o, t);
   return built(o, rc);
 }
 

@@ -164,6 +164,9 @@ def expected(st):
                 put("gmt_tier_%s_bytes" % key, t[key], tier=t["tier"], index=t["index"])
             put("gmt_tier_trigger", t["trigger"], tier=t["tier"], index=t["index"])
             put("gmt_tier_stop", t["stop"], tier=t["tier"], index=t["index"])
+            if t["tier"] == "gpu":
+                put("gmt_gpu_space_strict_quotas_bytes", t["strict_quotas"], device=t["index"])
+                put("gmt_gpu_space_overcommitted", t["overcommitted"], device=t["index"])
         cfg = host["config"]
         put("gmt_config_last_reload_successful", 1 if cfg["last_reload_ok"] else 0)
         put("gmt_config_last_reload_success_timestamp_seconds", cfg["last_success_unix"])
@@ -308,6 +311,9 @@ class Scrape(Metrics):
         self.assertGreater(got[series("gmt_device_memory_total_bytes", device=0)], 0)
         self.assertIn(series("gmt_node_pinned_limit_bytes"), got)
         self.assertIn(series("gmt_tier_capacity_bytes", tier="host", index=0), got)
+        # Each GPU's space (NVML): a's 1 GiB and b's 2 GiB fit the card.
+        self.assertEqual(got[series("gmt_gpu_space_strict_quotas_bytes", device=0)], 3 << 30)
+        self.assertEqual(got[series("gmt_gpu_space_overcommitted", device=0)], 0)
         # The tracer's state is always said; its counters only while it runs.
         enabled = tracer.pop(series("gmt_trace_enabled"))
         self.assertIn(enabled, (0, 1))

@@ -87,6 +87,9 @@ class TierStatus(GmtTestCase):
     def space(tier, index, capacity, **more):
         sp = {"tier": tier, "index": index, "capacity": capacity, "limit": capacity,
               "reserved": 0, "used": 0, "trigger": 0.85, "stop": 0.65, "pressure": 0}
+        if tier == "gpu":
+            # Pod a's quota, on every GPU (no devices=): it fits.
+            sp.update(strict_quotas=1 << 30, overcommitted=False, strict_pods=[])
         sp.update(more)
         return sp
 
@@ -152,6 +155,63 @@ class TierStatus(GmtTestCase):
         self.daemons[-1].stop()
         self.daemons.pop()
         return self.start_schd(*flags)
+
+
+class StrictQuotasPastTheCard(GmtTestCase):
+    """A config whose strict pods' quotas sum past a GPU's space is said at
+    load and on each reload: in gmt-schd's log (warning), in `gmt status`
+    (a WARNING line under the tiers; in the JSON, the GPU space's
+    strict_quotas, overcommitted and strict_pods) and in /metrics'
+    gmt_gpu_space_overcommitted (test_metrics.py). Swap and um pods do not
+    count (their memory moves); a pod confined by devices= counts only on
+    its GPUs. The fake card: 8 GiB, its space 7.5 GiB."""
+    CONFIG = "3\na 0.3 1.0 5Gi\nb 0.3 1.0 3Gi\nc 0.3 1.0 6Gi mode=swap\n"
+    WARNING = ("gpu 0: the quotas (GPU_MEM) of the strict pods that may use it sum to %d bytes "
+               "(8.0 GiB), past its space of %d bytes (7.5 GiB): a, b; strict mode refuses their "
+               "allocations past the space" % (8 << 30, CARD - RESERVE))
+
+    def gpu(self):
+        return self.status()["host"]["tiers"][0]
+
+    def test_warned_at_load_and_on_reload_in_the_log_and_status(self):
+        schd = self.start_schd()
+        gpu = self.gpu()
+        self.assertEqual((gpu["tier"], gpu["index"], gpu["capacity"]), ("gpu", 0, CARD - RESERVE))
+        self.assertEqual((gpu["strict_quotas"], gpu["overcommitted"], gpu["strict_pods"]),
+                         (8 << 30, True, ["a", "b"]))
+        wait_for(lambda: self.WARNING in schd.output(), timeout=5, what="the warning in the log")
+        self.assertIn("warning: " + self.WARNING, schd.output())
+        r = self.gmt("status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("WARNING: gpu 0: the strict pods' quotas sum to 8.0 GiB, past its space of "
+                      "7.5 GiB (a, b): their allocations past it are refused", r.stdout)
+        # b confined to another GPU: a alone fits; no warning is logged.
+        self.write_config("3\na 0.3 1.0 5Gi\nb 0.3 1.0 3Gi devices=1\nc 0.3 1.0 6Gi mode=swap\n")
+        wait_for(lambda: not self.gpu()["overcommitted"] or None, timeout=5,
+                 what="the reload to fit the card")
+        self.assertEqual((self.gpu()["strict_quotas"], self.gpu()["strict_pods"]), (5 << 30, []))
+        self.assertNotIn("WARNING", self.gmt("status").stdout)
+        self.assertEqual(schd.output().count(self.WARNING), 1)
+        # Back past it (c strict now): warned again, with the pods.
+        self.write_config("3\na 0.3 1.0 5Gi\nb 0.3 1.0 3Gi devices=1\nc 0.3 1.0 6Gi\n")
+        wait_for(lambda: self.gpu()["overcommitted"] or None, timeout=5,
+                 what="the reload past the card")
+        self.assertEqual((self.gpu()["strict_quotas"], self.gpu()["strict_pods"]),
+                         (11 << 30, ["a", "c"]))
+        wait_for(lambda: "strict pods that may use it sum to %d bytes" % (11 << 30)
+                 in schd.output(), timeout=5, what="the warning on reload")
+        self.assertIn(": a, c; strict mode", schd.output())
+
+    def test_gpu_capacity_still_overrides(self):
+        schd = self.start_schd("--gpu-capacity", "0=16Gi")
+        gpu = self.gpu()
+        self.assertEqual((gpu["capacity"], gpu["strict_quotas"], gpu["overcommitted"]),
+                         (16 << 30, 8 << 30, False))
+        wait_for(lambda: "memory tier gpu 0" in schd.output(), timeout=5, what="the tier line")
+        self.assertIn("memory tier gpu 0: %d bytes, downgrade at 0.85, stop at 0.65; capacity from "
+                      "--gpu-capacity (NVML: the card has %d)" % (16 << 30, CARD), schd.output())
+        self.assertNotIn("strict pods that may use it", schd.output())
+        self.assertNotIn("WARNING", self.gmt("status").stdout)
 
 
 class DeclaredCapacity(GmtTestCase):

@@ -689,6 +689,33 @@ static void test_many_errors_are_capped_with_a_count(void **state)
   assert_non_null(strstr(f->errors, "... and 50 more errors\n"));
 }
 
+/* The sum behind the overcommit warning: a strict pod counts on every GPU
+ * its devices= allows (all without it), a swap or um pod on none. */
+static void test_strict_quotas_sum_per_device_without_swap_and_um_pods(void **state)
+{
+  fixture_t *f = *state;
+  assert_int_equal(load(f, "5\na 0.1 0.2 4Gi\nb 0.1 0.2 3Gi devices=1\nc 0.1 0.2 2Gi mode=swap\n"
+                           "d 0.1 0.2 1Gi mode=um\ne 0.1 0.2 1Gi mode=strict devices=0,1\n"),
+                   0);
+  size_t pods[5], n = 99;
+  assert_int_equal(gmt_config_strict_quotas(f->cfg, 0, pods, &n), 5ull << 30);
+  assert_int_equal(n, 2);
+  assert_string_equal(f->cfg->pods[pods[0]].name, "a");
+  assert_string_equal(f->cfg->pods[pods[1]].name, "e");
+  assert_int_equal(gmt_config_strict_quotas(f->cfg, 1, pods, &n), 8ull << 30);
+  assert_int_equal(n, 3);
+  assert_string_equal(f->cfg->pods[pods[1]].name, "b");
+  /* A GPU only the pods without devices= may use; no list asked. */
+  assert_int_equal(gmt_config_strict_quotas(f->cfg, 7, NULL, NULL), 4ull << 30);
+  assert_int_equal(gmt_config_strict_quotas(f->cfg, 7, NULL, &n), 4ull << 30);
+  assert_int_equal(n, 1);
+  assert_int_equal(gmt_config_strict_quotas(NULL, 0, NULL, &n), 0);
+  assert_int_equal(n, 0);
+  /* Saturates rather than wraps. */
+  assert_int_equal(load(f, "2\na 0 0 15000000Ti\nb 0 0 15000000Ti\n"), 0);
+  assert_int_equal(gmt_config_strict_quotas(f->cfg, 0, NULL, NULL), UINT64_MAX);
+}
+
 static void test_parse_without_error_buffer_still_refuses(void **state)
 {
   (void)state;
@@ -720,6 +747,7 @@ int main(void)
       T(test_mode_key),
       T(test_class_key),
       T(test_devices_key),
+      T(test_strict_quotas_sum_per_device_without_swap_and_um_pods),
       T(test_bad_characters_in_name_are_refused),
       T(test_name_longer_than_62_is_refused),
       T(test_duplicate_name_is_refused_naming_first_line),

@@ -183,6 +183,15 @@ static const char *value_of(const char *text, const char *series)
   return NULL;
 }
 
+/* How many times s occurs in text. */
+static int count_of(const char *text, const char *s)
+{
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, s)); p++)
+    n++;
+  return n;
+}
+
 static void assert_sample(const char *text, const char *series, const char *want)
 {
   const char *got = value_of(text, series);
@@ -287,6 +296,8 @@ static void node_init(node_t *n)
   n->space[0].reserved = 10485760;
   n->space[0].trigger = 0.85;
   n->space[0].stop = 0.65;
+  n->space[0].strict_quotas = 3ull << 30; /* past its limit: overcommitted */
+  n->space[0].overcommitted = 1;
   n->space[1].tier = "host";
   n->space[1].index = 0;
   n->space[1].capacity = 512ull << 20;
@@ -458,6 +469,15 @@ static void test_metrics_show_the_host_and_its_tier_spaces(void **state)
   assert_sample(t, "gmt_tier_reserved_bytes{tier=\"gpu\",index=\"0\"}", "10485760");
   assert_sample(t, "gmt_tier_trigger{tier=\"gpu\",index=\"0\"}", "0.85");
   assert_sample(t, "gmt_tier_stop{tier=\"gpu\",index=\"0\"}", "0.65");
+  /* Per GPU space only: the host space has no strict quotas. */
+  assert_sample(t, "gmt_gpu_space_strict_quotas_bytes{device=\"0\"}", "3221225472");
+  assert_sample(t, "gmt_gpu_space_overcommitted{device=\"0\"}", "1");
+  assert_null(strstr(t, "gmt_gpu_space_overcommitted{device=\"0\"} 0"));
+  free(t);
+  n.space[0].overcommitted = 0;
+  t = render(&in);
+  assert_sample(t, "gmt_gpu_space_overcommitted{device=\"0\"}", "0");
+  assert_int_equal(count_of(t, "gmt_gpu_space_overcommitted{"), 1);
   free(t);
 }
 

@@ -165,6 +165,11 @@ static void test_status_json_renders_every_field(void **state)
   gpu.trigger = 0.85;
   gpu.stop = 0.65;
   gpu.pressure = 18ull << 30;
+  gpu.strict_quotas = 100ull << 30;
+  gpu.overcommitted = 1;
+  char *strict[] = {"beta \"quoted\"", "gamma"};
+  gpu.n_strict_pods = 2;
+  gpu.strict_pods = strict;
   disk.tier = "disk";
   disk.index = 0;
   disk.path = "/var/spill \"gmt\"";
@@ -318,7 +323,14 @@ static void test_status_json_renders_every_field(void **state)
   assert_true(json_object_get_double(field(jg, "stop", json_type_double)) == 0.65);
   assert_int_equal(int_field(jg, "pressure"), 18ll << 30);
   assert_false(json_object_object_get_ex(jg, "path", NULL)); /* a disk's only */
-  assert_int_equal(json_object_object_length(jg), 9);
+  /* A GPU's only: its strict pods' quotas, past its limit, and which. */
+  assert_int_equal(int_field(jg, "strict_quotas"), 100ll << 30);
+  assert_true(json_object_get_boolean(field(jg, "overcommitted", json_type_boolean)));
+  json_object *jsp = field(jg, "strict_pods", json_type_array);
+  assert_int_equal(json_object_array_length(jsp), 2);
+  assert_string_equal(json_object_get_string(json_object_array_get_idx(jsp, 0)), "beta \"quoted\"");
+  assert_string_equal(json_object_get_string(json_object_array_get_idx(jsp, 1)), "gamma");
+  assert_int_equal(json_object_object_length(jg), 12);
   json_object *jd = json_object_array_get_idx(jtiers, 1);
   assert_string_equal(json_object_get_string(field(jd, "tier", json_type_string)), "disk");
   assert_int_equal(int_field(jd, "index"), 0);
@@ -330,6 +342,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_true(json_object_get_double(field(jd, "trigger", json_type_double)) == 0.9);
   assert_true(json_object_get_double(field(jd, "stop", json_type_double)) == 0.5);
   assert_int_equal(int_field(jd, "pressure"), 0);
+  assert_false(json_object_object_get_ex(jd, "overcommitted", NULL));
   assert_int_equal(json_object_object_length(jd), 10);
   json_object *jc = field(jh, "config", json_type_object);
   assert_string_equal(json_object_get_string(field(jc, "path", json_type_string)),
