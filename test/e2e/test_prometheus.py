@@ -147,7 +147,7 @@ class Monitoring(unittest.TestCase):
         return r.stdout
 
     def test_alert_rules_pass_their_own_tests(self):
-        self.assertIn("SUCCESS: 8 rules found", self.promtool("check", "rules", "gmt-rules.yaml"))
+        self.assertIn("SUCCESS: 9 rules found", self.promtool("check", "rules", "gmt-rules.yaml"))
         self.assertIn("SUCCESS", self.promtool("test", "rules", "gmt-rules.test.yaml"))
         import yaml
         with open(os.path.join(MONITORING, "gmt-rules.yaml")) as f:
