@@ -621,13 +621,14 @@ bool gmt_pod_config_allows(const gmt_pod_config_t *pod, int device)
   return gmt_podcfg_devices_allow(pod->devices, pod->ndevices, device);
 }
 
-uint64_t gmt_config_strict_quotas(const gmt_config_t *cfg, int device, size_t *pods, size_t *npods)
+uint64_t gmt_config_quotas_on(const gmt_config_t *cfg, int device, bool moves, size_t *pods,
+                              size_t *npods)
 {
   uint64_t sum = 0;
   size_t n = 0;
   for (size_t i = 0; cfg && i < cfg->npods; i++) {
     const gmt_pod_config_t *pod = &cfg->pods[i];
-    if (gmt_mem_mode_moves(pod->mode) || !gmt_pod_config_allows(pod, device))
+    if (gmt_mem_mode_moves(pod->mode) != moves || !gmt_pod_config_allows(pod, device))
       continue;
     sum = sum > UINT64_MAX - pod->memory_limit ? UINT64_MAX : sum + pod->memory_limit;
     if (pods)

@@ -90,13 +90,14 @@ const gmt_pod_config_t *gmt_config_find(const gmt_config_t *cfg, const char *nam
  * when it names none). */
 bool gmt_pod_config_allows(const gmt_pod_config_t *pod, int device);
 
-/* The quotas (GPU_MEM) of the pods in strict mode (not swap or um, whose
- * memory moves) that may use the node's GPU `device` (devices=; one
- * without it may use every GPU), summed, at most UINT64_MAX: what they
- * may hold there at once. When pods is not NULL, the indices in cfg->pods
- * of those pods go there (room for cfg->npods) and their count in
- * *npods. */
-uint64_t gmt_config_strict_quotas(const gmt_config_t *cfg, int device, size_t *pods, size_t *npods);
+/* The quotas (GPU_MEM) of the pods that may use the node's GPU `device`
+ * (devices=; one without it may use every GPU) and whose memory moves
+ * (moves: mode=swap or um) or not (strict mode), summed, at most
+ * UINT64_MAX: what they may hold there at once. When pods is not NULL,
+ * the indices in cfg->pods of those pods go there (room for cfg->npods)
+ * and their count in *npods. */
+uint64_t gmt_config_quotas_on(const gmt_config_t *cfg, int device, bool moves, size_t *pods,
+                              size_t *npods);
 
 /* The pod's devices= as "0,1" ("all" for every GPU) into buf; a list
  * that does not fit ends in "...". Returns buf. */

@@ -72,13 +72,7 @@ static void expire(gmt_schd_t *s)
  * the pods whose memory moves and that may use it. */
 static uint64_t committed_on(gmt_schd_t *s, int device, uint64_t base)
 {
-  uint64_t committed = base;
-  for (size_t i = 0; i < s->pods->npods; i++) {
-    const gmt_pod_config_t *c = &s->pods->pods[i].cfg;
-    if (gmt_mem_mode_moves(c->mode) && gmt_pod_config_allows(c, device))
-      committed = gmt__sat_add(committed, c->memory_limit);
-  }
-  return committed;
+  return gmt__sat_add(base, gmt_config_quotas_on(s->cfg, device, true, NULL, NULL));
 }
 
 /* A device's GPU space as server/swap.c takes it. */

@@ -120,7 +120,7 @@ static bool overcommitted(const gmt_schd_t *s, const gmt_tier_space_t *sp, uint6
   *npods = 0;
   if (sp->tier != GMT_TIER_GPU)
     return false;
-  *sum = gmt_config_strict_quotas(s->cfg, sp->index, pods, npods);
+  *sum = gmt_config_quotas_on(s->cfg, sp->index, false, pods, npods);
   return *sum > sp->limit;
 }
 

@@ -171,7 +171,7 @@ int gmt__tiers_device_room(gmt_schd_t *s, int device, uint64_t *room);
 int gmt__tiers_gpu_space(gmt_schd_t *s, int device, uint64_t *limit, uint64_t *base,
                          uint64_t *trigger, uint64_t *stop);
 /* Logs a warning for each GPU space that the quotas of the strict pods
- * that may use it (config.h, gmt_config_strict_quotas) pass: at start and
+ * that may use it (config.h, gmt_config_quotas_on) pass: at start and
  * after each reload (main.c). Status shows the same (TierSpace). */
 void gmt__tiers_check_quotas(gmt_schd_t *s);
 /* Where swap processes' moved bytes may go now: the host space's room,

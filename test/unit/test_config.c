@@ -689,8 +689,8 @@ static void test_many_errors_are_capped_with_a_count(void **state)
   assert_non_null(strstr(f->errors, "... and 50 more errors\n"));
 }
 
-/* The sum behind the overcommit warning: a strict pod counts on every GPU
- * its devices= allows (all without it), a swap or um pod on none. */
+/* The sums behind the overcommit warning and swap pressure: a pod counts on every GPU
+ * its devices= allows (all without it), in the strict sum or the moving one. */
 static void test_strict_quotas_sum_per_device_without_swap_and_um_pods(void **state)
 {
   fixture_t *f = *state;
@@ -698,22 +698,27 @@ static void test_strict_quotas_sum_per_device_without_swap_and_um_pods(void **st
                            "d 0.1 0.2 1Gi mode=um\ne 0.1 0.2 1Gi mode=strict devices=0,1\n"),
                    0);
   size_t pods[5], n = 99;
-  assert_int_equal(gmt_config_strict_quotas(f->cfg, 0, pods, &n), 5ull << 30);
+  assert_int_equal(gmt_config_quotas_on(f->cfg, 0, false, pods, &n), 5ull << 30);
   assert_int_equal(n, 2);
   assert_string_equal(f->cfg->pods[pods[0]].name, "a");
   assert_string_equal(f->cfg->pods[pods[1]].name, "e");
-  assert_int_equal(gmt_config_strict_quotas(f->cfg, 1, pods, &n), 8ull << 30);
+  assert_int_equal(gmt_config_quotas_on(f->cfg, 1, false, pods, &n), 8ull << 30);
   assert_int_equal(n, 3);
   assert_string_equal(f->cfg->pods[pods[1]].name, "b");
+  /* The others: the swap and um pods', on every GPU (what pressure and
+   * prepared copies weigh against a card, server/rpc_swap.c). */
+  assert_int_equal(gmt_config_quotas_on(f->cfg, 1, true, pods, &n), 3ull << 30);
+  assert_int_equal(n, 2);
+  assert_string_equal(f->cfg->pods[pods[0]].name, "c");
   /* A GPU only the pods without devices= may use; no list asked. */
-  assert_int_equal(gmt_config_strict_quotas(f->cfg, 7, NULL, NULL), 4ull << 30);
-  assert_int_equal(gmt_config_strict_quotas(f->cfg, 7, NULL, &n), 4ull << 30);
+  assert_int_equal(gmt_config_quotas_on(f->cfg, 7, false, NULL, NULL), 4ull << 30);
+  assert_int_equal(gmt_config_quotas_on(f->cfg, 7, false, NULL, &n), 4ull << 30);
   assert_int_equal(n, 1);
-  assert_int_equal(gmt_config_strict_quotas(NULL, 0, NULL, &n), 0);
+  assert_int_equal(gmt_config_quotas_on(NULL, 0, false, NULL, &n), 0);
   assert_int_equal(n, 0);
   /* Saturates rather than wraps. */
   assert_int_equal(load(f, "2\na 0 0 15000000Ti\nb 0 0 15000000Ti\n"), 0);
-  assert_int_equal(gmt_config_strict_quotas(f->cfg, 0, NULL, NULL), UINT64_MAX);
+  assert_int_equal(gmt_config_quotas_on(f->cfg, 0, false, NULL, NULL), UINT64_MAX);
 }
 
 static void test_parse_without_error_buffer_still_refuses(void **state)
