@@ -199,8 +199,6 @@ static void *reporter_main(void *arg)
     last_send = gmt_now_ms();
     if (give_back)
       gmt__reserve_give_back();
-    /* Here, not inside the RPC: the eviction synchronizes and copies.
-     * PyTorch's unused cached blocks go first, rather than move. */
     /* The scheduler never asks a pod that holds the token; a target that
      * comes while this process holds it was sent before its grant (the
      * pod manager answers a Report with the last heartbeat's targets):
@@ -212,6 +210,8 @@ static void *reporter_main(void *arg)
                      (unsigned long long)keep);
       evict = 0;
     }
+    /* Here, not inside the RPC: the eviction synchronizes and copies.
+     * PyTorch's unused cached blocks go first, rather than move. */
     if (evict) {
       gmt_swap_stats_t st;
       gmt__swap_stats(&st);
