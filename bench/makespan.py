@@ -19,14 +19,17 @@ a failed job.
 
 With --debug DIR the hook's and gmt-schd's logs of each run go to DIR.
 
-With --factors F,.. each ratio runs once per GMT_SWAP_QUANTUM_FACTOR F (a
-turn asks for F x the time it waited for its memory; 0: no such floor).
+With --shares S,.. each ratio runs once per gmt-schd --swap-move-share S
+(a swap pod's turn is long enough that moving its memory, at the card's
+measured rate, is at most S of it; default 0.1). Each pod's row says how
+many turns brought its memory back and how long its last one was planned,
+and the card's measured switch rate.
 
 --hook-env K=V,.. sets more of the hooked jobs' environment (as
 GMT_TORCH_EMPTY_CACHE=0: PyTorch's cache kept across moves).
 
 usage: bench/makespan.py [--steps N] [--ratios 1.2,1.5,1.75] [--alloc default|expandable]
-                         [--factors 10] [--hook-env K=V,..] [--debug DIR]
+                         [--shares 0.1] [--hook-env K=V,..] [--debug DIR]
 `makespan.py --job STEPS SEED` is the job itself. GMT_BUILD_DIR names the
 build (default build/); needs a GPU."""
 import argparse
@@ -96,8 +99,13 @@ def finish_jobs(node, procs, steps, gmt):
                     "seconds": float(done["seconds"]), "peak": int(done["peak"]),
                     "wsum": done["wsum"], "end": time.monotonic()}
     wall = max(r["end"] for r in out.values()) - t0
+    st = node.status() if gmt else {}
     for pod, p in procs:
         out[pod]["proc"] = (node.process(pod, p.proc.pid) or {}) if gmt else {}
+        out[pod]["dev"] = next((q["devices"][0] for q in st.get("pods", [])
+                                if q["name"] == pod and q.get("devices")), {})
+        out[pod]["gpu"] = next((t for t in st.get("host", {}).get("tiers", [])
+                                if t["tier"] == "gpu" and t["index"] == 0), {})
         rc, err = p.finish(timeout=60)
         if rc != 0:
             raise RuntimeError("job %s exit %d: %s" % (pod, rc, err[-3000:]))
@@ -122,7 +130,7 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--ratios", default="1.2,1.5,1.75")
     ap.add_argument("--alloc", choices=("default", "expandable"), default="default")
-    ap.add_argument("--factors", default="30")
+    ap.add_argument("--shares", default="0.1")
     ap.add_argument("--hook-env", default="")
     ap.add_argument("--debug", default="")
     a = ap.parse_args()
@@ -152,8 +160,8 @@ def main():
              foot["b"] / GIB), flush=True)
 
     rows = []
-    runs = [(float(r), f) for r in a.ratios.split(",") for f in a.factors.split(",")]
-    for ratio, factor in runs:
+    runs = [(float(r), f) for r in a.ratios.split(",") for f in a.shares.split(",")]
+    for ratio, share in runs:
         # Each pod's quota: its footprint and the allocator's rounding.
         quota = {p: (foot[p] * 21 // 20) // MIB * MIB for p in "ab"}
         # Never below one job's footprint and a tenth: a job whose own peak
@@ -164,25 +172,24 @@ def main():
         config = "2\na 0.5 1.0 %d mode=swap\nb 0.5 1.0 %d mode=swap\n" % (quota["a"], quota["b"])
         node = gmt_e2e.Node(config, fake=False)
         try:
-            node.start_schd("--gpu-capacity", "0=%d" % capacity)
+            node.start_schd("--gpu-capacity", "0=%d" % capacity, "--swap-move-share", share)
             node.start_pmgr("a")
             node.start_pmgr("b")
 
             def env_of(pod):
-                e = node.hook_env(pod, CUBLAS_WORKSPACE_CONFIG=":4096:8", GMT_HOOK_DEBUG="1",
-                                  GMT_SWAP_QUANTUM_FACTOR=factor)
+                e = node.hook_env(pod, CUBLAS_WORKSPACE_CONFIG=":4096:8", GMT_HOOK_DEBUG="1")
                 e.update(alloc)
                 e.update(kv.split("=", 1) for kv in a.hook_env.split(",") if kv)
                 return e
             procs = start_jobs(node, ["a", "b"], [1, 2], a.steps, env_of)
             res, wall = finish_jobs(node, procs, a.steps, True)
         except Exception as e:  # a failed ratio is reported, the others still run
-            print("ratio %.1f factor %s failed: %s" % (ratio, factor, str(e)[-2000:]), flush=True)
-            failed.append("ratio %.1f factor %s: %s" % (ratio, factor, str(e)[:200]))
+            print("ratio %.1f share %s failed: %s" % (ratio, share, str(e)[-2000:]), flush=True)
+            failed.append("ratio %.1f share %s: %s" % (ratio, share, str(e)[:200]))
             continue
         finally:
             if a.debug:  # before stop(), which removes the daemons' logs
-                tag = "%s_%.1f_f%s" % (a.alloc, ratio, factor)
+                tag = "%s_%.1f_s%s" % (a.alloc, ratio, share)
                 for i, p in enumerate(node.progs):
                     with open(os.path.join(a.debug, "%s.job%d.err" % (tag, i)), "w") as f:
                         f.write(p.stderr())
@@ -194,25 +201,29 @@ def main():
             same = res[pod]["losses"] == native[pod]["losses"] and \
                 res[pod]["wsum"] == native[pod]["wsum"]
             if not same:
-                failed.append("ratio %.1f factor %s pod %s: losses differ from native"
-                              % (ratio, factor, pod))
+                failed.append("ratio %.1f share %s pod %s: losses differ from native"
+                              % (ratio, share, pod))
             proc = res[pod]["proc"]
             bout, msout, bin_, msin, waited = moves(res[pod]["err"])
-            rows.append((ratio, factor, capacity, pod, wall, seq, proc.get("swap_outs", 0),
+            dev, gpu = res[pod]["dev"], res[pod]["gpu"]
+            rows.append((ratio, share, capacity, pod, wall, seq, proc.get("swap_outs", 0),
                          proc.get("swap_ins", 0), bout, msout, bin_, msin, waited, same,
-                         res[pod]["seconds"]))
+                         res[pod]["seconds"], dev.get("swap_turns", 0), dev.get("turn_ms", 0),
+                         gpu.get("move_rate", 0), gpu.get("switches", 0)))
 
     print("\nTwo AdamW jobs (%d steps, %s allocator) in mode=swap pods, together against one "
           "after the other natively (%.2f s)" % (a.steps, a.alloc, seq))
-    print("%-5s %-6s %-9s %-3s %8s %6s %9s %10s %8s %10s %8s %8s %6s" % (
-        "ratio", "factor", "gpu GiB", "pod", "makespan", "x seq", "outs/ins", "out GiB", "GB/s",
-        "in GiB", "GB/s", "wait s", "same"))
-    for (ratio, factor, cap, pod, wall, s, outs, ins, bout, msout, bin_, msin, waited, same,
-         secs) in rows:
-        print("%-5.1f %-6s %-9.2f %-3s %8.2f %6.2f %9s %10.2f %8.2f %10.2f %8.2f %8.2f %6s" % (
-            ratio, factor, cap / GIB, pod, wall, wall / s, "%d/%d" % (outs, ins), bout / GIB,
-            bout / msout / 1e6 if msout else 0, bin_ / GIB, bin_ / msin / 1e6 if msin else 0,
-            waited / 1e3, "yes" if same else "NO"))
+    print("%-5s %-5s %-8s %-3s %8s %6s %8s %8s %6s %8s %6s %7s %6s %8s %9s" % (
+        "ratio", "share", "gpu GiB", "pod", "makespan", "x seq", "outs/ins", "out GiB", "GB/s",
+        "in GiB", "GB/s", "wait s", "turns", "turn ms", "card GB/s"))
+    for (ratio, share, cap, pod, wall, s, outs, ins, bout, msout, bin_, msin, waited, same,
+         secs, turns, turn_ms, rate, switches) in rows:
+        print("%-5.1f %-5s %-8.2f %-3s %8.2f %6.2f %8s %8.2f %6.2f %8.2f %6.2f %7.2f %6d %8.0f "
+              "%5.2f/%-3d%s" % (
+                  ratio, share, cap / GIB, pod, wall, wall / s, "%d/%d" % (outs, ins), bout / GIB,
+                  bout / msout / 1e6 if msout else 0, bin_ / GIB,
+                  bin_ / msin / 1e6 if msin else 0, waited / 1e3, turns, turn_ms, rate / 1e9,
+                  switches, "" if same else " LOSSES DIFFER"))
     print("target (issue 26): makespan together <= 1.1x one after the other")
     for f in failed:
         print("FAILED:", f)

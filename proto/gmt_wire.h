@@ -122,7 +122,7 @@ int gmt_pod_class_parse(const char *name);
  * as gmt-schd sets them, a pod manager passes them on and the hook obeys
  * them (docs/protocol.md, "Token"). Zeroed: none. */
 typedef struct gmt_token_terms {
-  uint32_t queue_bound_us, idle_us, ahead_us, bell_max_us;
+  uint32_t queue_bound_us, idle_us, ahead_us, bell_max_us, turn_ms;
 } gmt_token_terms_t;
 gmt_token_terms_t gmt_token_terms_of(const Gmt__TokenReply *r);
 void gmt_token_terms_put(Gmt__TokenReply *r, gmt_token_terms_t t);

@@ -175,7 +175,8 @@ int gmt_pod_class_parse(const char *name)
 
 gmt_token_terms_t gmt_token_terms_of(const Gmt__TokenReply *r)
 {
-  return (gmt_token_terms_t){r->queue_bound_us, r->idle_us, r->ahead_us, r->bell_max_us};
+  return (gmt_token_terms_t){r->queue_bound_us, r->idle_us, r->ahead_us, r->bell_max_us,
+                             r->turn_ms};
 }
 
 void gmt_token_terms_put(Gmt__TokenReply *r, gmt_token_terms_t t)
@@ -184,6 +185,7 @@ void gmt_token_terms_put(Gmt__TokenReply *r, gmt_token_terms_t t)
   r->idle_us = t.idle_us;
   r->ahead_us = t.ahead_us;
   r->bell_max_us = t.bell_max_us;
+  r->turn_ms = t.turn_ms;
 }
 
 const char *gmt_pin_mode_name(int mode)

@@ -42,6 +42,7 @@ static void usage(FILE *f)
           "usage: gmt-schd -c resource-config.txt [--listen URL]... [--state-dir DIR]\n"
           "                [--pod-timeout MS] [--window-ms MS] [--base-quota-ms MS]\n"
           "                [--min-quota-ms MS] [--latency-idle-ms MS] [--no-trace]\n"
+          "                [--swap-move-share F]\n"
           "                [--allow-uid USER]... [--allow-gid GROUP]... [--socket-group GROUP]\n"
           "                [--pinned-limit BYTES] [--gpu-capacity DEV=BYTES]...\n"
           "                [--host-tier BYTES] [--disk-tier DIR[:BYTES]]...\n"
@@ -77,6 +78,11 @@ static void usage(FILE *f)
           "                        longer keeps its requests from sharing the GPU\n"
           "                        with batch pods at high request rates, shorter\n"
           "                        gives batch pods more of its gaps\n"
+          "      --swap-move-share F\n"
+          "                        a mode=swap pod's turn on a contested GPU is long\n"
+          "                        enough that moving its memory is at most F of it,\n"
+          "                        at the GPU's measured rate (default %g; %g to %g;\n"
+          "                        docs/tiers.md)\n"
           "      --no-trace        do not trace the pods' processes (eBPF; on by\n"
           "                        default where this process may load BPF programs)\n"
           "      --allow-uid USER  also admit this user's pod managers (repeatable;\n"
@@ -114,7 +120,8 @@ static void usage(FILE *f)
           "  -h, --help            this text\n",
           DEFAULT_POD_TIMEOUT_MS, GMT_TOKEN_WINDOW_MS, GMT_TOKEN_WINDOW_MIN_MS,
           GMT_TOKEN_WINDOW_MAX_MS, GMT_TOKEN_BASE_QUOTA_MS, GMT_TOKEN_MIN_QUOTA_MS,
-          GMT_TOKEN_LATENCY_IDLE_US / 1000.0, GMT_TOKEN_LATENCY_IDLE_MAX_MS,
+          GMT_TOKEN_LATENCY_IDLE_US / 1000.0, GMT_TOKEN_LATENCY_IDLE_MAX_MS, GMT_SWAP_MOVE_SHARE,
+          GMT_SWAP_MOVE_SHARE_MIN, GMT_SWAP_MOVE_SHARE_MAX,
           (unsigned long long)(GMT_TIERS_GPU_CONTEXT_RESERVE >> 20), GMT_TIERS_TRIGGER,
           GMT_TIERS_STOP);
 }
@@ -433,6 +440,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     OPT_BASE_QUOTA,
     OPT_MIN_QUOTA,
     OPT_LATENCY_IDLE,
+    OPT_SWAP_MOVE_SHARE,
     OPT_NO_TRACE,
     OPT_ALLOW_UID,
     OPT_ALLOW_GID,
@@ -456,6 +464,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       {"base-quota-ms", required_argument, NULL, OPT_BASE_QUOTA},
       {"min-quota-ms", required_argument, NULL, OPT_MIN_QUOTA},
       {"latency-idle-ms", required_argument, NULL, OPT_LATENCY_IDLE},
+      {"swap-move-share", required_argument, NULL, OPT_SWAP_MOVE_SHARE},
       {"no-trace", no_argument, NULL, OPT_NO_TRACE},
       {"allow-uid", required_argument, NULL, OPT_ALLOW_UID},
       {"allow-gid", required_argument, NULL, OPT_ALLOW_GID},
@@ -572,6 +581,10 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       break;
     case OPT_LATENCY_IDLE:
       if ((rc = parse_ms("--latency-idle-ms", optarg, &f->token.latency_idle_ms)) >= 0)
+        return rc;
+      break;
+    case OPT_SWAP_MOVE_SHARE:
+      if ((rc = parse_fraction("--swap-move-share", optarg, &f->token.swap_move_share)) >= 0)
         return rc;
       break;
     case ':':

@@ -97,6 +97,7 @@ static int fill_devices(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
     const tok_t *t = tok_of(&k, gpus[i]);
     e[i].holds_token = t && t->holds;
     e[i].gpu_time_share = t ? t->share : 0;
+    gmt__turns_pod_status(s, pod->cfg.name, &e[i]);
     pp[i] = &e[i];
   }
   ps->devices = pp;

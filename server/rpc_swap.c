@@ -18,11 +18,13 @@
 
 int gmt__swap_init(gmt_schd_t *s)
 {
-  return gmt_swap_new(&s->swap);
+  int rc = gmt_swap_new(&s->swap);
+  return rc < 0 ? rc : gmt__turns_init(s);
 }
 
 void gmt__swap_close(gmt_schd_t *s)
 {
+  gmt__turns_close(s);
   gmt_swap_free(s->swap);
   s->swap = NULL;
 }
@@ -231,6 +233,8 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
               a.granted ? "granted" : "refused (more than the space's limit)", a.room);
   if (a.granted && r->bytes > had)
     relieve(s, pod->cfg.name, r->device);
+  if (a.granted_total > had)
+    gmt__turns_resident(s, pod->cfg.name, r->device);
   body.granted = a.granted;
   body.reason = wire_reason(a.reason);
   body.retry_ms = a.retry_ms;
@@ -326,6 +330,7 @@ void gmt__swap_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
   /* A pod that a reload removed, or took out of swap mode, is no longer
    * visited by name: sweep. */
   gmt_swap_retain_pods(s->swap, pod_swaps, log_reclaim, s);
+  gmt__turns_forget(s);
   if (!gmt_mem_mode_moves(pod->cfg.mode))
     return;
   uint32_t stack[64] = {0}, *pids = stack;

@@ -35,8 +35,7 @@ typedef struct waiter {
   uint32_t pid;
   double burst_ms;
   double arrival_ms;
-  bool bell;      /* its process heeds the bell (TokenRequest.bell) */
-  double turn_ms; /* its swap turn's length (TokenRequest.turn_ms) */
+  bool bell; /* its process heeds the bell (TokenRequest.bell) */
 } waiter_t;
 
 /* A TokenWatch call of a pod, answered when its grant ends. */
@@ -237,6 +236,7 @@ static gmt_token_cand_t *candidates(tdev_t *d, size_t *count)
       if (!pod)
         continue;
       c[n] = cand_of(pod, w->pod, w->arrival_ms);
+      c[n].turn_ms = gmt__turns_plan(s, w->pod, d->device);
       /* Only a grant that is watched can be cut short, so only such a pod
        * gets a long one alone. A watch is the holder's, and schedule()
        * answers it after the next decision: one that waits now carries
@@ -244,7 +244,6 @@ static gmt_token_cand_t *candidates(tdev_t *d, size_t *count)
       c[n++].watched = watched(d, w->pod);
     }
     c[i].burst_ms = fmax(c[i].burst_ms, w->burst_ms);
-    c[i].turn_ms = fmax(c[i].turn_ms, w->turn_ms);
     c[i].arrival_ms = fmin(c[i].arrival_ms, w->arrival_ms);
   }
   *count = n;
@@ -408,8 +407,12 @@ static void decide(tdev_t *d)
               "window, request %.2f limit %.2f, burst %.1f ms)",
               d->device, pod, dec.quota_ms, win->usage_ms, t->p.window_ms, win->request, win->limit,
               win->burst_ms);
+  double turn = fmin(win->turn_ms, dec.quota_ms);
   free(c);
+  if (rc == 0)
+    gmt__turns_granted(t->s, pod, d->device);
   gmt_token_terms_t terms = terms_of(t, pod, d->device, dec.quota_ms);
+  terms.turn_ms = (uint32_t)fmin(turn, UINT32_MAX);
   d->grant_bounded = rc == 0 && terms.queue_bound_us > 0;
   d->grant_heeds = false;
   for (waiter_t **wp = &d->waiters; *wp;) {
@@ -655,7 +658,6 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
       w->burst_ms = isfinite(r->burst_ms) && r->burst_ms > 0 ? r->burst_ms : 0;
       w->arrival_ms = now;
       w->bell = r->bell;
-      w->turn_ms = isfinite(r->turn_ms) && r->turn_ms > 0 ? r->turn_ms : 0;
       waiter_t **tail = &d->waiters;
       while (*tail)
         tail = &(*tail)->next;

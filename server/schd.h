@@ -93,6 +93,7 @@ typedef struct gmt_schd {
   gmt_token_params_t token_params; /* --window-ms, --base-quota-ms, --min-quota-ms */
   struct gmt_ledger *ledger;       /* rpc_memory.c: memory reservations */
   struct gmt_swap *swap;           /* rpc_swap.c: mode=swap's resident bytes, targets */
+  struct gmt_turns *turns;         /* rpc_swap_turn.c: swap pods' turns, cards' switch rates */
   /* rpc_memory.c keeps it in step with the pods, rpc_pin.c charges it:
    * the host memory pinned on advice, against pinned_limit. */
   struct gmt_ledger *pinned_ledger;
@@ -194,6 +195,25 @@ void gmt__swap_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod);
  * the caller free()s reply->evict once the reply is sent), and
  * reply->prepare when they are to prepare host copies. 0 or -ENOMEM. */
 int gmt__swap_heartbeat_evicts(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__HeartbeatReply *reply);
+
+/* ---- rpc_swap_turn.c: mode=swap pods' turns (swap_turn.h) ---- */
+int gmt__turns_init(gmt_schd_t *s);
+void gmt__turns_close(gmt_schd_t *s);
+/* The turn a token decision plans for a waiting pod on device (its
+ * TokenRequest turn no longer counts): ms, 0 when it has none (not
+ * mode=swap, nothing to bring back, or it fits beside the others). */
+double gmt__turns_plan(gmt_schd_t *s, const char *pod, int device);
+/* pod was granted device's token: a turn that brings bytes back is
+ * counted, its plan kept for status, and the card's switch timed. */
+void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device);
+/* pod's resident bytes on device changed (a Resident call): the switch
+ * being timed ends once it has all it reserved there. */
+void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device);
+/* Status: e's (its device set) and t's (a GPU space, device) turn fields. */
+void gmt__turns_pod_status(gmt_schd_t *s, const char *pod, Gmt__PodDeviceStatus *e);
+void gmt__turns_space_status(gmt_schd_t *s, int device, Gmt__TierSpace *t);
+/* After a reload: pods no longer in swap mode are forgotten. */
+void gmt__turns_forget(gmt_schd_t *s);
 
 /* ---- rpc_pin.c: pin advice ---- */
 int gmt__pin_init(gmt_schd_t *s);

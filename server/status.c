@@ -5,6 +5,7 @@
  * Loop thread only. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gmt_counters.h"
 #include "schd.h"
@@ -107,6 +108,10 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
   gmt__ledger_host_status(s, host);
   if (gmt__tiers_host_status(s, host) < 0)
     return -ENOMEM;
+  /* The GPU spaces' swap switches (rpc_swap_turn.c). */
+  for (size_t i = 0; i < host->n_tiers; i++)
+    if (!strcmp(host->tiers[i]->tier, "gpu"))
+      gmt__turns_space_status(s, host->tiers[i]->index, host->tiers[i]);
 
   st->reply.n_pods = p->npods;
   st->reply.pods = st->psp;

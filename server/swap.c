@@ -99,6 +99,15 @@ static uint64_t pod_total(const gmt_swap_t *sw, const char *pod)
   return sum;
 }
 
+uint64_t gmt_swap_pod_device_total(const gmt_swap_t *sw, const char *pod, int device)
+{
+  uint64_t sum = 0;
+  for (size_t i = 0; pod && i < sw->n; i++)
+    if (sw->e[i].device == device && strcmp(sw->e[i].pod, pod) == 0)
+      sum = sat_add(sum, sw->e[i].resident);
+  return sum;
+}
+
 uint64_t gmt_swap_device_total(const gmt_swap_t *sw, int device)
 {
   uint64_t sum = 0;
@@ -162,18 +171,31 @@ static int by_victim_order(const void *a, const void *b)
   return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
+/* Whether e may be asked by pressure, which nobody waits for: its pod has
+ * not run on the device for GMT_SWAP_PRESSURE_IDLE_MS (a pod between two
+ * grants of its own turn is not moved out to come back at once). The
+ * token's clock and the loop's are both CLOCK_MONOTONIC in ms. */
+static bool idle_long(const gmt_swap_space_t *sp, const entry_t *e)
+{
+  return !sp->last_run ||
+         sp->last_run(sp->arg, e->pod, e->device) <= (double)sp->now_ms - GMT_SWAP_PRESSURE_IDLE_MS;
+}
+
 /* Asks the idle processes of other pods on device to free remaining bytes
- * more than their pending targets do, in by_victim_order. Sets nothing
- * when they cannot cover it all, unless partial (then as much as they
- * can). Returns how many were asked, or -ENOMEM. */
+ * more than their pending targets do, in by_victim_order; for pressure,
+ * only those idle_long. Sets nothing when they cannot cover it all,
+ * unless pressure (then as much as they can). Returns how many were
+ * asked, or -ENOMEM. */
 static long ask(gmt_swap_t *sw, const char *pod, int device, uint64_t remaining,
-                const gmt_swap_space_t *sp, bool partial)
+                const gmt_swap_space_t *sp, bool pressure)
 {
   size_t n = 0;
   uint64_t available = 0;
+  bool partial = pressure;
   for (size_t i = 0; i < sw->n; i++) {
     entry_t *e = &sw->e[i];
-    if (e->device == device && would_keep(e) > 0 && askable(sp, e, pod)) {
+    if (e->device == device && would_keep(e) > 0 && askable(sp, e, pod) &&
+        (!pressure || idle_long(sp, e))) {
       available = sat_add(available, would_keep(e));
       n++;
     }
@@ -186,7 +208,8 @@ static long ask(gmt_swap_t *sw, const char *pod, int device, uint64_t remaining,
   size_t k = 0;
   for (size_t i = 0; i < sw->n; i++) {
     entry_t *e = &sw->e[i];
-    if (e->device == device && would_keep(e) > 0 && askable(sp, e, pod))
+    if (e->device == device && would_keep(e) > 0 && askable(sp, e, pod) &&
+        (!pressure || idle_long(sp, e)))
       c[k++] = (cand_t){e, sp->last_run ? sp->last_run(sp->arg, e->pod, device) : 0};
   }
   qsort(c, k, sizeof *c, by_victim_order);

@@ -20,6 +20,9 @@
 #define GMT_SWAP_DEVICES 64
 /* When a WAIT answer tells the requester to ask again. */
 #define GMT_SWAP_RETRY_MS 25
+/* Pressure asks only processes whose pod has not run on the device for
+ * this long: one between two grants of its turn would come back at once. */
+#define GMT_SWAP_PRESSURE_IDLE_MS 1000
 /* How long an eviction target stands unmet before it is dropped. */
 #define GMT_SWAP_TARGET_MS 10000
 /* A process that told its resident bytes but was never listed by a
@@ -111,7 +114,8 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
  * occupied on device (space->base and every resident byte) passes
  * trigger bytes on a space that is contested (space->committed past its
  * limit, or not known), idle processes (space->may_ask) of pods other than spare
- * (may be NULL: the pod that just raised, about to run) are asked to move out,
+ * (may be NULL: the pod that just raised, about to run) that have not run
+ * there for GMT_SWAP_PRESSURE_IDLE_MS (space->last_run) are asked to move out,
  * the largest first, until what stays would be at most stop bytes, with
  * the targets already pending counted; as much as they have when that is
  * not enough. *excess: the bytes asked for beyond what was pending.
@@ -132,6 +136,8 @@ bool gmt_swap_prepare_due(uint64_t occupied, uint64_t stop, uint64_t committed, 
  * on device (saturating). */
 uint64_t gmt_swap_resident(const gmt_swap_t *sw, const char *pod, uint32_t pid, int device);
 uint64_t gmt_swap_device_total(const gmt_swap_t *sw, int device);
+/* What pod's processes have on device together (saturating). */
+uint64_t gmt_swap_pod_device_total(const gmt_swap_t *sw, const char *pod, int device);
 
 /* Why a target was dropped, for the caller's log. */
 typedef enum gmt_swap_drop {

@@ -56,6 +56,7 @@ void gmt_token_params_default(gmt_token_params_t *p)
   p->min_quota_ms = GMT_TOKEN_MIN_QUOTA_MS;
   p->latency_idle_ms = GMT_TOKEN_LATENCY_IDLE_US / 1000.0;
   p->alone_quota_ms = GMT_TOKEN_ALONE_QUOTA_MS;
+  p->swap_move_share = GMT_SWAP_MOVE_SHARE;
 }
 
 int gmt_token_params_check(const gmt_token_params_t *p, char *err, size_t errlen)
@@ -73,6 +74,12 @@ int gmt_token_params_check(const gmt_token_params_t *p, char *err, size_t errlen
   if (!(p->base_quota_ms >= p->min_quota_ms)) {
     snprintf(err, errlen, "--base-quota-ms %g is below --min-quota-ms %g", p->base_quota_ms,
              p->min_quota_ms);
+    return -EINVAL;
+  }
+  if (!(p->swap_move_share >= GMT_SWAP_MOVE_SHARE_MIN &&
+        p->swap_move_share <= GMT_SWAP_MOVE_SHARE_MAX)) {
+    snprintf(err, errlen, "--swap-move-share %g: want %g to %g", p->swap_move_share,
+             GMT_SWAP_MOVE_SHARE_MIN, GMT_SWAP_MOVE_SHARE_MAX);
     return -EINVAL;
   }
   if (!(p->latency_idle_ms >= 0.05 && p->latency_idle_ms <= GMT_TOKEN_LATENCY_IDLE_MAX_MS)) {
@@ -694,6 +701,8 @@ int gmt_token_schedule(const gmt_token_params_t *p, gmt_token_dev_t *d, gmt_toke
   out->quota_ms = gmt_token_quota(p, c[k].burst_ms, c[k].limit, c[k].allowance_ms);
   if (n == 1 && c[k].watched && gmt_token_alone(d, c[k].pod, p->window_ms, now))
     out->quota_ms = fmax(out->quota_ms, fmin(p->alone_quota_ms, c[k].allowance_ms));
+  if (c[k].turn_ms > 0)
+    out->quota_ms = fmax(out->quota_ms, fmin(c[k].turn_ms, c[k].allowance_ms));
   int rc = gmt_token_grant(d, c[k].pod, now, out->quota_ms);
   if (rc == 0 && c[k].turn_ms > 0)
     d->keep_until = now + fmin(c[k].turn_ms, out->quota_ms);

@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "gmt_token_rules.h"
+#include "swap_turn.h"
 
 /* The bounds the flags accept. */
 #define GMT_TOKEN_WINDOW_MIN_MS 100
@@ -29,6 +30,9 @@ typedef struct gmt_token_params {
    * its work done (TokenReply.idle_us; --latency-idle-ms). */
   double latency_idle_ms;
   double alone_quota_ms; /* a grant's length, at least, with the device to itself */
+  /* A mode=swap pod's turn: its moves are at most this share of it
+   * (--swap-move-share; swap_turn.h). */
+  double swap_move_share;
 } gmt_token_params_t;
 
 /* The defaults above. */
@@ -226,13 +230,13 @@ bool gmt_token_alone(const gmt_token_dev_t *d, const char *pod, double window_ms
  * usage and allowance are filled and the winner picked (gmt_token_choose),
  * and then either the winner's quota is sized from its burst
  * (gmt_token_quota; at least alone_quota_ms within its allowance when it
- * waits alone, has the device to itself and its last grant was watched)
- * and its grant recorded (gmt_token_grant), so that the
- * next decision counts it, or, with no winner, the wake time is found
- * (gmt_token_wake; IDLE when there is none). Returns 0, or -ENOMEM when
- * the grant could not be recorded: *out is then the GRANT that was meant,
- * the token still free (answer the winner's calls with the error, decide
- * again). */
+ * waits alone, has the device to itself and its last grant was watched;
+ * at least its turn_ms within its allowance, a swap pod's turn, which is
+ * then not cut short by a batch pod before it has run) and its grant recorded (gmt_token_grant), so
+ * that the next decision counts it, or, with no winner, the wake time is found (gmt_token_wake;
+ * IDLE when there is none). Returns 0, or -ENOMEM when the grant could not be recorded: *out is
+ * then the GRANT that was meant, the token still free (answer the winner's calls with the error,
+ * decide again). */
 int gmt_token_schedule(const gmt_token_params_t *p, gmt_token_dev_t *d, gmt_token_cand_t *c,
                        size_t n, double now, gmt_token_decision_t *out);
 

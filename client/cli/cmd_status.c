@@ -124,6 +124,18 @@ static void print_tiers(const Gmt__HostStatus *h)
     print_safe(t->path && t->path[0] ? t->path : "-");
     putchar('\n');
   }
+  /* A GPU whose swap pods took turns: the rate its switches moved at. */
+  for (size_t i = 0; i < h->n_tiers; i++) {
+    const Gmt__TierSpace *t = h->tiers[i];
+    if (!t->switches)
+      continue;
+    char last[32];
+    gmt_human_bytes(last, sizeof last, t->last_switch_bytes);
+    printf("%.8s %d: swap turns' switches move %.2f GB/s (%llu measured; the last %s in %.0f "
+           "ms)\n",
+           t->tier ? t->tier : "?", t->index, t->move_rate / 1e9, (unsigned long long)t->switches,
+           last, t->last_switch_ms);
+  }
   /* A GPU space that cannot hold what its strict pods' quotas allow at
    * once: said below the table, with the pods (eight, then how many more). */
   for (size_t i = 0; i < h->n_tiers; i++) {
@@ -144,6 +156,23 @@ static void print_tiers(const Gmt__HostStatus *h)
       print_safe(t->strict_pods[k]);
     }
     printf("): their allocations past it are refused; mode=swap or um moves memory instead\n");
+  }
+}
+
+/* A swap pod's turns per GPU (docs/tiers.md, "The turn's length"): how
+ * many brought memory back, and the last one's plan: what it moves, what
+ * that costs and how long it was to last. */
+static void print_turns(const Gmt__PodStatus *pod)
+{
+  for (size_t i = 0; i < pod->n_devices; i++) {
+    const Gmt__PodDeviceStatus *d = pod->devices[i];
+    if (!d->swap_turns && !d->turn_moves_bytes)
+      continue;
+    char moves[32];
+    gmt_human_bytes(moves, sizeof moves, d->turn_moves_bytes);
+    printf("  turns on GPU %d: %llu; the last moves %s (%.0f ms) and lasts %.0f ms%s\n", d->device,
+           (unsigned long long)d->swap_turns, moves, d->turn_cost_ms, d->turn_ms,
+           d->turn_ms > 0 ? "" : " (it fits beside the others)");
   }
 }
 
@@ -240,25 +269,20 @@ static void print_text(const Gmt__StatusReply *st)
       gmt_human_bytes(dsk, sizeof dsk, t->swap_disk);
       gmt_human_bytes(kept, sizeof kept, t->swap_kept);
       printf("  swap: gpu %s, host %s, disk %s; host copies kept %s\n", g, hst, dsk, kept);
-      /* What its turns cost: the moves and the waits for memory, and the
-       * longest turn one of its processes asks for now. */
+      /* What its turns cost: the moves and the waits for memory, and
+       * per GPU the turn gmt-schd plans for it now. */
       if (t->swap_out_bytes || t->swap_in_bytes) {
         char out[32], in[32];
         gmt_human_bytes(out, sizeof out, t->swap_out_bytes);
         gmt_human_bytes(in, sizeof in, t->swap_in_bytes);
-        uint32_t turn = 0;
-        for (size_t i = 0; i < pod->n_processes; i++) {
-          const Gmt__ProcessCounters *pc = gmt_counters_of(pod->processes[i]->counters);
-          turn = pc->swap_turn_ms > turn ? pc->swap_turn_ms : turn;
-        }
-        printf("  moves: %s out, %s back in %.2f s (%.1f GB/s); waited %.2f s for memory; "
-               "turns of %u ms\n",
-               out, in, (double)t->swap_move_us / 1e6,
+        printf("  moves: %s out, %s back in %.2f s (%.1f GB/s); waited %.2f s for memory\n", out,
+               in, (double)t->swap_move_us / 1e6,
                t->swap_move_us ? (double)(t->swap_out_bytes + t->swap_in_bytes) /
                                      ((double)t->swap_move_us * 1e3)
                                : 0.0,
-               (double)t->swap_wait_us / 1e6, turn);
+               (double)t->swap_wait_us / 1e6);
       }
+      print_turns(pod);
     }
     print_pod_devices(pod);
     print_refusals(pod);

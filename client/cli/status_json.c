@@ -111,7 +111,6 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   rc |= add(o, "swap_in_bytes", new_u64(c->swap_in_bytes));
   rc |= add(o, "swap_move_us", new_u64(c->swap_move_us));
   rc |= add(o, "swap_wait_us", new_u64(c->swap_wait_us));
-  rc |= add(o, "swap_turn_ms", new_u64(c->swap_turn_ms));
   rc |= add(o, "token_wait_us", new_u64(c->token_wait_us));
   rc |= add(o, "token_waiting_us", new_u64(c->token_waiting_us));
   rc |= add(o, "bell_wait_us", new_u64(c->bell_wait_us));
@@ -130,6 +129,11 @@ static int add_strict_quotas(json_object *o, const Gmt__TierSpace *t)
   rc |= add(o, "strict_quotas", new_u64(t->strict_quotas));
   rc |= add(o, "overcommitted", json_object_new_boolean(t->overcommitted));
   rc |= add(o, "strict_pods", pods);
+  /* Swap turns' switches on the card (docs/tiers.md, "The turn's length"). */
+  rc |= add(o, "move_rate", json_object_new_double(t->move_rate));
+  rc |= add(o, "switches", new_u64(t->switches));
+  rc |= add(o, "last_switch_ms", json_object_new_double(t->last_switch_ms));
+  rc |= add(o, "last_switch_bytes", new_u64(t->last_switch_bytes));
   return rc;
 }
 
@@ -203,6 +207,11 @@ static json_object *pod_device_json(const Gmt__PodDeviceStatus *d)
   rc |= add(o, "memory_used", new_u64(d->memory_used));
   rc |= add(o, "holds_token", json_object_new_boolean(d->holds_token));
   rc |= add(o, "gpu_time_share", new_share(d->gpu_time_share));
+  /* A swap pod's turns (docs/tiers.md, "The turn's length"). */
+  rc |= add(o, "swap_turns", new_u64(d->swap_turns));
+  rc |= add(o, "turn_moves_bytes", new_u64(d->turn_moves_bytes));
+  rc |= add(o, "turn_cost_ms", json_object_new_double(d->turn_cost_ms));
+  rc |= add(o, "turn_ms", json_object_new_double(d->turn_ms));
   return built(o, rc);
 }
 

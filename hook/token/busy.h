@@ -63,8 +63,8 @@ void gmt__busy_drained(gmt_busy_t *b, uint64_t before, uint64_t after, int64_t l
 void gmt__busy_grant(gmt_busy_t *b, int64_t now, double quota_ms, uint32_t idle_us);
 
 /* The grant just made must run turn_ms to pay for the memory moves that
- * began it (a swap process's, swap.h: gmt__swap_quantum_ms): it is not
- * idle before then. 0: no turn. */
+ * began it (a swap pod's turn, TokenReply.turn_ms as gmt-schd planned
+ * it): it is not idle before then. 0: no turn. */
 void gmt__busy_turn(gmt_busy_t *b, double turn_ms);
 
 /* What a grant that ends reports to the pod manager. */

@@ -157,11 +157,10 @@ static inline int64_t now_ns(void)
 /* ---- the RPC ---- */
 
 /* why (may be NULL): the refusal's words, when there is one. terms (may be
- * NULL): the grant's. turn_ms: a swap process's turn (gmt__swap_quantum_ms,
- * taken once per request by the caller), 0 with a release. */
-static int token_rpc(int dev, double burst_ms, double turn_ms, double overuse_ms, int release,
-                     double idle_ms, double *quota_ms, gmt_token_terms_t *terms, int timeout_ms,
-                     char *why, size_t why_len)
+ * NULL): the grant's. */
+static int token_rpc(int dev, double burst_ms, double overuse_ms, int release, double idle_ms,
+                     double *quota_ms, gmt_token_terms_t *terms, int timeout_ms, char *why,
+                     size_t why_len)
 {
   Gmt__TokenRequest r = GMT__TOKEN_REQUEST__INIT;
   r.pid = (uint32_t)getpid();
@@ -171,7 +170,6 @@ static int token_rpc(int dev, double burst_ms, double turn_ms, double overuse_ms
   r.release = release != 0;
   r.idle_ms = idle_ms;
   r.bell = gmt__bell_have() != 0;
-  r.turn_ms = turn_ms;
   Gmt__Envelope env = GMT__ENVELOPE__INIT;
   env.body_case = GMT__ENVELOPE__BODY_TOKEN_REQ;
   env.token_req = &r;
@@ -225,7 +223,7 @@ static void give_back(tok_dev_t *d, int dev, gmt_busy_end_t e, int timeout_ms, c
   d->held = 0;
   atomic_fetch_sub(&gmt__token_held, 1);
   double q = 0;
-  int rc = token_rpc(dev, 0, 0, e.overuse_ms, 1, e.idle_ms, &q, NULL, timeout_ms, NULL, 0);
+  int rc = token_rpc(dev, 0, e.overuse_ms, 1, e.idle_ms, &q, NULL, timeout_ms, NULL, 0);
   atomic_store_explicit(&d->bound_us, 0, memory_order_relaxed);
   atomic_store_explicit(&d->bell_left_ns, 0, memory_order_relaxed);
   GMT_HOOK_DEBUG("device %d %s: token given back (%s), overuse %.1f ms, unused %.1f ms, burst "
@@ -409,17 +407,17 @@ static void set_all_ungated(void)
     atomic_store_explicit(&g_dev[i].expiry, INT64_MAX, memory_order_relaxed);
 }
 
-/* A grant of quota_ms came at t (d->mu held, d->ctx set), asked with a
- * swap turn of turn ms (0: none). */
+/* A grant of quota_ms came at t (d->mu held, d->ctx set); terms.turn_ms:
+ * a swap pod's turn, as gmt-schd planned it (0: none). */
 static void install(tok_dev_t *d, int dev, int64_t t, double quota, gmt_token_terms_t terms,
-                    double overuse, double turn)
+                    double overuse)
 {
   d->denied_said = 0;
   d->held = 1;
   d->ahead_ok = 0;
   d->ahead_us = terms.ahead_us;
   gmt__busy_grant(&d->b, t, quota, terms.idle_us);
-  gmt__busy_turn(&d->b, turn);
+  gmt__busy_turn(&d->b, terms.turn_ms);
   atomic_store_explicit(&d->bound_us, terms.queue_bound_us, memory_order_relaxed);
   atomic_store_explicit(&d->latency, terms.idle_us > 0, memory_order_relaxed);
   atomic_store_explicit(&d->bell_left_ns, (int64_t)terms.bell_max_us * 1000, memory_order_relaxed);
@@ -432,9 +430,9 @@ static void install(tok_dev_t *d, int dev, int64_t t, double quota, gmt_token_te
   watch_grant(dev);
   GMT_HOOK_DEBUG("device %d: token for %.1f ms (overuse %.1f ms, burst estimate %.1f ms, "
                  "queue bound %u us, idle after %u us, ahead %u us, bell heeded %u us, swap turn "
-                 "%.0f ms)",
+                 "%u ms)",
                  dev, quota, overuse, d->b.burst_ema_ms, terms.queue_bound_us, terms.idle_us,
-                 terms.ahead_us, terms.bell_max_us, turn);
+                 terms.ahead_us, terms.bell_max_us, terms.turn_ms);
   if (atomic_exchange(&g_outage, 0) | atomic_exchange(&g_refused, 0))
     gmt__say("tokens from the pod manager again");
 }
@@ -452,17 +450,16 @@ static void ask_one(tok_dev_t *d, int dev)
   d->ahead_owed_ms = 0;
   pthread_mutex_unlock(&d->mu);
 
-  double quota = 0, turn = gmt__swap_quantum_ms();
+  double quota = 0;
   gmt_token_terms_t terms = {0};
-  int rc =
-      token_rpc(dev, burst, turn, overuse, 0, 0, &quota, &terms, GMT_TOKEN_RPC_TIMEOUT_MS, NULL, 0);
+  int rc = token_rpc(dev, burst, overuse, 0, 0, &quota, &terms, GMT_TOKEN_RPC_TIMEOUT_MS, NULL, 0);
   int64_t t = now_ns();
   pthread_mutex_lock(&d->mu);
   /* Charged from the launch that went ahead until the answer: half a
    * trip more than the GPU ran ahead of the grant, never less. */
   d->ahead_owed_ms += (double)(t - d->ahead_ns) / 1e6;
   if (rc == 0 && quota > 0) {
-    install(d, dev, t, quota, terms, overuse, turn);
+    install(d, dev, t, quota, terms, overuse);
   } else {
     GMT_HOOK_DEBUG("device %d: no grant after launching ahead (%s): the next launch waits", dev,
                    rc == 0 ? "a grant of nothing" : gmt_strerror(rc));
@@ -606,14 +603,11 @@ static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
   int rc;
   /* A refusal (a pod the config does not list, LIMIT 0) is an answer: the
    * pod gets no GPU time, so the launch waits until it does. */
-  /* A swap process that waited for memory at its last turn asks for a
-   * quantum long enough to pay for it (swap.h). */
-  double floor_ms = gmt__swap_quantum_ms();
-  double burst = d->b.burst_ema_ms > floor_ms ? d->b.burst_ema_ms : floor_ms;
+  double burst = d->b.burst_ema_ms;
   char why[256] = "";
   gmt_token_terms_t terms = {0};
-  while ((rc = token_rpc(dev, burst, floor_ms, overuse, 0, 0, &quota, &terms,
-                         GMT_TOKEN_RPC_TIMEOUT_MS, why, sizeof why)) == GMT_ENOPOD ||
+  while ((rc = token_rpc(dev, burst, overuse, 0, 0, &quota, &terms, GMT_TOKEN_RPC_TIMEOUT_MS, why,
+                         sizeof why)) == GMT_ENOPOD ||
          rc == -EPERM) {
     if (!atomic_exchange(&g_refused, 1))
       gmt__say("the pod gets no GPU time on device %d (%s: its LIMIT is 0, or the config "
@@ -638,7 +632,7 @@ static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
     out = CUDA_ERROR_INVALID_DEVICE;
   } else if (rc == 0 && quota > 0) {
     d->ctx = t_ctx;
-    install(d, dev, t, quota, terms, overuse, floor_ms);
+    install(d, dev, t, quota, terms, overuse);
   } else if (gmt__reserve_fails_closed() && !gmt__reserve_limit_heard()) {
     /* GMT_FAIL_CLOSED and no pod manager has ever known this process: its
      * launches fail rather than run outside every share, and ask again a

@@ -116,7 +116,9 @@ class PerDevice(Devices):
         self.assertEqual(devs[0]["memory_used"], one)
         self.assertEqual(devs[1]["memory_used"], two)
         self.assertEqual(sum(d["memory_used"] for d in st["devices"]), st["memory_reserved"])
-        self.assertEqual(set(devs[0]), {"device", "memory_used", "holds_token", "gpu_time_share"})
+        self.assertEqual(set(devs[0]), {"device", "memory_used", "holds_token", "gpu_time_share",
+                                        "swap_turns", "turn_moves_bytes", "turn_cost_ms",
+                                        "turn_ms"})
         # Both launches were charged to their own GPU's time.
         self.assertGreater(devs[0]["gpu_time_share"], 0, st)
         self.assertGreater(devs[1]["gpu_time_share"], 0, st)

@@ -154,16 +154,18 @@ class TwoBusySwapPods(SwapJobs):
     other, which does not run then, to move out (a waiter that gave its
     token back while the other kept launching got one check in 15 s)."""
 
-    def busy(self, seconds, base_quota_ms, **env):
-        """Both jobs check for seconds at once: their jobs and results."""
+    def busy(self, seconds, base_quota_ms, *flags, held=None, card=100 * MIB, **env):
+        """Both jobs check for seconds at once (held: each pod's bytes,
+        default 70 MiB each); their jobs and results."""
         import threading
         import time
-        held, card = 70 * MIB, 100 * MIB
+        held = held or {"a": 70 * MIB, "b": 70 * MIB}
         self.start_schd("--gpu-capacity", "0=%d" % card, "--base-quota-ms", str(base_quota_ms),
-                        "--min-quota-ms", str(base_quota_ms))
+                        "--min-quota-ms", str(base_quota_ms), *flags)
         self.start_pmgr("a")
         self.start_pmgr("b")
-        jobs = {pod: self.job(pod, held, card, "--kernel-us", "20000", **env) for pod in "ab"}
+        jobs = {pod: self.job(pod, held[pod], card, "--kernel-us", "20000", **env)
+                for pod in "ab"}
         done = {pod: [] for pod in "ab"}
         stop = time.monotonic() + seconds
 
@@ -172,7 +174,7 @@ class TwoBusySwapPods(SwapJobs):
             while time.monotonic() < stop:
                 p.send("check")
                 done[pod].append(self.result(p))
-                if done[pod][-1] != "OK %d" % held:
+                if done[pod][-1] != "OK %d" % held[pod]:
                     return
 
         threads = [threading.Thread(target=loop, args=(pod,)) for pod in "ab"]
@@ -181,7 +183,7 @@ class TwoBusySwapPods(SwapJobs):
         for t in threads:
             t.join(timeout=120)
         for pod, p in jobs.items():
-            self.assertTrue(done[pod] and all(r == "OK %d" % held for r in done[pod]),
+            self.assertTrue(done[pod] and all(r == "OK %d" % held[pod] for r in done[pod]),
                             "%s: %s\n%s" % (pod, done[pod][-3:], p.stderr()[-3000:]))
         return jobs, done
 
@@ -194,8 +196,8 @@ class TwoBusySwapPods(SwapJobs):
         return errs
 
     def test_both_busy_jobs_take_turns(self):
-        # Quanta as configured (no floor from the moves' cost: below).
-        jobs, done = self.busy(10, 300, GMT_SWAP_QUANTUM_FACTOR="0")
+        # Turns as short as their moves (--swap-move-share 0.5): many of them.
+        jobs, done = self.busy(10, 300, "--swap-move-share", "0.5")
         for pod, p in jobs.items():
             _, outs, ins = self.tiers(pod, p.proc.pid)
             # Turns, not one job alone: each came back to the card again
@@ -205,45 +207,61 @@ class TwoBusySwapPods(SwapJobs):
             self.assertGreaterEqual(len(done[pod]), 3)
         self.stop_jobs(jobs)
 
-    def test_a_turn_that_waited_asks_for_a_multiple_of_the_wait(self):
-        # A 100 ms quantum, and moves of about 100 ms or more on this
-        # machine: at 100 ms a turn would be all moves. After a turn that
-        # waited W ms for its memory, the job's next grant is at least
-        # 30 W (GMT_SWAP_QUANTUM_FACTOR's default), within LIMIT x window.
-        jobs, _ = self.busy(8, 100, GMT_HOOK_DEBUG="1")
-        # What the turns cost, in status: each move of a job moves its one
-        # 70 MiB allocation; the waits for memory are counted (the turn it
-        # asks, swap_turn_ms, is 30 x its last wait: 0 after one that found
-        # its memory there).
-        for pod, p in jobs.items():
-            proc = self.process(pod, p.proc.pid)
-            self.assertEqual(proc["swap_out_bytes"], proc["swap_outs"] * 70 * MIB, proc)
-            self.assertEqual(proc["swap_in_bytes"], proc["swap_ins"] * 70 * MIB, proc)
-            self.assertGreater(proc["swap_move_us"], 0, proc)
-            self.assertGreater(proc["swap_wait_us"], 0, proc)
-            self.assertIn("swap_turn_ms", proc)
+
+class TurnsFollowBytes(TwoBusySwapPods):
+    """gmt-schd plans each swap pod's turn from the bytes it moves and the
+    card's measured rate (docs/tiers.md, "The turn's length"): b holds 4x
+    a's bytes, the card fits neither beside the other, so b's turns move
+    4x the bytes and are planned 4x as long, moving is the share asked of
+    each turn, and no pod's memory moves more than once a turn."""
+
+    def test_a_pod_with_four_times_the_bytes_gets_four_times_the_turn(self):
+        held = {"a": 8 * MIB, "b": 32 * MIB}
+        # 100 ms quanta alone; the turns are the moves' x 3 (share 0.25).
+        jobs, done = self.busy(8, 100, "--swap-move-share", "0.25", held=held, card=36 * MIB,
+                               GMT_HOOK_DEBUG="1")
+        st = self.status()
+        turns = {}
+        for pod in st["pods"]:
+            dev = pod["devices"][0]
+            turns[pod["name"]] = dev
+            # Contested: each turn moves its bytes in and out again.
+            self.assertEqual(dev["turn_moves_bytes"], 2 * held[pod["name"]], dev)
+            self.assertGreater(dev["swap_turns"], 0, dev)
+            self.assertAlmostEqual(dev["turn_ms"], 3 * dev["turn_cost_ms"], delta=0.01, msg=dev)
+        gpu = st["host"]["tiers"][0]
+        self.assertEqual(gpu["tier"], "gpu")
+        self.assertGreater(gpu["switches"], 0, gpu)
+        self.assertGreater(gpu["last_switch_ms"], 0, gpu)
+        self.assertGreater(gpu["move_rate"], 0, gpu)
+        # The cost is the bytes at the card's one rate: 4x the bytes, 4x
+        # the cost per byte moved (the plans may be from different
+        # decisions, so compare each's cost per byte with the rate).
+        for pod, dev in turns.items():
+            self.assertGreater(dev["turn_cost_ms"], 0, dev)
+            self.assertAlmostEqual(dev["turn_moves_bytes"] / dev["turn_cost_ms"] * 1000,
+                                   gpu["move_rate"], delta=0.5 * gpu["move_rate"], msg=(pod, dev))
+        # No pod's memory moved more than once a turn: in only at its own
+        # turns, out only at the other's (the first time before any).
+        for pod, other in (("a", "b"), ("b", "a")):
+            _, outs, ins = self.tiers(pod, jobs[pod].proc.pid)
+            self.assertGreater(ins, 0)
+            self.assertLessEqual(ins, turns[pod]["swap_turns"], (pod, turns))
+            self.assertLessEqual(outs, turns[other]["swap_turns"] + 1, (pod, turns))
         text = self.gmt("status").stdout
-        self.assertIn("moves: ", text)
-        self.assertIn("waited", text)
+        self.assertIn("turns on GPU 0:", text)
+        self.assertIn("swap turns' switches move", text)
         errs = self.stop_jobs(jobs)
-        floors = 0
+        # The grants the hooks got carried the turns gmt-schd planned; the
+        # longest of b's is 4x a's at the same rate, within rounding and
+        # the rate's drift between two plans: at least 2x.
+        longest = {}
         for pod, err in errs.items():
-            asked = None
-            for line in err.splitlines():
-                m = re.search(r"quanta of at least (\d+) ms asked", line)
-                if m:
-                    asked = int(m.group(1))
-                    self.assertGreater(asked, 0, line)
-                    continue
-                m = re.search(r"device 0: token for ([\d.]+) ms", line)
-                if m and asked is not None:
-                    # The pod's allowance in the 10 s window caps it too:
-                    # with two pods taking turns it stays above 2 s.
-                    self.assertGreaterEqual(float(m.group(1)), min(asked, 2000) - 1,
-                                            "%s: %s" % (pod, err[-3000:]))
-                    floors += 1
-                    asked = None
-        self.assertGreater(floors, 0, "no grant followed a turn that waited")
+            got = [int(m) for m in re.findall(r"device 0: token for [\d.]+ ms .*swap turn (\d+) ms",
+                                              err)]
+            self.assertTrue(got and max(got) > 0, "%s: %s" % (pod, err[-3000:]))
+            longest[pod] = max(got)
+        self.assertGreaterEqual(longest["b"], 2 * longest["a"], longest)
 
 
 class SwapPressure(SwapJobs):

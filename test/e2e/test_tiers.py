@@ -90,6 +90,8 @@ class TierStatus(GmtTestCase):
         if tier == "gpu":
             # Pod a's quota, on every GPU (no devices=): it fits.
             sp.update(strict_quotas=1 << 30, overcommitted=False, strict_pods=[])
+            # No swap pod took a turn: the rate assumed (docs/tiers.md).
+            sp.update(move_rate=4e9, switches=0, last_switch_ms=0, last_switch_bytes=0)
         sp.update(more)
         return sp
 

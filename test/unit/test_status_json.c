@@ -107,7 +107,6 @@ static void test_status_json_renders_every_field(void **state)
   c2.swap_in_bytes = 5ull << 30;
   c2.swap_move_us = 290000;
   c2.swap_wait_us = 620000;
-  c2.swap_turn_ms = 2400;
   Gmt__ProcessStatus *procs_a[] = {&p1, &p2};
 
   Gmt__PodStatus a = GMT__POD_STATUS__INIT, b = GMT__POD_STATUS__INIT;
@@ -170,6 +169,10 @@ static void test_status_json_renders_every_field(void **state)
   char *strict[] = {"beta \"quoted\"", "gamma"};
   gpu.n_strict_pods = 2;
   gpu.strict_pods = strict;
+  gpu.move_rate = 21.5e9;
+  gpu.switches = 7;
+  gpu.last_switch_ms = 640.5;
+  gpu.last_switch_bytes = 12ull << 30;
   disk.tier = "disk";
   disk.index = 0;
   disk.path = "/var/spill \"gmt\"";
@@ -269,8 +272,6 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(j2, "swap_in_bytes"), 5ll << 30);
   assert_int_equal(int_field(j2, "swap_move_us"), 290000);
   assert_int_equal(int_field(j2, "swap_wait_us"), 620000);
-  assert_int_equal(int_field(j2, "swap_turn_ms"), 2400);
-  assert_int_equal(int_field(j1, "swap_turn_ms"), 0);
   assert_int_equal(int_field(ja, "swap_out_bytes"), 6ll << 30);
   assert_int_equal(int_field(ja, "swap_wait_us"), 620000);
   assert_int_equal(int_field(ja, "limit_wait_us"), 7000000);
@@ -280,7 +281,7 @@ static void test_status_json_renders_every_field(void **state)
                       "device 0 has 0 bytes (0.0 MiB) left of its declared capacity");
   assert_true(json_object_get_double(field(ja, "last_refusal_unix", json_type_double)) ==
               1795883300.5);
-  assert_int_equal(json_object_object_length(j2), 25); /* nothing undocumented */
+  assert_int_equal(json_object_object_length(j2), 24); /* nothing undocumented */
 
   json_object *jb = json_object_array_get_idx(jpods, 1);
   assert_string_equal(json_object_get_string(field(jb, "name", json_type_string)),
@@ -330,7 +331,12 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(json_object_array_length(jsp), 2);
   assert_string_equal(json_object_get_string(json_object_array_get_idx(jsp, 0)), "beta \"quoted\"");
   assert_string_equal(json_object_get_string(json_object_array_get_idx(jsp, 1)), "gamma");
-  assert_int_equal(json_object_object_length(jg), 12);
+  /* And its swap turns' switches. */
+  assert_true(json_object_get_double(field(jg, "move_rate", json_type_double)) == 21.5e9);
+  assert_int_equal(int_field(jg, "switches"), 7);
+  assert_true(json_object_get_double(field(jg, "last_switch_ms", json_type_double)) == 640.5);
+  assert_int_equal(int_field(jg, "last_switch_bytes"), 12ll << 30);
+  assert_int_equal(json_object_object_length(jg), 16);
   json_object *jd = json_object_array_get_idx(jtiers, 1);
   assert_string_equal(json_object_get_string(field(jd, "tier", json_type_string)), "disk");
   assert_int_equal(int_field(jd, "index"), 0);
@@ -392,6 +398,10 @@ static void test_status_json_shows_each_pods_devices_and_context(void **state)
   d1.memory_used = 10000001;
   d1.holds_token = 1;
   d1.gpu_time_share = 0.3;
+  d1.swap_turns = 5;
+  d1.turn_moves_bytes = 14ull << 30;
+  d1.turn_cost_ms = 700;
+  d1.turn_ms = 6300;
   d3.device = 3;
   d3.memory_used = 6ull << 30;
   Gmt__PodDeviceStatus *devs[] = {&d1, &d3};
@@ -422,7 +432,12 @@ static void test_status_json_shows_each_pods_devices_and_context(void **state)
   assert_int_equal(int_field(j1, "memory_used"), 10000001);
   assert_true(json_object_get_boolean(field(j1, "holds_token", json_type_boolean)));
   assert_true(json_object_get_double(field(j1, "gpu_time_share", json_type_double)) == 0.3);
-  assert_int_equal(json_object_object_length(j1), 4);
+  assert_int_equal(int_field(j1, "swap_turns"), 5);
+  assert_int_equal(int_field(j1, "turn_moves_bytes"), 14ll << 30);
+  assert_true(json_object_get_double(field(j1, "turn_cost_ms", json_type_double)) == 700);
+  assert_true(json_object_get_double(field(j1, "turn_ms", json_type_double)) == 6300);
+  assert_int_equal(json_object_object_length(j1), 8);
+  assert_int_equal(int_field(j3, "swap_turns"), 0);
   assert_int_equal(int_field(j3, "device"), 3);
   assert_int_equal(int_field(j3, "memory_used"), 6ll << 30);
   assert_false(json_object_get_boolean(field(j3, "holds_token", json_type_boolean)));

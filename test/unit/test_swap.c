@@ -744,6 +744,44 @@ static void test_swap_pressure_spares_running_pods_and_asks_what_idle_ones_have(
   assert_int_equal(gmt_swap_pressure(sw, NULL, -1, &sp, TRIGGER, STOP, &excess), -EINVAL);
 }
 
+/* When each pod last ran, for pressure at NOW: a just now (between two
+ * grants of its turn), b a while ago. */
+static double ran_lately(void *arg, const char *pod, int device)
+{
+  (void)arg;
+  (void)device;
+  return strcmp(pod, "a") == 0 ? NOW - 20 : NOW - GMT_SWAP_PRESSURE_IDLE_MS;
+}
+
+/* Pressure, which nobody waits for, leaves a pod that ran within
+ * GMT_SWAP_PRESSURE_IDLE_MS (it would come back at once); a request that
+ * waits for the room still asks it. */
+static void test_swap_pressure_leaves_a_pod_that_just_ran(void **state)
+{
+  gmt_swap_t *sw = *state;
+  have(sw, "a", 1, 850 * MIB);
+  have(sw, "b", 2, 100 * MIB); /* 950 MiB, 93% */
+  gmt_swap_space_t sp = space(0, NULL, NOW);
+  sp.last_run = ran_lately;
+  uint64_t excess = 0, keep = 1;
+  assert_int_equal(gmt_swap_pressure(sw, NULL, 0, &sp, TRIGGER, STOP, &excess), 1);
+  assert_true(gmt_swap_target(sw, "b", 2, 0, &keep));
+  assert_int_equal(keep, 0);
+  assert_false(gmt_swap_target(sw, "a", 1, 0, &keep));
+  /* Only a left with bytes: pressure asks nobody. */
+  gmt_swap_t *one;
+  assert_int_equal(gmt_swap_new(&one), 0);
+  have(one, "a", 1, 950 * MIB);
+  assert_int_equal(gmt_swap_pressure(one, NULL, 0, &sp, TRIGGER, STOP, &excess), 0);
+  assert_false(gmt_swap_target(one, "a", 1, 0, &keep));
+  /* c needs the room now: a is asked. */
+  gmt_swap_answer_t ans;
+  assert_int_equal(gmt_swap_request(one, "c", 3, 0, 200 * MIB, &sp, &ans), 0);
+  assert_int_equal(ans.reason, GMT_SWAP_WAIT);
+  assert_true(gmt_swap_target(one, "a", 1, 0, &keep));
+  gmt_swap_free(one);
+}
+
 /* Prepared host copies: due only past the stop threshold and when what
  * may come could pass the limit; exactly at either is not past it. */
 static void test_swap_prepare_due_past_stop_when_the_card_is_oversubscribed(void **state)
@@ -791,6 +829,7 @@ int main(void)
       T(test_swap_pressure_asks_nobody_where_every_quota_fits),
       T(test_swap_pressure_asks_idle_ones_largest_first_down_to_stop),
       T(test_swap_pressure_spares_running_pods_and_asks_what_idle_ones_have),
+      T(test_swap_pressure_leaves_a_pod_that_just_ran),
 #undef T
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

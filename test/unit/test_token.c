@@ -462,6 +462,31 @@ static void test_a_swap_turn_is_not_cut_short_before_it_has_run(void **state)
   gmt_token_dev_free(d);
 }
 
+/* The scheduler plans a swap pod's turn (swap_turn.h): its grant runs at
+ * least that long, whatever its bursts, but never past its allowance. */
+static void test_a_swap_turn_lengthens_the_grant_within_the_allowance(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  granted(d, "b", 0, 3000);
+  gmt_token_cand_t a = {
+      .pod = "a", .request = 0.5, .limit = 1, .burst_ms = 20, .turn_ms = 4000, .arrival_ms = 10};
+  gmt_token_decision_t dec;
+  assert_int_equal(gmt_token_schedule(&p, d, &a, 1, 3000, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  assert_near(dec.quota_ms, 4000, 1e-9);
+  assert_int_equal(gmt_token_release(d, 7000), 0);
+  /* At LIMIT 0.5 it may have half the window: the turn is cut to that. */
+  a.limit = 0.5;
+  a.turn_ms = 9000;
+  assert_int_equal(gmt_token_schedule(&p, d, &a, 1, 7000, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  assert_true(dec.quota_ms < 9000);
+  assert_near(dec.quota_ms, a.allowance_ms, 1e-9);
+  gmt_token_dev_free(d);
+}
+
 static void test_a_pod_back_from_idle_cuts_the_grant_short(void **state)
 {
   (void)state;
@@ -1065,6 +1090,7 @@ int main(void)
       T(test_release_ends_a_grant_early),
       T(test_overuse_is_charged_after_the_last_grant),
       T(test_a_draining_holder_keeps_the_token_and_is_charged_as_its_work_runs),
+      T(test_a_swap_turn_lengthens_the_grant_within_the_allowance),
       T(test_drain_without_a_holder_does_nothing),
       T(test_a_report_charges_the_holder_to_when_its_work_was_done),
       T(test_a_report_charges_another_pods_overuse_after_its_last_grant),

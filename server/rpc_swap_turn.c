@@ -1,0 +1,199 @@
+/* mode=swap pods' turns in the scheduler (server/swap_turn.h): each token
+ * decision plans a swap pod's turn from what it would bring back to the
+ * card and the card's measured switch rate; each grant to a pod with
+ * bytes to bring back starts timing a switch, which ends when the pod's
+ * Resident calls have all it reserved on the card again; and status tells
+ * the last turn's plan per pod and the rate per card. docs/tiers.md, "The turn's
+ * length". Loop thread only. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmt_log.h"
+#include "ledger.h"
+#include "schd.h"
+#include "swap.h"
+#include "swap_turn.h"
+
+#define MIB (1024.0 * 1024.0)
+
+/* A pod's turns on one card: how many began with bytes to bring back,
+ * and the last such turn's plan. */
+typedef struct turnrec {
+  char pod[GMT_POD_NAME_MAX + 1];
+  int device;
+  uint64_t turns;
+  gmt_swap_turn_t plan;
+} turnrec_t;
+
+/* A card: its switches' rate and the one being timed. */
+typedef struct card {
+  gmt_swap_rate_t rate;
+  bool timing;
+  char pod[GMT_POD_NAME_MAX + 1];
+  double t0;            /* the grant, ms */
+  uint64_t pod0;        /* the pod's resident bytes then */
+  uint64_t others0;     /* every other process's */
+  double last_ms;       /* the last switch measured */
+  uint64_t last_bytes;
+} card_t;
+
+struct gmt_turns {
+  card_t cards[GMT_SWAP_DEVICES];
+  turnrec_t *recs;
+  size_t n, cap;
+};
+
+int gmt__turns_init(gmt_schd_t *s)
+{
+  s->turns = calloc(1, sizeof *s->turns);
+  return s->turns ? 0 : -ENOMEM;
+}
+
+void gmt__turns_close(gmt_schd_t *s)
+{
+  if (s->turns)
+    free(s->turns->recs);
+  free(s->turns);
+  s->turns = NULL;
+}
+
+static double now_ms(void)
+{
+  return (double)gmt_now_ns() / 1e6;
+}
+
+static turnrec_t *rec_of(struct gmt_turns *t, const char *pod, int device, bool make)
+{
+  for (size_t i = 0; i < t->n; i++)
+    if (t->recs[i].device == device && !strcmp(t->recs[i].pod, pod))
+      return &t->recs[i];
+  if (!make)
+    return NULL;
+  if (t->n == t->cap) {
+    size_t cap = t->cap ? 2 * t->cap : 8;
+    turnrec_t *r = realloc(t->recs, cap * sizeof *r);
+    if (!r)
+      return NULL;
+    t->recs = r;
+    t->cap = cap;
+  }
+  turnrec_t *r = &t->recs[t->n++];
+  *r = (turnrec_t){.device = device};
+  snprintf(r->pod, sizeof r->pod, "%s", pod);
+  return r;
+}
+
+/* The pod's turn on device as things stand, or false when it has none
+ * (not a mode=swap pod, no GPU space, a device out of range). */
+static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_t *out)
+{
+  const gmt_pod_t *pod = gmt_pods_find(s->pods, name);
+  uint64_t limit = 0, base = 0;
+  if (!s->turns || !s->swap || !s->ledger || !pod || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP ||
+      device < 0 || device >= GMT_SWAP_DEVICES ||
+      gmt__tiers_gpu_space(s, device, &limit, &base, NULL, NULL) < 0)
+    return false;
+  uint64_t occupied = gmt__sat_add(base, gmt_swap_device_total(s->swap, device));
+  *out = gmt_swap_turn_plan(gmt_ledger_pod_device_total(s->ledger, name, device),
+                            gmt_swap_pod_device_total(s->swap, name, device), occupied, limit,
+                            gmt_swap_rate_bps(&s->turns->cards[device].rate),
+                            s->token_params.swap_move_share);
+  return true;
+}
+
+double gmt__turns_plan(gmt_schd_t *s, const char *pod, int device)
+{
+  gmt_swap_turn_t plan;
+  return plan_now(s, pod, device, &plan) ? plan.turn_ms : 0;
+}
+
+void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device)
+{
+  gmt_swap_turn_t plan;
+  if (!plan_now(s, pod, device, &plan))
+    return;
+  card_t *c = &s->turns->cards[device];
+  /* Granted again while its memory is still coming (the grant ran out as
+   * it waited): the same turn and the same switch, timed from its start. */
+  if (c->timing && !strcmp(c->pod, pod) && plan.in_bytes > 0)
+    return;
+  c->timing = plan.in_bytes > 0;
+  if (!c->timing)
+    return;
+  turnrec_t *r = rec_of(s->turns, pod, device, true);
+  if (r) {
+    r->turns++;
+    r->plan = plan;
+  }
+  snprintf(c->pod, sizeof c->pod, "%s", pod);
+  c->t0 = now_ms();
+  c->pod0 = gmt_swap_pod_device_total(s->swap, pod, device);
+  uint64_t all = gmt_swap_device_total(s->swap, device);
+  c->others0 = all > c->pod0 ? all - c->pod0 : 0;
+  gmt_debug("swap: device %d: pod '%s' is granted a turn of %.0f ms with %.1f MiB to bring back "
+            "(the turn moves %.1f MiB, %.0f ms at %.2f GB/s)",
+            device, pod, plan.turn_ms, (double)plan.in_bytes / MIB, (double)plan.moved_bytes / MIB,
+            plan.cost_ms, gmt_swap_rate_bps(&c->rate) / 1e9);
+}
+
+void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device)
+{
+  if (!s->turns || device < 0 || device >= GMT_SWAP_DEVICES)
+    return;
+  card_t *c = &s->turns->cards[device];
+  if (!c->timing || strcmp(c->pod, pod) != 0)
+    return;
+  uint64_t mine = gmt_swap_pod_device_total(s->swap, pod, device);
+  if (mine < gmt_ledger_pod_device_total(s->ledger, pod, device))
+    return; /* more to come */
+  c->timing = false;
+  uint64_t all = gmt_swap_device_total(s->swap, device);
+  uint64_t others = all > mine ? all - mine : 0;
+  uint64_t in = mine > c->pod0 ? mine - c->pod0 : 0;
+  uint64_t out = c->others0 > others ? c->others0 - others : 0;
+  double ms = now_ms() - c->t0;
+  if (!gmt_swap_rate_add(&c->rate, in + out, ms))
+    return;
+  c->last_ms = ms;
+  c->last_bytes = in + out;
+  gmt_debug("swap: device %d: the switch to pod '%s' moved %.1f MiB in and %.1f MiB out in %.1f "
+            "ms; the card's rate is %.2f GB/s over %" PRIu64 " switches",
+            device, pod, (double)in / MIB, (double)out / MIB, ms, gmt_swap_rate_bps(&c->rate) / 1e9,
+            c->rate.switches);
+}
+
+void gmt__turns_pod_status(gmt_schd_t *s, const char *pod, Gmt__PodDeviceStatus *e)
+{
+  const turnrec_t *r = s->turns ? rec_of(s->turns, pod, e->device, false) : NULL;
+  if (!r)
+    return;
+  e->swap_turns = r->turns;
+  e->turn_ms = r->plan.turn_ms;
+  e->turn_cost_ms = r->plan.cost_ms;
+  e->turn_moves_bytes = r->plan.moved_bytes;
+}
+
+void gmt__turns_space_status(gmt_schd_t *s, int device, Gmt__TierSpace *t)
+{
+  if (!s->turns || device < 0 || device >= GMT_SWAP_DEVICES)
+    return;
+  const card_t *c = &s->turns->cards[device];
+  t->switches = c->rate.switches;
+  t->move_rate = gmt_swap_rate_bps(&c->rate);
+  t->last_switch_ms = c->last_ms;
+  t->last_switch_bytes = c->last_bytes;
+}
+
+void gmt__turns_forget(gmt_schd_t *s)
+{
+  struct gmt_turns *t = s->turns;
+  size_t k = 0;
+  for (size_t i = 0; t && i < t->n; i++) {
+    const gmt_pod_t *pod = gmt_pods_find(s->pods, t->recs[i].pod);
+    if (pod && pod->cfg.mode == GMT__MEM_MODE__MEM_SWAP)
+      t->recs[k++] = t->recs[i];
+  }
+  if (t)
+    t->n = k;
+}

@@ -1,0 +1,66 @@
+/* A mode=swap pod's turn on a GPU: what giving it the card moves, what
+ * that costs at the rate the card's switches were measured at, and how
+ * long the turn must then run so that moving is at most a share of it
+ * (docs/tiers.md, "The turn's length").
+ *
+ * A turn on a contested card moves the pod's bytes twice: in at its start
+ * and out again when another pod's turn needs the room. Every byte that
+ * crosses the bus is so charged to the pod that owns it, once, and a pod
+ * with 4x the bytes gets 4x the turn. The rate is measured by the
+ * scheduler itself, from a grant to the moment the pod has all it
+ * reserved back on the card (the others' moves out and the pod's moves in,
+ * with their round trips): no process's report enters it.
+ *
+ * Pure: no loop, no wire. test/unit/test_swap_turn.c checks it. */
+#ifndef GMT_SERVER_SWAP_TURN_H
+#define GMT_SERVER_SWAP_TURN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The rate assumed until a switch was measured on the card: low, so that
+ * the first turns are long rather than all moves. */
+#define GMT_SWAP_RATE_DEFAULT_BPS 4e9
+/* A switch shorter than this, or moving fewer bytes, is not measured:
+ * the clock's and the wire's own times would be most of it. */
+#define GMT_SWAP_RATE_MIN_MS 1.0
+#define GMT_SWAP_RATE_MIN_BYTES (1u << 20)
+/* Each new switch weighs this much against what was measured before. */
+#define GMT_SWAP_RATE_KEEP 0.7
+/* --swap-move-share: moving at most this share of a turn (default), and
+ * the bounds the flag accepts. */
+#define GMT_SWAP_MOVE_SHARE 0.10
+#define GMT_SWAP_MOVE_SHARE_MIN 0.01
+#define GMT_SWAP_MOVE_SHARE_MAX 0.5
+
+/* A card's measured switches: decayed sums of bytes and milliseconds. */
+typedef struct gmt_swap_rate {
+  double bytes, ms;
+  uint64_t switches; /* how many were measured */
+} gmt_swap_rate_t;
+
+/* A switch that moved bytes in ms; too small to measure: ignored.
+ * Returns whether it counted. */
+bool gmt_swap_rate_add(gmt_swap_rate_t *r, uint64_t bytes, double ms);
+
+/* Bytes per second: the measured rate, GMT_SWAP_RATE_DEFAULT_BPS before
+ * any switch was. */
+double gmt_swap_rate_bps(const gmt_swap_rate_t *r);
+
+/* One turn's plan. */
+typedef struct gmt_swap_turn {
+  uint64_t in_bytes;    /* what the pod has to bring back to the card */
+  uint64_t moved_bytes; /* what the turn moves: in, and out again when contested */
+  double cost_ms;       /* moved_bytes at the rate */
+  double turn_ms;       /* the grant that pays for it; 0: nothing moves */
+} gmt_swap_turn_t;
+
+/* The pod reserved reserved bytes on the card and has resident of them
+ * there; occupied is what the card holds now (every pod's), limit its
+ * space. The card is contested when the pod's missing bytes do not fit
+ * beside what is there: then they will have to go out again. share: the
+ * most of the turn moving may take (0 < share < 1). */
+gmt_swap_turn_t gmt_swap_turn_plan(uint64_t reserved, uint64_t resident, uint64_t occupied,
+                                   uint64_t limit, double rate_bps, double share);
+
+#endif
