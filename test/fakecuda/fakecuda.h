@@ -129,13 +129,20 @@ struct gmt__vmm {
   size_t size;
   char *host;
   int maps;
-  int released;
+  int refs; /* cuMemCreate's and each cuMemRetainAllocationHandle's, less the releases */
+  unsigned long long flags;
+  CUmemAllocationProp prop; /* as created: requestedHandleTypes says what it may be exported as */
+  int exported;             /* cuMemExportToShareableHandle succeeded once */
 };
 struct gmt__map {
   CUdeviceptr base;
   size_t size;
   struct gmt__vmm *h;
   size_t offset;
+  /* What cuMemSetAccess gave each device on this mapping
+   * (CU_MEM_ACCESS_FLAGS_PROT_*): a fresh mapping gives none, and memory
+   * no device may access faults (a copy of it fails), as on a GPU. */
+  unsigned char prot[GMT_FAKE_MAX_DEVICES];
 };
 struct gmt__pool;
 struct gmt__range {

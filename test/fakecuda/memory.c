@@ -183,6 +183,11 @@ char *gmt__mem_resolve(CUdeviceptr p, size_t *avail)
   for (size_t i = 0; i < r->nmaps; i++) {
     struct gmt__map *m = &r->maps[i];
     if (p - m->base < m->size) {
+      int any = 0;
+      for (int d = 0; d < GMT_FAKE_MAX_DEVICES && !any; d++)
+        any = m->prot[d] != CU_MEM_ACCESS_FLAGS_PROT_NONE;
+      if (!any)
+        return NULL; /* mapped, but no device may touch it yet */
       *avail = m->size - (size_t)(p - m->base);
       return m->h->host + m->offset + (p - m->base);
     }

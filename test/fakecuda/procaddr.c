@@ -151,6 +151,9 @@ static const struct sym table[] = {
     S(cuMemSetAccess, 10020, cuMemSetAccess),
     S(cuMemGetAllocationGranularity, 10020, cuMemGetAllocationGranularity),
     S(cuMemGetAllocationPropertiesFromHandle, 10020, cuMemGetAllocationPropertiesFromHandle),
+    S(cuMemGetAccess, 10020, cuMemGetAccess),
+    S(cuMemExportToShareableHandle, 10020, cuMemExportToShareableHandle),
+    S(cuMemRetainAllocationHandle, 11000, cuMemRetainAllocationHandle),
     /* streams and events */
     S(cuStreamCreate, 2000, cuStreamCreate),
     S(cuStreamCreateWithPriority, 5050, cuStreamCreateWithPriority),

@@ -548,6 +548,78 @@ static void test_vmm_maps_handles_and_charges_until_release(void **state)
   assert_int_equal(free_mem(), before);
 }
 
+/* What moving a program's own physical memory relies on: a mapping
+ * without access faults, access is per device and mapping, a handle lives
+ * while referenced or mapped (a retain is one more reference), its bytes
+ * are gone once neither, the range can be mapped again, and a handle
+ * exports only as a type it was created for. */
+static void test_vmm_access_references_remap_and_export(void **state)
+{
+  (void)state;
+  size_t g = 2 * MiB, before = free_mem();
+  CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+  CUmemGenericAllocationHandle h = 0, again = 0;
+  CUdeviceptr va = 0;
+  assert_int_equal(cuMemCreate(&h, g, &prop, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemAddressReserve(&va, 2 * g, 0, 0, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemMap(va, g, 0, h, 0), CUDA_SUCCESS);
+  char in[8] = "bytes!!", out[8] = {0};
+  /* Mapped, but no device may touch it yet. */
+  assert_int_equal(cuMemcpyHtoD_v2(va, in, sizeof in), CUDA_ERROR_INVALID_VALUE);
+  unsigned long long flags = 9;
+  assert_int_equal(cuMemGetAccess(&flags, &prop.location, va), CUDA_SUCCESS);
+  assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+  CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  /* Not all of the range is mapped. */
+  assert_int_equal(cuMemSetAccess(va, 2 * g, &acc, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemSetAccess(va, g, &acc, 1), CUDA_SUCCESS);
+  assert_int_equal(cuMemGetAccess(&flags, &prop.location, va + 100), CUDA_SUCCESS);
+  assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  assert_int_equal(cuMemcpyHtoD_v2(va, in, sizeof in), CUDA_SUCCESS);
+  /* A retain is a reference of its own: one release leaves it. */
+  assert_int_equal(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)(va + 64)), CUDA_SUCCESS);
+  assert_int_equal(again, h);
+  assert_int_equal(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)(va + g)),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
+  assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
+  /* No reference left, but mapped: the bytes stay until the unmap. */
+  assert_int_equal(before - free_mem(), g);
+  assert_int_equal(cuMemcpyDtoH_v2(out, va, sizeof out), CUDA_SUCCESS);
+  assert_memory_equal(in, out, sizeof in);
+  assert_int_equal(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemUnmap(va, g), CUDA_SUCCESS);
+  assert_int_equal(free_mem(), before);
+  assert_int_equal(cuMemcpyDtoH_v2(out, va, sizeof out), CUDA_ERROR_INVALID_VALUE);
+  /* The same range takes a new handle, whose bytes start as zeros and
+   * whose access is set again. */
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  assert_int_equal(cuMemCreate(&h, g, &prop, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemMap(va, g, 0, h, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH_v2(out, va, sizeof out), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemSetAccess(va, g, &acc, 1), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH_v2(out, va, sizeof out), CUDA_SUCCESS);
+  assert_memory_equal(out, (char[8]){0}, sizeof out);
+  CUmemAllocationProp got;
+  memset(&got, 0, sizeof got);
+  assert_int_equal(cuMemGetAllocationPropertiesFromHandle(&got, h), CUDA_SUCCESS);
+  assert_int_equal(got.requestedHandleTypes, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  CUmemFabricHandle fab;
+  assert_int_equal(cuMemExportToShareableHandle(&fab, h, CU_MEM_HANDLE_TYPE_FABRIC, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  int fd = -1;
+  assert_int_equal(
+      cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+      CUDA_SUCCESS);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(cuMemUnmap(va, g), CUDA_SUCCESS);
+  assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
+  assert_int_equal(cuMemAddressFree(va, 2 * g), CUDA_SUCCESS);
+  assert_int_equal(free_mem(), before);
+}
+
 /* Managed memory is charged to the card while there: a whole
  * allocation's prefetch to the host gives it back, one to the device takes
  * it again, and its bytes stay what they were. */
@@ -1233,6 +1305,7 @@ int main(void)
       cmocka_unit_test(test_event_elapsed_time_covers_a_kernel),
       cmocka_unit_test(test_pool_holds_freed_memory_until_trim),
       cmocka_unit_test(test_vmm_maps_handles_and_charges_until_release),
+      cmocka_unit_test(test_vmm_access_references_remap_and_export),
       cmocka_unit_test(test_second_device_has_its_own_memory),
       cmocka_unit_test(test_launch_returns_before_its_kernel_has_run),
       cmocka_unit_test(test_every_launch_path_queues),
