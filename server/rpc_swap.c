@@ -234,7 +234,7 @@ void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req
   if (a.granted && r->bytes > had)
     relieve(s, pod->cfg.name, r->device);
   if (a.granted_total > had)
-    gmt__turns_resident(s, pod->cfg.name, r->device);
+    gmt__turns_resident(s, pod->cfg.name, r->device, a.granted_total - had, r->at_least > 0);
   body.granted = a.granted;
   body.reason = wire_reason(a.reason);
   body.retry_ms = a.retry_ms;

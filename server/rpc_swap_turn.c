@@ -31,10 +31,11 @@ typedef struct card {
   gmt_swap_rate_t rate;
   bool timing;
   char pod[GMT_POD_NAME_MAX + 1];
-  double t0;            /* the grant, ms */
-  uint64_t pod0;        /* the pod's resident bytes then */
-  uint64_t others0;     /* every other process's */
-  double last_ms;       /* the last switch measured */
+  double t0;        /* the grant, ms */
+  uint64_t pod0;    /* the pod's resident bytes then */
+  uint64_t in;      /* what it had to bring back */
+  uint64_t others0; /* every other process's */
+  double last_ms;   /* the last switch measured */
   uint64_t last_bytes;
 } card_t;
 
@@ -84,6 +85,24 @@ static turnrec_t *rec_of(struct gmt_turns *t, const char *pod, int device, bool 
   return r;
 }
 
+/* What the pod has moved off device, as its processes last reported it
+ * (host and disk), no more than its reservations there less what is
+ * resident: an allocation reserved but not yet told resident (a new one
+ * on its way) has not moved and is not brought back. A report that lies
+ * can only lengthen the pod's own turns, within its allowance. */
+static uint64_t moved_off(gmt_schd_t *s, const gmt_pod_t *pod, int device, uint64_t resident)
+{
+  uint64_t out = 0;
+  for (size_t i = 0; i < pod->nprocs; i++) {
+    const Gmt__ProcessCounters *c = &pod->procs[i].c;
+    if (c->swap_device == device)
+      out = gmt__sat_add(out, gmt__sat_add(c->swap_host, c->swap_disk));
+  }
+  uint64_t reserved = gmt_ledger_pod_device_total(s->ledger, pod->cfg.name, device);
+  uint64_t missing = reserved > resident ? reserved - resident : 0;
+  return out < missing ? out : missing;
+}
+
 /* The pod's turn on device as things stand, or false when it has none
  * (not a mode=swap pod, no GPU space, a device out of range). */
 static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_t *out)
@@ -95,9 +114,9 @@ static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_
       gmt__tiers_gpu_space(s, device, &limit, &base, NULL, NULL) < 0)
     return false;
   uint64_t occupied = gmt__sat_add(base, gmt_swap_device_total(s->swap, device));
-  *out = gmt_swap_turn_plan(gmt_ledger_pod_device_total(s->ledger, name, device),
-                            gmt_swap_pod_device_total(s->swap, name, device), occupied, limit,
-                            gmt_swap_rate_bps(&s->turns->cards[device].rate),
+  uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
+  *out = gmt_swap_turn_plan(gmt__sat_add(resident, moved_off(s, pod, device, resident)), resident,
+                            occupied, limit, gmt_swap_rate_bps(&s->turns->cards[device].rate),
                             s->token_params.swap_move_share);
   return true;
 }
@@ -129,6 +148,7 @@ void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device)
   snprintf(c->pod, sizeof c->pod, "%s", pod);
   c->t0 = now_ms();
   c->pod0 = gmt_swap_pod_device_total(s->swap, pod, device);
+  c->in = plan.in_bytes;
   uint64_t all = gmt_swap_device_total(s->swap, device);
   c->others0 = all > c->pod0 ? all - c->pod0 : 0;
   gmt_debug("swap: device %d: pod '%s' is granted a turn of %.0f ms with %.1f MiB to bring back "
@@ -137,20 +157,32 @@ void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device)
             plan.cost_ms, gmt_swap_rate_bps(&c->rate) / 1e9);
 }
 
-void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device)
+void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device, uint64_t raised, bool restore)
 {
   if (!s->turns || device < 0 || device >= GMT_SWAP_DEVICES)
     return;
   card_t *c = &s->turns->cards[device];
-  if (!c->timing || strcmp(c->pod, pod) != 0)
-    return;
   uint64_t mine = gmt_swap_pod_device_total(s->swap, pod, device);
-  if (mine < gmt_ledger_pod_device_total(s->ledger, pod, device))
+  if (!c->timing || strcmp(c->pod, pod) != 0) {
+    /* Its memory came back before a grant (there was room when it
+     * asked): a turn too, untimed. A restore says so itself; its reports
+     * may not have told the move out yet. */
+    const gmt_pod_t *p = gmt_pods_find(s->pods, pod);
+    uint64_t before = mine > raised ? mine - raised : 0;
+    turnrec_t *r = p && (restore || moved_off(s, p, device, before) > 0)
+                       ? rec_of(s->turns, pod, device, true)
+                       : NULL;
+    if (r)
+      r->turns++;
+    return;
+  }
+  if (mine < gmt__sat_add(c->pod0, c->in))
     return; /* more to come */
   c->timing = false;
   uint64_t all = gmt_swap_device_total(s->swap, device);
   uint64_t others = all > mine ? all - mine : 0;
-  uint64_t in = mine > c->pod0 ? mine - c->pod0 : 0;
+  /* What it brought back, not the new allocations that came meanwhile. */
+  uint64_t in = c->in;
   uint64_t out = c->others0 > others ? c->others0 - others : 0;
   double ms = now_ms() - c->t0;
   if (!gmt_swap_rate_add(&c->rate, in + out, ms))

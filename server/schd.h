@@ -206,9 +206,11 @@ double gmt__turns_plan(gmt_schd_t *s, const char *pod, int device);
 /* pod was granted device's token: a turn that brings bytes back is
  * counted, its plan kept for status, and the card's switch timed. */
 void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device);
-/* pod's resident bytes on device changed (a Resident call): the switch
- * being timed ends once it has all it reserved there. */
-void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device);
+/* pod's resident bytes on device rose by raised (a Resident call): the
+ * switch being timed ends once all it had moved off is back; memory that
+ * came back outside a timed switch (before a grant; restore: the call
+ * brought memory back, ResidentRequest.at_least) counts a turn. */
+void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device, uint64_t raised, bool restore);
 /* Status: e's (its device set) and t's (a GPU space, device) turn fields. */
 void gmt__turns_pod_status(gmt_schd_t *s, const char *pod, Gmt__PodDeviceStatus *e);
 void gmt__turns_space_status(gmt_schd_t *s, int device, Gmt__TierSpace *t);

@@ -29,7 +29,9 @@ gmt_swap_turn_t gmt_swap_turn_plan(uint64_t reserved, uint64_t resident, uint64_
     return t;
   /* Fits beside what is there: it comes in once and may stay. */
   bool contested = occupied > limit || t.in_bytes > limit - occupied;
-  t.moved_bytes = !contested ? t.in_bytes : t.in_bytes > UINT64_MAX / 2 ? UINT64_MAX : 2 * t.in_bytes;
+  t.moved_bytes = !contested                    ? t.in_bytes
+                  : t.in_bytes > UINT64_MAX / 2 ? UINT64_MAX
+                                                : 2 * t.in_bytes;
   t.cost_ms = (double)t.moved_bytes / rate_bps * 1000.0;
   /* cost / (turn + cost) <= share */
   t.turn_ms = contested ? t.cost_ms * (1 - share) / share : 0;
