@@ -39,6 +39,14 @@
   X(cuMemFreeAsync_ptsz)                                                                           \
   X(cuMemCreate)                                                                                   \
   X(cuMemRelease)                                                                                  \
+  X(cuMemMap)                                                                                      \
+  X(cuMemUnmap)                                                                                    \
+  X(cuMemSetAccess)                                                                                \
+  X(cuMemGetAccess)                                                                                \
+  X(cuMemAddressFree)                                                                              \
+  X(cuMemRetainAllocationHandle)                                                                   \
+  X(cuMemGetAllocationPropertiesFromHandle)                                                        \
+  X(cuMemExportToShareableHandle)                                                                  \
   X(cuArrayCreate)                                                                                 \
   X(cuArrayCreate_v2)                                                                              \
   X(cuArray3DCreate)                                                                               \
@@ -185,10 +193,6 @@
   X(cuStreamIsCapturing)                                                                           \
   X(cuMemGetAllocationGranularity)                                                                 \
   X(cuMemAddressReserve)                                                                           \
-  X(cuMemAddressFree)                                                                              \
-  X(cuMemMap)                                                                                      \
-  X(cuMemUnmap)                                                                                    \
-  X(cuMemSetAccess)                                                                                \
   X(cuMemPrefetchAsync)                                                                            \
   X(cuMemPrefetchAsync_v2)                                                                         \
   X(cuDevicePrimaryCtxGetState)                                                                    \

@@ -20,8 +20,8 @@
  *
  * In mode=swap, cuMemAlloc* and cuMemAllocPitch* are charged the same but
  * backed by the driver's virtual memory (swap.c), so that their bytes can
- * leave the GPU and come back; every other path allocates as in strict
- * mode. */
+ * leave the GPU and come back, and so is the program's own cuMemCreate
+ * memory (swapvmm.c); every other path allocates as in strict mode. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -37,6 +37,7 @@
 #include "reserve.h"
 #include "state.h"
 #include "swap.h"
+#include "swapvmm.h"
 #include "token.h"
 
 #define GMT_PITCH_ALIGN 512u
@@ -449,6 +450,7 @@ static CUresult real_free_async_ptsz(CUdeviceptr p, CUstream s)
 #define GMT_ASYNC_BODY(name, callfn, freefn, pool_, ...)                                           \
   GMT_FRAME(name);                                                                                 \
   GMT_ENTER(__VA_ARGS__);                                                                          \
+  gmt__swap_vmm_pool_note();                                                                       \
   async_args_t a = {(void *)real, dptr, bytesize, pool_, hStream};                                 \
   CUresult rc =                                                                                    \
       dptr ? pool_alloc(callfn, &a, dptr, bytesize, pool_, hStream, freefn) : real(__VA_ARGS__);   \
@@ -577,7 +579,11 @@ GMT_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 /* ---- virtual memory management (PyTorch expandable segments) ---- */
 
 /* The physical allocation is what holds device memory; cuMemMap of it
- * adds none, so only cuMemCreate / cuMemRelease are counted. */
+ * adds none, so only cuMemCreate / cuMemRelease are counted. In mode=swap
+ * the program's physical memory moves like gmt's own allocations
+ * (swapvmm.h): every entry point that names a handle or a mapping of one
+ * is swapvmm.c's there, since the handle the program holds is no longer
+ * the driver's once it has moved. */
 GMT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                 const CUmemAllocationProp *prop, unsigned long long flags)
 {
@@ -590,15 +596,98 @@ GMT_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
   }
   int dev = prop->location.id;
   GMT_CHARGE(dev, size);
-  CUresult rc = real(handle, size, prop, flags);
+  CUresult rc = gmt__swap_vmm_on() ? gmt__swap_vmm_create(handle, size, prop, flags)
+                                   : real(handle, size, prop, flags);
   settle(rc, GMT_NS_PHYSICAL, handle ? (uint64_t)*handle : 0, size, KIND_PHYSICAL, dev);
   GMT_LEAVE();
   return rc;
 }
 
+/* In mode=swap a handle's charge goes back once its memory is gone, which
+ * may be at an unmap after its release (swapvmm.h). */
+static void physical_gone(uint64_t handle)
+{
+  uncharge(GMT_NS_PHYSICAL, handle);
+}
+
 GMT_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-  GMT_FREE_BODY(cuMemRelease, GMT_NS_PHYSICAL, handle, handle);
+  GMT_FRAME(cuMemRelease);
+  GMT_ENTER(handle);
+  CUresult rc;
+  if (gmt__swap_vmm_on()) {
+    rc = gmt__swap_vmm_release(handle, physical_gone);
+  } else {
+    rc = real(handle);
+    if (rc == CUDA_SUCCESS)
+      uncharge(GMT_NS_PHYSICAL, (uint64_t)handle);
+  }
+  GMT_LEAVE();
+  return rc;
+}
+
+/* The rest only route a swap process's calls to swapvmm.c. */
+#define GMT_VMM_BODY(name, swapcall, ...)                                                          \
+  GMT_FRAME(name);                                                                                 \
+  GMT_FRAME_NESTED(__VA_ARGS__);                                                                   \
+  if (!gmt__swap_vmm_on())                                                                         \
+    return real(__VA_ARGS__);                                                                      \
+  GMT_FRAME_IN();                                                                                  \
+  CUresult rc = swapcall;                                                                          \
+  GMT_FRAME_OUT();                                                                                 \
+  return rc
+
+GMT_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                             CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+  GMT_VMM_BODY(cuMemMap, gmt__swap_vmm_map(ptr, size, offset, handle, flags), ptr, size, offset,
+               handle, flags);
+}
+
+GMT_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+  GMT_VMM_BODY(cuMemUnmap, gmt__swap_vmm_unmap(ptr, size, physical_gone), ptr, size);
+}
+
+GMT_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+  GMT_VMM_BODY(cuMemAddressFree, gmt__swap_vmm_address_free(ptr, size, physical_gone), ptr, size);
+}
+
+GMT_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                                   size_t count)
+{
+  GMT_VMM_BODY(cuMemSetAccess, gmt__swap_vmm_set_access(ptr, size, desc, count), ptr, size, desc,
+               count);
+}
+
+GMT_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
+                                   CUdeviceptr ptr)
+{
+  GMT_VMM_BODY(cuMemGetAccess, gmt__swap_vmm_get_access(flags, location, ptr), flags, location,
+               ptr);
+}
+
+GMT_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+  GMT_VMM_BODY(cuMemRetainAllocationHandle, gmt__swap_vmm_retain(handle, addr), handle, addr);
+}
+
+GMT_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                           CUmemGenericAllocationHandle handle)
+{
+  GMT_VMM_BODY(cuMemGetAllocationPropertiesFromHandle, gmt__swap_vmm_props(prop, handle), prop,
+               handle);
+}
+
+GMT_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle,
+                                                 CUmemGenericAllocationHandle handle,
+                                                 CUmemAllocationHandleType handleType,
+                                                 unsigned long long flags)
+{
+  GMT_VMM_BODY(cuMemExportToShareableHandle,
+               gmt__swap_vmm_export(shareableHandle, handle, handleType, flags), shareableHandle,
+               handle, handleType, flags);
 }
 
 /* ---- arrays ---- */

@@ -79,6 +79,8 @@ static char g_pod[256];
 static int g_res_said; /* "acting as granted" logged */
 static int g_move_said;
 
+static const gmt_swap_prog_ops_t *g_prog; /* swapvmm.c's, set before main */
+
 static uint64_t g_wait_ms = GMT_SWAP_WAIT_DEFAULT_MS;
 static uint64_t g_test_evict_ms;
 static uint64_t g_keep_ms = GMT_SWAP_KEEP_DEFAULT_MS;
@@ -593,6 +595,59 @@ undo:
   return rc;
 }
 
+/* ---- the program's own physical memory (swapvmm.c) ---- */
+
+void gmt__swap_prog_register(const gmt_swap_prog_ops_t *ops)
+{
+  g_prog = ops;
+}
+
+int gmt__swap_prog_claim(int dev, uint64_t bytes, gmt_swap_gate_fn gate)
+{
+  uint64_t got;
+  atomic_fetch_add(&gmt__swap_waiting, 1);
+  int c = claim(dev, bytes, 0, 0, gmt_now_ms() + g_wait_ms, gate, &got);
+  atomic_fetch_sub(&gmt__swap_waiting, 1);
+  return c;
+}
+
+void gmt__swap_prog_unclaim(int dev, uint64_t bytes)
+{
+  unclaim(dev, bytes);
+}
+
+int gmt__swap_prog_track(const gmt_swap_entry_t *e)
+{
+  return table_add(e);
+}
+
+uint64_t gmt__swap_prog_untrack(uint64_t key, int *device)
+{
+  gmt_swap_entry_t e;
+  pthread_mutex_lock(&g_tab_mu);
+  int found = gmt__swaptab_remove(&g_tab, key, &e) == 0;
+  publish_nout();
+  pthread_mutex_unlock(&g_tab_mu);
+  *device = found ? e.device : 0;
+  if (!found)
+    return 0;
+  int entered = gmt__ctx_enter(e.ctx);
+  GMT_FRAME_IN();
+  gmt__swaphost_free(e.out ? e.host : e.kept, e.host_kind, e.size);
+  GMT_FRAME_OUT();
+  gmt__ctx_leave(entered);
+  return e.out ? 0 : e.span;
+}
+
+void gmt__swap_prog_stays(uint64_t key)
+{
+  pthread_mutex_lock(&g_tab_mu);
+  gmt_swap_entry_t *e = gmt__swaptab_find(&g_tab, key);
+  if (e)
+    e->stays = 1;
+  pthread_mutex_unlock(&g_tab_mu);
+}
+
 /* ---- prepared host copies ---- */
 
 /* A move out needs a pinned host copy, and pinning fresh pages costs about
@@ -843,6 +898,17 @@ static int move_out_into(gmt_swap_entry_t *e, void *host, int pinned, gmt_swap_w
       return -1;
     (*fresh)++;
   }
+  if (e->prog) {
+    CUresult pr = g_prog ? g_prog->out(e, host) : CUDA_ERROR_NOT_FOUND;
+    if (pr != CUDA_SUCCESS) {
+      SAY_ONCE("cannot move the program's %llu bytes of physical memory off the GPU (%d); they "
+               "stay",
+               (unsigned long long)e->size, (int)pr);
+      gmt__swaphost_free(host, pinned, e->size);
+      return -1;
+    }
+    goto moved;
+  }
   CUresult rc = dtoh(host, e->addr, e->size);
   if (rc == CUDA_SUCCESS)
     rc = unmap(e->addr, e->span);
@@ -868,6 +934,7 @@ static int move_out_into(gmt_swap_entry_t *e, void *host, int pinned, gmt_swap_w
     gmt__swaphost_free(host, pinned, e->size);
     return -1;
   }
+moved:
   pthread_mutex_lock(&g_tab_mu);
   gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, e->addr);
   if (t)
@@ -888,6 +955,16 @@ static int move_out(gmt_swap_entry_t *e, gmt_swap_where_t *w, size_t *fresh)
   int rc = move_out_into(e, host, pinned, w, fresh);
   prepared_moved();
   return rc;
+}
+
+/* Where the tracer is told a move of e happened: its address, or for the
+ * program's own physical memory where the program mapped it (0: nowhere,
+ * not told). */
+static uint64_t trace_addr(const gmt_swap_entry_t *e)
+{
+  if (!e->prog)
+    return e->addr;
+  return g_prog ? g_prog->addr(e->addr) : 0;
 }
 
 /* Synchronizes each distinct context among n entries; 0, or -1 when one
@@ -941,7 +1018,9 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
       uint64_t m0 = gmt_now_ns();
       if (entered >= 0 && move_out(&es[i], &w, &fresh) == 0) {
         uint64_t took = gmt_now_ns() - m0;
-        gmt_trace_moved(es[i].addr, es[i].size, 1, took);
+        uint64_t at = trace_addr(&es[i]);
+        if (at)
+          gmt_trace_moved(at, es[i].size, 1, took);
         atomic_fetch_add(&g_out_bytes, es[i].size);
         atomic_fetch_add(&g_move_ns, took);
         /* Its room is the scheduler's at once: a process waiting for it
@@ -995,14 +1074,23 @@ static CUresult move_in(const gmt_swap_entry_t *e)
   if (!htod || !unmap || !release)
     return CUDA_ERROR_NOT_FOUND;
   CUmemGenericAllocationHandle h = 0;
-  CUresult rc = back(e->addr, e->span, e->device, &h);
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  rc = htod(e->addr, e->host, e->size);
-  if (rc != CUDA_SUCCESS) {
-    unmap(e->addr, e->span);
-    release(h);
-    return rc;
+  CUresult rc;
+  if (e->prog) {
+    uint64_t real = 0;
+    rc = g_prog ? g_prog->in(e, &real) : CUDA_ERROR_NOT_FOUND;
+    if (rc != CUDA_SUCCESS)
+      return rc;
+    h = real;
+  } else {
+    rc = back(e->addr, e->span, e->device, &h);
+    if (rc != CUDA_SUCCESS)
+      return rc;
+    rc = htod(e->addr, e->host, e->size);
+    if (rc != CUDA_SUCCESS) {
+      unmap(e->addr, e->span);
+      release(h);
+      return rc;
+    }
   }
   pthread_mutex_lock(&g_tab_mu);
   gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, e->addr);
@@ -1045,7 +1133,9 @@ static CUresult restore_device(int dev, uint64_t granted)
     uint64_t ns = gmt_now_ns() - m0;
     gmt__ctx_leave(entered);
     if (rc == CUDA_SUCCESS) {
-      gmt_trace_moved(e.addr, e.size, 0, ns);
+      uint64_t at = trace_addr(&e);
+      if (at)
+        gmt_trace_moved(at, e.size, 0, ns);
       atomic_fetch_add(&g_in_bytes, e.size);
       atomic_fetch_add(&g_move_ns, ns);
       used += e.span;
@@ -1156,9 +1246,18 @@ void gmt__swap_ctx_going(CUcontext ctx)
   size_t cap = g_tab.n;
   uint64_t *addrs = cap ? malloc(cap * sizeof(*addrs)) : NULL;
   gmt_swap_entry_t *es = cap ? malloc(cap * sizeof(*es)) : NULL;
-  size_t n = addrs && es ? gmt__swaptab_of_ctx(&g_tab, ctx, addrs, cap) : 0;
-  for (size_t i = 0; i < n; i++)
-    gmt__swaptab_remove(&g_tab, addrs[i], &es[i]);
+  size_t found = addrs && es ? gmt__swaptab_of_ctx(&g_tab, ctx, addrs, cap) : 0, n = 0;
+  for (size_t i = 0; i < found; i++) {
+    gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, addrs[i]);
+    /* The program's physical memory outlives the context it was made in
+     * (it is the device's): on the GPU it stays there, with no context
+     * left to move it in. */
+    if (t && t->prog && !t->out) {
+      t->stays = 1;
+      continue;
+    }
+    gmt__swaptab_remove(&g_tab, addrs[i], &es[n++]);
+  }
   publish_nout();
   pthread_mutex_unlock(&g_tab_mu);
   pthread_mutex_unlock(&g_prep_mu);
@@ -1168,6 +1267,12 @@ void gmt__swap_ctx_going(CUcontext ctx)
   int entered = gmt__ctx_enter(ctx);
   for (size_t i = 0; i < n; i++) {
     gmt_swap_entry_t *e = &es[i];
+    if (e->prog) { /* out (see above): its bytes go with the context */
+      gmt__swaphost_free(e->host, e->host_kind, e->size);
+      if (g_prog)
+        g_prog->lost(e->addr);
+      continue;
+    }
     if (e->managed) { /* the driver's, gone with the context */
       if (!e->out)
         was_in[clamp_dev(e->device)] += e->span;
@@ -1315,6 +1420,8 @@ static void swap_child(void)
   pthread_cond_init(&g_prep_cv, NULL);
   pthread_mutex_init(&g_res_mu, NULL);
   pthread_rwlock_init(&gmt__swap_rw, NULL);
+  if (g_prog)
+    g_prog->child();
 }
 
 static const gmt_fork_ops_t g_fork_ops = {swap_prepare, swap_parent, swap_child};

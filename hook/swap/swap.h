@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "driver.h"
+#include "swaptab.h"
 
 /* How a process's cuMemAlloc* memory moves: not at all (strict), by copies
  * to host memory and back (mode=swap), or by prefetches of managed memory
@@ -136,5 +137,46 @@ void gmt__swap_stats(gmt_swap_stats_t *s);
 /* Reporter thread: the test knob GMT_SWAP_TEST_EVICT_MS (swap.c). 1 when
  * an allocation moved since the last call (a report is due). */
 int gmt__swap_tick(void);
+
+/* ---- the program's own physical memory (swapvmm.c) ----
+ *
+ * A mode=swap program's cuMemCreate handles ride on this file's table,
+ * Resident and moves: their entries carry prog and a key with
+ * GMT_SWAP_PROG_KEY set (never a device address: those stay below 2^57),
+ * and the moves' driver steps are swapvmm.c's, through the ops it
+ * registers from its constructor, so that this file names no user. Each
+ * op runs under the exclusive lock with the entry's context current. */
+#define GMT_SWAP_PROG_KEY (1ULL << 63)
+
+typedef struct {
+  /* e on the GPU, its work done: its bytes into host (e->size), the
+   * program's mappings unmapped, the driver's handle released. On an
+   * error nothing changed. */
+  CUresult (*out)(const gmt_swap_entry_t *e, void *host);
+  /* e out: new physical memory from e->host, mapped and given access as
+   * the program had it; the driver's new handle in *real. On an error
+   * nothing changed. */
+  CUresult (*in)(const gmt_swap_entry_t *e, uint64_t *real);
+  /* An address the program mapped it at, for the tracer (0: none). */
+  uint64_t (*addr)(uint64_t key);
+  /* e was out when its context went: its bytes went with it. */
+  void (*lost)(uint64_t key);
+  void (*child)(void); /* in a forked child, after this file's own */
+} gmt_swap_prog_ops_t;
+
+void gmt__swap_prog_register(const gmt_swap_prog_ops_t *ops);
+/* Resident for bytes more on dev, waiting for room as an allocation does
+ * (GMT_SWAP_WAIT_MS): 0, or -E2BIG / -ENOSPC. */
+int gmt__swap_prog_claim(int dev, uint64_t bytes, gmt_swap_gate_fn gate);
+/* Bytes fewer on dev (never with gmt__swap_rw held). */
+void gmt__swap_prog_unclaim(int dev, uint64_t bytes);
+/* e into the table, on the GPU: 0, or -EEXIST / -ENOMEM. */
+int gmt__swap_prog_track(const gmt_swap_entry_t *e);
+/* The entry of key out of the table, its kept copy freed (gmt__swap_rw
+ * held, shared at least): the bytes its device now holds fewer, to
+ * unclaim once the lock is let go (0 when it was out, or unknown). */
+uint64_t gmt__swap_prog_untrack(uint64_t key, int *device);
+/* The entry of key stays on the GPU from now on. */
+void gmt__swap_prog_stays(uint64_t key);
 
 #endif

@@ -88,7 +88,7 @@ size_t gmt__swaptab_pick_out(const gmt_swaptab_t *t, uint64_t keep, uint64_t *ad
     const gmt_swap_entry_t *oldest = NULL;
     for (size_t i = 0; i < t->n; i++) {
       const gmt_swap_entry_t *e = &t->v[i];
-      if (!e->out && e->stamp >= after && (!oldest || e->stamp < oldest->stamp))
+      if (!e->out && !e->stays && e->stamp >= after && (!oldest || e->stamp < oldest->stamp))
         oldest = e;
     }
     if (!oldest)
@@ -138,7 +138,7 @@ int gmt__swaptab_unprepared(const gmt_swaptab_t *t, gmt_swap_entry_t *out)
   const gmt_swap_entry_t *first = NULL;
   for (size_t i = 0; i < t->n; i++) {
     const gmt_swap_entry_t *e = &t->v[i];
-    if (!e->out && !e->managed && !e->kept && (!first || e->stamp < first->stamp))
+    if (!e->out && !e->managed && !e->stays && !e->kept && (!first || e->stamp < first->stamp))
       first = e;
   }
   if (first)

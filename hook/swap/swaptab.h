@@ -22,9 +22,13 @@ typedef struct {
   void *host;      /* the host copy while out, else NULL */
   void *ctx;       /* the context it was made in */
   int device;
-  int managed;    /* mode=um: managed memory, moved by prefetch (host stays NULL) */
-  int host_kind;  /* what host is: GMT_SWAP_HOST_MALLOC, _PINNED or _FILE */
-  int out;        /* 1: moved off the GPU */
+  int managed;   /* mode=um: managed memory, moved by prefetch (host stays NULL) */
+  int host_kind; /* what host is: GMT_SWAP_HOST_MALLOC, _PINNED or _FILE */
+  int out;       /* 1: moved off the GPU */
+  /* The program's own physical memory (cuMemCreate: swapvmm.c moves it);
+   * addr is then a key of its own, not an address (GMT_SWAP_PROG_KEY). */
+  int prog;
+  int stays;      /* never moved (an exported handle): counted on the GPU only */
   uint64_t stamp; /* when made or last brought back, in the table's own ticks */
   /* On the GPU: the host copy it came back from, kept (size bytes, pinned
    * or not as host_kind says) so that moving it out again copies into
@@ -64,7 +68,7 @@ int gmt__swaptab_remove(gmt_swaptab_t *t, uint64_t addr, gmt_swap_entry_t *out);
 
 /* Whom to move out so that at most keep bytes stay on the GPU: the
  * addresses, in the order to move them, into addrs (up to cap); returns
- * how many. The least recently made or brought back go first: a cheap
+ * how many; never an entry that stays. The least recently made or brought back go first: a cheap
  * stand-in for "least recently used" until the tracer's per-allocation
  * history can say which are cold. Nothing when the GPU holds keep bytes or
  * fewer, so hearing a target twice moves nothing more. */
@@ -95,8 +99,8 @@ void gmt__swaptab_mark_in(gmt_swaptab_t *t, gmt_swap_entry_t *e, uint64_t handle
 void *gmt__swaptab_take_kept(gmt_swaptab_t *t, gmt_swap_entry_t *e);
 
 /* Prepared copies (docs/tiers.md, "Prepared host copies"): the first entry,
- * in pick_out's order, that is on the GPU, not managed and has no kept
- * copy, copied to *out; 1, or 0 when there is none. */
+ * in pick_out's order, that is on the GPU, not managed, does not stay and
+ * has no kept copy, copied to *out; 1, or 0 when there is none. */
 int gmt__swaptab_unprepared(const gmt_swaptab_t *t, gmt_swap_entry_t *out);
 /* host (size bytes of kind, never a spill file) becomes e's kept copy,
  * stamped now_ms, when e is on the GPU, not managed, of that size and has

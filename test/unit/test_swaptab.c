@@ -290,6 +290,32 @@ static void test_swaptab_prepared_copies_go_to_entries_on_the_gpu_without_one(vo
   gmt__swaptab_close(&t);
 }
 
+/* The program's own exported physical memory stays: counted on the GPU,
+ * never picked to move out, never given a prepared copy. */
+static void test_swaptab_an_entry_that_stays_is_counted_and_never_picked(void **state)
+{
+  (void)state;
+  gmt_swaptab_t t;
+  gmt__swaptab_init(&t);
+  gmt_swap_entry_t e = {
+      .addr = 0x1000, .size = 4 * MIB, .span = 4 * MIB, .handle = 9, .prog = 1, .stays = 1};
+  assert_int_equal(gmt__swaptab_add(&t, &e), 0);
+  add(&t, 0x2000, 2 * MIB, A(1));
+  assert_int_equal(t.gpu_bytes, 6 * MIB);
+  uint64_t addrs[4];
+  assert_int_equal(gmt__swaptab_pick_out(&t, 0, addrs, 4), 1);
+  assert_int_equal(addrs[0], 0x2000);
+  gmt_swap_entry_t got;
+  assert_int_equal(gmt__swaptab_unprepared(&t, &got), 1);
+  assert_int_equal(got.addr, 0x2000);
+  move_out(&t, 0x2000);
+  assert_int_equal(gmt__swaptab_pick_out(&t, 0, addrs, 4), 0);
+  assert_int_equal(gmt__swaptab_unprepared(&t, &got), 0);
+  assert_int_equal(t.gpu_bytes, 4 * MIB);
+  assert_true(gmt__swaptab_find(&t, 0x1000)->prog);
+  gmt__swaptab_close(&t);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -301,6 +327,7 @@ int main(void)
       cmocka_unit_test(test_swaptab_target_twice_or_above_resident_moves_nothing),
       cmocka_unit_test(test_swaptab_lists_a_contexts_allocations_only),
       cmocka_unit_test(test_swaptab_lists_what_is_out_per_device),
+      cmocka_unit_test(test_swaptab_an_entry_that_stays_is_counted_and_never_picked),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
