@@ -67,7 +67,7 @@ def job(steps, seed):
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         opt.step()
-        print("STEP i=%d loss=%r" % (i, loss.item()), flush=True)
+        print("STEP i=%d loss=%r t=%.4f" % (i, loss.item(), time.monotonic() - t0), flush=True)
     wsum = sum(float(p.double().sum()) for p in model.parameters())
     print("DONE seconds=%.3f peak=%d wsum=%r" % (time.monotonic() - t0,
                                                  torch.cuda.max_memory_reserved(), wsum),
@@ -96,6 +96,7 @@ def finish_jobs(node, procs, steps, gmt):
         rows = p.records(prefixes=("STEP ",), done="DONE ", timeout=1200)
         done = rows[-1]
         out[pod] = {"losses": [r["loss"] for r in rows if "loss" in r],
+                    "steps": [float(r["t"]) for r in rows if "t" in r],
                     "seconds": float(done["seconds"]), "peak": int(done["peak"]),
                     "wsum": done["wsum"], "end": time.monotonic()}
     wall = max(r["end"] for r in out.values()) - t0
@@ -159,7 +160,7 @@ def main():
           % (native["a"]["seconds"], native["b"]["seconds"], seq, foot["a"] / GIB,
              foot["b"] / GIB), flush=True)
 
-    rows = []
+    rows, breakdown = [], []
     runs = [(float(r), f) for r in a.ratios.split(",") for f in a.shares.split(",")]
     for ratio, share in runs:
         # Each pod's quota: its footprint and the allocator's rounding.
@@ -206,6 +207,16 @@ def main():
             proc = res[pod]["proc"]
             bout, msout, bin_, msin, waited = moves(res[pod]["err"])
             dev, gpu = res[pod]["dev"], res[pod]["gpu"]
+            steps = res[pod]["steps"]
+            dur = [b - a for a, b in zip([0.0] + steps, steps)]
+            nat_steps = native[pod]["steps"]
+            nat_dur = sorted(b - a for a, b in zip([0.0] + nat_steps, nat_steps))
+            med = nat_dur[len(nat_dur) // 2] if nat_dur else 0
+            slow = [d - med for d in dur if med and d > 2 * med]
+            breakdown.append((ratio, share, pod, res[pod]["seconds"], native[pod]["seconds"],
+                              proc.get("token_wait_us", 0) / 1e6, proc.get("swap_wait_us", 0) / 1e6,
+                              proc.get("allocs", 0), proc.get("launches", 0), len(slow),
+                              sum(slow)))
             rows.append((ratio, share, capacity, pod, wall, seq, proc.get("swap_outs", 0),
                          proc.get("swap_ins", 0), bout, msout, bin_, msin, waited, same,
                          res[pod]["seconds"], dev.get("swap_turns", 0), dev.get("turn_ms", 0),
@@ -225,6 +236,18 @@ def main():
                   bin_ / msin / 1e6 if msin else 0, waited / 1e3, turns, turn_ms, rate / 1e9,
                   switches, "" if same else " LOSSES DIFFER"))
     print("target (issue 26): makespan together <= 1.1x one after the other")
+    # Where each job's time went under gmt: its own work (as it took
+    # natively), waiting for the token (the other's turns), waiting for
+    # its memory, and the rest (its steps slower than natively: the hook's
+    # allocation path, hand-overs). Steps slower than 2x their native
+    # median are counted with the time they took past it.
+    print("\n%-5s %-5s %-3s %7s %8s %9s %9s %7s %7s %7s %12s" % (
+        "ratio", "share", "pod", "wall s", "native s", "token s", "memory s", "rest s", "allocs",
+        "launches", "slow steps"))
+    for ratio, share, pod, wall, nat, tok, mem, allocs, launches, slow, slow_s in breakdown:
+        print("%-5.1f %-5s %-3s %7.2f %8.2f %9.2f %9.2f %7.2f %7d %7d %5d (%.2f s)" % (
+            ratio, share, pod, wall, nat, tok, mem, wall - nat - tok - mem, allocs, launches,
+            slow, slow_s))
     for f in failed:
         print("FAILED:", f)
     return 1 if failed else 0
