@@ -94,5 +94,9 @@
  * every GMT_BUSY_LATENCY_TICK_NS). */
 #define GMT_BUSY_TICK_NS 5000000LL
 #define GMT_BUSY_LATENCY_TICK_NS 250000LL
+/* In a mode=swap pod's turn (TokenReply.turn_ms) a grant is idle only once
+ * quiet this long with its work done: the job ended, or left the GPU for
+ * longer than a gap between two training steps. */
+#define GMT_BUSY_TURN_IDLE_NS 250000000LL
 
 #endif

@@ -45,17 +45,6 @@
 /* How long a host copy stays with an allocation brought back, for its
  * next move out (GMT_SWAP_KEEP_MS; 0: freed at once). */
 #define GMT_SWAP_KEEP_DEFAULT_MS 10000
-/* A turn that began with a wait for memory of W ms asks for quanta of at
- * least this many times W (GMT_SWAP_QUANTUM_FACTOR; 0: off). W is only the
- * wait at the turn's start: the turn also pays for the other pod's moves
- * and the token's hand-overs. Two PyTorch AdamW jobs on an H200 declared
- * at 1/1.2 of their memory took 2.83x the time of one after the other
- * with no floor, 1.72x at 10 and 1.30x at 30 (bench/makespan.py,
- * docs/BENCHMARKS.md). */
-#define GMT_SWAP_QUANTUM_FACTOR_DEFAULT 30
-/* ...while the last such wait is this recent: swapping has stopped once a
- * token window (server/token.h) has passed without one. */
-#define GMT_SWAP_QUANTUM_FRESH_MS 10000
 
 _Atomic int gmt__swap_on;
 _Atomic int gmt__swap_nout;
@@ -67,9 +56,6 @@ static gmt_swaptab_t g_tab;
 static int g_device = -1;
 static uint64_t g_gen, g_gen_seen; /* moves, for the reporter */
 static uint64_t g_last_in_ms;      /* the last allocation or restore (the test knob) */
-static uint64_t g_quantum_factor = GMT_SWAP_QUANTUM_FACTOR_DEFAULT;
-/* The last wait for memory that brought something back (ms, and when). */
-static _Atomic uint64_t g_turn_wait_ms, g_turn_at_ms;
 /* What the moves cost since start (gmt_swap_stats_t). */
 static _Atomic uint64_t g_out_bytes, g_in_bytes, g_move_ns, g_wait_ns;
 
@@ -138,7 +124,6 @@ void gmt__swap_configure(int how, const char *pod)
   g_keep_ms = env_ms("GMT_SWAP_KEEP_MS", GMT_SWAP_KEEP_DEFAULT_MS);
   const char *prep = getenv("GMT_SWAP_PREPARE");
   g_prep_off = prep && !strcmp(prep, "0");
-  g_quantum_factor = env_ms("GMT_SWAP_QUANTUM_FACTOR", GMT_SWAP_QUANTUM_FACTOR_DEFAULT);
   atomic_store_explicit(&gmt__swap_on, how, memory_order_release);
 }
 
@@ -1169,20 +1154,9 @@ CUresult gmt__swap_enter_slow(int *held, gmt_swap_gate_fn gate)
   if (rc == CUDA_SUCCESS && restored) {
     uint64_t waited = gmt_now_ms() - t0;
     atomic_fetch_add(&g_wait_ns, waited * 1000000);
-    atomic_store(&g_turn_wait_ms, waited);
-    atomic_store(&g_turn_at_ms, gmt_now_ms());
-    GMT_HOOK_DEBUG("waited %llu ms for memory to come back: quanta of at least %llu ms asked",
-                   (unsigned long long)waited, (unsigned long long)(g_quantum_factor * waited));
+    GMT_HOOK_DEBUG("waited %llu ms for memory to come back", (unsigned long long)waited);
   }
   return rc;
-}
-
-double gmt__swap_quantum_ms(void)
-{
-  uint64_t at = atomic_load(&g_turn_at_ms);
-  if (!at || gmt_now_ms() - at > GMT_SWAP_QUANTUM_FRESH_MS)
-    return 0;
-  return (double)g_quantum_factor * (double)atomic_load(&g_turn_wait_ms);
 }
 
 static CUresult enter_slow(int *held, gmt_swap_gate_fn gate, int *restored)

@@ -69,13 +69,6 @@ static inline CUresult gmt__swap_enter(int *held, gmt_swap_gate_fn gate)
   return gmt__swap_enter_slow(held, gate);
 }
 
-/* The quantum this process asks for at least (token.c sends it as its
- * burst): GMT_SWAP_QUANTUM_FACTOR (default 10) times its last wait for
- * memory to come back, while that wait is at most 10 s old; else 0. So a
- * job that pays W ms of moves at the start of each turn runs about 10 W
- * after it, within what the scheduler allows (LIMIT x window). */
-double gmt__swap_quantum_ms(void);
-
 static inline void gmt__swap_leave(int held)
 {
   if (held)

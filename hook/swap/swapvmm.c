@@ -289,8 +289,13 @@ CUresult gmt__swap_vmm_create(CUmemGenericAllocationHandle *handle, size_t size,
   memcpy(h.prop, prop, sizeof *prop);
   int added = gmt__vmmtab_add(&g_vt, &h);
   pthread_mutex_unlock(&g_mu);
-  gmt_swap_entry_t e = {
-      .addr = h.key, .size = size, .span = size, .handle = real, .ctx = ctx, .device = dev, .prog = 1};
+  gmt_swap_entry_t e = {.addr = h.key,
+                        .size = size,
+                        .span = size,
+                        .handle = real,
+                        .ctx = ctx,
+                        .device = dev,
+                        .prog = 1};
   if (added == 0 && gmt__swap_prog_track(&e) < 0) {
     pthread_mutex_lock(&g_mu);
     gmt__vmmtab_remove(&g_vt, h.prog);

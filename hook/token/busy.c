@@ -17,8 +17,11 @@ int gmt__busy_next(const gmt_busy_t *b, uint64_t launches, int64_t last_ns, int6
   /* The process gets the idle time to launch again after its own
    * synchronize returns (the next step of a training loop). */
   int64_t idle = b->idle_ns ? b->idle_ns : GMT_BUSY_IDLE_NS;
-  return now - max64(act, b->drained_ns) >= idle && now >= b->keep_until_ns ? GMT_BUSY_IDLE
-                                                                            : GMT_BUSY_WAIT;
+  int64_t quiet = now - max64(act, b->drained_ns);
+  /* In a swap turn only a long quiet is idle: the job ended, or left the
+   * GPU for longer than a gap between two steps. */
+  int in_turn = now < b->keep_until_ns && quiet < GMT_BUSY_TURN_IDLE_NS;
+  return quiet >= idle && !in_turn ? GMT_BUSY_IDLE : GMT_BUSY_WAIT;
 }
 
 void gmt__busy_drained(gmt_busy_t *b, uint64_t before, uint64_t after, int64_t last_ns,

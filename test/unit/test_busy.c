@@ -198,7 +198,8 @@ static void test_the_bell_stays_after_a_quick_return_and_forgets_slowly(void **s
 }
 
 /* A swap process's turn: quiet with its work done, the grant is still
- * not idle before the turn has run, and is after. */
+ * not idle before the turn has run, and is after; quiet for
+ * GMT_BUSY_TURN_IDLE_NS it is idle within the turn too (the job ended). */
 static void test_a_swap_turn_is_not_idle_before_it_has_run(void **state)
 {
   (void)state;
@@ -208,8 +209,14 @@ static void test_a_swap_turn_is_not_idle_before_it_has_run(void **state)
   gmt__busy_turn(&b, 300);
   gmt__busy_drained(&b, 7, 7, 1 * ms, 2 * ms, 2 * ms);
   assert_int_equal(gmt__busy_next(&b, 7, 1 * ms, 100 * ms), GMT_BUSY_WAIT); /* quiet 98 ms */
-  assert_int_equal(gmt__busy_next(&b, 7, 1 * ms, 299 * ms), GMT_BUSY_WAIT);
+  assert_int_equal(gmt__busy_next(&b, 7, 1 * ms, 249 * ms), GMT_BUSY_WAIT);
   assert_int_equal(gmt__busy_next(&b, 7, 1 * ms, 300 * ms), GMT_BUSY_IDLE);
+  /* A long turn: quiet 248 ms is not idle, 250 ms is. */
+  gmt__busy_grant(&b, 0, 5000, 0);
+  gmt__busy_turn(&b, 4000);
+  gmt__busy_drained(&b, 7, 7, 1 * ms, 2 * ms, 2 * ms);
+  assert_int_equal(gmt__busy_next(&b, 7, 1 * ms, 249 * ms), GMT_BUSY_WAIT);
+  assert_int_equal(gmt__busy_next(&b, 7, 1 * ms, 2 * ms + GMT_BUSY_TURN_IDLE_NS), GMT_BUSY_IDLE);
   /* Never past the grant's own end, and a new grant forgets the turn. */
   gmt__busy_grant(&b, 1000 * ms, 100, 0);
   gmt__busy_turn(&b, 300);

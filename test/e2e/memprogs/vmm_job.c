@@ -210,8 +210,7 @@ int main(int argc, char **argv)
       printf("MORE distinct=%d\n", g_h[3] != g_h[0] && g_h[3] != g_h[1] && g_h[3] != g_h[2]);
     } else if (!strncmp(line, "export", 6)) {
       int i = atoi(line + 6), fd = -1;
-      CHECK(cuMemExportToShareableHandle(&fd, g_h[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                         0));
+      CHECK(cuMemExportToShareableHandle(&fd, g_h[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
       close(fd);
       printf("EXPORTED\n");
     } else if (!strncmp(line, "async", 5)) {
