@@ -182,11 +182,11 @@ static bool idle_long(const gmt_swap_space_t *sp, const entry_t *e)
 }
 
 /* Asks the idle processes of other pods on device to free remaining bytes
- * more than their pending targets do, in by_victim_order; for pressure,
- * only those idle_long. Sets nothing when they cannot cover it all,
- * unless pressure (then as much as they can). Returns how many were
- * asked, or -ENOMEM. */
-static long ask(gmt_swap_t *sw, const char *pod, int device, uint64_t remaining,
+ * more than their pending targets do, and as much of extra more as they
+ * have, in by_victim_order; for pressure, only those idle_long. Sets
+ * nothing when they cannot cover remaining, unless pressure (then as much
+ * as they can). Returns how many were asked, or -ENOMEM. */
+static long ask(gmt_swap_t *sw, const char *pod, int device, uint64_t remaining, uint64_t extra,
                 const gmt_swap_space_t *sp, bool pressure)
 {
   size_t n = 0;
@@ -202,6 +202,8 @@ static long ask(gmt_swap_t *sw, const char *pod, int device, uint64_t remaining,
   }
   if (n == 0 || (available < remaining && !partial))
     return 0;
+  if (available > remaining)
+    remaining += extra < available - remaining ? extra : available - remaining;
   cand_t *c = malloc(n * sizeof *c);
   if (!c)
     return -ENOMEM;
@@ -254,7 +256,7 @@ long gmt_swap_pressure(gmt_swap_t *sw, const char *spare, int device, const gmt_
   if (c >= occupied - stop)
     return 0;
   *excess = occupied - stop - c;
-  return ask(sw, spare, device, *excess, space, true);
+  return ask(sw, spare, device, *excess, 0, space, true);
 }
 
 int gmt_swap_request(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, uint64_t bytes,
@@ -322,7 +324,13 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
   out->shortfall = need - space->limit;
   out->coming = coming(sw, device, space);
   if (out->coming < out->shortfall) {
-    long asked = ask(sw, pod, device, out->shortfall - out->coming, space, false);
+    /* Room for all the pod may still grow to (its quota), at once: a job
+     * whose allocations grow in 20 MiB segments (PyTorch's expandable
+     * segments) otherwise moved the other pod out 20 MiB at a time, 828
+     * moves each way in one run on an H200. */
+    uint64_t after = sat_add(pod_rest, bytes);
+    uint64_t grow = space->quota != UINT64_MAX && space->quota > after ? space->quota - after : 0;
+    long asked = ask(sw, pod, device, out->shortfall - out->coming, grow, space, false);
     if (asked < 0)
       return (int)asked;
     out->asked = (size_t)asked;

@@ -744,6 +744,48 @@ static void test_swap_pressure_spares_running_pods_and_asks_what_idle_ones_have(
   assert_int_equal(gmt_swap_pressure(sw, NULL, -1, &sp, TRIGGER, STOP, &excess), -EINVAL);
 }
 
+/* A pod that must make others move out asks room for all its quota lets
+ * it grow to, as far as they have it: growing 20 MiB at a time, it moved
+ * them out 20 MiB at a time. Without a quota, the shortfall alone. */
+static void test_swap_a_request_makes_room_for_what_the_pod_may_grow_to(void **state)
+{
+  gmt_swap_t *sw = *state;
+  have(sw, "a", 1, 900 * MIB);
+  gmt_swap_space_t sp = space(0, NULL, NOW);
+  sp.quota = 600 * MIB;
+  gmt_swap_answer_t ans;
+  /* b wants 200 MiB: 76 short, and it may grow 400 more. */
+  assert_int_equal(gmt_swap_request(sw, "b", 2, 0, 200 * MIB, &sp, &ans), 0);
+  assert_int_equal(ans.reason, GMT_SWAP_WAIT);
+  assert_int_equal(ans.shortfall, 200 * MIB - (GIB - 900 * MIB));
+  uint64_t keep = 0;
+  assert_true(gmt_swap_target(sw, "a", 1, 0, &keep));
+  assert_int_equal(keep, GIB - 600 * MIB);
+  /* Its next segment finds the room coming: nobody asked again. */
+  assert_int_equal(gmt_swap_request(sw, "b", 2, 0, 220 * MIB, &sp, &ans), 0);
+  assert_int_equal(ans.asked, 0);
+  assert_true(gmt_swap_target(sw, "a", 1, 0, &keep));
+  assert_int_equal(keep, GIB - 600 * MIB);
+  /* More than the victims have: all they have. */
+  gmt_swap_t *two;
+  assert_int_equal(gmt_swap_new(&two), 0);
+  have(two, "a", 1, 900 * MIB);
+  sp.quota = 4 * GIB;
+  assert_int_equal(gmt_swap_request(two, "b", 2, 0, 200 * MIB, &sp, &ans), 0);
+  assert_true(gmt_swap_target(two, "a", 1, 0, &keep));
+  assert_int_equal(keep, 0);
+  /* No quota (UINT64_MAX): the shortfall only. */
+  gmt_swap_t *three;
+  assert_int_equal(gmt_swap_new(&three), 0);
+  have(three, "a", 1, 900 * MIB);
+  sp.quota = UINT64_MAX;
+  assert_int_equal(gmt_swap_request(three, "b", 2, 0, 200 * MIB, &sp, &ans), 0);
+  assert_true(gmt_swap_target(three, "a", 1, 0, &keep));
+  assert_int_equal(keep, 900 * MIB - ans.shortfall);
+  gmt_swap_free(two);
+  gmt_swap_free(three);
+}
+
 /* When each pod last ran, for pressure at NOW: a just now (between two
  * grants of its turn), b a while ago. */
 static double ran_lately(void *arg, const char *pod, int device)
@@ -830,6 +872,7 @@ int main(void)
       T(test_swap_pressure_asks_idle_ones_largest_first_down_to_stop),
       T(test_swap_pressure_spares_running_pods_and_asks_what_idle_ones_have),
       T(test_swap_pressure_leaves_a_pod_that_just_ran),
+      T(test_swap_a_request_makes_room_for_what_the_pod_may_grow_to),
 #undef T
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
