@@ -85,10 +85,13 @@ void gmt__rpc_reserve(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
     gmt_debug("pod '%s' pid %u: %" PRIu64 " bytes on device %d refused: %" PRIu64
               " left of its declared capacity",
               pod->cfg.name, r->pid, r->bytes, r->device, room);
+    char who[160];
+    size_t holders = gmt__tiers_holders(s, r->device, who, sizeof who);
     refuse(s, call, pod, GMT_REFUSED_SPACE,
            "device %d has %" PRIu64 " bytes (%.1f MiB) left of its declared capacity "
-           "(gmt-schd --gpu-capacity); %" PRIu64 " more do not fit",
-           r->device, room, (double)room / MIB, r->bytes);
+           "(gmt-schd --gpu-capacity); %" PRIu64 " more do not fit%s%s",
+           r->device, room, (double)room / MIB, r->bytes, holders ? "; held by " : "",
+           holders ? who : "");
     return;
   }
   uint64_t limit = pod->cfg.memory_limit, total = 0;

@@ -64,6 +64,47 @@ static uint64_t occupied(gmt_schd_t *s, const gmt_tier_space_t *sp)
   return sp->index == 0 ? swapped_out(s, sp->tier) : 0;
 }
 
+/* Who holds a GPU space, for a refusal's words. */
+typedef struct holder {
+  const char *pod;
+  uint64_t bytes;
+  bool resident; /* a swap pod's resident bytes, not reservations */
+} holder_t;
+
+static int by_bytes_desc(const void *a, const void *b)
+{
+  const holder_t *x = a, *y = b;
+  return (x->bytes < y->bytes) - (x->bytes > y->bytes);
+}
+
+size_t gmt__tiers_holders(gmt_schd_t *s, int device, char *buf, size_t len)
+{
+  size_t n = s->pods ? s->pods->npods : 0, k = 0, at = 0;
+  buf[0] = '\0';
+  holder_t *h = n && s->ledger ? calloc(n, sizeof *h) : NULL;
+  if (!h)
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    const gmt_pod_t *pod = &s->pods->pods[i];
+    bool moves = gmt_mem_mode_moves(pod->cfg.mode);
+    uint64_t bytes = !moves    ? gmt_ledger_pod_device_total(s->ledger, pod->cfg.name, device)
+                     : s->swap ? gmt_swap_pod_device_total(s->swap, pod->cfg.name, device)
+                               : 0;
+    if (bytes)
+      h[k++] = (holder_t){pod->cfg.name, bytes, moves};
+  }
+  qsort(h, k, sizeof *h, by_bytes_desc);
+  for (size_t i = 0; i < k && i < GMT_TIERS_HOLDERS_SAID && at < len; i++) {
+    int w = snprintf(buf + at, len - at, "%s'%s' %.1f MiB%s", i ? ", " : "", h[i].pod,
+                     (double)h[i].bytes / (1024.0 * 1024.0), h[i].resident ? " resident" : "");
+    at += w > 0 ? (size_t)w : 0;
+  }
+  if (k > GMT_TIERS_HOLDERS_SAID && at < len)
+    snprintf(buf + at, len - at, " and %zu more", k - GMT_TIERS_HOLDERS_SAID);
+  free(h);
+  return k;
+}
+
 bool gmt__tiers_swap_rooms(gmt_schd_t *s, uint64_t *host_room, uint64_t *disk_room,
                            const char **spill_dir)
 {

@@ -164,6 +164,12 @@ int gmt__tiers_host_status(gmt_schd_t *s, Gmt__HostStatus *host);
  * reservations, after those of the device ledger and the swap processes'
  * resident bytes; -ENOENT when no capacity was declared for it. */
 int gmt__tiers_device_room(gmt_schd_t *s, int device, uint64_t *room);
+/* Who holds device's GPU space, the most first, in words for a refusal
+ * ("'a' 700.0 MiB, 'c' 64.0 MiB resident and 2 more": the first
+ * GMT_TIERS_HOLDERS_SAID; a swap pod's resident bytes), into buf;
+ * returns how many pods hold some. */
+#define GMT_TIERS_HOLDERS_SAID 3
+size_t gmt__tiers_holders(gmt_schd_t *s, int device, char *buf, size_t len);
 /* The device's GPU space as mode=swap sees it: its limit, what occupies
  * it besides the swap processes' resident bytes (the device reservations
  * of pods not in swap mode), and its

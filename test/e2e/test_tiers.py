@@ -259,6 +259,9 @@ class DeclaredCapacity(GmtTestCase):
         self.assertGreaterEqual(b_st["refused_space"], 1, b_st)
         self.assertEqual(b_st["refused_quota"], 0, b_st)
         self.assertIn("left of its declared capacity", b_st["last_refusal"])
+        # ... and who holds the card: a, with its 700 MiB.
+        self.assertIn("; held by 'a' 700.0 MiB", err)
+        self.assertIn("; held by 'a' 700.0 MiB", b_st["last_refusal"])
         self.assertAlmostEqual(b_st["last_refusal_unix"], time.time(), delta=60)
         self.assertEqual((self.pod("a")["refused_space"], self.pod("a")["last_refusal"]), (0, ""))
         self.assertIn("allocations refused: 0 for its GPU_MEM", self.gmt("status").stdout)
