@@ -324,12 +324,16 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
   out->shortfall = need - space->limit;
   out->coming = coming(sw, device, space);
   if (out->coming < out->shortfall) {
-    /* Room for all the pod may still grow to (its quota), at once: a job
-     * whose allocations grow in 20 MiB segments (PyTorch's expandable
-     * segments) otherwise moved the other pod out 20 MiB at a time, 828
-     * moves each way in one run on an H200. */
+    /* A pod that runs (it holds the token) gets room for all it may
+     * still grow to (its quota), at once: a job whose allocations grow in
+     * 20 MiB segments (PyTorch's expandable segments) otherwise moved the
+     * other pod out 20 MiB at a time, 828 moves each way in one run on an
+     * H200. One that does not run gets its shortfall: what is left of
+     * the others moves only if it must. */
     uint64_t after = sat_add(pod_rest, bytes);
-    uint64_t grow = space->quota != UINT64_MAX && space->quota > after ? space->quota - after : 0;
+    bool runs = space->may_ask && !space->may_ask(space->arg, pod, device);
+    uint64_t grow =
+        runs && space->quota != UINT64_MAX && space->quota > after ? space->quota - after : 0;
     long asked = ask(sw, pod, device, out->shortfall - out->coming, grow, space, false);
     if (asked < 0)
       return (int)asked;

@@ -93,9 +93,10 @@ typedef struct gmt_swap_answer {
  * (fits exactly: granted); otherwise WAIT, and idle processes of other
  * pods (space->may_ask) with resident bytes on device get targets, the
  * largest first, so that together with the targets already pending the
- * shortfall is covered, and as far as they have it, room for all the pod
- * may still grow to (space->quota less its resident bytes with this
- * total; none without a quota); when even all of them cannot cover it, none is
+ * shortfall is covered, and when the requester's pod runs (may_ask is
+ * false for it), as far as they have it, room for all the pod may still
+ * grow to (space->quota less its resident bytes with this total; none
+ * without a quota); when even all of them cannot cover it, none is
  * asked (the requester waits for memory to come back otherwise). A raise
  * ends a target the requester itself had. Returns 0, -EINVAL (device out
  * of range, pid 0, no pod) or -ENOMEM. */

@@ -101,27 +101,24 @@ class Resident(SwapCase):
         # The same total again adds nothing (a total, not a change).
         self.assertEqual(b.resident(600 * MIB), (True, "ROOM", 0, 424 * MIB))
         self.assertEqual(self.gpu_space()["reserved"], 600 * MIB)
-        # 600 + 600 do not fit in 1 GiB: c waits, 176 MiB short, and b
-        # (idle, resident) is asked to make room for all c may grow to,
-        # its 1 GiB quota: b's 600 MiB, all it has; nothing moved yet.
+        # 600 + 600 do not fit in 1 GiB: c waits, and b (idle, resident)
+        # is asked to keep at most 424 MiB; nothing moved yet.
         granted, reason, retry, room = c.resident(600 * MIB)
         self.assertEqual((granted, reason, room), (False, "WAIT", 424 * MIB))
         self.assertTrue(20 <= retry <= 50, retry)
         self.assertEqual(self.gpu_space()["reserved"], 600 * MIB)
         # The target reaches b through its pod manager: its next reports.
-        self.wait_evict(b, (True, 0), swap_gpu=600 * MIB, swap_device=0)
+        self.wait_evict(b, (True, 424 * MIB), swap_gpu=600 * MIB, swap_device=0)
         # Asking again asks nothing more of b (the target already covers it).
         self.assertEqual(c.resident(600 * MIB)[:2], (False, "WAIT"))
         # b moves out to its target: lowering is granted, and c fits.
-        self.assertEqual(b.resident(0), (True, "ROOM", 0, GIB))
-        self.assertEqual(c.resident(600 * MIB), (True, "ROOM", 0, 424 * MIB))
-        self.assertEqual(self.gpu_space()["reserved"], 600 * MIB)
+        self.assertEqual(b.resident(424 * MIB), (True, "ROOM", 0, 600 * MIB))
+        self.assertEqual(c.resident(600 * MIB), (True, "ROOM", 0, 0))
+        self.assertEqual(self.gpu_space()["reserved"], GIB)
         # The target is met: b hears no more of it.
-        self.wait_evict(b, (False, 0), swap_gpu=0, swap_host=600 * MIB, swap_device=0)
-        # b comes back to fill the card; then its own pod is never a
-        # process's victim: c's second process waits, and c's first is
-        # not asked.
-        self.assertEqual(b.resident(424 * MIB), (True, "ROOM", 0, 0))
+        self.wait_evict(b, (False, 0), swap_gpu=424 * MIB, swap_host=176 * MIB, swap_device=0)
+        # Its own pod is never a process's victim: c's second process
+        # waits, and c's first is not asked.
         c2 = self.caller("c")
         self.assertEqual(c2.resident(1)[:2], (False, "WAIT"))
         time.sleep(0.7)  # more than a heartbeat
@@ -153,8 +150,7 @@ class Resident(SwapCase):
         wait_for(lambda: not self.pod("b").get("holds_token") or None, timeout=5,
                  what="b to give the token back")
         self.assertEqual(c.resident(400 * MIB)[:2], (False, "WAIT"))
-        # Room for all c may grow to (its 1 GiB quota): all of b's.
-        self.wait_evict(b, (True, 0), swap_gpu=800 * MIB, swap_device=0)
+        self.wait_evict(b, (True, 624 * MIB), swap_gpu=800 * MIB, swap_device=0)
 
     def test_strict_reservations_occupy_the_space_swap_reservations_do_not(self):
         self.start_schd("--gpu-capacity", "0=1Gi")

@@ -744,14 +744,16 @@ static void test_swap_pressure_spares_running_pods_and_asks_what_idle_ones_have(
   assert_int_equal(gmt_swap_pressure(sw, NULL, -1, &sp, TRIGGER, STOP, &excess), -EINVAL);
 }
 
-/* A pod that must make others move out asks room for all its quota lets
- * it grow to, as far as they have it: growing 20 MiB at a time, it moved
- * them out 20 MiB at a time. Without a quota, the shortfall alone. */
+/* A running pod that must make others move out asks room for all its
+ * quota lets it grow to, as far as they have it: growing 20 MiB at a
+ * time, it moved them out 20 MiB at a time. Without a quota, or when it
+ * does not run, the shortfall alone. */
 static void test_swap_a_request_makes_room_for_what_the_pod_may_grow_to(void **state)
 {
   gmt_swap_t *sw = *state;
   have(sw, "a", 1, 900 * MIB);
-  gmt_swap_space_t sp = space(0, NULL, NOW);
+  world_t b_runs = {{"b"}};
+  gmt_swap_space_t sp = space(0, &b_runs, NOW);
   sp.quota = 600 * MIB;
   gmt_swap_answer_t ans;
   /* b wants 200 MiB: 76 short, and it may grow 400 more. */
@@ -782,8 +784,18 @@ static void test_swap_a_request_makes_room_for_what_the_pod_may_grow_to(void **s
   assert_int_equal(gmt_swap_request(three, "b", 2, 0, 200 * MIB, &sp, &ans), 0);
   assert_true(gmt_swap_target(three, "a", 1, 0, &keep));
   assert_int_equal(keep, 900 * MIB - ans.shortfall);
+  /* Not running (allocating before its first launch): the shortfall. */
+  gmt_swap_t *four;
+  assert_int_equal(gmt_swap_new(&four), 0);
+  have(four, "a", 1, 900 * MIB);
+  gmt_swap_space_t idle = space(0, NULL, NOW);
+  idle.quota = 600 * MIB;
+  assert_int_equal(gmt_swap_request(four, "b", 2, 0, 200 * MIB, &idle, &ans), 0);
+  assert_true(gmt_swap_target(four, "a", 1, 0, &keep));
+  assert_int_equal(keep, 900 * MIB - ans.shortfall);
   gmt_swap_free(two);
   gmt_swap_free(three);
+  gmt_swap_free(four);
 }
 
 /* When each pod last ran, for pressure at NOW: a just now (between two
