@@ -2,7 +2,7 @@
  * decision plans a swap pod's turn from what it would bring back to the
  * card and the card's measured switch rate; each grant to a pod with
  * bytes to bring back starts timing a switch, which ends when the pod's
- * Resident calls have all it reserved on the card again; and status tells
+ * Resident calls have brought those bytes back; and status tells
  * the last turn's plan per pod and the rate per card. docs/tiers.md, "The turn's
  * length". Loop thread only. */
 #include <inttypes.h>
@@ -59,11 +59,6 @@ void gmt__turns_close(gmt_schd_t *s)
   s->turns = NULL;
 }
 
-static double now_ms(void)
-{
-  return (double)gmt_now_ns() / 1e6;
-}
-
 static turnrec_t *rec_of(struct gmt_turns *t, const char *pod, int device, bool make)
 {
   for (size_t i = 0; i < t->n; i++)
@@ -85,11 +80,8 @@ static turnrec_t *rec_of(struct gmt_turns *t, const char *pod, int device, bool 
   return r;
 }
 
-/* What the pod has moved off device, as its processes last reported it
- * (host and disk), no more than its reservations there less what is
- * resident: an allocation reserved but not yet told resident (a new one
- * on its way) has not moved and is not brought back. A report that lies
- * can only lengthen the pod's own turns, within its allowance. */
+/* What the pod has to bring back to device with resident bytes there
+ * (gmt_swap_turn_in): its processes' last reports and its reservations. */
 static uint64_t moved_off(gmt_schd_t *s, const gmt_pod_t *pod, int device, uint64_t resident)
 {
   uint64_t out = 0;
@@ -98,9 +90,8 @@ static uint64_t moved_off(gmt_schd_t *s, const gmt_pod_t *pod, int device, uint6
     if (c->swap_device == device)
       out = gmt__sat_add(out, gmt__sat_add(c->swap_host, c->swap_disk));
   }
-  uint64_t reserved = gmt_ledger_pod_device_total(s->ledger, pod->cfg.name, device);
-  uint64_t missing = reserved > resident ? reserved - resident : 0;
-  return out < missing ? out : missing;
+  return gmt_swap_turn_in(out, gmt_ledger_pod_device_total(s->ledger, pod->cfg.name, device),
+                          resident);
 }
 
 /* The pod's turn on device as things stand, or false when it has none
@@ -115,8 +106,8 @@ static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_
     return false;
   uint64_t occupied = gmt__sat_add(base, gmt_swap_device_total(s->swap, device));
   uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
-  *out = gmt_swap_turn_plan(gmt__sat_add(resident, moved_off(s, pod, device, resident)), resident,
-                            occupied, limit, gmt_swap_rate_bps(&s->turns->cards[device].rate),
+  *out = gmt_swap_turn_plan(moved_off(s, pod, device, resident), occupied, limit,
+                            gmt_swap_rate_bps(&s->turns->cards[device].rate),
                             s->token_params.swap_move_share);
   return true;
 }
@@ -146,7 +137,7 @@ void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device)
     r->plan = plan;
   }
   snprintf(c->pod, sizeof c->pod, "%s", pod);
-  c->t0 = now_ms();
+  c->t0 = gmt_now_ms_f();
   c->pod0 = gmt_swap_pod_device_total(s->swap, pod, device);
   c->in = plan.in_bytes;
   uint64_t all = gmt_swap_device_total(s->swap, device);
@@ -184,7 +175,7 @@ void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device, uint64_t ra
   /* What it brought back, not the new allocations that came meanwhile. */
   uint64_t in = c->in;
   uint64_t out = c->others0 > others ? c->others0 - others : 0;
-  double ms = now_ms() - c->t0;
+  double ms = gmt_now_ms_f() - c->t0;
   if (!gmt_swap_rate_add(&c->rate, in + out, ms))
     return;
   c->last_ms = ms;

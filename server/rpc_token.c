@@ -74,7 +74,7 @@ struct gmt_tokens {
  * microsecond. */
 static double clock_ms(void)
 {
-  return (double)gmt_now_ns() / 1e6;
+  return gmt_now_ms_f();
 }
 
 static void reply_grant(gmt_call_t *call, double quota_ms, gmt_token_terms_t g)

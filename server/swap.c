@@ -181,6 +181,15 @@ static bool idle_long(const gmt_swap_space_t *sp, const entry_t *e)
          sp->last_run(sp->arg, e->pod, e->device) <= (double)sp->now_ms - GMT_SWAP_PRESSURE_IDLE_MS;
 }
 
+/* Whether e may be asked to move out of device for pod's room (pressure:
+ * no pod's, and only one idle_long). */
+static bool victim(const gmt_swap_space_t *sp, const entry_t *e, const char *pod, int device,
+                   bool pressure)
+{
+  return e->device == device && would_keep(e) > 0 && askable(sp, e, pod) &&
+         (!pressure || idle_long(sp, e));
+}
+
 /* Asks the idle processes of other pods on device to free remaining bytes
  * more than their pending targets do, and as much of extra more as they
  * have, in by_victim_order; for pressure, only those idle_long. Sets
@@ -191,16 +200,13 @@ static long ask(gmt_swap_t *sw, const char *pod, int device, uint64_t remaining,
 {
   size_t n = 0;
   uint64_t available = 0;
-  bool partial = pressure;
   for (size_t i = 0; i < sw->n; i++) {
-    entry_t *e = &sw->e[i];
-    if (e->device == device && would_keep(e) > 0 && askable(sp, e, pod) &&
-        (!pressure || idle_long(sp, e))) {
-      available = sat_add(available, would_keep(e));
+    if (victim(sp, &sw->e[i], pod, device, pressure)) {
+      available = sat_add(available, would_keep(&sw->e[i]));
       n++;
     }
   }
-  if (n == 0 || (available < remaining && !partial))
+  if (n == 0 || (available < remaining && !pressure))
     return 0;
   if (available > remaining)
     remaining += extra < available - remaining ? extra : available - remaining;
@@ -210,8 +216,7 @@ static long ask(gmt_swap_t *sw, const char *pod, int device, uint64_t remaining,
   size_t k = 0;
   for (size_t i = 0; i < sw->n; i++) {
     entry_t *e = &sw->e[i];
-    if (e->device == device && would_keep(e) > 0 && askable(sp, e, pod) &&
-        (!pressure || idle_long(sp, e)))
+    if (victim(sp, e, pod, device, pressure))
       c[k++] = (cand_t){e, sp->last_run ? sp->last_run(sp->arg, e->pod, device) : 0};
   }
   qsort(c, k, sizeof *c, by_victim_order);

@@ -20,11 +20,17 @@ double gmt_swap_rate_bps(const gmt_swap_rate_t *r)
   return r->bytes / r->ms * 1000.0;
 }
 
-gmt_swap_turn_t gmt_swap_turn_plan(uint64_t reserved, uint64_t resident, uint64_t occupied,
-                                   uint64_t limit, double rate_bps, double share)
+uint64_t gmt_swap_turn_in(uint64_t reported_out, uint64_t reserved, uint64_t resident)
+{
+  uint64_t missing = reserved > resident ? reserved - resident : 0;
+  return reported_out < missing ? reported_out : missing;
+}
+
+gmt_swap_turn_t gmt_swap_turn_plan(uint64_t in_bytes, uint64_t occupied, uint64_t limit,
+                                   double rate_bps, double share)
 {
   gmt_swap_turn_t t = {0};
-  t.in_bytes = reserved > resident ? reserved - resident : 0;
+  t.in_bytes = in_bytes;
   if (!t.in_bytes || !(rate_bps > 0) || !(share > 0 && share < 1))
     return t;
   /* Fits beside what is there: it comes in once and may stay. */

@@ -55,12 +55,19 @@ typedef struct gmt_swap_turn {
   double turn_ms;       /* the grant that pays for it; 0: nothing moves */
 } gmt_swap_turn_t;
 
-/* The pod reserved reserved bytes on the card and has resident of them
- * there; occupied is what the card holds now (every pod's), limit its
- * space. The card is contested when the pod's missing bytes do not fit
- * beside what is there: then they will have to go out again. share: the
- * most of the turn moving may take (0 < share < 1). */
-gmt_swap_turn_t gmt_swap_turn_plan(uint64_t reserved, uint64_t resident, uint64_t occupied,
-                                   uint64_t limit, double rate_bps, double share);
+/* What a pod has to bring back to a card: what its processes reported
+ * moved off it (host and disk), no more than it reserved there less what
+ * is resident. An allocation reserved but not yet resident (a new one on
+ * its way) has not moved and is not brought back; a report that lies can
+ * only lengthen the pod's own turns, within its allowance. */
+uint64_t gmt_swap_turn_in(uint64_t reported_out, uint64_t reserved, uint64_t resident);
+
+/* A turn that brings in_bytes back (gmt_swap_turn_in); occupied is what
+ * the card holds now (every pod's), limit its space. The card is
+ * contested when those bytes do not fit beside what is there: then they
+ * will have to go out again. share: the most of the turn moving may take
+ * (0 < share < 1). */
+gmt_swap_turn_t gmt_swap_turn_plan(uint64_t in_bytes, uint64_t occupied, uint64_t limit,
+                                   double rate_bps, double share);
 
 #endif

@@ -72,15 +72,6 @@ static uint64_t g_test_evict_ms;
 static uint64_t g_keep_ms = GMT_SWAP_KEEP_DEFAULT_MS;
 static int g_prep_off; /* GMT_SWAP_PREPARE=0: no prepared host copies */
 
-/* A monotonic clock in ms with sub-ms precision, for the moves' log lines
- * (bench/swap_bw.py reads their bandwidth from them). */
-static double now_ms_f(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* gmt's moves, for the tracer: `gmt trace` and gmt-schd's tracer put a
  * uprobe on this exported no-op (bpf/probes.c) and record a move of the
  * allocation at addr off the GPU (out 1) or back (0), bytes in ns, in its
@@ -672,7 +663,7 @@ static int prepare_one(const gmt_swap_entry_t *e)
   g_prep_addr = e->addr;
   g_prep_ctx = e->ctx;
   pthread_mutex_unlock(&g_prep_mu);
-  double t0 = now_ms_f();
+  double t0 = gmt_now_ms_f();
   void *host = NULL;
   int given = -1;
   /* A copy pinned ahead must not press on the rest of the node. */
@@ -702,7 +693,7 @@ static int prepare_one(const gmt_swap_entry_t *e)
     GMT_FRAME_OUT();
     if (given == 0)
       GMT_HOOK_DEBUG("prepared a host copy of %llu bytes for 0x%llx in %.3f ms",
-                     (unsigned long long)e->size, (unsigned long long)e->addr, now_ms_f() - t0);
+                     (unsigned long long)e->size, (unsigned long long)e->addr, gmt_now_ms_f() - t0);
     else if (host)
       GMT_HOOK_DEBUG("a host copy prepared for 0x%llx went unused: it was freed, moved out or "
                      "given one meanwhile",
@@ -995,7 +986,7 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
   pthread_mutex_unlock(&g_tab_mu);
   uint64_t moved_bytes = 0;
   size_t nmoved = 0, fresh = 0;
-  double t0 = now_ms_f();
+  double t0 = gmt_now_ms_f();
   GMT_FRAME_IN(); /* a driver calling its own entry points passes the gates */
   if (n && sync_contexts(es, n) == 0) {
     for (size_t i = 0; i < n; i++) {
@@ -1030,7 +1021,7 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
   if (nmoved)
     GMT_HOOK_DEBUG("moved %zu allocations (%llu bytes) off the GPU in %.3f ms (keep %llu, %zu new "
                    "host copies)",
-                   nmoved, (unsigned long long)moved_bytes, now_ms_f() - t0,
+                   nmoved, (unsigned long long)moved_bytes, gmt_now_ms_f() - t0,
                    (unsigned long long)keep, fresh);
 }
 
@@ -1103,7 +1094,7 @@ static CUresult restore_device(int dev, uint64_t granted)
   pthread_mutex_unlock(&g_tab_mu);
   CUresult rc = addrs || !cap ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   uint64_t used = 0, copied = 0;
-  double t0 = now_ms_f();
+  double t0 = gmt_now_ms_f();
   GMT_FRAME_IN();
   for (size_t i = 0; i < n && rc == CUDA_SUCCESS; i++) {
     pthread_mutex_lock(&g_tab_mu);
@@ -1137,7 +1128,7 @@ static CUresult restore_device(int dev, uint64_t granted)
   free(addrs);
   if (used)
     GMT_HOOK_DEBUG("brought %llu bytes back to device %d in %.3f ms", (unsigned long long)copied,
-                   dev, now_ms_f() - t0);
+                   dev, gmt_now_ms_f() - t0);
   unclaim(dev, granted - used); /* asked for but not brought back */
   return rc;
 }

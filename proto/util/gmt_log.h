@@ -37,5 +37,10 @@ static inline uint64_t gmt_now_ms(void)
 {
   return gmt_now_ns() / 1000000u;
 }
+/* The same clock in ms with sub-ms precision. */
+static inline double gmt_now_ms_f(void)
+{
+  return (double)gmt_now_ns() / 1e6;
+}
 
 #endif
