@@ -72,7 +72,13 @@ def job(steps, seed):
     print("DONE seconds=%.3f peak=%d wsum=%r" % (time.monotonic() - t0,
                                                  torch.cuda.max_memory_reserved(), wsum),
           flush=True)
-    sys.stdin.readline()  # alive until the bench has read gmt status
+    # Done: its memory goes back as a job's that exits would (an idle pod
+    # keeps its memory for its idle-out, 30 s by default, and the other
+    # job would wait for it), but it stays alive until the bench has read
+    # gmt status.
+    del model, opt, x, y, loss
+    torch.cuda.empty_cache()
+    sys.stdin.readline()
 
 
 def start_jobs(node, pods, seeds, steps, env_of):

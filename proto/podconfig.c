@@ -93,6 +93,7 @@ static bool field_str(const ProtobufCFieldDescriptor *f, const Gmt__PodConfig *c
   switch (f->type) {
   case PROTOBUF_C_TYPE_DOUBLE: snprintf(buf, len, "%g", *(const double *)at); return true;
   case PROTOBUF_C_TYPE_UINT64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)at); return true;
+  case PROTOBUF_C_TYPE_INT64: snprintf(buf, len, "%" PRId64, *(const int64_t *)at); return true;
   case PROTOBUF_C_TYPE_UINT32: snprintf(buf, len, "%" PRIu32, *(const uint32_t *)at); return true;
   case PROTOBUF_C_TYPE_INT32:
   case PROTOBUF_C_TYPE_SINT32: snprintf(buf, len, "%" PRId32, *(const int32_t *)at); return true;
@@ -119,7 +120,8 @@ static bool field_same(const ProtobufCFieldDescriptor *f, const Gmt__PodConfig *
   }
   switch (f->type) {
   case PROTOBUF_C_TYPE_DOUBLE: return *(const double *)x == *(const double *)y;
-  case PROTOBUF_C_TYPE_UINT64: return *(const uint64_t *)x == *(const uint64_t *)y;
+  case PROTOBUF_C_TYPE_UINT64:
+  case PROTOBUF_C_TYPE_INT64: return *(const uint64_t *)x == *(const uint64_t *)y;
   case PROTOBUF_C_TYPE_STRING:
     return !strcmp(*(char *const *)x ? *(char *const *)x : "",
                    *(char *const *)y ? *(char *const *)y : "");

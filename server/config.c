@@ -172,6 +172,24 @@ static bool parse_class(gmt_errlist_t *e, int lineno, const char *v, gmt_pod_con
   return parse_named(e, lineno, "class", v, gmt_pod_class_parse, "batch, latency", &pod->klass);
 }
 
+/* idle-out=SECONDS (a decimal, 0 to a day) or off. */
+static bool parse_idle_out(gmt_errlist_t *e, int lineno, const char *v, gmt_pod_config_t *pod)
+{
+  char sb[96];
+  double sec;
+  if (strcmp(v, "off") == 0) {
+    pod->idle_out_ms = -1;
+    return true;
+  }
+  if (!parse_decimal(v, &sec) || sec < 0 || sec * 1000 > GMT_IDLE_OUT_MAX_MS) {
+    gmt_errlist_add(e, lineno, "idle-out '%s' is not seconds from 0 to %d, or off",
+                    gmt_shown(v, sb, sizeof sb), GMT_IDLE_OUT_MAX_MS / 1000);
+    return false;
+  }
+  pod->idle_out_ms = (int64_t)(sec * 1000 + 0.5);
+  return true;
+}
+
 /* devices=0,1: the node's GPUs, ascending and each once, so that a list
  * reads the same wherever it is shown and a typo ("0,0", "1,0") is not
  * taken for something else. Empty: every GPU, as without the key. */
@@ -227,10 +245,8 @@ static const struct {
   const char *key;
   bool (*parse)(gmt_errlist_t *e, int lineno, const char *value, gmt_pod_config_t *pod);
 } pod_keys[] = {
-    {"pin", parse_pin},
-    {"mode", parse_mode},
-    {"devices", parse_devices},
-    {"class", parse_class},
+    {"pin", parse_pin},     {"mode", parse_mode},         {"devices", parse_devices},
+    {"class", parse_class}, {"idle-out", parse_idle_out},
 };
 #define NKEYS (sizeof pod_keys / sizeof pod_keys[0])
 
@@ -284,7 +300,7 @@ static void parse_pod(gmt_errlist_t *e, int lineno, char *line, podvec_t *v)
                     MAX_FIELDS - POSITIONAL, n);
     return;
   }
-  gmt_pod_config_t pod = {.line = lineno};
+  gmt_pod_config_t pod = {.line = lineno, .idle_out_ms = GMT_IDLE_OUT_DEFAULT_MS};
   bool name_ok = true;
 
   size_t len = strlen(f[0]);
@@ -655,6 +671,7 @@ void gmt_pod_config_wire(const gmt_pod_config_t *pod, Gmt__PodConfig *pc)
   pc->pin = (Gmt__PinMode)pod->pin;
   pc->mode = (Gmt__MemMode)pod->mode;
   pc->class_ = (Gmt__PodClass)pod->klass;
+  pc->idle_out_ms = pod->idle_out_ms;
   pc->n_devices = pod->ndevices;
   pc->devices = (int32_t *)pod->devices;
 }

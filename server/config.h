@@ -33,6 +33,9 @@
 /* devices=: at most this many GPUs, each index at most GMT_CONFIG_DEVICE_MAX. */
 #define GMT_CONFIG_MAX_DEVICES 64
 #define GMT_CONFIG_DEVICE_MAX 1023
+/* idle-out= when a pod line has none, and the most it may say (a day). */
+#define GMT_IDLE_OUT_DEFAULT_MS 30000
+#define GMT_IDLE_OUT_MAX_MS 86400000
 
 typedef struct gmt_pod_config {
   char name[GMT_POD_NAME_MAX + 1];
@@ -45,6 +48,9 @@ typedef struct gmt_pod_config {
                           * allocations to host or disk, um backs them with unified
                           * memory (docs/tiers.md). */
   int klass;             /* class=: a Gmt__PodClass (gmt_pod_class_name()) */
+  /* idle-out=: ms a swap pod that does not wait for a GPU must have run
+   * nothing there before its memory moves out for others (-1: off). */
+  int64_t idle_out_ms;
   /* devices=: the node's GPUs it may use, ascending, no duplicates
    * (int32_t: PodConfig.devices points at them); ndevices 0: every GPU. */
   int32_t devices[GMT_CONFIG_MAX_DEVICES];

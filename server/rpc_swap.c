@@ -41,6 +41,21 @@ static double last_run(void *arg, const char *pod, int device)
   return gmt__tokens_last_run(arg, pod, device);
 }
 
+/* A pod waiting for the token has work: its memory moves by turns. */
+static bool waits(void *arg, const char *pod, int device)
+{
+  return gmt__tokens_waits(arg, pod, device);
+}
+
+/* One that does not wait moves after its idle-out= (a pod no longer in
+ * the config: at once). */
+static double idle_out_ms(void *arg, const char *pod)
+{
+  gmt_schd_t *s = arg;
+  const gmt_pod_t *p = gmt_pods_find(s->pods, pod);
+  return p ? (double)p->cfg.idle_out_ms : 0;
+}
+
 static const char *drop_why(gmt_swap_drop_t why)
 {
   switch (why) {
@@ -85,6 +100,8 @@ static gmt_swap_space_t space_of(gmt_schd_t *s, uint64_t limit, uint64_t base)
                             .now_ms = uv_now(s->loop),
                             .may_ask = may_ask,
                             .last_run = last_run,
+                            .waits = waits,
+                            .idle_out_ms = idle_out_ms,
                             .arg = s};
 }
 

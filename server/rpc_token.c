@@ -785,6 +785,20 @@ double gmt__tokens_last_run(gmt_schd_t *s, const char *pod, int device)
   return -INFINITY;
 }
 
+bool gmt__tokens_waits(gmt_schd_t *s, const char *pod, int device)
+{
+  struct gmt_tokens *t = s->tokens;
+  for (tdev_t *d = t ? t->devs : NULL; d; d = d->next) {
+    if (d->device != device)
+      continue;
+    for (const waiter_t *w = d->waiters; w; w = w->next)
+      if (pod && strcmp(w->pod, pod) == 0)
+        return true;
+    return false;
+  }
+  return false;
+}
+
 bool gmt__tokens_holds(gmt_schd_t *s, const char *pod, int device)
 {
   struct gmt_tokens *t = s->tokens;

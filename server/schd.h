@@ -134,6 +134,8 @@ typedef void (*gmt__tokens_dev_fn)(void *arg, int device, bool holds, double sha
 void gmt__tokens_pod_devices(gmt_schd_t *s, const char *pod, gmt__tokens_dev_fn fn, void *arg);
 /* Whether pod holds device's token now (its grant runs, or drains). */
 bool gmt__tokens_holds(gmt_schd_t *s, const char *pod, int device);
+/* Whether a Token call of pod waits for device's token now. */
+bool gmt__tokens_waits(gmt_schd_t *s, const char *pod, int device);
 /* When pod's last grant on device ended (-INFINITY: never, or forgotten). */
 double gmt__tokens_last_run(gmt_schd_t *s, const char *pod, int device);
 /* How many Token calls wait for device's token now; *holder: the pod

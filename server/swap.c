@@ -6,6 +6,7 @@
 #include "swap.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@ typedef struct {
   uint64_t target_ms; /* when it was set (or last lowered) */
   bool seen;          /* listed by a heartbeat at least once */
   uint64_t born_ms;
+  uint64_t raised_ms; /* when its resident bytes last grew (its idle-out counts from then) */
 } entry_t;
 
 struct gmt_swap {
@@ -79,7 +81,12 @@ static entry_t *get(gmt_swap_t *sw, const char *pod, uint32_t pid, int device, u
     if (sw->e[i].pid == pid && sw->e[i].seen && strcmp(sw->e[i].pod, pod) == 0)
       seen = true;
   e = &sw->e[sw->n++];
-  *e = (entry_t){.pod = name, .pid = pid, .device = device, .seen = seen, .born_ms = now_ms};
+  *e = (entry_t){.pod = name,
+                 .pid = pid,
+                 .device = device,
+                 .seen = seen,
+                 .born_ms = now_ms,
+                 .raised_ms = now_ms};
   return e;
 }
 
@@ -181,13 +188,31 @@ static bool idle_long(const gmt_swap_space_t *sp, const entry_t *e)
          sp->last_run(sp->arg, e->pod, e->device) <= (double)sp->now_ms - GMT_SWAP_PRESSURE_IDLE_MS;
 }
 
+/* Whether e's memory may move for others although its pod does not wait
+ * for the device: it has run nothing there, nor raised these bytes, for
+ * its idle-out (an inference pod between requests keeps its memory and
+ * wakes at once; docs/tiers.md, "Idle pods"). A pod that waits has work:
+ * its memory moves by turns. */
+static bool idle_out(const gmt_swap_space_t *sp, const entry_t *e)
+{
+  if (!sp->waits || sp->waits(sp->arg, e->pod, e->device))
+    return true;
+  double after = sp->idle_out_ms ? sp->idle_out_ms(sp->arg, e->pod) : 0;
+  if (after < 0)
+    return false;
+  double last = sp->last_run ? sp->last_run(sp->arg, e->pod, e->device) : -INFINITY;
+  if ((double)e->raised_ms > last)
+    last = (double)e->raised_ms;
+  return (double)sp->now_ms - last >= after;
+}
+
 /* Whether e may be asked to move out of device for pod's room (pressure:
  * no pod's, and only one idle_long). */
 static bool victim(const gmt_swap_space_t *sp, const entry_t *e, const char *pod, int device,
                    bool pressure)
 {
   return e->device == device && would_keep(e) > 0 && askable(sp, e, pod) &&
-         (!pressure || idle_long(sp, e));
+         (!pressure || idle_long(sp, e)) && idle_out(sp, e);
 }
 
 /* Asks the idle processes of other pods on device to free remaining bytes
@@ -316,6 +341,7 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
     if (!e && !(e = get(sw, pod, pid, device, space->now_ms)))
       return -ENOMEM;
     e->resident = bytes;
+    e->raised_ms = space->now_ms;
     out->granted = true;
     out->reason = GMT_SWAP_ROOM;
     out->room = space->limit - need;
@@ -352,6 +378,7 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
     if (!e && !(e = get(sw, pod, pid, device, space->now_ms)))
       return -ENOMEM;
     e->resident = fits;
+    e->raised_ms = space->now_ms;
     out->granted = true;
     out->reason = GMT_SWAP_PARTIAL;
     out->retry_ms = 0;

@@ -58,6 +58,13 @@ typedef struct gmt_swap_space {
   /* When the pod last ran on device (its last token grant's end;
    * -INFINITY: never). NULL: victims by size alone. */
   double (*last_run)(void *arg, const char *pod, int device);
+  /* Whether the pod waits for the device's token now: it has work, and
+   * its memory moves by turns. NULL: every pod counts as waiting. */
+  bool (*waits)(void *arg, const char *pod, int device);
+  /* A pod that does not wait is asked only once it has run nothing on the
+   * device, nor raised the process's bytes there, for this many ms (its
+   * idle-out=; negative: never). NULL: 0. */
+  double (*idle_out_ms)(void *arg, const char *pod);
   void *arg;
 } gmt_swap_space_t;
 
@@ -91,8 +98,9 @@ typedef struct gmt_swap_answer {
  * this new total, would pass space->quota (nobody is asked); granted when
  * base + every resident byte with this new total stays within space->limit
  * (fits exactly: granted); otherwise WAIT, and idle processes of other
- * pods (space->may_ask) with resident bytes on device get targets, the
- * largest first, so that together with the targets already pending the
+ * pods (space->may_ask; of a pod that does not wait, only past its
+ * idle-out) with resident bytes on device get targets, the least recently
+ * run and the largest first, so that together with the targets already pending the
  * shortfall is covered, and when the requester's pod runs (may_ask is
  * false for it), as far as they have it, room for all the pod may still
  * grow to (space->quota less its resident bytes with this total; none
@@ -116,7 +124,8 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
 /* The space's pressure (cuCascade's downgrade thresholds): once what is
  * occupied on device (space->base and every resident byte) passes
  * trigger bytes on a space that is contested (space->committed past its
- * limit, or not known), idle processes (space->may_ask) of pods other than spare
+ * limit, or not known), idle processes (space->may_ask, idle-out as for
+ * a request) of pods other than spare
  * (may be NULL: the pod that just raised, about to run) that have not run
  * there for GMT_SWAP_PRESSURE_IDLE_MS (space->last_run) are asked to move out,
  * the largest first, until what stays would be at most stop bytes, with

@@ -268,7 +268,11 @@ static void print_text(const Gmt__StatusReply *st)
       gmt_human_bytes(hst, sizeof hst, t->swap_host);
       gmt_human_bytes(dsk, sizeof dsk, t->swap_disk);
       gmt_human_bytes(kept, sizeof kept, t->swap_kept);
-      printf("  swap: gpu %s, host %s, disk %s; host copies kept %s\n", g, hst, dsk, kept);
+      char idle[40] = "off";
+      if (pod->config->idle_out_ms >= 0)
+        snprintf(idle, sizeof idle, "%.3g s", (double)pod->config->idle_out_ms / 1e3);
+      printf("  swap: gpu %s, host %s, disk %s; host copies kept %s; idle-out %s\n", g, hst, dsk,
+             kept, idle);
       /* What its turns cost: the moves and the waits for memory, and
        * per GPU the turn gmt-schd plans for it now. */
       if (t->swap_out_bytes || t->swap_in_bytes) {

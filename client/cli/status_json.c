@@ -251,6 +251,7 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "pin", json_object_new_string(gmt_pin_mode_name(cfg->pin)));
   rc |= add(o, "mode", json_object_new_string(gmt_mem_mode_name(cfg->mode)));
   rc |= add(o, "class", json_object_new_string(gmt_pod_class_name(cfg->class_)));
+  rc |= add(o, "idle_out_ms", json_object_new_int64(cfg->idle_out_ms));
   rc |= add(o, "connected", json_object_new_boolean(pod->connected));
   rc |= add(o, "memory_reserved", new_u64(t->memory_reserved));
   rc |= add(o, "gpu_time_share", new_share(pod->gpu_time_share));

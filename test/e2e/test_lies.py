@@ -60,8 +60,8 @@ class LiesCase(GmtTestCase):
 class Resident(LiesCase):
     CONFIG = ("3\n"
               "a 0.4 1.0 1Gi\n"
-              "b 0.3 1.0 256Mi mode=swap\n"
-              "c 0.3 1.0 1Gi mode=swap\n")
+              "b 0.3 1.0 256Mi mode=swap idle-out=0\n"
+              "c 0.3 1.0 1Gi mode=swap idle-out=0\n")
 
     def test_resident_past_the_pods_quota_is_too_big_and_moves_nobody(self):
         # The node: a card of 2 GiB, no pressure (only requests
@@ -176,7 +176,7 @@ class PinnedLies(LiesCase):
 
 
 class SwapLies(LiesCase):
-    CONFIG = "2\nb 0.5 1.0 256Mi mode=swap\nc 0.5 1.0 1Gi mode=swap\n"
+    CONFIG = "2\nb 0.5 1.0 256Mi mode=swap idle-out=0\nc 0.5 1.0 1Gi mode=swap idle-out=0\n"
 
     def test_forged_host_copies_and_spill_files_leave_the_tiers_as_they_were(self):
         spill = os.path.join(self.tmp, "spill")

@@ -287,11 +287,11 @@ class HotReload(MemoryCase):
     def test_mode_reaches_status_and_the_pod_manager(self):
         """mode= (issue 12) travels with the pod's config: gmt status shows
         it, and a reload that changes it reaches the pod manager."""
-        self.write_config("1\na 0.5 1.0 64Mi mode=swap\n")
+        self.write_config("1\na 0.5 1.0 64Mi mode=swap idle-out=0\n")
         self.start_schd()
         pmgr = self.start_pmgr("a")
         wait_for(lambda: self.pod("a").get("mode") == "swap", what="pod a with mode swap")
-        self.reload("1\na 0.5 1.0 64Mi mode=um\n")
+        self.reload("1\na 0.5 1.0 64Mi mode=um idle-out=0\n")
         wait_for(lambda: self.pod("a").get("mode") == "um", what="pod a with mode um")
         wait_for(lambda: "mode swap -> um" in pmgr.output() or None, timeout=10,
                  what="the pod manager to log the new mode")

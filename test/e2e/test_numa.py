@@ -38,7 +38,7 @@ class Numa(GmtTestCase):
     CONFIG = ("3\n"
               "off 0.3 1.0 1Gi\n"
               "use 0.3 1.0 1Gi pin=use\n"
-              "sw 0.3 1.0 256Mi mode=swap\n")
+              "sw 0.3 1.0 256Mi mode=swap idle-out=0\n")
 
     def setUp(self):
         super().setUp()

@@ -63,7 +63,8 @@ class Caller:
 
 
 class SwapCase(GmtTestCase):
-    CONFIG = ("3\na 0.5 1.0 1Gi\nb 0.5 1.0 1Gi mode=swap\nc 0.5 1.0 1Gi mode=swap\n")
+    CONFIG = ("3\na 0.5 1.0 1Gi\nb 0.5 1.0 1Gi mode=swap idle-out=0\n"
+              "c 0.5 1.0 1Gi mode=swap idle-out=0\n")
 
     def caller(self, pod):
         return Caller(self.node, pod)

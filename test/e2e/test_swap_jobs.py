@@ -33,7 +33,7 @@ def cpu_s(pid, seconds):
 
 class SwapJobs(GmtTestCase):
     """Two swap pods' jobs: what the tests below share."""
-    CONFIG = "2\na 0.5 1.0 1Gi mode=swap\nb 0.5 1.0 1Gi mode=swap\n"
+    CONFIG = "2\na 0.5 1.0 1Gi mode=swap idle-out=0\nb 0.5 1.0 1Gi mode=swap idle-out=0\n"
     # Pinned host copies each job registers over all its moves (mode=swap
     # keeps the one it came back from for its next move out).
     HOST_COPIES = 1
@@ -297,6 +297,73 @@ class SwapPressure(SwapJobs):
             self.assertEqual(rc, 0, err[-3000:])
 
 
+class IdleOut(SwapJobs):
+    """idle-out= (issue 26, item 2; docs/tiers.md "Idle pods"): a swap pod
+    that does not wait for the GPU keeps its memory on the card until it
+    has run nothing for its idle-out, then moves out for a pod that needs
+    the room, and comes back whole at its next launch; off keeps it."""
+    CONFIG = ("2\na 0.5 1.0 1Gi mode=swap idle-out=2\n"
+              "b 0.5 1.0 1Gi mode=swap idle-out=0\n")
+    HELD = 70 * MIB
+    CARD = 100 * MIB
+
+    def start(self):
+        import time
+        self.start_schd("--gpu-capacity", "0=%d" % self.CARD)
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", self.HELD, self.CARD, "--kernel-us", "2000")
+        pa.send("check")  # a runs: its last grant ends about now
+        self.assertEqual(self.result(pa), "OK %d" % self.HELD, pa.stderr()[-3000:])
+        return pa, time.monotonic()
+
+    def test_an_idle_pod_moves_out_after_its_idle_out_and_back_at_its_launch(self):
+        import time
+        pa, ran = self.start()
+        # b needs the room at once; a, idle, keeps it for 2 s.
+        env = self.hook_env("b", GMT_FAKE_MEM=str(self.CARD), GMT_FAKE_LOG="1")
+        pb = self.run_prog("b", SWAP_JOB, "--mib", str(self.HELD // MIB), "--kernel-us", "2000",
+                           env=env)
+        pb.expect("READY", timeout=30)
+        waited = time.monotonic() - ran
+        self.assertGreaterEqual(waited, 1.8, "a moved out %.2f s after it ran" % waited)
+        self.assertLess(waited, 15)
+        self.assertEqual(self.tiers("a", pa.proc.pid)[0], {"gpu": 0, "host": self.HELD, "disk": 0})
+        # a launches again: its bytes come back whole, and b (idle-out=0,
+        # not waiting) moves out for them.
+        woke = time.monotonic()
+        pa.send("check")
+        self.assertEqual(self.result(pa), "OK %d" % self.HELD, pa.stderr()[-3000:])
+        print("\nidle-out: a moved out %.2f s after it ran; woke in %.3f s"
+              % (waited, time.monotonic() - woke))
+        self.assertEqual(self.tiers("a", pa.proc.pid)[0], {"gpu": self.HELD, "host": 0, "disk": 0})
+        wait_for(lambda: self.tiers("b", pb.proc.pid)[0]["gpu"] == 0, timeout=10,
+                 what="b moved out for a")
+        self.assertEqual(self.pod("a")["idle_out_ms"], 2000)
+        self.assertIn("idle-out 2 s", self.gmt("status").stdout)
+        for p in (pa, pb):
+            p.send("exit")
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err[-3000:])
+
+    def test_off_keeps_an_idle_pods_memory_on_the_card(self):
+        self.write_config("2\na 0.5 1.0 1Gi mode=swap idle-out=off\n"
+                          "b 0.5 1.0 1Gi mode=swap idle-out=0\n")
+        pa, _ = self.start()
+        self.assertEqual(self.pod("a")["idle_out_ms"], -1)
+        # b waits its bound (3 s here) for room that never comes.
+        env = self.hook_env("b", GMT_FAKE_MEM=str(self.CARD), GMT_SWAP_WAIT_MS="3000")
+        pb = self.run_prog("b", SWAP_JOB, "--mib", str(self.HELD // MIB), env=env)
+        line = pb.expect("CUDAFAIL", timeout=30)
+        self.assertIsNotNone(line)
+        self.assertEqual(self.tiers("a", pa.proc.pid)[0], {"gpu": self.HELD, "host": 0, "disk": 0})
+        pa.send("check")
+        self.assertEqual(self.result(pa), "OK %d" % self.HELD, pa.stderr()[-3000:])
+        pa.send("exit")
+        rc, err = pa.finish()
+        self.assertEqual(rc, 0, err[-3000:])
+
+
 class DiskSpill(SwapJobs):
     """With the host space too small for what must move (--host-tier), it
     goes to a spill file in the disk tier's folder (--disk-tier): an
@@ -487,7 +554,7 @@ class PreparedCopies(SwapJobs):
 
 class NothingPreparedWhereEveryPodFits(SwapJobs):
     # 80 + 20 MiB of quota on a card of 100: the pods can never need turns.
-    CONFIG = "2\na 0.5 1.0 80Mi mode=swap\nb 0.5 1.0 20Mi mode=swap\n"
+    CONFIG = "2\na 0.5 1.0 80Mi mode=swap idle-out=0\nb 0.5 1.0 20Mi mode=swap idle-out=0\n"
 
     def test_no_copy_is_pinned_ahead(self):
         import time

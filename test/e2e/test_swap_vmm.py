@@ -28,7 +28,7 @@ def calls(stderr, name):
 
 
 class SwapVmm(GmtTestCase):
-    CONFIG = "2\na 0.5 1.0 256Mi mode=swap\nb 0.5 1.0 256Mi mode=swap\n"
+    CONFIG = "2\na 0.5 1.0 256Mi mode=swap idle-out=0\nb 0.5 1.0 256Mi mode=swap idle-out=0\n"
 
     def vmm_job(self, pod, *args, **env):
         e = self.hook_env(pod, GMT_FAKE_LOG="1", GMT_HOOK_DEBUG="1")
@@ -180,7 +180,7 @@ class AfterAMove(SwapVmm):
         self.assertEqual(len(said), 1, err[-3000:])
 
     def test_a_strict_pod_program_maps_as_before(self):
-        self.write_config("2\na 0.5 1.0 256Mi\nb 0.5 1.0 256Mi mode=swap\n")
+        self.write_config("2\na 0.5 1.0 256Mi\nb 0.5 1.0 256Mi mode=swap idle-out=0\n")
         self.start_schd()
         self.start_pmgr("a")
         p = self.vmm_job("a", GMT_SWAP_TEST_EVICT_MS="300")

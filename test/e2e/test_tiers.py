@@ -167,7 +167,7 @@ class StrictQuotasPastTheCard(GmtTestCase):
     gmt_gpu_space_overcommitted (test_metrics.py). Swap and um pods do not
     count (their memory moves); a pod confined by devices= counts only on
     its GPUs. The fake card: 8 GiB, its space 7.5 GiB."""
-    CONFIG = "3\na 0.3 1.0 5Gi\nb 0.3 1.0 3Gi\nc 0.3 1.0 6Gi mode=swap\n"
+    CONFIG = "3\na 0.3 1.0 5Gi\nb 0.3 1.0 3Gi\nc 0.3 1.0 6Gi mode=swap idle-out=0\n"
     WARNING = ("gpu 0: the quotas (GPU_MEM) of the strict pods that may use it sum to %d bytes "
                "(8.0 GiB), past its space of %d bytes (7.5 GiB): a, b; strict mode refuses their "
                "allocations past the space" % (8 << 30, CARD - RESERVE))
@@ -188,7 +188,7 @@ class StrictQuotasPastTheCard(GmtTestCase):
         self.assertIn("WARNING: gpu 0: the strict pods' quotas sum to 8.0 GiB, past its space of "
                       "7.5 GiB (a, b): their allocations past it are refused", r.stdout)
         # b confined to another GPU: a alone fits; no warning is logged.
-        self.write_config("3\na 0.3 1.0 5Gi\nb 0.3 1.0 3Gi devices=1\nc 0.3 1.0 6Gi mode=swap\n")
+        self.write_config("3\na 0.3 1.0 5Gi\nb 0.3 1.0 3Gi devices=1\nc 0.3 1.0 6Gi mode=swap idle-out=0\n")
         wait_for(lambda: not self.gpu()["overcommitted"] or None, timeout=5,
                  what="the reload to fit the card")
         self.assertEqual((self.gpu()["strict_quotas"], self.gpu()["strict_pods"]), (5 << 30, []))

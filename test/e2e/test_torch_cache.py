@@ -19,7 +19,7 @@ CARD = 100 * MIB
 
 
 class TorchCache(GmtTestCase):
-    CONFIG = "2\na 0.5 1.0 1Gi mode=swap\nb 0.5 1.0 1Gi mode=swap\n"
+    CONFIG = "2\na 0.5 1.0 1Gi mode=swap idle-out=0\nb 0.5 1.0 1Gi mode=swap idle-out=0\n"
 
     def start(self, **env):
         # Pressure off (--tier-trigger 1): a is asked for b's shortfall

@@ -31,7 +31,7 @@ IN_RE = r"brought (\d+) bytes back to device 0 in ([0-9.]+) ms"
 
 @unless_runnable(tracer_missing("the tracer"))
 class TraceMoves(GmtTestCase):
-    CONFIG = "2\nsw 0.5 1.0 256Mi mode=swap\num 0.5 1.0 256Mi mode=um\n"
+    CONFIG = "2\nsw 0.5 1.0 256Mi mode=swap idle-out=0\num 0.5 1.0 256Mi mode=um idle-out=0\n"
 
     def check(self, p):
         p.send("check")

@@ -16,7 +16,7 @@ from test_swap_jobs import MIB, SWAP_JOB, SwapJobs
 
 
 class TwoUmPods(SwapJobs):
-    CONFIG = "2\na 0.5 1.0 1Gi mode=um\nb 0.5 1.0 1Gi mode=um\n"
+    CONFIG = "2\na 0.5 1.0 1Gi mode=um idle-out=0\nb 0.5 1.0 1Gi mode=um idle-out=0\n"
     HOST_COPIES = 0  # the driver's managed memory moves, not a copy
 
     def test_two_um_jobs_take_turns_on_the_declared_card(self):

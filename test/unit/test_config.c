@@ -294,7 +294,7 @@ static void test_pin_key(void **state)
                    "pin 'always' is not one of off, profile, use, adaptive");
   expect_one_error(f, "1\na 0.1 0.2 1M pin=\n", 2, "pin '' is not one of");
   expect_one_error(f, "1\na 0.1 0.2 1M gpus=0\n", 2,
-                   "unknown key 'gpus' (known: pin, mode, devices, class)");
+                   "unknown key 'gpus' (known: pin, mode, devices, class, idle-out)");
   expect_one_error(f, "1\na 0.1 0.2 1M =use\n", 2, "field '=use' after GPU_MEM is not key=value");
   expect_one_error(f, "1\na 0.1 0.2 1M pin=use pin=off\n", 2, "key 'pin' given twice");
 }
@@ -347,6 +347,30 @@ static void test_class_key(void **state)
   expect_one_error(f, "1\na 0.1 0.2 1M class=realtime\n", 2,
                    "class 'realtime' is not one of batch, latency");
   expect_one_error(f, "1\na 0.1 0.2 1M class=latency class=batch\n", 2, "key 'class' given twice");
+}
+
+/* idle-out=: seconds (a decimal, 0 up to a day) or off; 30 s without it;
+ * carried on the wire in ms, off as -1. */
+static void test_idle_out_key(void **state)
+{
+  fixture_t *f = *state;
+  assert_int_equal(load(f, "4\na 0 0 1M mode=swap idle-out=0\nb 0 0 1M\nc 0 0 1M idle-out=off\n"
+                           "d 0 0 1M idle-out=2.5\n"),
+                   0);
+  assert_int_equal(f->cfg->pods[0].idle_out_ms, 0);
+  assert_int_equal(f->cfg->pods[1].idle_out_ms, GMT_IDLE_OUT_DEFAULT_MS);
+  assert_int_equal(f->cfg->pods[1].idle_out_ms, 30000);
+  assert_int_equal(f->cfg->pods[2].idle_out_ms, -1);
+  assert_int_equal(f->cfg->pods[3].idle_out_ms, 2500);
+  Gmt__PodConfig pc;
+  gmt_pod_config_wire(&f->cfg->pods[2], &pc);
+  assert_int_equal(pc.idle_out_ms, -1);
+  expect_one_error(f, "1\na 0 0 1M idle-out=-1\n", 2,
+                   "idle-out '-1' is not seconds from 0 to 86400, or off");
+  expect_one_error(f, "1\na 0 0 1M idle-out=86401\n", 2,
+                   "idle-out '86401' is not seconds from 0 to 86400, or off");
+  expect_one_error(f, "1\na 0 0 1M idle-out=30s\n", 2,
+                   "idle-out '30s' is not seconds from 0 to 86400, or off");
 }
 
 /* devices=: the node's GPUs, ascending, each once; empty or absent: every
@@ -751,6 +775,7 @@ int main(void)
       T(test_pin_key),
       T(test_mode_key),
       T(test_class_key),
+      T(test_idle_out_key),
       T(test_devices_key),
       T(test_strict_quotas_sum_per_device_without_swap_and_um_pods),
       T(test_bad_characters_in_name_are_refused),

@@ -836,6 +836,71 @@ static void test_swap_pressure_leaves_a_pod_that_just_ran(void **state)
   gmt_swap_free(one);
 }
 
+/* Idle-out: a waits for the token (a turn), b and c do not; b's idle-out
+ * is 30 s, c's off. */
+static bool waits_a(void *arg, const char *pod, int device)
+{
+  (void)arg;
+  (void)device;
+  return strcmp(pod, "a") == 0;
+}
+
+static double idle_out_30s(void *arg, const char *pod)
+{
+  (void)arg;
+  return strcmp(pod, "c") == 0 ? -1 : 30000;
+}
+
+/* b last ran at NOW - 29 s (nothing since). */
+static double ran_29s_ago(void *arg, const char *pod, int device)
+{
+  (void)arg;
+  (void)device;
+  return strcmp(pod, "b") == 0 ? NOW - 29000 : -INFINITY;
+}
+
+/* A pod that waits for the GPU moves by turns; one that does not keeps
+ * its memory until it has run nothing for its idle-out, counted from its
+ * last run or from when its bytes last grew, whichever is later; off
+ * keeps it for good. Requests and pressure alike. */
+static void test_swap_idle_pod_moves_only_after_its_idle_out(void **state)
+{
+  gmt_swap_t *sw = *state;
+  have(sw, "a", 1, 300 * MIB); /* raised at NOW */
+  have(sw, "b", 2, 300 * MIB);
+  have(sw, "c", 3, 300 * MIB);
+  gmt_swap_space_t sp = space(0, NULL, NOW + 1000);
+  sp.last_run = ran_29s_ago;
+  sp.waits = waits_a;
+  sp.idle_out_ms = idle_out_30s;
+  gmt_swap_answer_t ans;
+  uint64_t keep = 0;
+  /* d is 476 MiB short: a alone (300) cannot cover it, b has not been
+   * idle long enough (its bytes grew at NOW), c never moves: nobody. */
+  assert_int_equal(gmt_swap_request(sw, "d", 4, 0, 600 * MIB, &sp, &ans), 0);
+  assert_int_equal(ans.reason, GMT_SWAP_WAIT);
+  assert_int_equal(ans.asked, 0);
+  /* 30 s after b's bytes grew (and 31 s after it ran): b is idle out. */
+  sp.now_ms = NOW + 30000;
+  assert_int_equal(gmt_swap_request(sw, "d", 4, 0, 600 * MIB, &sp, &ans), 0);
+  assert_int_equal(ans.asked, 2);
+  assert_true(gmt_swap_target(sw, "a", 1, 0, &keep));
+  assert_true(gmt_swap_target(sw, "b", 2, 0, &keep));
+  assert_false(gmt_swap_target(sw, "c", 3, 0, &keep));
+
+  /* Pressure keeps to the same rule: with b just raised again, only a. */
+  gmt_swap_t *p2;
+  assert_int_equal(gmt_swap_new(&p2), 0);
+  have(p2, "a", 1, 400 * MIB);
+  have(p2, "b", 2, 550 * MIB);
+  sp.now_ms = NOW + GMT_SWAP_PRESSURE_IDLE_MS;
+  uint64_t excess = 0;
+  assert_int_equal(gmt_swap_pressure(p2, NULL, 0, &sp, TRIGGER, STOP, &excess), 1);
+  assert_true(gmt_swap_target(p2, "a", 1, 0, &keep));
+  assert_false(gmt_swap_target(p2, "b", 2, 0, &keep));
+  gmt_swap_free(p2);
+}
+
 /* Prepared host copies: due only past the stop threshold and when what
  * may come could pass the limit; exactly at either is not past it. */
 static void test_swap_prepare_due_past_stop_when_the_card_is_oversubscribed(void **state)
@@ -854,6 +919,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
       T(test_swap_raise_within_room_is_granted_and_counted_once),
+      T(test_swap_idle_pod_moves_only_after_its_idle_out),
       cmocka_unit_test(test_swap_prepare_due_past_stop_when_the_card_is_oversubscribed),
       T(test_swap_raise_that_fits_exactly_is_granted_one_byte_more_waits),
       T(test_swap_lowering_is_always_granted_even_over_the_limit),
