@@ -9,16 +9,17 @@ The inference job holds --gib GiB of fp16 Linear(8192) weights and serves
 a request as one forward pass of batch 1 and .item(). The training job is
 bench/makespan.py's AdamW job (about 7 GiB at its peak). Both run in
 mode=swap pods on a GPU declared at --card-gib (default: the inference
-model and 4 GiB: the training job fits only once the model moves out).
+model and 1 GiB: the training job fits only once most of the model has
+moved out).
 
 Prints: the pinned copy rate of --gib GiB (host to device, natively), a
 request's latency natively with the model resident, and under gmt for
 each of --wakes rounds: how long after the inference pod's last request
-its memory moved out, how long its first request after that took (the
-wake: the token, the training job's memory moving out, the model coming
-back, the forward pass) against the target bytes / (0.8 x pinned rate) +
-100 ms, and its next requests; the training job's steps per second beside
-it. Exits non-zero when a job fails.
+its memory began to move out, how much of it was off the GPU, how long
+its first request after that took (the wake: the token, the training
+job's memory moving out, the model coming back, the forward pass) against
+the target (those bytes) / (0.8 x pinned rate) + 100 ms, and its next
+requests; the training job's steps per second beside it. Exits non-zero when a job fails.
 
 usage: bench/idle_wake.py [--gib 8] [--card-gib G] [--idle-out 2] [--wakes 3]
                           [--debug DIR]
@@ -75,6 +76,11 @@ def infer(gib):
             print("LAT ms=%s" % ",".join("%.3f" % v for v in lat), flush=True)
 
 
+def gpu_of(node, pid):
+    """What the inference process has on the GPU now, as gmt status says."""
+    return ((node.process("inf", pid) or {}).get("tiers") or {}).get("gpu", 0)
+
+
 def lat_of(p, n):
     p.send("req %d" % n)
     return [float(v) for v in p.expect("LAT", timeout=120)["ms"].split(",")]
@@ -104,12 +110,11 @@ def main():
         p.finish(timeout=60)
     finally:
         node.stop()
-    target = model_bytes / (0.8 * rate) + 0.1
     print("model %.2f GiB; pinned host-to-device %.1f GB/s; a request natively p50 %.2f ms; "
-          "wake target %.3f s" % (model_bytes / GIB, rate / 1e9, statistics.median(native),
-                                   target), flush=True)
+          "wake target: bytes off / (0.8 x that rate) + 100 ms"
+          % (model_bytes / GIB, rate / 1e9, statistics.median(native)), flush=True)
 
-    card = int((a.card_gib or model_bytes / GIB + 4) * GIB)
+    card = int((a.card_gib or model_bytes / GIB + 1) * GIB)
     config = ("2\ninf 0.5 1.0 %d mode=swap idle-out=%g\ntrain 0.5 1.0 %d mode=swap\n"
               % (model_bytes * 21 // 20 // MIB * MIB, a.idle_out, 12 * GIB))
     node = gmt_e2e.Node(config, fake=False)
@@ -129,13 +134,12 @@ def main():
         pt.send()
         inf_pid = pi.proc.pid
         for w in range(a.wakes):
-            # Wait for the model to move out (after its idle-out), then let
-            # the training job run a while.
+            # Wait for the model to start moving out (after its idle-out),
+            # then let the training job run a while (it may move more out).
             deadline = time.monotonic() + a.idle_out + 60
             out_at = None
             while time.monotonic() < deadline:
-                proc = node.process("inf", inf_pid) or {}
-                if (proc.get("tiers") or {}).get("gpu", 1) == 0:
+                if gpu_of(node, inf_pid) < model_bytes:
                     out_at = time.monotonic()
                     break
                 time.sleep(0.05)
@@ -144,13 +148,14 @@ def main():
                 break
             moved = out_at - last_req
             time.sleep(5)
+            off = model_bytes - gpu_of(node, inf_pid)
             t0 = time.monotonic()
             first = lat_of(pi, 1)[0]
             wake = time.monotonic() - t0
-            gpu = ((node.process("inf", inf_pid) or {}).get("tiers") or {}).get("gpu", 0)
             after = lat_of(pi, 20)
             last_req = time.monotonic()
-            rows.append((w, moved, wake, first, statistics.median(after), gpu))
+            rows.append((w, moved, off, wake, off / (0.8 * rate) + 0.1, first,
+                         statistics.median(after), gpu_of(node, inf_pid)))
         # The training job's steps so far (its STEP lines, unread until now).
         while True:
             try:
@@ -174,11 +179,13 @@ def main():
 
     print("\nAn idle inference pod (%.2f GiB, idle-out=%g s) beside a training job on a GPU "
           "declared at %.1f GiB" % (model_bytes / GIB, a.idle_out, card / GIB))
-    print("%-5s %14s %10s %10s %10s %12s %12s" % (
-        "wake", "moved out s", "wake s", "target s", "first ms", "next p50 ms", "gpu GiB"))
-    for w, moved, wake, first, p50, gpu in rows:
-        print("%-5d %14.2f %10.3f %10.3f %10.1f %12.2f %12.2f%s" % (
-            w, moved, wake, target, first, p50, gpu / GIB, "" if wake <= target else "  MISSED"))
+    print("%-5s %11s %8s %8s %9s %9s %11s %8s" % (
+        "wake", "moved out s", "off GiB", "wake s", "target s", "first ms", "next p50 ms",
+        "gpu GiB"))
+    for w, moved, off, wake, tgt, first, p50, gpu in rows:
+        print("%-5d %11.2f %8.2f %8.3f %9.3f %9.1f %11.2f %8.2f%s" % (
+            w, moved, off / GIB, wake, tgt, first, p50, gpu / GIB,
+            "" if wake <= tgt else "  MISSED"))
     print("native request p50 %.2f ms" % statistics.median(native))
     if len(train_t) > 1:
         print("training beside it: %d steps in %.1f s (%.2f steps/s)"

@@ -69,14 +69,17 @@ def job(steps, seed):
         opt.step()
         print("STEP i=%d loss=%r t=%.4f" % (i, loss.item(), time.monotonic() - t0), flush=True)
     wsum = sum(float(p.double().sum()) for p in model.parameters())
-    print("DONE seconds=%.3f peak=%d wsum=%r" % (time.monotonic() - t0,
-                                                 torch.cuda.max_memory_reserved(), wsum),
+    # t0: the monotonic clock at its first step, as the hook's and the
+    # daemons' stamped lines (GMT_HOOK_DEBUG=2, GMT_LOG_TIMES=1) read it.
+    print("DONE seconds=%.3f peak=%d wsum=%r t0=%.4f" % (time.monotonic() - t0,
+                                                         torch.cuda.max_memory_reserved(), wsum,
+                                                         t0),
           flush=True)
     # Done: its memory goes back as a job's that exits would (an idle pod
     # keeps its memory for its idle-out, 30 s by default, and the other
     # job would wait for it), but it stays alive until the bench has read
     # gmt status.
-    del model, opt, x, y, loss
+    del model, layers, opt, x, y, loss
     torch.cuda.empty_cache()
     sys.stdin.readline()
 
@@ -104,7 +107,7 @@ def finish_jobs(node, procs, steps, gmt):
         out[pod] = {"losses": [r["loss"] for r in rows if "loss" in r],
                     "steps": [float(r["t"]) for r in rows if "t" in r],
                     "seconds": float(done["seconds"]), "peak": int(done["peak"]),
-                    "wsum": done["wsum"], "end": time.monotonic()}
+                    "wsum": done["wsum"], "end": time.monotonic(), "t0": float(done["t0"])}
     wall = max(r["end"] for r in out.values()) - t0
     st = node.status() if gmt else {}
     for pod, p in procs:
@@ -166,7 +169,7 @@ def main():
           % (native["a"]["seconds"], native["b"]["seconds"], seq, foot["a"] / GIB,
              foot["b"] / GIB), flush=True)
 
-    rows, breakdown = [], []
+    rows, breakdown, slows = [], [], []
     runs = [(float(r), f) for r in a.ratios.split(",") for f in a.shares.split(",")]
     for ratio, share in runs:
         # Each pod's quota: its footprint and the allocator's rounding.
@@ -219,6 +222,12 @@ def main():
             nat_dur = sorted(b - a for a, b in zip([0.0] + nat_steps, nat_steps))
             med = nat_dur[len(nat_dur) // 2] if nat_dur else 0
             slow = [d - med for d in dur if med and d > 2 * med]
+            for i, d in enumerate(dur):
+                if med and d > 2 * med:
+                    slows.append("ratio %.1f share %s pod %s step %d: %.3f s (native median "
+                                 "%.3f), from t=%.3f (monotonic %.3f)"
+                                 % (ratio, share, pod, i, d, med, steps[i] - d,
+                                    res[pod]["t0"] + steps[i] - d))
             breakdown.append((ratio, share, pod, res[pod]["seconds"], native[pod]["seconds"],
                               proc.get("token_wait_us", 0) / 1e6, proc.get("swap_wait_us", 0) / 1e6,
                               proc.get("allocs", 0), proc.get("launches", 0), len(slow),
@@ -254,6 +263,8 @@ def main():
         print("%-5.1f %-5s %-3s %7.2f %8.2f %9.2f %9.2f %7.2f %7d %7d %5d (%.2f s)" % (
             ratio, share, pod, wall, nat, tok, mem, wall - nat - tok - mem, allocs, launches,
             slow, slow_s))
+    for line in slows:
+        print("slow:", line)
     for f in failed:
         print("FAILED:", f)
     return 1 if failed else 0

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "channel.h"
+#include "counters.h" /* gmt__token_held */
 #include "devmap.h"
 #include "fork.h"
 #include "frame.h"
@@ -634,8 +635,15 @@ void gmt__swap_prog_stays(uint64_t key)
  * order they would move, as kept copies: the move out then only copies.
  * g_prep_mu (in SWAP, between g_res_mu and g_tab_mu) guards what follows
  * and calls nothing while held; the pin itself runs without it, the
- * allocation being pinned for named by g_prep_addr. */
+ * allocation being pinned for named by g_prep_addr.
+ *
+ * It pins only while the process holds no token: a pin of 128 MiB holds
+ * the driver 30-45 ms (H200), and the program's launches and allocations
+ * wait behind it, so two AdamW jobs pinning ahead while they ran lost
+ * 1.5-2 s each in their first step. A process that does not hold the
+ * token waits for it, or has no GPU work: its pins cost it nothing. */
 #define GMT_SWAP_PREPARE_HOLD_MS 1000  /* a signal stands this long (they come every 20 ms) */
+#define GMT_SWAP_PREPARE_RUNNING_MS 20 /* while the process runs, look again this often */
 #define GMT_SWAP_PREPARE_WAIT_MS 10000 /* a move out waits at most this for the pin under way */
 
 static pthread_mutex_t g_prep_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -716,6 +724,10 @@ static void *prep_main(void *arg)
   for (;;) {
     if (!prep_due(gmt_now_ms())) {
       gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, GMT_SWAP_PREPARE_HOLD_MS);
+      continue;
+    }
+    if (atomic_load_explicit(&gmt__token_held, memory_order_relaxed) > 0) {
+      gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, GMT_SWAP_PREPARE_RUNNING_MS);
       continue;
     }
     gmt_swap_entry_t e;

@@ -592,6 +592,7 @@ static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
     overuse = gmt__busy_end(&d->b, after, 0).overuse_ms;
     d->held = 0;
     atomic_fetch_sub(&gmt__token_held, 1);
+    GMT_HOOK_DEBUG("device %d: quota spent; its queued work ran %.1f ms past it", dev, overuse);
   } else if (go_ahead(d, dev, now)) {
     pthread_mutex_unlock(&d->mu);
     return CUDA_SUCCESS;

@@ -154,7 +154,7 @@ class TwoBusySwapPods(SwapJobs):
     other, which does not run then, to move out (a waiter that gave its
     token back while the other kept launching got one check in 15 s)."""
 
-    def busy(self, seconds, base_quota_ms, *flags, held=None, card=100 * MIB, **env):
+    def busy(self, seconds, base_quota_ms, *flags, held=None, card=100 * MIB, pieces=0, **env):
         """Both jobs check for seconds at once (held: each pod's bytes,
         default 70 MiB each); their jobs and results."""
         import threading
@@ -164,7 +164,8 @@ class TwoBusySwapPods(SwapJobs):
                         "--min-quota-ms", str(base_quota_ms), *flags)
         self.start_pmgr("a")
         self.start_pmgr("b")
-        jobs = {pod: self.job(pod, held[pod], card, "--kernel-us", "20000", **env)
+        more = ("--pieces", str(pieces)) if pieces else ()
+        jobs = {pod: self.job(pod, held[pod], card, "--kernel-us", "20000", *more, **env)
                 for pod in "ab"}
         done = {pod: [] for pod in "ab"}
         stop = time.monotonic() + seconds
@@ -206,6 +207,50 @@ class TwoBusySwapPods(SwapJobs):
                                     (pod, len(done[pod]), ins))
             self.assertGreaterEqual(len(done[pod]), 3)
         self.stop_jobs(jobs)
+
+
+class PinsWhileWaiting(TwoBusySwapPods):
+    """A process pins host copies ahead (a contested card) only while it
+    holds no token: a pin holds the driver, and on an H200 two AdamW jobs
+    pinning 128 MiB copies while they ran stalled 30-45 ms a pin, 1.5-2 s
+    in each one's first step. The fake driver holds its lock across a
+    registration as the real one does; pins are made slow here (2 s/GiB,
+    20 ms for each of a job's seven 10 MiB pieces) so that one made while
+    the job ran would show."""
+    STAMP = re.compile(r"^gmt\[\d+\] ([\d.]+): (.*)$")
+    test_both_busy_jobs_take_turns = None  # TwoBusySwapPods' own
+
+    def test_no_pin_starts_while_the_process_holds_its_token(self):
+        jobs, done = self.busy(6, 300, GMT_HOOK_DEBUG="2", GMT_FAKE_REGISTER_MS_PER_GIB="2000",
+                               pieces=7)
+        errs = self.stop_jobs(jobs)
+        pins = 0
+        for pod, err in errs.items():
+            grants, start = [], None
+            for line in err.splitlines():
+                m = self.STAMP.match(line)
+                if not m:
+                    continue
+                t, what = float(m.group(1)), m.group(2)
+                if re.match(r"device 0: token for ", what):
+                    start = t
+                elif start is not None and re.search(
+                        r"token given back|quota spent", what):
+                    grants.append((start, t))
+                    start = None
+                pin = re.match(r"prepared a host copy of \d+ bytes for \S+ in ([\d.]+) ms", what)
+                if pin:
+                    pins += 1
+                    began = t - float(pin.group(1)) / 1e3
+                    # Within 2 ms of a grant's ends the pin and the grant
+                    # race: the check and the grant, or the token let go
+                    # before the line saying so (after the release's call).
+                    inside = [g for g in grants + ([(start, t)] if start is not None else [])
+                              if g[0] + 0.002 < began < g[1] - 0.002]
+                    self.assertEqual(inside, [], "%s: a pin began at %.3f inside a grant %s"
+                                     % (pod, began, inside))
+            self.assertGreater(len(grants), 2, "%s: %d grants" % (pod, len(grants)))
+        self.assertGreater(pins, 0, "no host copy was prepared: the test saw nothing")
 
 
 class TurnsFollowBytes(TwoBusySwapPods):

@@ -52,8 +52,10 @@ struct gmt__fake {
   double pageable_bps, pinned_bps;
   /* Page-locking costs, ns per byte: cuMemHostRegister and
    * cuMemHostUnregister each GMT_FAKE_REGISTER_MS_PER_GIB (default 46, as
-   * measured on an H100), cuMemHostAlloc/cuMemAllocHost
-   * GMT_FAKE_HOSTALLOC_MS_PER_GIB (default 374). */
+   * measured on an H100; a registration holds the fake's lock meanwhile,
+   * as the real driver stalls the process's launches behind a pin),
+   * cuMemHostAlloc/cuMemAllocHost GMT_FAKE_HOSTALLOC_MS_PER_GIB (default
+   * 374). */
   double register_npb, hostalloc_npb;
   /* GMT_FAKE_MEMSET_WAITS=1: a memset, when its turn comes, first waits
    * for the kernel running on its device (any process's) to end, as work
