@@ -16,6 +16,8 @@ packages=(build-essential cmake pkg-config python3 clang llvm bpftool
 
 packages+=(openssl python3-yaml python3-venv python3-kubernetes) # Kubernetes: make-cert.sh; test_kubernetes.py reads the manifests, checks them against the client's models (kube_models.py) and installs kubernetes-validate in a venv
 
+packages+=(libgrpc-dev python3-grpcio) # gmt-device-plugin: gRPC's C core; test_device_plugin.py's fake kubelet
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
