@@ -637,13 +637,18 @@ void gmt__swap_prog_stays(uint64_t key)
  * and calls nothing while held; the pin itself runs without it, the
  * allocation being pinned for named by g_prep_addr.
  *
- * It pins only while the process holds no token: a pin of 128 MiB holds
- * the driver 30-45 ms (H200), and the program's launches and allocations
- * wait behind it, so two AdamW jobs pinning ahead while they ran lost
- * 1.5-2 s each in their first step. A process that does not hold the
- * token waits for it, or has no GPU work: its pins cost it nothing. */
+ * A pin of 128 MiB holds the driver 30-45 ms (H200), and the program's
+ * launches and allocations wait behind it: two AdamW jobs pinning ahead
+ * while they ran lost 1.5-2 s each in their first step. So while the
+ * process holds a token it pins at most a tenth of the time (after a pin
+ * of d ms, none for GMT_SWAP_PREPARE_RUNNING_GAP x d), and freely while it
+ * holds none (it waits for the token, or has no GPU work: pins cost it
+ * nothing). Not at all while running left a job that ran alone for long
+ * with nothing prepared when another pod woke: its first moves out pinned
+ * as they went and an idle pod's wake took 0.66-1.08 s instead of 0.35. */
 #define GMT_SWAP_PREPARE_HOLD_MS 1000  /* a signal stands this long (they come every 20 ms) */
-#define GMT_SWAP_PREPARE_RUNNING_MS 20 /* while the process runs, look again this often */
+#define GMT_SWAP_PREPARE_RUNNING_GAP 9 /* while running: idle 9x each pin's time after it */
+#define GMT_SWAP_PREPARE_RUNNING_MS 20 /* while running and waiting out the gap: look again */
 #define GMT_SWAP_PREPARE_WAIT_MS 10000 /* a move out waits at most this for the pin under way */
 
 static pthread_mutex_t g_prep_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -720,13 +725,15 @@ static int prepare_one(const gmt_swap_entry_t *e)
 static void *prep_main(void *arg)
 {
   (void)arg;
+  double next_running_ms = 0; /* a pin while running may start from then */
   pthread_mutex_lock(&g_prep_mu);
   for (;;) {
     if (!prep_due(gmt_now_ms())) {
       gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, GMT_SWAP_PREPARE_HOLD_MS);
       continue;
     }
-    if (atomic_load_explicit(&gmt__token_held, memory_order_relaxed) > 0) {
+    int running = atomic_load_explicit(&gmt__token_held, memory_order_relaxed) > 0;
+    if (running && gmt_now_ms_f() < next_running_ms) {
       gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, GMT_SWAP_PREPARE_RUNNING_MS);
       continue;
     }
@@ -735,10 +742,13 @@ static void *prep_main(void *arg)
     int have = gmt__swaptab_unprepared(&g_tab, &e) && e.addr != g_prep_moving;
     pthread_mutex_unlock(&g_tab_mu);
     /* Nothing to do, no room, or no pin made: look again later. */
+    double t0 = gmt_now_ms_f();
     if (!have || (g_prep_bounded && e.size > g_prep_room) || !prepare_one(&e)) {
       gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, 100);
       continue;
     }
+    double t1 = gmt_now_ms_f();
+    next_running_ms = t1 + GMT_SWAP_PREPARE_RUNNING_GAP * (t1 - t0);
     if (g_prep_bounded)
       g_prep_room -= e.size;
   }
