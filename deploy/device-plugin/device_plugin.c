@@ -20,7 +20,6 @@
 #include "gmt_log.h"
 #include "gmt_wire.h"
 #include "grpc_msg.h"
-#include "registration.h"
 #include "resource.h"
 #include "schd_watch.h"
 
@@ -31,9 +30,10 @@
 #define DEFAULT_POLL_MS 5000
 /* How often the loop looks at gmt-schd's answer and the kubelet's folder. */
 #define TICK_MS 200
-/* How long stopping may wait for gRPC to hand back every tag (a Register
- * in flight has GMT_DP_REGISTER_MS). */
-#define DRAIN_MS (GMT_DP_REGISTER_MS + 2000)
+/* How long stopping may wait for gRPC to hand back every tag (the servers'
+ * shutdowns, the calls and a Register it cancelled): with the gmt-schd
+ * thread's GMT_DP_WATCH_STOP_MS, well within the DaemonSet's 10 s grace. */
+#define DRAIN_MS 3000
 #define SCHD_ENV "GMT_SCHD"
 
 typedef struct flags {
@@ -242,7 +242,9 @@ int main(int argc, char **argv)
   for (int k = 0; k < GMT_DP_KINDS; k++)
     if (res[k])
       gmt_dp_res_close(res[k]);
-  gmt_dp_watch_stop(watch);
+  if (gmt_dp_watch_stop(watch) < 0)
+    gmt_warn("the thread asking gmt-schd did not end within %d ms: left to the exit",
+             GMT_DP_WATCH_STOP_MS);
   grpc_completion_queue_shutdown(cq);
   uint64_t until = gmt_now_ms() + DRAIN_MS;
   bool drained = false;

@@ -13,7 +13,7 @@
 #include "cq_tag.h"
 #include "grpc_msg.h"
 
-typedef struct reg {
+struct gmt_dp_reg {
   gmt_dp_tag_t tag;
   grpc_channel *channel;
   grpc_call *call;
@@ -23,7 +23,8 @@ typedef struct reg {
   grpc_slice details;
   gmt_dp_register_cb cb;
   void *arg;
-} reg_t;
+};
+typedef struct gmt_dp_reg reg_t;
 
 static void on_done(gmt_dp_tag_t *t, bool ok)
 {
@@ -52,7 +53,8 @@ static void on_done(gmt_dp_tag_t *t, bool ok)
 }
 
 int gmt_dp_register(grpc_completion_queue *cq, const char *kubelet_sock,
-                    const V1beta1__RegisterRequest *req, gmt_dp_register_cb cb, void *arg)
+                    const V1beta1__RegisterRequest *req, gmt_dp_register_cb cb, void *arg,
+                    gmt_dp_reg_t **reg)
 {
   reg_t *r = calloc(1, sizeof *r);
   if (!r)
@@ -105,7 +107,13 @@ int gmt_dp_register(grpc_completion_queue *cq, const char *kubelet_sock,
     free(r);
     return -EIO;
   }
+  *reg = r;
   return 0;
+}
+
+void gmt_dp_register_cancel(gmt_dp_reg_t *reg)
+{
+  grpc_call_cancel(reg->call, NULL);
 }
 
 bool gmt_dp_socket_id(const char *path, dev_t *dev, ino_t *ino)

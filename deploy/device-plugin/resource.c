@@ -22,9 +22,9 @@ struct gmt_dp_res {
   char path[108];     /* its socket */
   char kubelet[4096]; /* kubelet.sock */
   gmt_dp_server_t *server;
-  bool server_closing; /* the old server has not let go of the path yet */
-  bool registering;
-  bool registered; /* with the kubelet whose socket is k_dev/k_ino */
+  bool server_closing;       /* the old server has not let go of the path yet */
+  gmt_dp_reg_t *registering; /* the Register in flight */
+  bool registered;           /* with the kubelet whose socket is k_dev/k_ino */
   dev_t k_dev, try_dev;
   ino_t k_ino, try_ino;
   unsigned serve_failures, register_failures;
@@ -166,7 +166,7 @@ static void on_server_closed(void *arg)
 static void on_registered(void *arg, int status, const char *why)
 {
   gmt_dp_res_t *r = arg;
-  r->registering = false;
+  r->registering = NULL;
   if (r->closing)
     return;
   if (status == GRPC_STATUS_OK) {
@@ -251,19 +251,20 @@ void gmt_dp_res_tick(gmt_dp_res_t *r, uint64_t now)
   req.options = (V1beta1__DevicePluginOptions *)options();
   r->try_dev = dev;
   r->try_ino = ino;
-  int rc = gmt_dp_register(r->cq, r->kubelet, &req, on_registered, r);
+  int rc = gmt_dp_register(r->cq, r->kubelet, &req, on_registered, r, &r->registering);
   if (rc < 0) {
+    r->registering = NULL;
     r->register_failures++;
     r->register_at = now + backoff(r->register_failures);
     gmt_error("%s: cannot call the kubelet at %s: %s", r->res->name, r->kubelet, gmt_strerror(rc));
-    return;
   }
-  r->registering = true;
 }
 
 void gmt_dp_res_close(gmt_dp_res_t *r)
 {
   r->closing = true;
+  if (r->registering)
+    gmt_dp_register_cancel(r->registering);
   if (r->server) {
     r->server_closing = true;
     gmt_dp_server_close(r->server, on_server_closed, r);

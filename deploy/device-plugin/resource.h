@@ -34,8 +34,8 @@ void gmt_dp_res_changed(gmt_dp_res_t *r);
  * or the last try is due again, cancels calls past their bound. */
 void gmt_dp_res_tick(gmt_dp_res_t *r, uint64_t now_ms);
 
-/* Stops serving (the socket is removed). Free it once the queue has been
- * drained to its shutdown: a Register in flight ends within its deadline. */
+/* Stops serving (the socket is removed) and cancels a Register in flight.
+ * Free it once the queue has been drained to its shutdown. */
 void gmt_dp_res_close(gmt_dp_res_t *r);
 void gmt_dp_res_free(gmt_dp_res_t *r);
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gmt_bounded.h"
 #include "gmt_error.h"
@@ -134,16 +135,27 @@ uint64_t gmt_dp_watch_get(gmt_dp_watch_t *w, gmt_dp_node_t *out)
   return gen;
 }
 
-void gmt_dp_watch_stop(gmt_dp_watch_t *w)
+int gmt_dp_watch_stop(gmt_dp_watch_t *w)
 {
   pthread_mutex_lock(&w->mu);
   w->stop = true;
   pthread_cond_signal(&w->cv);
   pthread_mutex_unlock(&w->mu);
-  pthread_join(w->thread, NULL);
+  /* pthread_timedjoin_np counts on CLOCK_REALTIME. */
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += GMT_DP_WATCH_STOP_MS / 1000;
+  until.tv_nsec += (long)(GMT_DP_WATCH_STOP_MS % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  if (pthread_timedjoin_np(w->thread, NULL, &until) != 0)
+    return -ETIMEDOUT;
   if (w->client)
     gmt_client_close(w->client);
   pthread_cond_destroy(&w->cv);
   pthread_mutex_destroy(&w->mu);
   free(w);
+  return 0;
 }

@@ -24,7 +24,11 @@ int gmt_dp_watch_start(gmt_dp_watch_t **w, const char *url, int poll_ms);
  * whenever the node does (0: not asked yet). */
 uint64_t gmt_dp_watch_get(gmt_dp_watch_t *w, gmt_dp_node_t *out);
 
-/* Stops the thread (within the bounds of the ask in flight) and frees w. */
-void gmt_dp_watch_stop(gmt_dp_watch_t *w);
+/* Stops the thread and frees w: 0. An ask in flight may take its bounds
+ * (and closing its connection nng's): when the thread has not ended
+ * within GMT_DP_WATCH_STOP_MS, -ETIMEDOUT, and w is left to it (a process
+ * that is exiting lets it go). */
+#define GMT_DP_WATCH_STOP_MS 1000
+int gmt_dp_watch_stop(gmt_dp_watch_t *w);
 
 #endif

@@ -16,11 +16,14 @@ import threading
 import time
 import unittest
 
+import yaml
+
 from gmt_e2e import Daemon, GmtTestCase, build_path, cannot_run, fake_uuid, wait_for
 
 PLUGIN = build_path("deploy", "device-plugin", "gmt-device-plugin")
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE_KUBELET = os.path.join(HERE, "fake_kubelet.py")
+DAEMONSET = os.path.join(HERE, "..", "..", "deploy", "kubernetes", "daemonset.yaml")
 MEM, SHARE = "gmt.io/gpu-memory", "gmt.io/gpu-share"
 GIB = 1 << 30
 
@@ -281,9 +284,20 @@ class DevicePlugin(GmtTestCase):
         # gmt-schd never answered: nothing to advertise yet.
         self.assertEqual(listed(k, MEM, 0, "an empty list"), [])
         m = k.mark()
-        self.start_schd()
+        schd = self.start_schd()
         self.assertEqual(len(listed(k, MEM, m, "the devices once gmt-schd answers", lambda d: d)), 14)
-        self.assertEqual(self.plugin.stop(signal.SIGINT), 0, self.plugin.output())
+        # Stopped while an ask of a hung gmt-schd is in flight: it leaves
+        # that thread to the exit and ends well within the DaemonSet's
+        # 10 s grace, its sockets removed.
+        os.kill(schd.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(0.5)
+            t0 = time.monotonic()
+            self.assertEqual(self.plugin.stop(signal.SIGINT, timeout=8), 0, self.plugin.output())
+            self.assertLess(time.monotonic() - t0, 5.0)
+        finally:
+            os.kill(schd.proc.pid, signal.SIGCONT)
+        self.assertEqual([n for n in os.listdir(self.dir) if n != "kubelet.sock"], [])
 
     def test_bad_flags(self):
         for args, words in ((["--memory-unit", "1Ki"], "--memory-unit wants a byte count of at least 1Mi"),
@@ -295,6 +309,32 @@ class DevicePlugin(GmtTestCase):
                                env=self.node.env())
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertIn(words, r.stderr)
+
+
+
+class Manifest(unittest.TestCase):
+    """The DaemonSet runs the plugin beside gmt-schd, where the kubelet
+    looks for plugins, with gmt-schd's socket. (test_kubernetes.py checks
+    every field against the API's models.)"""
+
+    def test_daemonset_runs_the_plugin_in_the_kubelets_folder_beside_gmt_schd(self):
+        with open(DAEMONSET) as f:
+            ds = [d for d in yaml.safe_load_all(f) if d["kind"] == "DaemonSet"][0]
+        spec = ds["spec"]["template"]["spec"]
+        schd, plugin = spec["containers"]
+        self.assertEqual(plugin["command"][0], "gmt-device-plugin")
+        flag = lambda name: plugin["command"][plugin["command"].index(name) + 1]  # noqa: E731
+        vols = {v["name"]: v for v in spec["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for m in plugin["volumeMounts"]}
+        self.assertEqual(flag("--dir"), "/var/lib/kubelet/device-plugins")
+        self.assertEqual(vols[mounts[flag("--dir")]]["hostPath"]["path"], "/var/lib/kubelet/device-plugins")
+        # gmt-schd's socket, in the folder both containers mount.
+        sock = flag("--schd")
+        self.assertTrue(sock.startswith("ipc:///run/gmt/"), sock)
+        schd_mounts = {m["mountPath"]: m["name"] for m in schd["volumeMounts"]}
+        self.assertEqual(mounts["/run/gmt"], schd_mounts["/run/gmt"])
+        self.assertEqual(flag("--memory-unit"), "1Gi")
+        self.assertEqual(plugin["securityContext"]["capabilities"], {"drop": ["ALL"]})
 
 
 if __name__ == "__main__":
