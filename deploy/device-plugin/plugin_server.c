@@ -208,8 +208,8 @@ static void send_done(call_t *c)
 }
 
 /* Sends msg (may be NULL) and, when final, the status: one batch. */
-static void send(call_t *c, const ProtobufCMessage *msg, bool final, grpc_status_code status,
-                 const char *details)
+static void send_batch(call_t *c, const ProtobufCMessage *msg, bool final, grpc_status_code status,
+                       const char *details)
 {
   grpc_op ops[3];
   size_t n = 0;
@@ -254,11 +254,11 @@ static void send_list(call_t *c)
   char err[256] = "";
   int rc = s->ops->list(s->data, &list, err, sizeof err);
   if (rc != GRPC_STATUS_OK) {
-    send(c, NULL, true, (grpc_status_code)rc, err);
+    send_batch(c, NULL, true, (grpc_status_code)rc, err);
     return;
   }
   gmt_debug("%s: ListAndWatch: sending %zu devices", s->name, list->n_devices);
-  send(c, &list->base, false, GRPC_STATUS_OK, NULL);
+  send_batch(c, &list->base, false, GRPC_STATUS_OK, NULL);
   protobuf_c_message_free_unpacked(&list->base, NULL);
 }
 
@@ -325,7 +325,7 @@ static ProtobufCMessage *request(call_t *c, const ProtobufCMessageDescriptor *de
     char why[160];
     snprintf(why, sizeof why, "gmt-device-plugin: %s: no request, or it is not a %s", c->s->name,
              desc->name);
-    send(c, NULL, true, GRPC_STATUS_INVALID_ARGUMENT, why);
+    send_batch(c, NULL, true, GRPC_STATUS_INVALID_ARGUMENT, why);
   }
   return m;
 }
@@ -335,9 +335,9 @@ static void answer(call_t *c, int rc, ProtobufCMessage *reply, const char *err)
 {
   if (rc != GRPC_STATUS_OK) {
     gmt_warn("%s: refused a call: %s", c->s->name, err);
-    send(c, NULL, true, (grpc_status_code)rc, err);
+    send_batch(c, NULL, true, (grpc_status_code)rc, err);
   } else {
-    send(c, reply, true, GRPC_STATUS_OK, NULL);
+    send_batch(c, reply, true, GRPC_STATUS_OK, NULL);
   }
   if (reply)
     protobuf_c_message_free_unpacked(reply, NULL);
@@ -354,7 +354,7 @@ static void on_recv(gmt_dp_tag_t *t, bool ok)
     return;
   }
   if (c->over) {
-    send(c, NULL, true, GRPC_STATUS_RESOURCE_EXHAUSTED, "gmt-device-plugin: too many calls");
+    send_batch(c, NULL, true, GRPC_STATUS_RESOURCE_EXHAUSTED, "gmt-device-plugin: too many calls");
     maybe_end(c);
     return;
   }
@@ -363,7 +363,7 @@ static void on_recv(gmt_dp_tag_t *t, bool ok)
   switch (c->m) {
   case M_OPTIONS:
     if ((req = request(c, &v1beta1__empty__descriptor)))
-      send(c, &s->options.base, true, GRPC_STATUS_OK, NULL);
+      send_batch(c, &s->options.base, true, GRPC_STATUS_OK, NULL);
     break;
   case M_LIST:
     if ((req = request(c, &v1beta1__empty__descriptor))) {
@@ -391,11 +391,11 @@ static void on_recv(gmt_dp_tag_t *t, bool ok)
   case M_PRESTART:
     if ((req = request(c, &v1beta1__pre_start_container_request__descriptor))) {
       V1beta1__PreStartContainerResponse r = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
-      send(c, &r.base, true, GRPC_STATUS_OK, NULL);
+      send_batch(c, &r.base, true, GRPC_STATUS_OK, NULL);
     }
     break;
   case M_UNKNOWN:
-    send(c, NULL, true, GRPC_STATUS_UNIMPLEMENTED, "gmt-device-plugin: no such method");
+    send_batch(c, NULL, true, GRPC_STATUS_UNIMPLEMENTED, "gmt-device-plugin: no such method");
     break;
   }
   if (req)
