@@ -36,7 +36,7 @@ static void towards_want(const gmt_top_col_t *cols, const size_t *order, size_t 
 
 int gmt_top_fit(const gmt_top_col_t *cols, size_t n, int width, int gap, int *widths)
 {
-  size_t order[FIT_MAX_COLS];
+  size_t order[FIT_MAX_COLS] = {0};
   if (n > FIT_MAX_COLS)
     n = FIT_MAX_COLS;
   /* By prio, ties left first: a stable insertion sort of at most a few
