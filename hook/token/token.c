@@ -222,6 +222,9 @@ static void give_back(tok_dev_t *d, int dev, gmt_busy_end_t e, int timeout_ms, c
   atomic_store_explicit(&d->expiry, 0, memory_order_relaxed);
   d->held = 0;
   atomic_fetch_sub(&gmt__token_held, 1);
+  /* The grant ends here, before the release's round trip (a test of the
+   * pins made ahead reads the time). */
+  GMT_HOOK_DEBUG("device %d %s: letting the token go", dev, why);
   double q = 0;
   int rc = token_rpc(dev, 0, e.overuse_ms, 1, e.idle_ms, &q, NULL, timeout_ms, NULL, 0);
   atomic_store_explicit(&d->bound_us, 0, memory_order_relaxed);

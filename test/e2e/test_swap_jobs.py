@@ -235,7 +235,7 @@ class PinsPaced(TwoBusySwapPods):
                 t, what = float(m.group(1)), m.group(2)
                 if re.match(r"device 0: token for ", what):
                     start = t
-                elif start is not None and re.search(r"token given back|quota spent", what):
+                elif start is not None and re.search(r"letting the token go|quota spent", what):
                     grants.append((start, t))
                     start = None
                 pin = re.match(r"prepared a host copy of \d+ bytes for \S+ in ([\d.]+) ms", what)
@@ -243,8 +243,8 @@ class PinsPaced(TwoBusySwapPods):
                     pins.append((t - float(pin.group(1)) / 1e3, t))
             if start is not None:
                 grants.append((start, float("inf")))
-            # Within 2 ms of a grant's ends the pin and the grant race (the
-            # token is let go before the line saying so).
+            # Within 2 ms of a grant's start the pin and the grant race
+            # (the check and the grant's line).
             for (b0, e0), (b1, _) in zip(pins, pins[1:]):
                 if any(g0 + 0.002 < b1 < g1 - 0.002 for g0, g1 in grants):
                     running_pins += 1

@@ -66,6 +66,8 @@ static void test_status_json_renders_every_field(void **state)
   cfg_a.pin = GMT__PIN_MODE__PIN_ADAPTIVE;
   cfg_a.mode = GMT__MEM_MODE__MEM_SWAP;
   cfg_a.class_ = GMT__POD_CLASS__CLASS_LATENCY;
+  cfg_a.idle_out_ms = -1; /* idle-out=off */
+  cfg_b.idle_out_ms = 30000;
   cfg_b.name = "beta \"quoted\"";
   cfg_b.request = 0.25;
   cfg_b.limit = 0.5;
@@ -293,6 +295,8 @@ static void test_status_json_renders_every_field(void **state)
   assert_string_equal(json_object_get_string(field(jb, "pin", json_type_string)), "off");
   assert_string_equal(json_object_get_string(field(jb, "mode", json_type_string)), "strict");
   assert_string_equal(json_object_get_string(field(jb, "class", json_type_string)), "batch");
+  assert_int_equal(int_field(ja, "idle_out_ms"), -1);
+  assert_int_equal(int_field(jb, "idle_out_ms"), 30000);
   assert_false(json_object_get_boolean(field(jb, "connected", json_type_boolean)));
   assert_int_equal(json_object_array_length(field(jb, "processes", json_type_array)), 0);
   assert_false(json_object_get_boolean(field(jb, "holds_token", json_type_boolean)));
@@ -305,7 +309,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(field(jb, "tiers", json_type_object), "host"), 0);
   assert_int_equal(int_field(jb, "refused_quota"), 0);
   assert_string_equal(json_object_get_string(field(jb, "last_refusal", json_type_string)), "");
-  assert_int_equal(json_object_object_length(jb), 33);
+  assert_int_equal(json_object_object_length(jb), 34);
   json_object *jh = field(root, "host", json_type_object);
   assert_int_equal(int_field(jh, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(jh, "pinned_limit"), 24ll << 30);
