@@ -28,8 +28,14 @@ and the card's measured switch rate.
 --hook-env K=V,.. sets more of the hooked jobs' environment (as
 GMT_TORCH_EMPTY_CACHE=0: PyTorch's cache kept across moves).
 
+--model transformer trains a 12-layer torch.nn.TransformerEncoder (width
+1024, batch 16 x 512 tokens) instead of the Linear stack. --trace FILE
+appends each pod's bytes on the GPU and in host memory every 100 ms
+(run, seconds, pod, gpu, host) to a CSV (bench/plot_memory.py draws it).
+
 usage: bench/makespan.py [--steps N] [--ratios 1.2,1.5,1.75] [--alloc default|expandable]
-                         [--shares 0.1] [--hook-env K=V,..] [--debug DIR]
+                         [--shares 0.1] [--model adamw|transformer] [--trace FILE]
+                         [--hook-env K=V,..] [--debug DIR]
 `makespan.py --job STEPS SEED` is the job itself. GMT_BUILD_DIR names the
 build (default build/); needs a GPU."""
 import argparse
@@ -44,21 +50,31 @@ GIB = 1 << 30
 MIB = 1 << 20
 
 
-def job(steps, seed):
+def job(steps, seed, kind="adamw"):
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import torch
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device("cuda", 0)
-    layers = []
-    for _ in range(4):
-        layers += [torch.nn.Linear(8192, 8192), torch.nn.GELU()]
+    g = torch.Generator().manual_seed(seed)
+    if kind == "transformer":
+        # 12 encoder layers of width 1024, batch 16 x 512 tokens; the
+        # math attention (the fused kernels' backward is not deterministic).
+        torch.backends.cuda.enable_flash_sdp(False)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
+        layer = torch.nn.TransformerEncoderLayer(1024, 16, 4096, dropout=0.0, batch_first=True)
+        layers = [torch.nn.TransformerEncoder(layer, 12, enable_nested_tensor=False)]
+        x = torch.randn(16, 512, 1024, generator=g).to(dev)
+        y = torch.randn(16, 512, 1024, generator=g).to(dev)
+    else:
+        layers = []
+        for _ in range(4):
+            layers += [torch.nn.Linear(8192, 8192), torch.nn.GELU()]
+        x = torch.randn(4096, 8192, generator=g).to(dev)
+        y = torch.randn(4096, 8192, generator=g).to(dev)
     model = torch.nn.Sequential(*layers).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(4096, 8192, generator=g).to(dev)
-    y = torch.randn(4096, 8192, generator=g).to(dev)
     print("READY pid=%d" % os.getpid(), flush=True)
     sys.stdin.readline()
     t0 = time.monotonic()
@@ -84,11 +100,11 @@ def job(steps, seed):
     sys.stdin.readline()
 
 
-def start_jobs(node, pods, seeds, steps, env_of):
+def start_jobs(node, pods, seeds, steps, env_of, kind="adamw"):
     procs = []
     for pod, seed in zip(pods, seeds):
         p = node.run_prog(pod, sys.executable, os.path.abspath(__file__), "--job", str(steps),
-                          str(seed), env=env_of(pod))
+                          str(seed), kind, env=env_of(pod))
         procs.append((pod, p))
     for _, p in procs:
         p.expect("READY", timeout=300)
@@ -123,6 +139,35 @@ def finish_jobs(node, procs, steps, gmt):
     return out, wall
 
 
+class MemoryTrace:
+    """Each pod's bytes on the GPU and in host memory every 100 ms, as
+    gmt status says, appended to a CSV (run, seconds, pod, gpu, host)."""
+
+    def __init__(self, node, path, run):
+        import threading
+        self.node, self.path, self.run = node, path, run
+        self.done = threading.Event()
+        self.t0 = time.monotonic()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        with open(self.path, "a") as f:
+            while not self.done.is_set():
+                st = self.node.try_status() or {}
+                t = time.monotonic() - self.t0
+                for pod in st.get("pods", []):
+                    tiers = pod.get("tiers") or {}
+                    f.write("%s,%.2f,%s,%d,%d\n" % (self.run, t, pod["name"],
+                                                    tiers.get("gpu", 0), tiers.get("host", 0)))
+                f.flush()
+                self.done.wait(0.1)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=5)
+
+
 def moves(err):
     """What the hook's debug lines say it moved: (bytes out, ms, bytes in,
     ms, ms waited for memory)."""
@@ -143,6 +188,8 @@ def main():
     ap.add_argument("--shares", default="0.1")
     ap.add_argument("--hook-env", default="")
     ap.add_argument("--debug", default="")
+    ap.add_argument("--model", choices=("adamw", "transformer"), default="adamw")
+    ap.add_argument("--trace", default="")
     a = ap.parse_args()
     import gmt_e2e
 
@@ -158,7 +205,7 @@ def main():
         node = gmt_e2e.Node("0\n", fake=False)
         try:
             env = dict(node.prog_env(), CUBLAS_WORKSPACE_CONFIG=":4096:8", **alloc)
-            procs = start_jobs(node, [pod], [seed], a.steps, lambda _: env)
+            procs = start_jobs(node, [pod], [seed], a.steps, lambda _: env, a.model)
             res, wall = finish_jobs(node, procs, a.steps, False)
             native[pod] = res[pod]
             seq += wall
@@ -191,8 +238,13 @@ def main():
                 e.update(alloc)
                 e.update(kv.split("=", 1) for kv in a.hook_env.split(",") if kv)
                 return e
-            procs = start_jobs(node, ["a", "b"], [1, 2], a.steps, env_of)
-            res, wall = finish_jobs(node, procs, a.steps, True)
+            procs = start_jobs(node, ["a", "b"], [1, 2], a.steps, env_of, a.model)
+            tracer = MemoryTrace(node, a.trace, "%s %.1f" % (a.alloc, ratio)) if a.trace else None
+            try:
+                res, wall = finish_jobs(node, procs, a.steps, True)
+            finally:
+                if tracer:
+                    tracer.stop()
         except Exception as e:  # a failed ratio is reported, the others still run
             print("ratio %.1f share %s failed: %s" % (ratio, share, str(e)[-2000:]), flush=True)
             failed.append("ratio %.1f share %s: %s" % (ratio, share, str(e)[:200]))
@@ -237,8 +289,8 @@ def main():
                          res[pod]["seconds"], dev.get("swap_turns", 0), dev.get("turn_ms", 0),
                          gpu.get("move_rate", 0), gpu.get("switches", 0)))
 
-    print("\nTwo AdamW jobs (%d steps, %s allocator) in mode=swap pods, together against one "
-          "after the other natively (%.2f s)" % (a.steps, a.alloc, seq))
+    print("\nTwo %s jobs (%d steps, %s allocator) in mode=swap pods, together against one "
+          "after the other natively (%.2f s)" % (a.model, a.steps, a.alloc, seq))
     print("%-5s %-5s %-8s %-3s %8s %6s %8s %8s %6s %8s %6s %7s %6s %8s %9s" % (
         "ratio", "share", "gpu GiB", "pod", "makespan", "x seq", "outs/ins", "out GiB", "GB/s",
         "in GiB", "GB/s", "wait s", "turns", "turn ms", "card GB/s"))
@@ -272,6 +324,6 @@ def main():
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--job":
-        job(int(sys.argv[2]), int(sys.argv[3]))
+        job(int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:5])
     else:
         sys.exit(main())
