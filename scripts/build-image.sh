@@ -40,7 +40,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 tag=gmt:latest
-source=head
+src_mode="head"
 hook=""
 output=""
 work=$root/build-img
@@ -52,28 +52,33 @@ die() {
   echo "build-image.sh: $*" >&2
   exit 1
 }
-usage() {
-  sed -n '/^# usage:/,/^# Root/p' "$0" | sed 's/^# \{0,1\}//' | grep -v '^Root' >&2
-  exit 2
+usage() { # usage CODE: the usage text, on stderr unless CODE is 0
+  if [ "$1" = 0 ]; then
+    sed -n '/^# usage:/,/^# Root/p' "$0" | sed 's/^# \{0,1\}//' | grep -v '^Root'
+  else
+    sed -n '/^# usage:/,/^# Root/p' "$0" | sed 's/^# \{0,1\}//' | grep -v '^Root' >&2
+  fi
+  exit "$1"
 }
 while (($#)); do
   case $1 in
     --tag) tag=${2:?--tag needs a name} && shift ;;
-    --source) source=${2:?--source needs head or worktree} && shift ;;
+    --source) src_mode=${2:?--source needs head or worktree} && shift ;;
     --hook) hook=${2:?--hook needs a folder} && shift ;;
     --output) output=${2:?--output needs a file} && shift ;;
     --work) work=${2:?--work needs a folder} && shift ;;
     --refresh) refresh=1 ;;
-    -h | --help) usage ;;
-    *) echo "build-image.sh: unknown argument '$1'" >&2 && usage ;;
+    -h | --help) usage 0 ;;
+    *) echo "build-image.sh: unknown argument '$1'" >&2 && usage 2 ;;
   esac
   shift
 done
-case $source in head | worktree) ;; *) die "--source is head or worktree, not '$source'" ;; esac
+case $src_mode in head | worktree) ;; *) die "--source is head or worktree, not '$src_mode'" ;; esac
 [[ $tag == *:* ]] || tag=$tag:latest
 [ "$(id -u)" = 0 ] || die "needs root (mmdebstrap, chroot, podman)"
 if [ -n "$hook" ]; then
-  hook=$(cd "$hook" 2> /dev/null && pwd) || die "--hook: no folder '$hook'"
+  [ -d "$hook" ] || die "--hook: no folder '$hook'"
+  hook=$(cd "$hook" && pwd)
   [ -f "$hook/libgmthook.so" ] || die "--hook: $hook holds no libgmthook.so"
 fi
 [ -z "$output" ] || output=$(realpath -m "$output")
@@ -97,12 +102,12 @@ fi
 
 # 1. The source: copied into $work/src with checksums, so that an unchanged
 # file keeps its time and the build stays incremental.
-step "source ($source)"
+step "source ($src_mode)"
 cd "$root"
 commit=$(git rev-parse HEAD)
 stage=$(mktemp -d "$work/stage.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
-if [ "$source" = head ]; then
+if [ "$src_mode" = head ]; then
   git archive HEAD | tar -x -C "$stage"
   revision=$commit
 else
@@ -151,24 +156,31 @@ if [ -z "$hook" ]; then
 fi
 hook_glibc=$(for f in "$hook"/*.so*; do objdump -T "$f" | grep -oE 'GLIBC_[0-9.]+' | sed 's/GLIBC_//'; done |
   sort -V | tail -1)
-echo "hook folder $hook: $(cd "$hook" && ls *.so* | tr '\n' ' ')(newest glibc symbol $hook_glibc)"
+echo "hook folder $hook: $(for f in "$hook"/*.so*; do printf '%s ' "${f##*/}"; done)(newest glibc symbol $hook_glibc)"
 
 # 4. The root file system: Debian's Essential set and the packages holding
 # what the programs link, as this (bookworm) machine's dpkg names them.
 step "packages the programs need"
+# shellcheck disable=SC1091
 [ "$(. /etc/os-release && echo "${VERSION_CODENAME:-}")" = "$suite" ] ||
   die "the programs are built here and must run on $suite: this machine is not Debian $suite"
 for p in "${progs[@]}"; do
   [ -x "$build/$p" ] || die "$build/$p was not built"
 done
-pkgs=()
-while read -r lib; do
+mapfile -t libs < <(for p in "${progs[@]}"; do ldd "$build/$p"; done | awk '/=> \//{print $3}' | sort -u)
+# dpkg names a file by its package's path, /lib/... or /usr/lib/...: ask
+# for both forms in one call (a call costs about a second).
+found=$(for lib in "${libs[@]}"; do
   alt=${lib#/usr}
-  [ "$alt" != "$lib" ] || alt=/usr$lib # dpkg names a file by its package's path
-  pkg=$(dpkg -S "$lib" 2> /dev/null || dpkg -S "$alt" 2> /dev/null) ||
-    die "no Debian package holds $lib"
-  pkgs+=("${pkg%%:*}")
-done < <(for p in "${progs[@]}"; do ldd "$build/$p"; done | awk '/=> \//{print $3}' | sort -u)
+  [ "$alt" != "$lib" ] || alt=/usr$lib
+  printf '%s\n%s\n' "$lib" "$alt"
+done | xargs dpkg -S 2> /dev/null || true)
+pkgs=()
+for lib in "${libs[@]}"; do
+  line=$(awk -v a="${lib#/usr}" -v b="/usr${lib#/usr}" '$NF == a || $NF == b' <<< "$found" | head -1)
+  [ -n "$line" ] || die "no Debian package holds $lib"
+  pkgs+=("${line%%:*}")
+done
 mapfile -t pkgs < <(printf '%s\n' "${pkgs[@]}" | grep -vx 'libc6' | sort -u)
 echo "${pkgs[*]}"
 
