@@ -152,14 +152,16 @@ class MemoryTrace:
         self.thread.start()
 
     def loop(self):
-        with open(self.path, "a") as f:
+        import csv
+        with open(self.path, "a", newline="") as f:
+            out = csv.writer(f)
             while not self.done.is_set():
                 st = self.node.try_status() or {}
                 t = time.monotonic() - self.t0
                 for pod in st.get("pods", []):
                     tiers = pod.get("tiers") or {}
-                    f.write("%s,%.2f,%s,%d,%d\n" % (self.run, t, pod["name"],
-                                                    tiers.get("gpu", 0), tiers.get("host", 0)))
+                    out.writerow([self.run, "%.2f" % t, pod["name"], tiers.get("gpu", 0),
+                                  tiers.get("host", 0)])
                 f.flush()
                 self.done.wait(0.1)
 
@@ -239,7 +241,8 @@ def main():
                 e.update(kv.split("=", 1) for kv in a.hook_env.split(",") if kv)
                 return e
             procs = start_jobs(node, ["a", "b"], [1, 2], a.steps, env_of, a.model)
-            tracer = MemoryTrace(node, a.trace, "%s %.1f" % (a.alloc, ratio)) if a.trace else None
+            tracer = MemoryTrace(node, a.trace, "%s, %s allocator, %.1fx" % (a.model, a.alloc, ratio)) \
+                if a.trace else None
             try:
                 res, wall = finish_jobs(node, procs, a.steps, True)
             finally:
