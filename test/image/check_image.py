@@ -17,7 +17,8 @@ driver, run as deploy/kubernetes/ says, with this script as the kubelet:
   sidecar reaching gmt-schd's socket through the hostPath, waited for by
   its startup probe, then the job in an application image that has none of
   gmt's libraries (Debian 12's Essential set), with the env and mounts the
-  patch gives it;
+  patch gives it; and the copied hook folder preloaded in a Debian 11
+  image (glibc 2.31) as well;
 - the fake driver (test/fakecuda: libcuda.so.1, libnvidia-ml.so.1) mounted
   where NVIDIA's container runtime mounts the real one, and its machine
   folder shared, in the gmt-schd and job containers only.
@@ -25,8 +26,8 @@ driver, run as deploy/kubernetes/ says, with this script as the kubelet:
 Then `gmt status --json` (in the gmt-schd container, as `kubectl exec`
 would) must show the job in pod train with its memory to the byte, its pod
 and node pids, its launches, its allocation past the ConfigMap's quota
-refused, and the hook's libraries loaded from the hook folder; once it
-frees and exits, the memory is gone. Everything started is removed.
+refused, the hook's libraries loaded from the hook folder, and gmt-schd's
+tracer probing it; once it frees and exits, the memory is gone. Everything started is removed.
 
 Not run by CI (it needs root and podman, and fetches Debian packages for
 the application image): run it by hand after scripts/build-image.sh.
@@ -35,8 +36,9 @@ usage: test/image/check_image.py [--image NAME] [--build DIR] [--app-image NAME]
   --image      run NAME where the manifests name gmt:latest
   --build      the build holding the fake driver and dev_alloc (default
                build-img/build, build-image.sh's)
-  --app-image  the job's image (default localhost/gmt-check-app:bookworm,
-               made here with mmdebstrap on first use, about a minute)
+  --app-image  the job's image (default localhost/gmt-check-app:bookworm;
+               it and localhost/gmt-check-app:bullseye are made here with
+               mmdebstrap on first use, under a minute each)
   --keep       leave the containers and the folder for a look
 Exits 0 when every check passed, 1 when one failed, 2 when podman cannot
 run containers here (it says what failed)."""
@@ -61,6 +63,7 @@ MIB = 1 << 20
 GIB = 1 << 30
 POD = "train"  # a pod of the ConfigMap
 APP_IMAGE = "localhost/gmt-check-app:bookworm"
+OLD_APP_IMAGE = "localhost/gmt-check-app:bullseye"  # glibc 2.31: the oldest the hook is for
 FAKE_MEM = "80Gi"
 LIBDIR = "/usr/lib/x86_64-linux-gnu"  # where NVIDIA's runtime mounts the driver
 
@@ -236,15 +239,16 @@ def free_port():
 
 
 def app_image(pm, name, tmp):
+    """name, made from Debian's Essential set of the suite its tag names
+    (no libnng, no protobuf-c) when it is one of ours and missing."""
     if pm("image", "exists", name, check_rc=False).returncode == 0:
         return
-    if name != APP_IMAGE:
+    if name not in (APP_IMAGE, OLD_APP_IMAGE):
         raise RuntimeError("no image %s" % name)
     t0 = time.monotonic()
     tar = os.path.join(tmp, "app.tar")
-    # Debian 12's Essential set and nothing else: no libnng, no protobuf-c.
-    run(["mmdebstrap", "--variant=essential", "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
-         "bookworm", tar, "http://deb.debian.org/debian"], timeout=900)
+    run(["mmdebstrap", "--variant=essential", "--hook-dir=/usr/share/mmdebstrap/hooks/maybe-merged-usr",
+         name.rsplit(":", 1)[1], tar, "http://deb.debian.org/debian"], timeout=900)
     pm("import", "--quiet", tar, name, timeout=300)
     os.unlink(tar)
     print("made %s with mmdebstrap in %.0f s" % (name, time.monotonic() - t0), flush=True)
@@ -461,6 +465,15 @@ def main():
                     return 1
         hook_files = sorted(os.listdir(pvols["gmt-hook"]))
         print("the pod's gmt-hook volume: %s" % " ".join(hook_files))
+        # The same folder preloaded in a Debian 11 application image (the
+        # job below is built here and needs glibc 2.34, so only a load).
+        app_image(pm, OLD_APP_IMAGE, tmp)
+        r = pm("run", "--rm", "--volume", "%s:/usr/local/lib/gmt:ro" % pvols["gmt-hook"], OLD_APP_IMAGE,
+               "sh", "-c", "ldd --version | head -1; LD_PRELOAD=/usr/local/lib/gmt/libgmthook.so "
+               "cat /proc/self/maps", check_rc=False)
+        check("the hook folder preloads in %s (%s)" % (OLD_APP_IMAGE, r.stdout.split("\n")[0]),
+              r.returncode == 0 and r.stderr == "" and "/usr/local/lib/gmt/libgmthook.so" in r.stdout
+              and "/usr/local/lib/gmt/libnng.so.1" in r.stdout, r.stderr or r.stdout[-1000:])
         check("pod %s connected to gmt-schd" % POD,
               any(p["name"] == POD and p.get("connected") for p in (status() or {}).get("pods", [])),
               status())
