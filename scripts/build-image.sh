@@ -26,8 +26,9 @@
 #              the next run while the hook's sources are unchanged
 #   --output FILE  also writes the image as an OCI archive (podman save
 #              --format oci-archive), for `ctr images import` or a registry
-#   --work DIR the build's folder (default build-img): source copy, Release
-#              build, hook folder, cached root file systems
+#   --work DIR the build's folder (default build-img): source copy (src),
+#              Release build (build), hook folder (hook-compat), the cached
+#              root file system (rootfs-base-*), logs
 #   --refresh  fetches the Debian packages again (security updates) instead
 #              of reusing the cached root file system
 #
@@ -142,7 +143,7 @@ if [ -z "$hook" ]; then
   # are unchanged.
   hook_sum=$(cd "$src" && find CMakeLists.txt proto topo hook scripts/build-hook-compat.sh -type f -print0 |
     sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
-  hook=$work/hook
+  hook=$work/hook-compat
   if [ -f "$hook/libgmthook.so" ] && [ "$(cat "$hook/.sources" 2> /dev/null)" = "$hook_sum" ]; then
     step "hook folder: reusing $hook (its sources unchanged)"
   else
@@ -257,7 +258,7 @@ id=$(podman import --quiet \
   --message "gmt $revision" \
   "$work/rootfs.tar" "$tag")
 id=${id#sha256:}
-rm -f "$work/rootfs.tar"
+rm -rf "$work/rootfs.tar" "$rootfs"
 podman tag "$id" "${tag%:*}:${commit:0:12}"
 if [ -n "$old" ] && [ "$old" != "$id" ] && [ -z "$(podman image inspect --format '{{.RepoTags}}' "$old" | tr -d '[]')" ]; then
   podman rmi "$old" > /dev/null # the previous build of this tag, now untagged
