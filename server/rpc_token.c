@@ -68,6 +68,14 @@ struct gmt_tokens {
   gmt_schd_t *s;
   gmt_token_params_t p;
   tdev_t *devs;
+  /* Pods refused at LIMIT 0 and when that was last logged (gmt__say_now):
+   * a job asks again every second on each device, one line a period per
+   * pod is enough. Dropped once the pod's LIMIT is raised or it leaves. */
+  struct said0 {
+    char pod[GMT_POD_NAME_MAX + 1];
+    uint64_t ms;
+  } * said0;
+  size_t nsaid0, capsaid0;
 };
 
 /* The policy's clock: finer than uv_now(), so grants are charged to the
@@ -504,6 +512,7 @@ void gmt__tokens_close(gmt_schd_t *s)
     }
     uv_close((uv_handle_t *)&d->timer, on_dev_closed);
   }
+  free(t->said0);
   free(t);
   s->tokens = NULL;
 }
@@ -561,6 +570,46 @@ static void revoke_for_waiters(struct gmt_tokens *t, tdev_t *d, double now)
   }
   if (!holder)
     schedule(d); /* the grant ended at once: the next pod's turn */
+}
+
+/* When pod's LIMIT 0 refusal was last logged, NULL without memory to
+ * note it (then it is logged each time). */
+static uint64_t *said0_of(struct gmt_tokens *t, const char *pod)
+{
+  for (size_t i = 0; i < t->nsaid0; i++)
+    if (strcmp(t->said0[i].pod, pod) == 0)
+      return &t->said0[i].ms;
+  if (t->nsaid0 == t->capsaid0) {
+    size_t cap = t->capsaid0 ? 2 * t->capsaid0 : 4;
+    struct said0 *n = realloc(t->said0, cap * sizeof *n);
+    if (!n)
+      return NULL;
+    t->said0 = n;
+    t->capsaid0 = cap;
+  }
+  struct said0 *e = &t->said0[t->nsaid0++];
+  snprintf(e->pod, sizeof e->pod, "%s", pod);
+  e->ms = 0;
+  return &e->ms;
+}
+
+/* A token refused because pod's LIMIT is 0: the job prints these words
+ * on its stderr (hook/token/token.c), so they say which pod, why and
+ * what to change; logged at info level once a period per pod. */
+static void refuse_limit0(struct gmt_tokens *t, gmt_call_t *call, const gmt_pod_t *pod,
+                          uint32_t pid, int device)
+{
+  gmt_schd_t *s = t->s;
+  uint64_t *said = said0_of(t, pod->cfg.name);
+  uint64_t unsaid = 0;
+  if (gmt__say_now(said ? said : &unsaid, uv_now(s->loop)))
+    gmt_info("pod '%s' pid %u: a token on GPU %d refused: its LIMIT is 0 in %s (said once "
+             "every %d s per pod)",
+             pod->cfg.name, pid, device, s->cfg->path, GMT_SAY_PERIOD_MS / 1000);
+  gmt_call_reply_error(call, -EPERM,
+                       "pod '%s' gets no GPU time: its LIMIT is 0 in %s; give it a LIMIT above 0 "
+                       "there (gmt-schd rereads the file when it changes, or on SIGHUP)",
+                       pod->cfg.name, s->cfg->path);
 }
 
 /* The listed pod a call names and the device's token state, or NULL with
@@ -643,8 +692,7 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
   } else if (!gmt_pod_config_allows(&pod->cfg, r->device)) {
     gmt__reply_device_refused(call, s->cfg, pod, r->pid, r->device, "a token");
   } else if (!(pod->cfg.limit > 0)) {
-    gmt_call_reply_error(call, -EPERM, "pod '%s' has LIMIT 0 in %s: it gets no GPU time",
-                         pod->cfg.name, s->cfg->path);
+    refuse_limit0(t, call, pod, r->pid, r->device);
   } else if (grant_beside(d, call, pod, isfinite(r->burst_ms) ? r->burst_ms : 0, now)) {
     /* answered: the holder keeps its grant */
   } else {
@@ -694,6 +742,13 @@ void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
   /* Every pod in the token state is checked, not only this one: a reload
    * reports the pods it kept, never those it dropped. */
   (void)pod;
+  for (size_t i = 0; i < t->nsaid0;) {
+    const gmt_pod_t *p = gmt_pods_find(s->pods, t->said0[i].pod);
+    if (p && !(p->cfg.limit > 0))
+      i++;
+    else
+      t->said0[i] = t->said0[--t->nsaid0]; /* raised or gone: a new LIMIT 0 is said at once */
+  }
   for (tdev_t *d = t->devs; d; d = d->next) {
     bool changed = false;
     const char *side = gmt_token_side(d->pol);
@@ -726,8 +781,8 @@ void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
         gmt__reply_nopod(w->call, s->cfg, w->pod);
       else if (!gmt_pod_config_allows(&listed->cfg, d->device))
         gmt__reply_device_refused(w->call, s->cfg, listed, w->pid, d->device, "a token");
-      else if (!gmt_pods_find(s->pods, w->pod)->cfg.limit)
-        gmt_call_reply_error(w->call, -EPERM, "pod '%s' %s: it gets no GPU time", w->pod, why);
+      else if (!(listed->cfg.limit > 0))
+        refuse_limit0(t, w->call, listed, w->pid, d->device);
       else
         gmt_call_reply_error(w->call, -ESRCH, "pod '%s' %s", w->pod, why);
       waiter_drop(wp);

@@ -613,10 +613,11 @@ static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
   while ((rc = token_rpc(dev, burst, overuse, 0, 0, &quota, &terms, GMT_TOKEN_RPC_TIMEOUT_MS, why,
                          sizeof why)) == GMT_ENOPOD ||
          rc == -EPERM) {
+    /* The scheduler's words say which pod, why and what to change. */
     if (!atomic_exchange(&g_refused, 1))
-      gmt__say("the pod gets no GPU time on device %d (%s: its LIMIT is 0, or the config "
-               "does not list it); launches wait until it does",
-               dev, gmt_strerror(rc));
+      gmt__say("launches on device %d wait for GPU time: %s (said once; launches go on once "
+               "the pod gets some)",
+               dev, why[0] ? why : gmt_strerror(rc));
     struct timespec ts = {GMT_TOKEN_REFUSED_WAIT_MS / 1000, 0};
     nanosleep(&ts, NULL);
     overuse = 0;

@@ -227,7 +227,25 @@ class Refusals(GmtTestCase):
         # Its first launch waits: no kernel runs, so no progress line.
         time.sleep(3)
         self.assertEqual(spin.lines.qsize(), 0, "the job ran at LIMIT 0")
-        self.assertIn("gets no GPU time", spin.stderr())
+        # The job's stderr says the scheduler's words once: which pod,
+        # why, and what to change (issue 28 item 3).
+        words = ("pod 'a' gets no GPU time: its LIMIT is 0 in %s; give it a LIMIT above 0 there"
+                 % self.config_path)
+        wait_for(lambda: words in spin.stderr(), timeout=10,
+                 what="the scheduler's words on the job's stderr (has %r)" % spin.stderr())
+        self.assertEqual(spin.stderr().count("wait for GPU time"), 1, spin.stderr())
+        # gmt-schd logs it (at info level: its log names no level below
+        # warnings), once in 10 s for the pod however often it asks (the
+        # job asks again every second).
+        logged = "gmt-schd: pod 'a' pid "
+        wait_for(lambda: logged in schd.output(), timeout=10,
+                 what="gmt-schd's log line for the refusal")
+        wait_for(lambda: schd.output().count("Token pod 'a' ") >= 3, timeout=10,
+                 what="the job to ask again (%d asks)" % schd.output().count("Token pod 'a' "))
+        refused = [l for l in schd.output().splitlines()
+                   if logged in l and "its LIMIT is 0 in %s" % self.config_path in l]
+        self.assertEqual(len(refused), 1, schd.output()[-3000:])
+        self.assertEqual(spin.stderr().count("wait for GPU time"), 1, spin.stderr())
         self.write_config("1\na 0.5 1.0 1Gi\n")
         schd.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: self.gained(spin, 1000) > 0.5, timeout=15,
