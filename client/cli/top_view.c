@@ -510,6 +510,56 @@ static void gpus_section(lines_t *l, const Gmt__StatusReply *st, int cols)
   }
 }
 
+/* ---- GPU processes outside gmt ---- */
+
+void gmt_top_unmanaged_line(gmt_top_cells_t *c, const Gmt__StatusReply *st, int width)
+{
+  static const char label[] = "UNMANAGED";
+  c->text[0] = '\0';
+  c->n = 0;
+  if (!st || !st->n_unmanaged || width < 1)
+    return;
+  uint64_t total = 0;
+  for (size_t i = 0; i < st->n_unmanaged; i++)
+    total += st->unmanaged[i]->memory_used;
+  /* Only what can show is written: once the text is past width it is
+   * cut there anyway. */
+  char text[2 * GMT_TOP_CELLS_MAX + 1], mem[32];
+  gmt_human_bytes(mem, sizeof mem, total);
+  int off = snprintf(text, sizeof text, "%s %zu process%s, %s", label, st->n_unmanaged,
+                     st->n_unmanaged == 1 ? "" : "es", mem);
+  if (off < 0)
+    off = 0;
+  text[off] = '\0';
+  for (size_t i = 0; i < st->n_unmanaged && off <= width; i++) {
+    const Gmt__UnmanagedProcess *u = st->unmanaged[i];
+    const char *exe = u->exe ? u->exe : "", *slash = strrchr(exe, '/');
+    const char *base = slash && slash[1] ? slash + 1 : exe;
+    gmt_human_bytes(mem, sizeof mem, u->memory_used);
+    int w = snprintf(text + off, sizeof text - (size_t)off, "%s%u %s (%s)", i ? ", " : ": ", u->pid,
+                     base[0] ? base : "?", mem);
+    if (w < 0)
+      break;
+    off = off + w < (int)sizeof text ? off + w : (int)sizeof text - 1;
+  }
+  int len = (int)strlen(text);
+  gmt_top_cells_text(c, text, len < width ? len : width, false, GMT_TOP_C_WARN);
+  for (int i = 0; i < c->n && i < (int)sizeof label - 1; i++)
+    c->color[i] = GMT_TOP_C_BAD;
+}
+
+/* The line above as a row of its own cells (a table of one column). */
+static void unmanaged_row(lines_t *l, const Gmt__StatusReply *st, int cols)
+{
+  gmt_top_cells_t cells[1];
+  gmt_top_unmanaged_line(&cells[0], st, cols);
+  if (!cells[0].n)
+    return;
+  table_t t = {.n = 1};
+  t.width[0] = cells[0].n;
+  add_cells(l, GMT_TOP_ALERT, &t, cells);
+}
+
 /* ---- the pods ---- */
 
 enum {
@@ -1006,7 +1056,9 @@ static void help_section(lines_t *l, const gmt_top_view_t *v)
   add(l, GMT_TOP_PLAIN, "charged). A narrow terminal shows the columns that matter most. Hottest");
   add(l, GMT_TOP_PLAIN,
       "buffers of live processes come from gmt-schd's tracer (root); `gmt status`");
-  add(l, GMT_TOP_PLAIN, "and `gmt trace --pod NAME` say more.");
+  add(l, GMT_TOP_PLAIN,
+      "and `gmt trace --pod NAME` say more. UNMANAGED, under the GPUs: processes");
+  add(l, GMT_TOP_PLAIN, "on them that no pod manager registered (no quota, no share).");
 }
 
 static void title(lines_t *l, const gmt_top_view_t *v, int cols)
@@ -1064,6 +1116,7 @@ int gmt_top_render(const gmt_top_view_t *v, gmt_top_screen_t *s)
       gmt_top_sort_pods(st, v->sort, order);
       add(&l, GMT_TOP_PLAIN, "%s", "");
       gpus_section(&l, st, s->cols);
+      unmanaged_row(&l, st, s->cols);
       add(&l, GMT_TOP_PLAIN, "%s", "");
       pods_section(&l, v, order, s->cols);
       add(&l, GMT_TOP_PLAIN, "%s", "");

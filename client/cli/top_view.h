@@ -1,13 +1,13 @@
-/* What `gmt top` shows, as rows of cells: the node's GPUs; the pods sorted
- * by a key, each with bars of its measured share against its REQUEST and
- * of its memory against its quota, the history of its share, the GPUs
- * whose token it holds, its context memory (and per tier for a pod whose
- * memory moves), and its live processes under it unless folded; the
- * hottest buffers of those processes from gmt-schd's tracer. The columns
- * fit the screen's width (top_columns.h). Pure: no curses and no socket
- * here (client/cli/cmd_top.c draws the rows and fetches the replies), so
- * that a unit test renders a reply built in memory and reads the screen
- * back. */
+/* What `gmt top` shows, as rows of cells: the node's GPUs and the GPU
+ * processes outside gmt; the pods sorted by a key, each with bars of its
+ * measured share against its REQUEST and of its memory against its
+ * quota, the history of its share, the GPUs whose token it holds, its
+ * context memory (and per tier for a pod whose memory moves), and its
+ * live processes under it unless folded; the hottest buffers of those
+ * processes from gmt-schd's tracer. The columns fit the screen's width
+ * (top_columns.h). Pure: no curses and no socket here
+ * (client/cli/cmd_top.c draws the rows and fetches the replies), so that
+ * a unit test renders a reply built in memory and reads the screen back. */
 #ifndef GMT_TOP_VIEW_H
 #define GMT_TOP_VIEW_H
 
@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "gmt.pb-c.h"
+#include "top_glyphs.h"
 #include "top_history.h"
 
 typedef enum {
@@ -27,7 +28,8 @@ typedef enum {
 enum {
   GMT_TOP_PLAIN = 0,
   GMT_TOP_HEADING = 1,  /* a table's column names (reverse video) */
-  GMT_TOP_ALERT = 2,    /* the scheduler unreachable, a help title (bold) */
+  GMT_TOP_ALERT = 2,    /* the scheduler unreachable, GPU processes outside
+                         * gmt, a help title (bold) */
   GMT_TOP_SELECTED = 3, /* the pod picked with the arrows (bold) */
 };
 
@@ -102,6 +104,15 @@ const char *gmt_top_select(const Gmt__StatusReply *st, gmt_top_sort_t by, const 
  * s->rows, no keys and no padding (s->used says how many). Returns 0 or
  * -ENOMEM. */
 int gmt_top_render(const gmt_top_view_t *v, gmt_top_screen_t *s);
+
+/* The GPU processes NVML sees that no pod manager registered
+ * (st->unmanaged) as one line of at most width cells, under the GPUs:
+ * "UNMANAGED 2 processes, 1.5 GiB: 4242 python (1.0 GiB), 4243 ...", in
+ * the reply's order (by pid), each exe by its base name; a longer line is
+ * cut with '~' (gmt_top_cells_text). The label is red, the rest yellow:
+ * no quota and no share hold those bytes. c->n is 0 when there are
+ * none. */
+void gmt_top_unmanaged_line(gmt_top_cells_t *c, const Gmt__StatusReply *st, int width);
 
 /* A sort key's name ("share", "memory", "name"). */
 const char *gmt_top_sort_name(gmt_top_sort_t by);

@@ -11,7 +11,8 @@ quota and its processes under it; Enter folds them, j/k pick a pod; a
 process that exits leaves the view (its row, and with the tracer its
 hottest buffers). Colour only where it is wanted (NO_COLOR). Without a
 terminal it refuses and points at `gmt status` and `gmt top -n`, which
-prints refreshes as text. tmux is one of the packages scripts/setup.sh
+prints refreshes as text, a GPU process outside gmt as one UNMANAGED line
+under the GPUs. tmux is one of the packages scripts/setup.sh
 installs: under CI=true a missing tmux fails the test instead of skipping
 it."""
 import json
@@ -421,6 +422,40 @@ class Top(TopCase):
         rc, out, err = top("-n", "0")
         self.assertEqual(rc, 2)
         self.assertIn("-n wants a count", err)
+
+    def test_a_gpu_process_outside_gmt_shows_under_the_gpus(self):
+        # A process started without the hook (as test_devices.py's
+        # unmanaged one): gmt top -n shows it under the GPU table, with
+        # what NVML counts for it; once it is gone, no such line.
+        self.start_schd("--no-trace")
+        self.start_pmgr("a")
+        q = self.run_prog(None, DEV_ALLOC, "0:%d" % self.HELD, env=self.prog_env())
+        qpid = int(q.expect("READY")["pid"])
+
+        def listed():
+            un = {u["pid"]: u for u in self.status()["unmanaged"]}
+            return un.get(qpid)
+        un = wait_for(listed, timeout=5, what="the process outside gmt listed")
+
+        def top():
+            r = subprocess.run([GMT, "--schd", self.schd_url, "top", "-n", "1"],
+                               capture_output=True, text=True, timeout=20,
+                               env=self.env(COLUMNS="80", LC_ALL="C"), stdin=subprocess.DEVNULL)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return r.stdout
+        out = top()
+        lines = out.splitlines()
+        at = next((i for i, l in enumerate(lines) if l.startswith("UNMANAGED")), None)
+        self.assertIsNotNone(at, out)
+        mem = human(un["memory_used"])
+        self.assertEqual(lines[at], "UNMANAGED 1 process, %s: %d dev_alloc (%s)"
+                         % (mem, qpid, mem), out)
+        self.assertTrue(lines[at - 1].startswith("0 "), out)  # under GPU 0's row
+        self.assertTrue(all(len(l) <= 80 for l in lines), out)
+        self.finish_freed(q)
+        wait_for(lambda: not self.status()["unmanaged"] or None, timeout=5,
+                 what="the unmanaged process gone")
+        self.assertNotIn("UNMANAGED", top())
 
     def test_a_busy_pod_shows_its_share_and_the_token(self):
         self.start_schd("--no-trace")

@@ -3,8 +3,8 @@
  * bars, its history), the tiers only where memory moves, the scheduler
  * unreachable with its last answer kept, the hottest buffers of live
  * processes or why there are none, the columns at 80 cells, the pod
- * picked and folded, text for gmt top -n, and cutting to a small
- * terminal. */
+ * picked and folded, text for gmt top -n, cutting to a small
+ * terminal, and the GPU processes outside gmt. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -730,6 +730,62 @@ static void test_top_long_messages_wrap(void **state)
   gmt_top_screen_close(&s);
 }
 
+/* GPU processes outside gmt: one line under the GPUs that names each
+ * (exe by base name) and their sum, cut to the width, red and yellow;
+ * none, no line. */
+static void test_top_unmanaged_processes_under_the_gpus(void **state)
+{
+  (void)state;
+  node_t n;
+  three_pods(&n);
+  Gmt__UnmanagedProcess un[2], *unp[2] = {&un[0], &un[1]};
+  for (int i = 0; i < 2; i++)
+    gmt__unmanaged_process__init(&un[i]);
+  un[0].pid = 4242;
+  un[0].exe = "/opt/conda/bin/python";
+  un[0].memory_used = GIB;
+  un[1].pid = 4243;
+  un[1].exe = "/usr/bin/ff\x1bmpeg";
+  un[1].memory_used = 512 * MIB;
+  n.st.n_unmanaged = 2;
+  n.st.unmanaged = unp;
+
+  gmt_top_cells_t c;
+  gmt_top_unmanaged_line(&c, &n.st, 80);
+  assert_string_equal(c.text, "UNMANAGED 2 processes, 1.5 GiB: 4242 python (1.0 GiB), 4243 ff?mpeg "
+                              "(512.0 MiB)");
+  assert_int_equal(c.n, (int)strlen(c.text));
+  assert_int_equal(c.color[0], GMT_TOP_C_BAD);
+  assert_int_equal(c.color[8], GMT_TOP_C_BAD);
+  assert_int_equal(c.color[9], GMT_TOP_C_WARN);
+  assert_int_equal(c.color[c.n - 1], GMT_TOP_C_WARN);
+  /* Narrower: cut to the width, and says so. */
+  gmt_top_unmanaged_line(&c, &n.st, 40);
+  assert_int_equal(c.n, 40);
+  assert_string_equal(c.text, "UNMANAGED 2 processes, 1.5 GiB: 4242 py~");
+
+  gmt_top_view_t v = view_of(&n);
+  gmt_top_screen_t s;
+  render(&v, &s, 40, 80);
+  int gpu = row_starting(&s, "0  ");
+  assert_true(gpu > 0);
+  assert_int_equal(row_starting(&s, "UNMANAGED 2 processes"), gpu + 1);
+  assert_int_equal(s.style[gpu + 1], GMT_TOP_ALERT);
+  assert_int_equal(gmt_top_row_colors(&s, gpu + 1)[0], GMT_TOP_C_BAD);
+  for (int r = 0; r < s.used; r++)
+    assert_true(cells_of(gmt_top_row(&s, r)) <= 80);
+  gmt_top_screen_close(&s);
+
+  n.st.n_unmanaged = 0;
+  gmt_top_unmanaged_line(&c, &n.st, 80);
+  assert_int_equal(c.n, 0);
+  assert_string_equal(c.text, "");
+  render(&v, &s, 40, 80);
+  assert_int_equal(row_containing(&s, "UNMANAGED"), -1);
+  assert_string_equal(gmt_top_row(&s, row_starting(&s, "0  ") + 1), "");
+  gmt_top_screen_close(&s);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -752,6 +808,7 @@ int main(void)
       cmocka_unit_test(test_top_exited_process_buffers_are_gone),
       cmocka_unit_test(test_top_batch_has_every_row_and_no_keys),
       cmocka_unit_test(test_top_long_messages_wrap),
+      cmocka_unit_test(test_top_unmanaged_processes_under_the_gpus),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
