@@ -256,8 +256,14 @@ static int claim(int dev, uint64_t bytes, int restore, uint64_t card_free, uint6
   *got = 0;
   for (int tries = 0;; tries++) {
     uint32_t retry = GMT_SWAP_RETRY_MIN_MS;
-    if (tries && gate)
-      gate(); /* asks again holding the token: see gmt_swap_gate_fn */
+    /* Asks holding the token (see gmt_swap_gate_fn): a restore from its
+     * first ask, or a process whose memory was just moved out took the
+     * room straight back while the pod it was moved out for held the
+     * token and waited for it, again and again (the fake driver, two busy
+     * pods on a loaded machine: one check in 10 s); an allocation asks
+     * once without it, as most fit. */
+    if (gate && (tries || restore))
+      gate();
     uint64_t fresh;
     if (tries && card_free && um_room(dev, &fresh, NULL, NULL) == CUDA_SUCCESS)
       card_free = fresh ? fresh : 1; /* 0 would mean "not managed" */
