@@ -9,7 +9,9 @@ at once), else its loopback port; or --pmgr.
 
 It execs `gmt run --pod NAME --pmgr URL -- CMD`, which finds the hook and
 sets the environment (docs/devices.md, "gmt run") and then execs CMD: CMD
-keeps this pid, and its signals and exit code are its own. Python 3
+keeps this pid, and its signals and exit code are its own. gmt run asks
+gmt-schd about the pod at $GMT_SCHD when it is set (as every gmt command
+does), else at the settings file's address or ipc:///run/gmt/schd.sock. Python 3
 standard library only; docs/operators.md.
 
   launch-command.py --pod NAME [--base-port N] [--run-dir DIR] [-c FILE | --pmgr URL] -- CMD [ARGS...]
@@ -40,7 +42,8 @@ def parse_args(argv):
         description="Runs CMD under gmt's hook in pod NAME (exec: CMD's pid, signals and exit "
         "code are its own). The pod's manager is at 127.0.0.1:(--base-port + the pod's "
         "position in -c FILE), as launch-backend.py starts it, or at --pmgr URL. gmt is "
-        "found through GMT_BUILD_DIR, else on PATH and where `make install` puts it.",
+        "found through GMT_BUILD_DIR, else on PATH and where `make install` puts it; it asks "
+        "gmt-schd about the pod at $GMT_SCHD when set.",
         epilog="Exit: CMD's; 1 gmt or the pod manager not found; 2 bad usage or a pod the "
         "config does not list; 126/127 CMD cannot be run / not found.")
     p.add_argument("--pod", required=True, metavar="NAME", help="the pod CMD runs in")

@@ -37,6 +37,7 @@
 typedef struct {
   const char *name;
   const char *schd_url;
+  const char *schd_from; /* "--schd", "GMT_SCHD" or "the default scheduler": said when bad */
   const char *ipc;
   long port;
   double wait_s;
@@ -57,7 +58,7 @@ static void usage(FILE *f)
       "\n"
       "  --name NAME   the pod, as resource-config.txt names it (required)\n"
       "  --port N      serve processes on tcp://127.0.0.1:N (default %d)\n"
-      "  --schd URL    the scheduler (default %s)\n"
+      "  --schd URL    the scheduler (default $GMT_SCHD, else %s)\n"
       "  --ipc PATH    also serve on this ipc socket (default /run/gmt/pmgr-PORT.sock)\n"
       "  --wait S      how long to wait for the scheduler at start (default 30)\n"
       "  --allow-uid USER    also admit this user's processes into the pod\n"
@@ -85,7 +86,7 @@ static int bad_flag(const char *fmt, const char *arg)
 /* Returns -1 to go on, or an exit code. */
 static int parse_flags(int argc, char **argv, options_t *o)
 {
-  o->schd_url = GMT_DEFAULT_SCHD_IPC;
+  o->schd_url = NULL;
   o->port = GMT_DEFAULT_PMGR_PORT;
   o->wait_s = 30;
   o->socket_gid = -1;
@@ -137,6 +138,7 @@ static int parse_flags(int argc, char **argv, options_t *o)
       o->name = val;
     } else if (!strcmp(flag, "--schd")) {
       o->schd_url = val;
+      o->schd_from = "--schd";
     } else if (!strcmp(flag, "--ipc")) {
       o->ipc = val;
     } else if (!strcmp(flag, "--port")) {
@@ -153,6 +155,17 @@ static int parse_flags(int argc, char **argv, options_t *o)
   }
   if (!o->name)
     return bad_flag("%s", "--name NAME is required (the pod, as the scheduler's config names it)");
+  /* As for every gmt command: the flag wins, then GMT_SCHD, so one export
+   * names the scheduler for the pod managers a script starts too. */
+  const char *env = getenv("GMT_SCHD");
+  if (!o->schd_url && env && env[0]) {
+    o->schd_url = env;
+    o->schd_from = "GMT_SCHD";
+  }
+  if (!o->schd_url) {
+    o->schd_url = GMT_DEFAULT_SCHD_IPC;
+    o->schd_from = "the default scheduler";
+  }
   return -1;
 }
 
@@ -333,7 +346,7 @@ int main(int argc, char **argv)
 
   int rc = gmt_client_open(&pm->schd, o.schd_url, 0);
   if (rc < 0) {
-    fprintf(stderr, "gmt-pmgr: --schd %s: %s\n", o.schd_url, gmt_strerror(rc));
+    fprintf(stderr, "gmt-pmgr: %s %s: %s\n", o.schd_from, o.schd_url, gmt_strerror(rc));
     return 2;
   }
   uv_loop_t loop;

@@ -10,7 +10,7 @@ import subprocess
 import time
 import unittest
 
-from gmt_e2e import GMT, PROGS, GmtTestCase, free_port
+from gmt_e2e import GMT, PMGR, PROGS, Daemon, GmtTestCase, free_port, wait_for
 
 SHOW = os.path.join(PROGS, "show_devices")
 HELD = 6 << 30  # of GPU 0's 8 GiB
@@ -138,6 +138,51 @@ class Run(GmtTestCase):
         self.assertIn("--schd URL or GMT_SCHD=URL", r.stderr)
         r = subprocess.run([GMT, "--help"], capture_output=True, text=True, timeout=20, env=env)
         self.assertIn("$GMT_SCHD", r.stdout)
+
+    def start_pmgr_env(self, name, gmt_schd, *flags):
+        """gmt-pmgr for pod name with GMT_SCHD=gmt_schd in its environment
+        and flags (no --schd unless flags has one), not waited for."""
+        port = free_port()
+        argv = [PMGR, "--port", str(port), "--name", name, "--wait", "5",
+                "--ipc", os.path.join(self.tmp, "run", "pmgr-%s.sock" % name), "-v"] + list(flags)
+        d = Daemon("pmgr-" + name, argv, dict(self.env(), GMT_SCHD=gmt_schd), self.tmp)
+        self.daemons.append(d)
+        return d
+
+    def wait_connected(self, d, name):
+        wait_for(lambda: not d.alive() or self.pod(name).get("connected"),
+                 what="pod %s to connect" % name)
+        self.assertTrue(d.alive(), "gmt-pmgr exited: " + d.output())
+
+    def test_pmgr_takes_gmt_schd_without_schd(self):
+        self.start_schd()
+        d = self.start_pmgr_env("a", self.schd_url)
+        self.wait_connected(d, "a")
+        self.assertIn(self.schd_url, d.output())
+        self.assertEqual(d.stop(), 0, d.output())
+        r = subprocess.run([PMGR, "--help"], capture_output=True, text=True, timeout=20,
+                           env=self.env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("$GMT_SCHD", r.stdout)
+
+    def test_pmgr_schd_flag_wins_over_gmt_schd(self):
+        self.start_schd()
+        nowhere = "tcp://127.0.0.1:%d" % free_port()
+        # GMT_SCHD names no scheduler; the flag names the test's.
+        d = self.start_pmgr_env("a", nowhere, "--schd", self.schd_url)
+        self.wait_connected(d, "a")
+        self.assertNotIn(nowhere, d.output())
+        self.assertEqual(d.stop(), 0, d.output())
+        # And the other way round: GMT_SCHD names the test's scheduler, the
+        # flag names none, and gmt-pmgr gives up on the flag's address.
+        d = self.start_pmgr_env("b", self.schd_url, "--schd", nowhere, "--wait", "1")
+        try:
+            rc = d.proc.wait(timeout=20)
+        finally:
+            d.stop()
+        self.assertEqual(rc, 1, d.output())
+        self.assertIn("scheduler at %s not reachable" % nowhere, d.output())
+        self.assertFalse(self.pod("b").get("connected"))
 
     def test_scheduler_that_never_answers_is_bounded(self):
         # Accepts connections (the kernel does) and never says a word.
