@@ -139,12 +139,21 @@ static gmt_token_terms_t terms_of(const struct gmt_tokens *t, const char *pod, i
   return g;
 }
 
-static tdev_t *dev_get(struct gmt_tokens *t, int device)
+/* device's token, or NULL when nobody has asked for it yet (t may be
+ * NULL: before the tokens are up). */
+static tdev_t *dev_find(struct gmt_tokens *t, int device)
 {
-  tdev_t *d;
-  for (d = t->devs; d; d = d->next)
+  for (tdev_t *d = t ? t->devs : NULL; d; d = d->next)
     if (d->device == device)
       return d;
+  return NULL;
+}
+
+static tdev_t *dev_get(struct gmt_tokens *t, int device)
+{
+  tdev_t *d = dev_find(t, device);
+  if (d)
+    return d;
   d = calloc(1, sizeof *d);
   if (!d)
     return NULL;
@@ -833,51 +842,32 @@ void gmt__tokens_pod_devices(gmt_schd_t *s, const char *pod, gmt__tokens_dev_fn 
 
 double gmt__tokens_last_run(gmt_schd_t *s, const char *pod, int device)
 {
-  struct gmt_tokens *t = s->tokens;
-  for (tdev_t *d = t ? t->devs : NULL; d; d = d->next)
-    if (d->device == device)
-      return gmt_token_last_end(d->pol, pod);
-  return -INFINITY;
+  const tdev_t *d = dev_find(s->tokens, device);
+  return d ? gmt_token_last_end(d->pol, pod) : -INFINITY;
 }
 
 bool gmt__tokens_waits(gmt_schd_t *s, const char *pod, int device)
 {
-  struct gmt_tokens *t = s->tokens;
-  for (tdev_t *d = t ? t->devs : NULL; d; d = d->next) {
-    if (d->device != device)
-      continue;
-    for (const waiter_t *w = d->waiters; w; w = w->next)
-      if (pod && strcmp(w->pod, pod) == 0)
-        return true;
-    return false;
-  }
+  const tdev_t *d = dev_find(s->tokens, device);
+  for (const waiter_t *w = d ? d->waiters : NULL; w; w = w->next)
+    if (pod && strcmp(w->pod, pod) == 0)
+      return true;
   return false;
 }
 
 bool gmt__tokens_holds(gmt_schd_t *s, const char *pod, int device)
 {
-  struct gmt_tokens *t = s->tokens;
-  for (tdev_t *d = t ? t->devs : NULL; d; d = d->next) {
-    if (d->device != device)
-      continue;
-    const char *holder = gmt_token_holder(d->pol);
-    return holder && pod && strcmp(holder, pod) == 0;
-  }
-  return false;
+  const tdev_t *d = dev_find(s->tokens, device);
+  const char *holder = d ? gmt_token_holder(d->pol) : NULL;
+  return holder && pod && strcmp(holder, pod) == 0;
 }
 
 unsigned gmt__tokens_device(gmt_schd_t *s, int device, const char **holder)
 {
-  struct gmt_tokens *t = s->tokens;
-  *holder = NULL;
-  for (tdev_t *d = t ? t->devs : NULL; d; d = d->next) {
-    if (d->device != device)
-      continue;
-    unsigned n = 0;
-    for (const waiter_t *w = d->waiters; w; w = w->next)
-      n++;
-    *holder = gmt_token_holder(d->pol);
-    return n;
-  }
-  return 0;
+  const tdev_t *d = dev_find(s->tokens, device);
+  *holder = d ? gmt_token_holder(d->pol) : NULL;
+  unsigned n = 0;
+  for (const waiter_t *w = d ? d->waiters : NULL; w; w = w->next)
+    n++;
+  return n;
 }
