@@ -17,6 +17,11 @@
 #define GMT_PROTOCOL_VERSION 1u
 
 #define GMT_DEFAULT_SCHD_IPC "ipc:///run/gmt/schd.sock"
+/* Names gmt-schd for every program that dials it when its --schd is not
+ * given: gmt, gmt-pmgr, gmt-device-plugin. */
+#define GMT_SCHD_ENV "GMT_SCHD"
+/* $GMT_SCHD when set and not empty, else NULL (the caller's default). */
+const char *gmt_schd_from_env(void);
 #define GMT_DEFAULT_SCHD_TCP "tcp://127.0.0.1:50051"
 #define GMT_DEFAULT_PMGR_PORT 50052
 /* A pod manager's ipc socket for its --port (printf with the port), and

@@ -212,3 +212,9 @@ bool gmt_mem_mode_moves(int mode)
 {
   return mode == GMT__MEM_MODE__MEM_SWAP || mode == GMT__MEM_MODE__MEM_UM;
 }
+
+const char *gmt_schd_from_env(void)
+{
+  const char *env = getenv(GMT_SCHD_ENV);
+  return env && env[0] ? env : NULL;
+}

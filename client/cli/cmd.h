@@ -14,7 +14,6 @@ typedef struct gmt_cmd_ctx {
 
 /* The environment variable that names gmt-schd's address for every
  * command (--schd wins over it). */
-#define GMT_SCHD_ENV "GMT_SCHD"
 
 int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
 /* Local: reads this node's topology, asks no daemon. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gmt_error.h"
+#include "gmt_wire.h" /* GMT_SCHD_ENV */
 
 int gmt__cmd_json_args(const char *name, int argc, char **argv, void (*usage)(FILE *), int *json)
 {

@@ -70,8 +70,8 @@ int main(int argc, char **argv)
       return 2;
     }
   }
-  const char *env = getenv(GMT_SCHD_ENV);
-  if (!ctx.schd_given && env && env[0]) {
+  const char *env = gmt_schd_from_env();
+  if (!ctx.schd_given && env) {
     ctx.schd_url = env;
     ctx.schd_given = 1;
   }

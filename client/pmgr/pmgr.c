@@ -157,10 +157,10 @@ static int parse_flags(int argc, char **argv, options_t *o)
     return bad_flag("%s", "--name NAME is required (the pod, as the scheduler's config names it)");
   /* As for every gmt command: the flag wins, then GMT_SCHD, so one export
    * names the scheduler for the pod managers a script starts too. */
-  const char *env = getenv("GMT_SCHD");
-  if (!o->schd_url && env && env[0]) {
+  const char *env = gmt_schd_from_env();
+  if (!o->schd_url && env) {
     o->schd_url = env;
-    o->schd_from = "GMT_SCHD";
+    o->schd_from = GMT_SCHD_ENV;
   }
   if (!o->schd_url) {
     o->schd_url = GMT_DEFAULT_SCHD_IPC;

@@ -34,7 +34,6 @@
  * shutdowns, the calls and a Register it cancelled): with the gmt-schd
  * thread's GMT_DP_WATCH_STOP_MS, well within the DaemonSet's 10 s grace. */
 #define DRAIN_MS 3000
-#define SCHD_ENV "GMT_SCHD"
 
 typedef struct flags {
   const char *schd, *dir, *kubelet;
@@ -65,7 +64,7 @@ static void usage(FILE *f)
           "  %-19s %u devices per GPU: percent of its time\n"
           "Every device is Unhealthy while gmt-schd does not answer.\n"
           "\n"
-          "  --schd URL            gmt-schd (default $" SCHD_ENV ", else %s)\n"
+          "  --schd URL            gmt-schd (default $" GMT_SCHD_ENV ", else %s)\n"
           "  --dir DIR             the kubelet's device-plugin folder, where the plugin's\n"
           "                        sockets go (default %s)\n"
           "  --kubelet-socket PATH the kubelet's Registration socket (default DIR/%s)\n"
@@ -108,7 +107,8 @@ static int parse_resources(const char *v, bool kinds[GMT_DP_KINDS])
 static int parse_flags(int argc, char **argv, flags_t *f, int *verbose)
 {
   static char kubelet[4096];
-  f->schd = getenv(SCHD_ENV) && getenv(SCHD_ENV)[0] ? getenv(SCHD_ENV) : GMT_DEFAULT_SCHD_IPC;
+  const char *env = gmt_schd_from_env();
+  f->schd = env ? env : GMT_DEFAULT_SCHD_IPC;
   f->dir = DEFAULT_DIR;
   f->unit = DEFAULT_UNIT;
   f->poll_ms = DEFAULT_POLL_MS;
