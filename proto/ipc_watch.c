@@ -145,11 +145,7 @@ int gmt_ipc_watch_start(gmt_ipc_watch_t **out, char *const *paths, int n, int pe
                          .relisten = relisten,
                          .data = data};
   pthread_mutex_init(&w->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&w->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  gmt__cond_init_monotonic(&w->cv);
   int rc = pthread_create(&w->thread, NULL, watch_main, w);
   if (rc != 0) {
     pthread_cond_destroy(&w->cv);
