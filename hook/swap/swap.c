@@ -643,11 +643,14 @@ void gmt__swap_prog_stays(uint64_t key)
  * and calls nothing while held; the pin itself runs without it, the
  * allocation being pinned for named by g_prep_addr.
  *
- * A pin of 128 MiB holds the driver 30-45 ms (H200), and the program's
- * launches and allocations wait behind it: two AdamW jobs pinning ahead
- * while they ran lost 1.5-2 s each in their first step. So while the
- * process holds a token it pins at most a tenth of the time (after a pin
- * of d ms, none for GMT_SWAP_PREPARE_RUNNING_GAP x d), and freely while it
+ * A pin of 128 MiB of fresh pages held the driver 30-45 ms (H200), and the
+ * program's launches and allocations waited behind it: two AdamW jobs
+ * pinning ahead while they ran lost 1.5-2 s each in their first step. The
+ * pages are now faulted in first, on this thread without the driver, and
+ * registering them holds the driver about 4 ms per 128 MiB
+ * (gmt__swaphost_pinned). Still, while the process holds a token the
+ * driver is held at most a tenth of the time (after a registration of d
+ * ms, none for GMT_SWAP_PREPARE_RUNNING_GAP x d), and freely while it
  * holds none (it waits for the token, or has no GPU work: pins cost it
  * nothing). Not at all while running left a job that ran alone for long
  * with nothing prepared when another pod woke: its first moves out pinned
@@ -676,8 +679,9 @@ static int prep_due(uint64_t now)
 }
 
 /* One allocation's copy (g_prep_mu held on entry and on return, not
- * during the pin): 1 when it pinned one for e, 0 when it could not. */
-static int prepare_one(const gmt_swap_entry_t *e)
+ * during the pin): 1 when it pinned one for e, 0 when it could not;
+ * *driver_ms how long its registration held the driver. */
+static int prepare_one(const gmt_swap_entry_t *e, double *driver_ms)
 {
   g_prep_addr = e->addr;
   g_prep_ctx = e->ctx;
@@ -694,7 +698,8 @@ static int prepare_one(const gmt_swap_entry_t *e)
   } else {
     GMT_FRAME_IN();
     int entered = gmt__ctx_enter(e->ctx);
-    host = entered < 0 ? NULL : gmt__swaphost_pinned(e->size, e->device);
+    /* One thread faults the pages in: nothing waits for this copy. */
+    host = entered < 0 ? NULL : gmt__swaphost_pinned(e->size, e->device, 1, driver_ms);
     if (host) {
       pthread_mutex_lock(&g_prep_mu);
       pthread_mutex_lock(&g_tab_mu);
@@ -711,8 +716,10 @@ static int prepare_one(const gmt_swap_entry_t *e)
     gmt__ctx_leave(entered);
     GMT_FRAME_OUT();
     if (given == 0)
-      GMT_HOOK_DEBUG("prepared a host copy of %llu bytes for 0x%llx in %.3f ms",
-                     (unsigned long long)e->size, (unsigned long long)e->addr, gmt_now_ms_f() - t0);
+      GMT_HOOK_DEBUG("prepared a host copy of %llu bytes for 0x%llx in %.3f ms (%.3f ms in the "
+                     "driver)",
+                     (unsigned long long)e->size, (unsigned long long)e->addr, gmt_now_ms_f() - t0,
+                     *driver_ms);
     else if (host)
       GMT_HOOK_DEBUG("a host copy prepared for 0x%llx went unused: it was freed, moved out or "
                      "given one meanwhile",
@@ -748,13 +755,12 @@ static void *prep_main(void *arg)
     int have = gmt__swaptab_unprepared(&g_tab, &e) && e.addr != g_prep_moving;
     pthread_mutex_unlock(&g_tab_mu);
     /* Nothing to do, no room, or no pin made: look again later. */
-    double t0 = gmt_now_ms_f();
-    if (!have || (g_prep_bounded && e.size > g_prep_room) || !prepare_one(&e)) {
+    double driver_ms = 0;
+    if (!have || (g_prep_bounded && e.size > g_prep_room) || !prepare_one(&e, &driver_ms)) {
       gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, 100);
       continue;
     }
-    double t1 = gmt_now_ms_f();
-    next_running_ms = t1 + GMT_SWAP_PREPARE_RUNNING_GAP * (t1 - t0);
+    next_running_ms = gmt_now_ms_f() + GMT_SWAP_PREPARE_RUNNING_GAP * driver_ms;
     if (g_prep_bounded)
       g_prep_room -= e.size;
   }
@@ -815,6 +821,8 @@ static void prepared_ctx_lock(void *ctx)
 
 /* ---- moving out ---- */
 
+#define GMT_SWAP_MOVE_FAULT_THREADS 4
+
 /* A host copy for e, within what w allows (taken off w): new host memory
  * (pinned if the driver will, else malloc), else a spill file. NULL when
  * neither may or can be had (said once, with why). */
@@ -822,7 +830,9 @@ static void *new_copy(const gmt_swap_entry_t *e, gmt_swap_where_t *w, int *kind)
 {
   void *host = NULL;
   if (!w->bounded || e->size <= w->host_room) {
-    host = gmt__swaphost_pinned(e->size, e->device);
+    /* A move waits for this copy: its pages are faulted in by several
+     * threads (a fresh copy is the first move out's cost). */
+    host = gmt__swaphost_pinned(e->size, e->device, GMT_SWAP_MOVE_FAULT_THREADS, NULL);
     *kind = host ? GMT_SWAP_HOST_PINNED : GMT_SWAP_HOST_MALLOC;
     if (*kind == GMT_SWAP_HOST_MALLOC)
       host = malloc(e->size);

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,20 +12,91 @@
 #include <unistd.h>
 
 #include "driver.h"
+#include "gmt_log.h"
 #include "log.h"
 #include "numa.h"
 #include "swaptab.h"
 
-/* A pinned host copy: fresh pages, mapped, then registered with the
- * driver; the first move out of every allocation pays it. With
- * transparent huge pages asked for, getting and pinning them costs 158
- * ms/GiB on the H200 against 374 for cuMemHostAlloc and 290 for small
- * pages (bench/pin_cost.c, 2026-11-26). The pages are preferred on the
- * NUMA node of the allocation's device (CUDA ordinal dev) before
- * registering touches them. NULL when it cannot be had. */
-void *gmt__swaphost_pinned(uint64_t size, int dev)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older glibc headers lack it */
+#endif
+
+/* Faulting pages in: at most this many threads, each given at least this
+ * much (below it one thread does all: starting more costs more). */
+#define GMT_SWAPHOST_FAULT_THREADS 4
+#define GMT_SWAPHOST_FAULT_MIN (64ull << 20)
+
+struct fault_part {
+  char *p;
+  size_t n;
+};
+
+/* The pages of part faulted in, written, by the kernel in one call
+ * (MADV_POPULATE_WRITE), else by a write to each page (an older kernel). */
+static void *fault_part(void *arg)
+{
+  struct fault_part *f = arg;
+  if (madvise(f->p, f->n, MADV_POPULATE_WRITE) == 0)
+    return NULL;
+  long page = sysconf(_SC_PAGESIZE);
+  for (size_t o = 0; o < f->n; o += (size_t)(page > 0 ? page : 4096))
+    ((volatile char *)f->p)[o] = 0;
+  return NULL;
+}
+
+/* [p, p + size) faulted in, by up to threads threads, none holding the
+ * driver. Threads that cannot start leave their part to this one. */
+static void fault_in(char *p, uint64_t size, int threads)
+{
+  struct fault_part parts[GMT_SWAPHOST_FAULT_THREADS];
+  pthread_t tid[GMT_SWAPHOST_FAULT_THREADS];
+  int started[GMT_SWAPHOST_FAULT_THREADS] = {0};
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int n = threads;
+  if (n > GMT_SWAPHOST_FAULT_THREADS)
+    n = GMT_SWAPHOST_FAULT_THREADS;
+  if (cpus > 0 && n > cpus / 2)
+    n = (int)(cpus / 2);
+  while (n > 1 && size / (uint64_t)n < GMT_SWAPHOST_FAULT_MIN)
+    n--;
+  if (n < 1)
+    n = 1;
+  /* Parts on 2 MiB bounds, so that no huge page is split between two. */
+  uint64_t step = (size / (uint64_t)n + (2ull << 20) - 1) & ~((2ull << 20) - 1);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old); /* the program's handlers never run on them */
+  for (int i = 0; i < n; i++) {
+    uint64_t off = (uint64_t)i * step;
+    parts[i].p = p + off;
+    parts[i].n = off >= size ? 0 : (size - off < step ? size - off : step);
+    if (i > 0 && parts[i].n)
+      started[i] = pthread_create(&tid[i], NULL, fault_part, &parts[i]) == 0;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  for (int i = 0; i < n; i++)
+    if (parts[i].n && !started[i])
+      fault_part(&parts[i]);
+  for (int i = 1; i < n; i++)
+    if (started[i])
+      pthread_join(tid[i], NULL);
+}
+
+/* A pinned host copy: fresh pages, mapped with transparent huge pages
+ * asked for, faulted in, then registered with the driver; the first move
+ * out of every allocation pays it. The driver is held only while it
+ * registers: on the H200 registering huge pages already faulted in takes
+ * 27-32 ms/GiB, against 188-250 for fresh ones, whose faulting (171-250
+ * ms/GiB) the driver would do holding itself, while every launch of the
+ * program waits (bench/pin_cost.c, 2026-11-29). Faulting runs on
+ * fault_threads threads. The pages are preferred on the NUMA node of the
+ * allocation's device (CUDA ordinal dev) before they are faulted in.
+ * NULL when it cannot be had. */
+void *gmt__swaphost_pinned(uint64_t size, int dev, int fault_threads, double *driver_ms)
 {
   __typeof__(&cuMemHostRegister_v2) reg = GMT_REAL(cuMemHostRegister_v2);
+  if (driver_ms)
+    *driver_ms = 0;
   if (!reg)
     return NULL;
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -31,7 +104,12 @@ void *gmt__swaphost_pinned(uint64_t size, int dev)
     return NULL;
   (void)gmt__numa_place(p, size, gmt__numa_node(dev));
   (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: a kernel without THP ignores it */
-  if (reg(p, size, 0) != CUDA_SUCCESS) {
+  fault_in(p, size, fault_threads);
+  double t0 = gmt_now_ms_f();
+  CUresult r = reg(p, size, 0);
+  if (driver_ms)
+    *driver_ms = gmt_now_ms_f() - t0;
+  if (r != CUDA_SUCCESS) {
     munmap(p, size);
     return NULL;
   }

@@ -211,10 +211,10 @@ class TwoBusySwapPods(SwapJobs):
 
 class PinsPaced(TwoBusySwapPods):
     """A process pins host copies ahead (a contested card) freely while it
-    holds no token, and while it holds one at most a tenth of the time: a
-    pin holds the driver, and on an H200 two AdamW jobs pinning 128 MiB
-    copies back to back while they ran stalled 30-45 ms a pin, 1.5-2 s in
-    each one's first step. The fake driver holds its lock across a
+    holds no token, and while it holds one holds the driver at most a
+    tenth of the time: a registration holds the driver, and on an H200 two
+    AdamW jobs pinning 128 MiB copies back to back while they ran stalled
+    30-45 ms a pin, 1.5-2 s in each one's first step. The fake driver holds its lock across a
     registration as the real one does; pins are made slow here (2 s/GiB,
     20 ms for each of a job's seven 10 MiB pieces) so that pins made back
     to back while the job ran would show."""
@@ -238,7 +238,9 @@ class PinsPaced(TwoBusySwapPods):
                 elif start is not None and re.search(r"letting the token go|quota spent", what):
                     grants.append((start, t))
                     start = None
-                pin = re.match(r"prepared a host copy of \d+ bytes for \S+ in ([\d.]+) ms", what)
+                # What holds the driver: the registration, at the end.
+                pin = re.match(r"prepared a host copy of \d+ bytes for \S+ in [\d.]+ ms "
+                               r"\(([\d.]+) ms in the driver\)", what)
                 if pin:
                     pins.append((t - float(pin.group(1)) / 1e3, t))
             if start is not None:

@@ -53,10 +53,12 @@ struct gmt__fake {
   /* Page-locking costs, ns per byte: cuMemHostRegister and
    * cuMemHostUnregister each GMT_FAKE_REGISTER_MS_PER_GIB (default 46, as
    * measured on an H100; a registration holds the fake's lock meanwhile,
-   * as the real driver stalls the process's launches behind a pin),
+   * as the real driver stalls the process's launches behind a pin), and a
+   * registration GMT_FAKE_FAULT_MS_PER_GIB more (default 200; 171-250 on
+   * an H200) for the pages not yet in memory, which it faults in;
    * cuMemHostAlloc/cuMemAllocHost GMT_FAKE_HOSTALLOC_MS_PER_GIB (default
    * 374). */
-  double register_npb, hostalloc_npb;
+  double register_npb, fault_npb, hostalloc_npb;
   /* GMT_FAKE_MEMSET_WAITS=1: a memset, when its turn comes, first waits
    * for the kernel running on its device (any process's) to end, as work
    * on a GPU waits for another context's time slice. So gmt-probe's tiny

@@ -191,6 +191,7 @@ static CUresult read_env(void)
   if (read_rate("GMT_FAKE_PAGEABLE_GBPS", 4, &gmt__fake.pageable_bps) != 0 ||
       read_rate("GMT_FAKE_PINNED_GBPS", 20, &gmt__fake.pinned_bps) != 0 ||
       read_cost("GMT_FAKE_REGISTER_MS_PER_GIB", 46, &gmt__fake.register_npb) != 0 ||
+      read_cost("GMT_FAKE_FAULT_MS_PER_GIB", 200, &gmt__fake.fault_npb) != 0 ||
       read_cost("GMT_FAKE_HOSTALLOC_MS_PER_GIB", 374, &gmt__fake.hostalloc_npb) != 0)
     return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
