@@ -285,7 +285,11 @@ static void *idle_main(void *arg)
     struct timespec ts = {0, now_ns() < fast ? GMT_BUSY_LATENCY_TICK_NS : GMT_BUSY_TICK_NS};
     nanosleep(&ts, NULL);
     uint64_t n = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
-    if (n != seen) {
+    /* A wait for room to bring memory back is activity: the quiet after
+     * it counts from its end, not from the last launch before it (an
+     * allocation that waited 300 ms in a swap turn gave the turn away
+     * before its first launch). */
+    if (n != seen || atomic_load(&gmt__swap_waiting) > 0) {
       seen = n;
       seen_ns = now_ns();
       atomic_store_explicit(&g_activity_ns, seen_ns, memory_order_relaxed);
