@@ -181,7 +181,7 @@ static void put_value(wbuf_t *w, val_t v)
 enum scope {
   POD,          /* pod */
   POD_TIER,     /* pod, tier (gpu, host, disk) */
-  POD_REASON,   /* pod, reason (quota, gpu_space) */
+  POD_REASON,   /* pod, reason (quota, gpu_space, devices, limit) */
   POD_DEVICE,   /* pod, device */
   PROCESS,      /* pod, pid */
   PROCESS_INFO, /* pod, pid, exe; value 1 */
@@ -197,9 +197,10 @@ enum scope {
 };
 
 static const char *const tier_names[] = {"gpu", "host", "disk"};
-/* Why an allocation was refused: PodStatus.refused_quota, refused_space. */
-static const char *const reason_names[] = {"quota", "gpu_space"};
-#define NREASONS 2
+/* Why gmt-schd refused a pod: PodStatus.refused_quota, refused_space,
+ * refused_devices, refused_limit. */
+static const char *const reason_names[] = {"quota", "gpu_space", "devices", "limit"};
+#define NREASONS 4
 #define NTIERS 3
 
 /* Reads the value of obj (the scope's message: Gmt__PodStatus for POD,
@@ -248,7 +249,11 @@ GETTER(pod_holds_token, Gmt__PodStatus, B(o->holds_token))
 GETTER(pod_token_wait, Gmt__PodStatus, D((double)TOT(o)->token_wait_us / 1e6))
 GETTER(pod_bell_wait, Gmt__PodStatus, D((double)TOT(o)->bell_wait_us / 1e6))
 GETTER(pod_limit_wait, Gmt__PodStatus, D((double)o->limit_wait_us / 1e6))
-GETTER(pod_refused, Gmt__PodStatus, U(tier == 0 ? o->refused_quota : o->refused_space))
+GETTER(pod_refused, Gmt__PodStatus,
+       U(tier == 0   ? o->refused_quota
+         : tier == 1 ? o->refused_space
+         : tier == 2 ? o->refused_devices
+                     : o->refused_limit))
 GETTER(pod_connected, Gmt__PodStatus, B(o->connected))
 GETTER(pod_latency, Gmt__PodStatus,
        B(o->config && o->config->class_ == GMT__POD_CLASS__CLASS_LATENCY))
@@ -392,8 +397,10 @@ static const family_t families[] = {
     {"gmt_pod_holds_token", G, POD, pod_holds_token,
      "1 while the pod holds a GPU time token (on any GPU)."},
     {"gmt_alloc_refused_total", C, POD_REASON, pod_refused,
-     "Allocations of the pod gmt-schd refused since it started, by why: its GPU_MEM (quota) or "
-     "the card's space (gpu_space, docs/tiers.md); `gmt status` says the last one."},
+     "Calls of the pod gmt-schd refused since it started, by why: an allocation past its "
+     "GPU_MEM (quota) or the card's space (gpu_space, docs/tiers.md), memory or a token on a GPU "
+     "its devices= does not name (devices), a token while its LIMIT is 0 (limit); `gmt status` "
+     "says the last one."},
     {"gmt_pod_limit_wait_seconds_total", C, POD, pod_limit_wait,
      "Seconds the pod waited for a GPU time token while held back at its LIMIT (summed over "
      "GPUs): of its token waits, those its LIMIT caused rather than other pods."},

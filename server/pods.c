@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gmt_counters.h"
 #include "gmt_log.h"
@@ -77,6 +78,18 @@ gmt_pod_t *gmt_pods_find(gmt_pods_t *p, const char *name)
   if (!name || p->npods == 0)
     return NULL;
   return bsearch(name, p->pods, p->npods, sizeof *p->pods, cmp_name);
+}
+
+void gmt_pods_refused(gmt_pod_t *pod, int why, const char *words)
+{
+  if (why < 0 || why >= GMT_REFUSED_WHYS)
+    return;
+  pod->refused[why]++;
+  if (words != pod->last_refusal)
+    snprintf(pod->last_refusal, sizeof pod->last_refusal, "%s", words);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  pod->last_refusal_unix = (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 void gmt_pods_register(gmt_pods_t *p, gmt_pod_t *pod, uint64_t now_ms)

@@ -33,7 +33,16 @@ static inline uint32_t gmt_proc_node_pid(const gmt_proc_t *p)
   return p->node_pid_tried ? p->node_pid : p->pid;
 }
 
-enum { GMT_REFUSED_QUOTA = 0, GMT_REFUSED_SPACE = 1 };
+/* Why gmt-schd refused a pod something (PodStatus.refused_*): a Reserve
+ * past its GPU_MEM, past the card's declared space, on a GPU its devices=
+ * does not name (memory, resident memory or a token), a token at LIMIT 0. */
+enum {
+  GMT_REFUSED_QUOTA = 0,
+  GMT_REFUSED_SPACE = 1,
+  GMT_REFUSED_DEVICES = 2,
+  GMT_REFUSED_LIMIT = 3,
+  GMT_REFUSED_WHYS
+};
 
 typedef struct gmt_pod {
   gmt_pod_config_t cfg;
@@ -46,10 +55,9 @@ typedef struct gmt_pod {
    * logged (monotonic ms; 0: never): one line a period, however often it
    * asks or says it. */
   uint64_t said_quota_ms, said_report_ms;
-  /* Reserves refused (rpc_memory.c), by why: GMT_REFUSED_QUOTA (its
-   * GPU_MEM), GMT_REFUSED_SPACE (the card's declared space); the last
-   * one's words and when (Unix seconds; 0: none). */
-  uint64_t refused[2];
+  /* Refusals by why (GMT_REFUSED_*, gmt_pods_refused); the last one's
+   * words and when (Unix seconds; 0: none). */
+  uint64_t refused[GMT_REFUSED_WHYS];
   char last_refusal[256];
   double last_refusal_unix;
   double limit_wait_ms; /* its ended spells waiting for a token at its LIMIT (rpc_token.c) */
@@ -68,6 +76,10 @@ int gmt_pods_new(gmt_pods_t **out, const gmt_config_t *cfg, gmt_store_t *store);
 void gmt_pods_free(gmt_pods_t *p);
 
 gmt_pod_t *gmt_pods_find(gmt_pods_t *p, const char *name);
+
+/* gmt-schd refused pod something for why (GMT_REFUSED_*) in these words:
+ * counted, and kept with the wall clock's time as its last refusal. */
+void gmt_pods_refused(gmt_pod_t *pod, int why, const char *words);
 
 /* A pod manager said hello (Register, or the first heartbeat). */
 void gmt_pods_register(gmt_pods_t *p, gmt_pod_t *pod, uint64_t now_ms);

@@ -25,14 +25,16 @@ void gmt__reply_nopod(gmt_call_t *call, const gmt_config_t *cfg, const char *nam
                        gmt_shown(name, sb, sizeof sb), cfg->path, cfg->npods ? list : "none");
 }
 
-void gmt__reply_device_refused(gmt_call_t *call, const gmt_config_t *cfg, const gmt_pod_t *pod,
+void gmt__reply_device_refused(gmt_call_t *call, const gmt_config_t *cfg, gmt_pod_t *pod,
                                uint32_t pid, int device, const char *what)
 {
-  char devs[96];
+  char devs[96], words[sizeof pod->last_refusal];
   gmt_pod_config_devices_str(&pod->cfg, devs, sizeof devs);
   gmt_info("pod '%s' pid %u: %s on GPU %d refused: its devices= is %s", pod->cfg.name, pid, what,
            device, devs);
-  gmt_call_reply_error(
-      call, GMT_EDEVICE, "pod '%s' may use GPU%s %s only (devices= in %s); %s on GPU %d refused",
-      pod->cfg.name, pod->cfg.ndevices == 1 ? "" : "s", devs, cfg->path, what, device);
+  snprintf(words, sizeof words,
+           "pod '%s' may use GPU%s %s only (devices= in %s); %s on GPU %d refused", pod->cfg.name,
+           pod->cfg.ndevices == 1 ? "" : "s", devs, cfg->path, what, device);
+  gmt_pods_refused(pod, GMT_REFUSED_DEVICES, words);
+  gmt_call_reply_error(call, GMT_EDEVICE, "%s", words);
 }

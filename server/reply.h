@@ -17,8 +17,9 @@ void gmt__reply_nopod(gmt_call_t *call, const gmt_config_t *cfg, const char *nam
 
 /* Error{GMT_EDEVICE} for a pod confined by devices= that asked for
  * `what` ("a token", ...) on another of the node's GPUs: names the pod,
- * the GPUs it may use and the one it asked for. Logged at info level. */
-void gmt__reply_device_refused(gmt_call_t *call, const gmt_config_t *cfg, const gmt_pod_t *pod,
+ * the GPUs it may use and the one it asked for. Logged at info level,
+ * and counted as the pod's refusal for GMT_REFUSED_DEVICES (status). */
+void gmt__reply_device_refused(gmt_call_t *call, const gmt_config_t *cfg, gmt_pod_t *pod,
                                uint32_t pid, int device, const char *what);
 
 #endif

@@ -47,12 +47,12 @@ static void refuse(gmt_schd_t *s, gmt_call_t *call, gmt_pod_t *pod, int why, con
     __attribute__((format(printf, 5, 6)));
 static void refuse(gmt_schd_t *s, gmt_call_t *call, gmt_pod_t *pod, int why, const char *fmt, ...)
 {
+  char words[sizeof pod->last_refusal];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(pod->last_refusal, sizeof pod->last_refusal, fmt, ap);
+  vsnprintf(words, sizeof words, fmt, ap);
   va_end(ap);
-  pod->last_refusal_unix = gmt__unix_now();
-  pod->refused[why]++;
+  gmt_pods_refused(pod, why, words);
   if (gmt__say_now(&pod->said_quota_ms, uv_now(s->loop)))
     gmt_info("pod '%s': an allocation refused (%" PRIu64 " so far for its quota, %" PRIu64
              " for the GPU's space): %s",

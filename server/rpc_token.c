@@ -604,9 +604,10 @@ static uint64_t *said0_of(struct gmt_tokens *t, const char *pod)
 
 /* A token refused because pod's LIMIT is 0: the job prints these words
  * on its stderr (hook/token/token.c), so they say which pod, why and
- * what to change; logged at info level once a period per pod. */
-static void refuse_limit0(struct gmt_tokens *t, gmt_call_t *call, const gmt_pod_t *pod,
-                          uint32_t pid, int device)
+ * what to change; counted as the pod's refusal for GMT_REFUSED_LIMIT
+ * (status) and logged at info level once a period per pod. */
+static void refuse_limit0(struct gmt_tokens *t, gmt_call_t *call, gmt_pod_t *pod, uint32_t pid,
+                          int device)
 {
   gmt_schd_t *s = t->s;
   uint64_t *said = said0_of(t, pod->cfg.name);
@@ -615,17 +616,20 @@ static void refuse_limit0(struct gmt_tokens *t, gmt_call_t *call, const gmt_pod_
     gmt_info("pod '%s' pid %u: a token on GPU %d refused: its LIMIT is 0 in %s (said once "
              "every %d s per pod)",
              pod->cfg.name, pid, device, s->cfg->path, GMT_SAY_PERIOD_MS / 1000);
-  gmt_call_reply_error(call, -EPERM,
-                       "pod '%s' gets no GPU time: its LIMIT is 0 in %s; give it a LIMIT above 0 "
-                       "there (gmt-schd rereads the file when it changes, or on SIGHUP)",
-                       pod->cfg.name, s->cfg->path);
+  char words[sizeof pod->last_refusal];
+  snprintf(words, sizeof words,
+           "pod '%s' gets no GPU time: its LIMIT is 0 in %s; give it a LIMIT above 0 there "
+           "(gmt-schd rereads the file when it changes, or on SIGHUP)",
+           pod->cfg.name, s->cfg->path);
+  gmt_pods_refused(pod, GMT_REFUSED_LIMIT, words);
+  gmt_call_reply_error(call, -EPERM, "%s", words);
 }
 
 /* The listed pod a call names and the device's token state, or NULL with
  * the call answered (a pod the config does not list, a device out of
  * range, no memory). */
 static tdev_t *call_dev(gmt_schd_t *s, gmt_call_t *call, const char *name, int32_t device,
-                        const gmt_pod_t **pod)
+                        gmt_pod_t **pod)
 {
   *pod = gmt_pods_find(s->pods, name);
   if (!*pod) {
@@ -645,7 +649,7 @@ static tdev_t *call_dev(gmt_schd_t *s, gmt_call_t *call, const char *name, int32
 void gmt__rpc_token_watch(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   const Gmt__TokenWatchRequest *r = req->token_watch_req;
-  const gmt_pod_t *pod;
+  gmt_pod_t *pod;
   tdev_t *d = call_dev(s, call, r->pod, r->device, &pod);
   if (!d)
     return;
@@ -672,7 +676,7 @@ void gmt__rpc_token(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
 {
   const Gmt__TokenRequest *r = req->token_req;
   struct gmt_tokens *t = s->tokens;
-  const gmt_pod_t *pod;
+  gmt_pod_t *pod;
   tdev_t *d = call_dev(s, call, r->pod, r->device, &pod);
   if (!d)
     return;
@@ -785,7 +789,7 @@ void gmt__tokens_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
       }
       gmt_debug("token device %d: pod '%s' %s; its call (pid %u) is answered", d->device, w->pod,
                 why, w->pid);
-      const gmt_pod_t *listed = gmt_pods_find(s->pods, w->pod);
+      gmt_pod_t *listed = gmt_pods_find(s->pods, w->pod);
       if (!listed)
         gmt__reply_nopod(w->call, s->cfg, w->pod);
       else if (!gmt_pod_config_allows(&listed->cfg, d->device))

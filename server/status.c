@@ -80,6 +80,8 @@ int gmt__status_build(gmt_schd_t *s, gmt__status_t *st)
     ps[i].connected = pod->connected;
     ps[i].refused_quota = pod->refused[GMT_REFUSED_QUOTA];
     ps[i].refused_space = pod->refused[GMT_REFUSED_SPACE];
+    ps[i].refused_devices = pod->refused[GMT_REFUSED_DEVICES];
+    ps[i].refused_limit = pod->refused[GMT_REFUSED_LIMIT];
     ps[i].last_refusal = (char *)pod->last_refusal;
     ps[i].last_refusal_unix = pod->last_refusal_unix;
     gmt__process_counters__init(&st->pt[i]);

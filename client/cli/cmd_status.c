@@ -72,15 +72,21 @@ static void local_time(char *buf, size_t len, double unix_s)
     snprintf(buf, len, "?");
 }
 
-/* The pod's allocations gmt-schd refused, and why the last one was. */
+/* What gmt-schd refused the pod, by why, and why the last one was. */
 static void print_refusals(const Gmt__PodStatus *pod)
 {
   if (!pod->last_refusal || !pod->last_refusal[0])
     return;
-  char when[64];
+  char when[32];
   local_time(when, sizeof when, pod->last_refusal_unix);
-  printf("  allocations refused: %llu for its GPU_MEM, %llu for the GPU's space; the last at %s: ",
-         (unsigned long long)pod->refused_quota, (unsigned long long)pod->refused_space, when);
+  printf("  allocations refused: %llu for its GPU_MEM, %llu for the GPU's space",
+         (unsigned long long)pod->refused_quota, (unsigned long long)pod->refused_space);
+  /* The other whys only where they happened: most pods have neither. */
+  if (pod->refused_devices)
+    printf("; calls refused for its devices=: %llu", (unsigned long long)pod->refused_devices);
+  if (pod->refused_limit)
+    printf("; tokens refused for LIMIT 0: %llu", (unsigned long long)pod->refused_limit);
+  printf("; the last at %s: ", when);
   print_safe(pod->last_refusal);
   putchar('\n');
 }

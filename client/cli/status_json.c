@@ -271,6 +271,8 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "limit_wait_us", new_u64(pod->limit_wait_us));
   rc |= add(o, "refused_quota", new_u64(pod->refused_quota));
   rc |= add(o, "refused_space", new_u64(pod->refused_space));
+  rc |= add(o, "refused_devices", new_u64(pod->refused_devices));
+  rc |= add(o, "refused_limit", new_u64(pod->refused_limit));
   rc |= add(o, "last_refusal", json_object_new_string(str(pod->last_refusal)));
   rc |= add(o, "last_refusal_unix", gmt_json_double(pod->last_refusal_unix));
   rc |= add(o, "context_bytes", new_u64(pod->context_bytes));

@@ -200,18 +200,32 @@ static const char *outage_why(int outage, const char *err)
   return err;
 }
 
+/* Why the waiters are refused. The pod manager's own refusals (made while
+ * gmt-schd is unreachable, from what it last heard) say so in words of
+ * their own: they must not read as the scheduler's. */
 static void refusal_why(const tok_dev_t *d, const gmt_tshare_act_t *a, const char *err, char *why,
                         size_t size)
 {
+  const gmt_pmgr_t *pm = d->t->pm;
   switch (a->refusal) {
   case GMT_TSHARE_REFUSED_DEVICE:
-    snprintf(why, size, "pod '%s' may not use GPU %d (devices= in its config)", d->t->pm->name,
-             d->device);
+    snprintf(why, size,
+             "gmt-pmgr of pod '%s': gmt-schd at %s is unreachable, and the pod's devices= as last "
+             "heard from it does not name GPU %d",
+             pm->name, pm->schd_url, d->device);
     break;
   case GMT_TSHARE_REFUSED_UNLISTED:
-    snprintf(why, size, "the scheduler no longer lists the pod: no GPU time");
+    snprintf(why, size,
+             "gmt-pmgr of pod '%s': gmt-schd at %s is unreachable, and it no longer listed the pod "
+             "when last heard: no GPU time",
+             pm->name, pm->schd_url);
     break;
-  case GMT_TSHARE_REFUSED_LIMIT: snprintf(why, size, "the pod has LIMIT 0: no GPU time"); break;
+  case GMT_TSHARE_REFUSED_LIMIT:
+    snprintf(why, size,
+             "gmt-pmgr of pod '%s': gmt-schd at %s is unreachable, and the pod's LIMIT as last "
+             "heard from it is 0: no GPU time until gmt-schd answers",
+             pm->name, pm->schd_url);
+    break;
   default: snprintf(why, size, "%s", err); break;
   }
 }

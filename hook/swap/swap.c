@@ -61,7 +61,9 @@ static uint64_t g_last_in_ms;      /* the last allocation or restore (the test k
 static _Atomic uint64_t g_out_bytes, g_in_bytes, g_move_ns, g_wait_ns;
 
 static pthread_mutex_t g_res_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t g_claimed[GMT_SWAP_DEVICES]; /* the totals Resident granted, per device */
+/* The totals Resident granted, per device: written under g_res_mu, read
+ * by the token's idle thread without it (gmt__swap_claimed). */
+static _Atomic uint64_t g_claimed[GMT_SWAP_DEVICES];
 static char g_pod[256];
 static int g_res_said; /* "acting as granted" logged */
 static int g_move_said;
@@ -583,6 +585,11 @@ undo:
 void gmt__swap_prog_register(const gmt_swap_prog_ops_t *ops)
 {
   g_prog = ops;
+}
+
+uint64_t gmt__swap_claimed(int dev)
+{
+  return atomic_load_explicit(&g_claimed[clamp_dev(dev)], memory_order_relaxed);
 }
 
 int gmt__swap_prog_claim(int dev, uint64_t bytes, gmt_swap_gate_fn gate)
@@ -1405,7 +1412,8 @@ static void swap_child(void)
       gmt__swaphost_free(h, e->host_kind, e->size);
   }
   gmt__swaptab_close(&g_tab);
-  memset(g_claimed, 0, sizeof g_claimed);
+  for (int i = 0; i < GMT_SWAP_DEVICES; i++)
+    atomic_store_explicit(&g_claimed[i], 0, memory_order_relaxed);
   g_device = -1;
   g_gen = g_gen_seen = 0;
   g_res_said = g_move_said = 0;

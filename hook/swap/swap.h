@@ -38,6 +38,9 @@ extern pthread_rwlock_t gmt__swap_rw;
  * allocate: the token's idle thread counts them as busy, so a pod does
  * not give its token back while it waits for room (token.c). */
 extern _Atomic int gmt__swap_waiting;
+/* The bytes this process holds on CUDA ordinal dev by the scheduler's
+ * leave (its Resident granted): no lock, for the token's idle thread. */
+uint64_t gmt__swap_claimed(int dev);
 
 /* What a wait for room passes before each ask: the caller's token gate.
  * The scheduler asks only pods that are not running to make room, so the

@@ -57,6 +57,17 @@ void gmt__busy_turn(gmt_busy_t *b, double turn_ms)
 {
   int64_t until = b->grant_ns + (int64_t)(turn_ms * 1e6);
   b->keep_until_ns = turn_ms > 0 ? (until < b->expiry_ns ? until : b->expiry_ns) : 0;
+  b->turn_bytes = 0;
+}
+
+void gmt__busy_held(gmt_busy_t *b, uint64_t bytes)
+{
+  if (!b->keep_until_ns)
+    return;
+  if (bytes > b->turn_bytes)
+    b->turn_bytes = bytes;
+  else if (bytes < b->turn_bytes / GMT_BUSY_TURN_LIGHT)
+    b->keep_until_ns = 0;
 }
 
 gmt_busy_end_t gmt__busy_end(gmt_busy_t *b, int64_t now, int idle)

@@ -39,6 +39,9 @@ typedef struct gmt_busy {
    * other pod in, and the moves each way that follow cost more than a
    * gap between two steps. */
   int64_t keep_until_ns;
+  /* The most the process held on the device by the scheduler's leave
+   * during the turn (gmt__busy_held). */
+  uint64_t turn_bytes;
 } gmt_busy_t;
 
 enum {
@@ -69,6 +72,15 @@ void gmt__busy_grant(gmt_busy_t *b, int64_t now, double quota_ms, uint32_t idle_
  * (a job that finished in its turn held the GPU idle for the rest of it,
  * 5 s of two AdamW jobs' 19 s on an H200). 0: no turn. */
 void gmt__busy_turn(gmt_busy_t *b, double turn_ms);
+
+/* The process holds bytes on the device now (its swap memory granted).
+ * A turn is kept for the moves that giving it back would cause: once the
+ * process holds less than 1/GMT_BUSY_TURN_LIGHT of the most it held in
+ * the turn (a job that finished and freed its memory, and stays), little
+ * would move, and the turn's rule ends: the grant is idle as any other
+ * (a finished AdamW job held the GPU 250 ms idle before the next, H200). */
+#define GMT_BUSY_TURN_LIGHT 8 /* an eighth */
+void gmt__busy_held(gmt_busy_t *b, uint64_t bytes);
 
 /* What a grant that ends reports to the pod manager. */
 typedef struct gmt_busy_end {

@@ -45,6 +45,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -118,7 +119,7 @@ static tok_dev_t g_dev[GMT_TOKEN_MAX_DEVICES] = {
 
 static _Atomic int g_rpc_inflight;      /* token calls on the channel now */
 static _Atomic int g_outage;            /* a failed request was said on stderr */
-static _Atomic int g_refused;           /* a refusal was said on stderr */
+static _Atomic unsigned g_refused;      /* refusals said on stderr, a bit per why (refused_bit) */
 static _Atomic int64_t g_activity_ns;   /* the launch counter was last seen moving */
 static _Atomic int64_t g_fast_until_ns; /* a latency grant may be held until then */
 
@@ -241,9 +242,11 @@ static void idle_step(tok_dev_t *d, int dev, uint64_t launches, int64_t last_ns)
 {
   if (atomic_load(&gmt__swap_waiting) > 0)
     return; /* waiting for room to bring memory back: busy (swap.h) */
+  uint64_t held_bytes = gmt__swap_claimed(dev);
   if (pthread_mutex_trylock(&d->mu) != 0)
     return; /* a launch is in the slow path: not idle */
   if (d->held) {
+    gmt__busy_held(&d->b, held_bytes);
     switch (gmt__busy_next(&d->b, launches, last_ns, now_ns())) {
     case GMT_BUSY_DRAIN:
       if (atomic_load_explicit(&d->latency, memory_order_relaxed))
@@ -425,6 +428,7 @@ static void install(tok_dev_t *d, int dev, int64_t t, double quota, gmt_token_te
   d->ahead_us = terms.ahead_us;
   gmt__busy_grant(&d->b, t, quota, terms.idle_us);
   gmt__busy_turn(&d->b, terms.turn_ms);
+  gmt__busy_held(&d->b, gmt__swap_claimed(dev));
   atomic_store_explicit(&d->bound_us, terms.queue_bound_us, memory_order_relaxed);
   atomic_store_explicit(&d->latency, terms.idle_us > 0, memory_order_relaxed);
   atomic_store_explicit(&d->bell_left_ns, (int64_t)terms.bell_max_us * 1000, memory_order_relaxed);
@@ -567,6 +571,16 @@ __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
   return rc;
 }
 
+/* A token refusal's why, as a bit of g_refused: a pod the config does
+ * not list, LIMIT 0 by the scheduler, or the pod manager's own refusal
+ * while the scheduler is unreachable (its words begin "gmt-pmgr"). */
+static unsigned refused_bit(int rc, const char *why)
+{
+  if (!strncmp(why, "gmt-pmgr", 8))
+    return 4u;
+  return rc == GMT_ENOPOD ? 1u : 2u;
+}
+
 static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
 {
   /* A forked child that launches before anything else registers here. */
@@ -617,8 +631,10 @@ static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
   while ((rc = token_rpc(dev, burst, overuse, 0, 0, &quota, &terms, GMT_TOKEN_RPC_TIMEOUT_MS, why,
                          sizeof why)) == GMT_ENOPOD ||
          rc == -EPERM) {
-    /* The scheduler's words say which pod, why and what to change. */
-    if (!atomic_exchange(&g_refused, 1))
+    /* The scheduler's words say which pod, why and what to change;
+     * the pod manager's own (gmt-schd unreachable) say so. Once per why. */
+    unsigned bit = refused_bit(rc, why);
+    if (!(atomic_fetch_or(&g_refused, bit) & bit))
       gmt__say("launches on device %d wait for GPU time: %s (said once; launches go on once "
                "the pod gets some)",
                dev, why[0] ? why : gmt_strerror(rc));

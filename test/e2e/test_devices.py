@@ -79,6 +79,15 @@ class Confinement(Devices):
         self.wait_reserved("a", pid, 64 * MIB)
         st = self.pod("a")
         self.assertEqual(st["allowed_devices"], [1])
+        # Counted under their own why (the Reserve and the token), the
+        # last one's words kept (issue 28 item 3); no other why counted.
+        self.assertGreaterEqual(st["refused_devices"], 2, st)
+        self.assertEqual((st["refused_quota"], st["refused_space"], st["refused_limit"]),
+                         (0, 0, 0), st)
+        self.assertIn("pod 'a' may use GPU 1 only (devices= in %s)" % self.config_path,
+                      st["last_refusal"])
+        self.assertIn("calls refused for its devices=: %d" % st["refused_devices"],
+                      self.gmt("status").stdout)
         self.assertEqual([(d["device"], d["memory_used"]) for d in st["devices"]],
                          [(1, 64 * MIB)])
         self.finish_freed(p)

@@ -245,11 +245,36 @@ class Refusals(GmtTestCase):
         refused = [l for l in schd.output().splitlines()
                    if logged in l and "its LIMIT is 0 in %s" % self.config_path in l]
         self.assertEqual(len(refused), 1, schd.output()[-3000:])
+        # Counted under its own why, its words the pod's last refusal.
+        st = self.pod("a")
+        self.assertGreaterEqual(st["refused_limit"], 3, st)
+        self.assertEqual((st["refused_quota"], st["refused_devices"]), (0, 0), st)
+        self.assertIn(words, st["last_refusal"])
+        self.assertIn("tokens refused for LIMIT 0: ", self.gmt("status").stdout)
         self.assertEqual(spin.stderr().count("wait for GPU time"), 1, spin.stderr())
         self.write_config("1\na 0.5 1.0 1Gi\n")
         schd.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: self.gained(spin, 1000) > 0.5, timeout=15,
                  what="the job to run once its LIMIT is 1")
+        spin.stop()
+
+    def test_pod_manager_refusing_alone_says_the_scheduler_is_unreachable(self):
+        schd = self.start_schd()
+        self.start_pmgr("a")
+        spin = self.run_prog("a", SPIN, "--kernel-us", "1000", "--seconds", "0")
+        spin.expect("READY")
+        wait_for(lambda: "its LIMIT is 0 in" in spin.stderr(), timeout=10,
+                 what="the scheduler's refusal on the job's stderr (has %r)" % spin.stderr())
+        schd.proc.kill()
+        # With gmt-schd gone the pod manager refuses on the LIMIT it last
+        # heard: in its own words, said once, not as the scheduler's.
+        own = "is unreachable, and the pod's LIMIT as last heard from it is 0"
+        wait_for(lambda: own in spin.stderr(), timeout=10,
+                 what="the pod manager's own words on the job's stderr (has %r)" % spin.stderr())
+        self.assertIn("gmt-pmgr of pod 'a': gmt-schd at ", spin.stderr())
+        time.sleep(1.5)
+        self.assertEqual(spin.stderr().count(own), 1, spin.stderr())
+        self.assertEqual(spin.lines.qsize(), 0, "the job ran at LIMIT 0")
         spin.stop()
 
 

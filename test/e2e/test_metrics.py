@@ -126,6 +126,8 @@ def expected(st):
         put("gmt_pod_bell_wait_seconds_total", p["bell_wait_us"] / 1e6, pod=pod)
         put("gmt_alloc_refused_total", p["refused_quota"], pod=pod, reason="quota")
         put("gmt_alloc_refused_total", p["refused_space"], pod=pod, reason="gpu_space")
+        put("gmt_alloc_refused_total", p["refused_devices"], pod=pod, reason="devices")
+        put("gmt_alloc_refused_total", p["refused_limit"], pod=pod, reason="limit")
         put("gmt_pod_latency_class", int(p["class"] == "latency"), pod=pod)
         for tier, v in p["tiers"].items():
             put("gmt_pod_tier_bytes", v, pod=pod, tier=tier)

@@ -315,6 +315,49 @@ class TurnsFollowBytes(TwoBusySwapPods):
         self.assertGreaterEqual(longest["b"], 2 * longest["a"], longest)
 
 
+class FreedTurn(SwapJobs):
+    """A job that frees its memory in its turn and stays (a finished job
+    that has not exited) gives the token back as soon as it is quiet, not
+    after the turn's long quiet (GMT_BUSY_TURN_IDLE_NS, 250 ms): little
+    would move. On an H200 each finished AdamW job held the GPU idle 250 ms
+    before the next one's turn."""
+
+    def test_a_job_that_freed_its_memory_gives_its_turn_back(self):
+        held, card = 70 * MIB, 100 * MIB
+        # Long turns: moving at most 1% of one.
+        self.start_schd("--gpu-capacity", "0=%d" % card, "--swap-move-share", "0.01")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", held, card, "--kernel-us", "20000", GMT_HOOK_DEBUG="1")
+        pb = self.job("b", held, card, "--kernel-us", "20000")
+        wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": held, "disk": 0},
+                 timeout=10, what="a's allocation in host memory")
+        # a's turn brings it back; it frees at once after its last launch
+        # (no read-back between: a copy is no launch, and a slow one would
+        # count as quiet).
+        pa.send("spin 100")
+        pa.send("free")
+        pa.expect("SPUN", timeout=60)
+        pa.expect("FREED", timeout=30)
+        pb.send("check")  # b waits for a's token, then for room
+        self.assertEqual(self.result(pb), "OK %d" % held, pb.stderr()[-3000:])
+        for p in (pa, pb):
+            p.send("exit")
+        rc, err = pa.finish()
+        self.assertEqual(rc, 0, err[-3000:])
+        rc, _ = pb.finish()
+        self.assertEqual(rc, 0)
+        turns = [int(t) for t in re.findall(r"device 0: token for [\d.]+ ms .*swap turn (\d+) ms", err)]
+        self.assertTrue(turns and max(turns) >= 1000, "a's turns: %s\n%s" % (turns, err[-3000:]))
+        unused = [float(u) for u in re.findall(r"idle: token given back \(ok\), overuse [\d.]+ ms, "
+                                               r"unused ([\d.]+) ms", err)]
+        self.assertTrue(unused, err[-3000:])
+        # The last grant ended once a was quiet with its memory freed: the
+        # batch rule's 5 ms and a tick or two, not the turn's 250 ms.
+        self.assertLess(unused[-1], 200, "a held its freed turn: %s\n%s" % (unused, err[-3000:]))
+        print("\nfreed turn given back after %.1f ms unused" % unused[-1])
+
+
 class SwapPressure(SwapJobs):
     """Past the card's trigger (85% of its capacity), idle swap processes
     move out down to its stop threshold (65%) though every request fits:

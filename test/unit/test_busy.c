@@ -227,6 +227,38 @@ static void test_a_swap_turn_is_not_idle_before_it_has_run(void **state)
   assert_int_equal(b.keep_until_ns, 0);
 }
 
+/* A turn's rule holds while the process holds memory that would move,
+ * and ends once it holds less than an eighth of the most it held in the
+ * turn (a finished job that freed its memory): then a short quiet is
+ * idle. */
+static void test_a_turn_ends_when_its_memory_is_freed(void **state)
+{
+  (void)state;
+  gmt_busy_t b = {0};
+  int64_t ms = 1000000;
+  uint64_t gib = 1ull << 30;
+  gmt__busy_grant(&b, 0, 10000, 0);
+  gmt__busy_turn(&b, 10000);
+  gmt__busy_held(&b, 4 * gib);
+  gmt__busy_held(&b, 6 * gib); /* grew in the turn: the most counts */
+  gmt__busy_drained(&b, 7, 7, 1 * ms, 2 * ms, 2 * ms);
+  assert_int_equal(gmt__busy_next(&b, 7, 1 * ms, 100 * ms), GMT_BUSY_WAIT);
+  gmt__busy_held(&b, 1 * gib); /* a sixth of 6 GiB: still a turn */
+  assert_int_equal(gmt__busy_next(&b, 7, 1 * ms, 100 * ms), GMT_BUSY_WAIT);
+  assert_int_not_equal(b.keep_until_ns, 0);
+  gmt__busy_held(&b, 512ull << 20); /* a twelfth: the turn's rule ends */
+  assert_int_equal(b.keep_until_ns, 0);
+  assert_int_equal(gmt__busy_next(&b, 7, 1 * ms, 100 * ms), GMT_BUSY_IDLE);
+  /* Memory that comes back does not bring the rule back in this grant. */
+  gmt__busy_held(&b, 6 * gib);
+  assert_int_equal(b.keep_until_ns, 0);
+  /* A process that held nothing when its turn began keeps the rule. */
+  gmt__busy_grant(&b, 200 * ms, 10000, 0);
+  gmt__busy_turn(&b, 10000);
+  gmt__busy_held(&b, 0);
+  assert_int_not_equal(b.keep_until_ns, 0);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -242,6 +274,7 @@ int main(void)
       cmocka_unit_test(test_a_new_grant_forgets_the_last_drain),
       cmocka_unit_test(test_the_bell_stays_after_a_quick_return_and_forgets_slowly),
       cmocka_unit_test(test_a_swap_turn_is_not_idle_before_it_has_run),
+      cmocka_unit_test(test_a_turn_ends_when_its_memory_is_freed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -249,6 +249,10 @@ static void node_init(node_t *n)
   n->totals[0].memory_used = 10000001;
   n->totals[0].memory_reserved = 10485760;
   n->pod[0].gpu_time_share = 0.25;
+  n->pod[0].refused_quota = 3;
+  n->pod[0].refused_space = 2;
+  n->pod[0].refused_devices = 5;
+  n->pod[0].refused_limit = 7;
   n->pod[0].holds_token = true;
   n->totals[0].pinned_bytes = 4096;
   n->totals[0].swap_host = 77;
@@ -379,6 +383,12 @@ static void test_metrics_show_each_pods_numbers(void **state)
   assert_sample(t, "gmt_pod_tier_bytes{pod=\"a\",tier=\"host\"}", "77");
   assert_sample(t, "gmt_pod_tier_bytes{pod=\"a\",tier=\"disk\"}", "0");
   assert_sample(t, "gmt_pod_context_bytes{pod=\"a\"}", "5242880");
+  /* Every why of a refusal, each under its own reason. */
+  assert_sample(t, "gmt_alloc_refused_total{pod=\"a\",reason=\"quota\"}", "3");
+  assert_sample(t, "gmt_alloc_refused_total{pod=\"a\",reason=\"gpu_space\"}", "2");
+  assert_sample(t, "gmt_alloc_refused_total{pod=\"a\",reason=\"devices\"}", "5");
+  assert_sample(t, "gmt_alloc_refused_total{pod=\"a\",reason=\"limit\"}", "7");
+  assert_sample(t, "gmt_alloc_refused_total{pod=\"b\",reason=\"limit\"}", "0");
   /* Per GPU: only those Status lists for the pod. */
   assert_sample(t, "gmt_pod_device_memory_used_bytes{pod=\"a\",device=\"0\"}", "6000000");
   assert_sample(t, "gmt_pod_device_memory_used_bytes{pod=\"a\",device=\"1\"}", "4000001");

@@ -139,6 +139,8 @@ static void test_status_json_renders_every_field(void **state)
   a.limit_wait_us = 7000000;
   a.refused_quota = 3;
   a.refused_space = 1;
+  a.refused_devices = 5;
+  a.refused_limit = 7;
   a.last_refusal = "device 0 has 0 bytes (0.0 MiB) left of its declared capacity";
   a.last_refusal_unix = 1795883300.5;
   b.config = &cfg_b;
@@ -279,6 +281,8 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(ja, "limit_wait_us"), 7000000);
   assert_int_equal(int_field(ja, "refused_quota"), 3);
   assert_int_equal(int_field(ja, "refused_space"), 1);
+  assert_int_equal(int_field(ja, "refused_devices"), 5);
+  assert_int_equal(int_field(ja, "refused_limit"), 7);
   assert_string_equal(json_object_get_string(field(ja, "last_refusal", json_type_string)),
                       "device 0 has 0 bytes (0.0 MiB) left of its declared capacity");
   assert_true(json_object_get_double(field(ja, "last_refusal_unix", json_type_double)) ==
@@ -308,8 +312,9 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(jb, "pinned_cached"), 0);
   assert_int_equal(int_field(field(jb, "tiers", json_type_object), "host"), 0);
   assert_int_equal(int_field(jb, "refused_quota"), 0);
+  assert_int_equal(int_field(jb, "refused_limit"), 0);
   assert_string_equal(json_object_get_string(field(jb, "last_refusal", json_type_string)), "");
-  assert_int_equal(json_object_object_length(jb), 34);
+  assert_int_equal(json_object_object_length(jb), 36);
   json_object *jh = field(root, "host", json_type_object);
   assert_int_equal(int_field(jh, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(jh, "pinned_limit"), 24ll << 30);
