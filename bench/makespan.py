@@ -28,12 +28,15 @@ and the card's measured switch rate.
 --hook-env K=V,.. sets more of the hooked jobs' environment (as
 GMT_TORCH_EMPTY_CACHE=0: PyTorch's cache kept across moves).
 
+--jobs 3 runs three such jobs (seeds 1, 2, 3; REQUEST 0.33 each) and
+the GPU is declared at (all three footprints) / R.
+
 --model transformer trains a 12-layer torch.nn.TransformerEncoder (width
 1024, batch 16 x 512 tokens) instead of the Linear stack. --trace FILE
 appends each pod's bytes on the GPU and in host memory every 100 ms
 (run, seconds, pod, gpu, host) to a CSV (bench/plot_memory.py draws it).
 
-usage: bench/makespan.py [--steps N] [--ratios 1.2,1.5,1.75] [--alloc default|expandable]
+usage: bench/makespan.py [--steps N] [--ratios 1.2,1.5,1.75] [--alloc default|expandable] [--jobs 2|3]
                          [--shares 0.1] [--model adamw|transformer] [--trace FILE]
                          [--hook-env K=V,..] [--debug DIR]
 `makespan.py --job STEPS SEED` is the job itself. GMT_BUILD_DIR names the
@@ -192,6 +195,7 @@ def main():
     ap.add_argument("--debug", default="")
     ap.add_argument("--model", choices=("adamw", "transformer"), default="adamw")
     ap.add_argument("--trace", default="")
+    ap.add_argument("--jobs", type=int, choices=(2, 3), default=2)
     a = ap.parse_args()
     import gmt_e2e
 
@@ -203,7 +207,8 @@ def main():
 
     # One after the other, no gmt.
     native, seq = {}, 0.0
-    for pod, seed in (("a", 1), ("b", 2)):
+    pods = "abc"[:a.jobs]
+    for seed, pod in enumerate(pods, 1):
         node = gmt_e2e.Node("0\n", fake=False)
         try:
             env = dict(node.prog_env(), CUBLAS_WORKSPACE_CONFIG=":4096:8", **alloc)
@@ -213,34 +218,36 @@ def main():
             seq += wall
         finally:
             node.stop()
-    foot = {p: native[p]["peak"] for p in "ab"}
-    print("native: a %.2f s, b %.2f s, one after the other %.2f s; peak reserved %.2f / %.2f GiB"
-          % (native["a"]["seconds"], native["b"]["seconds"], seq, foot["a"] / GIB,
-             foot["b"] / GIB), flush=True)
+    foot = {p: native[p]["peak"] for p in pods}
+    print("native: %s; one after the other %.2f s; peak reserved %s GiB"
+          % (", ".join("%s %.2f s" % (p, native[p]["seconds"]) for p in pods), seq,
+             " / ".join("%.2f" % (foot[p] / GIB) for p in pods)), flush=True)
 
     rows, breakdown, slows = [], [], []
     runs = [(float(r), f) for r in a.ratios.split(",") for f in a.shares.split(",")]
     for ratio, share in runs:
         # Each pod's quota: its footprint and the allocator's rounding.
-        quota = {p: (foot[p] * 21 // 20) // MIB * MIB for p in "ab"}
+        quota = {p: (foot[p] * 21 // 20) // MIB * MIB for p in pods}
         # Never below one job's footprint and a tenth: a job whose own peak
         # is the whole card cannot run at all (spans are rounded up to the
         # driver's granularity, and a peak may pass what PyTorch reported).
-        capacity = int(max((foot["a"] + foot["b"]) / ratio,
+        capacity = int(max(sum(foot.values()) / ratio,
                            1.1 * max(foot.values()))) // MIB * MIB
-        config = "2\na 0.5 1.0 %d mode=swap\nb 0.5 1.0 %d mode=swap\n" % (quota["a"], quota["b"])
+        config = "%d\n" % len(pods) + "".join(
+            "%s %.2f 1.0 %d mode=swap\n" % (p, (100 // len(pods)) / 100, quota[p]) for p in pods)
         node = gmt_e2e.Node(config, fake=False)
         try:
             node.start_schd("--gpu-capacity", "0=%d" % capacity, "--swap-move-share", share)
-            node.start_pmgr("a")
-            node.start_pmgr("b")
+            for p in pods:
+                node.start_pmgr(p)
 
             def env_of(pod):
                 e = node.hook_env(pod, CUBLAS_WORKSPACE_CONFIG=":4096:8", GMT_HOOK_DEBUG="1")
                 e.update(alloc)
                 e.update(kv.split("=", 1) for kv in a.hook_env.split(",") if kv)
                 return e
-            procs = start_jobs(node, ["a", "b"], [1, 2], a.steps, env_of, a.model)
+            procs = start_jobs(node, list(pods), list(range(1, len(pods) + 1)), a.steps, env_of,
+                               a.model)
             tracer = MemoryTrace(node, a.trace, "%s, %s allocator, %.1fx" % (a.model, a.alloc, ratio)) \
                 if a.trace else None
             try:
@@ -262,7 +269,7 @@ def main():
                     with open(os.path.join(a.debug, "%s.%s.log" % (tag, d.name)), "w") as f:
                         f.write(d.output())
             node.stop()
-        for pod in "ab":
+        for pod in pods:
             same = res[pod]["losses"] == native[pod]["losses"] and \
                 res[pod]["wsum"] == native[pod]["wsum"]
             if not same:
@@ -292,8 +299,9 @@ def main():
                          res[pod]["seconds"], dev.get("swap_turns", 0), dev.get("turn_ms", 0),
                          gpu.get("move_rate", 0), gpu.get("switches", 0)))
 
-    print("\nTwo %s jobs (%d steps, %s allocator) in mode=swap pods, together against one "
-          "after the other natively (%.2f s)" % (a.model, a.steps, a.alloc, seq))
+    print("\n%s %s jobs (%d steps, %s allocator) in mode=swap pods, together against one "
+          "after the other natively (%.2f s)" % (("Two", "Three")[len(pods) - 2], a.model, a.steps,
+                                                 a.alloc, seq))
     print("%-5s %-5s %-8s %-3s %8s %6s %8s %8s %6s %8s %6s %7s %6s %8s %9s" % (
         "ratio", "share", "gpu GiB", "pod", "makespan", "x seq", "outs/ins", "out GiB", "GB/s",
         "in GiB", "GB/s", "wait s", "turns", "turn ms", "card GB/s"))
