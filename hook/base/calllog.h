@@ -10,7 +10,8 @@
  * A background thread drains the rings into timeline.log every 20 ms and
  * rewrites metrics.log every second; both are written again at exit. A
  * full ring drops the line (counted in metrics.log as timeline_dropped),
- * never the count.
+ * never the count. Time a call spent held at the token gate is logged
+ * apart, as tokenWait (gmt__calllog_held).
  *
  * This header is the frame's timer and part of the base; the logs it
  * feeds are kept and written by hook/logs/calllog.c, which names no module
@@ -52,6 +53,21 @@ static inline void gmt__calllog_end(gmt_calltimer_t *t)
 {
   if (__builtin_expect(t->t0 != 0, 0))
     gmt__calllog_leave(t);
+}
+
+/* The token gate (hook/token) held the calling thread from t0 (CLOCK_MONOTONIC
+ * ns) for ns: logged as the pseudo-API tokenWait (callfmt.h), one line a
+ * hold, and left out of the burst of the call it held, so that a launch's
+ * line is the launch's own time. Out of line: only a hold calls it. */
+void gmt__calllog_held(uint64_t t0, uint64_t ns);
+
+/* The gate's call after a hold, with the clock reads the gate made anyway:
+ * a launch that was not held pays nothing, and with the logs off a hold
+ * pays one relaxed load. */
+static inline void gmt__calllog_gate_held(int64_t t0, int64_t ns)
+{
+  if (__builtin_expect(atomic_load_explicit(&gmt__calllog_on, memory_order_relaxed), 0) && ns > 0)
+    gmt__calllog_held((uint64_t)t0, (uint64_t)ns);
 }
 
 /* Times the rest of the enclosing block as one call of symbol id: the

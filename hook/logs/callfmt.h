@@ -9,7 +9,11 @@
  *   timeline.log  one line per call:  name:cuMemAlloc_v2, start:1663174512512732618, burst:1192
  *                 (start: nanoseconds since the Unix epoch; burst: microseconds)
  * Alnair's non-API line (name:mem_used,count:<bytes>) is the model for
- * gmt's one extra line, name:timeline_dropped,count:<lines>.
+ * gmt's extra lines: name:timeline_dropped,count:<lines>, and the
+ * pseudo-API tokenWait (GMT_CALLFMT_WAIT_NAME): the holds of calls at the
+ * token gate, a count and a burst like an API's in metrics.log and a line
+ * per hold in timeline.log, so that a launch's own line is its call time
+ * without the wait for GPU time (gmt__callfmt_own_ns).
  *
  * That is GMT_LOG_FORMAT=entry. The default, GMT_LOG_FORMAT=seed, is the
  * format of Alnair's first hook (cuda_metrics.cpp), which existing parsers
@@ -19,7 +23,10 @@
  *                 count:124
  *                 burst:174295
  *   timeline.log  name:cuMemAlloc start:1663174512512732618 burst:1192
- * and the dropped lines as a triple of the same shape. */
+ * and the dropped lines and tokenWait as triples of the same shape; both
+ * only when there are some, so a process that never waited writes the
+ * seed's 21 lines exactly, and a parser that reads the seven names skips
+ * the others. */
 #ifndef GMT_HOOK_CALLFMT_H
 #define GMT_HOOK_CALLFMT_H
 
@@ -42,6 +49,16 @@ size_t gmt__callfmt_timeline(char *buf, size_t len, const char *name, uint64_t s
 
 /* metrics.log's line for timeline lines that were not written. */
 size_t gmt__callfmt_dropped(char *buf, size_t len, uint64_t lines);
+
+/* The pseudo-API of the token gate's holds (written in both formats). */
+#define GMT_CALLFMT_WAIT_NAME "tokenWait"
+
+/* A call's own time for its line: its duration dur_ns less the ns it was
+ * held at the token gate (logged as tokenWait), never below 0. */
+static inline uint64_t gmt__callfmt_own_ns(uint64_t dur_ns, uint64_t held_ns)
+{
+  return held_ns < dur_ns ? dur_ns - held_ns : 0;
+}
 
 /* The seed's names, in its order (GMT_CALLFMT_SEED_NAMES of them). */
 #define GMT_CALLFMT_SEED_NAMES 7

@@ -59,7 +59,12 @@
 #define DUR_BITS 48
 #define DUR_MASK ((1ull << DUR_BITS) - 1)
 
-_Static_assert(GMT_SYM_COUNT < (1 << (64 - DUR_BITS)), "entry point ids fit above the duration");
+/* The ids of the lines: the entry points', then the pseudo-API of the
+ * token gate's holds (tokenWait, gmt__calllog_held). */
+#define HELD_ID GMT_SYM_COUNT
+#define NIDS (GMT_SYM_COUNT + 1)
+
+_Static_assert(NIDS <= (1 << (64 - DUR_BITS)), "line ids fit above the duration");
 
 typedef struct {
   uint64_t t0;   /* CLOCK_MONOTONIC, ns */
@@ -72,8 +77,8 @@ typedef struct tlog {
   _Atomic uint64_t head; /* the owner's */
   _Atomic uint64_t tail; /* the writer's */
   _Atomic uint64_t dropped;
-  _Atomic uint64_t count[GMT_SYM_COUNT];
-  _Atomic uint64_t burst_ns[GMT_SYM_COUNT];
+  _Atomic uint64_t count[NIDS];
+  _Atomic uint64_t burst_ns[NIDS];
   entry_t ring[RING];
 } tlog_t;
 
@@ -85,6 +90,14 @@ static _Atomic(tlog_t *) g_logs;
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 static __thread tlog_t *t_log TLS_IE;
 static __thread unsigned t_nest TLS_IE;
+/* The token gate's holds of this thread inside its outermost timed call:
+ * their sum is taken out of that call's burst when it ends, and their
+ * lines follow the call's, so that a ring stays in the order the lines
+ * began (the call began before the holds inside it). */
+#define HOLDS 4
+static __thread uint64_t t_held_ns TLS_IE;
+static __thread unsigned t_nholds TLS_IE;
+static __thread uint64_t t_holds[HOLDS][2] TLS_IE; /* start, ns */
 static pthread_key_t g_key;
 /* The writer was started (or a call is starting it): a process that never
  * made a timed call writes nothing, not even at exit. */
@@ -127,7 +140,7 @@ static struct {
   gmt_callpaths_t paths;
   size_t buflen;
   char buf[64 << 10];
-  char mbuf[(GMT_SYM_COUNT + 2) * 128];
+  char mbuf[(NIDS + 2) * 128];
   cursor_t cur[MAX_CURSORS];
 } g; /* zeroed: its fds are set to -1 at load */
 
@@ -203,30 +216,57 @@ static void start_writer(void)
              g.var, strerror(-rc));
 }
 
-void gmt__calllog_leave(const gmt_calltimer_t *t)
+/* One line of id for this thread: counted, and put in its ring. */
+static void record(int id, uint64_t t0, uint64_t d)
 {
-  uint64_t end = clock_ns(CLOCK_MONOTONIC);
-  t_nest--;
-  if (t->t0 == GMT_CALLLOG_NESTED || t->id < 0 || t->id >= GMT_SYM_COUNT)
-    return;
   tlog_t *l = t_log ? t_log : claim();
   if (!l) {
     atomic_fetch_add_explicit(&g_lost, 1, memory_order_relaxed);
     return;
   }
-  uint64_t d = end - t->t0;
-  bump(&l->count[t->id], 1);
-  bump(&l->burst_ns[t->id], d);
+  bump(&l->count[id], 1);
+  bump(&l->burst_ns[id], d);
   uint64_t h = atomic_load_explicit(&l->head, memory_order_relaxed);
   if (h - atomic_load_explicit(&l->tail, memory_order_acquire) >= RING) {
     bump(&l->dropped, 1);
   } else {
-    l->ring[h % RING] =
-        (entry_t){t->t0, (uint64_t)t->id << DUR_BITS | (d < DUR_MASK ? d : DUR_MASK)};
+    l->ring[h % RING] = (entry_t){t0, (uint64_t)id << DUR_BITS | (d < DUR_MASK ? d : DUR_MASK)};
     atomic_store_explicit(&l->head, h + 1, memory_order_release);
   }
   if (!atomic_load_explicit(&g_started, memory_order_relaxed))
     start_writer();
+}
+
+void gmt__calllog_leave(const gmt_calltimer_t *t)
+{
+  uint64_t end = clock_ns(CLOCK_MONOTONIC);
+  t_nest--;
+  if (t->t0 == GMT_CALLLOG_NESTED)
+    return;
+  /* The outermost call: what the gate held of it is tokenWait's. */
+  uint64_t held = t_held_ns;
+  t_held_ns = 0;
+  if (t->id >= 0 && t->id < GMT_SYM_COUNT)
+    record(t->id, t->t0, gmt__callfmt_own_ns(end - t->t0, held));
+  for (unsigned i = 0; i < t_nholds; i++)
+    record(HELD_ID, t_holds[i][0], t_holds[i][1]);
+  t_nholds = 0;
+}
+
+void gmt__calllog_held(uint64_t t0, uint64_t ns)
+{
+  /* Inside a timed call (the gate always is, in a launch's wrapper) it is
+   * taken from the call and written after it; a hold outside one, or past
+   * HOLDS in one call, is written now. */
+  if (t_nest)
+    t_held_ns += ns;
+  if (t_nest && t_nholds < HOLDS) {
+    t_holds[t_nholds][0] = t0;
+    t_holds[t_nholds][1] = ns;
+    t_nholds++;
+    return;
+  }
+  record(HELD_ID, t0, ns);
 }
 
 /* ---- the files (under g_mu) ---- */
@@ -495,14 +535,23 @@ static void put_line(const char *line, size_t n)
   g.buflen += n;
 }
 
+/* The name a line of id is written under (the entry point's own). */
+static const char *id_name(int id)
+{
+  return id == HELD_ID ? GMT_CALLFMT_WAIT_NAME : gmt__sym_name(id);
+}
+
 static void put_entry(const entry_t *e)
 {
   char line[256];
   int id = (int)(e->meta >> DUR_BITS);
   size_t n;
   if (!g.seed)
-    n = gmt__callfmt_timeline(line, sizeof(line), gmt__sym_name(id), e->t0 + g_epoch_offset,
+    n = gmt__callfmt_timeline(line, sizeof(line), id_name(id), e->t0 + g_epoch_offset,
                               e->meta & DUR_MASK);
+  else if (id == HELD_ID)
+    n = gmt__callfmt_seed_timeline(line, sizeof(line), GMT_CALLFMT_WAIT_NAME,
+                                   e->t0 + g_epoch_offset, e->meta & DUR_MASK);
   else if (g.seed_of[id] >= 0)
     n = gmt__callfmt_seed_timeline(line, sizeof(line), gmt__callfmt_seed_names[g.seed_of[id]],
                                    e->t0 + g_epoch_offset, e->meta & DUR_MASK);
@@ -570,7 +619,8 @@ static void drain(void)
 }
 
 /* metrics.log afresh: every entry point called so far, in the hook's
- * order, then the lines dropped if any. */
+ * order (the seed's: its seven names), then tokenWait and the lines
+ * dropped, if any. */
 static void write_metrics(void)
 {
   size_t len = 0;
@@ -578,13 +628,17 @@ static void write_metrics(void)
   for (tlog_t *l = atomic_load_explicit(&g_logs, memory_order_acquire); l; l = l->next)
     dropped += atomic_load_explicit(&l->dropped, memory_order_relaxed);
   uint64_t seed_count[GMT_CALLFMT_SEED_NAMES] = {0}, seed_ns[GMT_CALLFMT_SEED_NAMES] = {0};
-  for (int id = 0; id < GMT_SYM_COUNT; id++) {
+  uint64_t held = 0, held_ns = 0;
+  for (int id = 0; id < NIDS; id++) {
     uint64_t count = 0, ns = 0;
     for (tlog_t *l = atomic_load_explicit(&g_logs, memory_order_acquire); l; l = l->next) {
       count += atomic_load_explicit(&l->count[id], memory_order_relaxed);
       ns += atomic_load_explicit(&l->burst_ns[id], memory_order_relaxed);
     }
-    if (g.seed && g.seed_of[id] >= 0) {
+    if (id == HELD_ID) {
+      held = count;
+      held_ns = ns;
+    } else if (g.seed && g.seed_of[id] >= 0) {
       seed_count[g.seed_of[id]] += count;
       seed_ns[g.seed_of[id]] += ns;
     } else if (!g.seed && count) {
@@ -595,6 +649,11 @@ static void write_metrics(void)
   for (int i = 0; g.seed && i < GMT_CALLFMT_SEED_NAMES; i++)
     len += gmt__callfmt_seed_metric(g.mbuf + len, sizeof(g.mbuf) - len, gmt__callfmt_seed_names[i],
                                     seed_count[i], seed_ns[i]);
+  if (held)
+    len += g.seed ? gmt__callfmt_seed_metric(g.mbuf + len, sizeof(g.mbuf) - len,
+                                             GMT_CALLFMT_WAIT_NAME, held, held_ns)
+                  : gmt__callfmt_metric(g.mbuf + len, sizeof(g.mbuf) - len, GMT_CALLFMT_WAIT_NAME,
+                                        held, held_ns);
   if (dropped)
     len += g.seed ? gmt__callfmt_seed_dropped(g.mbuf + len, sizeof(g.mbuf) - len, dropped)
                   : gmt__callfmt_dropped(g.mbuf + len, sizeof(g.mbuf) - len, dropped);
@@ -714,7 +773,7 @@ static void calllog_child(void)
     atomic_store(&l->owned, l == t_log);
     atomic_store(&l->tail, atomic_load(&l->head));
     atomic_store(&l->dropped, 0);
-    for (int id = 0; id < GMT_SYM_COUNT; id++) {
+    for (int id = 0; id < NIDS; id++) {
       atomic_store(&l->count[id], 0);
       atomic_store(&l->burst_ns[id], 0);
     }

@@ -6,6 +6,8 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "calllog.h"
+
 /* Devices bounded by ordinal (as the token gate's), and launches tracked
  * at once: a bound never allows more than QRING - 2. */
 #define QDEVS 64
@@ -100,8 +102,14 @@ void gmt__queue_before(int dev, uint32_t bound)
     q->head = q->n = 0;
   }
   retire(q, 0);
-  while (q->n >= allowed(q, bound))
-    retire(q, 1);
+  if (q->n >= allowed(q, bound)) {
+    /* Held at the gate for the queue's bound: the per-call logs' tokenWait
+     * (calllog.h). The clock is read only when it holds. */
+    int64_t t0 = now_ns();
+    while (q->n >= allowed(q, bound))
+      retire(q, 1);
+    gmt__calllog_gate_held(t0, now_ns() - t0);
+  }
   pthread_mutex_unlock(&q->mu);
   t_qdev = dev;
 }

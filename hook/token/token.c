@@ -51,6 +51,7 @@
 
 #include "bell.h"
 #include "busy.h"
+#include "calllog.h"
 #include "channel.h"
 #include "queue.h"
 #include "reserve.h" /* GMT_FAIL_CLOSED */
@@ -549,10 +550,15 @@ static int64_t wait_begin(void)
 }
 
 /* ... and stops, having spent own_ns of it waiting for its own queued
- * work (a grant's end): not a wait for the token. */
-static void wait_end(int64_t t0, int64_t own_ns)
+ * work (a grant's end): not a wait for the token. The per-call logs get
+ * the whole hold as tokenWait (calllog.h), own_ns with it: the gate held
+ * the launch for both; passed: it was let through or refused at once,
+ * no hold. */
+static void wait_end(int64_t t0, int64_t own_ns, int passed)
 {
-  int64_t waited = now_ns() - t0 - own_ns;
+  int64_t end = now_ns(), waited = end - t0 - own_ns;
+  if (!passed)
+    gmt__calllog_gate_held(t0, end - t0);
   if (waited > 0)
     atomic_fetch_add_explicit(&gmt__token_wait_ns, (uint64_t)waited, memory_order_relaxed);
   /* The oldest wait's start is kept while others go on: slightly early
@@ -561,13 +567,14 @@ static void wait_end(int64_t t0, int64_t own_ns)
     atomic_store_explicit(&gmt__token_waiting_since_ns, 0, memory_order_relaxed);
 }
 
-static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns);
+static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns, int *passed);
 
 __attribute__((noinline)) static CUresult gate_slow(tok_dev_t *d, int dev)
 {
   int64_t own_ns = 0, t0 = wait_begin();
-  CUresult rc = gate_slow_timed(d, dev, &own_ns);
-  wait_end(t0, own_ns);
+  int passed = 0;
+  CUresult rc = gate_slow_timed(d, dev, &own_ns, &passed);
+  wait_end(t0, own_ns, passed);
   return rc;
 }
 
@@ -581,7 +588,7 @@ static unsigned refused_bit(int rc, const char *why)
   return rc == GMT_ENOPOD ? 1u : 2u;
 }
 
-static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
+static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns, int *passed)
 {
   /* A forked child that launches before anything else registers here. */
   gmt__report_ensure();
@@ -595,6 +602,7 @@ static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
   if (now < d->denied_until) {
     /* Refused a moment ago: not a GPU of the pod, or failing closed. */
     pthread_mutex_unlock(&d->mu);
+    *passed = 1;
     return d->denied_rc;
   }
   double overuse = 0;
@@ -616,6 +624,7 @@ static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns)
     GMT_HOOK_DEBUG("device %d: quota spent; its queued work ran %.1f ms past it", dev, overuse);
   } else if (go_ahead(d, dev, now)) {
     pthread_mutex_unlock(&d->mu);
+    *passed = 1;
     return CUDA_SUCCESS;
   }
   overuse += d->ahead_owed_ms;
@@ -715,8 +724,10 @@ static CUresult heed_bell(tok_dev_t *d, int dev)
     return CUDA_SUCCESS;
   atomic_fetch_sub_explicit(&d->bell_left_ns, waited, memory_order_relaxed);
   atomic_fetch_add_explicit(&gmt__bell_wait_ns, (uint64_t)waited, memory_order_relaxed);
-  return now_ns() < atomic_load_explicit(&d->expiry, memory_order_relaxed) ? CUDA_SUCCESS
-                                                                           : gate_slow(d, dev);
+  int64_t end = now_ns();
+  gmt__calllog_gate_held(end - waited, waited); /* a hold at the gate too (calllog.h) */
+  return end < atomic_load_explicit(&d->expiry, memory_order_relaxed) ? CUDA_SUCCESS
+                                                                      : gate_slow(d, dev);
 }
 
 CUresult gmt__token_check(void)

@@ -61,6 +61,30 @@ static void test_callfmt_seed_lines_are_the_first_hooks(void **state)
 
 /* Each entry point counts under the seed's name of its base, with its
  * version and per-thread-stream variants; the others are not the seed's. */
+/* The token gate's holds: the pseudo-API tokenWait in both formats, not
+ * one of the seed's seven (a parser of those skips it), and taken out of
+ * the held call's own burst. */
+static void test_callfmt_token_wait_is_a_pseudo_api_apart_from_the_call(void **state)
+{
+  (void)state;
+  char buf[128];
+  assert_int_equal(gmt__callfmt_seed_name(GMT_CALLFMT_WAIT_NAME), -1);
+  gmt__callfmt_seed_metric(buf, sizeof(buf), GMT_CALLFMT_WAIT_NAME, 3, 250000999);
+  assert_string_equal(buf, "name:tokenWait\ncount:3\nburst:250000\n");
+  gmt__callfmt_metric(buf, sizeof(buf), GMT_CALLFMT_WAIT_NAME, 3, 250000999);
+  assert_string_equal(buf, "name:tokenWait,count:3,burst:250000\n");
+  gmt__callfmt_seed_timeline(buf, sizeof(buf), GMT_CALLFMT_WAIT_NAME, 1663174512512732618ull,
+                             80000000);
+  assert_string_equal(buf, "name:tokenWait start:1663174512512732618 burst:80000\n");
+  gmt__callfmt_timeline(buf, sizeof(buf), GMT_CALLFMT_WAIT_NAME, 7, 80000000);
+  assert_string_equal(buf, "name:tokenWait, start:7, burst:80000\n");
+  /* A launch of 80.012 ms of which the gate held 80 ms: 12 us its own. */
+  assert_int_equal(gmt__callfmt_own_ns(80012000, 80000000), 12000);
+  assert_int_equal(gmt__callfmt_own_ns(5000, 0), 5000);
+  /* Never below 0 (a hold's clock read after the call's start read). */
+  assert_int_equal(gmt__callfmt_own_ns(5000, 6000), 0);
+}
+
 static void test_callfmt_seed_names_take_every_variant_of_an_entry_point(void **state)
 {
   (void)state;
@@ -219,6 +243,7 @@ int main(void)
       cmocka_unit_test(test_callfmt_timeline_line_has_epoch_ns_start_and_microsecond_burst),
       cmocka_unit_test(test_callfmt_dropped_line_follows_alnairs_non_api_line),
       cmocka_unit_test(test_callfmt_seed_lines_are_the_first_hooks),
+      cmocka_unit_test(test_callfmt_token_wait_is_a_pseudo_api_apart_from_the_call),
       cmocka_unit_test(test_callfmt_seed_names_take_every_variant_of_an_entry_point),
       cmocka_unit_test(test_callfmt_line_that_does_not_fit_gives_zero),
       cmocka_unit_test(test_callfmt_rotates_only_when_the_next_line_would_pass_the_bound),
