@@ -13,6 +13,7 @@
 #include "gmt_wire.h"
 #include "status_devices.h"
 #include "status_json.h"
+#include "status_waits.h"
 
 #define STATUS_TIMEOUT_MS 3000
 
@@ -266,6 +267,10 @@ static void print_text(const Gmt__StatusReply *st)
     /* Batch is the default and goes unsaid. */
     if (pod->config && pod->config->class_ == GMT__POD_CLASS__CLASS_LATENCY)
       printf("  class: latency (with work, it goes before the batch pods)\n");
+    /* Why it waits: for tokens, now, and held back at its LIMIT. */
+    char waits[160];
+    if (gmt_status_pod_waits(waits, sizeof waits, pod))
+      printf("  waited %s\n", waits);
     /* mode=swap: where its allocations' bytes are now, per tier. */
     bool swap = pod->config && gmt_mem_mode_moves(pod->config->mode);
     if (swap) {
@@ -313,10 +318,7 @@ static void print_text(const Gmt__StatusReply *st)
       /* Why it waits: its launches' time waiting for a token, and the
        * wait going on now. */
       char wait[48];
-      int n = snprintf(wait, sizeof wait, "%.1f s", (double)c->token_wait_us / 1e6);
-      if (c->token_waiting_us && n > 0 && (size_t)n < sizeof wait)
-        snprintf(wait + n, sizeof wait - (size_t)n, ", now %.1f",
-                 (double)c->token_waiting_us / 1e6);
+      gmt_status_proc_wait(wait, sizeof wait, c);
       printf("  %8u  %-10s  %10llu  %-16s  ", p->pid, mem, (unsigned long long)c->launches, wait);
       if (swap) {
         char g[32], hst[32], dsk[32], moves[48];

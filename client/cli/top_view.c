@@ -20,6 +20,7 @@
 #include "gmt_wire.h"
 #include "status_devices.h"
 #include "status_json.h"
+#include "status_waits.h"
 #include "top_columns.h"
 #include "top_glyphs.h"
 
@@ -692,9 +693,9 @@ static void proc_text(const Gmt__ProcessStatus *p, int id, bool wide, char *buf,
     break;
   case Q_LAUNCHES: snprintf(buf, len, "launches %llu", (unsigned long long)c->launches); break;
   case Q_WAIT: {
-    int n = snprintf(buf, len, "token wait %.1f s", (double)c->token_wait_us / 1e6);
-    if (c->token_waiting_us && n > 0 && (size_t)n < len)
-      snprintf(buf + n, len - (size_t)n, ", now %.1f", (double)c->token_waiting_us / 1e6);
+    char w[48];
+    gmt_status_proc_wait(w, sizeof w, c);
+    snprintf(buf, len, "token wait %s", w);
     break;
   }
   default: buf[0] = '\0'; break;
@@ -888,6 +889,10 @@ static void pods_section(lines_t *l, const gmt_top_view_t *v, const size_t *orde
     pod_row(l, &pods, v, pod);
     if (pod->n_devices >= 2)
       per_gpu_row(l, pod);
+    /* Why it waits (status_waits.h): for tokens, now, at its LIMIT. */
+    char waits[160];
+    if (gmt_status_pod_waits(waits, sizeof waits, pod))
+      add(l, GMT_TOP_PLAIN, "    waited %s", waits);
     if (shows_processes(v, pod))
       process_rows(l, &procs, pod);
   }

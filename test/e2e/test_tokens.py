@@ -123,7 +123,9 @@ class Waits(Tokens):
         self.assertLess(waited["b"], 0.6 * elapsed, self.logs())
         self.assertGreater(waited["a"], waited["b"], self.logs())
         self.assertEqual(st["pods"][0]["token_wait_us"], st["pods"][0]["processes"][0]["token_wait_us"])
-        self.assertIn("TOKEN WAIT", self.gmt("status").stdout)
+        text = self.gmt("status").stdout
+        self.assertIn("TOKEN WAIT", text)
+        self.assertRegex(text, r"\n  waited for tokens \d+\.\d s", text)
         # Both below their LIMIT of 1.0: none of it was for a LIMIT.
         self.assertEqual([p["limit_wait_us"] for p in st["pods"]], [0, 0])
         for p in (pa, pb):
@@ -148,6 +150,11 @@ class LimitWaits(Tokens):
         self.assertGreater(limited, 2.0, self.logs())
         # Part of its waits (the reports it sums lag by up to a second).
         self.assertLessEqual(limited, waited + 1.5, self.logs())
+        # Said in gmt status and gmt top, beside the pod.
+        said = r"waited for tokens [\d.]+ s(, now [\d.]+ s)?; held back at its LIMIT [\d.]+ s"
+        self.assertRegex(self.gmt("status").stdout, said)
+        top = self.gmt("top", "-n", "1").stdout
+        self.assertRegex(top, r"\n    " + said, top)
         rc, err = p.finish()
         self.assertEqual(rc, 0, err)
 

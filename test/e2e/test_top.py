@@ -147,12 +147,15 @@ def cell(screen, line, title):
 
 
 def processes_under(screen, name):
-    """The process rows right under pod name's row ("pid N ...")."""
+    """The process rows right under pod name's row ("pid N ..."), after
+    its line of waits if it has one."""
     lines = screen.splitlines()
     for i, line in enumerate(lines):
         if is_row(line, name):
             out = []
             for l in lines[i + 1:]:
+                if l.startswith("    waited ") and not out:
+                    continue
                 if not l.startswith("    pid "):
                     break
                 out.append(l)
@@ -406,6 +409,9 @@ class Top(TopCase):
         self.assertTrue(set(hist.strip()) <= set("_.-=+*%#"), last)  # ASCII in the C locale
         self.assertEqual(cell(last, b, "USED/QUOTA"), "96.0M/2.0G", last)
         self.assertIn("pid %d " % spin_pid, " ".join(processes_under(last, "b")), last)
+        # Under the pod, why it waits: its spinner waited for its tokens.
+        lines = last.splitlines()
+        self.assertRegex(lines[lines.index(b) + 1], r"^    waited for tokens \d+\.\d s", last)
         # A UTF-8 locale: the history in blocks.
         rc, out, err = top("-n", "2", "-d", "0.2", LC_ALL="C.UTF-8")
         self.assertEqual(rc, 0, err)

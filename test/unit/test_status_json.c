@@ -12,6 +12,7 @@
 #include <json-c/json.h>
 
 #include "status_json.h"
+#include "status_waits.h"
 
 #define TRICKY_EXE "/opt/\"odd\" dir\\bin\n\ttab\x01/π"
 
@@ -526,6 +527,47 @@ static void test_status_json_writes_tier_thresholds_as_declared(void **state)
   free(text);
 }
 
+/* gmt status and gmt top say a pod's waits in the same words: the token
+ * wait of its processes added up, the longest going on now (not their
+ * sum), the part held back at its LIMIT; nothing for a pod never held. */
+static void test_status_waits_say_a_pods_token_limit_and_current_wait(void **state)
+{
+  (void)state;
+  Gmt__ProcessCounters tot = GMT__PROCESS_COUNTERS__INIT, c1 = GMT__PROCESS_COUNTERS__INIT,
+                       c2 = GMT__PROCESS_COUNTERS__INIT;
+  Gmt__ProcessStatus p1 = GMT__PROCESS_STATUS__INIT, p2 = GMT__PROCESS_STATUS__INIT;
+  Gmt__ProcessStatus *procs[] = {&p1, &p2};
+  Gmt__PodStatus pod = GMT__POD_STATUS__INIT;
+  char buf[160];
+  pod.totals = &tot;
+  assert_int_equal(gmt_status_pod_waits(buf, sizeof buf, &pod), 0);
+  assert_string_equal(buf, "");
+  c1.token_waiting_us = 400000;
+  c2.token_waiting_us = 1500000;
+  p1.counters = &c1;
+  p2.counters = &c2;
+  pod.processes = procs;
+  pod.n_processes = 2;
+  tot.token_wait_us = 12300000;
+  tot.token_waiting_us = 1900000;
+  pod.limit_wait_us = 2100000;
+  size_t n = gmt_status_pod_waits(buf, sizeof buf, &pod);
+  assert_int_equal(n, strlen(buf));
+  assert_string_equal(buf, "for tokens 12.3 s, now 1.5 s; held back at its LIMIT 2.1 s");
+  c2.token_waiting_us = c1.token_waiting_us = 0;
+  pod.limit_wait_us = 0;
+  gmt_status_pod_waits(buf, sizeof buf, &pod);
+  assert_string_equal(buf, "for tokens 12.3 s");
+  /* Cut to the buffer, never past it. */
+  assert_true(gmt_status_pod_waits(buf, 8, &pod) < 8);
+  gmt_status_proc_wait(buf, sizeof buf, &c1);
+  assert_string_equal(buf, "0.0 s");
+  c1.token_wait_us = 3500000;
+  c1.token_waiting_us = 250000;
+  gmt_status_proc_wait(buf, sizeof buf, &c1);
+  assert_string_equal(buf, "3.5 s, now 0.2");
+}
+
 static void test_status_json_clamps_memory_past_int64(void **state)
 {
   (void)state;
@@ -553,6 +595,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status_json_renders_every_field),
+      cmocka_unit_test(test_status_waits_say_a_pods_token_limit_and_current_wait),
       cmocka_unit_test(test_status_json_shows_each_pods_devices_and_context),
       cmocka_unit_test(test_status_json_writes_shares_as_configured),
       cmocka_unit_test(test_status_json_of_no_pods_is_an_empty_list),

@@ -232,7 +232,7 @@ static void test_top_pod_row_shows_share_token_memory_quota_and_context(void **s
 }
 
 /* Each pod's processes under its row: pid, program, memory, launches and
- * token wait; past eight, how many more. */
+ * token wait; past eight, how many more. A pod that waited says so first. */
 static void test_top_processes_under_their_pod(void **state)
 {
   (void)state;
@@ -260,7 +260,10 @@ static void test_top_processes_under_their_pod(void **state)
   gmt_top_screen_t s;
   render(&v, &s, 60, 160);
   int infer = pod_row(&s, "infer"), p0 = row_containing(&s, "pid 4200 ");
-  assert_int_equal(p0, infer + 1);
+  /* Under the pod, before its processes: why it waits (status_waits.h). */
+  assert_int_equal(p0, infer + 2);
+  assert_non_null(strstr(gmt_top_row(&s, infer + 1), "waited for tokens 0.0 s, now 0.2 s"));
+  assert_int_equal(row_containing(&s, "waited for tokens"), infer + 1); /* only infer waited */
   const char *r = gmt_top_row(&s, p0);
   assert_non_null(strstr(r, "python3.11"));
   assert_null(strstr(r, "/usr/bin"));
