@@ -102,15 +102,19 @@ void gmt__queue_before(int dev, uint32_t bound)
     q->head = q->n = 0;
   }
   retire(q, 0);
+  int64_t t0 = 0, held = 0;
   if (q->n >= allowed(q, bound)) {
     /* Held at the gate for the queue's bound: the per-call logs' tokenWait
-     * (calllog.h). The clock is read only when it holds. */
-    int64_t t0 = now_ns();
+     * (calllog.h), told once the lock is let go. The clock is read only
+     * when it holds. */
+    t0 = now_ns();
     while (q->n >= allowed(q, bound))
       retire(q, 1);
-    gmt__calllog_gate_held(t0, now_ns() - t0);
+    held = now_ns() - t0;
   }
   pthread_mutex_unlock(&q->mu);
+  if (held)
+    gmt__calllog_gate_held(t0, held);
   t_qdev = dev;
 }
 
