@@ -350,6 +350,7 @@ void gmt__swap_pod_changed(gmt_schd_t *s, const gmt_pod_t *pod)
   gmt__turns_forget(s);
   if (!gmt_mem_mode_moves(pod->cfg.mode))
     return;
+  gmt__turns_reported(s, pod);
   uint32_t stack[64] = {0}, *pids = stack;
   if (pod->nprocs > sizeof stack / sizeof stack[0] &&
       !(pids = malloc(pod->nprocs * sizeof *pids))) {

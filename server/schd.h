@@ -215,10 +215,14 @@ double gmt__turns_plan(gmt_schd_t *s, const char *pod, int device);
  * counted, its plan kept for status, and the card's switch timed. */
 void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device);
 /* pod's resident bytes on device rose by raised (a Resident call): the
- * switch being timed ends once all it had moved off is back; memory that
- * came back outside a timed switch (before a grant; restore: the call
- * brought memory back, ResidentRequest.at_least) counts a turn. */
+ * switch being timed has claimed its room once all it had moved off is
+ * claimed back; memory that came back outside a timed switch (before a
+ * grant; restore: the call brought memory back,
+ * ResidentRequest.at_least) counts a turn. */
 void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device, uint64_t raised, bool restore);
+/* pod's processes reported: a switch to it that claimed its room ends
+ * once they say its bytes are on the card. */
+void gmt__turns_reported(gmt_schd_t *s, const gmt_pod_t *pod);
 /* Status: e's (its device set) and t's (a GPU space, device) turn fields. */
 void gmt__turns_pod_status(gmt_schd_t *s, const char *pod, Gmt__PodDeviceStatus *e);
 void gmt__turns_space_status(gmt_schd_t *s, int device, Gmt__TierSpace *t);

@@ -222,8 +222,11 @@ class PinsPaced(TwoBusySwapPods):
     test_both_busy_jobs_take_turns = None  # TwoBusySwapPods' own
 
     def test_pins_while_running_leave_nine_tenths_of_the_time(self):
-        jobs, done = self.busy(6, 300, GMT_HOOK_DEBUG="2", GMT_FAKE_REGISTER_MS_PER_GIB="2000",
-                               pieces=7)
+        # Turns as short as their moves (share 0.5), so that there are many
+        # grants in 6 s whatever the fake's copies cost (under ASan a
+        # switch of 140 MiB takes 0.6 s: a 0.1 share would plan 5 s turns).
+        jobs, done = self.busy(6, 300, "--swap-move-share", "0.5", GMT_HOOK_DEBUG="2",
+                               GMT_FAKE_REGISTER_MS_PER_GIB="2000", pieces=7)
         errs = self.stop_jobs(jobs)
         running_pins = 0
         for pod, err in errs.items():
@@ -320,7 +323,8 @@ class FreedTurn(SwapJobs):
     that has not exited) gives the token back as soon as it is quiet, not
     after the turn's long quiet (GMT_BUSY_TURN_IDLE_NS, 250 ms): little
     would move. On an H200 each finished AdamW job held the GPU idle 250 ms
-    before the next one's turn."""
+    before the next one's turn. And the switch that follows, with room
+    free, is timed until its bytes are on the card."""
 
     def test_a_job_that_freed_its_memory_gives_its_turn_back(self):
         held, card = 70 * MIB, 100 * MIB
@@ -328,8 +332,10 @@ class FreedTurn(SwapJobs):
         self.start_schd("--gpu-capacity", "0=%d" % card, "--swap-move-share", "0.01")
         self.start_pmgr("a")
         self.start_pmgr("b")
-        pa = self.job("a", held, card, "--kernel-us", "20000", GMT_HOOK_DEBUG="1")
-        pb = self.job("b", held, card, "--kernel-us", "20000")
+        # Copies at 2 GB/s: a switch cannot move faster than that.
+        pa = self.job("a", held, card, "--kernel-us", "20000", GMT_HOOK_DEBUG="1",
+                      GMT_FAKE_PINNED_GBPS="2")
+        pb = self.job("b", held, card, "--kernel-us", "20000", GMT_FAKE_PINNED_GBPS="2")
         wait_for(lambda: self.tiers("a", pa.proc.pid)[0] == {"gpu": 0, "host": held, "disk": 0},
                  timeout=10, what="a's allocation in host memory")
         # a's turn brings it back; it frees at once after its last launch
@@ -341,6 +347,16 @@ class FreedTurn(SwapJobs):
         pa.expect("FREED", timeout=30)
         pb.send("check")  # b waits for a's token, then for room
         self.assertEqual(self.result(pb), "OK %d" % held, pb.stderr()[-3000:])
+        # The card's switches are timed until the bytes are on the card,
+        # not until room was claimed for them: b's came back with room free
+        # (a had freed), and a Resident is granted before the copy in (a
+        # switch of 5.2 GiB with room free "took" 10 ms on an H200).
+        gpu = self.status()["host"]["tiers"][0]
+        self.assertEqual(gpu["tier"], "gpu")
+        self.assertGreaterEqual(gpu["switches"], 2, gpu)
+        # b's switch, the last: its 70 MiB in at 2 GB/s take 37 ms at least.
+        self.assertGreaterEqual(gpu["last_switch_ms"], held / 2e9 * 1e3, gpu)
+        self.assertLessEqual(gpu["move_rate"], 2.2e9, gpu)
         for p in (pa, pb):
             p.send("exit")
         rc, err = pa.finish()
