@@ -21,7 +21,7 @@ With --debug DIR the hook's and gmt-schd's logs of each run go to DIR.
 
 With --shares S,.. each ratio runs once per gmt-schd --swap-move-share S
 (a swap pod's turn is long enough that moving its memory, at the card's
-measured rate, is at most S of it; default 0.1). Each pod's row says how
+measured rate, is at most S of it; default 0.05, gmt-schd's). Each pod's row says how
 many turns brought its memory back and how long its last one was planned,
 and the card's measured switch rate.
 
@@ -190,7 +190,7 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--ratios", default="1.2,1.5,1.75")
     ap.add_argument("--alloc", choices=("default", "expandable"), default="default")
-    ap.add_argument("--shares", default="0.1")
+    ap.add_argument("--shares", default="0.05")
     ap.add_argument("--hook-env", default="")
     ap.add_argument("--debug", default="")
     ap.add_argument("--model", choices=("adamw", "transformer"), default="adamw")
