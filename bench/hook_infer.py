@@ -19,8 +19,15 @@ For each load it prints the rate with / without (the median of each
 round's ratio, its IQR, and the spread of each side), and each side's
 p50 / p99 / p99.9 per call (the median over rounds) with their ratios.
 
+With --beside a busy job shares the GPU during every run of every side
+(the token gate's slow path, issue 27): a PyTorch loop of 4096 x 4096
+fp32 matmuls with .item() every 20, started before each run and stopped
+after it; natively it runs natively (the GPU time-slices the two
+contexts), under the hook in a pod of its own ("busy", REQUEST 0.5 beside
+the service's 0.5), and beside the ungated side ungated too.
+
 usage: bench/hook_infer.py [--rounds R] [--seconds S] [--loads closed:1,closed:64]
-                          [--blas-threads N]
+                          [--blas-threads N] [--beside]
 GMT_BUILD_DIR names the build (default build/); needs a GPU and PyTorch."""
 import argparse
 import os
@@ -32,6 +39,32 @@ sys.path.insert(0, os.path.join(HERE, "..", "test", "e2e"))
 import gmt_e2e  # noqa: E402
 
 SERVE = os.path.join(HERE, "..", "test", "gpu", "serve_job.py")
+
+
+BUSY = """
+import sys, torch
+x = torch.randn(4096, 4096, device="cuda")
+y = x
+for i in range(20):
+    y = y @ x
+    y = y / y.norm()
+y.sum().item()
+print("READY", flush=True)
+i = 0
+while True:
+    y = y @ x
+    y = y / y.norm()
+    i += 1
+    if i % 20 == 0:
+        y.sum().item()
+"""
+
+
+def busy(env):
+    """A busy job beside the service: its Prog, once it runs."""
+    p = gmt_e2e.Prog([sys.executable, "-c", BUSY], env)
+    p.expect("READY", timeout=120)
+    return p
 
 
 def serve(env, args, side):
@@ -62,32 +95,47 @@ def main():
     ap.add_argument("--seconds", type=float, default=3, help="each load, each run")
     ap.add_argument("--loads", default="closed:1,closed:64")
     ap.add_argument("--blas-threads", default="1", help="OPENBLAS_NUM_THREADS of both sides")
+    ap.add_argument("--beside", action="store_true", help="a busy job shares the GPU")
     args = ap.parse_args()
     if args.rounds < 1:
         raise SystemExit("--rounds must be at least 1")
 
-    node = gmt_e2e.Node("1\ninfer 1.0 1.0 64Gi\n", fake=False)
+    node = gmt_e2e.Node("2\ninfer 0.5 1.0 64Gi\nbusy 0.5 1.0 64Gi\n" if args.beside
+                        else "1\ninfer 1.0 1.0 64Gi\n", fake=False)
     runs = []  # (without, with, ungated) per round: {load: row}
     try:
         node.start_schd()
         node.start_pmgr("infer")
+        if args.beside:
+            node.start_pmgr("busy")
         blas = {"OPENBLAS_NUM_THREADS": args.blas_threads}
         nobody = node.hook_env("infer", GMT_PMGR="tcp://127.0.0.1:%d" % gmt_e2e.free_port(),
                                **blas)
         sides = [("without", node.prog_env(**blas)), ("with", node.hook_env("infer", **blas)),
                  ("ungated", nobody)]
+        beside = {"without": node.prog_env(**blas), "with": node.hook_env("busy", **blas),
+                  "ungated": node.hook_env("busy", GMT_PMGR="tcp://127.0.0.1:%d"
+                                           % gmt_e2e.free_port(), **blas)}
         for r in range(args.rounds):
             # Odd rounds run the hooked side first: a drift of the machine
             # within a round favours neither.
             order = sides[::-1] if r % 2 else sides
-            got = {name: serve(env, args, name) for name, env in order}
+            got = {}
+            for name, env in order:
+                other = busy(beside[name]) if args.beside else None
+                try:
+                    got[name] = serve(env, args, name)
+                finally:
+                    if other:
+                        other.stop()
             runs.append((got["without"], got["with"], got["ungated"]))
             print("round %d done" % (r + 1), file=sys.stderr, flush=True)
     finally:
         node.stop()
 
-    print("hook cost to a PyTorch inference loop (serve_job.py), %d alternating rounds, %g s each"
-          % (args.rounds, args.seconds))
+    print("hook cost to a PyTorch inference loop (serve_job.py), %d alternating rounds, %g s each%s"
+          % (args.rounds, args.seconds,
+             ", a busy matmul job beside it (in its own pod under the hook)" if args.beside else ""))
     print("%-24s %9s %9s %7s %13s   %s" % ("load, side", "calls/s", "hooked", "ratio",
                                          "ratio IQR", "spread without / with (min-max)"))
     for load in args.loads.split(","):
