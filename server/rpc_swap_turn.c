@@ -21,12 +21,14 @@
 #define MIB (1024.0 * 1024.0)
 
 /* A pod's turns on one card: how many began with bytes to bring back,
- * and the last such turn's plan. */
+ * the last such turn's plan, and the most the pod held there (its
+ * Resident grants' total: a turn expects it to grow back to that). */
 typedef struct turnrec {
   char pod[GMT_POD_NAME_MAX + 1];
   int device;
   uint64_t turns;
   gmt_swap_turn_t plan;
+  uint64_t peak;
 } turnrec_t;
 
 /* A card: its switches' rate and the one being timed. */
@@ -122,7 +124,9 @@ static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_
     return false;
   uint64_t occupied = gmt__sat_add(base, gmt_swap_device_total(s->swap, device));
   uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
-  *out = gmt_swap_turn_plan(moved_off(s, pod, device, resident), occupied, limit,
+  uint64_t in = moved_off(s, pod, device, resident);
+  const turnrec_t *r = rec_of(s->turns, name, device, false);
+  *out = gmt_swap_turn_plan(in, gmt_swap_turn_grow(r ? r->peak : 0, resident, in), occupied, limit,
                             gmt_swap_rate_bps(&s->turns->cards[device].rate),
                             s->token_params.swap_move_share);
   return true;
@@ -171,6 +175,9 @@ void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device, uint64_t ra
     return;
   card_t *c = &s->turns->cards[device];
   uint64_t mine = gmt_swap_pod_device_total(s->swap, pod, device);
+  turnrec_t *peak = rec_of(s->turns, pod, device, true);
+  if (peak && mine > peak->peak)
+    peak->peak = mine;
   if (!c->timing || strcmp(c->pod, pod) != 0) {
     /* Its memory came back before a grant (there was room when it
      * asked): a turn too, untimed. A restore says so itself; its reports
@@ -194,6 +201,10 @@ void gmt__turns_reported(gmt_schd_t *s, const gmt_pod_t *pod)
 {
   if (!s->turns)
     return;
+  /* Its processes are gone: the next job of the pod has its own peak. */
+  for (size_t i = 0; !pod->nprocs && i < s->turns->n; i++)
+    if (!strcmp(s->turns->recs[i].pod, pod->cfg.name))
+      s->turns->recs[i].peak = 0;
   for (int d = 0; d < GMT_SWAP_DEVICES; d++) {
     card_t *c = &s->turns->cards[d];
     if (c->timing && c->claimed && !strcmp(c->pod, pod->cfg.name))

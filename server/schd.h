@@ -221,7 +221,8 @@ void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device);
  * ResidentRequest.at_least) counts a turn. */
 void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device, uint64_t raised, bool restore);
 /* pod's processes reported: a switch to it that claimed its room ends
- * once they say its bytes are on the card. */
+ * once they say its bytes are on the card; with none left, the most it
+ * held on each card is forgotten. */
 void gmt__turns_reported(gmt_schd_t *s, const gmt_pod_t *pod);
 /* Status: e's (its device set) and t's (a GPU space, device) turn fields. */
 void gmt__turns_pod_status(gmt_schd_t *s, const char *pod, Gmt__PodDeviceStatus *e);

@@ -26,18 +26,29 @@ uint64_t gmt_swap_turn_in(uint64_t reported_out, uint64_t reserved, uint64_t res
   return reported_out < missing ? reported_out : missing;
 }
 
-gmt_swap_turn_t gmt_swap_turn_plan(uint64_t in_bytes, uint64_t occupied, uint64_t limit,
-                                   double rate_bps, double share)
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+uint64_t gmt_swap_turn_grow(uint64_t peak, uint64_t resident, uint64_t in_bytes)
+{
+  uint64_t now = sat_add(resident, in_bytes);
+  return peak > now ? peak - now : 0;
+}
+
+gmt_swap_turn_t gmt_swap_turn_plan(uint64_t in_bytes, uint64_t grow_bytes, uint64_t occupied,
+                                   uint64_t limit, double rate_bps, double share)
 {
   gmt_swap_turn_t t = {0};
   t.in_bytes = in_bytes;
   if (!t.in_bytes || !(rate_bps > 0) || !(share > 0 && share < 1))
     return t;
-  /* Fits beside what is there: it comes in once and may stay. */
-  bool contested = occupied > limit || t.in_bytes > limit - occupied;
-  t.moved_bytes = !contested                    ? t.in_bytes
-                  : t.in_bytes > UINT64_MAX / 2 ? UINT64_MAX
-                                                : 2 * t.in_bytes;
+  /* Fits beside what is there, grown too: it comes in once and may stay. */
+  uint64_t turn_bytes = sat_add(t.in_bytes, grow_bytes);
+  bool contested = occupied > limit || turn_bytes > limit - occupied;
+  /* Contested: out again at the next turn, with what it grew. */
+  t.moved_bytes = contested ? sat_add(t.in_bytes, turn_bytes) : t.in_bytes;
   t.cost_ms = (double)t.moved_bytes / rate_bps * 1000.0;
   /* cost / (turn + cost) <= share */
   t.turn_ms = contested ? t.cost_ms * (1 - share) / share : 0;

@@ -66,12 +66,20 @@ typedef struct gmt_swap_turn {
  * only lengthen the pod's own turns, within its allowance. */
 uint64_t gmt_swap_turn_in(uint64_t reported_out, uint64_t reserved, uint64_t resident);
 
-/* A turn that brings in_bytes back (gmt_swap_turn_in); occupied is what
- * the card holds now (every pod's), limit its space. The card is
- * contested when those bytes do not fit beside what is there: then they
- * will have to go out again. share: the most of the turn moving may take
- * (0 < share < 1). */
-gmt_swap_turn_t gmt_swap_turn_plan(uint64_t in_bytes, uint64_t occupied, uint64_t limit,
-                                   double rate_bps, double share);
+/* A turn that brings in_bytes back (gmt_swap_turn_in), in which the pod
+ * is expected to grow by grow_bytes more (to the most it held on the card
+ * before: gmt_swap_turn_grow); occupied is what the card holds now (every
+ * pod's), limit its space. The card is contested when those bytes do not
+ * fit beside what is there: then they will have to go out again, with
+ * what it grew (three AdamW jobs at 2.0x an H200: a pod with 1 GiB off
+ * and 7 GiB at its peak was planned no turn, as 1 GiB fitted, and pushed
+ * the other out within its grant). share: the most of the turn moving
+ * may take (0 < share < 1). */
+gmt_swap_turn_t gmt_swap_turn_plan(uint64_t in_bytes, uint64_t grow_bytes, uint64_t occupied,
+                                   uint64_t limit, double rate_bps, double share);
+
+/* What a pod with resident bytes on a card and in_bytes to bring back
+ * will grow by to reach peak, the most it held there. */
+uint64_t gmt_swap_turn_grow(uint64_t peak, uint64_t resident, uint64_t in_bytes);
 
 #endif

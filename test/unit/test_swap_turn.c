@@ -27,25 +27,25 @@ static void test_a_pod_whose_bytes_fit_beside_the_others_needs_no_turn(void **st
 {
   (void)state;
   /* 2 GiB to bring back, 5 GiB of an 8 GiB card occupied. */
-  gmt_swap_turn_t t = gmt_swap_turn_plan(IN(3 * GIB, 1 * GIB), 5 * GIB, 8 * GIB, RATE, 0.1);
+  gmt_swap_turn_t t = gmt_swap_turn_plan(IN(3 * GIB, 1 * GIB), 0, 5 * GIB, 8 * GIB, RATE, 0.1);
   assert_int_equal(t.in_bytes, 2 * GIB);
   assert_int_equal(t.moved_bytes, 2 * GIB); /* in once; it may stay */
   assert_near(t.cost_ms, 2.0 * GIB / RATE * 1000, 1e-6);
   assert_near(t.turn_ms, 0, 0);
   /* Exactly full once it is in: still fits. */
-  t = gmt_swap_turn_plan(IN(3 * GIB, 0), 5 * GIB, 8 * GIB, RATE, 0.1);
+  t = gmt_swap_turn_plan(IN(3 * GIB, 0), 0, 5 * GIB, 8 * GIB, RATE, 0.1);
   assert_near(t.turn_ms, 0, 0);
 }
 
 static void test_nothing_to_bring_back_is_no_turn(void **state)
 {
   (void)state;
-  gmt_swap_turn_t t = gmt_swap_turn_plan(IN(3 * GIB, 3 * GIB), 9 * GIB, 8 * GIB, RATE, 0.1);
+  gmt_swap_turn_t t = gmt_swap_turn_plan(IN(3 * GIB, 3 * GIB), 0, 9 * GIB, 8 * GIB, RATE, 0.1);
   assert_int_equal(t.in_bytes, 0);
   assert_int_equal(t.moved_bytes, 0);
   assert_near(t.turn_ms, 0, 0);
   /* Reported above what was reserved (a lie, or a race): nothing either. */
-  t = gmt_swap_turn_plan(IN(1 * GIB, 3 * GIB), 9 * GIB, 8 * GIB, RATE, 0.1);
+  t = gmt_swap_turn_plan(IN(1 * GIB, 3 * GIB), 0, 9 * GIB, 8 * GIB, RATE, 0.1);
   assert_int_equal(t.in_bytes, 0);
   /* Reserved but not reported out (a new allocation on its way): not
    * brought back; what the reports say is, within what is missing. */
@@ -58,27 +58,51 @@ static void test_on_a_contested_card_moving_is_the_share_of_the_turn(void **stat
 {
   (void)state;
   /* 4 GiB out, the card full: in now, and out again at the next turn. */
-  gmt_swap_turn_t t = gmt_swap_turn_plan(IN(4 * GIB, 0), 8 * GIB, 8 * GIB, RATE, 0.1);
+  gmt_swap_turn_t t = gmt_swap_turn_plan(IN(4 * GIB, 0), 0, 8 * GIB, 8 * GIB, RATE, 0.1);
   assert_int_equal(t.moved_bytes, 8 * GIB);
   assert_near(t.cost_ms, 8.0 * GIB / RATE * 1000, 1e-6);
   assert_near(t.cost_ms / (t.turn_ms + t.cost_ms), 0.1, 1e-9);
-  t = gmt_swap_turn_plan(IN(4 * GIB, 0), 8 * GIB, 8 * GIB, RATE, 0.25);
+  t = gmt_swap_turn_plan(IN(4 * GIB, 0), 0, 8 * GIB, 8 * GIB, RATE, 0.25);
   assert_near(t.cost_ms / (t.turn_ms + t.cost_ms), 0.25, 1e-9);
   /* Occupied past the limit (a reload shrank it): contested too. */
-  t = gmt_swap_turn_plan(IN(1 * MIB, 0), 9 * GIB, 8 * GIB, RATE, 0.1);
+  t = gmt_swap_turn_plan(IN(1 * MIB, 0), 0, 9 * GIB, 8 * GIB, RATE, 0.1);
   assert_true(t.turn_ms > 0);
 }
 
 static void test_a_pod_with_four_times_the_bytes_gets_four_times_the_turn(void **state)
 {
   (void)state;
-  gmt_swap_turn_t small = gmt_swap_turn_plan(IN(1 * GIB, 0), 8 * GIB, 8 * GIB, RATE, 0.1);
-  gmt_swap_turn_t big = gmt_swap_turn_plan(IN(4 * GIB, 0), 8 * GIB, 8 * GIB, RATE, 0.1);
+  gmt_swap_turn_t small = gmt_swap_turn_plan(IN(1 * GIB, 0), 0, 8 * GIB, 8 * GIB, RATE, 0.1);
+  gmt_swap_turn_t big = gmt_swap_turn_plan(IN(4 * GIB, 0), 0, 8 * GIB, 8 * GIB, RATE, 0.1);
   assert_true(small.turn_ms > 0);
   assert_near(big.turn_ms / small.turn_ms, 4, 1e-9);
   /* And half the rate, twice the turn. */
-  gmt_swap_turn_t slow = gmt_swap_turn_plan(IN(1 * GIB, 0), 8 * GIB, 8 * GIB, RATE / 2, 0.1);
+  gmt_swap_turn_t slow = gmt_swap_turn_plan(IN(1 * GIB, 0), 0, 8 * GIB, 8 * GIB, RATE / 2, 0.1);
   assert_near(slow.turn_ms / small.turn_ms, 2, 1e-9);
+}
+
+/* A pod that held more at its peak than it has resident and to bring
+ * back grows to it in its turn: contested when that does not fit, and
+ * what it grew goes out again too. */
+static void test_a_pod_that_will_grow_to_its_peak_is_planned_a_turn(void **state)
+{
+  (void)state;
+  /* 1 GiB to bring back beside 6 GiB of others on an 8 GiB card: fits,
+   * unless the pod grows to its peak of 7 GiB (1 resident + 1 in + 5). */
+  gmt_swap_turn_t t = gmt_swap_turn_plan(1 * GIB, 0, 7 * GIB, 8 * GIB, RATE, 0.1);
+  assert_near(t.turn_ms, 0, 0);
+  uint64_t grow = gmt_swap_turn_grow(7 * GIB, 1 * GIB, 1 * GIB);
+  assert_int_equal(grow, 5 * GIB);
+  t = gmt_swap_turn_plan(1 * GIB, grow, 7 * GIB, 8 * GIB, RATE, 0.1);
+  assert_int_equal(t.moved_bytes, 7 * GIB); /* 1 in, then 1 + 5 out */
+  assert_near(t.cost_ms / (t.turn_ms + t.cost_ms), 0.1, 1e-9);
+  /* A peak below what it has and brings back: no growth. */
+  assert_int_equal(gmt_swap_turn_grow(1 * GIB, 1 * GIB, 1 * GIB), 0);
+  assert_int_equal(gmt_swap_turn_grow(UINT64_MAX, UINT64_MAX, 1), 0);
+  /* Growth that still fits: no turn. */
+  t = gmt_swap_turn_plan(1 * GIB, 1 * GIB, 5 * GIB, 8 * GIB, RATE, 0.1);
+  assert_near(t.turn_ms, 0, 0);
+  assert_int_equal(t.moved_bytes, 1 * GIB);
 }
 
 static void test_bad_inputs_plan_no_turn(void **state)
@@ -86,12 +110,12 @@ static void test_bad_inputs_plan_no_turn(void **state)
   (void)state;
   const double shares[] = {0, 1, -0.1, NAN};
   for (size_t i = 0; i < sizeof shares / sizeof shares[0]; i++)
-    assert_near(gmt_swap_turn_plan(IN(4 * GIB, 0), 8 * GIB, 8 * GIB, RATE, shares[i]).turn_ms, 0,
+    assert_near(gmt_swap_turn_plan(IN(4 * GIB, 0), 0, 8 * GIB, 8 * GIB, RATE, shares[i]).turn_ms, 0,
                 0);
-  assert_near(gmt_swap_turn_plan(IN(4 * GIB, 0), 8 * GIB, 8 * GIB, 0, 0.1).turn_ms, 0, 0);
-  assert_near(gmt_swap_turn_plan(IN(4 * GIB, 0), 8 * GIB, 8 * GIB, NAN, 0.1).turn_ms, 0, 0);
+  assert_near(gmt_swap_turn_plan(IN(4 * GIB, 0), 0, 8 * GIB, 8 * GIB, 0, 0.1).turn_ms, 0, 0);
+  assert_near(gmt_swap_turn_plan(IN(4 * GIB, 0), 0, 8 * GIB, 8 * GIB, NAN, 0.1).turn_ms, 0, 0);
   /* The largest reservation does not wrap. */
-  gmt_swap_turn_t t = gmt_swap_turn_plan(IN(UINT64_MAX, 0), 8 * GIB, 8 * GIB, RATE, 0.1);
+  gmt_swap_turn_t t = gmt_swap_turn_plan(IN(UINT64_MAX, 0), 0, 8 * GIB, 8 * GIB, RATE, 0.1);
   assert_int_equal(t.moved_bytes, UINT64_MAX);
 }
 
@@ -132,6 +156,7 @@ int main(void)
       cmocka_unit_test(test_nothing_to_bring_back_is_no_turn),
       cmocka_unit_test(test_on_a_contested_card_moving_is_the_share_of_the_turn),
       cmocka_unit_test(test_a_pod_with_four_times_the_bytes_gets_four_times_the_turn),
+      cmocka_unit_test(test_a_pod_that_will_grow_to_its_peak_is_planned_a_turn),
       cmocka_unit_test(test_bad_inputs_plan_no_turn),
       cmocka_unit_test(test_the_rate_is_assumed_until_a_switch_is_measured),
       cmocka_unit_test(test_the_rate_follows_the_recent_switches),
