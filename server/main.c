@@ -208,7 +208,7 @@ static void config_read(gmt_schd_t *s, bool ok, const char *errors)
 {
   gmt_config_health_t *h = &s->config_health;
   h->ok = ok;
-  h->read_unix = gmt__unix_now();
+  h->read_unix = gmt_unix_now();
   if (ok) {
     h->ok_unix = h->read_unix;
     h->error[0] = 0;

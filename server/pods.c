@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gmt_counters.h"
 #include "gmt_log.h"
@@ -87,9 +86,7 @@ void gmt_pods_refused(gmt_pod_t *pod, int why, const char *words)
   pod->refused[why]++;
   if (words != pod->last_refusal)
     snprintf(pod->last_refusal, sizeof pod->last_refusal, "%s", words);
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  pod->last_refusal_unix = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+  pod->last_refusal_unix = gmt_unix_now();
 }
 
 void gmt_pods_register(gmt_pods_t *p, gmt_pod_t *pod, uint64_t now_ms)

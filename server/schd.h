@@ -38,14 +38,6 @@ static inline bool gmt__say_now(uint64_t *said_ms, uint64_t now_ms)
   return true;
 }
 
-/* The wall clock in Unix seconds (status's times). */
-static inline double gmt__unix_now(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* A --disk-tier: the folder where spill files are to go, and its space's
  * bytes (DISK space i is disks[i]). */
 #define GMT_SCHD_MAX_DISK_TIERS 16

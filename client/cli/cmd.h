@@ -12,9 +12,6 @@ typedef struct gmt_cmd_ctx {
   int schd_given;       /* --schd or GMT_SCHD named it (else schd_url is the default) */
 } gmt_cmd_ctx_t;
 
-/* The environment variable that names gmt-schd's address for every
- * command (--schd wins over it). */
-
 int gmt_cmd_status(const gmt_cmd_ctx_t *ctx, int argc, char **argv);
 /* Local: reads this node's topology, asks no daemon. */
 int gmt_cmd_topo(const gmt_cmd_ctx_t *ctx, int argc, char **argv);

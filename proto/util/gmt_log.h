@@ -42,5 +42,7 @@ static inline double gmt_now_ms_f(void)
 {
   return (double)gmt_now_ns() / 1e6;
 }
+/* The wall clock in Unix seconds (the times status shows). */
+double gmt_unix_now(void);
 
 #endif

@@ -73,6 +73,13 @@ const char *gmt_log_stamp(char *buf, size_t size)
   return buf;
 }
 
+double gmt_unix_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 uint64_t gmt_now_ns(void)
 {
   struct timespec ts;
