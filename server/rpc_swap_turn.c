@@ -175,19 +175,16 @@ void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device, uint64_t ra
     return;
   card_t *c = &s->turns->cards[device];
   uint64_t mine = gmt_swap_pod_device_total(s->swap, pod, device);
-  turnrec_t *peak = rec_of(s->turns, pod, device, true);
-  if (peak && mine > peak->peak)
-    peak->peak = mine;
+  turnrec_t *r = rec_of(s->turns, pod, device, true);
+  if (r && mine > r->peak)
+    r->peak = mine;
   if (!c->timing || strcmp(c->pod, pod) != 0) {
     /* Its memory came back before a grant (there was room when it
      * asked): a turn too, untimed. A restore says so itself; its reports
      * may not have told the move out yet. */
     const gmt_pod_t *p = gmt_pods_find(s->pods, pod);
     uint64_t before = mine > raised ? mine - raised : 0;
-    turnrec_t *r = p && (restore || moved_off(s, p, device, before) > 0)
-                       ? rec_of(s->turns, pod, device, true)
-                       : NULL;
-    if (r)
+    if (r && p && (restore || moved_off(s, p, device, before) > 0))
       r->turns++;
     return;
   }
