@@ -24,15 +24,19 @@ With --beside a busy job shares the GPU during every run of every side
 fp32 matmuls with .item() every 20, started before each run and stopped
 after it; natively it runs natively (the GPU time-slices the two
 contexts), under the hook in a pod of its own ("busy", REQUEST 0.5 beside
-the service's 0.5), and beside the ungated side ungated too.
+the service's 0.5), and beside the ungated side ungated too. The busy job
+runs 1.5 s alone first; the last table gives its step rate while the
+service ran over its rate alone (what the service's speed cost it).
 
 usage: bench/hook_infer.py [--rounds R] [--seconds S] [--loads closed:1,closed:64]
                           [--blas-threads N] [--beside]
 GMT_BUILD_DIR names the build (default build/); needs a GPU and PyTorch."""
 import argparse
 import os
+import queue
 import statistics
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "e2e"))
@@ -42,7 +46,7 @@ SERVE = os.path.join(HERE, "..", "test", "gpu", "serve_job.py")
 
 
 BUSY = """
-import sys, torch
+import sys, time, torch
 x = torch.randn(4096, 4096, device="cuda")
 y = x
 for i in range(20):
@@ -57,14 +61,46 @@ while True:
     i += 1
     if i % 20 == 0:
         y.sum().item()
+        print("S t=%.6f n=%d" % (time.monotonic(), i), flush=True)
 """
+
+# Seconds the busy job runs alone before the service starts: its rate
+# then is what its rate beside the service is compared with.
+ALONE_S = 1.5
 
 
 def busy(env):
-    """A busy job beside the service: its Prog, once it runs."""
+    """A busy job beside the service: its Prog, once it has run ALONE_S alone."""
     p = gmt_e2e.Prog([sys.executable, "-c", BUSY], env)
     p.expect("READY", timeout=120)
+    time.sleep(ALONE_S)
     return p
+
+
+def busy_share(p, during):
+    """The busy job's step rate within during (t0, t1), over its rate in
+    its first ALONE_S alone; None when too few steps were seen."""
+    marks = []
+    while True:
+        try:
+            line = p.lines.get_nowait()
+        except queue.Empty:
+            break
+        if line and line.startswith("S "):
+            f = dict(kv.split("=", 1) for kv in line.split()[1:])
+            marks.append((float(f["t"]), int(f["n"])))
+
+    def rate(t0, t1):
+        inside = [m for m in marks if t0 <= m[0] <= t1]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return None
+        return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+    if not marks:
+        return None
+    alone = rate(marks[0][0], marks[0][0] + ALONE_S)
+    beside = rate(*during)
+    return beside / alone if alone and beside is not None else None
 
 
 def serve(env, args, side):
@@ -72,7 +108,9 @@ def serve(env, args, side):
     p = gmt_e2e.Prog([sys.executable, SERVE, "--loads", args.loads,
                       "--seconds", str(args.seconds)], env)
     p.expect("READY", timeout=120)
+    t0 = time.monotonic()
     rows = p.records(prefixes=("L ",), timeout=60 + 10 * args.seconds * len(args.loads.split(",")))
+    t1 = time.monotonic()
     rc, err = p.finish(timeout=60)
     if rc != 0:
         raise SystemExit("serve_job failed: " + err[-2000:])
@@ -81,7 +119,9 @@ def serve(env, args, side):
         raise SystemExit("the service did not register with its pod manager: " + err[-2000:])
     if side == "ungated" and not unhooked:
         raise SystemExit("the service found a pod manager where none listens: " + err[-2000:])
-    return {r["load"]: r for r in rows if "load" in r}
+    got = {r["load"]: r for r in rows if "load" in r}
+    got["window"] = (t0, t1)
+    return got
 
 
 def iqr(xs):
@@ -103,6 +143,7 @@ def main():
     node = gmt_e2e.Node("2\ninfer 0.5 1.0 64Gi\nbusy 0.5 1.0 64Gi\n" if args.beside
                         else "1\ninfer 1.0 1.0 64Gi\n", fake=False)
     runs = []  # (without, with, ungated) per round: {load: row}
+    shares = {"without": [], "with": [], "ungated": []}  # the busy job's rate beside / alone
     try:
         node.start_schd()
         node.start_pmgr("infer")
@@ -128,6 +169,10 @@ def main():
                 finally:
                     if other:
                         other.stop()
+                if other:
+                    share = busy_share(other, got[name]["window"])
+                    if share is not None:
+                        shares[name].append(share)
             runs.append((got["without"], got["with"], got["ungated"]))
             print("round %d done" % (r + 1), file=sys.stderr, flush=True)
     finally:
@@ -158,6 +203,16 @@ def main():
                 b = statistics.median(float(run[k][load][key]) for run in runs)
                 cells.append("%.3f / %.3f (%.2fx)" % (a, b, b / a))
             print("%-24s %-24s %-24s %-24s" % ((load + ", " + side,) + tuple(cells)))
+    if args.beside:
+        print("\nthe busy job's rate while the service ran, over its rate alone (median, min-max "
+              "over rounds)")
+        for side in ("without", "with", "ungated"):
+            xs = shares[side]
+            print("%-24s %s" % ("busy, " + {"without": "native", "with": "hook",
+                                            "ungated": "hook, ungated"}[side],
+                                "%.3f (%.3f-%.3f, %d runs)" % (statistics.median(xs), min(xs),
+                                                              max(xs), len(xs))
+                                if xs else "not measured"))
 
 
 if __name__ == "__main__":

@@ -655,6 +655,21 @@ class PreparedCopies(SwapJobs):
         self.assertEqual(
             len(re.findall(r"fakecuda\[\d+\]: cuMemHostRegister_v2 -> 0\b", err)), 1)
 
+    def test_the_copys_pages_are_faulted_in_before_the_driver_registers_them(self):
+        # The fake charges a registration FAULT ms a GiB for pages not yet
+        # in memory, as the H200's driver took 171-252 ms a GiB while it
+        # held its lock (docs/BENCHMARKS.md, issue 26's fourth session):
+        # here 70 MiB would hold it 684 ms. Faulted in first, the
+        # registration costs the base 46 ms a GiB: about 3 ms.
+        fault = 10000
+        err, ready = self.first_move_out(GMT_FAKE_FAULT_MS_PER_GIB=str(fault))
+        self.assertTrue(ready, err[-3000:])
+        found = re.findall(r"prepared a host copy of %d bytes for 0x[0-9a-f]+ in ([\d.]+) ms "
+                           r"\(([\d.]+) ms in the driver\)" % self.HELD, err)
+        self.assertTrue(found, err[-3000:])
+        driver_ms = float(found[0][1])
+        self.assertLess(driver_ms, fault * self.HELD / 2**30 / 4, err[-3000:])
+
     def test_with_prepare_off_the_first_move_out_pins_its_own(self):
         err, ready = self.first_move_out(GMT_SWAP_PREPARE="0")
         self.assertFalse(ready)
