@@ -15,6 +15,7 @@ import unittest
 from gmt_e2e import ASAN_PRELOAD, BUILD, GmtTestCase, wait_for
 
 SWAP_JOB = os.path.join(BUILD, "test", "e2e", "memprogs", "swap_job")
+DEV_ALLOC = os.path.join(BUILD, "test", "e2e", "memprogs", "dev_alloc")
 MIB = 1 << 20
 
 
@@ -372,6 +373,75 @@ class FreedTurn(SwapJobs):
         # batch rule's 5 ms and a tick or two, not the turn's 250 ms.
         self.assertLess(unused[-1], 200, "a held its freed turn: %s\n%s" % (unused, err[-3000:]))
         print("\nfreed turn given back after %.1f ms unused" % unused[-1])
+
+
+class WaitInTurn(SwapJobs):
+    """A process that waits in its swap turn for room on the card is busy
+    while it waits: the turn's quiet (GMT_BUSY_TURN_IDLE_NS, 250 ms)
+    counts from the wait's end, not from the grant or the last launch
+    before it. On an H200 an AdamW job's allocation waited 300 ms for room
+    in its turn, and the job gave the turn away before its first launch:
+    the other pod came back, and this one moved out again. Here the wait is
+    an allocation's that touches nothing after it (dev_alloc): a copy or
+    launch right after would end the quiet by itself."""
+    STAMP = re.compile(r"^gmt\[\d+\] ([\d.]+): (.*)$")
+
+    def test_a_wait_for_room_in_a_turn_is_not_its_quiet(self):
+        held, card = 70 * MIB, 100 * MIB
+        # Long turns (moving at most 1% of one): 3.6 s for b's 140 MiB.
+        self.start_schd("--gpu-capacity", "0=%d" % card, "--swap-move-share", "0.01")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pb = self.job("b", held, card)
+        # a's copies at 0.15 GB/s: its 70 MiB move out takes 0.5 s.
+        pa = self.job("a", held, card, GMT_FAKE_PINNED_GBPS="0.15")
+        wait_for(lambda: self.tiers("b", pb.proc.pid)[0] == {"gpu": 0, "host": held, "disk": 0},
+                 timeout=10, what="b's allocation in host memory")
+        # c, a second process of b, allocates 40 MiB: b has memory off
+        # the card, so the token c takes to wait for room is a turn, and
+        # the room is a's, moving out.
+        env = self.hook_env("b", GMT_FAKE_MEM=str(card), GMT_HOOK_DEBUG="2")
+        pc = self.run_prog("b", DEV_ALLOC, "0:%d" % (40 * MIB), env=env)
+        alloc = pc.expect("ALLOC", timeout=30)
+        self.assertEqual(alloc["rc"], "0", pc.stderr()[-3000:])
+        pc.expect("READY", timeout=30)
+        wait_for(lambda: "letting the token go" in pc.stderr(), timeout=10,
+                 what="c's token given back")
+        for p in (pc, pc, pa, pb):  # c frees at one line, exits at the next
+            p.send("exit")
+        rc, err = pc.finish()
+        self.assertEqual(rc, 0, err[-3000:])
+        for p in (pa, pb):
+            rc, _ = p.finish()
+            self.assertEqual(rc, 0)
+        grants, got, given = [], None, None
+        for text in err.splitlines():
+            m = self.STAMP.match(text)
+            if not m:
+                continue
+            t, what = float(m.group(1)), m.group(2)
+            turn = re.match(r"device 0: token for [\d.]+ ms .*swap turn (\d+) ms", what)
+            if turn:
+                grants.append((t, int(turn.group(1))))
+            # c's room, granted: the wait's end.
+            if re.match(r"resident %d bytes on device 0: granted" % (40 * MIB), what) and not got:
+                got = t
+            if re.match(r"device 0 \w+: letting the token go", what) and given is None:
+                given = (t, what)
+        # The scenario: c waited for room in a turn, long past its quiet.
+        self.assertTrue(grants and grants[0][1] >= 1000, "c's grants: %s\n%s"
+                        % (grants, err[-3000:]))
+        self.assertTrue(got and given, err[-3000:])
+        self.assertGreaterEqual(got - grants[0][0], 0.3, err[-3000:])
+        kept_ms = (given[0] - got) * 1e3
+        print("\nwaited %.0f ms in its turn, then kept it %.0f ms (%s)"
+              % ((got - grants[0][0]) * 1e3, kept_ms, given[1]))
+        # Quiet since the wait's end: the turn's 250 ms, less a tick or
+        # two. Counted from the grant, c let it go at its first look
+        # after the wait (~10 ms), and would not have had it for its
+        # first launch.
+        self.assertTrue(given[1].startswith("device 0 idle"), given)
+        self.assertGreater(kept_ms, 200, err[-3000:])
 
 
 class SwapPressure(SwapJobs):
