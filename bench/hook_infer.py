@@ -103,14 +103,17 @@ def busy_share(p, during):
     return beside / alone if alone and beside is not None else None
 
 
-def serve(env, args, side):
-    """{load: L row} of one run of the service; side is without, with or ungated."""
+def serve(env, args, side, node=None):
+    """{load: L row} of one run of the service; side is without, with or
+    ungated. With node, also "held": each pod's share of the GPU's time in
+    gmt-schd's window as the service ends."""
     p = gmt_e2e.Prog([sys.executable, SERVE, "--loads", args.loads,
                       "--seconds", str(args.seconds)], env)
     p.expect("READY", timeout=120)
     t0 = time.monotonic()
     rows = p.records(prefixes=("L ",), timeout=60 + 10 * args.seconds * len(args.loads.split(",")))
     t1 = time.monotonic()
+    st = node.try_status() if node else None
     rc, err = p.finish(timeout=60)
     if rc != 0:
         raise SystemExit("serve_job failed: " + err[-2000:])
@@ -121,6 +124,7 @@ def serve(env, args, side):
         raise SystemExit("the service found a pod manager where none listens: " + err[-2000:])
     got = {r["load"]: r for r in rows if "load" in r}
     got["window"] = (t0, t1)
+    got["held"] = {p["name"]: p.get("gpu_time_share") or 0 for p in (st or {}).get("pods", [])}
     return got
 
 
@@ -156,7 +160,8 @@ def main():
                  ("ungated", nobody)]
         beside = {"without": node.prog_env(**blas), "with": node.hook_env("busy", **blas),
                   "ungated": node.hook_env("busy", GMT_PMGR="tcp://127.0.0.1:%d"
-                                           % gmt_e2e.free_port(), **blas)}
+                                           % gmt_e2e.free_port(), **blas)} if args.beside else {}
+        held = []  # each pod's share of the GPU's time in gmt-schd's window, per hooked run
         for r in range(args.rounds):
             # Odd rounds run the hooked side first: a drift of the machine
             # within a round favours neither.
@@ -165,7 +170,9 @@ def main():
             for name, env in order:
                 other = busy(beside[name]) if args.beside else None
                 try:
-                    got[name] = serve(env, args, name)
+                    got[name] = serve(env, args, name, node if name == "with" else None)
+                    if name == "with":
+                        held.append(got[name]["held"])
                 finally:
                     if other:
                         other.stop()
@@ -213,6 +220,9 @@ def main():
                                 "%.3f (%.3f-%.3f, %d runs)" % (statistics.median(xs), min(xs),
                                                               max(xs), len(xs))
                                 if xs else "not measured"))
+        print("each pod's share of the GPU's time in gmt-schd's window as the hooked service "
+              "ended: " + "; ".join(", ".join("%s %.3f" % kv for kv in sorted(h.items()))
+                                     for h in held))
 
 
 if __name__ == "__main__":

@@ -14,13 +14,15 @@ median over rounds of each side's p50 / p99 / p99.9 and what the hook
 adds to each, in microseconds (issue 27).
 
 usage: bench/hook_overhead.py [--rounds R] [--launches N] [--allocs N] [--copies N]
-                              [--infers N] [--fake] [--calllog]
+                              [--infers N] [--fake] [--calllog] [--cpus 2,3]
 GMT_BUILD_DIR names the build (default build/); --fake runs on the fake
 driver (a dry run on a machine without a GPU: its numbers mean nothing).
 --calllog adds a fourth side, the hook with Alnair's per-call logs on
 (GMT_LOG_DIR, hook/logs/calllog.c), and a third loop of cuGetProcAddress_v2 (a
 call that does little, so the timing's own cost shows), and prints what
-the logs cost per call."""
+the logs cost per call. --cpus holds every run to the CPUs named (the
+rounds of one side spread 10-25% on the H200 machine's 16 cores when the
+loop wandered between them)."""
 import argparse
 import os
 import statistics
@@ -32,8 +34,12 @@ sys.path.insert(0, os.path.join(HERE, "..", "test", "e2e"))
 import gmt_e2e  # noqa: E402
 
 
+CPUS = None  # --cpus: the CPUs every run is held to
+
+
 def run_once(binary, mode, n, env, want_unhooked=False):
-    r = subprocess.run([binary, mode, str(n)], env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run([binary, mode, str(n)], env=env, capture_output=True, text=True, timeout=300,
+                       preexec_fn=(lambda: os.sched_setaffinity(0, CPUS)) if CPUS else None)
     if r.returncode != 0:
         raise SystemExit("%s %s failed: %s" % (binary, mode, r.stderr))
     # "no pod manager": the hook's words for it before they said "unhooked" again.
@@ -55,7 +61,11 @@ def main():
     ap.add_argument("--fake", action="store_true")
     ap.add_argument("--calllog", action="store_true")
     ap.add_argument("--procaddrs", type=int, default=2000000)
+    ap.add_argument("--cpus", default="", help="CPUs every run is held to (2,3): the loop and the "
+                    "hook's threads stay on the same cores in every round")
     args = ap.parse_args()
+    global CPUS
+    CPUS = {int(c) for c in args.cpus.split(",")} if args.cpus else None
 
     binary = os.path.join(gmt_e2e.BUILD, "bench", "hook_overhead")
     node = gmt_e2e.Node("1\nbench 1.0 1.0 64Gi\n", fake=args.fake)

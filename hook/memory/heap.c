@@ -173,6 +173,11 @@ int gmt__heap_tracking(void)
   return atomic_load_explicit(&g_tracking, memory_order_relaxed);
 }
 
+int gmt__heap_any(void)
+{
+  return atomic_load_explicit(&g_count, memory_order_relaxed) != 0;
+}
+
 void gmt__heap_stop_tracking(void)
 {
   atomic_store(&g_tracking, 0);

@@ -60,6 +60,9 @@ void gmt__heap_set_gone(gmt_heap_gone_fn fn);
 void gmt__heap_stop_tracking(void);
 /* Whether buffers are tracked now. */
 int gmt__heap_tracking(void);
+/* Whether any buffer is tracked now: a relaxed read, for a copy's fast
+ * path (a buffer tracked this instant by another thread may be missed). */
+int gmt__heap_any(void);
 
 void gmt__heap_lock(void);
 void gmt__heap_unlock(void);

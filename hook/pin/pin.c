@@ -519,9 +519,10 @@ void gmt__pin_copy_begin(gmt_pin_copy_t *c, const void *src, const void *dst, si
   c->sync = sync;
   c->pinned = 0;
   int mode = atomic_load_explicit(&g_mode, memory_order_relaxed);
-  if (mode <= GMT__PIN_MODE__PIN_OFF || !gmt__heap_tracking() || n == 0)
+  /* A copy from or to no tracked buffer (an .item()'s 4 bytes) takes
+   * neither the lock nor the clock. */
+  if (mode <= GMT__PIN_MODE__PIN_OFF || !gmt__heap_any() || n == 0)
     return;
-  uint64_t now = gmt_now_ms();
   gmt__heap_lock();
   int dir = 0;
   gmt_hostbuf_t *b = src ? gmt__heap_find_locked(src, n) : NULL;
@@ -533,6 +534,7 @@ void gmt__pin_copy_begin(gmt_pin_copy_t *c, const void *src, const void *dst, si
     gmt__heap_unlock();
     return;
   }
+  uint64_t now = gmt_now_ms();
   int pays_back;
   int ask = wants_pin(b, mode, now, &pays_back);
   b->pin.copies[dir]++;
