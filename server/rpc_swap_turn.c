@@ -126,7 +126,12 @@ static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_
   uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
   uint64_t in = moved_off(s, pod, device, resident);
   const turnrec_t *r = rec_of(s->turns, name, device, false);
-  *out = gmt_swap_turn_plan(in, gmt_swap_turn_grow(r ? r->peak : 0, resident, in), occupied, limit,
+  /* Before its first turn a pod is expected to grow to its quota: three
+   * AdamW jobs starting together at 2.0x an H200 spent their first second
+   * in 100 ms grants, each pushing the others out as it grew, before one
+   * had a turn (bench/makespan.py --jobs 3 --debug). */
+  uint64_t peak = r && r->turns ? r->peak : pod->cfg.memory_limit;
+  *out = gmt_swap_turn_plan(in, gmt_swap_turn_grow(peak, resident, in), occupied, limit,
                             gmt_swap_rate_bps(&s->turns->cards[device].rate),
                             s->token_params.swap_move_share);
   return true;

@@ -42,7 +42,9 @@ gmt_swap_turn_t gmt_swap_turn_plan(uint64_t in_bytes, uint64_t grow_bytes, uint6
 {
   gmt_swap_turn_t t = {0};
   t.in_bytes = in_bytes;
-  if (!t.in_bytes || !(rate_bps > 0) || !(share > 0 && share < 1))
+  /* Nothing to bring back and nothing to grow by: no turn. Growth alone
+   * is a turn too: a job starting beside others that will not fit. */
+  if ((!in_bytes && !grow_bytes) || !(rate_bps > 0) || !(share > 0 && share < 1))
     return t;
   /* Fits beside what is there, grown too: it comes in once and may stay. */
   uint64_t turn_bytes = sat_add(t.in_bytes, grow_bytes);

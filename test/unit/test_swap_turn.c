@@ -105,6 +105,30 @@ static void test_a_pod_that_will_grow_to_its_peak_is_planned_a_turn(void **state
   assert_int_equal(t.moved_bytes, 1 * GIB);
 }
 
+/* A job starting (nothing to bring back) that will grow past the room
+ * beside the others is planned a turn for its growth alone, which goes
+ * out again at the next turn; one whose growth fits is not. */
+static void test_a_starting_pod_that_will_not_fit_is_planned_a_turn(void **state)
+{
+  (void)state;
+  /* 1.5 GiB resident of a 7.5 GiB quota beside 3 GiB of others on a
+   * 10 GiB card: 6 GiB more do not fit in the 5.5 free. */
+  uint64_t grow = gmt_swap_turn_grow((uint64_t)(7.5 * GIB), (uint64_t)(1.5 * GIB), 0);
+  assert_int_equal(grow, 6 * GIB);
+  gmt_swap_turn_t t = gmt_swap_turn_plan(0, grow, (uint64_t)(4.5 * GIB), 10 * GIB, RATE, 0.1);
+  assert_int_equal(t.in_bytes, 0);
+  assert_int_equal(t.moved_bytes, 6 * GIB);
+  assert_true(t.turn_ms > 0);
+  assert_near(t.cost_ms / (t.turn_ms + t.cost_ms), 0.1, 1e-9);
+  /* Alone on the card it fits: no turn. */
+  t = gmt_swap_turn_plan(0, grow, (uint64_t)(1.5 * GIB), 10 * GIB, RATE, 0.1);
+  assert_near(t.turn_ms, 0, 0);
+  assert_int_equal(t.moved_bytes, 0);
+  /* Nothing to bring back and nothing to grow by: none either. */
+  t = gmt_swap_turn_plan(0, 0, 12 * GIB, 10 * GIB, RATE, 0.1);
+  assert_near(t.turn_ms, 0, 0);
+}
+
 static void test_bad_inputs_plan_no_turn(void **state)
 {
   (void)state;
@@ -157,6 +181,7 @@ int main(void)
       cmocka_unit_test(test_on_a_contested_card_moving_is_the_share_of_the_turn),
       cmocka_unit_test(test_a_pod_with_four_times_the_bytes_gets_four_times_the_turn),
       cmocka_unit_test(test_a_pod_that_will_grow_to_its_peak_is_planned_a_turn),
+      cmocka_unit_test(test_a_starting_pod_that_will_not_fit_is_planned_a_turn),
       cmocka_unit_test(test_bad_inputs_plan_no_turn),
       cmocka_unit_test(test_the_rate_is_assumed_until_a_switch_is_measured),
       cmocka_unit_test(test_the_rate_follows_the_recent_switches),
