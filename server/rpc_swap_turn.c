@@ -154,8 +154,14 @@ void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device)
   if (c->timing && !strcmp(c->pod, pod) && plan.in_bytes > 0)
     return;
   c->timing = plan.in_bytes > 0;
-  if (!c->timing)
+  if (!c->timing) {
+    if (plan.turn_ms > 0) /* growth alone: nothing to time */
+      gmt_debug("swap: device %d: pod '%s' is granted a turn of %.0f ms to grow by %.1f MiB "
+                "(%.0f ms at %.2f GB/s)",
+                device, pod, plan.turn_ms, (double)plan.moved_bytes / MIB, plan.cost_ms,
+                gmt_swap_rate_bps(&c->rate) / 1e9);
     return;
+  }
   turnrec_t *r = rec_of(s->turns, pod, device, true);
   if (r) {
     r->turns++;

@@ -210,6 +210,29 @@ class TwoBusySwapPods(SwapJobs):
         self.stop_jobs(jobs)
 
 
+class StartingTurn(TwoBusySwapPods):
+    """Two jobs starting together whose quotas do not fit on the card side
+    by side: before its first turn a pod is expected to grow to its quota,
+    so the first to run gets a turn for its growth alone, not a plain
+    grant (server/rpc_swap_turn.c). On an H200 three AdamW jobs otherwise
+    spent their first second in 100 ms grants, each pushing the others out
+    as it grew."""
+    GROW = re.compile(r"pod '(\w)' is granted a turn of (\d+) ms to grow by ([\d.]+) MiB")
+    test_both_busy_jobs_take_turns = None  # TwoBusySwapPods' own
+
+    def test_a_job_starting_beside_another_is_planned_a_turn_to_grow(self):
+        jobs, done = self.busy(3, 300, "--swap-move-share", "0.5")
+        self.stop_jobs(jobs)
+        schd = self.daemons[0].output()
+        grown = self.GROW.findall(schd)
+        self.assertTrue(grown, schd[-3000:])
+        pod, turn_ms, mib = grown[0]
+        # Its growth: up to its quota (the config's), past what it held.
+        self.assertGreater(float(mib), 0)
+        self.assertLessEqual(float(mib) * MIB, 1 << 30)  # its 1Gi quota
+        self.assertGreater(int(turn_ms), 0)
+
+
 class PinsPaced(TwoBusySwapPods):
     """A process pins host copies ahead (a contested card) freely while it
     holds no token, and while it holds one holds the driver at most a
