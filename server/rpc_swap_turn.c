@@ -22,13 +22,15 @@
 
 /* A pod's turns on one card: how many began with bytes to bring back,
  * the last such turn's plan, and the most the pod held there (its
- * Resident grants' total: a turn expects it to grow back to that). */
+ * Resident grants' total: a turn expects it to grow back to that, once
+ * it has had a turn to grow in: planned). */
 typedef struct turnrec {
   char pod[GMT_POD_NAME_MAX + 1];
   int device;
   uint64_t turns;
   gmt_swap_turn_t plan;
   uint64_t peak;
+  bool planned; /* granted a turn of some length since its processes came */
 } turnrec_t;
 
 /* A card: its switches' rate and the one being timed. */
@@ -126,14 +128,19 @@ static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_
   uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
   uint64_t in = moved_off(s, pod, device, resident);
   const turnrec_t *r = rec_of(s->turns, name, device, false);
-  /* Before its first turn a pod is expected to grow to its quota: three
-   * AdamW jobs starting together at 2.0x an H200 spent their first second
-   * in 100 ms grants, each pushing the others out as it grew, before one
-   * had a turn (bench/makespan.py --jobs 3 --debug). */
-  uint64_t peak = r && r->turns ? r->peak : pod->cfg.memory_limit;
-  *out = gmt_swap_turn_plan(in, gmt_swap_turn_grow(peak, resident, in), occupied, limit,
-                            gmt_swap_rate_bps(&s->turns->cards[device].rate),
-                            s->token_params.swap_move_share);
+  double rate = gmt_swap_rate_bps(&s->turns->cards[device].rate);
+  double share = s->token_params.swap_move_share;
+  *out = gmt_swap_turn_plan(in, gmt_swap_turn_grow(r ? r->peak : 0, resident, in), occupied, limit,
+                            rate, share);
+  /* Until it has had a turn to grow in, a pod may grow to its quota
+   * (gmt_swap_turn_start): a job starting, or one pushed out before it
+   * grew (once the first of three had finished, the other two were each
+   * planned no turn from the little they had held, and both came back,
+   * grew and pushed each other out again). */
+  if (!(r && r->planned))
+    *out =
+        gmt_swap_turn_start(*out, resident, gmt_swap_turn_grow(pod->cfg.memory_limit, resident, in),
+                            occupied, limit, rate, share);
   return true;
 }
 
@@ -153,11 +160,16 @@ void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device)
    * it waited): the same turn and the same switch, timed from its start. */
   if (c->timing && !strcmp(c->pod, pod) && plan.in_bytes > 0)
     return;
+  if (plan.turn_ms > 0) {
+    turnrec_t *g = rec_of(s->turns, pod, device, true);
+    if (g)
+      g->planned = true;
+  }
   c->timing = plan.in_bytes > 0;
   if (!c->timing) {
-    if (plan.turn_ms > 0) /* growth alone: nothing to time */
-      gmt_debug("swap: device %d: pod '%s' is granted a turn of %.0f ms to grow by %.1f MiB "
-                "(%.0f ms at %.2f GB/s)",
+    if (plan.turn_ms > 0) /* to grow in (gmt_swap_turn_start): nothing to time */
+      gmt_debug("swap: device %d: pod '%s' is granted a turn of %.0f ms to grow in (it holds "
+                "%.1f MiB; %.0f ms at %.2f GB/s)",
                 device, pod, plan.turn_ms, (double)plan.moved_bytes / MIB, plan.cost_ms,
                 gmt_swap_rate_bps(&c->rate) / 1e9);
     return;
@@ -211,8 +223,10 @@ void gmt__turns_reported(gmt_schd_t *s, const gmt_pod_t *pod)
     return;
   /* Its processes are gone: the next job of the pod has its own peak. */
   for (size_t i = 0; !pod->nprocs && i < s->turns->n; i++)
-    if (!strcmp(s->turns->recs[i].pod, pod->cfg.name))
+    if (!strcmp(s->turns->recs[i].pod, pod->cfg.name)) {
       s->turns->recs[i].peak = 0;
+      s->turns->recs[i].planned = false;
+    }
   for (int d = 0; d < GMT_SWAP_DEVICES; d++) {
     card_t *c = &s->turns->cards[d];
     if (c->timing && c->claimed && !strcmp(c->pod, pod->cfg.name))

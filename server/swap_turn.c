@@ -42,9 +42,7 @@ gmt_swap_turn_t gmt_swap_turn_plan(uint64_t in_bytes, uint64_t grow_bytes, uint6
 {
   gmt_swap_turn_t t = {0};
   t.in_bytes = in_bytes;
-  /* Nothing to bring back and nothing to grow by: no turn. Growth alone
-   * is a turn too: a job starting beside others that will not fit. */
-  if ((!in_bytes && !grow_bytes) || !(rate_bps > 0) || !(share > 0 && share < 1))
+  if (!t.in_bytes || !(rate_bps > 0) || !(share > 0 && share < 1))
     return t;
   /* Fits beside what is there, grown too: it comes in once and may stay. */
   uint64_t turn_bytes = sat_add(t.in_bytes, grow_bytes);
@@ -54,5 +52,26 @@ gmt_swap_turn_t gmt_swap_turn_plan(uint64_t in_bytes, uint64_t grow_bytes, uint6
   t.cost_ms = (double)t.moved_bytes / rate_bps * 1000.0;
   /* cost / (turn + cost) <= share */
   t.turn_ms = contested ? t.cost_ms * (1 - share) / share : 0;
+  return t;
+}
+
+gmt_swap_turn_t gmt_swap_turn_start(gmt_swap_turn_t plan, uint64_t resident, uint64_t expect_bytes,
+                                    uint64_t occupied, uint64_t limit, double rate_bps,
+                                    double share)
+{
+  if (plan.turn_ms > 0 || !expect_bytes || !(rate_bps > 0) || !(share > 0 && share < 1))
+    return plan;
+  uint64_t may = sat_add(plan.in_bytes, expect_bytes);
+  if (occupied <= limit && may <= limit - occupied)
+    return plan; /* fits even grown to its quota */
+  /* In now (if anything), and out again at the next turn with what it
+   * holds. Not its quota: a generous quota would plan turns of seconds
+   * for a pod of a few MiB. */
+  gmt_swap_turn_t t = plan;
+  t.moved_bytes = sat_add(plan.in_bytes, sat_add(resident, plan.in_bytes));
+  if (!t.moved_bytes)
+    return plan;
+  t.cost_ms = (double)t.moved_bytes / rate_bps * 1000.0;
+  t.turn_ms = t.cost_ms * (1 - share) / share;
   return t;
 }

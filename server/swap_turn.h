@@ -66,8 +66,7 @@ typedef struct gmt_swap_turn {
  * only lengthen the pod's own turns, within its allowance. */
 uint64_t gmt_swap_turn_in(uint64_t reported_out, uint64_t reserved, uint64_t resident);
 
-/* A turn that brings in_bytes back (gmt_swap_turn_in; 0 for a pod that
- * only grows: a job starting), in which the pod
+/* A turn that brings in_bytes back (gmt_swap_turn_in), in which the pod
  * is expected to grow by grow_bytes more (to the most it held on the card
  * before: gmt_swap_turn_grow); occupied is what the card holds now (every
  * pod's), limit its space. The card is contested when those bytes do not
@@ -80,8 +79,20 @@ gmt_swap_turn_t gmt_swap_turn_plan(uint64_t in_bytes, uint64_t grow_bytes, uint6
                                    uint64_t limit, double rate_bps, double share);
 
 /* What a pod with resident bytes on a card and in_bytes to bring back
- * will grow by to reach peak: the most it held there, or, before its
- * first turn, its quota (rpc_swap_turn.c). */
+ * will grow by to reach peak, the most it held there. */
 uint64_t gmt_swap_turn_grow(uint64_t peak, uint64_t resident, uint64_t in_bytes);
+
+/* plan (gmt_swap_turn_plan) for a pod that has not yet had a turn to
+ * grow in (a job starting, or pushed out before it grew): it may grow by
+ * expect_bytes (to its quota). When that would not fit beside what the
+ * card holds (occupied) and plan has no turn, a turn all the same, its
+ * cost what the pod brings back in now and, with what it holds
+ * (resident), out again at the next turn: three AdamW jobs starting
+ * together at 2.0x an H200 otherwise spent their first second in 100 ms
+ * grants, each pushing the others out as it grew. The quota says only
+ * whether it fits, never the turn's length. */
+gmt_swap_turn_t gmt_swap_turn_start(gmt_swap_turn_t plan, uint64_t resident, uint64_t expect_bytes,
+                                    uint64_t occupied, uint64_t limit, double rate_bps,
+                                    double share);
 
 #endif

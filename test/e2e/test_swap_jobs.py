@@ -212,12 +212,13 @@ class TwoBusySwapPods(SwapJobs):
 
 class StartingTurn(TwoBusySwapPods):
     """Two jobs starting together whose quotas do not fit on the card side
-    by side: before its first turn a pod is expected to grow to its quota,
-    so the first to run gets a turn for its growth alone, not a plain
-    grant (server/rpc_swap_turn.c). On an H200 three AdamW jobs otherwise
+    by side: until it has had a turn to grow in a pod may grow to its
+    quota, so the first to run gets a turn to grow in, costed by what it
+    holds, not a plain grant (gmt_swap_turn_start). On an H200 three AdamW jobs otherwise
     spent their first second in 100 ms grants, each pushing the others out
     as it grew."""
-    GROW = re.compile(r"pod '(\w)' is granted a turn of (\d+) ms to grow by ([\d.]+) MiB")
+    GROW = re.compile(r"pod '(\w)' is granted a turn of (\d+) ms to grow in \(it holds "
+                      r"([\d.]+) MiB")
     test_both_busy_jobs_take_turns = None  # TwoBusySwapPods' own
 
     def test_a_job_starting_beside_another_is_planned_a_turn_to_grow(self):
@@ -227,9 +228,9 @@ class StartingTurn(TwoBusySwapPods):
         grown = self.GROW.findall(schd)
         self.assertTrue(grown, schd[-3000:])
         pod, turn_ms, mib = grown[0]
-        # Its growth: up to its quota (the config's), past what it held.
-        self.assertGreater(float(mib), 0)
-        self.assertLessEqual(float(mib) * MIB, 1 << 30)  # its 1Gi quota
+        # Costed by what it holds (its 70 MiB, here on the card), not by
+        # its 1Gi quota: a turn as long as moving 70 MiB twice allows.
+        self.assertEqual(float(mib) * MIB, 70 * MIB, grown)
         self.assertGreater(int(turn_ms), 0)
 
 

@@ -105,27 +105,49 @@ static void test_a_pod_that_will_grow_to_its_peak_is_planned_a_turn(void **state
   assert_int_equal(t.moved_bytes, 1 * GIB);
 }
 
-/* A job starting (nothing to bring back) that will grow past the room
- * beside the others is planned a turn for its growth alone, which goes
- * out again at the next turn; one whose growth fits is not. */
+/* A job starting (or pushed out before it grew) that may grow to its
+ * quota past the room beside the others is planned a turn, costed by what
+ * it holds and brings back, never by its quota; one whose quota fits, or
+ * that has a turn already, is planned as it was. */
 static void test_a_starting_pod_that_will_not_fit_is_planned_a_turn(void **state)
 {
   (void)state;
   /* 1.5 GiB resident of a 7.5 GiB quota beside 3 GiB of others on a
-   * 10 GiB card: 6 GiB more do not fit in the 5.5 free. */
-  uint64_t grow = gmt_swap_turn_grow((uint64_t)(7.5 * GIB), (uint64_t)(1.5 * GIB), 0);
-  assert_int_equal(grow, 6 * GIB);
-  gmt_swap_turn_t t = gmt_swap_turn_plan(0, grow, (uint64_t)(4.5 * GIB), 10 * GIB, RATE, 0.1);
+   * 10 GiB card: nothing to bring back, so no turn from the plan... */
+  uint64_t res = (uint64_t)(1.5 * GIB), occ = (uint64_t)(4.5 * GIB);
+  gmt_swap_turn_t plan = gmt_swap_turn_plan(0, 0, occ, 10 * GIB, RATE, 0.1);
+  assert_near(plan.turn_ms, 0, 0);
+  /* ...but 6 GiB more do not fit in the 5.5 free: a turn, its cost the
+   * 1.5 GiB it holds going out again. */
+  uint64_t may = gmt_swap_turn_grow((uint64_t)(7.5 * GIB), res, 0);
+  assert_int_equal(may, 6 * GIB);
+  gmt_swap_turn_t t = gmt_swap_turn_start(plan, res, may, occ, 10 * GIB, RATE, 0.1);
   assert_int_equal(t.in_bytes, 0);
-  assert_int_equal(t.moved_bytes, 6 * GIB);
+  assert_int_equal(t.moved_bytes, res);
   assert_true(t.turn_ms > 0);
   assert_near(t.cost_ms / (t.turn_ms + t.cost_ms), 0.1, 1e-9);
-  /* Alone on the card it fits: no turn. */
-  t = gmt_swap_turn_plan(0, grow, (uint64_t)(1.5 * GIB), 10 * GIB, RATE, 0.1);
+  /* A 1 GiB quota of which it holds 8 MiB beside 32 MiB on a 36 MiB card,
+   * 8 MiB to bring back that fit now: in and out again, as a contested
+   * turn would, not the quota's 1 GiB. */
+  plan = gmt_swap_turn_plan(8 * MIB, 0, 20 * MIB, 36 * MIB, RATE, 0.1);
+  assert_near(plan.turn_ms, 0, 0);
+  t = gmt_swap_turn_start(plan, 0, gmt_swap_turn_grow(1 * GIB, 0, 8 * MIB), 20 * MIB, 36 * MIB,
+                          RATE, 0.1);
+  assert_int_equal(t.moved_bytes, 16 * MIB);
+  /* Alone on the card its quota fits: planned as it was. */
+  t = gmt_swap_turn_start(plan, res, may, res, 10 * GIB, RATE, 0.1);
   assert_near(t.turn_ms, 0, 0);
-  assert_int_equal(t.moved_bytes, 0);
-  /* Nothing to bring back and nothing to grow by: none either. */
-  t = gmt_swap_turn_plan(0, 0, 12 * GIB, 10 * GIB, RATE, 0.1);
+  /* A turn planned already stays as it was. */
+  gmt_swap_turn_t contested = gmt_swap_turn_plan(4 * GIB, 0, 8 * GIB, 8 * GIB, RATE, 0.1);
+  t = gmt_swap_turn_start(contested, res, may, 8 * GIB, 8 * GIB, RATE, 0.1);
+  assert_int_equal(t.moved_bytes, contested.moved_bytes);
+  assert_near(t.turn_ms, contested.turn_ms, 0);
+  /* Nothing held, brought back or to grow by: none. */
+  t = gmt_swap_turn_start(gmt_swap_turn_plan(0, 0, 12 * GIB, 10 * GIB, RATE, 0.1), 0, 0, 12 * GIB,
+                          10 * GIB, RATE, 0.1);
+  assert_near(t.turn_ms, 0, 0);
+  t = gmt_swap_turn_start(gmt_swap_turn_plan(0, 0, 12 * GIB, 10 * GIB, RATE, 0.1), 0, 1 * GIB,
+                          12 * GIB, 10 * GIB, RATE, 0.1);
   assert_near(t.turn_ms, 0, 0);
 }
 
