@@ -26,7 +26,10 @@ after it; natively it runs natively (the GPU time-slices the two
 contexts), under the hook in a pod of its own ("busy", REQUEST 0.5 beside
 the service's 0.5), and beside the ungated side ungated too. The busy job
 runs 1.5 s alone first; the last table gives its step rate while the
-service ran over its rate alone (what the service's speed cost it).
+service ran over its rate alone (what the service's speed cost it). Under
+the hook that depends on the load's length: gmt-schd evens the pods'
+shares over its window (10 s), and the busy pod that ran alone first is
+owed less until then (2 s loads: 0.32 of its rate; 5 s loads: 0.51).
 
 usage: bench/hook_infer.py [--rounds R] [--seconds S] [--loads closed:1,closed:64]
                           [--blas-threads N] [--beside]
