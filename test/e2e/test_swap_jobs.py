@@ -234,6 +234,36 @@ class StartingTurn(TwoBusySwapPods):
         self.assertGreater(int(turn_ms), 0)
 
 
+class NextJobTurn(SwapJobs):
+    """A pod's peak and its turn to grow in are its processes': once they
+    are gone, the pod's next job may grow to its quota again and is
+    planned a turn to grow in as the first was (a flag that outlived the
+    job left the next one planned from a peak of nothing)."""
+
+    def test_a_pods_next_job_is_planned_a_turn_to_grow_in_again(self):
+        held, card = 30 * MIB, 100 * MIB
+        self.start_schd("--gpu-capacity", "0=%d" % card)
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pb = self.job("b", held, card)
+        for _ in range(2):
+            pa = self.job("a", held, card, "--kernel-us", "1000")
+            pa.send("check")
+            self.assertEqual(self.result(pa), "OK %d" % held, pa.stderr()[-3000:])
+            pa.send("exit")
+            rc, err = pa.finish()
+            self.assertEqual(rc, 0, err[-3000:])
+            wait_for(lambda: not self.pod("a").get("processes"), timeout=10,
+                     what="pod a without processes")
+        grown = re.findall(r"pod 'a' is granted a turn of \d+ ms to grow in",
+                           self.daemons[0].output())
+        # Its 1Gi quota never fits on the 100 MiB card beside b's 30 MiB.
+        self.assertEqual(len(grown), 2, self.logs())
+        pb.send("exit")
+        rc, err = pb.finish()
+        self.assertEqual(rc, 0, err[-3000:])
+
+
 class PinsPaced(TwoBusySwapPods):
     """A process pins host copies ahead (a contested card) freely while it
     holds no token, and while it holds one holds the driver at most a
