@@ -646,7 +646,7 @@ uint64_t gmt_config_quotas_on(const gmt_config_t *cfg, int device, bool moves, s
     const gmt_pod_config_t *pod = &cfg->pods[i];
     if (gmt_mem_mode_moves(pod->mode) != moves || !gmt_pod_config_allows(pod, device))
       continue;
-    sum = sum > UINT64_MAX - pod->memory_limit ? UINT64_MAX : sum + pod->memory_limit;
+    sum = gmt_bytes_add(sum, pod->memory_limit);
     if (pods)
       pods[n] = i;
     n++;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_bytes.h"
 #include "gmt_error.h"
 
 typedef struct {
@@ -173,7 +174,7 @@ uint64_t gmt_ledger_node_total(const gmt_ledger_t *l)
 {
   uint64_t sum = 0;
   for (size_t i = 0; i < l->npods; i++)
-    sum = sum > UINT64_MAX - l->pods[i].total ? UINT64_MAX : sum + l->pods[i].total;
+    sum = gmt_bytes_add(sum, l->pods[i].total);
   return sum;
 }
 
@@ -193,7 +194,7 @@ uint64_t gmt_ledger_device_total_if(const gmt_ledger_t *l, int device,
       continue;
     for (size_t j = 0; j < l->pods[i].nprocs; j++) {
       uint64_t b = l->pods[i].procs[j].dev[device];
-      sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
+      sum = gmt_bytes_add(sum, b);
     }
   }
   return sum;
@@ -207,7 +208,7 @@ uint64_t gmt_ledger_pod_device_total(const gmt_ledger_t *l, const char *pod, int
   uint64_t sum = 0;
   for (size_t j = 0; j < p->nprocs; j++) {
     uint64_t b = p->procs[j].dev[device];
-    sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
+    sum = gmt_bytes_add(sum, b);
   }
   return sum;
 }

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_bytes.h"
+
 uint64_t gmt_pick_free(const gmt_pick_dev_t *d)
 {
   if (!d->mem_known)
@@ -178,8 +180,7 @@ void gmt_pick_apply_pending(gmt_pick_dev_t *devs, size_t n, const gmt_pick_pendi
     for (size_t i = 0; i < n; i++)
       if (devs[i].index == p[k].index) {
         devs[i].tokens_waiting++;
-        devs[i].reserved =
-            devs[i].reserved > UINT64_MAX - p[k].bytes ? UINT64_MAX : devs[i].reserved + p[k].bytes;
+        devs[i].reserved = gmt_bytes_add(devs[i].reserved, p[k].bytes);
       }
   }
 }

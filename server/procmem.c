@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_bytes.h"
+
 /* Room for this many processes on one GPU at first; more when NVML says
  * its list is longer, at most GMT_PROCMEM_MAX_PROCS. */
 #define FIRST_CAP 64u
@@ -97,7 +99,7 @@ int gmt_procmem_sample(gmt_procmem_t *pm, const gmt_nvml_t *nvml, const gmt_nvml
       if (p->usedGpuMemory == (unsigned long long)NVML_VALUE_NOT_AVAILABLE)
         e->unknown = true;
       else
-        e->used = e->used > UINT64_MAX - p->usedGpuMemory ? UINT64_MAX : e->used + p->usedGpuMemory;
+        e->used = gmt_bytes_add(e->used, p->usedGpuMemory);
     }
   }
   return 1;

@@ -1,6 +1,8 @@
 /* A process's report as gmt-schd counts it (see reports.h). */
 #include "reports.h"
 
+#include "gmt_bytes.h"
+
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
   return a < b ? a : b;
@@ -17,7 +19,7 @@ unsigned gmt_report_bound(gmt_report_counts_t *c, const gmt_report_grants_t *g)
     past |= GMT_REPORT_PINNED;
   }
   c->pinned_advised = g->advised;
-  c->pinned_bytes = g->advised > UINT64_MAX - own ? UINT64_MAX : g->advised + own;
+  c->pinned_bytes = gmt_bytes_add(g->advised, own);
   if (c->pinned_cached > own) {
     c->pinned_cached = own;
     past |= GMT_REPORT_PINNED;

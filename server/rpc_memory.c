@@ -342,10 +342,10 @@ void gmt__ledger_status(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps)
     uint64_t own = gmt_report_own_pins(&was);
     c->memory_reserved = gmt_ledger_pid_total(s->ledger, name, pid);
     c->pinned_advised = gmt_ledger_pid_total(s->pinned_ledger, name, pid);
-    c->pinned_bytes = gmt__sat_add(c->pinned_advised, own);
-    own_sum = gmt__sat_add(own_sum, own);
+    c->pinned_bytes = gmt_bytes_add(c->pinned_advised, own);
+    own_sum = gmt_bytes_add(own_sum, own);
   }
-  ps->totals->pinned_bytes = gmt__sat_add(ps->totals->pinned_advised, own_sum);
+  ps->totals->pinned_bytes = gmt_bytes_add(ps->totals->pinned_advised, own_sum);
 }
 
 void gmt__ledger_host_status(gmt_schd_t *s, Gmt__HostStatus *host)

@@ -59,7 +59,7 @@ static uint64_t own_pins(const gmt_pod_t *pod)
   for (size_t j = 0; j < pod->nprocs; j++) {
     const gmt_proc_t *pr = &pod->procs[j];
     if (pr->c.pinned_bytes > pr->c.pinned_advised)
-      sum = gmt__sat_add(sum, pr->c.pinned_bytes - pr->c.pinned_advised);
+      sum = gmt_bytes_add(sum, pr->c.pinned_bytes - pr->c.pinned_advised);
   }
   return sum;
 }
@@ -69,7 +69,7 @@ static uint64_t pinned_used(gmt_schd_t *s)
 {
   uint64_t sum = gmt_ledger_node_total(s->pinned_ledger);
   for (size_t i = 0; i < s->pods->npods; i++)
-    sum = gmt__sat_add(sum, own_pins(&s->pods->pods[i]));
+    sum = gmt_bytes_add(sum, own_pins(&s->pods->pods[i]));
   return sum;
 }
 
@@ -178,7 +178,7 @@ void gmt__rpc_advise(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
    * others' shares, in one request or in many. */
   uint64_t used = pinned_used(s), limit = s->pinned_limit, share, own_part;
   gmt__pin_shares(s, pod, &share, &own_part);
-  uint64_t pod_used = gmt__sat_add(gmt_ledger_pod_total(s->pinned_ledger, name), own_pins(pod));
+  uint64_t pod_used = gmt_bytes_add(gmt_ledger_pod_total(s->pinned_ledger, name), own_pins(pod));
   uint64_t room = gmt_pin_room(limit, used, share, pod_used);
   gmt_pin_advice_t a = gmt_pin_decide(pod->cfg.pin, r->bytes, r->pays_back, room, site);
   if (a.pin) {
@@ -190,14 +190,14 @@ void gmt__rpc_advise(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
       gmt_call_reply_error(call, rc, "cannot charge the pin: %s", gmt_strerror(rc));
       return;
     }
-    used = gmt__sat_add(used, r->bytes);
+    used = gmt_bytes_add(used, r->bytes);
   }
   if (r->bytes)
     gmt_debug("pod '%s' pid %u: pin of %" PRIu64 " bytes (%.1f MiB) %s, %s; node pins %" PRIu64
               " of %" PRIu64 ", the pod's %" PRIu64 " of its share %" PRIu64,
               name, r->pid, r->bytes, (double)r->bytes / MIB, a.pin ? "granted" : "refused",
               reason_name(a.reason), used, limit,
-              a.pin ? gmt__sat_add(pod_used, r->bytes) : pod_used, share);
+              a.pin ? gmt_bytes_add(pod_used, r->bytes) : pod_used, share);
 
   Gmt__AdviseReply body = GMT__ADVISE_REPLY__INIT;
   uint32_t hot[GMT_ADVISE_MAX_HOT_NTHS];

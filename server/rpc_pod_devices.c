@@ -143,11 +143,11 @@ static void fill_context(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__PodStatus *ps
     uint32_t node = gmt_proc_node_pid(src); /* NVML's pids are the node's */
     if (src->pid != pr->pid || !node || !gmt_procmem_used(pm, node, &used))
       continue;
-    uint64_t off = gmt__sat_add(src->c.swap_host, src->c.swap_disk);
+    uint64_t off = gmt_bytes_add(src->c.swap_host, src->c.swap_disk);
     uint64_t reserved = pr->counters->memory_reserved; /* the ledger's, by now */
     uint64_t charged = reserved > off ? reserved - off : 0;
     pr->context_bytes = gmt_procmem_context(used, charged);
-    ps->context_bytes = gmt__sat_add(ps->context_bytes, pr->context_bytes);
+    ps->context_bytes = gmt_bytes_add(ps->context_bytes, pr->context_bytes);
   }
 }
 

@@ -89,7 +89,7 @@ static void expire(gmt_schd_t *s)
  * the pods whose memory moves and that may use it. */
 static uint64_t committed_on(gmt_schd_t *s, int device, uint64_t base)
 {
-  return gmt__sat_add(base, gmt_config_quotas_on(s->cfg, device, true, NULL, NULL));
+  return gmt_bytes_add(base, gmt_config_quotas_on(s->cfg, device, true, NULL, NULL));
 }
 
 /* A device's GPU space as server/swap.c takes it. */
@@ -154,11 +154,11 @@ static bool card_full(gmt_schd_t *s, const Gmt__ResidentRequest *r, uint64_t *mo
       continue;
     for (size_t j = 0; j < p->nprocs; j++)
       if (p->procs[j].pid != r->pid && p->procs[j].c.swap_device == r->device)
-        *off = gmt__sat_add(*off, p->procs[j].c.swap_host);
+        *off = gmt_bytes_add(*off, p->procs[j].c.swap_host);
   }
   uint64_t had = s->swap ? gmt_swap_resident(s->swap, r->pod, r->pid, r->device) : 0;
   *more = r->bytes > had ? r->bytes - had : 0;
-  return gmt__sat_add(*more, *off) > r->card_free;
+  return gmt_bytes_add(*more, *off) > r->card_free;
 }
 
 void gmt__rpc_resident(gmt_schd_t *s, gmt_call_t *call, const Gmt__Envelope *req)
@@ -271,10 +271,10 @@ static bool prepare_due(gmt_schd_t *s, const gmt_pod_t *pod)
   for (int d = 0; d < GMT_SWAP_DEVICES; d++) {
     uint64_t total = gmt_swap_device_total(s->swap, d), mine = 0, limit, base, stop;
     for (size_t i = 0; total && i < pod->nprocs; i++)
-      mine = gmt__sat_add(mine, gmt_swap_resident(s->swap, pod->cfg.name, pod->procs[i].pid, d));
+      mine = gmt_bytes_add(mine, gmt_swap_resident(s->swap, pod->cfg.name, pod->procs[i].pid, d));
     if (!mine || gmt__tiers_gpu_space(s, d, &limit, &base, NULL, &stop) < 0)
       continue;
-    if (gmt_swap_prepare_due(gmt__sat_add(base, total), stop, committed_on(s, d, base), limit))
+    if (gmt_swap_prepare_due(gmt_bytes_add(base, total), stop, committed_on(s, d, base), limit))
       return true;
   }
   return false;

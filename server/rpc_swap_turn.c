@@ -99,7 +99,7 @@ static uint64_t reported_off(const gmt_pod_t *pod, int device)
   for (size_t i = 0; i < pod->nprocs; i++) {
     const Gmt__ProcessCounters *c = &pod->procs[i].c;
     if (c->swap_device == device)
-      out = gmt__sat_add(out, gmt__sat_add(c->swap_host, c->swap_disk));
+      out = gmt_bytes_add(out, gmt_bytes_add(c->swap_host, c->swap_disk));
   }
   return out;
 }
@@ -124,7 +124,7 @@ static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_
       device < 0 || device >= GMT_SWAP_DEVICES ||
       gmt__tiers_gpu_space(s, device, &limit, &base, NULL, NULL) < 0)
     return false;
-  uint64_t occupied = gmt__sat_add(base, gmt_swap_device_total(s->swap, device));
+  uint64_t occupied = gmt_bytes_add(base, gmt_swap_device_total(s->swap, device));
   uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
   uint64_t in = moved_off(s, pod, device, resident);
   const turnrec_t *r = rec_of(s->turns, name, device, false);
@@ -160,12 +160,10 @@ void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device)
    * it waited): the same turn and the same switch, timed from its start. */
   if (c->timing && !strcmp(c->pod, pod) && plan.in_bytes > 0)
     return;
-  if (plan.turn_ms > 0) {
-    turnrec_t *g = rec_of(s->turns, pod, device, true);
-    if (g)
-      g->planned = true;
-  }
   c->timing = plan.in_bytes > 0;
+  turnrec_t *r = c->timing || plan.turn_ms > 0 ? rec_of(s->turns, pod, device, true) : NULL;
+  if (r && plan.turn_ms > 0)
+    r->planned = true;
   if (!c->timing) {
     if (plan.turn_ms > 0) /* to grow in (gmt_swap_turn_start): nothing to time */
       gmt_debug("swap: device %d: pod '%s' is granted a turn of %.0f ms to grow in (it holds "
@@ -174,7 +172,6 @@ void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device)
                 gmt_swap_rate_bps(&c->rate) / 1e9);
     return;
   }
-  turnrec_t *r = rec_of(s->turns, pod, device, true);
   if (r) {
     r->turns++;
     r->plan = plan;
@@ -211,7 +208,7 @@ void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device, uint64_t ra
       r->turns++;
     return;
   }
-  if (mine < gmt__sat_add(c->pod0, c->in))
+  if (mine < gmt_bytes_add(c->pod0, c->in))
     return; /* more to come */
   c->claimed = true;
   switch_end(s, c, device);

@@ -43,8 +43,8 @@ static uint64_t swapped_out(const gmt_schd_t *s, gmt_tier_t tier)
   for (size_t i = 0; s->pods && i < s->pods->npods; i++)
     for (size_t j = 0; j < s->pods->pods[i].nprocs; j++) {
       const gmt_proc_t *p = &s->pods->pods[i].procs[j];
-      sum = gmt__sat_add(sum, tier == GMT_TIER_HOST ? gmt__sat_add(p->c.swap_host, p->c.swap_kept)
-                                                    : p->c.swap_disk);
+      sum = gmt_bytes_add(sum, tier == GMT_TIER_HOST ? gmt_bytes_add(p->c.swap_host, p->c.swap_kept)
+                                                     : p->c.swap_disk);
     }
   return sum;
 }
@@ -59,8 +59,8 @@ static uint64_t occupied(gmt_schd_t *s, const gmt_tier_space_t *sp)
   if (!s->ledger)
     return 0;
   if (sp->tier == GMT_TIER_GPU)
-    return gmt__sat_add(strict_reserved(s, sp->index),
-                        s->swap ? gmt_swap_device_total(s->swap, sp->index) : 0);
+    return gmt_bytes_add(strict_reserved(s, sp->index),
+                         s->swap ? gmt_swap_device_total(s->swap, sp->index) : 0);
   return sp->index == 0 ? swapped_out(s, sp->tier) : 0;
 }
 

@@ -12,18 +12,13 @@
 
 #include "config.h"
 #include "config_watch.h"
+#include "gmt_bytes.h"
 #include "gmt_inbox.h"
 #include "gmt_peer.h"
 #include "gmt_wire.h"
 #include "pods.h"
 #include "store.h"
 #include "token.h"
-
-/* a + b, UINT64_MAX when it would wrap (byte sums over pods and reports). */
-static inline uint64_t gmt__sat_add(uint64_t a, uint64_t b)
-{
-  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
 
 /* Whether a line logged at most once every GMT_SAY_PERIOD_MS may be
  * logged now (*said_ms: when it last was, 0 never); if so, now is noted.

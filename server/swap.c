@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gmt_bytes.h"
+
 typedef struct {
   char *pod;
   uint32_t pid;
@@ -42,11 +44,6 @@ void gmt_swap_free(gmt_swap_t *sw)
     free(sw->e[i].pod);
   free(sw->e);
   free(sw);
-}
-
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 static entry_t *find(const gmt_swap_t *sw, const char *pod, uint32_t pid, int device)
@@ -102,7 +99,7 @@ static uint64_t pod_total(const gmt_swap_t *sw, const char *pod)
   uint64_t sum = 0;
   for (size_t i = 0; i < sw->n; i++)
     if (strcmp(sw->e[i].pod, pod) == 0)
-      sum = sat_add(sum, sw->e[i].resident);
+      sum = gmt_bytes_add(sum, sw->e[i].resident);
   return sum;
 }
 
@@ -111,7 +108,7 @@ uint64_t gmt_swap_pod_device_total(const gmt_swap_t *sw, const char *pod, int de
   uint64_t sum = 0;
   for (size_t i = 0; pod && i < sw->n; i++)
     if (sw->e[i].device == device && strcmp(sw->e[i].pod, pod) == 0)
-      sum = sat_add(sum, sw->e[i].resident);
+      sum = gmt_bytes_add(sum, sw->e[i].resident);
   return sum;
 }
 
@@ -120,7 +117,7 @@ uint64_t gmt_swap_device_total(const gmt_swap_t *sw, int device)
   uint64_t sum = 0;
   for (size_t i = 0; i < sw->n; i++)
     if (sw->e[i].device == device)
-      sum = sat_add(sum, sw->e[i].resident);
+      sum = gmt_bytes_add(sum, sw->e[i].resident);
   return sum;
 }
 
@@ -227,7 +224,7 @@ static long ask(gmt_swap_t *sw, const char *pod, int device, uint64_t remaining,
   uint64_t available = 0;
   for (size_t i = 0; i < sw->n; i++) {
     if (victim(sp, &sw->e[i], pod, device, pressure)) {
-      available = sat_add(available, would_keep(&sw->e[i]));
+      available = gmt_bytes_add(available, would_keep(&sw->e[i]));
       n++;
     }
   }
@@ -267,7 +264,7 @@ static uint64_t coming(const gmt_swap_t *sw, int device, const gmt_swap_space_t 
   for (size_t i = 0; i < sw->n; i++) {
     const entry_t *v = &sw->e[i];
     if (v->device == device && v->has_target && v->keep < v->resident && askable(space, v, NULL))
-      c = sat_add(c, v->resident - v->keep);
+      c = gmt_bytes_add(c, v->resident - v->keep);
   }
   return c;
 }
@@ -278,7 +275,7 @@ long gmt_swap_pressure(gmt_swap_t *sw, const char *spare, int device, const gmt_
   *excess = 0;
   if (device < 0 || device >= GMT_SWAP_DEVICES)
     return -EINVAL;
-  uint64_t occupied = sat_add(space->base, gmt_swap_device_total(sw, device));
+  uint64_t occupied = gmt_bytes_add(space->base, gmt_swap_device_total(sw, device));
   if (occupied <= trigger || occupied <= stop ||
       (space->committed && space->committed <= space->limit))
     return 0;
@@ -317,14 +314,14 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
     }
     out->granted = true;
     out->reason = GMT_SWAP_ROOM;
-    out->room = room_left(space->limit, sat_add(sat_add(space->base, others), bytes));
+    out->room = room_left(space->limit, gmt_bytes_add(gmt_bytes_add(space->base, others), bytes));
     out->granted_total = bytes;
-    out->pod_total = sat_add(pod_rest, bytes);
+    out->pod_total = gmt_bytes_add(pod_rest, bytes);
     return 0;
   }
   out->granted_total = own;
-  out->pod_total = sat_add(pod_rest, own);
-  uint64_t occupied = sat_add(space->base, total);
+  out->pod_total = gmt_bytes_add(pod_rest, own);
+  uint64_t occupied = gmt_bytes_add(space->base, total);
   /* Never, however much room: more than the space, or more than the pod
    * may hold (asking others to move out for it would move them for
    * nothing the pod may have). */
@@ -336,7 +333,7 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
   /* A process that raises is running again: a target of its own ends. */
   if (e)
     e->has_target = false;
-  uint64_t need = sat_add(sat_add(space->base, others), bytes);
+  uint64_t need = gmt_bytes_add(gmt_bytes_add(space->base, others), bytes);
   if (need <= space->limit) {
     if (!e && !(e = get(sw, pod, pid, device, space->now_ms)))
       return -ENOMEM;
@@ -361,7 +358,7 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
      * other pod out 20 MiB at a time, 828 moves each way in one run on an
      * H200. One that does not run gets its shortfall: what is left of
      * the others moves only if it must. */
-    uint64_t after = sat_add(pod_rest, bytes);
+    uint64_t after = gmt_bytes_add(pod_rest, bytes);
     bool runs = space->may_ask && !space->may_ask(space->arg, pod, device);
     uint64_t grow =
         runs && space->quota != UINT64_MAX && space->quota > after ? space->quota - after : 0;
@@ -372,9 +369,9 @@ int gmt_swap_request_part(gmt_swap_t *sw, const char *pod, uint32_t pid, int dev
   }
   /* In part: the most this process may have now, when that lets at least
    * at_least more in. The targets above stand for the rest. */
-  uint64_t others_in = sat_add(space->base, others);
+  uint64_t others_in = gmt_bytes_add(space->base, others);
   uint64_t fits = room_left(space->limit, others_in);
-  if (at_least && fits >= sat_add(own, at_least)) {
+  if (at_least && fits >= gmt_bytes_add(own, at_least)) {
     if (!e && !(e = get(sw, pod, pid, device, space->now_ms)))
       return -ENOMEM;
     e->resident = fits;
@@ -437,7 +434,7 @@ size_t gmt_swap_evicts(const gmt_swap_t *sw, const char *pod, gmt_swap_evict_t *
     for (size_t j = 0; j < sw->n; j++) {
       const entry_t *d = &sw->e[j];
       if (d->pid == e->pid && strcmp(d->pod, pod) == 0)
-        keep = sat_add(keep, d->has_target ? d->keep : d->resident);
+        keep = gmt_bytes_add(keep, d->has_target ? d->keep : d->resident);
     }
     if (n < max)
       out[n] = (gmt_swap_evict_t){.pid = e->pid, .keep_bytes = keep};
@@ -471,7 +468,7 @@ static uint64_t sweep(gmt_swap_t *sw, bool (*drop)(const entry_t *e, const void 
     }
     if (fn && (e->resident || e->has_target))
       fn(arg, e->pod, e->pid, e->device, e->resident, e->has_target);
-    gone = sat_add(gone, e->resident);
+    gone = gmt_bytes_add(gone, e->resident);
     free(e->pod);
   }
   sw->n = k;

@@ -15,4 +15,11 @@ int gmt_parse_bytes(const char *s, uint64_t *out);
 /* bytes for people: "512 B", "1.5 GiB". */
 void gmt_human_bytes(char *buf, size_t len, uint64_t bytes);
 
+/* a + b, UINT64_MAX when it would wrap: byte sums over pods, processes
+ * and reports, which a false report must not wrap to a small number. */
+static inline uint64_t gmt_bytes_add(uint64_t a, uint64_t b)
+{
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 #endif
