@@ -168,11 +168,6 @@ void gmt__heap_set_gone(gmt_heap_gone_fn fn)
   gmt__heap_unlock();
 }
 
-int gmt__heap_tracking(void)
-{
-  return atomic_load_explicit(&g_tracking, memory_order_relaxed);
-}
-
 int gmt__heap_any(void)
 {
   return atomic_load_explicit(&g_count, memory_order_relaxed) != 0;

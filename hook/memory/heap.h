@@ -58,10 +58,9 @@ void gmt__heap_set_gone(gmt_heap_gone_fn fn);
 
 /* Off for good: forgets every buffer (none may be registered then). */
 void gmt__heap_stop_tracking(void);
-/* Whether buffers are tracked now. */
-int gmt__heap_tracking(void);
-/* Whether any buffer is tracked now: a relaxed read, for a copy's fast
- * path (a buffer tracked this instant by another thread may be missed). */
+/* Whether any buffer is tracked now (none once tracking stopped): a
+ * relaxed read, for a copy's fast path (a buffer tracked this instant by
+ * another thread may be missed). */
 int gmt__heap_any(void);
 
 void gmt__heap_lock(void);
