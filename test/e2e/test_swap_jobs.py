@@ -55,6 +55,17 @@ class SwapJobs(GmtTestCase):
             if line.startswith(("OK", "BAD", "CUDAFAIL")):
                 return line
 
+    def exit_jobs(self, *procs):
+        """Tells each job to exit, one after the other; each must exit 0.
+        Their stderr, in order."""
+        errs = []
+        for p in procs:
+            p.send("exit")
+            rc, err = p.finish()
+            self.assertEqual(rc, 0, err[-3000:])
+            errs.append(err)
+        return errs
+
     def logs(self):
         return "".join("\n%s: %s" % (d.name, d.output()[-2000:]) for d in self.daemons)
 
@@ -91,11 +102,8 @@ class SwapJobs(GmtTestCase):
         space = self.status()["host"]["tiers"][0]
         self.assertEqual((space["tier"], space["index"]), ("gpu", 0))
         self.assertLessEqual(space["reserved"], space["capacity"])
-        errs = []
-        for p in (pa, pb):
-            p.send("exit")
-            rc, err = p.finish()
-            self.assertEqual(rc, 0, err[-3000:])
+        errs = self.exit_jobs(pa, pb)
+        for err in errs:
             # Each moved out into the host copy it came back from (kept
             # for GMT_SWAP_KEEP_MS): one registration, not one a move
             # (counted in the fake driver's log).
@@ -103,7 +111,6 @@ class SwapJobs(GmtTestCase):
                 self.assertEqual(
                     len(re.findall(r"fakecuda\[\d+\]: cuMemHostRegister_v2 -> 0\b", err)),
                     self.HOST_COPIES)
-            errs.append(err)
         return errs
 
 
@@ -142,10 +149,7 @@ class OverlappedTurns(SwapJobs):
         schd = self.daemons[0].output()
         self.assertRegex(schd, r"of %d bytes granted, the rest as the others move out" % held,
                          schd[-3000:])
-        for p in (pa, pb):
-            p.send("exit")
-            rc, err = p.finish()
-            self.assertEqual(rc, 0, err[-3000:])
+        self.exit_jobs(pa, pb)
 
 
 class TwoBusySwapPods(SwapJobs):
@@ -190,12 +194,7 @@ class TwoBusySwapPods(SwapJobs):
         return jobs, done
 
     def stop_jobs(self, jobs):
-        errs = {}
-        for pod, p in jobs.items():
-            p.send("exit")
-            rc, errs[pod] = p.finish()
-            self.assertEqual(rc, 0, errs[pod][-3000:])
-        return errs
+        return dict(zip(jobs, self.exit_jobs(*jobs.values())))
 
     def test_both_busy_jobs_take_turns(self):
         # Turns as short as their moves (--swap-move-share 0.5): many of them.
@@ -250,18 +249,14 @@ class NextJobTurn(SwapJobs):
             pa = self.job("a", held, card, "--kernel-us", "1000")
             pa.send("check")
             self.assertEqual(self.result(pa), "OK %d" % held, pa.stderr()[-3000:])
-            pa.send("exit")
-            rc, err = pa.finish()
-            self.assertEqual(rc, 0, err[-3000:])
+            self.exit_jobs(pa)
             wait_for(lambda: not self.pod("a").get("processes"), timeout=10,
                      what="pod a without processes")
         grown = re.findall(r"pod 'a' is granted a turn of \d+ ms to grow in",
                            self.daemons[0].output())
         # Its 1Gi quota never fits on the 100 MiB card beside b's 30 MiB.
         self.assertEqual(len(grown), 2, self.logs())
-        pb.send("exit")
-        rc, err = pb.finish()
-        self.assertEqual(rc, 0, err[-3000:])
+        self.exit_jobs(pb)
 
 
 class PinsPaced(TwoBusySwapPods):
@@ -525,10 +520,7 @@ class SwapPressure(SwapJobs):
         # It comes back whole when it runs again.
         pa.send("check")
         self.assertEqual(self.result(pa), "OK %d" % (50 * MIB), pa.stderr()[-3000:])
-        for p in (pa, pb, pc):
-            p.send("exit")
-            rc, err = p.finish()
-            self.assertEqual(rc, 0, err[-3000:])
+        self.exit_jobs(pa, pb, pc)
 
 
 class IdleOut(SwapJobs):
@@ -575,10 +567,7 @@ class IdleOut(SwapJobs):
                  what="b moved out for a")
         self.assertEqual(self.pod("a")["idle_out_ms"], 2000)
         self.assertIn("idle-out 2 s", self.gmt("status").stdout)
-        for p in (pa, pb):
-            p.send("exit")
-            rc, err = p.finish()
-            self.assertEqual(rc, 0, err[-3000:])
+        self.exit_jobs(pa, pb)
 
     def test_off_keeps_an_idle_pods_memory_on_the_card(self):
         self.write_config("2\na 0.5 1.0 1Gi mode=swap idle-out=off\n"
@@ -593,9 +582,7 @@ class IdleOut(SwapJobs):
         self.assertEqual(self.tiers("a", pa.proc.pid)[0], {"gpu": self.HELD, "host": 0, "disk": 0})
         pa.send("check")
         self.assertEqual(self.result(pa), "OK %d" % self.HELD, pa.stderr()[-3000:])
-        pa.send("exit")
-        rc, err = pa.finish()
-        self.assertEqual(rc, 0, err[-3000:])
+        self.exit_jobs(pa)
 
 
 class DiskSpill(SwapJobs):
@@ -631,10 +618,7 @@ class DiskSpill(SwapJobs):
             self.assertEqual(self.result(p), "OK %d" % held, p.stderr()[-3000:])
         wait_for(lambda: self.tiers("b", pb.proc.pid)[0]["disk"] == held, timeout=10,
                  what="b's allocation in a spill file")
-        for p in (pa, pb):
-            p.send("exit")
-            rc, err = p.finish()
-            self.assertEqual(rc, 0, err[-3000:])
+        self.exit_jobs(pa, pb)
 
     def test_without_tier_flags_host_memory_is_not_bounded(self):
         # The host space defaults to the pinned budget (here 10 MiB): it
@@ -654,10 +638,7 @@ class DiskSpill(SwapJobs):
         status = self.status()
         host = next(t for t in status["host"]["tiers"] if t["tier"] == "host")
         self.assertEqual((host["capacity"], host["reserved"]), (10 * MIB, 2 * held))
-        for p in (pa, pb):
-            p.send("exit")
-            rc, err = p.finish()
-            self.assertEqual(rc, 0, err[-3000:])
+        self.exit_jobs(pa, pb)
 
     def test_no_room_on_host_or_disk_moves_nothing(self):
         held, card = 70 * MIB, 100 * MIB
@@ -678,9 +659,7 @@ class DiskSpill(SwapJobs):
         self.assertIn("the disk tier for 20971520; it stays on the GPU", pa.stderr())
         pa.send("check")
         self.assertEqual(self.result(pa), "OK %d" % held, pa.stderr()[-3000:])
-        pa.send("exit")
-        rc, err = pa.finish()
-        self.assertEqual(rc, 0, err[-3000:])
+        self.exit_jobs(pa)
 
 
 class KilledSwapJob(SwapJobs):
@@ -719,9 +698,7 @@ class KilledSwapJob(SwapJobs):
         wait_for(lambda: self.status()["host"]["tiers"][0]["reserved"]
                  == self.tiers("b", pb2.proc.pid)[0]["gpu"], timeout=10,
                  what="the card's space to count b alone")
-        pb2.send("exit")
-        rc, err = pb2.finish()
-        self.assertEqual(rc, 0, err[-3000:])
+        self.exit_jobs(pb2)
 
 
 class PreparedCopies(SwapJobs):
@@ -760,13 +737,7 @@ class PreparedCopies(SwapJobs):
         self.assertEqual(self.kept("a", pa.proc.pid), 0)  # the copy holds what moved
         pa.send("check")
         self.assertEqual(self.result(pa), "OK %d" % self.HELD, pa.stderr()[-3000:])
-        errs = []
-        for p in (pa, pb):
-            p.send("exit")
-            rc, err = p.finish()
-            self.assertEqual(rc, 0, err[-3000:])
-            errs.append(err)
-        return errs[0], ready
+        return self.exit_jobs(pa, pb)[0], ready
 
     def test_a_contested_card_has_the_copy_ready_before_the_first_move_out(self):
         err, ready = self.first_move_out()
@@ -814,9 +785,7 @@ class NothingPreparedWhereEveryPodFits(SwapJobs):
         pa = self.job("a", held, card, GMT_HOOK_DEBUG="1")
         time.sleep(1.5)  # some 75 heartbeats
         self.assertEqual(self.process("a", pa.proc.pid).get("swap_kept", 0), 0)
-        pa.send("exit")
-        rc, err = pa.finish()
-        self.assertEqual(rc, 0, err[-3000:])
+        err, = self.exit_jobs(pa)
         self.assertNotIn("prepared a host copy", err)
 
     def test_jobs_that_fit_together_never_move(self):
@@ -838,10 +807,7 @@ class NothingPreparedWhereEveryPodFits(SwapJobs):
             tiers, outs, ins = self.tiers(pod, p.proc.pid)
             self.assertEqual((tiers["gpu"], outs, ins), (held, 0, 0), self.logs())
         self.assertNotIn("past its trigger", self.daemons[0].output())
-        for p in (pa, pb):
-            p.send("exit")
-            rc, err = p.finish()
-            self.assertEqual(rc, 0, err[-3000:])
+        self.exit_jobs(pa, pb)
 
 
 class TwoStrictPods(GmtTestCase):
@@ -863,9 +829,8 @@ class TwoStrictPods(GmtTestCase):
         self.assertEqual(rc, 1)
         pa.send("check")
         self.assertEqual(self.result(pa), "OK %d" % (700 * MIB))
-        pa.send("exit")
-        rc, err = pa.finish()
-        self.assertEqual(rc, 0, err[-3000:])
+        self.exit_jobs(pa)
 
     result = SwapJobs.result
     logs = SwapJobs.logs
+    exit_jobs = SwapJobs.exit_jobs
