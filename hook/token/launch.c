@@ -1,7 +1,7 @@
 /* Kernel launches: every driver entry point that starts work on a device.
  * This is the hot path of a training job (tens of thousands of launches a
  * second). A wrapper first passes the token gate (token.c: on its fast
- * path one clock read against the device's token expiry), then does one
+ * path one coarse clock read against the device's token expiry), then does one
  * relaxed atomic increment of the launch counter: no lock, no signal, no
  * syscall. The reporter and the token's idle thread notice the counter
  * move on their own. Memory copies are not gated by the token; launches,

@@ -2,8 +2,9 @@
  * token on the device (docs/protocol.md, "Token").
  *
  * Fast path, on every launch: the device of the calling context (a
- * per-thread cache keyed by the current context), one clock read, one
- * relaxed atomic load of that device's token expiry. No lock, no RPC, no
+ * per-thread cache keyed by the current context), one coarse clock read
+ * (the precise one too in a grant's last 10 ms: grant_on), one relaxed
+ * atomic load of that device's token expiry. No lock, no RPC, no
  * signal: a training job launches tens of thousands of kernels a second.
  *
  * Slow path, under the device's mutex, once per quota: wait for the work
@@ -154,6 +155,32 @@ static inline int64_t now_ns(void)
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The gate's first look reads the coarse clock: the kernel's time at its
+ * last tick, which the vDSO returns without reading the TSC (the precise
+ * read was a third of what the gate added to an H200 launch). It lags the
+ * precise clock by about a tick (4 ms here; up to 5.9 ms seen on a loaded
+ * 2-core VM), so a grant that ends more than g_coarse_slack_ns after it is
+ * still on, and only in a grant's last g_coarse_slack_ns does the precise
+ * clock decide. Without a coarse clock the slack is so large that it
+ * always does. Set once, in the constructor. */
+#define GMT_COARSE_SLACK_MIN_NS 10000000LL
+static int64_t g_coarse_slack_ns = INT64_MAX / 2;
+
+static inline int64_t coarse_ns(void)
+{
+  struct timespec ts;
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+    return INT64_MAX; /* not on: the precise clock decides */
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The grant of d is still on (its expiry is 0 once given back or cut). */
+static inline int grant_on(tok_dev_t *d)
+{
+  int64_t expiry = atomic_load_explicit(&d->expiry, memory_order_relaxed);
+  return coarse_ns() < expiry - g_coarse_slack_ns || now_ns() < expiry;
 }
 
 /* ---- the RPC ---- */
@@ -736,16 +763,11 @@ CUresult gmt__token_check(void)
   if ((unsigned)dev >= GMT_TOKEN_MAX_DEVICES)
     return CUDA_SUCCESS;
   tok_dev_t *d = &g_dev[dev];
-  int64_t now = now_ns();
-  CUresult rc = CUDA_SUCCESS;
-  if (now >= atomic_load_explicit(&d->expiry, memory_order_relaxed)) {
-    rc = gate_slow(d, dev);
-    now = now_ns(); /* it may have waited: a ring starts from now */
-  }
+  CUresult rc = grant_on(d) ? CUDA_SUCCESS : gate_slow(d, dev);
   if (rc != CUDA_SUCCESS)
     return rc;
   if (atomic_load_explicit(&d->latency, memory_order_relaxed))
-    gmt__bell_ring(dev, now);
+    gmt__bell_ring(dev, now_ns()); /* after any wait in gate_slow: a ring starts from now */
   uint32_t bound = atomic_load_explicit(&d->bound_us, memory_order_relaxed);
   if (bound) {
     rc = heed_bell(d, dev);
@@ -867,4 +889,9 @@ static const gmt_fork_ops_t g_fork_ops = {.child = token_child};
 __attribute__((constructor)) static void token_register(void)
 {
   gmt__fork_register(GMT_LOCK_TOKEN, &g_fork_ops);
+  struct timespec res;
+  if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0) {
+    int64_t slack = 4LL * res.tv_nsec;
+    g_coarse_slack_ns = slack > GMT_COARSE_SLACK_MIN_NS ? slack : GMT_COARSE_SLACK_MIN_NS;
+  }
 }

@@ -210,27 +210,65 @@ class TwoBusySwapPods(SwapJobs):
 
 
 class StartingTurn(TwoBusySwapPods):
-    """Two jobs starting together whose quotas do not fit on the card side
-    by side: until it has had a turn to grow in a pod may grow to its
-    quota, so the first to run gets a turn to grow in, costed by what it
-    holds, not a plain grant (gmt_swap_turn_start). On an H200 three AdamW jobs otherwise
-    spent their first second in 100 ms grants, each pushing the others out
-    as it grew."""
+    """A job starting whose quota does not fit on the card beside what is
+    there: until it has had a turn to grow in a pod may grow to its
+    quota, so its first grant is a turn to grow in, costed by what it
+    holds, not a plain grant (gmt_swap_turn_start). On an H200 three AdamW
+    jobs otherwise spent their first second in 100 ms grants, each pushing
+    the others out as it grew. (With both jobs started before either ran,
+    the second's allocation pushed the first out, and which asked first
+    decided whether either was planned a turn to grow in or both turns to
+    bring bytes back: so the first runs alone here.)"""
     GROW = re.compile(r"pod '(\w)' is granted a turn of (\d+) ms to grow in \(it holds "
                       r"([\d.]+) MiB")
     test_both_busy_jobs_take_turns = None  # TwoBusySwapPods' own
 
-    def test_a_job_starting_beside_another_is_planned_a_turn_to_grow(self):
-        jobs, done = self.busy(3, 300, "--swap-move-share", "0.5")
+    def test_a_job_starting_is_planned_a_turn_to_grow(self):
+        held, card = 70 * MIB, 100 * MIB
+        self.start_schd("--gpu-capacity", "0=%d" % card, "--swap-move-share", "0.5")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", held, card, "--kernel-us", "2000")
+        pa.send("check")
+        self.assertEqual(self.result(pa), "OK %d" % held, pa.stderr()[-3000:])
+        grown = self.GROW.findall(self.daemons[0].output())
+        # Costed by what it holds (its 70 MiB, on the card), not by its
+        # 1Gi quota: a turn as long as moving 70 MiB twice allows.
+        self.assertEqual([(pod, float(mib) * MIB) for pod, _, mib in grown], [("a", held)],
+                         self.logs())
+        self.assertGreater(int(grown[0][1]), 0)
+        # b's job then comes and both take turns, bytes intact.
+        pb = self.job("b", held, card, "--kernel-us", "2000")
+        for p in (pa, pb, pa):
+            p.send("check")
+            self.assertEqual(self.result(p), "OK %d" % held, p.stderr()[-3000:])
+        self.exit_jobs(pa, pb)
+
+
+class RivalsGrowth(TwoBusySwapPods):
+    """Two jobs whose bytes fit on the card side by side but whose quotas
+    do not: a pod waiting for the token beside another counts what the
+    other will grow to (its quota, before it has had a turn to grow in), so
+    the first to run is planned one turn to grow in, though its own quota
+    fits beside what the other holds now. Once it has had that turn, its
+    bytes are what counts, and neither job ever moves. On an H200, once the
+    first of three AdamW jobs had finished, the other two each fitted
+    beside what the card held: both came back, grew and pushed each other
+    out for 1.3 s before one was planned a turn."""
+    CONFIG = "2\na 0.5 1.0 70Mi mode=swap idle-out=0\nb 0.5 1.0 70Mi mode=swap idle-out=0\n"
+    test_both_busy_jobs_take_turns = None  # TwoBusySwapPods' own
+
+    def test_a_rivals_quota_counts_until_it_has_grown(self):
+        held = 20 * MIB  # 70 MiB of quota beside 20 MiB fits the 100 MiB card; beside 70 it does not
+        jobs, done = self.busy(3, 300, "--swap-move-share", "0.5", held={"a": held, "b": held})
+        grown = StartingTurn.GROW.findall(self.daemons[0].output())
+        pods = [pod for pod, _, _ in grown]
+        self.assertTrue(grown, self.logs())
+        self.assertLessEqual(max(pods.count("a"), pods.count("b")), 1, grown)
+        for pod, p in jobs.items():
+            self.assertEqual(self.tiers(pod, p.proc.pid)[1:], (0, 0), pod)
+        self.assertGreaterEqual(min(len(d) for d in done.values()), 2, done)
         self.stop_jobs(jobs)
-        schd = self.daemons[0].output()
-        grown = self.GROW.findall(schd)
-        self.assertTrue(grown, schd[-3000:])
-        pod, turn_ms, mib = grown[0]
-        # Costed by what it holds (its 70 MiB, here on the card), not by
-        # its 1Gi quota: a turn as long as moving 70 MiB twice allows.
-        self.assertEqual(float(mib) * MIB, 70 * MIB, grown)
-        self.assertGreater(int(turn_ms), 0)
 
 
 class NextJobTurn(SwapJobs):
