@@ -114,32 +114,38 @@ static uint64_t moved_off(gmt_schd_t *s, const gmt_pod_t *pod, int device, uint6
                           gmt_ledger_pod_device_total(s->ledger, pod->cfg.name, device), resident);
 }
 
-/* What a rival, a pod also waiting for device's token, adds to what the
- * card holds once it runs: what it brings back, and what it grows by, to
- * its quota before it has had a turn to grow in and to the most it held
- * there after. Once the first of three AdamW jobs at 2.0x an H200 had
- * finished, the other two each fitted beside what the card held: both
- * came back, grew and pushed each other out for 1.3 s before one was
- * planned a turn. */
-static uint64_t rival_growth(gmt_schd_t *s, const char *name, int device)
+/* A pod that ran on a card this recently, or waits for its token, is a
+ * rival of a pod planned a turn there: between two grants a busy pod is
+ * neither holding nor waiting. */
+#define GMT_SWAP_RIVAL_MS 1000.0
+
+/* What other's processes will add to what device holds once other runs,
+ * when it is a rival (waits for the token, or ran within
+ * GMT_SWAP_RIVAL_MS): what it brings back, and what it grows by, to its
+ * quota before it has had a turn to grow in and to the most it held there
+ * after. Once the first of three AdamW jobs at 2.0x an H200 had finished,
+ * the other two each fitted beside what the card held: both came back,
+ * grew and pushed each other out for 1.3 s before one was planned a turn.
+ * 0 for a pod that is idle, gone, or not in mode=swap. */
+static uint64_t rival_growth(gmt_schd_t *s, const gmt_pod_t *other, int device, double now)
 {
-  const gmt_pod_t *pod = gmt_pods_find(s->pods, name);
-  if (!pod || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP)
+  if (other->cfg.mode != GMT__MEM_MODE__MEM_SWAP || !other->nprocs)
+    return 0;
+  const char *name = other->cfg.name;
+  if (!gmt__tokens_waits(s, name, device) && !gmt__tokens_holds(s, name, device) &&
+      !(gmt__tokens_last_run(s, name, device) >= now - GMT_SWAP_RIVAL_MS))
     return 0;
   uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
-  uint64_t in = moved_off(s, pod, device, resident);
+  uint64_t in = moved_off(s, other, device, resident);
   const turnrec_t *r = rec_of(s->turns, name, device, false);
-  uint64_t to = r && r->planned ? r->peak : pod->cfg.memory_limit;
+  uint64_t to = r && r->planned ? r->peak : other->cfg.memory_limit;
   return gmt_bytes_add(in, gmt_swap_turn_grow(to, resident, in));
 }
 
-/* c[k]'s turn on device as things stand, beside the other n - 1 pods
- * waiting (its rivals), or false when it has none (not a mode=swap pod,
- * no GPU space, a device out of range). */
-static bool plan_now(gmt_schd_t *s, int device, const gmt_token_cand_t *c, size_t n, size_t k,
-                     gmt_swap_turn_t *out)
+/* The pod's turn on device as things stand, or false when it has none
+ * (not a mode=swap pod, no GPU space, a device out of range). */
+static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_t *out)
 {
-  const char *name = c[k].pod;
   const gmt_pod_t *pod = gmt_pods_find(s->pods, name);
   uint64_t limit = 0, base = 0;
   if (!s->turns || !s->swap || !s->ledger || !pod || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP ||
@@ -147,9 +153,10 @@ static bool plan_now(gmt_schd_t *s, int device, const gmt_token_cand_t *c, size_
       gmt__tiers_gpu_space(s, device, &limit, &base, NULL, NULL) < 0)
     return false;
   uint64_t occupied = gmt_bytes_add(base, gmt_swap_device_total(s->swap, device));
-  for (size_t i = 0; i < n; i++)
-    if (i != k && strcmp(c[i].pod, name) != 0)
-      occupied = gmt_bytes_add(occupied, rival_growth(s, c[i].pod, device));
+  double now = gmt_now_ms_f();
+  for (size_t i = 0; i < s->pods->npods; i++)
+    if (&s->pods->pods[i] != pod)
+      occupied = gmt_bytes_add(occupied, rival_growth(s, &s->pods->pods[i], device, now));
   uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
   uint64_t in = moved_off(s, pod, device, resident);
   const turnrec_t *r = rec_of(s->turns, name, device, false);
@@ -169,18 +176,17 @@ static bool plan_now(gmt_schd_t *s, int device, const gmt_token_cand_t *c, size_
   return true;
 }
 
-double gmt__turns_plan(gmt_schd_t *s, int device, const gmt_token_cand_t *c, size_t n, size_t k)
+double gmt__turns_plan(gmt_schd_t *s, const char *pod, int device)
 {
   gmt_swap_turn_t plan;
-  return plan_now(s, device, c, n, k, &plan) ? plan.turn_ms : 0;
+  return plan_now(s, pod, device, &plan) ? plan.turn_ms : 0;
 }
 
-void gmt__turns_granted(gmt_schd_t *s, int device, const gmt_token_cand_t *cand, size_t n, size_t k)
+void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device)
 {
   gmt_swap_turn_t plan;
-  if (!plan_now(s, device, cand, n, k, &plan))
+  if (!plan_now(s, pod, device, &plan))
     return;
-  const char *pod = cand[k].pod;
   card_t *c = &s->turns->cards[device];
   /* Granted again while its memory is still coming (the grant ran out as
    * it waited): the same turn and the same switch, timed from its start. */

@@ -253,6 +253,7 @@ static gmt_token_cand_t *candidates(tdev_t *d, size_t *count)
       if (!pod)
         continue;
       c[n] = cand_of(pod, w->pod, w->arrival_ms);
+      c[n].turn_ms = gmt__turns_plan(s, w->pod, d->device);
       /* Only a grant that is watched can be cut short, so only such a pod
        * gets a long one alone. A watch is the holder's, and schedule()
        * answers it after the next decision: one that waits now carries
@@ -262,9 +263,6 @@ static gmt_token_cand_t *candidates(tdev_t *d, size_t *count)
     c[i].burst_ms = fmax(c[i].burst_ms, w->burst_ms);
     c[i].arrival_ms = fmin(c[i].arrival_ms, w->arrival_ms);
   }
-  /* Each beside the others: what they will grow to counts (rpc_swap_turn.c). */
-  for (size_t i = 0; i < n; i++)
-    c[i].turn_ms = gmt__turns_plan(s, d->device, c, n, i);
   *count = n;
   return c;
 }
@@ -427,9 +425,9 @@ static void decide(tdev_t *d)
               d->device, pod, dec.quota_ms, win->usage_ms, t->p.window_ms, win->request, win->limit,
               win->burst_ms);
   double turn = fmin(win->turn_ms, dec.quota_ms);
-  if (rc == 0)
-    gmt__turns_granted(t->s, d->device, c, n, (size_t)dec.winner);
   free(c);
+  if (rc == 0)
+    gmt__turns_granted(t->s, pod, d->device);
   gmt_token_terms_t terms = terms_of(t, pod, d->device, dec.quota_ms);
   terms.turn_ms = (uint32_t)fmin(turn, UINT32_MAX);
   d->grant_bounded = rc == 0 && terms.queue_bound_us > 0;

@@ -35,8 +35,9 @@ extern _Atomic int gmt__swap_on;   /* GMT_SWAP_*: this process's mode */
 extern _Atomic int gmt__swap_nout; /* its allocations off the GPU now */
 extern pthread_rwlock_t gmt__swap_rw;
 /* Threads now waiting for the scheduler's leave to bring memory back or
- * allocate: the token's idle thread counts them as busy, so a pod does
- * not give its token back while it waits for room (token.c). */
+ * allocate, or moving memory out: the token's idle thread counts them as
+ * busy, so a pod does not give its token back while it waits for room or
+ * while its launches wait behind a move (token.c). */
 extern _Atomic int gmt__swap_waiting;
 /* The bytes this process holds on CUDA ordinal dev by the scheduler's
  * leave (its Resident granted): no lock, for the token's idle thread. */

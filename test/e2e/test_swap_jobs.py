@@ -531,6 +531,61 @@ class WaitInTurn(SwapJobs):
         self.assertGreater(kept_ms, 200, err[-3000:])
 
 
+class MoveInTurn(SwapJobs):
+    """A process granted its token while it moves memory out is busy until
+    the move ends: its launch waits behind the move, and the token's idle
+    thread does not take that wait for quiet. On an H200 an AdamW job
+    asked to move out (past the card's trigger) was granted a 7.3 s turn
+    as the move began and gave it back as idle 0.17 s in; the other pod
+    took the card and the job's first step waited for it."""
+    STAMP = WaitInTurn.STAMP
+
+    def test_a_grant_during_a_move_out_is_kept_through_it(self):
+        card = 100 * MIB
+        # b's grants last 1.5 s, so that a waits for one while it moves.
+        self.start_schd("--gpu-capacity", "0=%d" % card, "--base-quota-ms", "1500",
+                        "--min-quota-ms", "1500")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        # a's memory is 8 allocations, each registered as it moves out (no
+        # copies prepared ahead), at 80 s/GiB: the 25 MiB it is asked to
+        # move out take 2 s, and its other calls get the driver between
+        # two registrations (a copy would hold the stream throughout).
+        pa = self.job("a", 48 * MIB, card, "--kernel-us", "1000", "--pieces", "8",
+                      GMT_FAKE_REGISTER_MS_PER_GIB="80000", GMT_SWAP_PREPARE="0",
+                      GMT_HOOK_DEBUG="2")
+        pb = self.job("b", 30 * MIB, card, "--kernel-us", "1000")
+        pb.send("spin 2500")
+        wait_for(lambda: re.search(r"token device 0: grant to pod 'b'", self.daemons[0].output()),
+                 timeout=10, what="b's grant")
+        pa.send("check")  # a waits for b's grant to end
+        # b's second job takes the card to 90%, past its trigger: a, not
+        # running, is asked to move out, and b's grant ends as it moves.
+        pc = self.job("b", 10 * MIB, card)
+        self.assertEqual(self.result(pa), "OK %d" % (48 * MIB), pa.stderr()[-3000:])
+        pb.expect("SPUN", timeout=30)
+        err = self.exit_jobs(pa, pb, pc)[0]
+        granted = moved = given = None
+        for text in err.splitlines():
+            m = self.STAMP.match(text)
+            if not m:
+                continue
+            t, what = float(m.group(1)), m.group(2)
+            if granted is None and re.match(r"device 0: token for ", what):
+                granted = t
+            out = re.match(r"moved \d+ allocations \(\d+ bytes\) off the GPU in ([\d.]+) ms", what)
+            if out and moved is None:
+                moved = (t - float(out.group(1)) / 1e3, t)
+            if granted is not None and given is None and "letting the token go" in what:
+                given = (t, what)
+        # The scenario: a's token was granted while its move ran.
+        self.assertTrue(granted and moved and moved[0] < granted < moved[1],
+                        "grant %s, move %s\n%s" % (granted, moved, err[-3000:]))
+        # Kept through the move (an idle release came 20-30 ms in).
+        self.assertTrue(given and given[0] > moved[1], "%s, move ended %.3f\n%s"
+                        % (given, moved[1], err[-3000:]))
+
+
 class SwapPressure(SwapJobs):
     """Past the card's trigger (85% of its capacity), idle swap processes
     move out down to its stop threshold (65%) though every request fits:
