@@ -23,14 +23,16 @@
 /* A pod's turns on one card: how many began with bytes to bring back,
  * the last such turn's plan, and the most the pod held there (its
  * Resident grants' total: a turn expects it to grow back to that, once
- * it has had a turn to grow in: planned). */
+ * its peak is known: grown). */
 typedef struct turnrec {
   char pod[GMT_POD_NAME_MAX + 1];
   int device;
   uint64_t turns;
   gmt_swap_turn_t plan;
   uint64_t peak;
-  bool planned; /* granted a turn of some length since its processes came */
+  bool planned;        /* its peak is known (grown), since its processes came */
+  double grant_ms;     /* its last grant began (0: none since its processes came) */
+  uint64_t grant_peak; /* its peak then */
 } turnrec_t;
 
 /* A card: its switches' rate and the one being timed. */
@@ -114,6 +116,20 @@ static uint64_t moved_off(gmt_schd_t *s, const gmt_pod_t *pod, int device, uint6
                           gmt_ledger_pod_device_total(s->ledger, pod->cfg.name, device), resident);
 }
 
+/* Whether r's pod's peak is known: one of its grants since its processes
+ * came has ended without its peak rising. A job starting grows through
+ * its first grants: marked at a 199 ms turn to grow in from 40 MiB, a
+ * transformer job's peak read 682 MiB of 10.75 GiB, and it was planned
+ * no turn as it came back and grew through the other job's memory (its
+ * next step took 15.5 s, H200). */
+static bool grown(gmt_schd_t *s, turnrec_t *r)
+{
+  if (!r->planned && r->grant_ms > 0 && r->peak <= r->grant_peak &&
+      gmt__tokens_last_run(s, r->pod, r->device) >= r->grant_ms)
+    r->planned = true;
+  return r->planned;
+}
+
 /* A pod that ran on a card this recently, or waits for its token, is a
  * rival of a pod planned a turn there: between two grants a busy pod is
  * neither holding nor waiting. */
@@ -137,8 +153,8 @@ static uint64_t rival_growth(gmt_schd_t *s, const gmt_pod_t *other, int device, 
     return 0;
   uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
   uint64_t in = moved_off(s, other, device, resident);
-  const turnrec_t *r = rec_of(s->turns, name, device, false);
-  uint64_t to = r && r->planned ? r->peak : other->cfg.memory_limit;
+  turnrec_t *r = rec_of(s->turns, name, device, false);
+  uint64_t to = r && grown(s, r) ? r->peak : other->cfg.memory_limit;
   return gmt_bytes_add(in, gmt_swap_turn_grow(to, resident, in));
 }
 
@@ -159,7 +175,7 @@ static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_
       occupied = gmt_bytes_add(occupied, rival_growth(s, &s->pods->pods[i], device, now));
   uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
   uint64_t in = moved_off(s, pod, device, resident);
-  const turnrec_t *r = rec_of(s->turns, name, device, false);
+  turnrec_t *r = rec_of(s->turns, name, device, false);
   double rate = gmt_swap_rate_bps(&s->turns->cards[device].rate);
   double share = s->token_params.swap_move_share;
   *out = gmt_swap_turn_plan(in, gmt_swap_turn_grow(r ? r->peak : 0, resident, in), occupied, limit,
@@ -169,7 +185,7 @@ static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_
    * grew (once the first of three had finished, the other two were each
    * planned no turn from the little they had held, and both came back,
    * grew and pushed each other out again). */
-  if (!(r && r->planned))
+  if (!(r && grown(s, r)))
     *out =
         gmt_swap_turn_start(*out, resident, gmt_swap_turn_grow(pod->cfg.memory_limit, resident, in),
                             occupied, limit, rate, share);
@@ -187,15 +203,17 @@ void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device)
   gmt_swap_turn_t plan;
   if (!plan_now(s, pod, device, &plan))
     return;
+  turnrec_t *r = rec_of(s->turns, pod, device, true);
+  if (r) { /* whether it grows in this grant (grown) */
+    r->grant_ms = gmt_now_ms_f();
+    r->grant_peak = r->peak;
+  }
   card_t *c = &s->turns->cards[device];
   /* Granted again while its memory is still coming (the grant ran out as
    * it waited): the same turn and the same switch, timed from its start. */
   if (c->timing && !strcmp(c->pod, pod) && plan.in_bytes > 0)
     return;
   c->timing = plan.in_bytes > 0;
-  turnrec_t *r = c->timing || plan.turn_ms > 0 ? rec_of(s->turns, pod, device, true) : NULL;
-  if (r && plan.turn_ms > 0)
-    r->planned = true;
   if (!c->timing) {
     if (plan.turn_ms > 0) /* to grow in (gmt_swap_turn_start): nothing to time */
       gmt_debug("swap: device %d: pod '%s' is granted a turn of %.0f ms to grow in (it holds "
@@ -255,6 +273,7 @@ void gmt__turns_reported(gmt_schd_t *s, const gmt_pod_t *pod)
     if (!strcmp(s->turns->recs[i].pod, pod->cfg.name)) {
       s->turns->recs[i].peak = 0;
       s->turns->recs[i].planned = false;
+      s->turns->recs[i].grant_ms = 0;
     }
   for (int d = 0; d < GMT_SWAP_DEVICES; d++) {
     card_t *c = &s->turns->cards[d];

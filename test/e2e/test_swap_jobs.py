@@ -10,6 +10,7 @@ every byte; the fake card refuses any byte past 1 GiB, so a move that came
 too late would be a CUDA error, not a pass."""
 import os
 import re
+import time
 import unittest
 
 from gmt_e2e import ASAN_PRELOAD, BUILD, GmtTestCase, wait_for
@@ -245,30 +246,86 @@ class StartingTurn(TwoBusySwapPods):
         self.exit_jobs(pa, pb)
 
 
-class RivalsGrowth(TwoBusySwapPods):
+class RivalsGrowth(SwapJobs):
     """Two jobs whose bytes fit on the card side by side but whose quotas
-    do not: a pod waiting for the token beside another counts what the
-    other will grow to (its quota, before it has had a turn to grow in), so
-    the first to run is planned one turn to grow in, though its own quota
-    fits beside what the other holds now. Once it has had that turn, its
-    bytes are what counts, and neither job ever moves. On an H200, once the
-    first of three AdamW jobs had finished, the other two each fitted
-    beside what the card held: both came back, grew and pushed each other
-    out for 1.3 s before one was planned a turn."""
-    CONFIG = "2\na 0.5 1.0 70Mi mode=swap idle-out=0\nb 0.5 1.0 70Mi mode=swap idle-out=0\n"
-    test_both_busy_jobs_take_turns = None  # TwoBusySwapPods' own
+    do not: a pod planned a turn counts what its rivals (the swap pods
+    that wait for the token, hold it, or ran within the last second) will
+    grow to, their quota until their peak is known, so the first of the
+    two to run is planned a turn to grow in, though its own quota fits
+    beside what the other holds now. Once each has had a grant without
+    growing, their bytes are what counts, and neither job ever moves. On
+    an H200, once the first of three AdamW jobs had finished, the other two
+    each fitted beside what the card held: both came back, grew and pushed
+    each other out for 1.3 s before one was planned a turn. (A strict pod
+    c holds the token first, so that both wait for it at once.)"""
+    CONFIG = ("3\na 0.4 1.0 70Mi mode=swap idle-out=0\nb 0.4 1.0 70Mi mode=swap idle-out=0\n"
+              "c 0.2 1.0 16Mi\n")
 
-    def test_a_rivals_quota_counts_until_it_has_grown(self):
-        held = 20 * MIB  # 70 MiB of quota beside 20 MiB fits the 100 MiB card; beside 70 it does not
-        jobs, done = self.busy(3, 300, "--swap-move-share", "0.5", held={"a": held, "b": held})
+    def test_a_rivals_quota_counts_until_its_peak_is_known(self):
+        held, card = 20 * MIB, 100 * MIB  # 50 MiB more beside 20 + 20 + 1 fits; beside 20 + 50 more, not
+        self.start_schd("--gpu-capacity", "0=%d" % card, "--base-quota-ms", "1000",
+                        "--min-quota-ms", "1000", "--swap-move-share", "0.5")
+        for pod in "abc":
+            self.start_pmgr(pod)
+        pc = self.job("c", 1 * MIB, card, "--kernel-us", "1000")
+        jobs = {pod: self.job(pod, held, card, "--kernel-us", "1000") for pod in "ab"}
+        pc.send("spin 1500")
+        wait_for(lambda: re.search(r"token device 0: grant to pod 'c'", self.daemons[0].output()),
+                 timeout=10, what="c's grant")
+        for p in jobs.values():
+            p.send("check")
+        for pod, p in jobs.items():
+            self.assertEqual(self.result(p), "OK %d" % held, p.stderr()[-3000:])
+        for _ in range(2):
+            for p in jobs.values():
+                p.send("check")
+                self.assertEqual(self.result(p), "OK %d" % held, p.stderr()[-3000:])
+        pc.expect("SPUN", timeout=30)
         grown = StartingTurn.GROW.findall(self.daemons[0].output())
         pods = [pod for pod, _, _ in grown]
         self.assertTrue(grown, self.logs())
         self.assertLessEqual(max(pods.count("a"), pods.count("b")), 1, grown)
         for pod, p in jobs.items():
             self.assertEqual(self.tiers(pod, p.proc.pid)[1:], (0, 0), pod)
-        self.assertGreaterEqual(min(len(d) for d in done.values()), 2, done)
-        self.stop_jobs(jobs)
+        self.exit_jobs(pc, *jobs.values())
+
+
+class GrowsInItsGrant(SwapJobs):
+    """A pod's peak is known only once one of its grants has ended without
+    its peak rising: a pod that grows in its grant is planned a turn to
+    grow in again at its next one. On an H200 a transformer job, marked
+    grown at a 199 ms turn to grow in from 40 MiB, read a peak of 682 MiB
+    of its 10.75 GiB: it was planned no turn as it came back and grew
+    through the other job's memory, whose next step took 15.5 s."""
+
+    def test_a_pod_that_grew_in_its_grant_is_planned_to_grow_again(self):
+        card = 100 * MIB
+        self.start_schd("--gpu-capacity", "0=%d" % card, "--base-quota-ms", "500",
+                        "--min-quota-ms", "500", "--swap-move-share", "0.5")
+        self.start_pmgr("a")
+        pa = self.job("a", 10 * MIB, card, "--kernel-us", "1000")
+        pa.send("spin 400")
+        grow = r"pod 'a' is granted a turn of \d+ ms to grow in"
+        wait_for(lambda: re.search(grow, self.daemons[0].output()), timeout=10,
+                 what="a's first turn to grow in (its 1Gi quota never fits the card)")
+        # A second process of a allocates 30 MiB in that grant: the pod grows.
+        env = self.hook_env("a", GMT_FAKE_MEM=str(card))
+        pd = self.run_prog("a", DEV_ALLOC, "0:%d" % (30 * MIB), env=env)
+        self.assertEqual(pd.expect("ALLOC", timeout=30)["rc"], "0", pd.stderr()[-3000:])
+        pd.expect("READY", timeout=30)
+        pa.expect("SPUN", timeout=30)
+        grown_before = len(re.findall(grow, self.daemons[0].output()))
+        time.sleep(0.6)  # past the grant it grew in
+        for _ in range(2):
+            pa.send("check")
+            self.assertEqual(self.result(pa), "OK %d" % (10 * MIB), pa.stderr()[-3000:])
+        turns = re.findall(grow, self.daemons[0].output())
+        # Planned a turn to grow in after it grew: its peak was not known.
+        self.assertGreater(len(turns), grown_before, self.logs())
+        pd.send("exit")
+        pd.send("exit")
+        self.assertEqual(pd.finish()[0], 0)
+        self.exit_jobs(pa)
 
 
 class NextJobTurn(SwapJobs):
