@@ -136,13 +136,12 @@ static bool grown(gmt_schd_t *s, turnrec_t *r)
 #define GMT_SWAP_RIVAL_MS 1000.0
 
 /* What other's processes will add to what device holds once other runs,
- * when it is a rival (waits for the token, or ran within
+ * when it is a rival (waits for the token, holds it, or ran within
  * GMT_SWAP_RIVAL_MS): what it brings back, and what it grows by, to its
- * quota before it has had a turn to grow in and to the most it held there
- * after. Once the first of three AdamW jobs at 2.0x an H200 had finished,
- * the other two each fitted beside what the card held: both came back,
- * grew and pushed each other out for 1.3 s before one was planned a turn.
- * 0 for a pod that is idle, gone, or not in mode=swap. */
+ * quota until its peak is known (grown) and to its peak after. Once the first of three AdamW jobs
+ * at 2.0x an H200 had finished, the other two each fitted beside what the card held: both came
+ * back, grew and pushed each other out for 1.3 s before one was planned a turn. 0 for a pod that is
+ * idle, gone, or not in mode=swap. */
 static uint64_t rival_growth(gmt_schd_t *s, const gmt_pod_t *other, int device, double now)
 {
   if (other->cfg.mode != GMT__MEM_MODE__MEM_SWAP || !other->nprocs)
@@ -180,7 +179,7 @@ static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_
   double share = s->token_params.swap_move_share;
   *out = gmt_swap_turn_plan(in, gmt_swap_turn_grow(r ? r->peak : 0, resident, in), occupied, limit,
                             rate, share);
-  /* Until it has had a turn to grow in, a pod may grow to its quota
+  /* Until its peak is known (grown), a pod may grow to its quota
    * (gmt_swap_turn_start): a job starting, or one pushed out before it
    * grew (once the first of three had finished, the other two were each
    * planned no turn from the little they had held, and both came back,

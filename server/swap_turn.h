@@ -82,8 +82,9 @@ gmt_swap_turn_t gmt_swap_turn_plan(uint64_t in_bytes, uint64_t grow_bytes, uint6
  * will grow by to reach peak, the most it held there. */
 uint64_t gmt_swap_turn_grow(uint64_t peak, uint64_t resident, uint64_t in_bytes);
 
-/* plan (gmt_swap_turn_plan) for a pod that has not yet had a turn to
- * grow in (a job starting, or pushed out before it grew): it may grow by
+/* plan (gmt_swap_turn_plan) for a pod whose peak is not yet known (a job
+ * starting, or pushed out before it grew; the scheduler knows it once one
+ * of the pod's grants ended without its peak rising): it may grow by
  * expect_bytes (to its quota). When that would not fit beside what the
  * card holds (occupied) and plan has no turn, a turn all the same, its
  * cost what the pod brings back in now and, with what it holds
