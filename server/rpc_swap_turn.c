@@ -122,10 +122,10 @@ static uint64_t moved_off(gmt_schd_t *s, const gmt_pod_t *pod, int device, uint6
  * transformer job's peak read 682 MiB of 10.75 GiB, and it was planned
  * no turn as it came back and grew through the other job's memory (its
  * next step took 15.5 s, H200). */
-static bool grown(gmt_schd_t *s, turnrec_t *r)
+static bool grown(gmt_schd_t *s, const gmt__turns_tokens_t *tok, turnrec_t *r)
 {
   if (!r->planned && r->grant_ms > 0 && r->peak <= r->grant_peak &&
-      gmt__tokens_last_run(s, r->pod, r->device) >= r->grant_ms)
+      tok->last_run(s, r->pod, r->device) >= r->grant_ms)
     r->planned = true;
   return r->planned;
 }
@@ -142,24 +142,26 @@ static bool grown(gmt_schd_t *s, turnrec_t *r)
  * at 2.0x an H200 had finished, the other two each fitted beside what the card held: both came
  * back, grew and pushed each other out for 1.3 s before one was planned a turn. 0 for a pod that is
  * idle, gone, or not in mode=swap. */
-static uint64_t rival_growth(gmt_schd_t *s, const gmt_pod_t *other, int device, double now)
+static uint64_t rival_growth(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const gmt_pod_t *other,
+                             int device, double now)
 {
   if (other->cfg.mode != GMT__MEM_MODE__MEM_SWAP || !other->nprocs)
     return 0;
   const char *name = other->cfg.name;
-  if (!gmt__tokens_waits(s, name, device) && !gmt__tokens_holds(s, name, device) &&
-      !(gmt__tokens_last_run(s, name, device) >= now - GMT_SWAP_RIVAL_MS))
+  if (!tok->waits(s, name, device) && !tok->holds(s, name, device) &&
+      !(tok->last_run(s, name, device) >= now - GMT_SWAP_RIVAL_MS))
     return 0;
   uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
   uint64_t in = moved_off(s, other, device, resident);
   turnrec_t *r = rec_of(s->turns, name, device, false);
-  uint64_t to = r && grown(s, r) ? r->peak : other->cfg.memory_limit;
+  uint64_t to = r && grown(s, tok, r) ? r->peak : other->cfg.memory_limit;
   return gmt_bytes_add(in, gmt_swap_turn_grow(to, resident, in));
 }
 
 /* The pod's turn on device as things stand, or false when it has none
  * (not a mode=swap pod, no GPU space, a device out of range). */
-static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_t *out)
+static bool plan_now(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *name, int device,
+                     gmt_swap_turn_t *out)
 {
   const gmt_pod_t *pod = gmt_pods_find(s->pods, name);
   uint64_t limit = 0, base = 0;
@@ -171,7 +173,7 @@ static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_
   double now = gmt_now_ms_f();
   for (size_t i = 0; i < s->pods->npods; i++)
     if (&s->pods->pods[i] != pod)
-      occupied = gmt_bytes_add(occupied, rival_growth(s, &s->pods->pods[i], device, now));
+      occupied = gmt_bytes_add(occupied, rival_growth(s, tok, &s->pods->pods[i], device, now));
   uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
   uint64_t in = moved_off(s, pod, device, resident);
   turnrec_t *r = rec_of(s->turns, name, device, false);
@@ -184,23 +186,23 @@ static bool plan_now(gmt_schd_t *s, const char *name, int device, gmt_swap_turn_
    * grew (once the first of three had finished, the other two were each
    * planned no turn from the little they had held, and both came back,
    * grew and pushed each other out again). */
-  if (!(r && grown(s, r)))
+  if (!(r && grown(s, tok, r)))
     *out =
         gmt_swap_turn_start(*out, resident, gmt_swap_turn_grow(pod->cfg.memory_limit, resident, in),
                             occupied, limit, rate, share);
   return true;
 }
 
-double gmt__turns_plan(gmt_schd_t *s, const char *pod, int device)
+double gmt__turns_plan(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *pod, int device)
 {
   gmt_swap_turn_t plan;
-  return plan_now(s, pod, device, &plan) ? plan.turn_ms : 0;
+  return plan_now(s, tok, pod, device, &plan) ? plan.turn_ms : 0;
 }
 
-void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device)
+void gmt__turns_granted(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *pod, int device)
 {
   gmt_swap_turn_t plan;
-  if (!plan_now(s, pod, device, &plan))
+  if (!plan_now(s, tok, pod, device, &plan))
     return;
   turnrec_t *r = rec_of(s->turns, pod, device, true);
   if (r) { /* whether it grows in this grant (grown) */

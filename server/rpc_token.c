@@ -221,6 +221,10 @@ static bool watched(const tdev_t *d, const char *pod)
   return false;
 }
 
+/* The tokens as a swap turn's plan asks about them (schd.h). */
+static const gmt__turns_tokens_t g_turns_tokens = {
+    .waits = gmt__tokens_waits, .holds = gmt__tokens_holds, .last_run = gmt__tokens_last_run};
+
 /* The policy's candidate for a listed pod. */
 static gmt_token_cand_t cand_of(const gmt_pod_t *pod, const char *name, double arrival_ms)
 {
@@ -253,7 +257,7 @@ static gmt_token_cand_t *candidates(tdev_t *d, size_t *count)
       if (!pod)
         continue;
       c[n] = cand_of(pod, w->pod, w->arrival_ms);
-      c[n].turn_ms = gmt__turns_plan(s, w->pod, d->device);
+      c[n].turn_ms = gmt__turns_plan(s, &g_turns_tokens, w->pod, d->device);
       /* Only a grant that is watched can be cut short, so only such a pod
        * gets a long one alone. A watch is the holder's, and schedule()
        * answers it after the next decision: one that waits now carries
@@ -427,7 +431,7 @@ static void decide(tdev_t *d)
   double turn = fmin(win->turn_ms, dec.quota_ms);
   free(c);
   if (rc == 0)
-    gmt__turns_granted(t->s, pod, d->device);
+    gmt__turns_granted(t->s, &g_turns_tokens, pod, d->device);
   gmt_token_terms_t terms = terms_of(t, pod, d->device, dec.quota_ms);
   terms.turn_ms = (uint32_t)fmin(turn, UINT32_MAX);
   d->grant_bounded = rc == 0 && terms.queue_bound_us > 0;

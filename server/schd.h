@@ -194,13 +194,22 @@ int gmt__swap_heartbeat_evicts(gmt_schd_t *s, const gmt_pod_t *pod, Gmt__Heartbe
 /* ---- rpc_swap_turn.c: mode=swap pods' turns (swap_turn.h) ---- */
 int gmt__turns_init(gmt_schd_t *s);
 void gmt__turns_close(gmt_schd_t *s);
+/* What a turn's plan asks of the tokens (rpc_token.c's answers, passed
+ * in: the token calls the turns, never the other way): whether pod waits
+ * for device's token, holds it, and when its last grant there ended. */
+typedef struct gmt__turns_tokens {
+  bool (*waits)(gmt_schd_t *s, const char *pod, int device);
+  bool (*holds)(gmt_schd_t *s, const char *pod, int device);
+  double (*last_run)(gmt_schd_t *s, const char *pod, int device);
+} gmt__turns_tokens_t;
 /* The turn a token decision plans for a waiting pod on device (its
  * TokenRequest turn no longer counts): ms, 0 when it has none (not
- * mode=swap, nothing to bring back, or it fits beside the others). */
-double gmt__turns_plan(gmt_schd_t *s, const char *pod, int device);
+ * mode=swap, nothing to bring back, or it fits beside what the card holds
+ * and what its rivals will grow to). */
+double gmt__turns_plan(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *pod, int device);
 /* pod was granted device's token: a turn that brings bytes back is
  * counted, its plan kept for status, and the card's switch timed. */
-void gmt__turns_granted(gmt_schd_t *s, const char *pod, int device);
+void gmt__turns_granted(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *pod, int device);
 /* pod's resident bytes on device rose by raised (a Resident call): the
  * switch being timed has claimed its room once all it had moved off is
  * claimed back; memory that came back outside a timed switch (before a
