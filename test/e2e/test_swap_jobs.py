@@ -250,44 +250,48 @@ class RivalsGrowth(SwapJobs):
     """Two jobs whose bytes fit on the card side by side but whose quotas
     do not: a pod planned a turn counts what its rivals (the swap pods
     that wait for the token, hold it, or ran within the last second) will
-    grow to, their quota until their peak is known, so the first of the
-    two to run is planned a turn to grow in, though its own quota fits
-    beside what the other holds now. Once each has had a grant without
-    growing, their bytes are what counts, and neither job ever moves. On
-    an H200, once the first of three AdamW jobs had finished, the other two
-    each fitted beside what the card held: both came back, grew and pushed
-    each other out for 1.3 s before one was planned a turn. (A strict pod
-    c holds the token first, so that both wait for it at once.)"""
-    CONFIG = ("3\na 0.4 1.0 70Mi mode=swap idle-out=0\nb 0.4 1.0 70Mi mode=swap idle-out=0\n"
-              "c 0.2 1.0 16Mi\n")
+    grow to, their quota until their peak is known, so a job asking just
+    after the other grew in its grant is planned a turn to grow in, though
+    its own quota fits beside what the other holds now. Neither job ever
+    moves. On an H200, once the first of three AdamW jobs had finished,
+    the other two each fitted beside what the card held: both came back,
+    grew and pushed each other out for 1.3 s before one was planned a
+    turn."""
+    CONFIG = "2\na 0.5 1.0 60Mi mode=swap idle-out=0\nb 0.5 1.0 60Mi mode=swap idle-out=0\n"
+    GROW = r"pod '(\w)' is granted a turn of \d+ ms to grow in"
 
     def test_a_rivals_quota_counts_until_its_peak_is_known(self):
-        held, card = 20 * MIB, 100 * MIB  # 50 MiB more beside 20 + 20 + 1 fits; beside 20 + 50 more, not
-        self.start_schd("--gpu-capacity", "0=%d" % card, "--base-quota-ms", "1000",
-                        "--min-quota-ms", "1000", "--swap-move-share", "0.5")
-        for pod in "abc":
-            self.start_pmgr(pod)
-        pc = self.job("c", 1 * MIB, card, "--kernel-us", "1000")
-        jobs = {pod: self.job(pod, held, card, "--kernel-us", "1000") for pod in "ab"}
-        pc.send("spin 1500")
-        wait_for(lambda: re.search(r"token device 0: grant to pod 'c'", self.daemons[0].output()),
-                 timeout=10, what="c's grant")
-        for p in jobs.values():
+        card = 100 * MIB
+        # Grants of 3 s: b's spin and its growth are in one grant.
+        self.start_schd("--gpu-capacity", "0=%d" % card, "--swap-move-share", "0.5",
+                        "--base-quota-ms", "3000", "--min-quota-ms", "3000")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", 20 * MIB, card, "--kernel-us", "1000")
+        pb = self.job("b", 20 * MIB, card, "--kernel-us", "1000")
+        pb.send("spin 1500")
+        schd = self.daemons[0]
+        wait_for(lambda: re.search(r"grant to pod 'b'", schd.output()), timeout=10,
+                 what="b's grant")
+        # b grows in its grant: a second process of b allocates 10 MiB.
+        env = self.hook_env("b", GMT_FAKE_MEM=str(card))
+        pd = self.run_prog("b", DEV_ALLOC, "0:%d" % (10 * MIB), env=env)
+        self.assertEqual(pd.expect("ALLOC", timeout=30)["rc"], "0", pd.stderr()[-3000:])
+        pd.expect("READY", timeout=30)
+        pb.expect("SPUN", timeout=30)
+        self.assertEqual(re.findall(self.GROW, schd.output()), [], "b's quota fitted beside a")
+        # a asks as b's grant ends: a's 40 MiB more fits beside the 50 the
+        # card holds, not beside b's 30 more too.
+        for p in (pa, pb, pa):
             p.send("check")
-        for pod, p in jobs.items():
-            self.assertEqual(self.result(p), "OK %d" % held, p.stderr()[-3000:])
-        for _ in range(2):
-            for p in jobs.values():
-                p.send("check")
-                self.assertEqual(self.result(p), "OK %d" % held, p.stderr()[-3000:])
-        pc.expect("SPUN", timeout=30)
-        grown = StartingTurn.GROW.findall(self.daemons[0].output())
-        pods = [pod for pod, _, _ in grown]
-        self.assertTrue(grown, self.logs())
-        self.assertLessEqual(max(pods.count("a"), pods.count("b")), 1, grown)
-        for pod, p in jobs.items():
+            self.assertEqual(self.result(p), "OK %d" % (20 * MIB), p.stderr()[-3000:])
+        self.assertEqual(re.findall(self.GROW, schd.output()), ["a"], self.logs())
+        for pod, p in (("a", pa), ("b", pb)):
             self.assertEqual(self.tiers(pod, p.proc.pid)[1:], (0, 0), pod)
-        self.exit_jobs(pc, *jobs.values())
+        pd.send("exit")
+        pd.send("exit")
+        self.assertEqual(pd.finish()[0], 0)
+        self.exit_jobs(pa, pb)
 
 
 class GrowsInItsGrant(SwapJobs):
