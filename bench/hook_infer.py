@@ -110,8 +110,11 @@ def serve(env, args, side, node=None):
     """{load: L row} of one run of the service; side is without, with or
     ungated. With node, also "held": each pod's share of the GPU's time in
     gmt-schd's window as the service ends."""
-    p = gmt_e2e.Prog([sys.executable, SERVE, "--loads", args.loads,
-                      "--seconds", str(args.seconds)], env)
+    # --cpus: every run of the service on the same CPUs (its hook threads
+    # too), as bench/hook_overhead.py --cpus: unpinned, rounds spread 10-25%.
+    pin = ["taskset", "-c", args.cpus] if args.cpus else []
+    p = gmt_e2e.Prog(pin + [sys.executable, SERVE, "--loads", args.loads,
+                            "--seconds", str(args.seconds)], env)
     p.expect("READY", timeout=120)
     t0 = time.monotonic()
     rows = p.records(prefixes=("L ",), timeout=60 + 10 * args.seconds * len(args.loads.split(",")))
@@ -143,6 +146,7 @@ def main():
     ap.add_argument("--loads", default="closed:1,closed:64")
     ap.add_argument("--blas-threads", default="1", help="OPENBLAS_NUM_THREADS of both sides")
     ap.add_argument("--beside", action="store_true", help="a busy job shares the GPU")
+    ap.add_argument("--cpus", default="", help="CPUs the service is held to in every run (4,5)")
     args = ap.parse_args()
     if args.rounds < 1:
         raise SystemExit("--rounds must be at least 1")
