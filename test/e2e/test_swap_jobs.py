@@ -67,6 +67,20 @@ class SwapJobs(GmtTestCase):
             errs.append(err)
         return errs
 
+    def grow(self, pod, nbytes, card):
+        """A second process of pod allocates nbytes and holds them (dev_alloc):
+        the pod grows. Its Prog, for end_grow."""
+        env = self.hook_env(pod, GMT_FAKE_MEM=str(card))
+        p = self.run_prog(pod, DEV_ALLOC, "0:%d" % nbytes, env=env)
+        self.assertEqual(p.expect("ALLOC", timeout=30)["rc"], "0", p.stderr()[-3000:])
+        p.expect("READY", timeout=30)
+        return p
+
+    def end_grow(self, p):
+        p.send("exit")  # frees at one line, exits at the next
+        p.send("exit")
+        self.assertEqual(p.finish()[0], 0)
+
     def logs(self):
         return "".join("\n%s: %s" % (d.name, d.output()[-2000:]) for d in self.daemons)
 
@@ -273,11 +287,7 @@ class RivalsGrowth(SwapJobs):
         schd = self.daemons[0]
         wait_for(lambda: re.search(r"grant to pod 'b'", schd.output()), timeout=10,
                  what="b's grant")
-        # b grows in its grant: a second process of b allocates 10 MiB.
-        env = self.hook_env("b", GMT_FAKE_MEM=str(card))
-        pd = self.run_prog("b", DEV_ALLOC, "0:%d" % (10 * MIB), env=env)
-        self.assertEqual(pd.expect("ALLOC", timeout=30)["rc"], "0", pd.stderr()[-3000:])
-        pd.expect("READY", timeout=30)
+        pd = self.grow("b", 10 * MIB, card)  # b grows in its grant
         pb.expect("SPUN", timeout=30)
         self.assertEqual(re.findall(self.GROW, schd.output()), [], "b's quota fitted beside a")
         # a asks as b's grant ends: a's 40 MiB more fits beside the 50 the
@@ -288,9 +298,7 @@ class RivalsGrowth(SwapJobs):
         self.assertEqual(re.findall(self.GROW, schd.output()), ["a"], self.logs())
         for pod, p in (("a", pa), ("b", pb)):
             self.assertEqual(self.tiers(pod, p.proc.pid)[1:], (0, 0), pod)
-        pd.send("exit")
-        pd.send("exit")
-        self.assertEqual(pd.finish()[0], 0)
+        self.end_grow(pd)
         self.exit_jobs(pa, pb)
 
 
@@ -312,11 +320,7 @@ class GrowsInItsGrant(SwapJobs):
         grow = r"pod 'a' is granted a turn of \d+ ms to grow in"
         wait_for(lambda: re.search(grow, self.daemons[0].output()), timeout=10,
                  what="a's first turn to grow in (its 1Gi quota never fits the card)")
-        # A second process of a allocates 30 MiB in that grant: the pod grows.
-        env = self.hook_env("a", GMT_FAKE_MEM=str(card))
-        pd = self.run_prog("a", DEV_ALLOC, "0:%d" % (30 * MIB), env=env)
-        self.assertEqual(pd.expect("ALLOC", timeout=30)["rc"], "0", pd.stderr()[-3000:])
-        pd.expect("READY", timeout=30)
+        pd = self.grow("a", 30 * MIB, card)  # in that grant
         pa.expect("SPUN", timeout=30)
         grown_before = len(re.findall(grow, self.daemons[0].output()))
         time.sleep(0.6)  # past the grant it grew in
@@ -326,9 +330,7 @@ class GrowsInItsGrant(SwapJobs):
         turns = re.findall(grow, self.daemons[0].output())
         # Planned a turn to grow in after it grew: its peak was not known.
         self.assertGreater(len(turns), grown_before, self.logs())
-        pd.send("exit")
-        pd.send("exit")
-        self.assertEqual(pd.finish()[0], 0)
+        self.end_grow(pd)
         self.exit_jobs(pa)
 
 
