@@ -138,10 +138,11 @@ static bool grown(gmt_schd_t *s, const gmt__turns_tokens_t *tok, turnrec_t *r)
 /* What other's processes will add to what device holds once other runs,
  * when it is a rival (waits for the token, holds it, or ran within
  * GMT_SWAP_RIVAL_MS): what it brings back, and what it grows by, to its
- * quota until its peak is known (grown) and to its peak after. Once the first of three AdamW jobs
- * at 2.0x an H200 had finished, the other two each fitted beside what the card held: both came
- * back, grew and pushed each other out for 1.3 s before one was planned a turn. 0 for a pod that is
- * idle, gone, or not in mode=swap. */
+ * quota until its peak is known (grown) and to its peak after. Once the
+ * first of three AdamW jobs at 2.0x an H200 had finished, the other two
+ * each fitted beside what the card held: both came back, grew and pushed
+ * each other out for 1.3 s before one was planned a turn. 0 for a pod
+ * that is idle, gone, or not in mode=swap. */
 static uint64_t rival_growth(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const gmt_pod_t *other,
                              int device, double now)
 {
