@@ -81,6 +81,14 @@ class SwapJobs(GmtTestCase):
         p.send("exit")
         self.assertEqual(p.finish()[0], 0)
 
+    # gmt-schd's line for a turn to grow in: pod, ms, what it holds.
+    GROW = re.compile(r"pod '(\w)' is granted a turn of (\d+) ms to grow in \(it holds "
+                      r"([\d.]+) MiB")
+
+    def grow_turns(self):
+        """Each turn to grow in gmt-schd granted so far: (pod, ms, MiB held)."""
+        return self.GROW.findall(self.daemons[0].output())
+
     def logs(self):
         return "".join("\n%s: %s" % (d.name, d.output()[-2000:]) for d in self.daemons)
 
@@ -224,7 +232,7 @@ class TwoBusySwapPods(SwapJobs):
         self.stop_jobs(jobs)
 
 
-class StartingTurn(TwoBusySwapPods):
+class StartingTurn(SwapJobs):
     """A job starting whose quota does not fit on the card beside what is
     there: until it has had a turn to grow in a pod may grow to its
     quota, so its first grant is a turn to grow in, costed by what it
@@ -234,10 +242,6 @@ class StartingTurn(TwoBusySwapPods):
     the second's allocation pushed the first out, and which asked first
     decided whether either was planned a turn to grow in or both turns to
     bring bytes back: so the first runs alone here.)"""
-    GROW = re.compile(r"pod '(\w)' is granted a turn of (\d+) ms to grow in \(it holds "
-                      r"([\d.]+) MiB")
-    test_both_busy_jobs_take_turns = None  # TwoBusySwapPods' own
-
     def test_a_job_starting_is_planned_a_turn_to_grow(self):
         held, card = 70 * MIB, 100 * MIB
         self.start_schd("--gpu-capacity", "0=%d" % card, "--swap-move-share", "0.5")
@@ -246,7 +250,7 @@ class StartingTurn(TwoBusySwapPods):
         pa = self.job("a", held, card, "--kernel-us", "2000")
         pa.send("check")
         self.assertEqual(self.result(pa), "OK %d" % held, pa.stderr()[-3000:])
-        grown = self.GROW.findall(self.daemons[0].output())
+        grown = self.grow_turns()
         # Costed by what it holds (its 70 MiB, on the card), not by its
         # 1Gi quota: a turn as long as moving 70 MiB twice allows.
         self.assertEqual([(pod, float(mib) * MIB) for pod, _, mib in grown], [("a", held)],
@@ -272,7 +276,6 @@ class RivalsGrowth(SwapJobs):
     grew and pushed each other out for 1.3 s before one was planned a
     turn."""
     CONFIG = "2\na 0.5 1.0 60Mi mode=swap idle-out=0\nb 0.5 1.0 60Mi mode=swap idle-out=0\n"
-    GROW = r"pod '(\w)' is granted a turn of \d+ ms to grow in"
 
     def test_a_rivals_quota_counts_until_its_peak_is_known(self):
         card = 100 * MIB
@@ -289,13 +292,13 @@ class RivalsGrowth(SwapJobs):
                  what="b's grant")
         pd = self.grow("b", 10 * MIB, card)  # b grows in its grant
         pb.expect("SPUN", timeout=30)
-        self.assertEqual(re.findall(self.GROW, schd.output()), [], "b's quota fitted beside a")
+        self.assertEqual(self.grow_turns(), [], "b's quota fitted beside a")
         # a asks as b's grant ends: a's 40 MiB more fits beside the 50 the
         # card holds, not beside b's 30 more too.
         for p in (pa, pb, pa):
             p.send("check")
             self.assertEqual(self.result(p), "OK %d" % (20 * MIB), p.stderr()[-3000:])
-        self.assertEqual(re.findall(self.GROW, schd.output()), ["a"], self.logs())
+        self.assertEqual([pod for pod, _, _ in self.grow_turns()], ["a"], self.logs())
         for pod, p in (("a", pa), ("b", pb)):
             self.assertEqual(self.tiers(pod, p.proc.pid)[1:], (0, 0), pod)
         self.end_grow(pd)
@@ -317,17 +320,16 @@ class GrowsInItsGrant(SwapJobs):
         self.start_pmgr("a")
         pa = self.job("a", 10 * MIB, card, "--kernel-us", "1000")
         pa.send("spin 400")
-        grow = r"pod 'a' is granted a turn of \d+ ms to grow in"
-        wait_for(lambda: re.search(grow, self.daemons[0].output()), timeout=10,
+        wait_for(lambda: self.grow_turns(), timeout=10,
                  what="a's first turn to grow in (its 1Gi quota never fits the card)")
         pd = self.grow("a", 30 * MIB, card)  # in that grant
         pa.expect("SPUN", timeout=30)
-        grown_before = len(re.findall(grow, self.daemons[0].output()))
+        grown_before = len(self.grow_turns())
         time.sleep(0.6)  # past the grant it grew in
         for _ in range(2):
             pa.send("check")
             self.assertEqual(self.result(pa), "OK %d" % (10 * MIB), pa.stderr()[-3000:])
-        turns = re.findall(grow, self.daemons[0].output())
+        turns = self.grow_turns()
         # Planned a turn to grow in after it grew: its peak was not known.
         self.assertGreater(len(turns), grown_before, self.logs())
         self.end_grow(pd)
@@ -353,8 +355,7 @@ class NextJobTurn(SwapJobs):
             self.exit_jobs(pa)
             wait_for(lambda: not self.pod("a").get("processes"), timeout=10,
                      what="pod a without processes")
-        grown = re.findall(r"pod 'a' is granted a turn of \d+ ms to grow in",
-                           self.daemons[0].output())
+        grown = [t for t in self.grow_turns() if t[0] == "a"]
         # Its 1Gi quota never fits on the 100 MiB card beside b's 30 MiB.
         self.assertEqual(len(grown), 2, self.logs())
         self.exit_jobs(pb)
