@@ -9,6 +9,7 @@
  * the last turn's plan per pod and the rate per card. docs/tiers.md, "The turn's
  * length". Loop thread only. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,9 +31,10 @@ typedef struct turnrec {
   uint64_t turns;
   gmt_swap_turn_t plan;
   uint64_t peak;
-  bool planned;        /* its peak is known (grown), since its processes came */
   double grant_ms;     /* its last grant began (0: none since its processes came) */
   uint64_t grant_peak; /* its peak then */
+  bool folded;         /* that grant's run is in steady_ms (or was not steady) */
+  double steady_ms;    /* its grants' run since its peak last rose */
 } turnrec_t;
 
 /* A card: its switches' rate and the one being timed. */
@@ -116,18 +118,32 @@ static uint64_t moved_off(gmt_schd_t *s, const gmt_pod_t *pod, int device, uint6
                           gmt_ledger_pod_device_total(s->ledger, pod->cfg.name, device), resident);
 }
 
-/* Whether r's pod's peak is known: one of its grants since its processes
- * came has ended without its peak rising. A job starting grows through
- * its first grants: marked at a 199 ms turn to grow in from 40 MiB, a
- * transformer job's peak read 682 MiB of 10.75 GiB, and it was planned
- * no turn as it came back and grew through the other job's memory (its
- * next step took 15.5 s, H200). */
+/* A pod's peak is known (grown) once its grants have run this long in
+ * all, each ended, without its peak rising. One grant ending without
+ * growth said too little: cut short 0.6 ms in, a transformer job starting
+ * was marked at a few MiB of its 10.75 GiB, and the two jobs were planned
+ * no turns as they grew through each other's memory for 2.2 s (H200);
+ * marked at a 199 ms turn from 40 MiB, one read a peak of 682 MiB and its
+ * rival's next step took 15.5 s. A training step is 0.1-0.3 s. */
+#define GMT_SWAP_GROWN_MS 500.0
+
+/* Adds r's last grant's run to its steady time once the grant has ended
+ * (last_run, the token's), if its peak did not rise in it. */
+static void fold(turnrec_t *r, double last_run)
+{
+  if (r->folded || !(r->grant_ms > 0) || !(last_run >= r->grant_ms))
+    return;
+  r->folded = true;
+  if (r->peak <= r->grant_peak)
+    r->steady_ms += last_run - r->grant_ms;
+}
+
+/* Whether r's pod's peak is known: its grants ran GMT_SWAP_GROWN_MS since
+ * it last rose. */
 static bool grown(gmt_schd_t *s, const gmt__turns_tokens_t *tok, turnrec_t *r)
 {
-  if (!r->planned && r->grant_ms > 0 && r->peak <= r->grant_peak &&
-      tok->last_run(s, r->pod, r->device) >= r->grant_ms)
-    r->planned = true;
-  return r->planned;
+  fold(r, tok->last_run(s, r->pod, r->device));
+  return r->steady_ms >= GMT_SWAP_GROWN_MS;
 }
 
 /* A pod that ran on a card this recently, or waits for its token, is a
@@ -200,6 +216,23 @@ double gmt__turns_plan(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char
   return plan_now(s, tok, pod, device, &plan) ? plan.turn_ms : 0;
 }
 
+bool gmt__turns_waking(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *name, int device)
+{
+  const gmt_pod_t *pod = gmt_pods_find(s->pods, name);
+  if (!s->turns || !s->swap || !s->ledger || !pod || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP ||
+      pod->cfg.idle_out_ms < 0 || device < 0 || device >= GMT_SWAP_DEVICES)
+    return false;
+  turnrec_t *r = rec_of(s->turns, name, device, false);
+  if (!r || !(r->grant_ms > 0))
+    return false; /* never ran since its processes came: a job starting */
+  /* The token forgets a pod's runs after its window: its last grant's
+   * start bounds its last run then. */
+  double last = fmax(tok->last_run(s, name, device), r->grant_ms);
+  if (gmt_now_ms_f() - last < fmax((double)pod->cfg.idle_out_ms, GMT_SWAP_RIVAL_MS))
+    return false;
+  return moved_off(s, pod, device, gmt_swap_pod_device_total(s->swap, name, device)) > 0;
+}
+
 void gmt__turns_granted(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *pod, int device)
 {
   gmt_swap_turn_t plan;
@@ -207,8 +240,10 @@ void gmt__turns_granted(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const cha
     return;
   turnrec_t *r = rec_of(s->turns, pod, device, true);
   if (r) { /* whether it grows in this grant (grown) */
+    fold(r, tok->last_run(s, pod, device));
     r->grant_ms = gmt_now_ms_f();
     r->grant_peak = r->peak;
+    r->folded = false;
   }
   card_t *c = &s->turns->cards[device];
   /* Granted again while its memory is still coming (the grant ran out as
@@ -248,8 +283,10 @@ void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device, uint64_t ra
   card_t *c = &s->turns->cards[device];
   uint64_t mine = gmt_swap_pod_device_total(s->swap, pod, device);
   turnrec_t *r = rec_of(s->turns, pod, device, true);
-  if (r && mine > r->peak)
+  if (r && mine > r->peak) {
     r->peak = mine;
+    r->steady_ms = 0; /* it grows: its peak is not known yet (grown) */
+  }
   if (!c->timing || strcmp(c->pod, pod) != 0) {
     /* Its memory came back before a grant (there was room when it
      * asked): a turn too, untimed. A restore says so itself; its reports
@@ -274,8 +311,8 @@ void gmt__turns_reported(gmt_schd_t *s, const gmt_pod_t *pod)
   for (size_t i = 0; !pod->nprocs && i < s->turns->n; i++)
     if (!strcmp(s->turns->recs[i].pod, pod->cfg.name)) {
       s->turns->recs[i].peak = 0;
-      s->turns->recs[i].planned = false;
       s->turns->recs[i].grant_ms = 0;
+      s->turns->recs[i].steady_ms = 0;
     }
   for (int d = 0; d < GMT_SWAP_DEVICES; d++) {
     card_t *c = &s->turns->cards[d];

@@ -545,12 +545,16 @@ static void maybe_revoke(struct gmt_tokens *t, tdev_t *d, const gmt_pod_t *pod, 
     if (strcmp(w->pod, pod->cfg.name) == 0)
       arrival = fmin(arrival, w->arrival_ms);
   gmt_token_cand_t c = cand_of(pod, pod->cfg.name, arrival), h = cand_of(hp, holder, 0);
+  /* Only a pod that did not wait already: one held back by the turn
+   * waits for it, idle or not. */
+  c.waking = arrival >= now && gmt__turns_waking(t->s, &g_turns_tokens, pod->cfg.name, d->device);
   if (!gmt_token_should_revoke(&t->p, d->pol, &c, &h, now))
     return;
-  gmt_debug("token device %d: pod '%s' (%s, usage %.1f ms) asks while pod '%s' (usage %.1f ms) "
+  gmt_debug("token device %d: pod '%s' (%s%s, usage %.1f ms) asks while pod '%s' (usage %.1f ms) "
             "holds the token, %.1f ms before its grant's end: the grant is cut short",
-            d->device, pod->cfg.name, gmt_pod_class_name(pod->cfg.klass), c.usage_ms, holder,
-            h.usage_ms, gmt_token_grant_end(d->pol) - now);
+            d->device, pod->cfg.name, gmt_pod_class_name(pod->cfg.klass),
+            c.waking ? ", waking" : "", c.usage_ms, holder, h.usage_ms,
+            gmt_token_grant_end(d->pol) - now);
   char name[GMT_POD_NAME_MAX + 1];
   snprintf(name, sizeof name, "%s", holder);
   if (d->grant_bounded) {

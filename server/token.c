@@ -644,7 +644,7 @@ bool gmt_token_should_revoke(const gmt_token_params_t *p, const gmt_token_dev_t 
                              gmt_token_cand_t *c, gmt_token_cand_t *holder, double now)
 {
   if (!d->held || d->draining || strcmp(c->pod, d->cur.pod) == 0 ||
-      !(c->arrival_ms > d->cur.start) || (now < d->keep_until && !c->latency))
+      !(c->arrival_ms > d->cur.start) || (now < d->keep_until && !c->latency && !c->waking))
     return false;
   c->usage_ms = gmt_token_usage(d, c->pod, p->window_ms, now);
   c->allowance_ms = gmt_token_allowance(d, c->pod, c->limit, p->window_ms, now);

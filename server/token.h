@@ -81,6 +81,7 @@ typedef struct gmt_token_cand {
   double burst_ms;       /* largest burst its calls reported; 0: none */
   double arrival_ms;     /* when its oldest waiting call arrived */
   bool latency;          /* class=latency: goes before every batch pod that can run */
+  bool waking;           /* a swap pod moved out while idle, asking again: may cut a turn short */
   bool watched;          /* its last grant was watched: a pod that comes can cut its next short */
   double turn_ms;        /* a swap pod's grant must run this long to pay for its moves; 0: none */
   /* Filled by gmt_token_choose(): */
@@ -118,7 +119,8 @@ double gmt_token_wake(const gmt_token_params_t *p, const gmt_token_dev_t *d,
 /* Whether the holder's grant should be cut short for c, a pod that asks
  * now: the grant has run its turn (a swap pod's turn_ms when it was
  * granted: cut sooner, the memory moves that began it would be wasted and
- * the next pod's start would move it all again) unless c is a latency pod,
+ * the next pod's start would move it all again) unless c is a latency pod
+ * or a waking one (an idle pod's first launch waits for no turn),
  * c began waiting after the grant started (a pod that waited when it
  * was made had its turn at the choice; one that comes back from idle, or a
  * latency pod with new work, did not), the holder is not draining already,

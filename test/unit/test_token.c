@@ -487,6 +487,27 @@ static void test_a_swap_turn_lengthens_the_grant_within_the_allowance(void **sta
   gmt_token_dev_free(d);
 }
 
+/* A swap pod's turn is not cut short by a batch pod that comes back,
+ * but is by one waking (moved out while idle: its first launch waits for
+ * no turn). */
+static void test_a_waking_pod_cuts_a_swap_turn_short(void **state)
+{
+  (void)state;
+  gmt_token_params_t p = params();
+  gmt_token_dev_t *d = dev();
+  granted(d, "inf", 0, 100);
+  gmt_token_cand_t train = {.pod = "train", .request = 0.5, .limit = 1, .turn_ms = 8000};
+  gmt_token_decision_t dec;
+  assert_int_equal(gmt_token_schedule(&p, d, &train, 1, 1000, &dec), 0);
+  assert_int_equal(dec.action, GMT_TOKEN_GRANT);
+  gmt_token_cand_t holder = {.pod = "train", .request = 0.5, .limit = 1};
+  gmt_token_cand_t inf = {.pod = "inf", .request = 0.5, .limit = 1, .arrival_ms = 3000};
+  assert_false(gmt_token_should_revoke(&p, d, &inf, &holder, 3000));
+  inf.waking = true;
+  assert_true(gmt_token_should_revoke(&p, d, &inf, &holder, 3000));
+  gmt_token_dev_free(d);
+}
+
 static void test_a_pod_back_from_idle_cuts_the_grant_short(void **state)
 {
   (void)state;
@@ -1095,6 +1116,7 @@ int main(void)
       T(test_a_report_charges_the_holder_to_when_its_work_was_done),
       T(test_a_report_charges_another_pods_overuse_after_its_last_grant),
       T(test_latency_pods_go_before_batch_pods_that_can_run),
+      T(test_a_waking_pod_cuts_a_swap_turn_short),
       T(test_a_pod_back_from_idle_cuts_the_grant_short),
       T(test_a_swap_turn_is_not_cut_short_before_it_has_run),
       T(test_a_latency_pod_cuts_a_batch_grant_and_not_the_other_way),
