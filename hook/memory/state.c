@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -39,6 +40,7 @@ static size_t g_cap; /* a power of two, or 0 before the first insert */
 static size_t g_count;
 
 static uint64_t g_memory_used, g_allocs, g_frees, g_dropped;
+static _Atomic uint64_t g_calls; /* g_allocs + g_frees, read without g_mu */
 static int g_dirty;
 
 static gmt_hook_event_t g_ring[GMT_HOOK_EVENT_CAP];
@@ -152,6 +154,7 @@ int gmt__state_alloc(int ns, uint64_t address, uint64_t size, int kind, int devi
                         .used = 1};
   g_memory_used += size;
   g_allocs++;
+  atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
   push_event(&e);
   changed();
   pthread_mutex_unlock(&g_mu);
@@ -179,6 +182,7 @@ int gmt__state_free(int ns, uint64_t address, gmt_hook_event_t *freed)
                         .free = 1};
   g_memory_used -= g_slots[i].size;
   g_frees++;
+  atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
   g_count--;
   remove_at(i);
   push_event(&e);
@@ -189,6 +193,11 @@ int gmt__state_free(int ns, uint64_t address, gmt_hook_event_t *freed)
   GMT_HOOK_DEBUG("free kind=%d address=0x%llx size=%llu", e.kind, (unsigned long long)address,
                  (unsigned long long)e.size);
   return 1;
+}
+
+uint64_t gmt__state_calls(void)
+{
+  return atomic_load_explicit(&g_calls, memory_order_relaxed);
 }
 
 static void totals_locked(gmt_hook_totals_t *t)

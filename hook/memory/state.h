@@ -33,6 +33,11 @@ int gmt__state_alloc(int ns, uint64_t address, uint64_t size, int kind, int devi
 /* Forgets an allocation; returns 1 and what it was in *freed (may be
  * NULL) when address was live, 0 when it was not ours. */
 int gmt__state_free(int ns, uint64_t address, gmt_hook_event_t *freed);
+/* How many allocations and frees were recorded so far, without a lock:
+ * the token's idle thread counts a process that allocates or frees as
+ * busy (PyTorch releasing its cached pages after a failed allocation
+ * launches nothing for 0.5 s). */
+uint64_t gmt__state_calls(void);
 
 /* The totals as one report carries them. */
 typedef struct {

@@ -19,6 +19,10 @@
  *              each 4 to finish (a training loop's loss.item()), until MS
  *              milliseconds have passed; prints "SPUN <kernels done>"
  *              (bench/swap_quantum.py: GPU work done while swapping);
+ *   churn MS   (with --kernel-us) allocates 16 x 1 MiB, launches a spin
+ *              kernel, then frees them one by one over MS milliseconds,
+ *              launching nothing (an allocator releasing its cache), then
+ *              launches another; prints "CHURNED frees=16";
  *   free       frees it with cuMemFree_v2, prints "FREED";
  *   exit       exits 0.
  * Any CUDA failure prints "CUDAFAIL <call> <error name>" and exits 1.
@@ -191,6 +195,23 @@ int main(int argc, char **argv)
         done += 4;
       }
       printf("SPUN %lu\n", done);
+    } else if (!strncmp(line, "churn", 5) && spin) {
+      enum { CHURN = 16 };
+      CUdeviceptr t[CHURN];
+      for (int k = 0; k < CHURN; k++)
+        CHECK(cuMemAlloc_v2(&t[k], MiB));
+      void *params[] = {&kernel_us};
+      CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+      CHECK(cuCtxSynchronize());
+      long gap_us = (long)(strtod(line + 5, NULL) * 1000 / CHURN);
+      struct timespec gap = {gap_us / 1000000, gap_us % 1000000 * 1000};
+      for (int k = 0; k < CHURN; k++) {
+        nanosleep(&gap, NULL);
+        CHECK(cuMemFree_v2(t[k]));
+      }
+      CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+      CHECK(cuCtxSynchronize());
+      printf("CHURNED frees=%d\n", CHURN);
     } else if (!strncmp(line, "memset", 6)) {
       set = (uint32_t)strtoul(line + 6, NULL, 0);
       is_set = 1;
