@@ -220,8 +220,8 @@ bool gmt__turns_waking(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char
 {
   const gmt_pod_t *pod = gmt_pods_find(s->pods, name);
   if (!s->turns || !s->swap || !s->ledger || !pod || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP ||
-      pod->cfg.idle_out_ms < 0 || device < 0 || device >= GMT_SWAP_DEVICES)
-    return false;
+      pod->cfg.idle_out_ms <= 0 || device < 0 || device >= GMT_SWAP_DEVICES)
+    return false; /* idle-out=0: a pod that takes turns whenever it is idle */
   turnrec_t *r = rec_of(s->turns, name, device, false);
   if (!r || !(r->grant_ms > 0))
     return false; /* never ran since its processes came: a job starting */
