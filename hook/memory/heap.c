@@ -57,6 +57,20 @@ static _Atomic int g_tracking = 0; /* nothing is seen: nothing is tracked */
 static _Atomic int g_tracking = 1; /* buffers are tracked */
 #endif
 static _Atomic size_t g_count; /* buffers tracked now */
+/* The lowest and highest start of a buffer tracked since the table was
+ * last empty (written under the lock): a free outside them is not of a
+ * tracked buffer, without asking the allocator its block's size
+ * (malloc_usable_size from this free was 0.21% of a PyTorch inference
+ * loop's samples on an H200, the hook's largest share). */
+static _Atomic uintptr_t g_lo = UINTPTR_MAX, g_hi;
+
+/* The table is empty (lock held, or a child alone after fork). */
+static void bounds_reset(void)
+{
+  atomic_store_explicit(&g_lo, UINTPTR_MAX, memory_order_relaxed);
+  atomic_store_explicit(&g_hi, 0, memory_order_relaxed);
+}
+
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static __thread int t_resolving TLS_IE;
 /* Set while this thread holds the heap lock: an allocation the driver
@@ -179,6 +193,7 @@ void gmt__heap_stop_tracking(void)
   gmt__heap_lock();
   g_n = 0;
   atomic_store(&g_count, 0);
+  bounds_reset();
   gmt__heap_unlock();
 }
 
@@ -227,6 +242,8 @@ static void take_at(size_t i, gmt_hostbuf_t *out)
   memmove(&g_bufs[i], &g_bufs[i + 1], (g_n - i - 1) * sizeof *g_bufs);
   g_n--;
   atomic_store_explicit(&g_count, g_n, memory_order_relaxed);
+  if (!g_n)
+    bounds_reset();
 }
 
 /* Without the lock: the owner's last word on a buffer that is going. */
@@ -309,6 +326,10 @@ static void track_at(void *p, size_t n, uintptr_t pc, Dl_info *named)
                               .site = s,
                               .nth = s ? s->count++ : 0};
   g_n++;
+  if ((uintptr_t)p < atomic_load_explicit(&g_lo, memory_order_relaxed))
+    atomic_store_explicit(&g_lo, (uintptr_t)p, memory_order_relaxed);
+  if ((uintptr_t)p > atomic_load_explicit(&g_hi, memory_order_relaxed))
+    atomic_store_explicit(&g_hi, (uintptr_t)p, memory_order_relaxed);
   atomic_store_explicit(&g_count, g_n, memory_order_relaxed);
 out:
   gmt__heap_unlock();
@@ -320,6 +341,10 @@ out:
 WRAPPERS_ONLY static void untrack(void *p)
 {
   if (!p || atomic_load_explicit(&g_count, memory_order_relaxed) == 0 || t_locked || in_boot(p))
+    return;
+  uintptr_t a = (uintptr_t)p;
+  if (a < atomic_load_explicit(&g_lo, memory_order_relaxed) ||
+      a > atomic_load_explicit(&g_hi, memory_order_relaxed))
     return;
   if (r.usable(p) < GMT_HEAP_MIN)
     return;
@@ -518,6 +543,7 @@ static void heap_child(void)
   t_locked = 0;
   g_n = 0;
   atomic_store(&g_count, 0);
+  bounds_reset();
 }
 
 static const gmt_fork_ops_t g_fork_ops = {NULL, NULL, heap_child};
