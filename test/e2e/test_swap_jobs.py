@@ -47,6 +47,18 @@ class SwapJobs(GmtTestCase):
         self.assertEqual(int(ready["bytes"]), held)
         return p
 
+    def ran_alone(self, held, card, *flags):
+        """gmt-schd on a declared card of card bytes (with flags), both pod
+        managers, and a's job of held bytes, which checks once alone; its
+        Prog."""
+        self.start_schd("--gpu-capacity", "0=%d" % card, *flags)
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.job("a", held, card, "--kernel-us", "2000")
+        pa.send("check")
+        self.assertEqual(self.result(pa), "OK %d" % held, pa.stderr()[-3000:])
+        return pa
+
     def result(self, p):
         """The next OK/BAD/CUDAFAIL line of p."""
         while True:
@@ -244,12 +256,7 @@ class StartingTurn(SwapJobs):
     bring bytes back: so the first runs alone here.)"""
     def test_a_job_starting_is_planned_a_turn_to_grow(self):
         held, card = 70 * MIB, 100 * MIB
-        self.start_schd("--gpu-capacity", "0=%d" % card, "--swap-move-share", "0.5")
-        self.start_pmgr("a")
-        self.start_pmgr("b")
-        pa = self.job("a", held, card, "--kernel-us", "2000")
-        pa.send("check")
-        self.assertEqual(self.result(pa), "OK %d" % held, pa.stderr()[-3000:])
+        pa = self.ran_alone(held, card, "--swap-move-share", "0.5")
         grown = self.grow_turns()
         # Costed by what it holds (its 70 MiB, on the card), not by its
         # 1Gi quota: a turn as long as moving 70 MiB twice allows.
@@ -724,12 +731,7 @@ class IdleOut(SwapJobs):
 
     def start(self):
         import time
-        self.start_schd("--gpu-capacity", "0=%d" % self.CARD)
-        self.start_pmgr("a")
-        self.start_pmgr("b")
-        pa = self.job("a", self.HELD, self.CARD, "--kernel-us", "2000")
-        pa.send("check")  # a runs: its last grant ends about now
-        self.assertEqual(self.result(pa), "OK %d" % self.HELD, pa.stderr()[-3000:])
+        pa = self.ran_alone(self.HELD, self.CARD)  # its last grant ends about now
         return pa, time.monotonic()
 
     def test_an_idle_pod_moves_out_after_its_idle_out_and_back_at_its_launch(self):
@@ -766,12 +768,7 @@ class IdleOut(SwapJobs):
         card, held = 400 * MIB, 300 * MIB
         # b's turn to grow in, costed by its 300 MiB at the default rate
         # and a share of 0.01: about 7.8 s.
-        self.start_schd("--gpu-capacity", "0=%d" % card, "--swap-move-share", "0.01")
-        self.start_pmgr("a")
-        self.start_pmgr("b")
-        pa = self.job("a", held, card, "--kernel-us", "2000")
-        pa.send("check")
-        self.assertEqual(self.result(pa), "OK %d" % held, pa.stderr()[-3000:])
+        pa = self.ran_alone(held, card, "--swap-move-share", "0.01")
         pb = self.job("b", held, card, "--kernel-us", "2000")  # after a's idle-out
         self.assertEqual(self.tiers("a", pa.proc.pid)[0], {"gpu": 0, "host": held, "disk": 0})
         pb.send("spin 6000")
