@@ -220,7 +220,7 @@ static void *reporter_main(void *arg)
         GMT_HOOK_DEBUG("PyTorch's cache gave back %llu bytes before a move out",
                        (unsigned long long)(st.gpu > after.gpu ? st.gpu - after.gpu : 0));
       }
-      gmt__swap_evict(keep, &where);
+      gmt__swap_evict(keep, &where, 1);
     }
     if (rc == 0) {
       if (backoff)

@@ -1012,7 +1012,7 @@ static int sync_contexts(const gmt_swap_entry_t *es, size_t n)
   return 0;
 }
 
-void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
+void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
 {
   if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
     return;
@@ -1034,11 +1034,18 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
     es[i] = *gmt__swaptab_find(&g_tab, addrs[i]);
   pthread_mutex_unlock(&g_tab_mu);
   uint64_t moved_bytes = 0;
-  size_t nmoved = 0, fresh = 0;
+  size_t nmoved = 0, fresh = 0, left = 0;
   double t0 = gmt_now_ms_f();
   GMT_FRAME_IN(); /* a driver calling its own entry points passes the gates */
   if (n && sync_contexts(es, n) == 0) {
     for (size_t i = 0; i < n; i++) {
+      /* Granted as it moves: the rest would come back at once. A job
+       * granted its turn as a 9.2 GB move out began moved it all out in
+       * 0.89 s, then back in 0.30 s (H200). */
+      if (granted && atomic_load_explicit(&gmt__token_held, memory_order_relaxed) > 0) {
+        left = n - i;
+        break;
+      }
       int entered = gmt__ctx_enter(es[i].ctx);
       uint64_t m0 = gmt_now_ns();
       if (entered >= 0 && move_out(&es[i], &w, &fresh) == 0) {
@@ -1073,6 +1080,8 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where)
                    "host copies)",
                    nmoved, (unsigned long long)moved_bytes, gmt_now_ms_f() - t0,
                    (unsigned long long)keep, fresh);
+  if (left)
+    GMT_HOOK_DEBUG("granted the token while moving out: %zu allocations left on the GPU", left);
 }
 
 /* ---- bringing back ---- */
@@ -1379,7 +1388,7 @@ int gmt__swap_tick(void)
   int due = g_test_evict_ms && g_tab.gpu_bytes && gmt_now_ms() - g_last_in_ms >= g_test_evict_ms;
   pthread_mutex_unlock(&g_tab_mu);
   if (due)
-    gmt__swap_evict(0, NULL);
+    gmt__swap_evict(0, NULL, 0);
   pthread_mutex_lock(&g_tab_mu);
   int changed = g_gen != g_gen_seen;
   g_gen_seen = g_gen;

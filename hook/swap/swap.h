@@ -108,8 +108,9 @@ typedef struct {
 
 /* Reporter thread: moves allocations off the GPU until at most keep bytes
  * of them stay there (ReportReply's evict), where w allows (NULL:
- * unbounded host memory). */
-void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *w);
+ * unbounded host memory). granted: stop once the process holds a token
+ * (the scheduler's target was for a pod waiting; its turn has come). */
+void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *w, int granted);
 
 /* ReportReply's prepare (mode=swap): the card is contested, so host
  * copies of the allocations on the GPU are to be pinned ahead of their
