@@ -175,16 +175,25 @@ static uint64_t rival_growth(gmt_schd_t *s, const gmt__turns_tokens_t *tok, cons
   return gmt_bytes_add(in, gmt_swap_turn_grow(to, resident, in));
 }
 
+/* The mode=swap pod named name, when turns are kept and device is in
+ * range; else NULL. */
+static const gmt_pod_t *swap_pod(gmt_schd_t *s, const char *name, int device)
+{
+  const gmt_pod_t *pod = gmt_pods_find(s->pods, name);
+  if (!s->turns || !s->swap || !s->ledger || !pod || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP ||
+      device < 0 || device >= GMT_SWAP_DEVICES)
+    return NULL;
+  return pod;
+}
+
 /* The pod's turn on device as things stand, or false when it has none
  * (not a mode=swap pod, no GPU space, a device out of range). */
 static bool plan_now(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *name, int device,
                      gmt_swap_turn_t *out)
 {
-  const gmt_pod_t *pod = gmt_pods_find(s->pods, name);
+  const gmt_pod_t *pod = swap_pod(s, name, device);
   uint64_t limit = 0, base = 0;
-  if (!s->turns || !s->swap || !s->ledger || !pod || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP ||
-      device < 0 || device >= GMT_SWAP_DEVICES ||
-      gmt__tiers_gpu_space(s, device, &limit, &base, NULL, NULL) < 0)
+  if (!pod || gmt__tiers_gpu_space(s, device, &limit, &base, NULL, NULL) < 0)
     return false;
   uint64_t occupied = gmt_bytes_add(base, gmt_swap_device_total(s->swap, device));
   double now = gmt_now_ms_f();
@@ -218,9 +227,8 @@ double gmt__turns_plan(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char
 
 bool gmt__turns_waking(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *name, int device)
 {
-  const gmt_pod_t *pod = gmt_pods_find(s->pods, name);
-  if (!s->turns || !s->swap || !s->ledger || !pod || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP ||
-      pod->cfg.idle_out_ms <= 0 || device < 0 || device >= GMT_SWAP_DEVICES)
+  const gmt_pod_t *pod = swap_pod(s, name, device);
+  if (!pod || pod->cfg.idle_out_ms <= 0)
     return false; /* idle-out=0: a pod that takes turns whenever it is idle */
   turnrec_t *r = rec_of(s->turns, name, device, false);
   if (!r || !(r->grant_ms > 0))

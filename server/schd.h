@@ -209,9 +209,9 @@ typedef struct gmt__turns_tokens {
 double gmt__turns_plan(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *pod, int device);
 /* Whether pod wakes on device: it ran there since its processes came,
  * then nothing for its idle-out (at least GMT_SWAP_RIVAL_MS; never with
- * idle-out=0 or off), and has
- * bytes off the card to bring back (an inference pod moved out while
- * idle). Its new launch may cut a swap turn short (gmt_token_cand_t). */
+ * idle-out=0 or off), and has bytes off the card to bring back (an
+ * inference pod moved out while idle). Its new launch may cut a swap
+ * turn short (gmt_token_cand_t). */
 bool gmt__turns_waking(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *pod, int device);
 /* pod was granted device's token: a turn that brings bytes back is
  * counted, its plan kept for status, and the card's switch timed. */

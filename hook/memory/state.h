@@ -35,8 +35,8 @@ int gmt__state_alloc(int ns, uint64_t address, uint64_t size, int kind, int devi
 int gmt__state_free(int ns, uint64_t address, gmt_hook_event_t *freed);
 /* How many allocations and frees were recorded so far, without a lock:
  * the token's idle thread counts a process that allocates or frees as
- * busy (PyTorch releasing its cached pages after a failed allocation
- * launches nothing for 0.5 s). */
+ * busy (PyTorch releasing its cached pages, as the hook has it do before
+ * a move out, launches nothing for 0.5 s). */
 uint64_t gmt__state_calls(void);
 
 /* The totals as one report carries them. */

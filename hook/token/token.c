@@ -322,10 +322,10 @@ static void *idle_main(void *arg)
     /* A wait for room to bring memory back is activity: the quiet after
      * it counts from its end, not from the last launch before it (an
      * allocation that waited 300 ms in a swap turn gave the turn away
-     * before its first launch). So are allocations and frees: PyTorch's
-     * expandable segments released 4.5 GiB of cached pages in 0.47 s as
-     * a swap turn began, launching nothing, and the turn went back after
-     * 250 ms (H200). */
+     * before its first launch). So are allocations and frees: PyTorch
+     * released 4.5 GiB of cached pages (expandable segments) in 0.47 s
+     * as a swap turn began, at the hook's own asking before a move out,
+     * launching nothing, and the turn went back after 250 ms (H200). */
     if (n != seen || mem != seen_mem || atomic_load(&gmt__swap_waiting) > 0) {
       seen = n;
       seen_mem = mem;

@@ -274,9 +274,10 @@ class StartingTurn(SwapJobs):
 class ChurnInTurn(SwapJobs):
     """A process that frees (or allocates) in its swap turn, launching
     nothing, is busy: its turn does not go back after the turn's idle time
-    (250 ms). On an H200 PyTorch's expandable segments released 4.5 GiB of
-    cached pages in 0.47 s as a transformer job's turn began, and the
-    turn, 540 ms of moves in, went to the other job."""
+    (250 ms). On an H200 PyTorch released 4.5 GiB of cached pages
+    (expandable segments, asked by the hook before a move out) in 0.47 s
+    as a transformer job's turn began, and the turn, 540 ms of moves in,
+    went to the other job."""
 
     def test_allocating_and_freeing_keeps_the_turn(self):
         held, card = 60 * MIB, 100 * MIB  # and 16 pieces of 2 MiB to free
@@ -343,10 +344,11 @@ class RivalsGrowth(SwapJobs):
 class GrowsInItsGrant(SwapJobs):
     """A pod's peak is known only once its grants have run
     GMT_SWAP_GROWN_MS (ended) without it rising: a pod that grows in its
-    grant is planned a turn to grow in again at its next one. On an H200 a transformer job, marked
-    grown at a 199 ms turn to grow in from 40 MiB, read a peak of 682 MiB
-    of its 10.75 GiB: it was planned no turn as it came back and grew
-    through the other job's memory, whose next step took 15.5 s."""
+    grant is planned a turn to grow in again at its next one. On an H200
+    a transformer job, marked grown at a 199 ms turn to grow in from 40
+    MiB, read a peak of 682 MiB of its 10.75 GiB: it was planned no turn
+    as it came back and grew through the other job's memory, whose next
+    step took 15.5 s."""
 
     def test_a_pod_that_grew_in_its_grant_is_planned_to_grow_again(self):
         card = 100 * MIB
