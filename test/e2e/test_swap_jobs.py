@@ -280,7 +280,11 @@ class ChurnInTurn(SwapJobs):
     went to the other job."""
 
     def test_allocating_and_freeing_keeps_the_turn(self):
-        held, card = 60 * MIB, 100 * MIB  # and 16 pieces of 2 MiB to free
+        # And 16 pieces of 2 MiB to free. The card is big enough that its
+        # 92 MiB stay below the trigger (85%): past it, a's buffer could be
+        # moved out between its allocations (it holds no token), and its
+        # turn would be priced at the 32 MiB left.
+        held, card = 60 * MIB, 200 * MIB
         # A's turn to grow in: its 60 MiB at the default rate and a share
         # of 0.01, about 1.5 s.
         self.start_schd("--gpu-capacity", "0=%d" % card, "--swap-move-share", "0.01")
