@@ -73,6 +73,19 @@ static inline CUresult gmt__swap_enter(int *held, gmt_swap_gate_fn gate)
   return gmt__swap_enter_slow(held, gate);
 }
 
+/* The lock held shared as the gate holds it, with nothing brought back
+ * and no token asked for: for calls that touch no allocation's bytes and
+ * need only that no move runs beside them: the program's unmaps and
+ * releases of its own physical memory (gmt__swap_free takes it so too).
+ * Pass the result to gmt__swap_leave. */
+static inline int gmt__swap_hold(void)
+{
+  if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
+    return 0;
+  pthread_rwlock_rdlock(&gmt__swap_rw);
+  return 1;
+}
+
 static inline void gmt__swap_leave(int held)
 {
   if (held)

@@ -9,7 +9,7 @@
  * hook/base/fork.h's order it sits in SWAP after gmt__swap_rw and swap.c's
  * g_res_mu, before g_prep_mu and g_tab_mu; it is held across the driver
  * calls of a move (under the exclusive lock) and of the program's VMM
- * calls (under the gate, shared), never across a Resident RPC or a wait,
+ * calls (under the lock held shared), never across a Resident RPC or a wait,
  * and is not taken at fork (the child starts a table of its own). The window,
  * an address range of gmt's own through which a move copies a handle's
  * bytes whatever the program mapped of it, is used under the exclusive
@@ -314,8 +314,8 @@ CUresult gmt__swap_vmm_create(CUmemGenericAllocationHandle *handle, size_t size,
   return CUDA_SUCCESS;
 }
 
-/* After the program let go of prog (a release or an unmap), with the gate
- * held: when it holds no reference and no mapping of it, its memory goes
+/* After the program let go of prog (a release or an unmap), with the lock
+ * held shared: when it holds no reference and no mapping of it, its memory goes
  * (g_mu held) and gone hears of it. Adds the bytes to unclaim on *dev to
  * *bytes. */
 static void maybe_gone(uint64_t prog, int *dev, uint64_t *bytes, gmt_swap_vmm_gone_fn gone)
@@ -338,10 +338,12 @@ CUresult gmt__swap_vmm_release(CUmemGenericAllocationHandle handle, gmt_swap_vmm
   __typeof__(&cuMemRelease) release = GMT_REAL(cuMemRelease);
   if (!release)
     return no_driver();
-  int held;
-  CUresult rc = gmt__swap_gate_enter(&held);
-  if (rc != CUDA_SUCCESS)
-    return rc;
+  /* Held, not the gate: a release touches no bytes, and one of a handle
+   * that is out only drops its host copy (maybe_gone). Through the gate,
+   * PyTorch's empty_cache with some handles out waited for the token and
+   * then brought every handle back, those it was releasing included. */
+  int held = gmt__swap_hold();
+  CUresult rc = CUDA_SUCCESS;
   int dev = 0;
   uint64_t bytes = 0;
   pthread_mutex_lock(&g_mu);
@@ -406,14 +408,26 @@ CUresult gmt__swap_vmm_unmap(CUdeviceptr ptr, size_t size, gmt_swap_vmm_gone_fn 
   __typeof__(&cuMemUnmap) unmap = GMT_REAL(cuMemUnmap);
   if (!unmap)
     return no_driver();
-  int held;
-  CUresult rc = gmt__swap_gate_enter(&held);
-  if (rc != CUDA_SUCCESS)
-    return rc;
+  /* Held, as for a release: an unmap touches no bytes. */
+  int held = gmt__swap_hold();
+  pthread_mutex_lock(&g_mu);
+  gmt_vmm_span_t sp = gmt__vmmtab_span(&g_vt, ptr, size);
+  if (sp.out && (sp.in || sp.partial)) {
+    /* Out and on the GPU in one range, or out in part: what the driver
+     * would say is known once all is back, so through the gate. */
+    pthread_mutex_unlock(&g_mu);
+    gmt__swap_leave(held);
+    CUresult rc = gmt__swap_gate_enter(&held);
+    if (rc != CUDA_SUCCESS)
+      return rc;
+    pthread_mutex_lock(&g_mu);
+    sp = gmt__vmmtab_span(&g_vt, ptr, size);
+  }
   int dev = 0;
   uint64_t bytes = 0;
-  pthread_mutex_lock(&g_mu);
-  rc = unmap(ptr, size);
+  /* Wholly out: the move unmapped it from the driver already, and only
+   * the table has it. */
+  CUresult rc = sp.out ? CUDA_SUCCESS : unmap(ptr, size);
   if (rc == CUDA_SUCCESS)
     drop_maps(ptr, size, &dev, &bytes, gone);
   pthread_mutex_unlock(&g_mu);
@@ -427,14 +441,13 @@ CUresult gmt__swap_vmm_address_free(CUdeviceptr ptr, size_t size, gmt_swap_vmm_g
   __typeof__(&cuMemAddressFree) addr_free = GMT_REAL(cuMemAddressFree);
   if (!addr_free)
     return no_driver();
-  int held;
-  CUresult rc = gmt__swap_gate_enter(&held);
-  if (rc != CUDA_SUCCESS)
-    return rc;
+  /* Held, as for a release: the mappings of handles that are out are
+   * the table's alone, and go from it. */
+  int held = gmt__swap_hold();
   int dev = 0;
   uint64_t bytes = 0;
   pthread_mutex_lock(&g_mu);
-  rc = addr_free(ptr, size);
+  CUresult rc = addr_free(ptr, size);
   if (rc == CUDA_SUCCESS) /* a driver that unmaps what is left in the range */
     drop_maps(ptr, size, &dev, &bytes, gone);
   pthread_mutex_unlock(&g_mu);

@@ -11,7 +11,10 @@
  * exports (cuMemExportToShareableHandle) stays on the GPU from then on:
  * another process may map it. Every call that may touch a handle's
  * mapping passes the swap gate first (swapgate.h), so its memory is on the
- * GPU when the driver sees it. */
+ * GPU when the driver sees it, but those that only let go (a release, an
+ * unmap of handles wholly out, the free of a range): they hold the lock
+ * without bringing anything back, and a handle that is out goes from the
+ * table and its host copy, the driver having nothing of it. */
 #ifndef GMT_HOOK_SWAPVMM_H
 #define GMT_HOOK_SWAPVMM_H
 

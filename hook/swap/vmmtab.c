@@ -115,6 +115,23 @@ size_t gmt__vmmtab_unmap(gmt_vmmtab_t *t, uint64_t va, uint64_t len, uint64_t *p
   return n;
 }
 
+gmt_vmm_span_t gmt__vmmtab_span(gmt_vmmtab_t *t, uint64_t va, uint64_t len)
+{
+  gmt_vmm_span_t sp = {0};
+  for (size_t i = 0; i < t->nm; i++) {
+    const gmt_vmm_map_t *m = &t->m[i];
+    if (!(va < m->va + m->len && m->va < va + len))
+      continue;
+    const gmt_vmm_handle_t *h = gmt__vmmtab_find(t, m->prog);
+    if (h && !h->real)
+      sp.out++;
+    else
+      sp.in++;
+    sp.partial += !(m->va >= va && m->va + m->len <= va + len);
+  }
+  return sp;
+}
+
 const gmt_vmm_map_t *gmt__vmmtab_map_at(const gmt_vmmtab_t *t, uint64_t addr)
 {
   for (size_t i = 0; i < t->nm; i++)

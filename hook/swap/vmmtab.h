@@ -76,6 +76,13 @@ int gmt__vmmtab_map(gmt_vmmtab_t *t, uint64_t va, uint64_t len, uint64_t offset,
  * whole mappings): the handles they mapped into progs (up to cap, one per
  * mapping); returns how many were removed. */
 size_t gmt__vmmtab_unmap(gmt_vmmtab_t *t, uint64_t va, uint64_t len, uint64_t *progs, size_t cap);
+/* The mappings that overlap [va, va+len): how many map a handle on the
+ * GPU (real set), how many one that is out, and how many of either lie
+ * only partly in the range. */
+typedef struct {
+  size_t in, out, partial;
+} gmt_vmm_span_t;
+gmt_vmm_span_t gmt__vmmtab_span(gmt_vmmtab_t *t, uint64_t va, uint64_t len);
 /* The mapping that holds addr, or NULL. */
 const gmt_vmm_map_t *gmt__vmmtab_map_at(const gmt_vmmtab_t *t, uint64_t addr);
 /* How many mappings prog has. */

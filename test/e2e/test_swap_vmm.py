@@ -41,6 +41,9 @@ class SwapVmm(GmtTestCase):
     def answer(self, p, cmd, prefixes=("OK", "BAD", "CUDAFAIL")):
         """Sends cmd; the next line of p that starts with one of prefixes."""
         p.send(cmd)
+        return self.next_line(p, cmd, prefixes)
+
+    def next_line(self, p, cmd, prefixes):
         while True:
             line = p.lines.get(timeout=30)
             if line is None:
@@ -112,6 +115,40 @@ class MovedByTheScheduler(SwapVmm):
         # Every physical allocation, the program's and those of its moves,
         # was released.
         self.assertEqual(calls(err, "cuMemCreate"), calls(err, "cuMemRelease"), err[-3000:])
+        self.exit_clean(pb)
+
+
+class ReleasedWhileOut(SwapVmm):
+    def test_handles_out_are_released_without_coming_back(self):
+        """A program that lets go of handles that are out (PyTorch's
+        empty_cache, which the hook asks for before a move out) neither
+        waits for the token nor brings them back first. Through the swap
+        gate, the expandable transformer pair at 2.0x an H200 asked to
+        hold 19 GB on an 11.8 GiB card as its turn began: its moved-out
+        cache coming back only to be released."""
+        card = 100 * MIB  # one pod's 64 MiB, not both
+        self.start_schd("--gpu-capacity", "0=%d" % card)
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.vmm_job("a", "--kernel-us", "2000", GMT_FAKE_MEM=str(card))
+        self.assertEqual(self.answer(pa, "check"), "OK %d" % READ)
+        pb = self.run_prog("b", SWAP_JOB, "--mib", "64", "--kernel-us", "2000",
+                           env=self.hook_env("b", GMT_FAKE_MEM=str(card)))
+        pb.expect("READY", timeout=30)
+        self.wait_tiers("a", pa, 0, HELD)
+        # b runs (it holds the token) while a releases everything.
+        pb.send("spin 1500")
+        self.assertEqual(self.answer(pa, "release", ("RELEASED",)), "RELEASED")
+        self.wait_tiers("a", pa, 0, 0)
+        self.wait_process("a", pa.proc.pid, memory_used=0)
+        self.assertTrue(self.next_line(pb, "spin", ("SPUN",)).startswith("SPUN"))
+        self.assertEqual(self.process("a", pa.proc.pid).get("swap_ins", 0), 0, self.logs())
+        self.assertEqual(self.process("b", pb.proc.pid).get("swap_outs", 0), 0, self.logs())
+        err = self.exit_clean(pa)
+        self.assertNotIn("memory to come back", err)
+        self.assertEqual(re.findall(r"brought \d+ bytes back", err), [], err[-3000:])
+        self.assertEqual(calls(err, "cuMemCreate"), calls(err, "cuMemRelease"), err[-3000:])
+        self.assertEqual(self.answer(pb, "check"), "OK %d" % HELD)
         self.exit_clean(pb)
 
 

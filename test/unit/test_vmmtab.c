@@ -86,6 +86,38 @@ static void test_vmmtab_mappings_come_and_go_whole(void **state)
   gmt__vmmtab_close(&t);
 }
 
+static void assert_span(gmt_vmmtab_t *t, uint64_t va, uint64_t len, size_t in, size_t out,
+                        size_t partial)
+{
+  gmt_vmm_span_t sp = gmt__vmmtab_span(t, va, len);
+  assert_int_equal(sp.in, in);
+  assert_int_equal(sp.out, out);
+  assert_int_equal(sp.partial, partial);
+}
+
+/* What an unmap may skip the driver for (swapvmm.c): a range wholly of
+ * handles that are out. */
+static void test_vmmtab_a_span_counts_mappings_on_the_gpu_and_out(void **state)
+{
+  (void)state;
+  gmt_vmmtab_t t;
+  gmt__vmmtab_init(&t);
+  add(&t, 0x10, 4 * MIB);
+  add(&t, 0x20, 2 * MIB);
+  uint64_t va = 0x7000000000;
+  assert_int_equal(gmt__vmmtab_map(&t, va, 4 * MIB, 0, 0x10), 0);
+  assert_int_equal(gmt__vmmtab_map(&t, va + 4 * MIB, 2 * MIB, 0, 0x20), 0);
+  assert_int_equal(gmt__vmmtab_map(&t, va + 8 * MIB, 2 * MIB, 0, 0x20), 0);
+  gmt__vmmtab_find(&t, 0x20)->real = 0; /* moved out */
+  assert_span(&t, va, 4 * MIB, 1, 0, 0);
+  assert_span(&t, va + 4 * MIB, 2 * MIB, 0, 1, 0);
+  assert_span(&t, va, 10 * MIB, 1, 2, 0);
+  assert_span(&t, va + 5 * MIB, 4 * MIB, 0, 2, 2);
+  assert_span(&t, va + 2 * MIB, 3 * MIB, 1, 1, 2);
+  assert_span(&t, va + 6 * MIB, 2 * MIB, 0, 0, 0);
+  gmt__vmmtab_close(&t);
+}
+
 static void test_vmmtab_access_is_clipped_ordered_and_superseded(void **state)
 {
   (void)state;
@@ -132,6 +164,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vmmtab_a_reused_driver_value_gets_a_value_of_its_own),
       cmocka_unit_test(test_vmmtab_mappings_come_and_go_whole),
+      cmocka_unit_test(test_vmmtab_a_span_counts_mappings_on_the_gpu_and_out),
       cmocka_unit_test(test_vmmtab_access_is_clipped_ordered_and_superseded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
