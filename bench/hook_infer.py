@@ -8,7 +8,10 @@ is alone with REQUEST 1.0, so every launch takes the token gate's fast
 path.
 
 A third side, the hook with no pod manager to reach (never gated, no
-token, no reporting), shows what interposing alone costs.
+token, no reporting), shows what interposing alone costs. A fourth, the
+service natively once more in the same alternation ("native, again"),
+shows what the bench itself spreads by: a ratio of the hook within the
+control's IQR is not a cost it can show (--no-control leaves it out).
 
 Both sides run with OPENBLAS_NUM_THREADS=1 (--blas-threads): NumPy's
 OpenBLAS threads otherwise spin on the CPUs the loop needs (16% of the
@@ -32,7 +35,7 @@ shares over its window (10 s), and the busy pod that ran alone first is
 owed less until then (2 s loads: 0.32 of its rate; 5 s loads: 0.51).
 
 usage: bench/hook_infer.py [--rounds R] [--seconds S] [--loads closed:1,closed:64]
-                          [--blas-threads N] [--beside]
+                          [--blas-threads N] [--beside] [--cpus LIST] [--no-control]
 GMT_BUILD_DIR names the build (default build/); needs a GPU and PyTorch."""
 import argparse
 import os
@@ -107,8 +110,8 @@ def busy_share(p, during):
 
 
 def serve(env, args, side, node=None):
-    """{load: L row} of one run of the service; side is without, with or
-    ungated. With node, also "held": each pod's share of the GPU's time in
+    """{load: L row} of one run of the service; side is without, with,
+    ungated or again. With node, also "held": each pod's share of the GPU's time in
     gmt-schd's window as the service ends."""
     # --cpus: every run of the service on the same CPUs (its hook threads
     # too), as bench/hook_overhead.py --cpus: unpinned, rounds spread 10-25%.
@@ -147,14 +150,17 @@ def main():
     ap.add_argument("--blas-threads", default="1", help="OPENBLAS_NUM_THREADS of both sides")
     ap.add_argument("--beside", action="store_true", help="a busy job shares the GPU")
     ap.add_argument("--cpus", default="", help="CPUs the service is held to in every run (4,5)")
+    ap.add_argument("--no-control", action="store_true",
+                    help="no second native run a round (the bench's own spread)")
     args = ap.parse_args()
     if args.rounds < 1:
         raise SystemExit("--rounds must be at least 1")
 
     node = gmt_e2e.Node("2\ninfer 0.5 1.0 64Gi\nbusy 0.5 1.0 64Gi\n" if args.beside
                         else "1\ninfer 1.0 1.0 64Gi\n", fake=False)
-    runs = []  # (without, with, ungated) per round: {load: row}
-    shares = {"without": [], "with": [], "ungated": []}  # the busy job's rate beside / alone
+    runs = []  # per round: {side: {load: row}}
+    # The busy job's rate beside / alone, per side.
+    shares = {"without": [], "with": [], "ungated": [], "again": []}
     try:
         node.start_schd()
         node.start_pmgr("infer")
@@ -165,9 +171,12 @@ def main():
                                **blas)
         sides = [("without", node.prog_env(**blas)), ("with", node.hook_env("infer", **blas)),
                  ("ungated", nobody)]
+        if not args.no_control:
+            sides.append(("again", node.prog_env(**blas)))
         beside = {"without": node.prog_env(**blas), "with": node.hook_env("busy", **blas),
                   "ungated": node.hook_env("busy", GMT_PMGR="tcp://127.0.0.1:%d"
-                                           % gmt_e2e.free_port(), **blas)} if args.beside else {}
+                                           % gmt_e2e.free_port(), **blas),
+                  "again": node.prog_env(**blas)} if args.beside else {}
         held = []  # each pod's share of the GPU's time in gmt-schd's window, per hooked run
         for r in range(args.rounds):
             # Odd rounds run the hooked side first: a drift of the machine
@@ -187,7 +196,7 @@ def main():
                     share = busy_share(other, got[name]["window"])
                     if share is not None:
                         shares[name].append(share)
-            runs.append((got["without"], got["with"], got["ungated"]))
+            runs.append(got)
             print("round %d done" % (r + 1), file=sys.stderr, flush=True)
     finally:
         node.stop()
@@ -195,35 +204,39 @@ def main():
     print("hook cost to a PyTorch inference loop (serve_job.py), %d alternating rounds, %g s each%s"
           % (args.rounds, args.seconds,
              ", a busy matmul job beside it (in its own pod under the hook)" if args.beside else ""))
-    print("%-24s %9s %9s %7s %13s   %s" % ("load, side", "calls/s", "hooked", "ratio",
-                                         "ratio IQR", "spread without / with (min-max)"))
+    compared = [("hook", "with"), ("hook, ungated", "ungated")]
+    if not args.no_control:
+        compared.append(("native, again", "again"))
+    print("%-24s %9s %9s %7s %13s   %s" % ("load, side", "calls/s", "side", "ratio",
+                                         "ratio IQR", "spread native / side (min-max)"))
     for load in args.loads.split(","):
-        for side, k in (("hook", 1), ("hook, ungated", 2)):
-            w = [float(run[0][load]["rate"]) for run in runs]
+        for label, k in compared:
+            w = [float(run["without"][load]["rate"]) for run in runs]
             h = [float(run[k][load]["rate"]) for run in runs]
             pairs = [y / x for x, y in zip(w, h)]
             lo, hi = iqr(pairs)
             print("%-24s %9.0f %9.0f %7.3f %6.3f-%.3f   %.0f-%.0f / %.0f-%.0f" % (
-                load + ", " + side, statistics.median(w), statistics.median(h),
+                load + ", " + label, statistics.median(w), statistics.median(h),
                 statistics.median(pairs), lo, hi, min(w), max(w), min(h), max(h)))
-    print("\nper call (ms; each side's percentile, the median over rounds; ratio hooked / native)")
-    print("%-24s %-24s %-24s %-24s" % ("load, side", "p50 w/o / with (x)", "p99 w/o / with (x)",
-                                       "p99.9 w/o / with (x)"))
+    print("\nper call (ms; each side's percentile, the median over rounds; ratio side / native)")
+    print("%-24s %-24s %-24s %-24s" % ("load, side", "p50 native / side (x)",
+                                       "p99 native / side (x)", "p99.9 native / side (x)"))
     for load in args.loads.split(","):
-        for side, k in (("hook", 1), ("hook, ungated", 2)):
+        for label, k in compared:
             cells = []
             for key in ("p50_ms", "p99_ms", "p999_ms"):
-                a = statistics.median(float(run[0][load][key]) for run in runs)
+                a = statistics.median(float(run["without"][load][key]) for run in runs)
                 b = statistics.median(float(run[k][load][key]) for run in runs)
                 cells.append("%.3f / %.3f (%.2fx)" % (a, b, b / a))
-            print("%-24s %-24s %-24s %-24s" % ((load + ", " + side,) + tuple(cells)))
+            print("%-24s %-24s %-24s %-24s" % ((load + ", " + label,) + tuple(cells)))
     if args.beside:
         print("\nthe busy job's rate while the service ran, over its rate alone (median, min-max "
               "over rounds)")
-        for side in ("without", "with", "ungated"):
+        for side in ["without"] + [k for _, k in compared]:
             xs = shares[side]
             print("%-24s %s" % ("busy, " + {"without": "native", "with": "hook",
-                                            "ungated": "hook, ungated"}[side],
+                                            "ungated": "hook, ungated",
+                                            "again": "native, again"}[side],
                                 "%.3f (%.3f-%.3f, %d runs)" % (statistics.median(xs), min(xs),
                                                               max(xs), len(xs))
                                 if xs else "not measured"))
