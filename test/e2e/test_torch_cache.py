@@ -18,13 +18,14 @@ JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pyprogs", "torch
 CARD = 100 * MIB
 
 
-class TorchCache(GmtTestCase):
+class CacheJob(GmtTestCase):
+    """A torch_cache_job in pod a (40 MiB live, 40 cached) on a 100 MiB card."""
     CONFIG = "2\na 0.5 1.0 1Gi mode=swap idle-out=0\nb 0.5 1.0 1Gi mode=swap idle-out=0\n"
 
-    def start(self, **env):
+    def start(self, *flags, **env):
         # Pressure off (--tier-trigger 1): a is asked for b's shortfall
         # only, not down to the stop threshold.
-        self.start_schd("--gpu-capacity", "0=%d" % CARD, "--tier-trigger", "1")
+        self.start_schd("--gpu-capacity", "0=%d" % CARD, "--tier-trigger", "1", *flags)
         self.start_pmgr("a")
         self.start_pmgr("b")
         env = self.hook_env("a", GMT_FAKE_MEM=str(CARD), GMT_HOOK_DEBUG="1", **env)
@@ -36,9 +37,9 @@ class TorchCache(GmtTestCase):
         proc = self.process("a", pid) or {}
         return proc.get("tiers"), proc.get("swap_outs", 0)
 
-    def b_needs(self, mib):
+    def b_needs(self, mib, *args):
         env = self.hook_env("b", GMT_FAKE_MEM=str(CARD))
-        pb = self.run_prog("b", SWAP_JOB, "--mib", str(mib), env=env)
+        pb = self.run_prog("b", SWAP_JOB, "--mib", str(mib), *args, env=env)
         t0 = time.monotonic()
         pb.expect("READY", timeout=60)
         return pb, time.monotonic() - t0
@@ -61,6 +62,8 @@ class TorchCache(GmtTestCase):
                 self.assertEqual(line, want, p.stderr()[-3000:])
                 return
 
+
+class TorchCache(CacheJob):
     def test_cached_blocks_are_freed_not_moved(self):
         pa = self.start()
         # b's 50 MiB leave a 50: a's 80 must go down to 50. Its 40 cached
@@ -100,3 +103,39 @@ class TorchCache(GmtTestCase):
         err = self.finish(pa, pb)[0]
         self.assertIn("PyTorch's cache not released within 200 ms", err)
 
+
+class LateRelease(CacheJob):
+    # a may use a quarter of a 4 s window: past it, its next launch waits
+    # for the token.
+    CONFIG = "2\na 0.25 0.25 1Gi mode=swap idle-out=0\nb 0.5 1.0 1Gi mode=swap idle-out=0\n"
+
+    def test_a_release_late_in_the_processs_turn_is_left(self):
+        """A release that gets the GIL only once the process holds the
+        token is not run: its main thread held the GIL while it waited for
+        its turn (PyTorch launches with the GIL held), the move went on
+        without the release, and by now the memory is coming back. On an
+        H200 a transformer job's empty_cache got the GIL as its turn began
+        and freed 20 MiB segments for 1.5 s, most of them brought back a
+        moment before."""
+        pa = self.start("--window-ms", "4000", GMT_TORCH_RELEASE_MS="200")
+        # 2.5 s of kernels: a's next launch waits about 1.5 s, the GIL held.
+        pa.send("launch 2500000")
+        pa.expect("LAUNCHED", timeout=30)
+        pa.send("launch 1000")
+        pa.expect("LAUNCHING", timeout=10)
+        # b's 50 MiB leave a 50: a is asked to move out while it waits,
+        # its release cannot have the GIL, and its oldest 40 MiB (live)
+        # move out.
+        pb, _ = self.b_needs(50)
+        pa.expect("LAUNCHED", timeout=30)
+        wait_for(lambda: "left (late, in this process's turn)" in pa.stderr(), timeout=10,
+                 what="a's late release left; stderr: %s" % pa.stderr()[-3000:])
+        lines = []
+        pa.send("check")
+        while not lines or not lines[-1].startswith(("OK", "BAD", "CUDAFAIL")):
+            line = pa.lines.get(timeout=60)
+            self.assertIsNotNone(line, pa.stderr()[-3000:])
+            lines.append(line)
+        self.assertEqual(lines, ["OK %d" % (40 * MIB)], pa.stderr()[-3000:])
+        err = self.finish(pa, pb)[0]
+        self.assertIn("PyTorch's cache not released within 200 ms", err)

@@ -9,6 +9,10 @@ for each line on stdin:
   check     reads "live" back and prints OK <bytes> or BAD <offset>;
   hold S    prints HOLDING and holds the GIL for S seconds (a C sleep
             called through ctypes.PyDLL, which keeps the GIL), then HELD;
+  launch US prints LAUNCHING, launches the fake driver's spin kernel (US
+            microseconds) through ctypes.PyDLL, holding the GIL while the
+            hook's gate waits for the token, as PyTorch's launches do,
+            waits for it, and prints LAUNCHED;
   exit      exits 0.
 A CUDA failure prints CUDAFAIL <call> <code> and exits 1."""
 import ctypes
@@ -70,6 +74,21 @@ def main():
             print("HOLDING", flush=True)
             ctypes.PyDLL(None).usleep(int(float(words[1]) * 1e6))
             print("HELD", flush=True)
+        elif words[0] == "launch":
+            print("LAUNCHING", flush=True)
+            mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+            ck("cuModuleLoadData", ctypes.byref(mod), b"spin")
+            ck("cuModuleGetFunction", ctypes.byref(fn), mod, b"spin")
+            us = ctypes.c_uint(int(words[1]))
+            params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(us), ctypes.c_void_p))
+            u = ctypes.c_uint
+            launch = ctypes.PyDLL("libcuda.so.1").cuLaunchKernel
+            rc = launch(fn, u(1), u(1), u(1), u(1), u(1), u(1), u(0), None, params, None)
+            if rc != 0:
+                print("CUDAFAIL cuLaunchKernel %d" % rc, flush=True)
+                sys.exit(1)
+            ck("cuCtxSynchronize")
+            print("LAUNCHED", flush=True)
         elif words[0] == "exit":
             return 0
     return 0
