@@ -68,6 +68,25 @@ class SwapVmm(GmtTestCase):
         self.assertEqual((space["tier"], space["index"]), ("gpu", 0))
         return space
 
+    CARD = 100 * MIB  # one pod's 64 MiB, not both
+
+    def a_then_b(self, **b_env):
+        """a's vmm_job checks alone on a card of CARD bytes; then b's 64 MiB
+        (swap_job, with b_env) fit only once a's own memory is out: (pa,
+        pb), a's handles out."""
+        self.start_schd("--gpu-capacity", "0=%d" % self.CARD)
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        pa = self.vmm_job("a", "--kernel-us", "2000", GMT_FAKE_MEM=str(self.CARD))
+        self.assertEqual(self.answer(pa, "check"), "OK %d" % READ)
+        self.wait_tiers("a", pa, HELD, 0)
+        self.assertEqual(self.gpu_space()["reserved"], HELD)
+        pb = self.run_prog("b", SWAP_JOB, "--mib", "64", "--kernel-us", "2000",
+                           env=self.hook_env("b", GMT_FAKE_MEM=str(self.CARD), **b_env))
+        pb.expect("READY", timeout=30)
+        self.wait_tiers("a", pa, 0, HELD)
+        return pa, pb
+
     def exit_clean(self, p):
         p.send("exit")
         rc, err = p.finish()
@@ -77,19 +96,8 @@ class SwapVmm(GmtTestCase):
 
 class MovedByTheScheduler(SwapVmm):
     def test_own_memory_moves_out_for_another_pod_and_back_bit_for_bit(self):
-        card = 100 * MIB  # one pod's 64 MiB, not both
-        self.start_schd("--gpu-capacity", "0=%d" % card)
-        self.start_pmgr("a")
-        self.start_pmgr("b")
-        pa = self.vmm_job("a", "--kernel-us", "2000", GMT_FAKE_MEM=str(card))
-        self.assertEqual(self.answer(pa, "check"), "OK %d" % READ)
-        self.wait_tiers("a", pa, HELD, 0)
-        self.assertEqual(self.gpu_space()["reserved"], HELD)
-        # b's 64 MiB fit only once a's own memory is out.
-        pb = self.run_prog("b", SWAP_JOB, "--mib", "64", "--kernel-us", "2000",
-                           env=self.hook_env("b", GMT_FAKE_MEM=str(card), GMT_FAKE_LOG="1"))
-        pb.expect("READY", timeout=30)
-        self.wait_tiers("a", pa, 0, HELD)
+        pa, pb = self.a_then_b(GMT_FAKE_LOG="1")
+        card = self.CARD
         err = pa.stderr()
         # (In steps: as much as b's shortfall at each of its asks.)
         self.assertGreaterEqual(
@@ -126,16 +134,7 @@ class ReleasedWhileOut(SwapVmm):
         gate, the expandable transformer pair at 2.0x an H200 asked to
         hold 19 GB on an 11.8 GiB card as its turn began: its moved-out
         cache coming back only to be released."""
-        card = 100 * MIB  # one pod's 64 MiB, not both
-        self.start_schd("--gpu-capacity", "0=%d" % card)
-        self.start_pmgr("a")
-        self.start_pmgr("b")
-        pa = self.vmm_job("a", "--kernel-us", "2000", GMT_FAKE_MEM=str(card))
-        self.assertEqual(self.answer(pa, "check"), "OK %d" % READ)
-        pb = self.run_prog("b", SWAP_JOB, "--mib", "64", "--kernel-us", "2000",
-                           env=self.hook_env("b", GMT_FAKE_MEM=str(card)))
-        pb.expect("READY", timeout=30)
-        self.wait_tiers("a", pa, 0, HELD)
+        pa, pb = self.a_then_b()
         # b runs (it holds the token) while a releases everything.
         pb.send("spin 1500")
         self.assertEqual(self.answer(pa, "release", ("RELEASED",)), "RELEASED")

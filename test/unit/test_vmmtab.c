@@ -23,6 +23,15 @@ static void add(gmt_vmmtab_t *t, uint64_t prog, uint64_t size)
   assert_int_equal(gmt__vmmtab_add(t, &h), 0);
 }
 
+/* t with handles 0x10 (4 MiB) and 0x20 (2 MiB); where their mappings go. */
+static uint64_t two_handles(gmt_vmmtab_t *t)
+{
+  gmt__vmmtab_init(t);
+  add(t, 0x10, 4 * MIB);
+  add(t, 0x20, 2 * MIB);
+  return 0x7000000000;
+}
+
 static void test_vmmtab_a_reused_driver_value_gets_a_value_of_its_own(void **state)
 {
   (void)state;
@@ -55,10 +64,7 @@ static void test_vmmtab_mappings_come_and_go_whole(void **state)
 {
   (void)state;
   gmt_vmmtab_t t;
-  gmt__vmmtab_init(&t);
-  add(&t, 0x10, 4 * MIB);
-  add(&t, 0x20, 2 * MIB);
-  uint64_t va = 0x7000000000;
+  uint64_t va = two_handles(&t);
   /* One handle at two addresses, the first half of it at a third. */
   assert_int_equal(gmt__vmmtab_map(&t, va, 4 * MIB, 0, 0x10), 0);
   assert_int_equal(gmt__vmmtab_map(&t, va + 8 * MIB, 4 * MIB, 0, 0x10), 0);
@@ -101,10 +107,7 @@ static void test_vmmtab_a_span_counts_mappings_on_the_gpu_and_out(void **state)
 {
   (void)state;
   gmt_vmmtab_t t;
-  gmt__vmmtab_init(&t);
-  add(&t, 0x10, 4 * MIB);
-  add(&t, 0x20, 2 * MIB);
-  uint64_t va = 0x7000000000;
+  uint64_t va = two_handles(&t);
   assert_int_equal(gmt__vmmtab_map(&t, va, 4 * MIB, 0, 0x10), 0);
   assert_int_equal(gmt__vmmtab_map(&t, va + 4 * MIB, 2 * MIB, 0, 0x20), 0);
   assert_int_equal(gmt__vmmtab_map(&t, va + 8 * MIB, 2 * MIB, 0, 0x20), 0);
