@@ -659,9 +659,11 @@ void gmt__swap_prog_stays(uint64_t key)
  * driver is held at most a tenth of the time (after a registration of d
  * ms, none for GMT_SWAP_PREPARE_RUNNING_GAP x d), and freely while it
  * holds none (it waits for the token, or has no GPU work: pins cost it
- * nothing). Not at all while running left a job that ran alone for long
- * with nothing prepared when another pod woke: its first moves out pinned
- * as they went and an idle pod's wake took 0.66-1.08 s instead of 0.35. */
+ * nothing). The gap is kept at the registration, which may come after a
+ * grant that came while the pages were faulted in (a loaded machine saw a
+ * registration 7 ms after another while running). Not at all while running left a job that ran
+ * alone for long with nothing prepared when another pod woke: its first moves out pinned as they
+ * went and an idle pod's wake took 0.66-1.08 s instead of 0.35. */
 #define GMT_SWAP_PREPARE_HOLD_MS 1000  /* a signal stands this long (they come every 20 ms) */
 #define GMT_SWAP_PREPARE_RUNNING_GAP 9 /* while running: idle 9x each pin's time after it */
 #define GMT_SWAP_PREPARE_RUNNING_MS 20 /* while running and waiting out the gap: look again */
@@ -675,6 +677,8 @@ static int g_prep_bounded;       /* the host space is bounded: at most g_prep_ro
 static uint64_t g_prep_room;
 static uint64_t g_prep_addr; /* the allocation being pinned for (0: none), in g_prep_ctx */
 static void *g_prep_ctx;
+static double g_prep_next_ms; /* while running, a registration may start from then */
+static int g_prep_hurry;      /* threads waiting for the pin under way: no gap kept */
 /* The allocation a move out is taking out (0: none): from taking its copy
  * until it is out it looks unprepared, and must get none. */
 static uint64_t g_prep_moving;
@@ -683,6 +687,25 @@ static uint64_t g_prep_moving;
 static int prep_due(uint64_t now)
 {
   return now < g_prep_until_ms;
+}
+
+/* The gap after the last registration, kept while the process holds a
+ * token, unless a thread waits for the pin under way (a move out of it, or
+ * its context going): called by gmt__swaphost_pinned as its registration
+ * is about to hold the driver. */
+static void prep_pace(void)
+{
+  pthread_mutex_lock(&g_prep_mu);
+  for (;;) {
+    double left = g_prep_next_ms - gmt_now_ms_f();
+    if (left <= 0 || g_prep_hurry ||
+        atomic_load_explicit(&gmt__token_held, memory_order_relaxed) <= 0)
+      break;
+    gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu,
+                      left < GMT_SWAP_PREPARE_RUNNING_MS ? (uint64_t)left + 1
+                                                         : GMT_SWAP_PREPARE_RUNNING_MS);
+  }
+  pthread_mutex_unlock(&g_prep_mu);
 }
 
 /* One allocation's copy (g_prep_mu held on entry and on return, not
@@ -706,7 +729,7 @@ static int prepare_one(const gmt_swap_entry_t *e, double *driver_ms)
     GMT_FRAME_IN();
     int entered = gmt__ctx_enter(e->ctx);
     /* One thread faults the pages in: nothing waits for this copy. */
-    host = entered < 0 ? NULL : gmt__swaphost_pinned(e->size, e->device, 1, driver_ms);
+    host = entered < 0 ? NULL : gmt__swaphost_pinned(e->size, e->device, 1, prep_pace, driver_ms);
     if (host) {
       pthread_mutex_lock(&g_prep_mu);
       pthread_mutex_lock(&g_tab_mu);
@@ -745,7 +768,6 @@ static int prepare_one(const gmt_swap_entry_t *e, double *driver_ms)
 static void *prep_main(void *arg)
 {
   (void)arg;
-  double next_running_ms = 0; /* a pin while running may start from then */
   pthread_mutex_lock(&g_prep_mu);
   for (;;) {
     if (!prep_due(gmt_now_ms())) {
@@ -753,7 +775,7 @@ static void *prep_main(void *arg)
       continue;
     }
     int running = atomic_load_explicit(&gmt__token_held, memory_order_relaxed) > 0;
-    if (running && gmt_now_ms_f() < next_running_ms) {
+    if (running && gmt_now_ms_f() < g_prep_next_ms) {
       gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, GMT_SWAP_PREPARE_RUNNING_MS);
       continue;
     }
@@ -767,7 +789,7 @@ static void *prep_main(void *arg)
       gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, 100);
       continue;
     }
-    next_running_ms = gmt_now_ms_f() + GMT_SWAP_PREPARE_RUNNING_GAP * driver_ms;
+    g_prep_next_ms = gmt_now_ms_f() + GMT_SWAP_PREPARE_RUNNING_GAP * driver_ms;
     if (g_prep_bounded)
       g_prep_room -= e.size;
   }
@@ -798,8 +820,12 @@ static void *prepared_take(uint64_t addr, int *kind)
 {
   uint64_t until = gmt_now_ms() + GMT_SWAP_PREPARE_WAIT_MS;
   pthread_mutex_lock(&g_prep_mu);
+  int hurry = g_prep_addr == addr;
+  g_prep_hurry += hurry;
+  pthread_cond_broadcast(&g_prep_cv);
   while (g_prep_addr == addr && gmt_now_ms() < until)
     gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, 100);
+  g_prep_hurry -= hurry;
   g_prep_moving = addr;
   pthread_mutex_lock(&g_tab_mu);
   gmt_swap_entry_t *k = gmt__swaptab_find(&g_tab, addr);
@@ -822,8 +848,12 @@ static void prepared_moved(void)
 static void prepared_ctx_lock(void *ctx)
 {
   pthread_mutex_lock(&g_prep_mu);
+  int hurry = g_prep_addr && g_prep_ctx == ctx;
+  g_prep_hurry += hurry;
+  pthread_cond_broadcast(&g_prep_cv);
   while (g_prep_addr && g_prep_ctx == ctx)
     pthread_cond_wait(&g_prep_cv, &g_prep_mu);
+  g_prep_hurry -= hurry;
 }
 
 /* ---- moving out ---- */
@@ -839,7 +869,7 @@ static void *new_copy(const gmt_swap_entry_t *e, gmt_swap_where_t *w, int *kind)
   if (!w->bounded || e->size <= w->host_room) {
     /* A move waits for this copy: its pages are faulted in by several
      * threads (a fresh copy is the first move out's cost). */
-    host = gmt__swaphost_pinned(e->size, e->device, GMT_SWAP_MOVE_FAULT_THREADS, NULL);
+    host = gmt__swaphost_pinned(e->size, e->device, GMT_SWAP_MOVE_FAULT_THREADS, NULL, NULL);
     *kind = host ? GMT_SWAP_HOST_PINNED : GMT_SWAP_HOST_MALLOC;
     if (*kind == GMT_SWAP_HOST_MALLOC)
       host = malloc(e->size);
@@ -1440,6 +1470,8 @@ static void swap_child(void)
   g_prep_addr = 0;
   g_prep_ctx = NULL;
   g_prep_moving = 0;
+  g_prep_next_ms = 0;
+  g_prep_hurry = 0;
   pthread_mutex_init(&g_tab_mu, NULL);
   pthread_mutex_init(&g_prep_mu, NULL);
   pthread_cond_init(&g_prep_cv, NULL);

@@ -92,7 +92,8 @@ static void fault_in(char *p, uint64_t size, int threads)
  * fault_threads threads. The pages are preferred on the NUMA node of the
  * allocation's device (CUDA ordinal dev) before they are faulted in.
  * NULL when it cannot be had. */
-void *gmt__swaphost_pinned(uint64_t size, int dev, int fault_threads, double *driver_ms)
+void *gmt__swaphost_pinned(uint64_t size, int dev, int fault_threads, void (*before)(void),
+                           double *driver_ms)
 {
   __typeof__(&cuMemHostRegister_v2) reg = GMT_REAL(cuMemHostRegister_v2);
   if (driver_ms)
@@ -105,6 +106,8 @@ void *gmt__swaphost_pinned(uint64_t size, int dev, int fault_threads, double *dr
   (void)gmt__numa_place(p, size, gmt__numa_node(dev));
   (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: a kernel without THP ignores it */
   fault_in(p, size, fault_threads);
+  if (before)
+    before();
   double t0 = gmt_now_ms_f();
   CUresult r = reg(p, size, 0);
   if (driver_ms)

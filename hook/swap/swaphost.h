@@ -9,9 +9,11 @@
 /* size bytes of fresh pages registered with the real driver in the
  * current context, preferred on the NUMA node of CUDA ordinal dev, faulted
  * in first by up to fault_threads threads without the driver; NULL when
- * they cannot be had. *driver_ms (if not NULL): how long the registration
- * held the driver. */
-void *gmt__swaphost_pinned(uint64_t size, int dev, int fault_threads, double *driver_ms);
+ * they cannot be had. before (if not NULL) is called between the two, as
+ * the driver is about to be held. *driver_ms (if not NULL): how long the
+ * registration held the driver. */
+void *gmt__swaphost_pinned(uint64_t size, int dev, int fault_threads, void (*before)(void),
+                           double *driver_ms);
 
 /* A spill file's copy of size bytes under dir, mapped shared; NULL with
  * *err an errno when it cannot be. */

@@ -33,6 +33,52 @@ def cpu_s(pid, seconds):
     return used() - before
 
 
+STAMP = re.compile(r"^gmt\[\d+\] ([\d.]+): (.*)$")
+
+
+def grants_and_pins(err):
+    """From a job's GMT_HOOK_DEBUG=2 stderr: its grants (start, end; inf
+    when it still held one) and its pins ahead (begun, registration begun,
+    ended), in seconds. What holds the driver is the registration, at the
+    end, after the pages were faulted in: the gap is kept there (a pin
+    begun just before a grant registered in it once: a loaded CI machine
+    saw one 7 ms after another)."""
+    grants, start, pins = [], None, []
+    for line in err.splitlines():
+        m = STAMP.match(line)
+        if not m:
+            continue
+        t, what = float(m.group(1)), m.group(2)
+        if re.match(r"device 0: token for ", what):
+            start = t
+        elif start is not None and re.search(r"letting the token go|quota spent", what):
+            grants.append((start, t))
+            start = None
+        pin = re.match(r"prepared a host copy of \d+ bytes for \S+ in ([\d.]+) ms "
+                       r"\(([\d.]+) ms in the driver\)", what)
+        if pin:
+            pins.append((t - float(pin.group(1)) / 1e3, t - float(pin.group(2)) / 1e3, t))
+    if start is not None:
+        grants.append((start, float("inf")))
+    return grants, pins
+
+
+def paced_registrations(test, pod, grants, pins):
+    """Asserts that each registration begun in a grant came at least 5x the
+    one before's time after it (the rule is 9x); how many there were.
+    Within 2 ms of a grant's start the pin and the grant race (the check
+    and the grant's line)."""
+    n = 0
+    for (_, r0, e0), (_, r1, _) in zip(pins, pins[1:]):
+        if any(g0 + 0.002 < r1 < g1 - 0.002 for g0, g1 in grants):
+            n += 1
+            test.assertGreaterEqual(
+                r1 - e0, 5 * (e0 - r0),
+                "%s: a registration began %.1f ms after one of %.1f ms, while running"
+                % (pod, (r1 - e0) * 1e3, (e0 - r0) * 1e3))
+    return n
+
+
 class SwapJobs(GmtTestCase):
     """Two swap pods' jobs: what the tests below share."""
     CONFIG = "2\na 0.5 1.0 1Gi mode=swap idle-out=0\nb 0.5 1.0 1Gi mode=swap idle-out=0\n"
@@ -411,7 +457,6 @@ class PinsPaced(TwoBusySwapPods):
     registration as the real one does; pins are made slow here (2 s/GiB,
     20 ms for each of a job's seven 10 MiB pieces) so that pins made back
     to back while the job ran would show."""
-    STAMP = re.compile(r"^gmt\[\d+\] ([\d.]+): (.*)$")
     test_both_busy_jobs_take_turns = None  # TwoBusySwapPods' own
 
     def test_pins_while_running_leave_nine_tenths_of_the_time(self):
@@ -423,40 +468,35 @@ class PinsPaced(TwoBusySwapPods):
         errs = self.stop_jobs(jobs)
         running_pins = 0
         for pod, err in errs.items():
-            grants, start, pins = [], None, []
-            for line in err.splitlines():
-                m = self.STAMP.match(line)
-                if not m:
-                    continue
-                t, what = float(m.group(1)), m.group(2)
-                if re.match(r"device 0: token for ", what):
-                    start = t
-                elif start is not None and re.search(r"letting the token go|quota spent", what):
-                    grants.append((start, t))
-                    start = None
-                # What holds the driver: the registration, at the end. The
-                # pin began (the preparer looked whether it ran) before its
-                # pages were faulted in: a pin begun just before a grant
-                # may register in it (a loaded CI machine saw one 7 ms
-                # after another). The rule is for pins begun while running.
-                pin = re.match(r"prepared a host copy of \d+ bytes for \S+ in ([\d.]+) ms "
-                               r"\(([\d.]+) ms in the driver\)", what)
-                if pin:
-                    pins.append((t - float(pin.group(1)) / 1e3, t - float(pin.group(2)) / 1e3, t))
-            if start is not None:
-                grants.append((start, float("inf")))
-            # Within 2 ms of a grant's start the pin and the grant race
-            # (the check and the grant's line).
-            for (_, b0, e0), (b1, _, _) in zip(pins, pins[1:]):
-                if any(g0 + 0.002 < b1 < g1 - 0.002 for g0, g1 in grants):
-                    running_pins += 1
-                    self.assertGreaterEqual(
-                        b1 - e0, 5 * (e0 - b0),
-                        "%s: a pin began %.1f ms after one of %.1f ms, while running"
-                        % (pod, (b1 - e0) * 1e3, (e0 - b0) * 1e3))
+            grants, pins = grants_and_pins(err)
+            running_pins += paced_registrations(self, pod, grants, pins)
             self.assertGreater(len(grants), 2, "%s: %d grants" % (pod, len(grants)))
             self.assertGreater(len(pins), 1, "%s: %d pins: the test saw nothing" % (pod, len(pins)))
-        print("\npins begun while running, after another: %d" % running_pins)
+        print("\nregistrations while running, after another: %d" % running_pins)
+
+
+class PinsPacedInATurn(SwapJobs):
+    """While a job runs a long turn on a contested card it pins its host
+    copies ahead (none kept: GMT_SWAP_KEEP_MS=0), and each registration
+    comes at least 9x its own time after the one before: the gap is kept
+    at the registration, after the pages were faulted in."""
+    def test_registrations_in_a_turn_keep_their_gap(self):
+        held, card = 70 * MIB, 100 * MIB
+        pa = self.ran_alone(held, card)
+        pa.send("exit")
+        pa.finish()
+        pa = self.job("a", held, card, "--kernel-us", "2000", "--pieces", "7",
+                      GMT_HOOK_DEBUG="2", GMT_FAKE_REGISTER_MS_PER_GIB="2000", GMT_SWAP_KEEP_MS="0")
+        pb = self.job("b", held, card, "--kernel-us", "2000")
+        pb.send("check")
+        self.assertEqual(self.result(pb), "OK %d" % held, pb.stderr()[-3000:])
+        pa.send("spin 3000")
+        pa.expect("SPUN", timeout=30)
+        err = self.exit_jobs(pa, pb)[0]
+        grants, pins = grants_and_pins(err)
+        n = paced_registrations(self, "a", grants, pins)
+        print("\nregistrations in a's turn, after another: %d" % n)
+        self.assertGreaterEqual(n, 2, err[-3000:])
 
 
 class TurnsFollowBytes(TwoBusySwapPods):
@@ -580,7 +620,7 @@ class WaitInTurn(SwapJobs):
     the other pod came back, and this one moved out again. Here the wait is
     an allocation's that touches nothing after it (dev_alloc): a copy or
     launch right after would end the quiet by itself."""
-    STAMP = re.compile(r"^gmt\[\d+\] ([\d.]+): (.*)$")
+    STAMP = STAMP  # the module's
 
     def test_a_wait_for_room_in_a_turn_is_not_its_quiet(self):
         held, card = 70 * MIB, 100 * MIB
