@@ -661,9 +661,10 @@ void gmt__swap_prog_stays(uint64_t key)
  * holds none (it waits for the token, or has no GPU work: pins cost it
  * nothing). The gap is kept at the registration, which may come after a
  * grant that came while the pages were faulted in (a loaded machine saw a
- * registration 7 ms after another while running). Not at all while running left a job that ran
- * alone for long with nothing prepared when another pod woke: its first moves out pinned as they
- * went and an idle pod's wake took 0.66-1.08 s instead of 0.35. */
+ * registration 7 ms after another while running). Not at all while
+ * running left a job that ran alone for long with nothing prepared when
+ * another pod woke: its first moves out pinned as they went and an idle
+ * pod's wake took 0.66-1.08 s instead of 0.35. */
 #define GMT_SWAP_PREPARE_HOLD_MS 1000  /* a signal stands this long (they come every 20 ms) */
 #define GMT_SWAP_PREPARE_RUNNING_GAP 9 /* while running: idle 9x each pin's time after it */
 #define GMT_SWAP_PREPARE_RUNNING_MS 20 /* while running and waiting out the gap: look again */
@@ -689,22 +690,27 @@ static int prep_due(uint64_t now)
   return now < g_prep_until_ms;
 }
 
-/* The gap after the last registration, kept while the process holds a
- * token, unless a thread waits for the pin under way (a move out of it, or
- * its context going): called by gmt__swaphost_pinned as its registration
- * is about to hold the driver. */
+/* The ms left of the gap after the last registration while the process
+ * holds a token; 0 when none is to be kept (g_prep_mu held). */
+static double prep_gap_ms(void)
+{
+  if (atomic_load_explicit(&gmt__token_held, memory_order_relaxed) <= 0)
+    return 0;
+  double left = g_prep_next_ms - gmt_now_ms_f();
+  return left > 0 ? left : 0;
+}
+
+/* The gap kept, unless a thread waits for the pin under way (a move out
+ * of it, or its context going): called by gmt__swaphost_pinned as its
+ * registration is about to hold the driver. */
 static void prep_pace(void)
 {
   pthread_mutex_lock(&g_prep_mu);
-  for (;;) {
-    double left = g_prep_next_ms - gmt_now_ms_f();
-    if (left <= 0 || g_prep_hurry ||
-        atomic_load_explicit(&gmt__token_held, memory_order_relaxed) <= 0)
-      break;
+  double left;
+  while (!g_prep_hurry && (left = prep_gap_ms()) > 0)
     gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu,
                       left < GMT_SWAP_PREPARE_RUNNING_MS ? (uint64_t)left + 1
                                                          : GMT_SWAP_PREPARE_RUNNING_MS);
-  }
   pthread_mutex_unlock(&g_prep_mu);
 }
 
@@ -774,8 +780,7 @@ static void *prep_main(void *arg)
       gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, GMT_SWAP_PREPARE_HOLD_MS);
       continue;
     }
-    int running = atomic_load_explicit(&gmt__token_held, memory_order_relaxed) > 0;
-    if (running && gmt_now_ms_f() < g_prep_next_ms) {
+    if (prep_gap_ms() > 0) {
       gmt__cond_wait_ms(&g_prep_cv, &g_prep_mu, GMT_SWAP_PREPARE_RUNNING_MS);
       continue;
     }

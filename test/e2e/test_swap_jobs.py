@@ -480,11 +480,12 @@ class PinsPacedInATurn(SwapJobs):
     copies ahead (none kept: GMT_SWAP_KEEP_MS=0), and each registration
     comes at least 9x its own time after the one before: the gap is kept
     at the registration, after the pages were faulted in."""
+
     def test_registrations_in_a_turn_keep_their_gap(self):
         held, card = 70 * MIB, 100 * MIB
-        pa = self.ran_alone(held, card)
-        pa.send("exit")
-        pa.finish()
+        self.start_schd("--gpu-capacity", "0=%d" % card)
+        self.start_pmgr("a")
+        self.start_pmgr("b")
         pa = self.job("a", held, card, "--kernel-us", "2000", "--pieces", "7",
                       GMT_HOOK_DEBUG="2", GMT_FAKE_REGISTER_MS_PER_GIB="2000", GMT_SWAP_KEEP_MS="0")
         pb = self.job("b", held, card, "--kernel-us", "2000")
@@ -620,7 +621,6 @@ class WaitInTurn(SwapJobs):
     the other pod came back, and this one moved out again. Here the wait is
     an allocation's that touches nothing after it (dev_alloc): a copy or
     launch right after would end the quiet by itself."""
-    STAMP = STAMP  # the module's
 
     def test_a_wait_for_room_in_a_turn_is_not_its_quiet(self):
         held, card = 70 * MIB, 100 * MIB
@@ -652,7 +652,7 @@ class WaitInTurn(SwapJobs):
             self.assertEqual(rc, 0)
         grants, got, given = [], None, None
         for text in err.splitlines():
-            m = self.STAMP.match(text)
+            m = STAMP.match(text)
             if not m:
                 continue
             t, what = float(m.group(1)), m.group(2)
@@ -690,7 +690,6 @@ class MoveInTurn(SwapJobs):
     stops at the grant (the rest would come back at once): a transformer
     job granted its turn as a 9.2 GB move out began moved it all out in
     0.89 s, then back in 0.30 s."""
-    STAMP = WaitInTurn.STAMP
 
     def test_a_grant_during_a_move_out_is_kept_through_it(self):
         card = 100 * MIB
@@ -720,7 +719,7 @@ class MoveInTurn(SwapJobs):
         err = self.exit_jobs(pa, pb, pc)[0]
         granted = moved = given = None
         for text in err.splitlines():
-            m = self.STAMP.match(text)
+            m = STAMP.match(text)
             if not m:
                 continue
             t, what = float(m.group(1)), m.group(2)

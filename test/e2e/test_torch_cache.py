@@ -37,9 +37,9 @@ class CacheJob(GmtTestCase):
         proc = self.process("a", pid) or {}
         return proc.get("tiers"), proc.get("swap_outs", 0)
 
-    def b_needs(self, mib, *args):
+    def b_needs(self, mib):
         env = self.hook_env("b", GMT_FAKE_MEM=str(CARD))
-        pb = self.run_prog("b", SWAP_JOB, "--mib", str(mib), *args, env=env)
+        pb = self.run_prog("b", SWAP_JOB, "--mib", str(mib), env=env)
         t0 = time.monotonic()
         pb.expect("READY", timeout=60)
         return pb, time.monotonic() - t0
