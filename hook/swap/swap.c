@@ -59,6 +59,10 @@ static uint64_t g_gen, g_gen_seen; /* moves, for the reporter */
 static uint64_t g_last_in_ms;      /* the last allocation or restore (the test knob) */
 /* What the moves cost since start (gmt_swap_stats_t). */
 static _Atomic uint64_t g_out_bytes, g_in_bytes, g_move_ns, g_wait_ns;
+/* What the program's frees and releases cost, by step (said at exit with
+ * GMT_HOOK_DEBUG): a job's last step freed 10 GB of 20 MiB segments in
+ * about 0.9 s, its turn held meanwhile (H200). */
+static _Atomic uint64_t g_rel_res_ns, g_rel_res_n, g_rel_host_ns, g_rel_host_n, g_rel_drv_ns;
 
 static pthread_mutex_t g_res_mu = PTHREAD_MUTEX_INITIALIZER;
 /* The totals Resident granted, per device: written under g_res_mu, read
@@ -503,6 +507,34 @@ CUresult gmt__swap_alloc(CUdeviceptr *dptr, size_t bytes, int dev, uint64_t max_
   return CUDA_SUCCESS;
 }
 
+/* A freed allocation's host copy goes (counted for the exit line). */
+static void release_host(void *p, int kind, uint64_t size)
+{
+  if (!p)
+    return;
+  uint64_t t0 = gmt_now_ns();
+  gmt__swaphost_free(p, kind, size);
+  atomic_fetch_add(&g_rel_host_ns, gmt_now_ns() - t0);
+  atomic_fetch_add(&g_rel_host_n, 1);
+}
+
+/* A freed allocation's bytes come off dev's claim (timed for the exit
+ * line). */
+static void release_unclaim(int dev, uint64_t bytes)
+{
+  if (!bytes)
+    return;
+  uint64_t t0 = gmt_now_ns();
+  unclaim(dev, bytes);
+  atomic_fetch_add(&g_rel_res_ns, gmt_now_ns() - t0);
+  atomic_fetch_add(&g_rel_res_n, 1);
+}
+
+void gmt__swap_note_release(uint64_t ns)
+{
+  atomic_fetch_add(&g_rel_drv_ns, ns);
+}
+
 CUresult gmt__swap_free(CUdeviceptr p, int *owned)
 {
   *owned = 0;
@@ -538,7 +570,7 @@ CUresult gmt__swap_free(CUdeviceptr p, int *owned)
       goto undo;
     pthread_rwlock_unlock(&gmt__swap_rw);
     if (!e.out)
-      unclaim(e.device, e.span);
+      release_unclaim(e.device, e.span);
     return rc;
   }
   if (!e.out) {
@@ -551,12 +583,14 @@ CUresult gmt__swap_free(CUdeviceptr p, int *owned)
       gmt__ctx_leave(entered);
       goto undo;
     }
+    uint64_t t0 = gmt_now_ns();
     rc = release(e.handle);
+    gmt__swap_note_release(gmt_now_ns() - t0);
     if (rc != CUDA_SUCCESS)
       GMT_HOOK_DEBUG("cuMemRelease of a freed swap allocation failed (%d)", (int)rc);
-    gmt__swaphost_free(e.kept, e.host_kind, e.size);
+    release_host(e.kept, e.host_kind, e.size);
   } else {
-    gmt__swaphost_free(e.host, e.host_kind, e.size);
+    release_host(e.host, e.host_kind, e.size);
   }
   CUresult rc2 = addr_free(p, e.span);
   if (rc2 != CUDA_SUCCESS)
@@ -564,7 +598,7 @@ CUresult gmt__swap_free(CUdeviceptr p, int *owned)
   gmt__ctx_leave(entered);
   pthread_rwlock_unlock(&gmt__swap_rw);
   if (!e.out)
-    unclaim(e.device, e.span);
+    release_unclaim(e.device, e.span);
   return rc == CUDA_SUCCESS ? rc2 : rc;
 undo:
   /* Nothing was let go: the allocation stays as it was. */
@@ -603,7 +637,7 @@ int gmt__swap_prog_claim(int dev, uint64_t bytes, gmt_swap_gate_fn gate)
 
 void gmt__swap_prog_unclaim(int dev, uint64_t bytes)
 {
-  unclaim(dev, bytes);
+  release_unclaim(dev, bytes);
 }
 
 int gmt__swap_prog_track(const gmt_swap_entry_t *e)
@@ -623,7 +657,7 @@ uint64_t gmt__swap_prog_untrack(uint64_t key, int *device)
     return 0;
   int entered = gmt__ctx_enter(e.ctx);
   GMT_FRAME_IN();
-  gmt__swaphost_free(e.out ? e.host : e.kept, e.host_kind, e.size);
+  release_host(e.out ? e.host : e.kept, e.host_kind, e.size);
   GMT_FRAME_OUT();
   gmt__ctx_leave(entered);
   return e.out ? 0 : e.span;
@@ -1491,4 +1525,17 @@ static const gmt_fork_ops_t g_fork_ops = {swap_prepare, swap_parent, swap_child}
 __attribute__((constructor)) static void swap_register(void)
 {
   gmt__fork_register(GMT_LOCK_SWAP, &g_fork_ops);
+}
+
+/* With GMT_HOOK_DEBUG, what the frees cost, by step. */
+__attribute__((destructor)) static void swap_exit(void)
+{
+  uint64_t n = atomic_load(&g_rel_res_n), h = atomic_load(&g_rel_host_n);
+  if (!gmt__debug || (!n && !h))
+    return;
+  gmt__say("frees: %llu Resident lowerings %.1f ms, %llu host copies freed %.1f ms, the "
+           "driver's releases %.1f ms",
+           (unsigned long long)n, (double)atomic_load(&g_rel_res_ns) / 1e6,
+           (unsigned long long)h, (double)atomic_load(&g_rel_host_ns) / 1e6,
+           (double)atomic_load(&g_rel_drv_ns) / 1e6);
 }

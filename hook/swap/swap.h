@@ -189,5 +189,8 @@ int gmt__swap_prog_track(const gmt_swap_entry_t *e);
 uint64_t gmt__swap_prog_untrack(uint64_t key, int *device);
 /* The entry of key stays on the GPU from now on. */
 void gmt__swap_prog_stays(uint64_t key);
+/* A release by the driver of freed swap memory took ns (for the exit
+ * line's cost of frees). */
+void gmt__swap_note_release(uint64_t ns);
 
 #endif

@@ -326,8 +326,10 @@ static void maybe_gone(uint64_t prog, int *dev, uint64_t *bytes, gmt_swap_vmm_go
     return;
   uint64_t key = h->key, real = h->real;
   gmt__vmmtab_remove(&g_vt, prog);
+  uint64_t t0 = gmt_now_ns();
   if (real && release && release(real) != CUDA_SUCCESS)
     GMT_HOOK_DEBUG("cuMemRelease of the program's handle 0x%llx failed", (unsigned long long)real);
+  gmt__swap_note_release(gmt_now_ns() - t0);
   *bytes += gmt__swap_prog_untrack(key, dev);
   if (gone)
     gone(prog);

@@ -144,6 +144,10 @@ class ReleasedWhileOut(SwapVmm):
         self.assertEqual(self.process("a", pa.proc.pid).get("swap_ins", 0), 0, self.logs())
         self.assertEqual(self.process("b", pb.proc.pid).get("swap_outs", 0), 0, self.logs())
         err = self.exit_clean(pa)
+        # Released while out: no Resident to lower, each handle's host
+        # copy freed (the hook's exit line, GMT_HOOK_DEBUG).
+        self.assertRegex(err, r"frees: 0 Resident lowerings [\d.]+ ms, 3 host copies freed "
+                              r"[\d.]+ ms, the driver's releases [\d.]+ ms")
         self.assertNotIn("memory to come back", err)
         self.assertEqual(re.findall(r"brought \d+ bytes back", err), [], err[-3000:])
         self.assertEqual(calls(err, "cuMemCreate"), calls(err, "cuMemRelease"), err[-3000:])
