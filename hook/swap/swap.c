@@ -26,6 +26,7 @@
 #include "channel.h"
 #include "counters.h" /* gmt__token_held */
 #include "devmap.h"
+#include "faultahead.h"
 #include "fork.h"
 #include "frame.h"
 #include "gmt_error.h"
@@ -898,6 +899,8 @@ static void prepared_ctx_lock(void *ctx)
 /* ---- moving out ---- */
 
 #define GMT_SWAP_MOVE_FAULT_THREADS 4
+/* How far the threads fault a move out's new copies in ahead of it. */
+#define GMT_SWAP_FAULT_AHEAD_BYTES (1ull << 30)
 
 /* A host copy for e, within what w allows (taken off w): new host memory
  * (pinned if the driver will, else malloc), else a spill file. NULL when
@@ -1033,15 +1036,40 @@ moved:
   return 0;
 }
 
+/* Copy i's pages faulted in ahead (faultahead.h), registered, within
+ * what w allows (taken off w, counted in *fresh): NULL when there are
+ * none, or they cannot be pinned or held (new_copy then decides). */
+static void *ahead_copy(gmt_fault_ahead_t *ahead, size_t i, const gmt_swap_entry_t *e,
+                        gmt_swap_where_t *w, size_t *fresh)
+{
+  void *p = gmt__fault_ahead_take(ahead, i);
+  if (!p)
+    return NULL;
+  if (w->bounded && e->size > w->host_room) {
+    munmap(p, e->size);
+    return NULL;
+  }
+  if (!(p = gmt__swaphost_register(p, e->size, NULL)))
+    return NULL;
+  if (w->bounded)
+    w->host_room -= e->size;
+  (*fresh)++;
+  return p;
+}
+
 /* One allocation off the GPU (exclusive lock held, its context current,
- * its work synchronized), into its kept or prepared copy, else a new one
- * (counted in *fresh). 0, or -1 when it stays where it was. */
-static int move_out(gmt_swap_entry_t *e, gmt_swap_where_t *w, size_t *fresh)
+ * its work synchronized), into its kept or prepared copy, else copy i of
+ * ahead (may be NULL), else a new one (counted in *fresh). 0, or -1 when
+ * it stays where it was. */
+static int move_out(gmt_swap_entry_t *e, gmt_swap_where_t *w, size_t *fresh,
+                    gmt_fault_ahead_t *ahead, size_t i)
 {
   if (e->managed)
     return move_out_managed(e, w);
   int pinned;
   void *host = prepared_take(e->addr, &pinned);
+  if (!host && (host = ahead_copy(ahead, i, e, w, fresh)))
+    pinned = GMT_SWAP_HOST_PINNED;
   int rc = move_out_into(e, host, pinned, w, fresh);
   prepared_moved();
   return rc;
@@ -1081,6 +1109,36 @@ static int sync_contexts(const gmt_swap_entry_t *es, size_t n)
   return 0;
 }
 
+static void place_ahead(void *p, uint64_t size, size_t i, void *arg)
+{
+  gmt__swaphost_place(p, size, ((const gmt_swap_entry_t *)arg)[i].device);
+}
+
+/* The new pinned copies a move out of es[0..n) will want, faulted in
+ * ahead of it by several threads (faultahead.h): those with no kept copy
+ * yet, within the host space's room. NULL when none; *sizes (the caller
+ * frees it) must outlive it. */
+static gmt_fault_ahead_t *fault_ahead(const gmt_swap_entry_t *es, size_t n,
+                                      const gmt_swap_where_t *w, uint64_t **sizes)
+{
+  uint64_t room = w->host_room;
+  size_t wanted = 0;
+  *sizes = calloc(n, sizeof **sizes);
+  for (size_t i = 0; *sizes && i < n; i++) {
+    if (es[i].managed || es[i].kept || (w->bounded && es[i].size > room))
+      continue;
+    (*sizes)[i] = es[i].size;
+    room -= w->bounded ? es[i].size : 0;
+    wanted++;
+  }
+  if (wanted < 2) /* one is made as fast where it is wanted */
+    return NULL;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = cpus >= 4 ? (int)(cpus / 2) : 1;
+  return gmt__fault_ahead_start(*sizes, n, threads, GMT_SWAP_FAULT_AHEAD_BYTES, place_ahead,
+                                (void *)es);
+}
+
 void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
 {
   if (!atomic_load_explicit(&gmt__swap_on, memory_order_relaxed))
@@ -1106,7 +1164,10 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
   size_t nmoved = 0, fresh = 0, left = 0;
   double t0 = gmt_now_ms_f();
   GMT_FRAME_IN(); /* a driver calling its own entry points passes the gates */
+  gmt_fault_ahead_t *ahead = NULL;
+  uint64_t *sizes = NULL;
   if (n && sync_contexts(es, n) == 0) {
+    ahead = fault_ahead(es, n, &w, &sizes);
     for (size_t i = 0; i < n; i++) {
       /* Granted as it moves: the rest would come back at once. A job
        * granted its turn as a 9.2 GB move out began moved it all out in
@@ -1117,7 +1178,7 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
       }
       int entered = gmt__ctx_enter(es[i].ctx);
       uint64_t m0 = gmt_now_ns();
-      if (entered >= 0 && move_out(&es[i], &w, &fresh) == 0) {
+      if (entered >= 0 && move_out(&es[i], &w, &fresh, ahead, i) == 0) {
         uint64_t took = gmt_now_ns() - m0;
         uint64_t at = trace_addr(&es[i]);
         if (at)
@@ -1134,6 +1195,8 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
     }
   }
   GMT_FRAME_OUT();
+  size_t unused = gmt__fault_ahead_end(ahead);
+  free(sizes);
   pthread_mutex_lock(&g_tab_mu);
   publish_nout();
   if (nmoved)
@@ -1151,6 +1214,8 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
                    (unsigned long long)keep, fresh);
   if (left)
     GMT_HOOK_DEBUG("granted the token while moving out: %zu allocations left on the GPU", left);
+  if (unused)
+    GMT_HOOK_DEBUG("%zu host copies faulted in ahead went unused", unused);
 }
 
 /* ---- bringing back ---- */
@@ -1535,7 +1600,6 @@ __attribute__((destructor)) static void swap_exit(void)
     return;
   gmt__say("frees: %llu Resident lowerings %.1f ms, %llu host copies freed %.1f ms, the "
            "driver's releases %.1f ms",
-           (unsigned long long)n, (double)atomic_load(&g_rel_res_ns) / 1e6,
-           (unsigned long long)h, (double)atomic_load(&g_rel_host_ns) / 1e6,
-           (double)atomic_load(&g_rel_drv_ns) / 1e6);
+           (unsigned long long)n, (double)atomic_load(&g_rel_res_ns) / 1e6, (unsigned long long)h,
+           (double)atomic_load(&g_rel_host_ns) / 1e6, (double)atomic_load(&g_rel_drv_ns) / 1e6);
 }

@@ -12,14 +12,11 @@
 #include <unistd.h>
 
 #include "driver.h"
+#include "faultahead.h"
 #include "gmt_log.h"
 #include "log.h"
 #include "numa.h"
 #include "swaptab.h"
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older glibc headers lack it */
-#endif
 
 /* Faulting pages in: at most this many threads, each given at least this
  * much (below it one thread does all: starting more costs more). */
@@ -31,16 +28,10 @@ struct fault_part {
   size_t n;
 };
 
-/* The pages of part faulted in, written, by the kernel in one call
- * (MADV_POPULATE_WRITE), else by a write to each page (an older kernel). */
 static void *fault_part(void *arg)
 {
   struct fault_part *f = arg;
-  if (madvise(f->p, f->n, MADV_POPULATE_WRITE) == 0)
-    return NULL;
-  long page = sysconf(_SC_PAGESIZE);
-  for (size_t o = 0; o < f->n; o += (size_t)(page > 0 ? page : 4096))
-    ((volatile char *)f->p)[o] = 0;
+  gmt__fault_pages(f->p, f->n);
   return NULL;
 }
 
@@ -95,21 +86,31 @@ static void fault_in(char *p, uint64_t size, int threads)
 void *gmt__swaphost_pinned(uint64_t size, int dev, int fault_threads, void (*before)(void),
                            double *driver_ms)
 {
-  __typeof__(&cuMemHostRegister_v2) reg = GMT_REAL(cuMemHostRegister_v2);
   if (driver_ms)
     *driver_ms = 0;
-  if (!reg)
+  if (!GMT_REAL(cuMemHostRegister_v2))
     return NULL;
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     return NULL;
-  (void)gmt__numa_place(p, size, gmt__numa_node(dev));
+  gmt__swaphost_place(p, size, dev);
   (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: a kernel without THP ignores it */
   fault_in(p, size, fault_threads);
   if (before)
     before();
+  return gmt__swaphost_register(p, size, driver_ms);
+}
+
+void gmt__swaphost_place(void *p, uint64_t size, int dev)
+{
+  (void)gmt__numa_place(p, size, gmt__numa_node(dev));
+}
+
+void *gmt__swaphost_register(void *p, uint64_t size, double *driver_ms)
+{
+  __typeof__(&cuMemHostRegister_v2) reg = GMT_REAL(cuMemHostRegister_v2);
   double t0 = gmt_now_ms_f();
-  CUresult r = reg(p, size, 0);
+  CUresult r = reg ? reg(p, size, 0) : CUDA_ERROR_NOT_INITIALIZED;
   if (driver_ms)
     *driver_ms = gmt_now_ms_f() - t0;
   if (r != CUDA_SUCCESS) {

@@ -15,6 +15,14 @@
 void *gmt__swaphost_pinned(uint64_t size, int dev, int fault_threads, void (*before)(void),
                            double *driver_ms);
 
+/* Fresh pages p of size bytes, faulted in already, registered as
+ * gmt__swaphost_pinned registers them: p, or NULL with p unmapped. */
+void *gmt__swaphost_register(void *p, uint64_t size, double *driver_ms);
+
+/* Prefers [p, p + size) on the NUMA node of CUDA ordinal dev, before its
+ * pages are faulted in. */
+void gmt__swaphost_place(void *p, uint64_t size, int dev);
+
 /* A spill file's copy of size bytes under dir, mapped shared; NULL with
  * *err an errno when it cannot be. */
 void *gmt__swaphost_spill(const char *dir, uint64_t size, int *err);
