@@ -1039,18 +1039,30 @@ moved:
 /* Copy i's pages faulted in ahead (faultahead.h), registered, within
  * what w allows (taken off w, counted in *fresh): NULL when there are
  * none, or they cannot be pinned or held (new_copy then decides). */
+static struct {
+  size_t took;      /* copies taken */
+  uint64_t wait_ns; /* waiting for them */
+  double driver_ms; /* registering them */
+} g_ahead;          /* this move out's (the exclusive lock held) */
+
 static void *ahead_copy(gmt_fault_ahead_t *ahead, size_t i, const gmt_swap_entry_t *e,
                         gmt_swap_where_t *w, size_t *fresh)
 {
+  uint64_t t0 = gmt_now_ns();
   void *p = gmt__fault_ahead_take(ahead, i);
+  g_ahead.wait_ns += gmt_now_ns() - t0;
   if (!p)
     return NULL;
   if (w->bounded && e->size > w->host_room) {
     munmap(p, e->size);
     return NULL;
   }
-  if (!(p = gmt__swaphost_register(p, e->size, NULL)))
+  double ms = 0;
+  p = gmt__swaphost_register(p, e->size, &ms);
+  g_ahead.driver_ms += ms;
+  if (!p)
     return NULL;
+  g_ahead.took++;
   if (w->bounded)
     w->host_room -= e->size;
   (*fresh)++;
@@ -1166,6 +1178,7 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
   GMT_FRAME_IN(); /* a driver calling its own entry points passes the gates */
   gmt_fault_ahead_t *ahead = NULL;
   uint64_t *sizes = NULL;
+  memset(&g_ahead, 0, sizeof g_ahead);
   if (n && sync_contexts(es, n) == 0) {
     ahead = fault_ahead(es, n, &w, &sizes);
     for (size_t i = 0; i < n; i++) {
@@ -1195,6 +1208,7 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
     }
   }
   GMT_FRAME_OUT();
+  int faulted_ahead = ahead != NULL;
   size_t unused = gmt__fault_ahead_end(ahead);
   free(sizes);
   pthread_mutex_lock(&g_tab_mu);
@@ -1214,8 +1228,10 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
                    (unsigned long long)keep, fresh);
   if (left)
     GMT_HOOK_DEBUG("granted the token while moving out: %zu allocations left on the GPU", left);
-  if (unused)
-    GMT_HOOK_DEBUG("%zu host copies faulted in ahead went unused", unused);
+  if (faulted_ahead)
+    GMT_HOOK_DEBUG("of its new host copies %zu were faulted in ahead: %.1f ms waited for, %.1f ms "
+                   "registering; %zu went unused",
+                   g_ahead.took, (double)g_ahead.wait_ns / 1e6, g_ahead.driver_ms, unused);
 }
 
 /* ---- bringing back ---- */

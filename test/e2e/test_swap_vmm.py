@@ -185,6 +185,11 @@ class AfterAMove(SwapVmm):
         self.wait_process("a", p.proc.pid, memory_used=0)
         wait_for(lambda: self.gpu_space()["reserved"] == 0, timeout=10, what="nothing resident")
         err = self.exit_clean(p)
+        # The first move out made a new copy of each handle, faulted in
+        # ahead of it (faultahead.c); later ones reuse the kept copies.
+        ahead = re.findall(r"of its new host copies (\d+) were faulted in ahead: [\d.]+ ms waited "
+                           r"for, [\d.]+ ms registering; (\d+) went unused", err)
+        self.assertEqual(ahead[:1], [("3", "0")], err[-3000:])
         self.assertGreater(len(re.findall(r"brought \d+ bytes back", err)), 2, err[-3000:])
         self.assertEqual(calls(err, "cuMemCreate"), calls(err, "cuMemRelease"), err[-3000:])
 

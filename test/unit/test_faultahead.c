@@ -134,11 +134,11 @@ static void test_faultahead_nothing_wanted_starts_nothing(void **state)
 int main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_faultahead_copies_taken_in_order_each_placed_once),
-    cmocka_unit_test(test_faultahead_passed_over_and_left_are_unmapped),
-    cmocka_unit_test(test_faultahead_threads_stay_within_the_window),
-    cmocka_unit_test(test_faultahead_without_threads_each_is_made_where_taken),
-    cmocka_unit_test(test_faultahead_nothing_wanted_starts_nothing),
+      cmocka_unit_test(test_faultahead_copies_taken_in_order_each_placed_once),
+      cmocka_unit_test(test_faultahead_passed_over_and_left_are_unmapped),
+      cmocka_unit_test(test_faultahead_threads_stay_within_the_window),
+      cmocka_unit_test(test_faultahead_without_threads_each_is_made_where_taken),
+      cmocka_unit_test(test_faultahead_nothing_wanted_starts_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
