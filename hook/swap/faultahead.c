@@ -145,20 +145,29 @@ gmt_fault_ahead_t *gmt__fault_ahead_start(const uint64_t *sizes, size_t n, int t
   return a;
 }
 
+/* Copy j, if ready, is not wanted any more: 1 when a mapping went
+ * (a->mu held, or no thread left). */
+static int drop(gmt_fault_ahead_t *a, size_t j)
+{
+  if (a->state[j] != READY)
+    return 0;
+  void *p = a->maps[j];
+  if (p)
+    munmap(p, a->sizes[j]);
+  a->maps[j] = NULL;
+  a->ahead -= a->sizes[j];
+  a->state[j] = GONE;
+  return p != NULL;
+}
+
 /* Copies before i are passed: those ready are unmapped, those not begun
  * never will be (a->mu held). */
 static void pass(gmt_fault_ahead_t *a, size_t i)
 {
   for (size_t j = a->taken; j < i && j < a->n; j++) {
-    if (a->state[j] == READY) {
-      if (a->maps[j])
-        munmap(a->maps[j], a->sizes[j]);
-      a->maps[j] = NULL;
-      a->ahead -= a->sizes[j];
+    if (a->state[j] == WANTED)
       a->state[j] = GONE;
-    } else if (a->state[j] == WANTED) {
-      a->state[j] = GONE;
-    }
+    drop(a, j);
   }
   if (i > a->taken)
     a->taken = i;
@@ -216,10 +225,7 @@ size_t gmt__fault_ahead_end(gmt_fault_ahead_t *a)
     pthread_join(a->tid[t], NULL);
   size_t left = 0;
   for (size_t i = 0; i < a->n; i++)
-    if (a->state[i] == READY && a->maps[i]) {
-      munmap(a->maps[i], a->sizes[i]);
-      left++;
-    }
+    left += (size_t)drop(a, i);
   pthread_mutex_destroy(&a->mu);
   pthread_cond_destroy(&a->cv);
   free(a->maps);
