@@ -61,8 +61,8 @@ static uint64_t g_last_in_ms;      /* the last allocation or restore (the test k
 /* What the moves cost since start (gmt_swap_stats_t). */
 static _Atomic uint64_t g_out_bytes, g_in_bytes, g_move_ns, g_wait_ns;
 /* What the program's frees and releases cost, by step (said at exit with
- * GMT_HOOK_DEBUG): a job's last step freed 10 GB of 20 MiB segments in
- * about 0.9 s, its turn held meanwhile (H200). */
+ * GMT_HOOK_DEBUG): a job's last step freed its 450 segments of 20 MiB in
+ * about 0.5 s, its turn held meanwhile (H200). */
 static _Atomic uint64_t g_rel_res_ns, g_rel_res_n, g_rel_host_ns, g_rel_host_n, g_rel_drv_ns;
 
 static pthread_mutex_t g_res_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -913,7 +913,11 @@ static void prepared_ctx_lock(void *ctx)
 /* ---- moving out ---- */
 
 #define GMT_SWAP_MOVE_FAULT_THREADS 4
-/* How far the threads fault a move out's new copies in ahead of it. */
+/* The threads that fault a move out's new copies in ahead of it, and how
+ * far ahead. Two: on the H200's host one thread faulted 5-7 GB/s and two
+ * or four about 6 (the kernel's page allocation bounds it), more than the
+ * move takes them at. */
+#define GMT_SWAP_FAULT_AHEAD_THREADS 2
 #define GMT_SWAP_FAULT_AHEAD_BYTES (1ull << 30)
 
 /* A host copy for e, within what w allows (taken off w): new host memory
@@ -1050,15 +1054,16 @@ moved:
   return 0;
 }
 
-/* Copy i's pages faulted in ahead (faultahead.h), registered, within
- * what w allows (taken off w, counted in *fresh): NULL when there are
- * none, or they cannot be pinned or held (new_copy then decides). */
+/* This move out's copies faulted in ahead (the exclusive lock held). */
 static struct {
   size_t took;      /* copies taken */
   uint64_t wait_ns; /* waiting for them */
   double driver_ms; /* registering them */
-} g_ahead;          /* this move out's (the exclusive lock held) */
+} g_ahead;
 
+/* Copy i's pages faulted in ahead (faultahead.h), registered, within
+ * what w allows (taken off w, counted in *fresh): NULL when there are
+ * none, or they cannot be pinned or held (new_copy then decides). */
 static void *ahead_copy(gmt_fault_ahead_t *ahead, size_t i, const gmt_swap_entry_t *e,
                         gmt_swap_where_t *w, size_t *fresh)
 {
@@ -1160,7 +1165,7 @@ static gmt_fault_ahead_t *fault_ahead(const gmt_swap_entry_t *es, size_t n,
   if (wanted < 2) /* one is made as fast where it is wanted */
     return NULL;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int threads = cpus >= 4 ? (int)(cpus / 2) : 1;
+  int threads = cpus >= 2 * GMT_SWAP_FAULT_AHEAD_THREADS ? GMT_SWAP_FAULT_AHEAD_THREADS : 1;
   return gmt__fault_ahead_start(*sizes, n, threads, GMT_SWAP_FAULT_AHEAD_BYTES, place_ahead,
                                 (void *)es);
 }
