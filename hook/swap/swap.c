@@ -1054,11 +1054,16 @@ moved:
   return 0;
 }
 
-/* This move out's copies faulted in ahead (the exclusive lock held). */
+/* This move out's numbers, for its debug lines (the exclusive lock
+ * held): its copies faulted in ahead, and its steps by whether the copy
+ * was ready (kept or prepared: 0) or new (1), each step's time and its
+ * Resident lowering's part. */
 static struct {
-  size_t took;      /* copies taken */
+  size_t took;      /* copies taken from the threads */
   uint64_t wait_ns; /* waiting for them */
   double driver_ms; /* registering them */
+  size_t steps[2];
+  uint64_t step_ns[2], resident_ns[2];
 } g_ahead;
 
 /* Copy i's pages faulted in ahead (faultahead.h), registered, within
@@ -1211,6 +1216,7 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
       }
       int entered = gmt__ctx_enter(es[i].ctx);
       uint64_t m0 = gmt_now_ns();
+      size_t made = fresh;
       if (entered >= 0 && move_out(&es[i], &w, &fresh, ahead, i) == 0) {
         uint64_t took = gmt_now_ns() - m0;
         uint64_t at = trace_addr(&es[i]);
@@ -1220,7 +1226,12 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
         atomic_fetch_add(&g_move_ns, took);
         /* Its room is the scheduler's at once: a process waiting for it
          * brings its own memory back while the rest moves out. */
+        uint64_t r0 = gmt_now_ns();
         unclaim_locked(es[i].device, es[i].span);
+        int k = fresh > made;
+        g_ahead.steps[k]++;
+        g_ahead.step_ns[k] += gmt_now_ns() - m0;
+        g_ahead.resident_ns[k] += gmt_now_ns() - r0;
         moved_bytes += es[i].size;
         nmoved++;
       }
@@ -1242,11 +1253,17 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
   prep_hold(-1);
   free(addrs);
   free(es);
-  if (nmoved)
+  if (nmoved) {
     GMT_HOOK_DEBUG("moved %zu allocations (%llu bytes) off the GPU in %.3f ms (keep %llu, %zu new "
                    "host copies)",
                    nmoved, (unsigned long long)moved_bytes, gmt_now_ms_f() - t0,
                    (unsigned long long)keep, fresh);
+    GMT_HOOK_DEBUG("its steps: %zu with a copy ready %.1f ms (Resident %.1f ms), %zu with a new "
+                   "copy %.1f ms (Resident %.1f ms)",
+                   g_ahead.steps[0], (double)g_ahead.step_ns[0] / 1e6,
+                   (double)g_ahead.resident_ns[0] / 1e6, g_ahead.steps[1],
+                   (double)g_ahead.step_ns[1] / 1e6, (double)g_ahead.resident_ns[1] / 1e6);
+  }
   if (left)
     GMT_HOOK_DEBUG("granted the token while moving out: %zu allocations left on the GPU", left);
   if (faulted_ahead)

@@ -190,6 +190,9 @@ class AfterAMove(SwapVmm):
         ahead = re.findall(r"of its new host copies (\d+) were faulted in ahead: [\d.]+ ms waited "
                            r"for, [\d.]+ ms registering; (\d+) went unused", err)
         self.assertEqual(ahead[:1], [("3", "0")], err[-3000:])
+        steps = re.findall(r"its steps: (\d+) with a copy ready [\d.]+ ms \(Resident [\d.]+ ms\), "
+                           r"(\d+) with a new copy [\d.]+ ms \(Resident [\d.]+ ms\)", err)
+        self.assertEqual(steps[:1], [("0", "3")], err[-3000:])
         self.assertGreater(len(re.findall(r"brought \d+ bytes back", err)), 2, err[-3000:])
         self.assertEqual(calls(err, "cuMemCreate"), calls(err, "cuMemRelease"), err[-3000:])
 
