@@ -43,19 +43,41 @@ void gmt__fault_pages(void *p, size_t n)
     ((volatile char *)p)[o] = 0;
 }
 
-/* A fresh mapping of size bytes, huge pages asked for, placed, faulted in
- * (the caller's lock let go). */
-static void *fresh(gmt_fault_ahead_t *a, size_t i)
+void *gmt__fault_map(uint64_t size)
 {
-  uint64_t size = a->sizes[i];
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     return NULL;
+  (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: a kernel without THP ignores it */
+  return p;
+}
+
+/* Copy i's fresh mapping, placed, faulted in (the caller's lock let go). */
+static void *fresh(gmt_fault_ahead_t *a, size_t i)
+{
+  uint64_t size = a->sizes[i];
+  void *p = gmt__fault_map(size);
+  if (!p)
+    return NULL;
   if (a->place)
     a->place(p, size, i, a->arg);
-  (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: a kernel without THP ignores it */
   gmt__fault_pages(p, size);
   return p;
+}
+
+/* Copy j, if ready, is not wanted any more: 1 when a mapping went
+ * (a->mu held, or no thread left). */
+static int drop(gmt_fault_ahead_t *a, size_t j)
+{
+  if (a->state[j] != READY)
+    return 0;
+  void *p = a->maps[j];
+  if (p)
+    munmap(p, a->sizes[j]);
+  a->maps[j] = NULL;
+  a->ahead -= a->sizes[j];
+  a->state[j] = GONE;
+  return p != NULL;
 }
 
 /* Copy i, just faulted in as p (a->mu held): kept for its taker, or
@@ -64,15 +86,10 @@ static void done(gmt_fault_ahead_t *a, size_t i, void *p)
 {
   if (p)
     a->faulted++;
-  if (i < a->taken) {
-    if (p)
-      munmap(p, a->sizes[i]);
-    a->state[i] = GONE;
-    a->ahead -= a->sizes[i];
-  } else {
-    a->maps[i] = p;
-    a->state[i] = READY;
-  }
+  a->maps[i] = p;
+  a->state[i] = READY;
+  if (i < a->taken)
+    drop(a, i);
   pthread_cond_broadcast(&a->cv);
 }
 
@@ -145,21 +162,6 @@ gmt_fault_ahead_t *gmt__fault_ahead_start(const uint64_t *sizes, size_t n, int t
   return a;
 }
 
-/* Copy j, if ready, is not wanted any more: 1 when a mapping went
- * (a->mu held, or no thread left). */
-static int drop(gmt_fault_ahead_t *a, size_t j)
-{
-  if (a->state[j] != READY)
-    return 0;
-  void *p = a->maps[j];
-  if (p)
-    munmap(p, a->sizes[j]);
-  a->maps[j] = NULL;
-  a->ahead -= a->sizes[j];
-  a->state[j] = GONE;
-  return p != NULL;
-}
-
 /* Copies before i are passed: those ready are unmapped, those not begun
  * never will be (a->mu held). */
 static void pass(gmt_fault_ahead_t *a, size_t i)
@@ -191,13 +193,8 @@ void *gmt__fault_ahead_take(gmt_fault_ahead_t *a, size_t i)
   }
   while (a->state[i] == BUSY) /* a thread is at it: it ends */
     pthread_cond_wait(&a->cv, &a->mu);
-  void *p = NULL;
-  if (a->state[i] == READY) {
-    p = a->maps[i];
-    a->maps[i] = NULL;
-    a->ahead -= a->sizes[i];
-    a->state[i] = GONE;
-  }
+  void *p = a->state[i] == READY ? a->maps[i] : NULL;
+  a->maps[i] = NULL; /* the caller's now: drop only counts it taken */
   pass(a, i + 1);
   pthread_mutex_unlock(&a->mu);
   return p;

@@ -12,6 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A fresh private mapping of size bytes, huge pages asked for, not yet
+ * faulted in: NULL when it cannot be had. */
+void *gmt__fault_map(uint64_t size);
+
 /* The pages of [p, p + n) faulted in, written (MADV_POPULATE_WRITE, else a
  * write to each page). */
 void gmt__fault_pages(void *p, size_t n);

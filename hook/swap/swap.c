@@ -1064,7 +1064,7 @@ static struct {
   double driver_ms; /* registering them */
   size_t steps[2];
   uint64_t step_ns[2], resident_ns[2];
-} g_ahead;
+} g_out;
 
 /* Copy i's pages faulted in ahead (faultahead.h), registered, within
  * what w allows (taken off w, counted in *fresh): NULL when there are
@@ -1074,7 +1074,7 @@ static void *ahead_copy(gmt_fault_ahead_t *ahead, size_t i, const gmt_swap_entry
 {
   uint64_t t0 = gmt_now_ns();
   void *p = gmt__fault_ahead_take(ahead, i);
-  g_ahead.wait_ns += gmt_now_ns() - t0;
+  g_out.wait_ns += gmt_now_ns() - t0;
   if (!p)
     return NULL;
   if (w->bounded && e->size > w->host_room) {
@@ -1083,10 +1083,10 @@ static void *ahead_copy(gmt_fault_ahead_t *ahead, size_t i, const gmt_swap_entry
   }
   double ms = 0;
   p = gmt__swaphost_register(p, e->size, &ms);
-  g_ahead.driver_ms += ms;
+  g_out.driver_ms += ms;
   if (!p)
     return NULL;
-  g_ahead.took++;
+  g_out.took++;
   if (w->bounded)
     w->host_room -= e->size;
   (*fresh)++;
@@ -1203,7 +1203,7 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
   GMT_FRAME_IN(); /* a driver calling its own entry points passes the gates */
   gmt_fault_ahead_t *ahead = NULL;
   uint64_t *sizes = NULL;
-  memset(&g_ahead, 0, sizeof g_ahead);
+  memset(&g_out, 0, sizeof g_out);
   if (n && sync_contexts(es, n) == 0) {
     ahead = fault_ahead(es, n, &w, &sizes);
     for (size_t i = 0; i < n; i++) {
@@ -1229,9 +1229,9 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
         uint64_t r0 = gmt_now_ns();
         unclaim_locked(es[i].device, es[i].span);
         int k = fresh > made;
-        g_ahead.steps[k]++;
-        g_ahead.step_ns[k] += gmt_now_ns() - m0;
-        g_ahead.resident_ns[k] += gmt_now_ns() - r0;
+        g_out.steps[k]++;
+        g_out.step_ns[k] += gmt_now_ns() - m0;
+        g_out.resident_ns[k] += gmt_now_ns() - r0;
         moved_bytes += es[i].size;
         nmoved++;
       }
@@ -1260,16 +1260,16 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
                    (unsigned long long)keep, fresh);
     GMT_HOOK_DEBUG("its steps: %zu with a copy ready %.1f ms (Resident %.1f ms), %zu with a new "
                    "copy %.1f ms (Resident %.1f ms)",
-                   g_ahead.steps[0], (double)g_ahead.step_ns[0] / 1e6,
-                   (double)g_ahead.resident_ns[0] / 1e6, g_ahead.steps[1],
-                   (double)g_ahead.step_ns[1] / 1e6, (double)g_ahead.resident_ns[1] / 1e6);
+                   g_out.steps[0], (double)g_out.step_ns[0] / 1e6,
+                   (double)g_out.resident_ns[0] / 1e6, g_out.steps[1],
+                   (double)g_out.step_ns[1] / 1e6, (double)g_out.resident_ns[1] / 1e6);
   }
   if (left)
     GMT_HOOK_DEBUG("granted the token while moving out: %zu allocations left on the GPU", left);
   if (faulted_ahead)
     GMT_HOOK_DEBUG("of its new host copies %zu were faulted in ahead: %.1f ms waited for, %.1f ms "
                    "registering; %zu went unused",
-                   g_ahead.took, (double)g_ahead.wait_ns / 1e6, g_ahead.driver_ms, unused);
+                   g_out.took, (double)g_out.wait_ns / 1e6, g_out.driver_ms, unused);
 }
 
 /* ---- bringing back ---- */

@@ -90,11 +90,10 @@ void *gmt__swaphost_pinned(uint64_t size, int dev, int fault_threads, void (*bef
     *driver_ms = 0;
   if (!GMT_REAL(cuMemHostRegister_v2))
     return NULL;
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
+  void *p = gmt__fault_map(size);
+  if (!p)
     return NULL;
   gmt__swaphost_place(p, size, dev);
-  (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: a kernel without THP ignores it */
   fault_in(p, size, fault_threads);
   if (before)
     before();
