@@ -12,6 +12,9 @@ token, no reporting), shows what interposing alone costs. A fourth, the
 service natively once more in the same alternation ("native, again"),
 shows what the bench itself spreads by: a ratio of the hook within the
 control's IQR is not a cost it can show (--no-control leaves it out).
+With --baseline-hook PATH a fifth side runs gated under another build's
+libgmthook.so (the last commit's, say): a change to the hook is read
+against the build before it in the same alternation.
 
 Both sides run with OPENBLAS_NUM_THREADS=1 (--blas-threads): NumPy's
 OpenBLAS threads otherwise spin on the CPUs the loop needs (16% of the
@@ -36,6 +39,7 @@ owed less until then (2 s loads: 0.32 of its rate; 5 s loads: 0.51).
 
 usage: bench/hook_infer.py [--rounds R] [--seconds S] [--loads closed:1,closed:64]
                           [--blas-threads N] [--beside] [--cpus LIST] [--no-control]
+                          [--baseline-hook PATH]
 GMT_BUILD_DIR names the build (default build/); needs a GPU and PyTorch."""
 import argparse
 import os
@@ -127,7 +131,7 @@ def serve(env, args, side, node=None):
     if rc != 0:
         raise SystemExit("serve_job failed: " + err[-2000:])
     unhooked = "unhooked" in err or "no pod manager" in err
-    if side == "with" and unhooked:
+    if side in ("with", "baseline") and unhooked:
         raise SystemExit("the service did not register with its pod manager: " + err[-2000:])
     if side == "ungated" and not unhooked:
         raise SystemExit("the service found a pod manager where none listens: " + err[-2000:])
@@ -152,7 +156,11 @@ def main():
     ap.add_argument("--cpus", default="", help="CPUs the service is held to in every run (4,5)")
     ap.add_argument("--no-control", action="store_true",
                     help="no second native run a round (the bench's own spread)")
+    ap.add_argument("--baseline-hook", default="",
+                    help="another build's libgmthook.so, run gated as a fifth side")
     args = ap.parse_args()
+    if args.baseline_hook and not os.path.isfile(args.baseline_hook):
+        raise SystemExit("--baseline-hook: no such file: " + args.baseline_hook)
     if args.rounds < 1:
         raise SystemExit("--rounds must be at least 1")
 
@@ -160,7 +168,7 @@ def main():
                         else "1\ninfer 1.0 1.0 64Gi\n", fake=False)
     runs = []  # per round: {side: {load: row}}
     # The busy job's rate beside / alone, per side.
-    shares = {"without": [], "with": [], "ungated": [], "again": []}
+    shares = {"without": [], "with": [], "ungated": [], "again": [], "baseline": []}
     try:
         node.start_schd()
         node.start_pmgr("infer")
@@ -173,10 +181,15 @@ def main():
                  ("ungated", nobody)]
         if not args.no_control:
             sides.append(("again", node.prog_env(**blas)))
+        if args.baseline_hook:
+            sides.append(("baseline", node.hook_env("infer", LD_PRELOAD=args.baseline_hook,
+                                                    **blas)))
         beside = {"without": node.prog_env(**blas), "with": node.hook_env("busy", **blas),
                   "ungated": node.hook_env("busy", GMT_PMGR="tcp://127.0.0.1:%d"
                                            % gmt_e2e.free_port(), **blas),
-                  "again": node.prog_env(**blas)} if args.beside else {}
+                  "again": node.prog_env(**blas),
+                  "baseline": node.hook_env("busy", LD_PRELOAD=args.baseline_hook or
+                                            node.preload(), **blas)} if args.beside else {}
         held = []  # each pod's share of the GPU's time in gmt-schd's window, per hooked run
         for r in range(args.rounds):
             # Odd rounds run the hooked side first: a drift of the machine
@@ -207,6 +220,8 @@ def main():
     compared = [("hook", "with"), ("hook, ungated", "ungated")]
     if not args.no_control:
         compared.append(("native, again", "again"))
+    if args.baseline_hook:
+        compared.append(("hook, baseline", "baseline"))
     print("%-24s %9s %9s %7s %13s   %s" % ("load, side", "calls/s", "side", "ratio",
                                          "ratio IQR", "spread native / side (min-max)"))
     for load in args.loads.split(","):
@@ -236,7 +251,8 @@ def main():
             xs = shares[side]
             print("%-24s %s" % ("busy, " + {"without": "native", "with": "hook",
                                             "ungated": "hook, ungated",
-                                            "again": "native, again"}[side],
+                                            "again": "native, again",
+                                            "baseline": "hook, baseline"}[side],
                                 "%.3f (%.3f-%.3f, %d runs)" % (statistics.median(xs), min(xs),
                                                               max(xs), len(xs))
                                 if xs else "not measured"))

@@ -916,8 +916,11 @@ static void prepared_ctx_lock(void *ctx)
 /* The threads that fault a move out's new copies in ahead of it, and how
  * far ahead. Two: on the H200's host one thread faulted 5-7 GB/s and two
  * or four about 6 (the kernel's page allocation bounds it), more than the
- * move takes them at. */
+ * move takes them at. A build with -DGMT_SWAP_FAULT_AHEAD_THREADS=0 faults
+ * none ahead (to compare moves with and without, bench/makespan.py). */
+#ifndef GMT_SWAP_FAULT_AHEAD_THREADS
 #define GMT_SWAP_FAULT_AHEAD_THREADS 2
+#endif
 #define GMT_SWAP_FAULT_AHEAD_BYTES (1ull << 30)
 
 /* A host copy for e, within what w allows (taken off w): new host memory
@@ -993,7 +996,7 @@ static int move_out_managed(const gmt_swap_entry_t *e, gmt_swap_where_t *w)
 /* One allocation off the GPU into host (of kind pinned; NULL: a new copy,
  * counted in *fresh). 0, or -1 when it stays where it was (host freed). */
 static int move_out_into(gmt_swap_entry_t *e, void *host, int pinned, gmt_swap_where_t *w,
-                         size_t *fresh)
+                         size_t *fresh, gmt_swap_out_times_t *t)
 {
   __typeof__(&cuMemcpyDtoH_v2) dtoh = GMT_REAL(cuMemcpyDtoH_v2);
   __typeof__(&cuMemUnmap) unmap = GMT_REAL(cuMemUnmap);
@@ -1010,7 +1013,7 @@ static int move_out_into(gmt_swap_entry_t *e, void *host, int pinned, gmt_swap_w
     (*fresh)++;
   }
   if (e->prog) {
-    CUresult pr = g_prog ? g_prog->out(e, host) : CUDA_ERROR_NOT_FOUND;
+    CUresult pr = g_prog ? g_prog->out(e, host, t) : CUDA_ERROR_NOT_FOUND;
     if (pr != CUDA_SUCCESS) {
       SAY_ONCE("cannot move the program's %llu bytes of physical memory off the GPU (%d); they "
                "stay",
@@ -1020,7 +1023,10 @@ static int move_out_into(gmt_swap_entry_t *e, void *host, int pinned, gmt_swap_w
     }
     goto moved;
   }
+  uint64_t t0 = gmt_now_ns();
   CUresult rc = dtoh(host, e->addr, e->size);
+  uint64_t t1 = gmt_now_ns();
+  t->copy_ns += t1 - t0;
   if (rc == CUDA_SUCCESS)
     rc = unmap(e->addr, e->span);
   if (rc != CUDA_SUCCESS) {
@@ -1030,6 +1036,7 @@ static int move_out_into(gmt_swap_entry_t *e, void *host, int pinned, gmt_swap_w
     return -1;
   }
   rc = release(e->handle);
+  t->map_ns += gmt_now_ns() - t1;
   if (rc != CUDA_SUCCESS) {
     /* Map it back: the allocation stays on the GPU. */
     CUmemAccessDesc acc;
@@ -1047,23 +1054,24 @@ static int move_out_into(gmt_swap_entry_t *e, void *host, int pinned, gmt_swap_w
   }
 moved:
   pthread_mutex_lock(&g_tab_mu);
-  gmt_swap_entry_t *t = gmt__swaptab_find(&g_tab, e->addr);
-  if (t)
-    gmt__swaptab_mark_out(&g_tab, t, host, pinned);
+  gmt_swap_entry_t *te = gmt__swaptab_find(&g_tab, e->addr);
+  if (te)
+    gmt__swaptab_mark_out(&g_tab, te, host, pinned);
   pthread_mutex_unlock(&g_tab_mu);
   return 0;
 }
 
 /* This move out's numbers, for its debug lines (the exclusive lock
  * held): its copies faulted in ahead, and its steps by whether the copy
- * was ready (kept or prepared: 0) or new (1), each step's time and its
- * Resident lowering's part. */
+ * was ready (kept or prepared: 0) or new (1), each step's time and the
+ * parts of it in the Resident lowering and in the driver. */
 static struct {
   size_t took;      /* copies taken from the threads */
   uint64_t wait_ns; /* waiting for them */
   double driver_ms; /* registering them */
   size_t steps[2];
   uint64_t step_ns[2], resident_ns[2];
+  gmt_swap_out_times_t in_driver[2];
 } g_out;
 
 /* Copy i's pages faulted in ahead (faultahead.h), registered, within
@@ -1103,10 +1111,15 @@ static int move_out(gmt_swap_entry_t *e, gmt_swap_where_t *w, size_t *fresh,
   if (e->managed)
     return move_out_managed(e, w);
   int pinned;
+  size_t made = *fresh;
   void *host = prepared_take(e->addr, &pinned);
   if (!host && (host = ahead_copy(ahead, i, e, w, fresh)))
     pinned = GMT_SWAP_HOST_PINNED;
-  int rc = move_out_into(e, host, pinned, w, fresh);
+  gmt_swap_out_times_t t = {0, 0};
+  int rc = move_out_into(e, host, pinned, w, fresh, &t);
+  int k = *fresh > made;
+  g_out.in_driver[k].copy_ns += t.copy_ns;
+  g_out.in_driver[k].map_ns += t.map_ns;
   prepared_moved();
   return rc;
 }
@@ -1167,7 +1180,7 @@ static gmt_fault_ahead_t *fault_ahead(const gmt_swap_entry_t *es, size_t n,
     room -= w->bounded ? es[i].size : 0;
     wanted++;
   }
-  if (wanted < 2) /* one is made as fast where it is wanted */
+  if (wanted < 2 || GMT_SWAP_FAULT_AHEAD_THREADS == 0) /* one is made as fast where wanted */
     return NULL;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = cpus >= 2 * GMT_SWAP_FAULT_AHEAD_THREADS ? GMT_SWAP_FAULT_AHEAD_THREADS : 1;
@@ -1263,6 +1276,11 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
                    g_out.steps[0], (double)g_out.step_ns[0] / 1e6,
                    (double)g_out.resident_ns[0] / 1e6, g_out.steps[1],
                    (double)g_out.step_ns[1] / 1e6, (double)g_out.resident_ns[1] / 1e6);
+    GMT_HOOK_DEBUG(
+        "its steps in the driver: copying %.1f ms ready, %.1f ms new; mapping and "
+        "releasing %.1f ms ready, %.1f ms new",
+        (double)g_out.in_driver[0].copy_ns / 1e6, (double)g_out.in_driver[1].copy_ns / 1e6,
+        (double)g_out.in_driver[0].map_ns / 1e6, (double)g_out.in_driver[1].map_ns / 1e6);
   }
   if (left)
     GMT_HOOK_DEBUG("granted the token while moving out: %zu allocations left on the GPU", left);

@@ -159,11 +159,17 @@ int gmt__swap_tick(void);
  * op runs under the exclusive lock with the entry's context current. */
 #define GMT_SWAP_PROG_KEY (1ULL << 63)
 
+/* Where a move out's step spent its time in the driver, added to by the
+ * step: the copy, and the mappings and the release. */
+typedef struct {
+  uint64_t copy_ns, map_ns;
+} gmt_swap_out_times_t;
+
 typedef struct {
   /* e on the GPU, its work done: its bytes into host (e->size), the
-   * program's mappings unmapped, the driver's handle released. On an
-   * error nothing changed. */
-  CUresult (*out)(const gmt_swap_entry_t *e, void *host);
+   * program's mappings unmapped, the driver's handle released; the time
+   * of each part added to *t. On an error nothing changed. */
+  CUresult (*out)(const gmt_swap_entry_t *e, void *host, gmt_swap_out_times_t *t);
   /* e out: new physical memory from e->host, mapped and given access as
    * the program had it; the driver's new handle in *real. On an error
    * nothing changed. */

@@ -127,7 +127,7 @@ static CUresult map_all(uint64_t prog, uint64_t real)
   return rc;
 }
 
-static CUresult op_out(const gmt_swap_entry_t *e, void *host)
+static CUresult op_out(const gmt_swap_entry_t *e, void *host, gmt_swap_out_times_t *t)
 {
   __typeof__(&cuMemcpyDtoH_v2) dtoh = GMT_REAL(cuMemcpyDtoH_v2);
   __typeof__(&cuMemUnmap) unmap = GMT_REAL(cuMemUnmap);
@@ -136,11 +136,14 @@ static CUresult op_out(const gmt_swap_entry_t *e, void *host)
     return no_driver();
   pthread_mutex_lock(&g_mu);
   gmt_vmm_handle_t *h = gmt__vmmtab_find_key(&g_vt, e->addr);
+  uint64_t t0 = gmt_now_ns(), t1 = t0, t2 = t0;
   CUresult rc = h && h->real ? window_on(h->real, h->size, h->device) : CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS) {
     /* All of its bytes, whatever the program mapped of it (a part, or
      * the same bytes at several addresses): a handle is the unit. */
+    t1 = gmt_now_ns();
     rc = dtoh(host, g_win, h->size);
+    t2 = gmt_now_ns();
     window_off(h->size);
   }
   size_t undone = 0; /* the mappings below this one are unmapped */
@@ -149,6 +152,8 @@ static CUresult op_out(const gmt_swap_entry_t *e, void *host)
       break;
   if (rc == CUDA_SUCCESS)
     rc = release(h->real);
+  t->copy_ns += t2 - t1;
+  t->map_ns += gmt_now_ns() - t0 - (t2 - t1);
   if (rc == CUDA_SUCCESS) {
     h->real = 0;
   } else if (h) {
