@@ -94,14 +94,6 @@
  * every GMT_BUSY_LATENCY_TICK_NS). */
 #define GMT_BUSY_TICK_NS 5000000LL
 #define GMT_BUSY_LATENCY_TICK_NS 250000LL
-/* How often it looks while the process keeps launching under a watched
- * grant (TokenWatch): a pod the scheduler would put first cuts such a
- * grant short itself, so only one it would not waits on the look that
- * finds the process quiet, at most this much longer. At 5 ms the thread
- * woke 200 times a second beside an inference loop of 5000 calls a
- * second, 4% of its calls, and that loop's p99 was 1.20x native under a
- * gated hook against 0.97x ungated (H200, bench/hook_infer.py). */
-#define GMT_BUSY_LAUNCHING_TICK_NS 50000000LL
 /* In a mode=swap pod's turn (TokenReply.turn_ms) a grant is idle only once
  * quiet this long with its work done: the job ended, or left the GPU for
  * longer than a gap between two training steps. */

@@ -295,24 +295,11 @@ static void idle_step(tok_dev_t *d, int dev, uint64_t launches, int64_t last_ns)
   pthread_mutex_unlock(&d->mu);
 }
 
-/* Whether the one grant held is watched: the scheduler cuts it short for
- * a pod it would put first (watch_main). */
-static int one_watched(void)
-{
-  if (atomic_load(&g_watch_off) || atomic_load(&gmt__token_held) != 1)
-    return 0;
-  pthread_mutex_lock(&g_watch_mu);
-  int on = g_watch_started > 0;
-  pthread_mutex_unlock(&g_watch_mu);
-  return on;
-}
-
 static void *idle_main(void *arg)
 {
   (void)arg;
   uint64_t seen = 0, seen_mem = 0;
   int64_t seen_ns = 0;
-  int launching = 0; /* the last look saw the launch counter move */
   pthread_mutex_lock(&g_idle_mu);
   for (;;) {
     if (atomic_load(&gmt__token_held) == 0) {
@@ -323,18 +310,15 @@ static void *idle_main(void *arg)
       seen_mem = gmt__state_calls();
       seen_ns = now_ns();
       atomic_store_explicit(&g_activity_ns, seen_ns, memory_order_relaxed);
-      launching = 0;
     }
     pthread_mutex_unlock(&g_idle_mu);
 
-    /* A latency grant is looked at more often, a watched one that keeps
-     * launching less (busy.h: the ticks). */
+    /* A latency grant is looked at more often (busy.h: its tick). */
     int64_t fast = atomic_load_explicit(&g_fast_until_ns, memory_order_relaxed);
-    struct timespec ts = {0, gmt__busy_sleep_ns(now_ns() < fast, one_watched(), launching)};
+    struct timespec ts = {0, now_ns() < fast ? GMT_BUSY_LATENCY_TICK_NS : GMT_BUSY_TICK_NS};
     nanosleep(&ts, NULL);
     uint64_t n = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
     uint64_t mem = gmt__state_calls();
-    launching = n != seen;
     /* A wait for room to bring memory back is activity: the quiet after
      * it counts from its end, not from the last launch before it (an
      * allocation that waited 300 ms in a swap turn gave the turn away
