@@ -1,6 +1,7 @@
 /* mode=swap pods' turns in the scheduler (server/swap_turn.h): each token
  * decision plans a swap pod's turn from what it would bring back to the
- * card and the card's measured switch rate; each grant to a pod with
+ * card and the card's measured switch rate, and what it would move out
+ * again and its own rate out (from its reports); each grant to a pod with
  * bytes to bring back starts timing a switch, which ends when the pod's
  * Resident calls have claimed room for those bytes and its reports say
  * they are on the card (a Resident is granted before the copy in: with
@@ -35,6 +36,8 @@ typedef struct turnrec {
   uint64_t grant_peak; /* its peak then */
   bool folded;         /* that grant's run is in steady_ms (or was not steady) */
   double steady_ms;    /* its grants' run since its peak last rose */
+  gmt_swap_rate_t out; /* its moves out off the card (rate_out) */
+  uint64_t out_bytes_seen, out_us_seen; /* its processes' totals counted in out */
 } turnrec_t;
 
 /* A card: its switches' rate and the one being timed. */
@@ -203,7 +206,8 @@ static bool plan_now(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *
   uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
   uint64_t in = moved_off(s, pod, device, resident);
   turnrec_t *r = rec_of(s->turns, name, device, false);
-  double rate = gmt_swap_rate_bps(&s->turns->cards[device].rate);
+  gmt_swap_rates_t rate = {gmt_swap_rate_bps(&s->turns->cards[device].rate),
+                           r ? gmt_swap_rate_bps(&r->out) : GMT_SWAP_RATE_DEFAULT_BPS};
   double share = s->token_params.swap_move_share;
   *out = gmt_swap_turn_plan(in, gmt_swap_turn_grow(r ? r->peak : 0, resident, in), occupied, limit,
                             rate, share);
@@ -254,6 +258,7 @@ void gmt__turns_granted(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const cha
     r->folded = false;
   }
   card_t *c = &s->turns->cards[device];
+  double out_gbs = (r ? gmt_swap_rate_bps(&r->out) : GMT_SWAP_RATE_DEFAULT_BPS) / 1e9;
   /* Granted again while its memory is still coming (the grant ran out as
    * it waited): the same turn and the same switch, timed from its start. */
   if (c->timing && !strcmp(c->pod, pod) && plan.in_bytes > 0)
@@ -262,9 +267,10 @@ void gmt__turns_granted(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const cha
   if (!c->timing) {
     if (plan.turn_ms > 0) /* to grow in (gmt_swap_turn_start): nothing to time */
       gmt_debug("swap: device %d: pod '%s' is granted a turn of %.0f ms to grow in (it holds "
-                "%.1f MiB; %.0f ms at %.2f GB/s)",
-                device, pod, plan.turn_ms, (double)plan.moved_bytes / MIB, plan.cost_ms,
-                gmt_swap_rate_bps(&c->rate) / 1e9);
+                "%.1f MiB; the turn moves %.1f MiB out again, %.0f ms at %.2f GB/s out)",
+                device, pod, plan.turn_ms,
+                (double)gmt_swap_pod_device_total(s->swap, pod, device) / MIB,
+                (double)plan.moved_bytes / MIB, plan.cost_ms, out_gbs);
     return;
   }
   if (r) {
@@ -279,9 +285,9 @@ void gmt__turns_granted(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const cha
   uint64_t all = gmt_swap_device_total(s->swap, device);
   c->others0 = all > c->pod0 ? all - c->pod0 : 0;
   gmt_debug("swap: device %d: pod '%s' is granted a turn of %.0f ms with %.1f MiB to bring back "
-            "(the turn moves %.1f MiB, %.0f ms at %.2f GB/s)",
+            "(the turn moves %.1f MiB, %.0f ms at %.2f GB/s in and %.2f GB/s out)",
             device, pod, plan.turn_ms, (double)plan.in_bytes / MIB, (double)plan.moved_bytes / MIB,
-            plan.cost_ms, gmt_swap_rate_bps(&c->rate) / 1e9);
+            plan.cost_ms, gmt_swap_rate_bps(&c->rate) / 1e9, out_gbs);
 }
 
 void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device, uint64_t raised, bool restore)
@@ -311,17 +317,50 @@ void gmt__turns_resident(gmt_schd_t *s, const char *pod, int device, uint64_t ra
   switch_end(s, c, device);
 }
 
+/* The pod's moves out off device since its last report, added to its
+ * rate out: its processes' totals, once they moved enough to measure (a
+ * report comes every 20 ms or more while a move runs). A process gone
+ * takes its totals with it: counted from what is left. */
+static void rate_out(gmt_schd_t *s, const gmt_pod_t *pod, int device)
+{
+  uint64_t bytes = 0, us = 0;
+  for (size_t i = 0; i < pod->nprocs; i++) {
+    const Gmt__ProcessCounters *c = &pod->procs[i].c;
+    if (c->swap_device == device) {
+      bytes = gmt_bytes_add(bytes, c->swap_out_bytes);
+      us = gmt_bytes_add(us, c->swap_out_us);
+    }
+  }
+  turnrec_t *r = rec_of(s->turns, pod->cfg.name, device, bytes > 0);
+  if (!r)
+    return;
+  if (bytes < r->out_bytes_seen || us < r->out_us_seen) {
+    r->out_bytes_seen = bytes;
+    r->out_us_seen = us;
+    return;
+  }
+  if (gmt_swap_rate_add(&r->out, bytes - r->out_bytes_seen, (double)(us - r->out_us_seen) / 1e3)) {
+    r->out_bytes_seen = bytes;
+    r->out_us_seen = us;
+  }
+}
+
 void gmt__turns_reported(gmt_schd_t *s, const gmt_pod_t *pod)
 {
   if (!s->turns)
     return;
-  /* Its processes are gone: the next job of the pod has its own peak. */
+  /* Its processes are gone: the next job of the pod has its own peak
+   * (its rate out stays: the card and the host are the same). */
   for (size_t i = 0; !pod->nprocs && i < s->turns->n; i++)
     if (!strcmp(s->turns->recs[i].pod, pod->cfg.name)) {
       s->turns->recs[i].peak = 0;
       s->turns->recs[i].grant_ms = 0;
       s->turns->recs[i].steady_ms = 0;
+      s->turns->recs[i].out_bytes_seen = 0;
+      s->turns->recs[i].out_us_seen = 0;
     }
+  for (int d = 0; d < GMT_SWAP_DEVICES; d++)
+    rate_out(s, pod, d);
   for (int d = 0; d < GMT_SWAP_DEVICES; d++) {
     card_t *c = &s->turns->cards[d];
     if (c->timing && c->claimed && !strcmp(c->pod, pod->cfg.name))
@@ -365,6 +404,7 @@ void gmt__turns_pod_status(gmt_schd_t *s, const char *pod, Gmt__PodDeviceStatus 
   e->turn_ms = r->plan.turn_ms;
   e->turn_cost_ms = r->plan.cost_ms;
   e->turn_moves_bytes = r->plan.moved_bytes;
+  e->out_rate = r->out.switches ? gmt_swap_rate_bps(&r->out) : 0;
 }
 
 void gmt__turns_space_status(gmt_schd_t *s, int device, Gmt__TierSpace *t)

@@ -34,54 +34,56 @@ uint64_t gmt_swap_turn_grow(uint64_t peak, uint64_t resident, uint64_t in_bytes)
   return peak > now ? peak - now : 0;
 }
 
-/* A rate and a share a turn can be priced at (0 < share < 1). */
-static bool priceable(double rate_bps, double share)
+/* Rates and a share a turn can be priced at (0 < share < 1). */
+static bool priceable(gmt_swap_rates_t r, double share)
 {
-  return rate_bps > 0 && share > 0 && share < 1;
+  return r.in_bps > 0 && r.out_bps > 0 && share > 0 && share < 1;
 }
 
-/* t's moves at rate_bps take cost_ms; the turn is long enough that they
- * are share of it: cost / (turn + cost) = share. */
-static void price(gmt_swap_turn_t *t, double rate_bps, double share)
+/* t's moves take cost_ms, in_bytes in and the rest out; the turn is long
+ * enough that they are share of it: cost / (turn + cost) = share. */
+static void price(gmt_swap_turn_t *t, gmt_swap_rates_t r, double share)
 {
-  t->cost_ms = (double)t->moved_bytes / rate_bps * 1000.0;
+  uint64_t out = t->moved_bytes > t->in_bytes ? t->moved_bytes - t->in_bytes : 0;
+  t->cost_ms = ((double)t->in_bytes / r.in_bps + (double)out / r.out_bps) * 1000.0;
   t->turn_ms = t->cost_ms * (1 - share) / share;
 }
 
 gmt_swap_turn_t gmt_swap_turn_plan(uint64_t in_bytes, uint64_t grow_bytes, uint64_t occupied,
-                                   uint64_t limit, double rate_bps, double share)
+                                   uint64_t limit, gmt_swap_rates_t rates, double share)
 {
   gmt_swap_turn_t t = {0};
   t.in_bytes = in_bytes;
-  if (!t.in_bytes || !priceable(rate_bps, share))
+  if (!t.in_bytes || !priceable(rates, share))
     return t;
   /* Fits beside what is there, grown too: it comes in once and may stay. */
   uint64_t turn_bytes = gmt_bytes_add(t.in_bytes, grow_bytes);
   bool contested = occupied > limit || turn_bytes > limit - occupied;
   /* Contested: out again at the next turn, with what it grew. */
   t.moved_bytes = contested ? gmt_bytes_add(t.in_bytes, turn_bytes) : t.in_bytes;
-  price(&t, rate_bps, share);
+  price(&t, rates, share);
   if (!contested)
     t.turn_ms = 0;
   return t;
 }
 
 gmt_swap_turn_t gmt_swap_turn_start(gmt_swap_turn_t plan, uint64_t resident, uint64_t expect_bytes,
-                                    uint64_t occupied, uint64_t limit, double rate_bps,
+                                    uint64_t occupied, uint64_t limit, gmt_swap_rates_t rates,
                                     double share)
 {
-  if (plan.turn_ms > 0 || !expect_bytes || !priceable(rate_bps, share))
+  if (plan.turn_ms > 0 || !expect_bytes || !priceable(rates, share))
     return plan;
   uint64_t may = gmt_bytes_add(plan.in_bytes, expect_bytes);
   if (occupied <= limit && may <= limit - occupied)
     return plan; /* fits even grown to its quota */
-  /* In now (if anything), and out again at the next turn with what it
-   * holds. Not its quota: a generous quota would plan turns of seconds
-   * for a pod of a few MiB. */
+  /* In now (if anything), and out again at the next turn grown as it may:
+   * within the card's space, so that a generous quota does not price a
+   * turn past what could ever move. */
   gmt_swap_turn_t t = plan;
-  t.moved_bytes = gmt_bytes_add(plan.in_bytes, gmt_bytes_add(resident, plan.in_bytes));
+  uint64_t hold = gmt_bytes_add(resident, may);
+  t.moved_bytes = gmt_bytes_add(plan.in_bytes, hold < limit ? hold : limit);
   if (!t.moved_bytes)
     return plan;
-  price(&t, rate_bps, share);
+  price(&t, rates, share);
   return t;
 }

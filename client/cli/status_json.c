@@ -110,6 +110,7 @@ static json_object *process_json(const Gmt__ProcessStatus *p)
   rc |= add(o, "swap_out_bytes", new_u64(c->swap_out_bytes));
   rc |= add(o, "swap_in_bytes", new_u64(c->swap_in_bytes));
   rc |= add(o, "swap_move_us", new_u64(c->swap_move_us));
+  rc |= add(o, "swap_out_us", new_u64(c->swap_out_us));
   rc |= add(o, "swap_wait_us", new_u64(c->swap_wait_us));
   rc |= add(o, "token_wait_us", new_u64(c->token_wait_us));
   rc |= add(o, "token_waiting_us", new_u64(c->token_waiting_us));
@@ -212,6 +213,7 @@ static json_object *pod_device_json(const Gmt__PodDeviceStatus *d)
   rc |= add(o, "turn_moves_bytes", new_u64(d->turn_moves_bytes));
   rc |= add(o, "turn_cost_ms", json_object_new_double(d->turn_cost_ms));
   rc |= add(o, "turn_ms", json_object_new_double(d->turn_ms));
+  rc |= add(o, "out_rate", json_object_new_double(d->out_rate));
   return built(o, rc);
 }
 
@@ -264,6 +266,7 @@ static json_object *pod_json(const Gmt__PodStatus *pod)
   rc |= add(o, "swap_out_bytes", new_u64(t->swap_out_bytes));
   rc |= add(o, "swap_in_bytes", new_u64(t->swap_in_bytes));
   rc |= add(o, "swap_move_us", new_u64(t->swap_move_us));
+  rc |= add(o, "swap_out_us", new_u64(t->swap_out_us));
   rc |= add(o, "swap_wait_us", new_u64(t->swap_wait_us));
   rc |= add(o, "token_wait_us", new_u64(t->token_wait_us));
   rc |= add(o, "token_waiting_us", new_u64(t->token_waiting_us));

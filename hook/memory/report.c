@@ -114,6 +114,7 @@ static int send_report(const gmt_hook_totals_t *t, const gmt_hook_event_t *ev, s
   c.swap_in_bytes = sw.in_bytes;
   c.swap_move_us = sw.move_ns / 1000;
   c.swap_wait_us = sw.wait_ns / 1000;
+  c.swap_out_us = sw.out_ns / 1000;
   c.token_wait_us = atomic_load_explicit(&gmt__token_wait_ns, memory_order_relaxed) / 1000;
   c.bell_wait_us = atomic_load_explicit(&gmt__bell_wait_ns, memory_order_relaxed) / 1000;
   int64_t since = atomic_load_explicit(&gmt__token_waiting_since_ns, memory_order_relaxed);

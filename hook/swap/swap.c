@@ -59,7 +59,7 @@ static int g_device = -1;
 static uint64_t g_gen, g_gen_seen; /* moves, for the reporter */
 static uint64_t g_last_in_ms;      /* the last allocation or restore (the test knob) */
 /* What the moves cost since start (gmt_swap_stats_t). */
-static _Atomic uint64_t g_out_bytes, g_in_bytes, g_move_ns, g_wait_ns;
+static _Atomic uint64_t g_out_bytes, g_in_bytes, g_move_ns, g_wait_ns, g_out_ns;
 /* What the program's frees and releases cost, by step (said at exit with
  * GMT_HOOK_DEBUG): a job's last step freed its 450 segments of 20 MiB in
  * about 0.5 s, its turn held meanwhile (H200). */
@@ -79,6 +79,15 @@ static uint64_t g_wait_ms = GMT_SWAP_WAIT_DEFAULT_MS;
 static uint64_t g_test_evict_ms;
 static uint64_t g_keep_ms = GMT_SWAP_KEEP_DEFAULT_MS;
 static int g_prep_off; /* GMT_SWAP_PREPARE=0: no prepared host copies */
+/* The threads that fault a move out's new copies in ahead of it
+ * (GMT_SWAP_FAULT_AHEAD, default none, at most this many), and how far
+ * ahead. None by default: on an H200 the driver's mappings and releases
+ * of each step took 1.3-4.7 ms while they faulted, 0.15-0.2 ms without
+ * them, and a job's first move out (140 PyTorch segments, about 100 new
+ * copies) took 604 ms with two threads and 471 ms with none (2026-11-30;
+ * its host faulted 5-7 GB/s on one thread, no more on two or four). */
+#define GMT_SWAP_FAULT_AHEAD_MAX 4
+static int g_fault_threads; /* GMT_SWAP_FAULT_AHEAD: threads faulting a move's copies ahead */
 
 /* gmt's moves, for the tracer: `gmt trace` and gmt-schd's tracer put a
  * uprobe on this exported no-op (bpf/probes.c) and record a move of the
@@ -98,7 +107,9 @@ static void sleep_ms(uint64_t ms)
   }
 }
 
-static uint64_t env_ms(const char *name, uint64_t dflt)
+/* The environment's name as a number of what (dflt when unset or not a
+ * number, said on stderr). */
+static uint64_t env_num(const char *name, uint64_t dflt, const char *what)
 {
   const char *v = getenv(name);
   if (!v || !*v)
@@ -106,11 +117,16 @@ static uint64_t env_ms(const char *name, uint64_t dflt)
   char *end;
   unsigned long long n = strtoull(v, &end, 10);
   if (*end) {
-    fprintf(stderr, "gmt: %s=%s is not a number of ms; using %llu\n", name, v,
+    fprintf(stderr, "gmt: %s=%s is not a number of %s; using %llu\n", name, v, what,
             (unsigned long long)dflt);
     return dflt;
   }
   return n;
+}
+
+static uint64_t env_ms(const char *name, uint64_t dflt)
+{
+  return env_num(name, dflt, "ms");
 }
 
 void gmt__swap_configure(int how, const char *pod)
@@ -123,6 +139,8 @@ void gmt__swap_configure(int how, const char *pod)
   g_keep_ms = env_ms("GMT_SWAP_KEEP_MS", GMT_SWAP_KEEP_DEFAULT_MS);
   const char *prep = getenv("GMT_SWAP_PREPARE");
   g_prep_off = prep && !strcmp(prep, "0");
+  uint64_t fa = env_num("GMT_SWAP_FAULT_AHEAD", 0, "threads");
+  g_fault_threads = fa < GMT_SWAP_FAULT_AHEAD_MAX ? (int)fa : GMT_SWAP_FAULT_AHEAD_MAX;
   atomic_store_explicit(&gmt__swap_on, how, memory_order_release);
 }
 
@@ -912,15 +930,9 @@ static void prepared_ctx_lock(void *ctx)
 
 /* ---- moving out ---- */
 
+/* A new copy made in a move's step is faulted in by this many threads;
+ * those faulted ahead (GMT_SWAP_FAULT_AHEAD) at most this far ahead. */
 #define GMT_SWAP_MOVE_FAULT_THREADS 4
-/* The threads that fault a move out's new copies in ahead of it, and how
- * far ahead. Two: on the H200's host one thread faulted 5-7 GB/s and two
- * or four about 6 (the kernel's page allocation bounds it), more than the
- * move takes them at. A build with -DGMT_SWAP_FAULT_AHEAD_THREADS=0 faults
- * none ahead (to compare moves with and without, bench/makespan.py). */
-#ifndef GMT_SWAP_FAULT_AHEAD_THREADS
-#define GMT_SWAP_FAULT_AHEAD_THREADS 2
-#endif
 #define GMT_SWAP_FAULT_AHEAD_BYTES (1ull << 30)
 
 /* A host copy for e, within what w allows (taken off w): new host memory
@@ -1180,10 +1192,10 @@ static gmt_fault_ahead_t *fault_ahead(const gmt_swap_entry_t *es, size_t n,
     room -= w->bounded ? es[i].size : 0;
     wanted++;
   }
-  if (wanted < 2 || GMT_SWAP_FAULT_AHEAD_THREADS == 0) /* one is made as fast where wanted */
+  if (wanted < 2 || !g_fault_threads) /* one is made as fast where it is wanted */
     return NULL;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int threads = cpus >= 2 * GMT_SWAP_FAULT_AHEAD_THREADS ? GMT_SWAP_FAULT_AHEAD_THREADS : 1;
+  int threads = cpus >= 2 * g_fault_threads ? g_fault_threads : 1;
   return gmt__fault_ahead_start(*sizes, n, threads, GMT_SWAP_FAULT_AHEAD_BYTES, place_ahead,
                                 (void *)es);
 }
@@ -1244,6 +1256,7 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
         int k = fresh > made;
         g_out.steps[k]++;
         g_out.step_ns[k] += gmt_now_ns() - m0;
+        atomic_fetch_add(&g_out_ns, gmt_now_ns() - m0);
         g_out.resident_ns[k] += gmt_now_ns() - r0;
         moved_bytes += es[i].size;
         nmoved++;
@@ -1544,6 +1557,7 @@ void gmt__swap_stats(gmt_swap_stats_t *s)
   s->in_bytes = atomic_load(&g_in_bytes);
   s->move_ns = atomic_load(&g_move_ns);
   s->wait_ns = atomic_load(&g_wait_ns);
+  s->out_ns = atomic_load(&g_out_ns);
 }
 
 /* Frees the kept host copies older than GMT_SWAP_KEEP_MS, but none while

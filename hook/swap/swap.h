@@ -139,8 +139,9 @@ typedef struct {
   uint64_t gpu, host, disk, kept, outs, ins;
   int device; /* -1 until a swap allocation exists */
   /* What its moves cost since start: bytes each way, the moves' time, the
-   * time its calls waited for memory to come back (ns). */
-  uint64_t out_bytes, in_bytes, move_ns, wait_ns;
+   * time its calls waited for memory to come back (ns); out_ns: the moves
+   * out's steps, their room given back included. */
+  uint64_t out_bytes, in_bytes, move_ns, wait_ns, out_ns;
 } gmt_swap_stats_t;
 
 void gmt__swap_stats(gmt_swap_stats_t *s);

@@ -127,7 +127,7 @@ class PerDevice(Devices):
         self.assertEqual(sum(d["memory_used"] for d in st["devices"]), st["memory_reserved"])
         self.assertEqual(set(devs[0]), {"device", "memory_used", "holds_token", "gpu_time_share",
                                         "swap_turns", "turn_moves_bytes", "turn_cost_ms",
-                                        "turn_ms"})
+                                        "turn_ms", "out_rate"})
         # Both launches were charged to their own GPU's time.
         self.assertGreater(devs[0]["gpu_time_share"], 0, st)
         self.assertGreater(devs[1]["gpu_time_share"], 0, st)

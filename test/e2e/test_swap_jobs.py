@@ -501,11 +501,12 @@ class PinsPacedInATurn(SwapJobs):
 
 
 class TurnsFollowBytes(TwoBusySwapPods):
-    """gmt-schd plans each swap pod's turn from the bytes it moves and the
-    card's measured rate (docs/tiers.md, "The turn's length"): b holds 4x
-    a's bytes, the card fits neither beside the other, so b's turns move
-    4x the bytes and are planned 4x as long, moving is the share asked of
-    each turn, and no pod's memory moves more than once a turn."""
+    """gmt-schd plans each swap pod's turn from the bytes it moves, in at
+    the card's measured rate and out at the pod's own (docs/tiers.md,
+    "The turn's length"): b holds 4x a's bytes, the card fits neither
+    beside the other, so b's turns move 4x the bytes and are planned
+    longer (4x at the same rates), moving is the share asked of each turn,
+    and no pod's memory moves more than once a turn."""
 
     def test_a_pod_with_four_times_the_bytes_gets_four_times_the_turn(self):
         held = {"a": 8 * MIB, "b": 32 * MIB}
@@ -526,13 +527,19 @@ class TurnsFollowBytes(TwoBusySwapPods):
         self.assertGreater(gpu["switches"], 0, gpu)
         self.assertGreater(gpu["last_switch_ms"], 0, gpu)
         self.assertGreater(gpu["move_rate"], 0, gpu)
-        # The cost is the bytes at the card's one rate: 4x the bytes, 4x
-        # the cost per byte moved (the plans may be from different
-        # decisions, so compare each's cost per byte with the rate).
+        # The cost is the bytes in at the card's rate and the bytes out
+        # again at the pod's own rate out (4 GB/s until one is measured):
+        # 4x the bytes, 4x the cost at the same rates (the plans may be
+        # from different decisions, so compare each's cost with the rates
+        # in status).
         for pod, dev in turns.items():
             self.assertGreater(dev["turn_cost_ms"], 0, dev)
-            self.assertAlmostEqual(dev["turn_moves_bytes"] / dev["turn_cost_ms"] * 1000,
-                                   gpu["move_rate"], delta=0.5 * gpu["move_rate"], msg=(pod, dev))
+            half = dev["turn_moves_bytes"] / 2
+            want = (half / gpu["move_rate"] + half / (dev["out_rate"] or 4e9)) * 1000
+            self.assertAlmostEqual(dev["turn_cost_ms"], want, delta=0.5 * want, msg=(pod, dev, gpu))
+            # Each moved out at the other's turns: its rate out is measured
+            # from its reports (the fake driver's: about 1 GB/s).
+            self.assertGreater(dev["out_rate"], 0, (pod, dev))
         # No pod's memory moved more than once a turn: in only at its own
         # turns, out only at the other's (the first time before any).
         for pod, other in (("a", "b"), ("b", "a")):

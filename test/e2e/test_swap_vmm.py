@@ -162,7 +162,8 @@ class AfterAMove(SwapVmm):
     def test_handles_unmap_remap_retain_and_release_after_a_move(self):
         self.start_schd()
         self.start_pmgr("a")
-        p = self.vmm_job("a", GMT_SWAP_TEST_EVICT_MS="300")
+        # Its new copies faulted in ahead by two threads (off by default).
+        p = self.vmm_job("a", GMT_SWAP_TEST_EVICT_MS="300", GMT_SWAP_FAULT_AHEAD="2")
         self.wait_tiers("a", p, 0, HELD)
         wait_for(lambda: self.gpu_space()["reserved"] == 0, timeout=10, what="nothing resident")
         # A handle made while the others are out gets a value of its own,
@@ -186,7 +187,8 @@ class AfterAMove(SwapVmm):
         wait_for(lambda: self.gpu_space()["reserved"] == 0, timeout=10, what="nothing resident")
         err = self.exit_clean(p)
         # The first move out made a new copy of each handle, faulted in
-        # ahead of it (faultahead.c); later ones reuse the kept copies.
+        # ahead of it (faultahead.c, GMT_SWAP_FAULT_AHEAD=2); later ones
+        # reuse the kept copies.
         ahead = re.findall(r"of its new host copies (\d+) were faulted in ahead: [\d.]+ ms waited "
                            r"for, [\d.]+ ms registering; (\d+) went unused", err)
         self.assertEqual(ahead[:1], [("3", "0")], err[-3000:])

@@ -109,6 +109,7 @@ static void test_status_json_renders_every_field(void **state)
   c2.swap_out_bytes = 6ull << 30;
   c2.swap_in_bytes = 5ull << 30;
   c2.swap_move_us = 290000;
+  c2.swap_out_us = 210000;
   c2.swap_wait_us = 620000;
   Gmt__ProcessStatus *procs_a[] = {&p1, &p2};
 
@@ -136,6 +137,7 @@ static void test_status_json_renders_every_field(void **state)
   ta.swap_out_bytes = 6ull << 30;
   ta.swap_in_bytes = 5ull << 30;
   ta.swap_move_us = 290000;
+  ta.swap_out_us = 210000;
   ta.swap_wait_us = 620000;
   a.limit_wait_us = 7000000;
   a.refused_quota = 3;
@@ -276,9 +278,11 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(j2, "swap_out_bytes"), 6ll << 30);
   assert_int_equal(int_field(j2, "swap_in_bytes"), 5ll << 30);
   assert_int_equal(int_field(j2, "swap_move_us"), 290000);
+  assert_int_equal(int_field(j2, "swap_out_us"), 210000);
   assert_int_equal(int_field(j2, "swap_wait_us"), 620000);
   assert_int_equal(int_field(ja, "swap_out_bytes"), 6ll << 30);
   assert_int_equal(int_field(ja, "swap_wait_us"), 620000);
+  assert_int_equal(int_field(ja, "swap_out_us"), 210000);
   assert_int_equal(int_field(ja, "limit_wait_us"), 7000000);
   assert_int_equal(int_field(ja, "refused_quota"), 3);
   assert_int_equal(int_field(ja, "refused_space"), 1);
@@ -288,7 +292,7 @@ static void test_status_json_renders_every_field(void **state)
                       "device 0 has 0 bytes (0.0 MiB) left of its declared capacity");
   assert_true(json_object_get_double(field(ja, "last_refusal_unix", json_type_double)) ==
               1795883300.5);
-  assert_int_equal(json_object_object_length(j2), 24); /* nothing undocumented */
+  assert_int_equal(json_object_object_length(j2), 25); /* nothing undocumented */
 
   json_object *jb = json_object_array_get_idx(jpods, 1);
   assert_string_equal(json_object_get_string(field(jb, "name", json_type_string)),
@@ -315,7 +319,7 @@ static void test_status_json_renders_every_field(void **state)
   assert_int_equal(int_field(jb, "refused_quota"), 0);
   assert_int_equal(int_field(jb, "refused_limit"), 0);
   assert_string_equal(json_object_get_string(field(jb, "last_refusal", json_type_string)), "");
-  assert_int_equal(json_object_object_length(jb), 36);
+  assert_int_equal(json_object_object_length(jb), 37);
   json_object *jh = field(root, "host", json_type_object);
   assert_int_equal(int_field(jh, "pinned_bytes"), 5ll << 30);
   assert_int_equal(int_field(jh, "pinned_limit"), 24ll << 30);
@@ -411,6 +415,7 @@ static void test_status_json_shows_each_pods_devices_and_context(void **state)
   d1.swap_turns = 5;
   d1.turn_moves_bytes = 14ull << 30;
   d1.turn_cost_ms = 700;
+  d1.out_rate = 6.5e9;
   d1.turn_ms = 6300;
   d3.device = 3;
   d3.memory_used = 6ull << 30;
@@ -446,7 +451,8 @@ static void test_status_json_shows_each_pods_devices_and_context(void **state)
   assert_int_equal(int_field(j1, "turn_moves_bytes"), 14ll << 30);
   assert_true(json_object_get_double(field(j1, "turn_cost_ms", json_type_double)) == 700);
   assert_true(json_object_get_double(field(j1, "turn_ms", json_type_double)) == 6300);
-  assert_int_equal(json_object_object_length(j1), 8);
+  assert_true(json_object_get_double(field(j1, "out_rate", json_type_double)) == 6.5e9);
+  assert_int_equal(json_object_object_length(j1), 9);
   assert_int_equal(int_field(j3, "swap_turns"), 0);
   assert_int_equal(int_field(j3, "device"), 3);
   assert_int_equal(int_field(j3, "memory_used"), 6ll << 30);
