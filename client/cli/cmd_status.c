@@ -180,8 +180,8 @@ static void print_turns(const Gmt__PodStatus *pod)
     char out[48] = "";
     if (d->out_rate > 0)
       snprintf(out, sizeof out, "; its moves out run at %.2f GB/s", d->out_rate / 1e9);
-    printf("  turns on GPU %d: %llu; the last moves %s (%.0f ms) and lasts %.0f ms%s%s\n", d->device,
-           (unsigned long long)d->swap_turns, moves, d->turn_cost_ms, d->turn_ms,
+    printf("  turns on GPU %d: %llu; the last moves %s (%.0f ms) and lasts %.0f ms%s%s\n",
+           d->device, (unsigned long long)d->swap_turns, moves, d->turn_cost_ms, d->turn_ms,
            d->turn_ms > 0 ? "" : " (it fits beside the others)", out);
   }
 }
