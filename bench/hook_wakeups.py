@@ -21,28 +21,14 @@ import gmt_e2e  # noqa: E402
 SPIN = gmt_e2e.build_path("test", "e2e", "tokenprogs", "spin_load")
 
 
-def switches(pid):
-    """{tid: (name, voluntary, involuntary)} of pid's threads now."""
-    out = {}
-    base = "/proc/%d/task" % pid
-    for tid in os.listdir(base):
-        try:
-            name = open("%s/%s/comm" % (base, tid)).read().strip()
-            st = dict(l.split(":", 1) for l in open("%s/%s/status" % (base, tid)) if ":" in l)
-        except OSError:
-            continue  # ended meanwhile
-        out[tid] = (name, int(st["voluntary_ctxt_switches"]), int(st["nonvoluntary_ctxt_switches"]))
-    return out
-
-
 def measure(node, what, args, seconds):
     p = gmt_e2e.Prog([SPIN] + list(args) + ["--seconds", str(seconds + 4)], node.hook_env("job"))
     p.expect("READY")
     pid = p.proc.pid
     time.sleep(2)  # past the start: threads up, the first grant made
-    a = switches(pid)
+    a = gmt_e2e.thread_switches(pid)
     time.sleep(seconds)
-    b = switches(pid)
+    b = gmt_e2e.thread_switches(pid)
     p.finish(timeout=seconds + 30)
     rows = {}
     for tid, (name, v, nv) in b.items():

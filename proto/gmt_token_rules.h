@@ -94,6 +94,18 @@
  * every GMT_BUSY_LATENCY_TICK_NS). */
 #define GMT_BUSY_TICK_NS 5000000LL
 #define GMT_BUSY_LATENCY_TICK_NS 250000LL
+/* How often it looks while the process keeps launching under a grant
+ * with the device to itself (TokenReply.alone): a pod that comes and
+ * should go first cuts such a grant short itself, so the look that finds
+ * the process quiet may come this late. At 5 ms the thread woke 200
+ * times a second beside an inference loop of 5000 calls a second (4% of
+ * its calls), and that loop's p99 was 1.20x native under the gated hook
+ * against 0.97x ungated (H200, bench/hook_infer.py). Not for any watched
+ * grant: a batch pod serving requests beside training kept each grant
+ * up to 45 ms longer after its request, and the training pod, which the
+ * scheduler would not put first, fell from over 0.5 of the GPU to 0.33
+ * (e2e test_tokens.ComeBack). */
+#define GMT_BUSY_ALONE_TICK_NS 50000000LL
 /* In a mode=swap pod's turn (TokenReply.turn_ms) a grant is idle only once
  * quiet this long with its work done: the job ended, or left the GPU for
  * longer than a gap between two training steps. */

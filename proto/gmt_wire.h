@@ -128,6 +128,7 @@ int gmt_pod_class_parse(const char *name);
  * them (docs/protocol.md, "Token"). Zeroed: none. */
 typedef struct gmt_token_terms {
   uint32_t queue_bound_us, idle_us, ahead_us, bell_max_us, turn_ms;
+  uint32_t alone; /* TokenReply.alone: 1 or 0 */
 } gmt_token_terms_t;
 gmt_token_terms_t gmt_token_terms_of(const Gmt__TokenReply *r);
 void gmt_token_terms_put(Gmt__TokenReply *r, gmt_token_terms_t t);

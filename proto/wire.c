@@ -175,8 +175,8 @@ int gmt_pod_class_parse(const char *name)
 
 gmt_token_terms_t gmt_token_terms_of(const Gmt__TokenReply *r)
 {
-  return (gmt_token_terms_t){r->queue_bound_us, r->idle_us, r->ahead_us, r->bell_max_us,
-                             r->turn_ms};
+  return (gmt_token_terms_t){r->queue_bound_us, r->idle_us, r->ahead_us,
+                             r->bell_max_us,    r->turn_ms, r->alone ? 1u : 0u};
 }
 
 void gmt_token_terms_put(Gmt__TokenReply *r, gmt_token_terms_t t)
@@ -186,6 +186,7 @@ void gmt_token_terms_put(Gmt__TokenReply *r, gmt_token_terms_t t)
   r->ahead_us = t.ahead_us;
   r->bell_max_us = t.bell_max_us;
   r->turn_ms = t.turn_ms;
+  r->alone = t.alone != 0;
 }
 
 const char *gmt_pin_mode_name(int mode)

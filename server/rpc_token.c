@@ -434,6 +434,7 @@ static void decide(tdev_t *d)
     gmt__turns_granted(t->s, &g_turns_tokens, pod, d->device);
   gmt_token_terms_t terms = terms_of(t, pod, d->device, dec.quota_ms);
   terms.turn_ms = (uint32_t)fmin(turn, UINT32_MAX);
+  terms.alone = dec.alone;
   d->grant_bounded = rc == 0 && terms.queue_bound_us > 0;
   d->grant_heeds = false;
   for (waiter_t **wp = &d->waiters; *wp;) {

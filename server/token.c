@@ -699,7 +699,8 @@ int gmt_token_schedule(const gmt_token_params_t *p, gmt_token_dev_t *d, gmt_toke
   out->action = GMT_TOKEN_GRANT;
   out->winner = k;
   out->quota_ms = gmt_token_quota(p, c[k].burst_ms, c[k].limit, c[k].allowance_ms);
-  if (n == 1 && c[k].watched && gmt_token_alone(d, c[k].pod, p->window_ms, now))
+  out->alone = n == 1 && c[k].watched && gmt_token_alone(d, c[k].pod, p->window_ms, now);
+  if (out->alone)
     out->quota_ms = fmax(out->quota_ms, fmin(p->alone_quota_ms, c[k].allowance_ms));
   if (c[k].turn_ms > 0)
     out->quota_ms = fmax(out->quota_ms, fmin(c[k].turn_ms, c[k].allowance_ms));

@@ -221,6 +221,7 @@ typedef struct gmt_token_decision {
   int winner;      /* GRANT: the index of the pod in the candidates */
   double quota_ms; /* GRANT: the grant's length */
   double wake_ms;  /* WAKE: when, on the caller's clock */
+  bool alone;      /* GRANT: the winner has the device to itself, watched */
 } gmt_token_decision_t;
 
 /* Whether pod has the device to itself: no other pod's grant or charge in

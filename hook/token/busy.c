@@ -24,6 +24,13 @@ int gmt__busy_next(const gmt_busy_t *b, uint64_t launches, int64_t last_ns, int6
   return quiet >= idle && !in_turn ? GMT_BUSY_IDLE : GMT_BUSY_WAIT;
 }
 
+int64_t gmt__busy_sleep_ns(int latency, int alone, int launching)
+{
+  if (latency)
+    return GMT_BUSY_LATENCY_TICK_NS;
+  return alone && launching ? GMT_BUSY_ALONE_TICK_NS : GMT_BUSY_TICK_NS;
+}
+
 void gmt__busy_drained(gmt_busy_t *b, uint64_t before, uint64_t after, int64_t last_ns,
                        int64_t start_ns, int64_t end_ns)
 {

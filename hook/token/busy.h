@@ -82,6 +82,14 @@ void gmt__busy_turn(gmt_busy_t *b, double turn_ms);
 #define GMT_BUSY_TURN_LIGHT 8 /* an eighth */
 void gmt__busy_held(gmt_busy_t *b, uint64_t bytes);
 
+/* How long the idle thread sleeps before its next look: a latency
+ * grant's tick while one may be held (latency); GMT_BUSY_ALONE_TICK_NS
+ * while the one grant held has the device to itself (alone,
+ * TokenReply.alone) and the last look saw the process launching (the look
+ * that finds it quiet comes at most that late, and the ones after it at
+ * the batch tick); else GMT_BUSY_TICK_NS. */
+int64_t gmt__busy_sleep_ns(int latency, int alone, int launching);
+
 /* What a grant that ends reports to the pod manager. */
 typedef struct gmt_busy_end {
   double overuse_ms; /* the work ran this long past the quota */

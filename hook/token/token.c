@@ -106,6 +106,9 @@ typedef struct {
    * in all. */
   _Atomic int latency;
   _Atomic int64_t bell_left_ns;
+  /* The grant has the device to itself (TokenReply.alone): the idle
+   * thread looks less often while the process launches. */
+  _Atomic int alone;
   /* Launching ahead of a grant (a latency pod's, see above). */
   uint32_t ahead_us;       /* the grant's term: may run ahead after it */
   int ahead_ok;            /* it was given back idle: the next launch may go ahead */
@@ -251,6 +254,7 @@ static void give_back(tok_dev_t *d, int dev, gmt_busy_end_t e, int timeout_ms, c
 {
   atomic_store_explicit(&d->expiry, 0, memory_order_relaxed);
   d->held = 0;
+  atomic_store_explicit(&d->alone, 0, memory_order_relaxed);
   atomic_fetch_sub(&gmt__token_held, 1);
   /* The grant ends here, before the release's round trip (a test of the
    * pins made ahead reads the time). */
@@ -295,11 +299,23 @@ static void idle_step(tok_dev_t *d, int dev, uint64_t launches, int64_t last_ns)
   pthread_mutex_unlock(&d->mu);
 }
 
+/* Whether the one grant held has the device to itself (TokenReply.alone). */
+static int one_alone(void)
+{
+  if (atomic_load(&gmt__token_held) != 1)
+    return 0;
+  for (int i = 0; i < GMT_TOKEN_MAX_DEVICES; i++)
+    if (atomic_load_explicit(&g_dev[i].alone, memory_order_relaxed))
+      return 1;
+  return 0;
+}
+
 static void *idle_main(void *arg)
 {
   (void)arg;
   uint64_t seen = 0, seen_mem = 0;
   int64_t seen_ns = 0;
+  int launching = 0; /* the last look saw the launch counter move */
   pthread_mutex_lock(&g_idle_mu);
   for (;;) {
     if (atomic_load(&gmt__token_held) == 0) {
@@ -310,15 +326,18 @@ static void *idle_main(void *arg)
       seen_mem = gmt__state_calls();
       seen_ns = now_ns();
       atomic_store_explicit(&g_activity_ns, seen_ns, memory_order_relaxed);
+      launching = 0;
     }
     pthread_mutex_unlock(&g_idle_mu);
 
-    /* A latency grant is looked at more often (busy.h: its tick). */
+    /* A latency grant is looked at more often, one alone on the device
+     * that keeps launching less (busy.h: the ticks). */
     int64_t fast = atomic_load_explicit(&g_fast_until_ns, memory_order_relaxed);
-    struct timespec ts = {0, now_ns() < fast ? GMT_BUSY_LATENCY_TICK_NS : GMT_BUSY_TICK_NS};
+    struct timespec ts = {0, gmt__busy_sleep_ns(now_ns() < fast, one_alone(), launching)};
     nanosleep(&ts, NULL);
     uint64_t n = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
     uint64_t mem = gmt__state_calls();
+    launching = n != seen;
     /* A wait for room to bring memory back is activity: the quiet after
      * it counts from its end, not from the last launch before it (an
      * allocation that waited 300 ms in a swap turn gave the turn away
@@ -466,6 +485,7 @@ static void install(tok_dev_t *d, int dev, int64_t t, double quota, gmt_token_te
   gmt__busy_held(&d->b, gmt__swap_claimed(dev));
   atomic_store_explicit(&d->bound_us, terms.queue_bound_us, memory_order_relaxed);
   atomic_store_explicit(&d->latency, terms.idle_us > 0, memory_order_relaxed);
+  atomic_store_explicit(&d->alone, terms.alone != 0, memory_order_relaxed);
   atomic_store_explicit(&d->bell_left_ns, (int64_t)terms.bell_max_us * 1000, memory_order_relaxed);
   if (terms.idle_us || terms.bell_max_us)
     gmt__bell_need(t);
@@ -476,9 +496,9 @@ static void install(tok_dev_t *d, int dev, int64_t t, double quota, gmt_token_te
   watch_grant(dev);
   GMT_HOOK_DEBUG("device %d: token for %.1f ms (overuse %.1f ms, burst estimate %.1f ms, "
                  "queue bound %u us, idle after %u us, ahead %u us, bell heeded %u us, swap turn "
-                 "%u ms)",
+                 "%u ms%s)",
                  dev, quota, overuse, d->b.burst_ema_ms, terms.queue_bound_us, terms.idle_us,
-                 terms.ahead_us, terms.bell_max_us, terms.turn_ms);
+                 terms.ahead_us, terms.bell_max_us, terms.turn_ms, terms.alone ? ", alone" : "");
   if (atomic_exchange(&g_outage, 0) | atomic_exchange(&g_refused, 0))
     gmt__say("tokens from the pod manager again");
 }

@@ -79,6 +79,22 @@ def tracer_missing(who):
     return None
 
 
+def thread_switches(pid):
+    """{tid: (name, voluntary, involuntary)} of pid's threads now: each
+    thread's context switches (/proc/PID/task/*/status), named as
+    gmt__thread_start names the hook's."""
+    out = {}
+    base = "/proc/%d/task" % pid
+    for tid in os.listdir(base):
+        try:
+            name = open("%s/%s/comm" % (base, tid)).read().strip()
+            st = dict(l.split(":", 1) for l in open("%s/%s/status" % (base, tid)) if ":" in l)
+        except OSError:
+            continue  # ended meanwhile
+        out[tid] = (name, int(st["voluntary_ctxt_switches"]), int(st["nonvoluntary_ctxt_switches"]))
+    return out
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -15,6 +15,7 @@ import signal
 import time
 import unittest
 
+import gmt_e2e  # noqa: E402
 from gmt_e2e import GmtTestCase, Node, build_path, fake_uuid, wait_for
 
 SPIN = build_path("test", "e2e", "tokenprogs", "spin_load")
@@ -573,6 +574,11 @@ class Bell(Tokens):
         self.assertEqual(waited, 0, self.logs())
 
 
+def idle_wakes(pid):
+    """The voluntary context switches of pid's gmt-idle thread so far."""
+    return sum(v for name, v, _ in gmt_e2e.thread_switches(pid).values() if name == "gmt-idle")
+
+
 class Alone(Tokens):
     """A busy pod with the GPU to itself gets long grants (each grant's end
     stalls it for its queued work and a round trip); a pod that comes then
@@ -589,6 +595,14 @@ class Alone(Tokens):
         # last one's (the pod manager once merged them).
         wait_for(lambda: schd.output().count("grant to pod 'a' for 2000.0 ms") >= 2 or None,
                  timeout=10, what="two 2 s grants to the pod alone" + self.logs())
+        # Its grants say it is alone (TokenReply.alone): its idle thread
+        # looks every 50 ms while it launches, not every 5 ms (20 times a
+        # second, not 200; margin for a loaded machine).
+        before = idle_wakes(train.proc.pid)
+        time.sleep(1)
+        wakes = idle_wakes(train.proc.pid) - before
+        print("\nthe idle thread alone: %d wakeups in 1 s" % wakes)
+        self.assertLess(wakes, 60, self.logs())
         serve = self.spin("b", "--every-ms", "80", "--kernel-us", "1000", seconds=3)
         (done,) = [r for r in serve.records(timeout=30) if "lat_p90_ms" in r]
         for p in (serve, train):

@@ -259,6 +259,21 @@ static void test_a_turn_ends_when_its_memory_is_freed(void **state)
   assert_int_not_equal(b.keep_until_ns, 0);
 }
 
+/* The idle thread's sleep: a grant with the device to itself that keeps
+ * launching is looked at every GMT_BUSY_ALONE_TICK_NS (20 times a second,
+ * not 200); once a look finds it quiet, or for any other grant, every
+ * tick; a latency grant always at its own tick. */
+static void test_a_grant_alone_that_keeps_launching_is_looked_at_less_often(void **state)
+{
+  (void)state;
+  assert_int_equal(gmt__busy_sleep_ns(0, 1, 1), GMT_BUSY_ALONE_TICK_NS);
+  assert_true(GMT_BUSY_ALONE_TICK_NS >= 10 * GMT_BUSY_TICK_NS);
+  assert_int_equal(gmt__busy_sleep_ns(0, 1, 0), GMT_BUSY_TICK_NS);
+  assert_int_equal(gmt__busy_sleep_ns(0, 0, 1), GMT_BUSY_TICK_NS);
+  assert_int_equal(gmt__busy_sleep_ns(1, 1, 1), GMT_BUSY_LATENCY_TICK_NS);
+  assert_int_equal(gmt__busy_sleep_ns(1, 0, 0), GMT_BUSY_LATENCY_TICK_NS);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -275,6 +290,7 @@ int main(void)
       cmocka_unit_test(test_the_bell_stays_after_a_quick_return_and_forgets_slowly),
       cmocka_unit_test(test_a_swap_turn_is_not_idle_before_it_has_run),
       cmocka_unit_test(test_a_turn_ends_when_its_memory_is_freed),
+      cmocka_unit_test(test_a_grant_alone_that_keeps_launching_is_looked_at_less_often),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -938,12 +938,14 @@ static void test_a_watched_pod_alone_gets_a_long_grant(void **state)
   assert_int_equal(gmt_token_schedule(&p, d, &a, 1, 1000, &dec), 0);
   assert_int_equal(dec.action, GMT_TOKEN_GRANT);
   assert_near(dec.quota_ms, p.base_quota_ms, 1e-9);
+  assert_false(dec.alone);
   assert_int_equal(gmt_token_release(d, 1250), 0);
-  /* Watched and alone: the alone quota. */
+  /* Watched and alone: the alone quota, and the grant says so. */
   a.watched = true;
   assert_true(gmt_token_alone(d, "a", W, 1250));
   assert_int_equal(gmt_token_schedule(&p, d, &a, 1, 1250, &dec), 0);
   assert_near(dec.quota_ms, p.alone_quota_ms, 1e-9);
+  assert_true(dec.alone);
   assert_true(gmt_token_alone(d, "a", W, 1300)); /* its own grant held */
   assert_false(gmt_token_alone(d, "b", W, 1300));
   assert_int_equal(gmt_token_release(d, 3250), 0);
@@ -953,6 +955,7 @@ static void test_a_watched_pod_alone_gets_a_long_grant(void **state)
   assert_false(gmt_token_alone(d, "a", W, 3300));
   assert_int_equal(gmt_token_schedule(&p, d, &a, 1, 3300, &dec), 0);
   assert_near(dec.quota_ms, p.base_quota_ms, 1e-9);
+  assert_false(dec.alone);
   assert_int_equal(gmt_token_release(d, 3550), 0);
   /* Once b's grant has left the window, a is alone again. */
   assert_true(gmt_token_alone(d, "a", W, 3300 + W + 1));
@@ -961,6 +964,7 @@ static void test_a_watched_pod_alone_gets_a_long_grant(void **state)
   assert_int_equal(gmt_token_schedule(&p, d, two, 2, 3300 + W + 1, &dec), 0);
   assert_int_equal(dec.action, GMT_TOKEN_GRANT);
   assert_near(dec.quota_ms, p.base_quota_ms, 1e-9);
+  assert_false(dec.alone);
   gmt_token_dev_free(d);
 
   /* Within its LIMIT: at 0.1 alone it may have 1000 ms of the window. */
