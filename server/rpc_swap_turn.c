@@ -113,6 +113,13 @@ static uint64_t reported_off(const gmt_pod_t *pod, int device)
 
 static void switch_end(gmt_schd_t *s, card_t *c, int device);
 
+/* The rate r's pod moves out at (bytes per second): its own, assumed
+ * until measured (r NULL: no record yet). */
+static double rate_out_bps(const turnrec_t *r)
+{
+  return r ? gmt_swap_rate_bps(&r->out) : GMT_SWAP_RATE_DEFAULT_BPS;
+}
+
 /* What the pod has to bring back to device with resident bytes there
  * (gmt_swap_turn_in): its processes' last reports and its reservations. */
 static uint64_t moved_off(gmt_schd_t *s, const gmt_pod_t *pod, int device, uint64_t resident)
@@ -206,8 +213,7 @@ static bool plan_now(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *
   uint64_t resident = gmt_swap_pod_device_total(s->swap, name, device);
   uint64_t in = moved_off(s, pod, device, resident);
   turnrec_t *r = rec_of(s->turns, name, device, false);
-  gmt_swap_rates_t rate = {gmt_swap_rate_bps(&s->turns->cards[device].rate),
-                           r ? gmt_swap_rate_bps(&r->out) : GMT_SWAP_RATE_DEFAULT_BPS};
+  gmt_swap_rates_t rate = {gmt_swap_rate_bps(&s->turns->cards[device].rate), rate_out_bps(r)};
   double share = s->token_params.swap_move_share;
   *out = gmt_swap_turn_plan(in, gmt_swap_turn_grow(r ? r->peak : 0, resident, in), occupied, limit,
                             rate, share);
@@ -258,7 +264,7 @@ void gmt__turns_granted(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const cha
     r->folded = false;
   }
   card_t *c = &s->turns->cards[device];
-  double out_gbs = (r ? gmt_swap_rate_bps(&r->out) : GMT_SWAP_RATE_DEFAULT_BPS) / 1e9;
+  double out_gbs = rate_out_bps(r) / 1e9;
   /* Granted again while its memory is still coming (the grant ran out as
    * it waited): the same turn and the same switch, timed from its start. */
   if (c->timing && !strcmp(c->pod, pod) && plan.in_bytes > 0)
@@ -356,8 +362,6 @@ void gmt__turns_reported(gmt_schd_t *s, const gmt_pod_t *pod)
       s->turns->recs[i].peak = 0;
       s->turns->recs[i].grant_ms = 0;
       s->turns->recs[i].steady_ms = 0;
-      s->turns->recs[i].out_bytes_seen = 0;
-      s->turns->recs[i].out_us_seen = 0;
     }
   for (int d = 0; d < GMT_SWAP_DEVICES; d++)
     rate_out(s, pod, d);

@@ -1115,23 +1115,18 @@ static void *ahead_copy(gmt_fault_ahead_t *ahead, size_t i, const gmt_swap_entry
 
 /* One allocation off the GPU (exclusive lock held, its context current,
  * its work synchronized), into its kept or prepared copy, else copy i of
- * ahead (may be NULL), else a new one (counted in *fresh). 0, or -1 when
- * it stays where it was. */
+ * ahead (may be NULL), else a new one (counted in *fresh); its time in
+ * the driver added to *t. 0, or -1 when it stays where it was. */
 static int move_out(gmt_swap_entry_t *e, gmt_swap_where_t *w, size_t *fresh,
-                    gmt_fault_ahead_t *ahead, size_t i)
+                    gmt_fault_ahead_t *ahead, size_t i, gmt_swap_out_times_t *t)
 {
   if (e->managed)
     return move_out_managed(e, w);
   int pinned;
-  size_t made = *fresh;
   void *host = prepared_take(e->addr, &pinned);
   if (!host && (host = ahead_copy(ahead, i, e, w, fresh)))
     pinned = GMT_SWAP_HOST_PINNED;
-  gmt_swap_out_times_t t = {0, 0};
-  int rc = move_out_into(e, host, pinned, w, fresh, &t);
-  int k = *fresh > made;
-  g_out.in_driver[k].copy_ns += t.copy_ns;
-  g_out.in_driver[k].map_ns += t.map_ns;
+  int rc = move_out_into(e, host, pinned, w, fresh, t);
   prepared_moved();
   return rc;
 }
@@ -1242,7 +1237,12 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
       int entered = gmt__ctx_enter(es[i].ctx);
       uint64_t m0 = gmt_now_ns();
       size_t made = fresh;
-      if (entered >= 0 && move_out(&es[i], &w, &fresh, ahead, i) == 0) {
+      gmt_swap_out_times_t t = {0, 0};
+      int rc = entered >= 0 ? move_out(&es[i], &w, &fresh, ahead, i, &t) : -1;
+      int k = fresh > made; /* the step made a new copy */
+      g_out.in_driver[k].copy_ns += t.copy_ns;
+      g_out.in_driver[k].map_ns += t.map_ns;
+      if (rc == 0) {
         uint64_t took = gmt_now_ns() - m0;
         uint64_t at = trace_addr(&es[i]);
         if (at)
@@ -1253,11 +1253,11 @@ void gmt__swap_evict(uint64_t keep, const gmt_swap_where_t *where, int granted)
          * brings its own memory back while the rest moves out. */
         uint64_t r0 = gmt_now_ns();
         unclaim_locked(es[i].device, es[i].span);
-        int k = fresh > made;
+        uint64_t m1 = gmt_now_ns();
         g_out.steps[k]++;
-        g_out.step_ns[k] += gmt_now_ns() - m0;
-        atomic_fetch_add(&g_out_ns, gmt_now_ns() - m0);
-        g_out.resident_ns[k] += gmt_now_ns() - r0;
+        g_out.step_ns[k] += m1 - m0;
+        atomic_fetch_add(&g_out_ns, m1 - m0);
+        g_out.resident_ns[k] += m1 - r0;
         moved_bytes += es[i].size;
         nmoved++;
       }
