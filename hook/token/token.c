@@ -249,13 +249,19 @@ static void drain(tok_dev_t *d, uint64_t launches, int64_t last_ns)
   gmt__busy_drained(&d->b, launches, rc == CUDA_SUCCESS ? after : after + 1, last_ns, start, end);
 }
 
+/* d's grant no longer held here (d->mu held): given back, or spent. */
+static void let_go(tok_dev_t *d)
+{
+  d->held = 0;
+  atomic_store_explicit(&d->alone, 0, memory_order_relaxed);
+  atomic_fetch_sub(&gmt__token_held, 1);
+}
+
 /* d's grant given back (d->mu held); e says how it ended. */
 static void give_back(tok_dev_t *d, int dev, gmt_busy_end_t e, int timeout_ms, const char *why)
 {
   atomic_store_explicit(&d->expiry, 0, memory_order_relaxed);
-  d->held = 0;
-  atomic_store_explicit(&d->alone, 0, memory_order_relaxed);
-  atomic_fetch_sub(&gmt__token_held, 1);
+  let_go(d);
   /* The grant ends here, before the release's round trip (a test of the
    * pins made ahead reads the time). */
   GMT_HOOK_DEBUG("device %d %s: letting the token go", dev, why);
@@ -673,8 +679,7 @@ static CUresult gate_slow_timed(tok_dev_t *d, int dev, int64_t *own_ns, int *pas
     gmt__busy_drained(&d->b, before, atomic_load_explicit(&gmt__launches, memory_order_relaxed),
                       atomic_load_explicit(&g_activity_ns, memory_order_relaxed), now, after);
     overuse = gmt__busy_end(&d->b, after, 0).overuse_ms;
-    d->held = 0;
-    atomic_fetch_sub(&gmt__token_held, 1);
+    let_go(d);
     GMT_HOOK_DEBUG("device %d: quota spent; its queued work ran %.1f ms past it", dev, overuse);
   } else if (go_ahead(d, dev, now)) {
     pthread_mutex_unlock(&d->mu);
@@ -884,6 +889,7 @@ static void token_child(void)
     d->denied_said = 0;
     atomic_store_explicit(&d->bound_us, 0, memory_order_relaxed);
     atomic_store_explicit(&d->latency, 0, memory_order_relaxed);
+    atomic_store_explicit(&d->alone, 0, memory_order_relaxed);
     atomic_store_explicit(&d->bell_left_ns, 0, memory_order_relaxed);
     d->ahead_us = 0;
     d->ahead_ok = 0;
