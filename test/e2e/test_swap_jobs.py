@@ -551,16 +551,18 @@ class TurnsFollowBytes(TwoBusySwapPods):
         self.assertIn("turns on GPU 0:", text)
         self.assertIn("swap turns' switches move", text)
         errs = self.stop_jobs(jobs)
-        # The grants the hooks got carried the turns gmt-schd planned; the
-        # longest of b's is 4x a's at the same rate, within rounding and
-        # the rate's drift between two plans: at least 2x.
-        longest = {}
+        # The grants the hooks got carried the turns gmt-schd planned: each
+        # hook's longest is at least its pod's last plan in status. (Each
+        # pod's rate out is its own, measured as the run goes, so b's 4x
+        # the bytes give 4x the turn only at the same rates: the plans'
+        # bytes and costs are checked against the rates above. Compared
+        # across pods from the hooks' logs, b's longest was 1.75x a's in
+        # one run of five.)
         for pod, err in errs.items():
             got = [int(m) for m in re.findall(r"device 0: token for [\d.]+ ms .*swap turn (\d+) ms",
                                               err)]
             self.assertTrue(got and max(got) > 0, "%s: %s" % (pod, err[-3000:]))
-            longest[pod] = max(got)
-        self.assertGreaterEqual(longest["b"], 2 * longest["a"], longest)
+            self.assertGreaterEqual(max(got), int(turns[pod]["turn_ms"]), (pod, got, turns[pod]))
 
 
 class FreedTurn(SwapJobs):
