@@ -19,10 +19,13 @@ its memory began to move out, how much of it was off the GPU, how long
 its first request after that took (the wake: the token, the training
 job's memory moving out, the model coming back, the forward pass) against
 the target (those bytes) / (0.8 x pinned rate) + 100 ms, and its next
-requests; the training job's steps per second beside it. Exits non-zero when a job fails.
+requests; the training job's steps per second while the model was off
+the card (before each wake: what bounding its queue for a wake costs it,
+gmt-schd --wake-queue-ms), and over the whole run. Exits non-zero when a
+job fails.
 
 usage: bench/idle_wake.py [--gib 8] [--card-gib G] [--idle-out 2] [--wakes 3]
-                          [--debug DIR]
+                          [--schd-flag=FLAG]... [--debug DIR]
 `idle_wake.py --infer GIB` is the inference job. GMT_BUILD_DIR names the
 build (default build/); needs a GPU."""
 import argparse
@@ -86,6 +89,18 @@ def lat_of(p, n):
     return [float(v) for v in p.expect("LAT", timeout=120)["ms"].split(",")]
 
 
+def steps_of(pt, train_t):
+    """Appends the training job's steps so far (the t= of its STEP lines,
+    unread until now) to train_t."""
+    while True:
+        try:
+            line = pt.lines.get_nowait()
+        except Exception:
+            return
+        if line and line.startswith("STEP "):
+            train_t.append(float(line.split("t=")[1]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gib", type=float, default=8)
@@ -93,6 +108,8 @@ def main():
     ap.add_argument("--idle-out", type=float, default=2)
     ap.add_argument("--wakes", type=int, default=3)
     ap.add_argument("--debug", default="")
+    ap.add_argument("--schd-flag", action="append", default=[],
+                    help="passed to gmt-schd (e.g. --schd-flag=--wake-queue-ms=off)")
     a = ap.parse_args()
     import gmt_e2e
     me = os.path.abspath(__file__)
@@ -120,7 +137,7 @@ def main():
     node = gmt_e2e.Node(config, fake=False)
     rows, failed, train_t = [], [], []
     try:
-        node.start_schd("--gpu-capacity", "0=%d" % card)
+        node.start_schd("--gpu-capacity", "0=%d" % card, *a.schd_flag)
         node.start_pmgr("inf")
         node.start_pmgr("train")
         # GMT_HOOK_DEBUG=2 in the bench's environment times the hooks' lines.
@@ -149,7 +166,12 @@ def main():
                 failed.append("wake %d: the model never moved out" % w)
                 break
             moved = out_at - last_req
+            steps_of(pt, train_t)
+            quiet0 = len(train_t)
             time.sleep(5)
+            steps_of(pt, train_t)
+            quiet = train_t[quiet0:]
+            quiet_rate = (len(quiet) - 1) / (quiet[-1] - quiet[0]) if len(quiet) > 2 else 0
             off = model_bytes - gpu_of(node, inf_pid)
             t0 = time.monotonic()
             first = lat_of(pi, 1)[0]
@@ -157,15 +179,8 @@ def main():
             after = lat_of(pi, 20)
             last_req = time.monotonic()
             rows.append((w, moved, off, wake, off / (0.8 * rate) + 0.1, first,
-                         statistics.median(after), gpu_of(node, inf_pid)))
-        # The training job's steps so far (its STEP lines, unread until now).
-        while True:
-            try:
-                line = pt.lines.get_nowait()
-            except Exception:
-                break
-            if line and line.startswith("STEP "):
-                train_t.append(float(line.split("t=")[1]))
+                         statistics.median(after), gpu_of(node, inf_pid), quiet_rate))
+        steps_of(pt, train_t)
     except Exception as e:
         failed.append(str(e)[-2000:])
     finally:
@@ -181,12 +196,14 @@ def main():
 
     print("\nAn idle inference pod (%.2f GiB, idle-out=%g s) beside a training job on a GPU "
           "declared at %.1f GiB" % (model_bytes / GIB, a.idle_out, card / GIB))
-    print("%-5s %11s %8s %8s %9s %9s %11s %8s" % (
+    if a.schd_flag:
+        print("gmt-schd %s" % " ".join(a.schd_flag))
+    print("%-5s %11s %8s %8s %9s %9s %11s %8s %13s" % (
         "wake", "moved out s", "off GiB", "wake s", "target s", "first ms", "next p50 ms",
-        "gpu GiB"))
-    for w, moved, off, wake, tgt, first, p50, gpu in rows:
-        print("%-5d %11.2f %8.2f %8.3f %9.3f %9.1f %11.2f %8.2f%s" % (
-            w, moved, off / GIB, wake, tgt, first, p50, gpu / GIB,
+        "gpu GiB", "train steps/s"))
+    for w, moved, off, wake, tgt, first, p50, gpu, quiet_rate in rows:
+        print("%-5d %11.2f %8.2f %8.3f %9.3f %9.1f %11.2f %8.2f %13.2f%s" % (
+            w, moved, off / GIB, wake, tgt, first, p50, gpu / GIB, quiet_rate,
             "" if wake <= tgt else "  MISSED"))
     print("native request p50 %.2f ms" % statistics.median(native))
     if len(train_t) > 1:

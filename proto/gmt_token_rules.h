@@ -37,6 +37,15 @@
  * as a 500 us one, and cut a request's p99 from 1.09 to 0.65 ms
  * (bench/handoff_floor.cu); 200 leaves room for the hook's own lag. */
 #define GMT_TOKEN_QUEUE_BOUND_US 200
+/* A batch pod granted while a swap pod moved out while idle may wake on
+ * its GPU keeps at most this much of its work queued (gmt-schd
+ * --wake-queue-ms): the waking pod's first launch cuts the grant, and its
+ * memory comes back as the batch pod's moves out, which wait for that
+ * queue. On an H200 a training job's queued step (a tenth of a second)
+ * was a third of an 8 GiB pod's wake (docs/BENCHMARKS.md, issue 26); 10
+ * ms still keeps several of its kernels queued, so the GPU does not wait
+ * for its launches. */
+#define GMT_TOKEN_WAKE_QUEUE_US 10000
 /* A latency pod gives its grant back once it has been quiet this long with
  * its work done (TokenReply.idle_us; gmt-schd --latency-idle-ms): coming
  * back costs it only the batch holder's bounded queue (it launches ahead,

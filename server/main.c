@@ -42,7 +42,7 @@ static void usage(FILE *f)
           "usage: gmt-schd -c resource-config.txt [--listen URL]... [--state-dir DIR]\n"
           "                [--pod-timeout MS] [--window-ms MS] [--base-quota-ms MS]\n"
           "                [--min-quota-ms MS] [--latency-idle-ms MS] [--no-trace]\n"
-          "                [--swap-move-share F]\n"
+          "                [--swap-move-share F] [--wake-queue-ms MS|off]\n"
           "                [--allow-uid USER]... [--allow-gid GROUP]... [--socket-group GROUP]\n"
           "                [--pinned-limit BYTES] [--gpu-capacity DEV=BYTES]...\n"
           "                [--host-tier BYTES] [--disk-tier DIR[:BYTES]]...\n"
@@ -83,6 +83,11 @@ static void usage(FILE *f)
           "                        enough that moving its memory is at most F of it,\n"
           "                        at the GPU's measured rate (default %g; %g to %g;\n"
           "                        docs/tiers.md)\n"
+          "      --wake-queue-ms MS|off\n"
+          "                        while a mode=swap pod moved out idle may wake on\n"
+          "                        a GPU, the pod holding it keeps at most this much\n"
+          "                        GPU work queued, so that the waking pod does not\n"
+          "                        wait for it (default %g; up to %d; off: unbounded)\n"
           "      --no-trace        do not trace the pods' processes (eBPF; on by\n"
           "                        default where this process may load BPF programs)\n"
           "      --allow-uid USER  also admit this user's pod managers (repeatable;\n"
@@ -121,9 +126,9 @@ static void usage(FILE *f)
           DEFAULT_POD_TIMEOUT_MS, GMT_TOKEN_WINDOW_MS, GMT_TOKEN_WINDOW_MIN_MS,
           GMT_TOKEN_WINDOW_MAX_MS, GMT_TOKEN_BASE_QUOTA_MS, GMT_TOKEN_MIN_QUOTA_MS,
           GMT_TOKEN_LATENCY_IDLE_US / 1000.0, GMT_TOKEN_LATENCY_IDLE_MAX_MS, GMT_SWAP_MOVE_SHARE,
-          GMT_SWAP_MOVE_SHARE_MIN, GMT_SWAP_MOVE_SHARE_MAX,
-          (unsigned long long)(GMT_TIERS_GPU_CONTEXT_RESERVE >> 20), GMT_TIERS_TRIGGER,
-          GMT_TIERS_STOP);
+          GMT_SWAP_MOVE_SHARE_MIN, GMT_SWAP_MOVE_SHARE_MAX, GMT_TOKEN_WAKE_QUEUE_US / 1000.0,
+          GMT_TOKEN_WAKE_QUEUE_MAX_MS, (unsigned long long)(GMT_TIERS_GPU_CONTEXT_RESERVE >> 20),
+          GMT_TIERS_TRIGGER, GMT_TIERS_STOP);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -440,6 +445,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
     OPT_BASE_QUOTA,
     OPT_MIN_QUOTA,
     OPT_LATENCY_IDLE,
+    OPT_WAKE_QUEUE,
     OPT_SWAP_MOVE_SHARE,
     OPT_NO_TRACE,
     OPT_ALLOW_UID,
@@ -464,6 +470,7 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       {"base-quota-ms", required_argument, NULL, OPT_BASE_QUOTA},
       {"min-quota-ms", required_argument, NULL, OPT_MIN_QUOTA},
       {"latency-idle-ms", required_argument, NULL, OPT_LATENCY_IDLE},
+      {"wake-queue-ms", required_argument, NULL, OPT_WAKE_QUEUE},
       {"swap-move-share", required_argument, NULL, OPT_SWAP_MOVE_SHARE},
       {"no-trace", no_argument, NULL, OPT_NO_TRACE},
       {"allow-uid", required_argument, NULL, OPT_ALLOW_UID},
@@ -581,6 +588,12 @@ static int parse_flags(int argc, char **argv, flags_t *f)
       break;
     case OPT_LATENCY_IDLE:
       if ((rc = parse_ms("--latency-idle-ms", optarg, &f->token.latency_idle_ms)) >= 0)
+        return rc;
+      break;
+    case OPT_WAKE_QUEUE:
+      if (strcmp(optarg, "off") == 0)
+        f->token.wake_queue_ms = 0;
+      else if ((rc = parse_ms("--wake-queue-ms", optarg, &f->token.wake_queue_ms)) >= 0)
         return rc;
       break;
     case OPT_SWAP_MOVE_SHARE:

@@ -251,6 +251,18 @@ bool gmt__turns_waking(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char
   return moved_off(s, pod, device, gmt_swap_pod_device_total(s->swap, name, device)) > 0;
 }
 
+bool gmt__turns_may_wake(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *holder,
+                         int device)
+{
+  for (size_t i = 0; s->pods && i < s->pods->npods; i++) {
+    const gmt_pod_t *p = &s->pods->pods[i];
+    if (p->connected && p->nprocs > 0 && strcmp(p->cfg.name, holder) != 0 &&
+        !tok->waits(s, p->cfg.name, device) && gmt__turns_waking(s, tok, p->cfg.name, device))
+      return true;
+  }
+  return false;
+}
+
 void gmt__turns_granted(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *pod, int device)
 {
   gmt_swap_turn_t plan;

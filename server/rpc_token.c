@@ -98,6 +98,10 @@ static void reply_quota(gmt_call_t *call, double quota_ms)
   reply_grant(call, quota_ms, (gmt_token_terms_t){0});
 }
 
+/* The tokens as a swap turn's plan asks about them (schd.h). */
+static const gmt__turns_tokens_t g_turns_tokens = {
+    .waits = gmt__tokens_waits, .holds = gmt__tokens_holds, .last_run = gmt__tokens_last_run};
+
 /* Whether pod is class=latency. */
 static bool is_latency(const gmt_schd_t *s, const char *pod)
 {
@@ -123,7 +127,8 @@ static double latency_limit_on(const gmt_schd_t *s, int device)
  * launches again without waiting for the next; a batch pod keeps little
  * queued while a latency pod may need the GPU, and heeds the bell for at
  * most the part of its grant the latency pods' LIMITs allow (a false ring
- * then costs it no more than they could take). */
+ * then costs it no more than they could take); it keeps a little more
+ * queued while an idle swap pod may wake (gmt__turns_may_wake). */
 static gmt_token_terms_t terms_of(const struct gmt_tokens *t, const char *pod, int device,
                                   double quota_ms)
 {
@@ -135,6 +140,8 @@ static gmt_token_terms_t terms_of(const struct gmt_tokens *t, const char *pod, i
   } else if ((lat = latency_limit_on(t->s, device)) > 0) {
     g.queue_bound_us = GMT_TOKEN_QUEUE_BOUND_US;
     g.bell_max_us = (uint32_t)fmin(quota_ms * 1000 * fmin(lat, 1.0), UINT32_MAX);
+  } else if (t->p.wake_queue_ms > 0 && gmt__turns_may_wake(t->s, &g_turns_tokens, pod, device)) {
+    g.queue_bound_us = (uint32_t)(t->p.wake_queue_ms * 1000 + 0.5);
   }
   return g;
 }
@@ -220,10 +227,6 @@ static bool watched(const tdev_t *d, const char *pod)
       return true;
   return false;
 }
-
-/* The tokens as a swap turn's plan asks about them (schd.h). */
-static const gmt__turns_tokens_t g_turns_tokens = {
-    .waits = gmt__tokens_waits, .holds = gmt__tokens_holds, .last_run = gmt__tokens_last_run};
 
 /* The policy's candidate for a listed pod. */
 static gmt_token_cand_t cand_of(const gmt_pod_t *pod, const char *name, double arrival_ms)
@@ -442,7 +445,7 @@ static void decide(tdev_t *d)
       wp = &(*wp)->next;
       continue;
     }
-    d->grant_heeds = d->grant_heeds || (d->grant_bounded && (*wp)->bell);
+    d->grant_heeds = d->grant_heeds || (d->grant_bounded && terms.bell_max_us > 0 && (*wp)->bell);
     if (rc == 0)
       reply_grant((*wp)->call, dec.quota_ms, terms);
     else

@@ -213,6 +213,12 @@ double gmt__turns_plan(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char
  * inference pod moved out while idle). Its new launch may cut a swap
  * turn short (gmt_token_cand_t). */
 bool gmt__turns_waking(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *pod, int device);
+/* Whether a pod other than holder, not waiting for device now, would wake
+ * there at its next launch (gmt__turns_waking): the holder's grant then
+ * bounds its queued work (gmt-schd --wake-queue-ms), so that the waking
+ * pod does not wait for it. */
+bool gmt__turns_may_wake(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *holder,
+                         int device);
 /* pod was granted device's token: a turn that brings bytes back is
  * counted, its plan kept for status, and the card's switch timed. */
 void gmt__turns_granted(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *pod, int device);

@@ -55,6 +55,7 @@ void gmt_token_params_default(gmt_token_params_t *p)
   p->base_quota_ms = GMT_TOKEN_BASE_QUOTA_MS;
   p->min_quota_ms = GMT_TOKEN_MIN_QUOTA_MS;
   p->latency_idle_ms = GMT_TOKEN_LATENCY_IDLE_US / 1000.0;
+  p->wake_queue_ms = GMT_TOKEN_WAKE_QUEUE_US / 1000.0;
   p->alone_quota_ms = GMT_TOKEN_ALONE_QUOTA_MS;
   p->swap_move_share = GMT_SWAP_MOVE_SHARE;
 }
@@ -85,6 +86,11 @@ int gmt_token_params_check(const gmt_token_params_t *p, char *err, size_t errlen
   if (!(p->latency_idle_ms >= 0.05 && p->latency_idle_ms <= GMT_TOKEN_LATENCY_IDLE_MAX_MS)) {
     snprintf(err, errlen, "--latency-idle-ms %g: want 0.05 to %d milliseconds", p->latency_idle_ms,
              GMT_TOKEN_LATENCY_IDLE_MAX_MS);
+    return -EINVAL;
+  }
+  if (!(p->wake_queue_ms >= 0 && p->wake_queue_ms <= GMT_TOKEN_WAKE_QUEUE_MAX_MS)) {
+    snprintf(err, errlen, "--wake-queue-ms %g: want 0 (off) to %d milliseconds", p->wake_queue_ms,
+             GMT_TOKEN_WAKE_QUEUE_MAX_MS);
     return -EINVAL;
   }
   if (!(p->base_quota_ms <= p->window_ms)) {

@@ -21,6 +21,7 @@
 #define GMT_TOKEN_WINDOW_MIN_MS 100
 #define GMT_TOKEN_WINDOW_MAX_MS 3600000
 #define GMT_TOKEN_LATENCY_IDLE_MAX_MS 1000
+#define GMT_TOKEN_WAKE_QUEUE_MAX_MS 1000
 
 typedef struct gmt_token_params {
   double window_ms;     /* W: the sliding window usage is measured over */
@@ -29,6 +30,10 @@ typedef struct gmt_token_params {
   /* A latency pod's grant goes back once it has been quiet this long with
    * its work done (TokenReply.idle_us; --latency-idle-ms). */
   double latency_idle_ms;
+  /* A batch pod's queued work is bounded to this while a swap pod moved
+   * out while idle may wake on its device (TokenReply.queue_bound_us;
+   * --wake-queue-ms; 0: not bounded for that). */
+  double wake_queue_ms;
   double alone_quota_ms; /* a grant's length, at least, with the device to itself */
   /* A mode=swap pod's turn: its moves are at most this share of it
    * (--swap-move-share; swap_turn.h). */

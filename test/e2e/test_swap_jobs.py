@@ -852,6 +852,35 @@ class IdleOut(SwapJobs):
         self.assertEqual(self.result(pb), "OK %d" % held, pb.stderr()[-3000:])
         self.exit_jobs(pa, pb)
 
+    def test_the_holder_keeps_little_queued_while_a_pod_may_wake(self):
+        """While a pod moved out idle may wake, the pod holding the GPU
+        keeps at most --wake-queue-ms of work queued (10 ms here), so the
+        waking pod does not wait for a deep queue: on an H200 a training
+        job's queued step was a third of an 8 GiB pod's wake. Here b queues
+        50 kernels of 40 ms (2 s) between its synchronizes."""
+        import time
+        pa, _ = self.start()
+        pb = self.job("b", self.HELD, self.CARD, "--kernel-us", "40000", GMT_HOOK_DEBUG="1")
+        wait_for(lambda: self.tiers("a", pa.proc.pid)[0]["gpu"] == 0, timeout=15,
+                 what="a moved out")
+        pb.send("spin 60000 50")
+        # b's next grant after a went idle and out bounds its queue.
+        wait_for(lambda: "queue bound 10000 us" in pb.stderr(), timeout=10,
+                 what="b granted with its queue bounded")
+        time.sleep(1.0)
+        woke = time.monotonic()
+        pa.send("check")
+        self.assertEqual(self.result(pa), "OK %d" % self.HELD, pa.stderr()[-3000:])
+        took = time.monotonic() - woke
+        print("\nidle-out: a woke in %.3f s beside b's 40 ms kernels" % took)
+        # Unbounded, a waits for what b has queued (up to 2 s) before b
+        # moves out; bounded, for one kernel. With --wake-queue-ms off and
+        # a woken halfway through b's queue: 1.3 s; bounded 0.4-0.5 s
+        # (ASan build, 2 cores).
+        self.assertLess(took, 0.9, self.logs())
+        pb.proc.kill()  # its spin runs a minute
+        self.exit_jobs(pa)
+
     def test_off_keeps_an_idle_pods_memory_on_the_card(self):
         self.write_config("2\na 0.5 1.0 1Gi mode=swap idle-out=off\n"
                           "b 0.5 1.0 1Gi mode=swap idle-out=0\n")

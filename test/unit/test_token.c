@@ -258,6 +258,12 @@ static void test_params_are_checked(void **state)
   assert_non_null(strstr(err, "--latency-idle-ms"));
   p.latency_idle_ms = 0.01;
   assert_int_equal(gmt_token_params_check(&p, err, sizeof err), -EINVAL);
+  p = params();
+  p.wake_queue_ms = 0; /* off */
+  assert_int_equal(gmt_token_params_check(&p, err, sizeof err), 0);
+  p.wake_queue_ms = 1001;
+  assert_int_equal(gmt_token_params_check(&p, err, sizeof err), -EINVAL);
+  assert_non_null(strstr(err, "--wake-queue-ms"));
 }
 
 /* ---- waking ---- */

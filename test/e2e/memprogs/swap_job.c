@@ -15,10 +15,11 @@
  *              "OK <bytes>" or "BAD <offset>";
  *   memset V   sets every 32-bit word to V with cuMemsetD32_v2 (the
  *              pattern from then on), prints "SET";
- *   spin MS    (with --kernel-us) launches spin kernels, waiting for
- *              each 4 to finish (a training loop's loss.item()), until MS
- *              milliseconds have passed; prints "SPUN <kernels done>"
- *              (bench/swap_quantum.py: GPU work done while swapping);
+ *   spin MS [K] (with --kernel-us) launches spin kernels, waiting for
+ *              each K (default 4) to finish (a training loop's
+ *              loss.item()), until MS milliseconds have passed; prints
+ *              "SPUN <kernels done>" (bench/swap_quantum.py: GPU work done
+ *              while swapping);
  *   churn MS   (with --kernel-us) allocates 16 x 1 MiB, launches a spin
  *              kernel, then frees them one by one over MS milliseconds,
  *              launching nothing (an allocator releasing its cache), then
@@ -185,14 +186,18 @@ int main(int argc, char **argv)
       else
         printf("BAD %zu\n", bad);
     } else if (!strncmp(line, "spin", 4) && spin) {
-      double until = now_ms() + strtod(line + 4, NULL);
+      char *end;
+      double until = now_ms() + strtod(line + 4, &end);
+      long per = strtol(end, NULL, 10);
+      if (per <= 0)
+        per = 4;
       unsigned long done = 0;
       while (now_ms() < until) {
         void *params[] = {&kernel_us};
-        for (int k = 0; k < 4; k++)
+        for (long k = 0; k < per; k++)
           CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
         CHECK(cuCtxSynchronize());
-        done += 4;
+        done += (unsigned long)per;
       }
       printf("SPUN %lu\n", done);
     } else if (!strncmp(line, "churn", 5) && spin) {
