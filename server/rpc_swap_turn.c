@@ -235,29 +235,46 @@ double gmt__turns_plan(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char
   return plan_now(s, tok, pod, device, &plan) ? plan.turn_ms : 0;
 }
 
+/* When (gmt_now_ms_f) pod would begin to count as waking on device at its
+ * next launch: once it ran there since its processes came, then nothing
+ * for its idle-out (at least GMT_SWAP_RIVAL_MS); INFINITY for a pod that
+ * never does (idle-out=0: one that takes turns whenever it is idle; off;
+ * not mode=swap; never ran: a job starting). */
+static double wakes_at(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const gmt_pod_t *pod,
+                       int device)
+{
+  if (!pod || pod->cfg.idle_out_ms <= 0)
+    return INFINITY;
+  turnrec_t *r = rec_of(s->turns, pod->cfg.name, device, false);
+  if (!r || !(r->grant_ms > 0))
+    return INFINITY;
+  /* The token forgets a pod's runs after its window: its last grant's
+   * start bounds its last run then. */
+  double last = fmax(tok->last_run(s, pod->cfg.name, device), r->grant_ms);
+  return last + fmax((double)pod->cfg.idle_out_ms, GMT_SWAP_RIVAL_MS);
+}
+
 bool gmt__turns_waking(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *name, int device)
 {
   const gmt_pod_t *pod = swap_pod(s, name, device);
-  if (!pod || pod->cfg.idle_out_ms <= 0)
-    return false; /* idle-out=0: a pod that takes turns whenever it is idle */
-  turnrec_t *r = rec_of(s->turns, name, device, false);
-  if (!r || !(r->grant_ms > 0))
-    return false; /* never ran since its processes came: a job starting */
-  /* The token forgets a pod's runs after its window: its last grant's
-   * start bounds its last run then. */
-  double last = fmax(tok->last_run(s, name, device), r->grant_ms);
-  if (gmt_now_ms_f() - last < fmax((double)pod->cfg.idle_out_ms, GMT_SWAP_RIVAL_MS))
+  if (!(gmt_now_ms_f() >= wakes_at(s, tok, pod, device)))
     return false;
   return moved_off(s, pod, device, gmt_swap_pod_device_total(s->swap, name, device)) > 0;
 }
 
 bool gmt__turns_may_wake(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *holder,
-                         int device)
+                         int device, double within_ms)
 {
+  double by = gmt_now_ms_f() + within_ms;
   for (size_t i = 0; s->pods && i < s->pods->npods; i++) {
     const gmt_pod_t *p = &s->pods->pods[i];
-    if (p->connected && p->nprocs > 0 && strcmp(p->cfg.name, holder) != 0 &&
-        !tok->waits(s, p->cfg.name, device) && gmt__turns_waking(s, tok, p->cfg.name, device))
+    if (!p->connected || p->nprocs == 0 || strcmp(p->cfg.name, holder) == 0 ||
+        tok->waits(s, p->cfg.name, device))
+      continue;
+    /* Memory on the device, on the card or off it: what is on may be
+     * moved out for the holder within the grant, then wake. */
+    if (wakes_at(s, tok, swap_pod(s, p->cfg.name, device), device) < by &&
+        gmt_ledger_pod_device_total(s->ledger, p->cfg.name, device) > 0)
       return true;
   }
   return false;

@@ -140,7 +140,8 @@ static gmt_token_terms_t terms_of(const struct gmt_tokens *t, const char *pod, i
   } else if ((lat = latency_limit_on(t->s, device)) > 0) {
     g.queue_bound_us = GMT_TOKEN_QUEUE_BOUND_US;
     g.bell_max_us = (uint32_t)fmin(quota_ms * 1000 * fmin(lat, 1.0), UINT32_MAX);
-  } else if (t->p.wake_queue_ms > 0 && gmt__turns_may_wake(t->s, &g_turns_tokens, pod, device)) {
+  } else if (t->p.wake_queue_ms > 0 &&
+             gmt__turns_may_wake(t->s, &g_turns_tokens, pod, device, quota_ms)) {
     g.queue_bound_us = (uint32_t)(t->p.wake_queue_ms * 1000 + 0.5);
   }
   return g;

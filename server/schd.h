@@ -213,12 +213,16 @@ double gmt__turns_plan(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char
  * inference pod moved out while idle). Its new launch may cut a swap
  * turn short (gmt_token_cand_t). */
 bool gmt__turns_waking(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *pod, int device);
-/* Whether a pod other than holder, not waiting for device now, would wake
- * there at its next launch (gmt__turns_waking): the holder's grant then
- * bounds its queued work (gmt-schd --wake-queue-ms), so that the waking
- * pod does not wait for it. */
+/* Whether a pod other than holder, not waiting for device now, with
+ * memory there, may wake within_ms from now (a grant's length): its
+ * idle-out ends by then (gmt__turns_waking; what it holds on the card may
+ * be moved out for the holder meanwhile). The holder's grant then bounds
+ * its queued work (gmt-schd --wake-queue-ms), so that the waking pod does
+ * not wait for it. The grant's terms are set at its start: an 8 GiB
+ * inference pod that went idle after a training job's 10 s turn began
+ * woke within it (H200). */
 bool gmt__turns_may_wake(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *holder,
-                         int device);
+                         int device, double within_ms);
 /* pod was granted device's token: a turn that brings bytes back is
  * counted, its plan kept for status, and the card's switch timed. */
 void gmt__turns_granted(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const char *pod, int device);
