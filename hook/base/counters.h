@@ -23,5 +23,10 @@ extern _Atomic uint64_t gmt__bell_wait_ns;
  * back yet, its queued work draining included): token.c's, read by the
  * reporter (a target to move out that comes meanwhile is stale). */
 extern _Atomic int gmt__token_held;
+/* When (gmt_now_ms) a grant of this process was last cut short, 0 once
+ * a grant came since (token.c): another pod waits for the GPU now, one
+ * waking or a latency pod, and a move out asked for meanwhile is on its
+ * way (report.c then leaves PyTorch's cache release out). */
+extern _Atomic uint64_t gmt__token_cut_ms;
 
 #endif

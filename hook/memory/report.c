@@ -55,6 +55,13 @@
  * reply to a report, so it is heard within this (and the pod manager's
  * heartbeat, 20 ms for a swap pod: client/pmgr/pmgr_heartbeat.c says why). */
 #define GMT_REPORT_SWAP_KEEPALIVE_MS 20
+/* A move out this soon after the process's grant was cut short is on the
+ * way of a pod that waits for the GPU now (gmt__token_cut_ms): PyTorch's
+ * cached blocks move with the rest, not freed first. On an H200 an idle
+ * inference pod's wake waited for a training job's empty_cache, which
+ * gave back 1.07 GB in 98 ms (the driver's frees of 256 MiB blocks, 8 ms
+ * each) where its move out copied 4.5 GB in 107 ms. */
+#define GMT_REPORT_CUT_NO_RELEASE_MS 1000
 
 enum { REP_NONE = 0, REP_ACTIVE = 1, REP_UNHOOKED = 2 };
 
@@ -215,7 +222,13 @@ static void *reporter_main(void *arg)
     if (evict) {
       gmt_swap_stats_t st;
       gmt__swap_stats(&st);
-      if (st.gpu > keep && gmt__pyrelease_cached() > 0) {
+      uint64_t cut = atomic_load(&gmt__token_cut_ms);
+      int urgent = cut > 0 && gmt_now_ms() - cut < GMT_REPORT_CUT_NO_RELEASE_MS;
+      if (urgent && st.gpu > keep)
+        GMT_HOOK_DEBUG("a move out %llu ms after this process's grant was cut short: PyTorch's "
+                       "cache moves with the rest, not released first",
+                       (unsigned long long)(gmt_now_ms() - cut));
+      if (st.gpu > keep && !urgent && gmt__pyrelease_cached() > 0) {
         gmt_swap_stats_t after;
         gmt__swap_stats(&after);
         GMT_HOOK_DEBUG("PyTorch's cache gave back %llu bytes before a move out",

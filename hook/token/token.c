@@ -60,6 +60,7 @@
 #include "counters.h"
 #include "fork.h"
 #include "gmt_error.h"
+#include "gmt_log.h"
 #include "gmt_wire.h"
 #include "log.h"
 #include "thread.h"
@@ -419,6 +420,7 @@ static void revoked(tok_dev_t *d, int dev, int64_t answered_ns)
   if (d->held && d->b.grant_ns <= answered_ns) {
     uint64_t n = atomic_load_explicit(&gmt__launches, memory_order_relaxed);
     drain(d, n, atomic_load_explicit(&g_activity_ns, memory_order_relaxed));
+    atomic_store(&gmt__token_cut_ms, gmt_now_ms());
     give_back(d, dev, gmt__busy_end(&d->b, now_ns(), 0), GMT_TOKEN_RELEASE_TIMEOUT_MS, "cut short");
   }
   pthread_mutex_unlock(&d->mu);
@@ -492,6 +494,7 @@ static void install(tok_dev_t *d, int dev, int64_t t, double quota, gmt_token_te
   atomic_store_explicit(&d->bound_us, terms.queue_bound_us, memory_order_relaxed);
   atomic_store_explicit(&d->latency, terms.idle_us > 0, memory_order_relaxed);
   atomic_store_explicit(&d->alone, terms.alone != 0, memory_order_relaxed);
+  atomic_store(&gmt__token_cut_ms, 0);
   atomic_store_explicit(&d->bell_left_ns, (int64_t)terms.bell_max_us * 1000, memory_order_relaxed);
   if (terms.idle_us || terms.bell_max_us)
     gmt__bell_need(t);

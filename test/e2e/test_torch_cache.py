@@ -139,3 +139,40 @@ class LateRelease(CacheJob):
         self.assertEqual(lines, ["OK %d" % (40 * MIB)], pa.stderr()[-3000:])
         err = self.finish(pa, pb)[0]
         self.assertIn("PyTorch's cache not released within 200 ms", err)
+
+
+class WakeCut(CacheJob):
+    """A move out for a pod that waits for the GPU now leaves PyTorch's
+    cache release out: on an H200 an idle inference pod's wake waited for
+    a training job's empty_cache, whose frees (8 ms a 256 MiB block) took
+    longer than copying those blocks out would have."""
+    CONFIG = "2\na 0.5 1.0 1Gi mode=swap idle-out=0\nb 0.5 1.0 1Gi mode=swap idle-out=2\n"
+
+    def test_a_move_out_after_a_cut_moves_the_cache_with_the_rest(self):
+        self.start_schd("--gpu-capacity", "0=%d" % CARD, "--tier-trigger", "1")
+        self.start_pmgr("a")
+        self.start_pmgr("b")
+        # b runs, then goes idle holding 50 MiB.
+        envb = self.hook_env("b", GMT_FAKE_MEM=str(CARD))
+        pb = self.run_prog("b", SWAP_JOB, "--mib", "50", "--kernel-us", "2000", env=envb)
+        pb.expect("READY", timeout=60)
+        self.check(pb, "OK %d" % (50 * MIB))
+        # a's 80 MiB (40 live, 40 cached) come once b's idle-out has passed
+        # and b moved out.
+        env = self.hook_env("a", GMT_FAKE_MEM=str(CARD), GMT_HOOK_DEBUG="1")
+        pa = self.run_prog("a", sys.executable, JOB, "40", "40", env=env)
+        pa.expect("READY", timeout=60)
+        self.assertEqual((self.process("b", pb.proc.pid) or {}).get("tiers", {}).get("gpu"), 0)
+        # a holds the GPU with a 1.5 s kernel; b wakes: a's grant is cut
+        # short and a moves out for b's 50 MiB.
+        pa.send("launch 1500000")
+        pa.expect("LAUNCHING", timeout=10)
+        time.sleep(0.3)
+        self.check(pb, "OK %d" % (50 * MIB))
+        pa.expect("LAUNCHED", timeout=30)
+        wait_for(lambda: (self.tiers(pa.proc.pid)[0] or {}).get("host", 0) > 0, timeout=10,
+                 what="a moved out for b")
+        self.check(pa, "OK %d" % (40 * MIB))
+        err = self.finish(pa, pb)[0]
+        self.assertIn("cut short: PyTorch's cache moves with the rest", err)
+        self.assertNotIn("torch.cuda.empty_cache() ran", err)
