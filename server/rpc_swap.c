@@ -41,10 +41,15 @@ static double last_run(void *arg, const char *pod, int device)
   return gmt__tokens_last_run(arg, pod, device);
 }
 
-/* A pod waiting for the token has work: its memory moves by turns. */
+/* A pod waiting for the token has work: its memory moves by turns. So
+ * does one whose grant was just cut short: it asks again once its queued
+ * work is done, and the pod that cut it (one waking, or a latency pod)
+ * needs the room now; asked only at that pod's next request, a training
+ * job began to move out for an 8 GiB inference pod's wake 50 ms later
+ * (H200). */
 static bool waits(void *arg, const char *pod, int device)
 {
-  return gmt__tokens_waits(arg, pod, device);
+  return gmt__tokens_waits(arg, pod, device) || gmt__tokens_cut(arg, pod, device);
 }
 
 /* One that does not wait moves after its idle-out= (a pod no longer in

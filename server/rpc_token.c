@@ -55,6 +55,10 @@ typedef struct tdev {
   watch_t *watches;
   bool grant_bounded; /* the running grant bounds its holder's queued work */
   bool grant_heeds;   /* ... and its holder heeds the bell: a latency pod may go beside */
+  /* The pod whose grant was last cut short, and when (clock_ms; 0: none
+   * since its next grant): gmt__tokens_cut. */
+  char cut_pod[GMT_POD_NAME_MAX + 1];
+  double cut_ms;
   /* Pods waiting here while held back at their LIMIT, since when (the
    * policy's clock): gmt_pod_t.limit_wait_ms grows by each such spell. */
   struct limwait {
@@ -440,6 +444,8 @@ static void decide(tdev_t *d)
   terms.turn_ms = (uint32_t)fmin(turn, UINT32_MAX);
   terms.alone = dec.alone;
   d->grant_bounded = rc == 0 && terms.queue_bound_us > 0;
+  if (rc == 0 && strcmp(d->cut_pod, pod) == 0)
+    d->cut_ms = 0;
   d->grant_heeds = false;
   for (waiter_t **wp = &d->waiters; *wp;) {
     if (strcmp((*wp)->pod, pod) != 0) {
@@ -562,6 +568,8 @@ static void maybe_revoke(struct gmt_tokens *t, tdev_t *d, const gmt_pod_t *pod, 
             gmt_token_grant_end(d->pol) - now);
   char name[GMT_POD_NAME_MAX + 1];
   snprintf(name, sizeof name, "%s", holder);
+  snprintf(d->cut_pod, sizeof d->cut_pod, "%s", holder);
+  d->cut_ms = now;
   if (d->grant_bounded) {
     /* What it still has queued is bounded (a few hundred microseconds):
      * the next pod need not wait for it, nor for the round trips of its
@@ -870,6 +878,13 @@ bool gmt__tokens_waits(gmt_schd_t *s, const char *pod, int device)
     if (pod && strcmp(w->pod, pod) == 0)
       return true;
   return false;
+}
+
+bool gmt__tokens_cut(gmt_schd_t *s, const char *pod, int device)
+{
+  const tdev_t *d = dev_find(s->tokens, device);
+  return d && pod && d->cut_ms > 0 && strcmp(d->cut_pod, pod) == 0 &&
+         clock_ms() - d->cut_ms < GMT_TOKEN_DRAIN_MAX_MS;
 }
 
 bool gmt__tokens_holds(gmt_schd_t *s, const char *pod, int device)

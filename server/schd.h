@@ -123,6 +123,10 @@ void gmt__tokens_pod_devices(gmt_schd_t *s, const char *pod, gmt__tokens_dev_fn 
 bool gmt__tokens_holds(gmt_schd_t *s, const char *pod, int device);
 /* Whether a Token call of pod waits for device's token now. */
 bool gmt__tokens_waits(gmt_schd_t *s, const char *pod, int device);
+/* Whether pod's grant on device was cut short within the last
+ * GMT_TOKEN_DRAIN_MAX_MS and pod has not been granted there since: it has
+ * work, and asks again once its queued work is done. */
+bool gmt__tokens_cut(gmt_schd_t *s, const char *pod, int device);
 /* When pod's last grant on device ended (-INFINITY: never, or forgotten). */
 double gmt__tokens_last_run(gmt_schd_t *s, const char *pod, int device);
 /* How many Token calls wait for device's token now; *holder: the pod

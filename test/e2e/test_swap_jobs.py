@@ -857,8 +857,11 @@ class IdleOut(SwapJobs):
         keeps at most --wake-queue-ms of work queued (10 ms here), so the
         waking pod does not wait for a deep queue: on an H200 a training
         job's queued step was a third of an 8 GiB pod's wake. Here b queues
-        50 kernels of 40 ms (2 s) between its synchronizes."""
+        50 kernels of 40 ms (2 s) between its synchronizes. b keeps the
+        default idle-out, as a training job does: cut short, it is asked
+        to move out at a's first request, not once it asks again."""
         import time
+        self.write_config("2\na 0.5 1.0 1Gi mode=swap idle-out=2\nb 0.5 1.0 1Gi mode=swap\n")
         pa, _ = self.start()
         pb = self.job("b", self.HELD, self.CARD, "--kernel-us", "40000", GMT_HOOK_DEBUG="1")
         wait_for(lambda: self.tiers("a", pa.proc.pid)[0]["gpu"] == 0, timeout=15,
@@ -878,6 +881,10 @@ class IdleOut(SwapJobs):
         # a woken halfway through b's queue: 1.3 s; bounded 0.4-0.5 s
         # (ASan build, 2 cores).
         self.assertLess(took, 0.9, self.logs())
+        log = self.daemons[0].output()
+        after_cut = log[log.index("asks while pod 'b'"):]
+        first = re.search(r"swap: pod 'a' pid \d+ [^\n]*", after_cut).group(0)
+        self.assertIn("asked to move out", first, self.logs())
         pb.proc.kill()  # its spin runs a minute
         self.exit_jobs(pa)
 
