@@ -149,7 +149,10 @@ class WakeCut(CacheJob):
     CONFIG = "2\na 0.5 1.0 1Gi mode=swap idle-out=0\nb 0.5 1.0 1Gi mode=swap idle-out=2\n"
 
     def test_a_move_out_after_a_cut_moves_the_cache_with_the_rest(self):
-        self.start_schd("--gpu-capacity", "0=%d" % CARD, "--tier-trigger", "1")
+        # Grants of 3 s: a's still runs when b wakes (one whose quota is
+        # spent drains, and is not cut).
+        self.start_schd("--gpu-capacity", "0=%d" % CARD, "--tier-trigger", "1",
+                        "--base-quota-ms", "3000")
         self.start_pmgr("a")
         self.start_pmgr("b")
         # b runs, then goes idle holding 50 MiB.
