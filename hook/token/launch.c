@@ -19,10 +19,18 @@ static inline void count(uint64_t n)
   atomic_fetch_add_explicit(&gmt__launches, n, memory_order_relaxed);
 }
 
+/* What a launch runs, for the queue bound's estimate of its GPU time
+ * (queue.h): the kernel and its grid's size (one kernel serves shapes of
+ * very different costs). */
+static inline uint64_t kernel_key(CUfunction f, unsigned int x, unsigned int y, unsigned int z)
+{
+  return (uint64_t)(uintptr_t)f ^ ((uint64_t)x * y * z * 0x9E3779B97F4A7C15ull);
+}
+
 /* After the token gate (which fails the launch on a GPU the pod may not
  * use: devices=, token.h), the swap gate (swap.h): a mode=swap process's
  * memory is brought back, and held there across the launch. */
-#define GMT_LAUNCH_BODY(name, stream, ...)                                                         \
+#define GMT_LAUNCH_BODY(name, stream, key, ...)                                                    \
   GMT_FRAME(name);                                                                                 \
   CUresult rc = gmt__token_check();                                                                \
   if (rc != CUDA_SUCCESS)                                                                          \
@@ -35,7 +43,7 @@ static inline void count(uint64_t n)
   gmt__swap_leave(held);                                                                           \
   if (rc == CUDA_SUCCESS) {                                                                        \
     count(1);                                                                                      \
-    gmt__queue_after(stream);                                                                      \
+    gmt__queue_after(stream, key);                                                                 \
   }                                                                                                \
   return rc
 
@@ -68,8 +76,9 @@ GMT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned
                                    unsigned int sharedMemBytes, CUstream hStream,
                                    void **kernelParams, void **extra)
 {
-  GMT_LAUNCH_BODY(cuLaunchKernel, hStream, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                  blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
+  GMT_LAUNCH_BODY(cuLaunchKernel, hStream, kernel_key(f, gridDimX, gridDimY, gridDimZ), f, gridDimX,
+                  gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                  kernelParams, extra);
 }
 
 GMT_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -78,22 +87,28 @@ GMT_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
                                         unsigned int sharedMemBytes, CUstream hStream,
                                         void **kernelParams, void **extra)
 {
-  GMT_LAUNCH_BODY(cuLaunchKernel_ptsz, hStream, f, gridDimX, gridDimY, gridDimZ, blockDimX,
-                  blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
+  GMT_LAUNCH_BODY(cuLaunchKernel_ptsz, hStream, kernel_key(f, gridDimX, gridDimY, gridDimZ), f,
+                  gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                  hStream, kernelParams, extra);
+}
+
+static inline uint64_t ex_key(const CUlaunchConfig *c, CUfunction f)
+{
+  return c ? kernel_key(f, c->gridDimX, c->gridDimY, c->gridDimZ) : kernel_key(f, 0, 0, 0);
 }
 
 GMT_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
                                      void **kernelParams, void **extra)
 {
-  GMT_LAUNCH_BODY(cuLaunchKernelEx, config ? config->hStream : NULL, config, f, kernelParams,
-                  extra);
+  GMT_LAUNCH_BODY(cuLaunchKernelEx, config ? config->hStream : NULL, ex_key(config, f), config, f,
+                  kernelParams, extra);
 }
 
 GMT_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
                                           void **kernelParams, void **extra)
 {
-  GMT_LAUNCH_BODY(cuLaunchKernelEx_ptsz, config ? config->hStream : NULL, config, f, kernelParams,
-                  extra);
+  GMT_LAUNCH_BODY(cuLaunchKernelEx_ptsz, config ? config->hStream : NULL, ex_key(config, f), config,
+                  f, kernelParams, extra);
 }
 
 GMT_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
@@ -102,8 +117,9 @@ GMT_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDim
                                               unsigned int blockDimZ, unsigned int sharedMemBytes,
                                               CUstream hStream, void **kernelParams)
 {
-  GMT_LAUNCH_BODY(cuLaunchCooperativeKernel, hStream, f, gridDimX, gridDimY, gridDimZ, blockDimX,
-                  blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
+  GMT_LAUNCH_BODY(cuLaunchCooperativeKernel, hStream, kernel_key(f, gridDimX, gridDimY, gridDimZ),
+                  f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                  hStream, kernelParams);
 }
 
 GMT_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
@@ -113,7 +129,8 @@ GMT_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gr
                                                    unsigned int sharedMemBytes, CUstream hStream,
                                                    void **kernelParams)
 {
-  GMT_LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz, hStream, f, gridDimX, gridDimY, gridDimZ,
+  GMT_LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz, hStream,
+                  kernel_key(f, gridDimX, gridDimY, gridDimZ), f, gridDimX, gridDimY, gridDimZ,
                   blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
 }
 
@@ -143,10 +160,11 @@ GMT_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *lau
 /* A graph launch counts once, whatever the graph holds. */
 GMT_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
-  GMT_LAUNCH_BODY(cuGraphLaunch, hStream, hGraphExec, hStream);
+  GMT_LAUNCH_BODY(cuGraphLaunch, hStream, (uint64_t)(uintptr_t)hGraphExec, hGraphExec, hStream);
 }
 
 GMT_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-  GMT_LAUNCH_BODY(cuGraphLaunch_ptsz, hStream, hGraphExec, hStream);
+  GMT_LAUNCH_BODY(cuGraphLaunch_ptsz, hStream, (uint64_t)(uintptr_t)hGraphExec, hGraphExec,
+                  hStream);
 }

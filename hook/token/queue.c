@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 
 #include "calllog.h"
@@ -12,7 +13,16 @@
  * at once: a bound never allows more than QRING - 2. */
 #define QDEVS 64
 #define QRING 64
+/* Kinds of launch timed apiece, per device (open addressing, probed at
+ * most QPROBE slots; a kind that finds no slot counts the average). */
+#define QKINDS 256
+#define QPROBE 8
 #define GMT_TLS __attribute__((tls_model("initial-exec")))
+
+typedef struct {
+  uint64_t key; /* 0: empty */
+  float us;     /* its GPU time of late (moving average) */
+} qkind_t;
 
 typedef struct {
   pthread_mutex_t mu;
@@ -20,9 +30,13 @@ typedef struct {
   CUevent ev[QRING];         /* created in ctx as needed */
   int64_t rec_ns[QRING];     /* when each was recorded */
   int solo[QRING];           /* recorded with nothing queued before it */
+  uint64_t key[QRING];       /* what each ran (gmt__queue_after) */
+  float est[QRING];          /* its GPU time as counted when queued, us */
+  double queued_us;          /* the sum of est over the queued launches */
   unsigned head, n;          /* the queued launches' events, oldest first */
   double launch_us;          /* GPU time of a launch of late (moving average), 0: unknown */
   _Atomic int64_t launch_ns; /* the same, read without mu (gmt__queue_launch_ns) */
+  qkind_t kinds[QKINDS];
 } queue_t;
 
 static queue_t g_q[QDEVS] = {
@@ -38,12 +52,56 @@ static int64_t now_ns(void)
   return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static void learn(queue_t *q, double us)
+/* key's slot in q->kinds, taken for it when add; NULL when none. */
+static qkind_t *kind_of(queue_t *q, uint64_t key, int add)
+{
+  unsigned h = (unsigned)((key * 0x9E3779B97F4A7C15ull) >> 56) % QKINDS;
+  for (unsigned i = 0; i < QPROBE; i++) {
+    qkind_t *k = &q->kinds[(h + i) % QKINDS];
+    if (k->key == key)
+      return k;
+    if (k->key == 0) {
+      if (!add)
+        return NULL;
+      k->key = key;
+      k->us = 0;
+      return k;
+    }
+  }
+  return NULL;
+}
+
+static double ema(double old, double us)
+{
+  return old > 0 ? 0.8 * old + 0.2 * us : us;
+}
+
+static void learn(queue_t *q, uint64_t key, double us)
 {
   if (us >= 0) {
-    q->launch_us = q->launch_us > 0 ? 0.8 * q->launch_us + 0.2 * us : us;
+    q->launch_us = ema(q->launch_us, us);
     atomic_store_explicit(&q->launch_ns, (int64_t)(q->launch_us * 1e3), memory_order_relaxed);
+    qkind_t *k = kind_of(q, key, 1);
+    if (k)
+      k->us = (float)ema(k->us, us);
   }
+}
+
+/* What a launch of key is counted as while it is queued, in us: its
+ * kind's time, else any launch's (0: nothing timed yet). */
+static double estimate(queue_t *q, uint64_t key)
+{
+  qkind_t *k = kind_of(q, key, 0);
+  return k && k->us > 0 ? k->us : q->launch_us;
+}
+
+/* A new context on the device (or a forked child): nothing queued, no
+ * kind timed (its kernels are another context's). */
+static void forget(queue_t *q)
+{
+  q->head = q->n = 0;
+  q->queued_us = 0;
+  memset(q->kinds, 0, sizeof q->kinds);
 }
 
 /* Drops the events of the launches that are done, learning how long each
@@ -62,25 +120,29 @@ static void retire(queue_t *q, int wait)
     if (rc == CUDA_ERROR_NOT_READY)
       break;
     if (rc == CUDA_SUCCESS && q->solo[i]) {
-      learn(q, (double)(now_ns() - q->rec_ns[i]) / 1e3);
+      learn(q, q->key[i], (double)(now_ns() - q->rec_ns[i]) / 1e3);
     } else if (rc == CUDA_SUCCESS && elapsed) {
       float ms;
       if (elapsed(&ms, q->ev[(q->head - 1) % QRING], q->ev[i]) == CUDA_SUCCESS)
-        learn(q, ms * 1e3);
+        learn(q, q->key[i], ms * 1e3);
     }
     q->head++;
     q->n--;
+    q->queued_us = q->n ? q->queued_us - q->est[i] : 0;
   }
 }
 
-/* How many launches may be queued under bound_us: at least the one that
- * runs; two while the time of a launch is not known yet. */
-static unsigned allowed(const queue_t *q, uint32_t bound_us)
+/* Whether what is queued is too much for another launch under bound_us:
+ * the one that runs always may be; two while no launch is timed yet. */
+static int full(const queue_t *q, uint32_t bound_us)
 {
+  if (q->n >= QRING - 2)
+    return 1;
+  if (q->n == 0)
+    return 0;
   if (!(q->launch_us > 0))
-    return 2;
-  double k = bound_us / q->launch_us;
-  return k < 1 ? 1 : k > QRING - 2 ? QRING - 2 : (unsigned)k;
+    return q->n >= 2;
+  return q->queued_us >= bound_us;
 }
 
 void gmt__queue_before(int dev, uint32_t bound)
@@ -99,16 +161,16 @@ void gmt__queue_before(int dev, uint32_t bound)
     for (unsigned i = 0; i < QRING; i++)
       q->ev[i] = NULL;
     q->ctx = c;
-    q->head = q->n = 0;
+    forget(q);
   }
   retire(q, 0);
   int64_t t0 = 0, held = 0;
-  if (q->n >= allowed(q, bound)) {
+  if (full(q, bound)) {
     /* Held at the gate for the queue's bound: the per-call logs' tokenWait
      * (calllog.h), told once the lock is let go. The clock is read only
      * when it holds. */
     t0 = now_ns();
-    while (q->n >= allowed(q, bound))
+    while (full(q, bound))
       retire(q, 1);
     held = now_ns() - t0;
   }
@@ -124,7 +186,7 @@ int64_t gmt__queue_launch_ns(int dev)
                                : 0;
 }
 
-void gmt__queue_after(CUstream s)
+void gmt__queue_after(CUstream s, uint64_t key)
 {
   int dev = t_qdev;
   if (dev < 0)
@@ -145,6 +207,9 @@ void gmt__queue_after(CUstream s)
       record(q->ev[i], s) == CUDA_SUCCESS) {
     q->rec_ns[i] = now_ns();
     q->solo[i] = q->n == 0;
+    q->key[i] = key ? key : 1; /* 0 marks an empty kind */
+    q->est[i] = (float)estimate(q, q->key[i]);
+    q->queued_us += q->est[i];
     q->n++;
   }
   pthread_mutex_unlock(&q->mu);
@@ -155,7 +220,7 @@ void gmt__queue_child(void)
   for (unsigned i = 0; i < QDEVS; i++) {
     pthread_mutex_init(&g_q[i].mu, NULL);
     g_q[i].ctx = NULL;
-    g_q[i].head = g_q[i].n = 0;
+    forget(&g_q[i]);
   }
   t_qdev = -1;
 }
