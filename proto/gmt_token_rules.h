@@ -41,11 +41,13 @@
  * its GPU keeps at most this much of its work queued (gmt-schd
  * --wake-queue-ms): the waking pod's first launch cuts the grant, and its
  * memory comes back as the batch pod's moves out, which wait for that
- * queue. On an H200 a training job's queued step (a tenth of a second)
- * was a third of an 8 GiB pod's wake (docs/BENCHMARKS.md, issue 26); 10
- * ms still keeps several of its kernels queued, so the GPU does not wait
- * for its launches. */
-#define GMT_TOKEN_WAKE_QUEUE_US 10000
+ * queue. On an H200 (docs/BENCHMARKS.md, issue 26, eleventh session) an
+ * AdamW job's queued step (60-96 ms) was a third of an 8 GiB pod's wake;
+ * bounded, the wakes took 0.216-0.230 s at 10, 20 and 40 ms alike (the
+ * drain hides behind the first copy in), and the job ran 7.72-7.80 steps
+ * a second at 10 ms (its 9 ms GEMMs then queue one at a time) against
+ * 7.96-7.98 at 20 and 40 and unbounded. */
+#define GMT_TOKEN_WAKE_QUEUE_US 20000
 /* A latency pod gives its grant back once it has been quiet this long with
  * its work done (TokenReply.idle_us; gmt-schd --latency-idle-ms): coming
  * back costs it only the batch holder's bounded queue (it launches ahead,
