@@ -21,6 +21,13 @@
 #include "fork.h"
 
 #define GMT_CHANNEL_OPEN_TIMEOUT_MS 1000
+/* How soon a call waiting on a channel sees that another found the pod
+ * manager down (gmt__conn_set_give_up): a launch waiting for its token
+ * should not wait out its timeout. The watch's call waits for a grant's
+ * end, seconds; at 50 ms it woke the watch thread 20 times a second with a
+ * job alone on an H200 (bench/hook_wakeups.py), and nothing waits on it. */
+#define GMT_CHANNEL_SLICE_MS 50
+#define GMT_CHANNEL_WATCH_SLICE_MS 500
 
 static struct {
   pthread_mutex_t mu;
@@ -62,7 +69,8 @@ int gmt__channel_call(int ch, const Gmt__Envelope *req, Gmt__Envelope **rep, int
                         timeout_ms < GMT_CHANNEL_OPEN_TIMEOUT_MS ? timeout_ms
                                                                  : GMT_CHANNEL_OPEN_TIMEOUT_MS);
     if (rc == 0 && ch != GMT_CH_REPORT)
-      gmt__conn_set_give_up(g_ch[ch].conn, &g_down);
+      gmt__conn_set_give_up(g_ch[ch].conn, &g_down,
+                            ch == GMT_CH_WATCH ? GMT_CHANNEL_WATCH_SLICE_MS : GMT_CHANNEL_SLICE_MS);
   }
   if (rc == 0)
     rc = gmt__conn_call(g_ch[ch].conn, req, rep, timeout_ms);

@@ -37,20 +37,20 @@
 #define SP_PROTO_REP 0x31
 #define MAX_REPLY (16u << 20)
 
-#define GIVE_UP_SLICE_MS 50 /* how soon a wait notices the give-up flag */
-
 struct gmt_conn {
   char *url;
   int fd; /* -1 while not connected */
   int ipc;
   uint32_t next_id;
   const _Atomic int *give_up;
+  int slice_ms; /* how soon a wait notices it */
 };
 
 /* How long a call may wait: until at, or until *give_up turns nonzero. */
 typedef struct {
   uint64_t at;
   const _Atomic int *give_up;
+  int slice_ms;
 } deadline_t;
 
 static int wait_fd(int fd, short events, const deadline_t *dl)
@@ -60,8 +60,8 @@ static int wait_fd(int fd, short events, const deadline_t *dl)
       return -EHOSTDOWN;
     uint64_t now = gmt_now_ms();
     int left = now >= dl->at ? 0 : (int)(dl->at - now);
-    if (dl->give_up && left > GIVE_UP_SLICE_MS)
-      left = GIVE_UP_SLICE_MS;
+    if (dl->give_up && left > dl->slice_ms)
+      left = dl->slice_ms;
     struct pollfd p = {.fd = fd, .events = events};
     int r = poll(&p, 1, left);
     if (r > 0)
@@ -228,7 +228,7 @@ int gmt__conn_open(gmt_conn_t **out, const char *url, int timeout_ms)
     return -ENOMEM;
   }
   c->next_id = (uint32_t)getpid() * 2654435761u;
-  deadline_t dl = {gmt_now_ms() + (uint64_t)timeout_ms, NULL};
+  deadline_t dl = {gmt_now_ms() + (uint64_t)timeout_ms, NULL, 0};
   c->fd = dial(url, &c->ipc, &dl);
   if (c->fd < 0) {
     int rc = c->fd;
@@ -240,9 +240,10 @@ int gmt__conn_open(gmt_conn_t **out, const char *url, int timeout_ms)
   return 0;
 }
 
-void gmt__conn_set_give_up(gmt_conn_t *c, const _Atomic int *flag)
+void gmt__conn_set_give_up(gmt_conn_t *c, const _Atomic int *flag, int slice_ms)
 {
   c->give_up = flag;
+  c->slice_ms = slice_ms > 0 ? slice_ms : 1;
 }
 
 void gmt__conn_close(gmt_conn_t *c)
@@ -333,7 +334,7 @@ int gmt__conn_call(gmt_conn_t *c, const Gmt__Envelope *req, Gmt__Envelope **rep,
   *rep = NULL;
   void *body = NULL, *reply = NULL;
   size_t blen = 0, rlen = 0;
-  deadline_t dl = {gmt_now_ms() + (uint64_t)timeout_ms, c->give_up};
+  deadline_t dl = {gmt_now_ms() + (uint64_t)timeout_ms, c->give_up, c->slice_ms};
   /* Connected first, so that the request can name its descriptor: over
    * tcp:// the pod manager checks that /proc/PID/fd/FD is this socket,
    * one readlink however many files the node has open. */

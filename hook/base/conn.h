@@ -12,9 +12,9 @@ int gmt__conn_open(gmt_conn_t **c, const char *url, int timeout_ms);
 void gmt__conn_close(gmt_conn_t *c);
 
 /* From now on a call (and a dial on its behalf) gives up with -EHOSTDOWN
- * as soon as *flag is nonzero: a peer found dead by another call does not
- * hold this one until its timeout. */
-void gmt__conn_set_give_up(gmt_conn_t *c, const _Atomic int *flag);
+ * once *flag is nonzero, looked at every slice_ms while it waits: a peer
+ * found dead by another call does not hold this one until its timeout. */
+void gmt__conn_set_give_up(gmt_conn_t *c, const _Atomic int *flag, int slice_ms);
 
 /* Sends req and waits at most timeout_ms for its reply (-ETIMEDOUT). A
  * broken connection is dialled again on the next call. *rep is freed with
