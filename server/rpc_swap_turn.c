@@ -185,15 +185,20 @@ static uint64_t rival_growth(gmt_schd_t *s, const gmt__turns_tokens_t *tok, cons
   return gmt_bytes_add(in, gmt_swap_turn_grow(to, resident, in));
 }
 
-/* The mode=swap pod named name, when turns are kept and device is in
- * range; else NULL. */
-static const gmt_pod_t *swap_pod(gmt_schd_t *s, const char *name, int device)
+/* pod when it is a mode=swap pod, turns are kept and device is in range;
+ * else NULL. */
+static const gmt_pod_t *if_swap(gmt_schd_t *s, const gmt_pod_t *pod, int device)
 {
-  const gmt_pod_t *pod = gmt_pods_find(s->pods, name);
   if (!s->turns || !s->swap || !s->ledger || !pod || pod->cfg.mode != GMT__MEM_MODE__MEM_SWAP ||
       device < 0 || device >= GMT_SWAP_DEVICES)
     return NULL;
   return pod;
+}
+
+/* The mode=swap pod named name (if_swap). */
+static const gmt_pod_t *swap_pod(gmt_schd_t *s, const char *name, int device)
+{
+  return if_swap(s, gmt_pods_find(s->pods, name), device);
 }
 
 /* The pod's turn on device as things stand, or false when it has none
@@ -273,7 +278,7 @@ bool gmt__turns_may_wake(gmt_schd_t *s, const gmt__turns_tokens_t *tok, const ch
       continue;
     /* Memory on the device, on the card or off it: what is on may be
      * moved out for the holder within the grant, then wake. */
-    if (wakes_at(s, tok, swap_pod(s, p->cfg.name, device), device) < by &&
+    if (wakes_at(s, tok, if_swap(s, p, device), device) < by &&
         gmt_ledger_pod_device_total(s->ledger, p->cfg.name, device) > 0)
       return true;
   }

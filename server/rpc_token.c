@@ -566,8 +566,7 @@ static void maybe_revoke(struct gmt_tokens *t, tdev_t *d, const gmt_pod_t *pod, 
             d->device, pod->cfg.name, gmt_pod_class_name(pod->cfg.klass),
             c.waking ? ", waking" : "", c.usage_ms, holder, h.usage_ms,
             gmt_token_grant_end(d->pol) - now);
-  char name[GMT_POD_NAME_MAX + 1];
-  snprintf(name, sizeof name, "%s", holder);
+  /* holder is the policy's, gone with the grant: the name kept here serves. */
   snprintf(d->cut_pod, sizeof d->cut_pod, "%s", holder);
   d->cut_ms = now;
   if (d->grant_bounded) {
@@ -577,11 +576,11 @@ static void maybe_revoke(struct gmt_tokens *t, tdev_t *d, const gmt_pod_t *pod, 
     if (gmt_token_release(d->pol, now) < 0)
       gmt_warn("token device %d: out of memory recording a grant; its usage is lost", d->device);
     uv_timer_stop(&d->timer);
-    watches_answer(d, name, true);
+    watches_answer(d, d->cut_pod, true);
     return;
   }
   gmt_token_revoke(d->pol, now);
-  watches_answer(d, name, true);
+  watches_answer(d, d->cut_pod, true);
   /* It is waited for as after its quota (on_timer: draining). */
   timer_in(d, GMT_TOKEN_DRAIN_MAX_MS, on_timer);
 }

@@ -222,12 +222,12 @@ static void *reporter_main(void *arg)
     if (evict) {
       gmt_swap_stats_t st;
       gmt__swap_stats(&st);
-      uint64_t cut = atomic_load(&gmt__token_cut_ms);
-      int urgent = cut > 0 && gmt_now_ms() - cut < GMT_REPORT_CUT_NO_RELEASE_MS;
+      uint64_t cut = atomic_load(&gmt__token_cut_ms), since = gmt_now_ms() - cut;
+      int urgent = cut > 0 && since < GMT_REPORT_CUT_NO_RELEASE_MS;
       if (urgent && st.gpu > keep)
         GMT_HOOK_DEBUG("a move out %llu ms after this process's grant was cut short: PyTorch's "
                        "cache moves with the rest, not released first",
-                       (unsigned long long)(gmt_now_ms() - cut));
+                       (unsigned long long)since);
       if (st.gpu > keep && !urgent && gmt__pyrelease_cached() > 0) {
         gmt_swap_stats_t after;
         gmt__swap_stats(&after);
